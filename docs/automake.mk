@@ -1,0 +1,5 @@
+EXTRA_DIST += \
+	docs/architecture.md \
+	docs/benchmarks.md \
+	docs/event-language.md \
+	docs/operations.md

@@ -1,0 +1,9 @@
+noinst_LTLIBRARIES += lib/libtpmcommon.la
+lib_libtpmcommon_la_SOURCES = \
+	lib/clock.c lib/clock.h \
+	lib/event.c lib/event.h \
+	lib/hugealloc.c lib/hugealloc.h \
+	lib/packet.c lib/packet.h \
+	lib/spsc.c lib/spsc.h \
+	lib/util.c lib/util.h
+lib_libtpmcommon_la_LIBADD = -lm

@@ -1,0 +1,230 @@
+/*
+ * The event language: one parser for every front end (tpm-replay,
+ * ovs-appctl tpm/event-add, the TEM and its client).
+ *
+ * An event is (filter, predicate, flow granularity, time interval), as in
+ * section 3 of the Trumpet paper.  Its text form is a sequence of
+ * "key=value" clauses separated by white space:
+ *
+ *     filter=tcp,nw_dst=10.0.128.0/24 predicate=sum(volume) > 125KB
+ *         group=5tuple interval=10ms
+ *
+ *   filter=     OVS match syntax (ovs-ofctl field names): protocol
+ *               shorthands ip, ipv6, tcp, udp, sctp, icmp, tcp6, udp6,
+ *               sctp6, icmp6; fields dl_type, nw_proto, nw_src, nw_dst
+ *               (address, address/prefix or address/mask), ipv6_src,
+ *               ipv6_dst (address or address/prefix), tp_src, tp_dst
+ *               (value or value/mask).  "any" or empty matches all IP.
+ *   predicate=  a boolean expression, see below.  It runs to the next
+ *               clause keyword, so it may contain spaces.
+ *   group=      "5tuple" (default), or a comma-separated list of fields
+ *               with optional prefix lengths: nw_src/24,nw_dst/24,
+ *               tp_dst, nw_proto, ipv6_src/64, ...
+ *   interval=   a time (ns, us, ms, s); default 10ms.
+ *
+ * Predicates: numbers with units (KB MB GB = 10^3.., KiB MiB GiB = 2^10..,
+ * % = 1/100, ns us ms s = nanoseconds), + - * /, comparisons < <= > >=
+ * == !=, && || !, parentheses, and aggregates over the packets of an
+ * interval: sum(t) count() count(t) avg(t) min(t) max(t) stddev(t), where
+ * the per-packet term t is an expression over per-packet variables
+ * (Table 1: packets bytes volume ttl ecn rwnd, and the TCP-state ones
+ * is_lost is_burst rtt seq ack dup), with the same operators ("count(t)"
+ * counts packets where t is non-zero).  A variable outside an aggregate
+ * means its last value in the interval; "ack_lastepoch" (any variable
+ * with the suffix) is its last value in the previous interval, and
+ * prev(e) is aggregate expression e over the previous interval.
+ *
+ * The value an event reports is the left operand of its leftmost
+ * comparison ("sum(volume)" in the example), and the threshold is that
+ * comparison's right operand when it is a constant: the controller splits
+ * it across hosts and PMDs (see 'threshold' below).
+ *
+ * Thread-safety: parsing and evaluation are thread-safe; an event is not
+ * modified after parsing except through tpm_event_set_threshold(), which
+ * callers serialise.
+ */
+#ifndef TPM_EVENT_H
+#define TPM_EVENT_H 1
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "packet.h"
+
+/* Per-packet variables (paper Table 1). */
+enum tpm_var {
+    TPM_VAR_PACKETS,            /* 1 for every packet. */
+    TPM_VAR_BYTES,              /* Frame length. */
+    TPM_VAR_VOLUME,             /* L4 payload bytes. */
+    TPM_VAR_TTL,                /* IPv4 TTL / IPv6 hop limit. */
+    TPM_VAR_ECN,                /* 1 if CE-marked. */
+    TPM_VAR_RWND,               /* TCP raw receive window. */
+    /* TCP-state variables: parsed now, run once TCP state tracking is in
+     * (tpm_event_needs_tcp_state()). */
+    TPM_VAR_IS_LOST,
+    TPM_VAR_IS_BURST,
+    TPM_VAR_RTT,
+    TPM_VAR_SEQ,
+    TPM_VAR_ACK,
+    TPM_VAR_DUP,
+    TPM_N_VARS
+};
+
+/* Returns the name of 'var' as written in the language. */
+const char *tpm_var_name(enum tpm_var var);
+
+/* Returns true if 'var' needs per-connection TCP state. */
+bool tpm_var_needs_tcp_state(enum tpm_var var);
+
+/* Value of 'var' for packet 'pkt' (TCP-state variables return 0). */
+static inline uint64_t
+tpm_var_value(enum tpm_var var, const struct tpm_pkt *pkt)
+{
+    switch (var) {
+    case TPM_VAR_PACKETS: return 1;
+    case TPM_VAR_BYTES: return pkt->bytes;
+    case TPM_VAR_VOLUME: return pkt->volume;
+    case TPM_VAR_TTL: return pkt->ttl;
+    case TPM_VAR_ECN: return pkt->ecn;
+    case TPM_VAR_RWND: return pkt->rwnd;
+    case TPM_VAR_SEQ: return pkt->seq;
+    case TPM_VAR_ACK: return pkt->ack;
+    case TPM_VAR_IS_LOST:
+    case TPM_VAR_IS_BURST:
+    case TPM_VAR_RTT:
+    case TPM_VAR_DUP:
+    case TPM_N_VARS:
+    default:
+        return 0;
+    }
+}
+
+enum tpm_agg {
+    TPM_AGG_SUM,
+    TPM_AGG_COUNT,              /* count() has no term: number of packets. */
+    TPM_AGG_AVG,
+    TPM_AGG_MIN,
+    TPM_AGG_MAX,
+    TPM_AGG_STDDEV,
+    TPM_AGG_LAST,               /* Bare variable outside an aggregate. */
+    TPM_N_AGGS
+};
+
+const char *tpm_agg_name(enum tpm_agg);
+
+enum tpm_expr_type {
+    TPM_EXPR_NUM,               /* Constant 'num'. */
+    TPM_EXPR_VAR,               /* Per-packet variable 'var' (in a term). */
+    TPM_EXPR_AGG,               /* 'agg' over term 'a' (NULL: count()). */
+    TPM_EXPR_PREV,              /* 'a' evaluated over previous interval. */
+    TPM_EXPR_NEG,               /* -a */
+    TPM_EXPR_NOT,               /* !a */
+    TPM_EXPR_BIN,               /* a 'op' b */
+};
+
+enum tpm_binop {
+    TPM_OP_ADD, TPM_OP_SUB, TPM_OP_MUL, TPM_OP_DIV,
+    TPM_OP_LT, TPM_OP_LE, TPM_OP_GT, TPM_OP_GE, TPM_OP_EQ, TPM_OP_NE,
+    TPM_OP_AND, TPM_OP_OR,
+};
+
+struct tpm_expr {
+    enum tpm_expr_type type;
+    int pos;                    /* 1-based column in the definition. */
+    double num;                 /* TPM_EXPR_NUM. */
+    enum tpm_var var;           /* TPM_EXPR_VAR. */
+    enum tpm_agg agg;           /* TPM_EXPR_AGG. */
+    enum tpm_binop op;          /* TPM_EXPR_BIN. */
+    struct tpm_expr *a, *b;     /* Operands. */
+};
+
+/* A filter: a packet matches if (key & mask) == key_of_filter, where the
+ * filter's key is already masked.  An all-zero mask with 'ipver' 0 in the
+ * mask matches every IP packet (ipver is always matched against non-zero:
+ * non-IP frames never match). */
+struct tpm_match {
+    struct tpm_key key;
+    struct tpm_key mask;
+};
+
+struct tpm_event {
+    char *name;
+    char *text;                 /* The definition as given. */
+    struct tpm_match filter;
+    struct tpm_key group;       /* Granularity mask over the key. */
+    bool group_5tuple;          /* 'group' is the full 5-tuple. */
+    uint64_t interval_ns;
+    struct tpm_expr *pred;      /* Whole predicate. */
+    const struct tpm_expr *value; /* Reported value: left operand of the
+                                   * leftmost comparison (or 'pred'). */
+    struct tpm_expr *threshold; /* That comparison's right operand if it
+                                 * is a TPM_EXPR_NUM, else NULL. */
+};
+
+/* Parses definition 'text' of event 'name' into a new event stored in
+ * '*eventp'.  Returns NULL on success.  On error, returns a malloc()'d
+ * message that names the clause, the 1-based column, the offending token
+ * and what was expected, e.g.
+ *     "predicate: column 30: unexpected '>>': expected an operand"
+ * and stores NULL in '*eventp'.  'name' must be 1 to 63 characters from
+ * [A-Za-z0-9_.-]. */
+char *tpm_event_parse(const char *name, const char *text,
+                      struct tpm_event **eventp)
+    __attribute__((warn_unused_result));
+
+/* Parses a line "NAME definition..." as found in event files; blank lines
+ * and lines starting with '#' yield NULL error and NULL event. */
+char *tpm_event_parse_line(const char *line, struct tpm_event **eventp)
+    __attribute__((warn_unused_result));
+
+void tpm_event_destroy(struct tpm_event *);
+
+/* Returns a deep copy of 'event'. */
+struct tpm_event *tpm_event_clone(const struct tpm_event *);
+
+/* Returns true if the predicate uses a TCP-state variable. */
+bool tpm_event_needs_tcp_state(const struct tpm_event *);
+
+/* Replaces the event's threshold with 'value'.  Returns false if the
+ * event has no constant threshold. */
+bool tpm_event_set_threshold(struct tpm_event *, double value);
+
+/* Formats the expression back into text (fully parenthesised); caller
+ * frees. */
+char *tpm_expr_to_string(const struct tpm_expr *);
+
+/* Formats a granularity mask as the group= clause would ("5tuple",
+ * "nw_dst/24,tp_dst"); caller frees. */
+char *tpm_group_to_string(const struct tpm_key *group);
+
+/* Evaluates a per-packet term for 'pkt'.  Comparisons and logic yield 0
+ * or 1; division by zero yields 0. */
+double tpm_expr_eval_pkt(const struct tpm_expr *, const struct tpm_pkt *);
+
+/* Evaluates an interval-level expression, calling 'leaf' for every
+ * TPM_EXPR_AGG node ('prev' tells whether it is under a TPM_EXPR_PREV).
+ * Division by zero yields 0. */
+double tpm_expr_eval(const struct tpm_expr *,
+                     double (*leaf)(const struct tpm_expr *agg, bool prev,
+                                    void *aux),
+                     void *aux);
+
+/* Calls 'cb' for every TPM_EXPR_AGG node of 'expr' ('prev' as above). */
+void tpm_expr_for_each_agg(const struct tpm_expr *expr,
+                           void (*cb)(const struct tpm_expr *agg, bool prev,
+                                      void *aux),
+                           void *aux);
+
+/* Returns true if the two per-packet terms are structurally identical
+ * (NULL equals NULL), so that summaries can be shared between
+ * triggers. */
+bool tpm_expr_equal(const struct tpm_expr *, const struct tpm_expr *);
+
+/* Parses a time such as "10ms" into '*ns'.  Returns NULL or an error. */
+char *tpm_parse_time(const char *s, uint64_t *ns)
+    __attribute__((warn_unused_result));
+
+/* Formats 'ns' as the shortest exact unit ("10ms", "1s", "250us"). */
+char *tpm_time_format(uint64_t ns, char *buf, int size);
+
+#endif /* event.h */

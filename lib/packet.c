@@ -1,0 +1,269 @@
+#include "packet.h"
+
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <string.h>
+
+#define ETH_HLEN 14
+#define ETH_TYPE_IP 0x0800
+#define ETH_TYPE_IPV6 0x86dd
+#define ETH_TYPE_VLAN 0x8100
+#define ETH_TYPE_QINQ 0x88a8
+
+#define IPPROTO_HOPOPTS_ 0
+#define IPPROTO_ROUTING_ 43
+#define IPPROTO_FRAGMENT_ 44
+#define IPPROTO_DSTOPTS_ 60
+
+static inline uint16_t
+get_be16(const uint8_t *p)
+{
+    return (uint16_t) (p[0] << 8 | p[1]);
+}
+
+static inline uint32_t
+get_be32(const uint8_t *p)
+{
+    return (uint32_t) p[0] << 24 | (uint32_t) p[1] << 16
+           | (uint32_t) p[2] << 8 | p[3];
+}
+
+/* Parses the L4 header at 'l4' ('avail' captured bytes, 'l4len' bytes
+ * according to the IP header) into 'pkt'.  'first_frag' is false for
+ * non-first fragments, which carry no L4 header. */
+static void
+parse_l4__(const uint8_t *l4, int avail, uint32_t l4len, bool first_frag,
+           struct tpm_pkt *pkt)
+{
+    uint8_t proto = pkt->key.proto;
+
+    pkt->volume = l4len;
+    if (!first_frag) {
+        return;
+    }
+    if (proto == IPPROTO_TCP && avail >= 20) {
+        uint32_t hlen = (l4[12] >> 4) * 4;
+        pkt->key.sport = get_be16(l4);
+        pkt->key.dport = get_be16(l4 + 2);
+        pkt->seq = get_be32(l4 + 4);
+        pkt->ack = get_be32(l4 + 8);
+        pkt->tcp_flags = l4[13];
+        pkt->rwnd = get_be16(l4 + 14);
+        pkt->volume = l4len > hlen ? l4len - hlen : 0;
+    } else if (proto == IPPROTO_UDP && avail >= 8) {
+        uint32_t ulen = get_be16(l4 + 4);
+        pkt->key.sport = get_be16(l4);
+        pkt->key.dport = get_be16(l4 + 2);
+        /* Trust the smaller of the UDP and IP lengths. */
+        ulen = MIN(ulen, l4len);
+        pkt->volume = ulen > 8 ? ulen - 8 : 0;
+    } else if (proto == IPPROTO_SCTP && avail >= 12) {
+        pkt->key.sport = get_be16(l4);
+        pkt->key.dport = get_be16(l4 + 2);
+        pkt->volume = l4len > 12 ? l4len - 12 : 0;
+    } else if ((proto == IPPROTO_ICMP || proto == IPPROTO_ICMPV6)
+               && avail >= 4) {
+        pkt->key.sport = l4[0];
+        pkt->key.dport = l4[1];
+        pkt->volume = l4len > 8 ? l4len - 8 : 0;
+    }
+}
+
+bool
+tpm_packet_parse(const void *data, uint32_t caplen, uint32_t wirelen,
+                 struct tpm_pkt *pkt)
+{
+    const uint8_t *p = data;
+    const uint8_t *end = p + caplen;
+
+    memset(pkt, 0, sizeof *pkt);
+    pkt->bytes = wirelen;
+
+    if (caplen < ETH_HLEN) {
+        return false;
+    }
+    uint16_t type = get_be16(p + 12);
+    p += ETH_HLEN;
+    for (int i = 0; i < 2 && (type == ETH_TYPE_VLAN || type == ETH_TYPE_QINQ);
+         i++) {
+        if (end - p < 4) {
+            return false;
+        }
+        type = get_be16(p + 2);
+        p += 4;
+    }
+
+    if (type == ETH_TYPE_IP) {
+        if (end - p < 20 || (p[0] >> 4) != 4) {
+            return false;
+        }
+        uint32_t ihl = (p[0] & 0xf) * 4;
+        uint32_t tot = get_be16(p + 2);
+        if (ihl < 20 || tot < ihl || end - p < (long) ihl) {
+            return false;
+        }
+        uint16_t frag = get_be16(p + 6);
+        pkt->key.ipver = 4;
+        pkt->key.proto = p[9];
+        pkt->ttl = p[8];
+        pkt->ecn = (p[1] & 3) == 3;
+        memcpy(&pkt->key.src[0], p + 12, 4);
+        memcpy(&pkt->key.dst[0], p + 16, 4);
+        parse_l4__(p + ihl, (int) (end - p - ihl), tot - ihl,
+                   (frag & 0x1fff) == 0, pkt);
+    } else if (type == ETH_TYPE_IPV6) {
+        if (end - p < 40 || (p[0] >> 4) != 6) {
+            return false;
+        }
+        uint32_t plen = get_be16(p + 4);
+        uint8_t nh = p[6];
+        bool first_frag = true;
+
+        pkt->key.ipver = 6;
+        pkt->ttl = p[7];
+        pkt->ecn = ((get_be16(p) >> 4) & 3) == 3;
+        memcpy(pkt->key.src, p + 8, 16);
+        memcpy(pkt->key.dst, p + 24, 16);
+        p += 40;
+        /* Skip extension headers. */
+        for (int i = 0; i < 8; i++) {
+            uint32_t elen;
+            if (nh == IPPROTO_HOPOPTS_ || nh == IPPROTO_ROUTING_
+                || nh == IPPROTO_DSTOPTS_) {
+                if (end - p < 8) {
+                    break;
+                }
+                elen = (p[1] + 1) * 8;
+            } else if (nh == IPPROTO_FRAGMENT_) {
+                if (end - p < 8) {
+                    break;
+                }
+                elen = 8;
+                first_frag = (get_be16(p + 2) & 0xfff8) == 0;
+            } else {
+                break;
+            }
+            if (elen > plen || end - p < (long) elen) {
+                break;
+            }
+            nh = p[0];
+            plen -= elen;
+            p += elen;
+        }
+        pkt->key.proto = nh;
+        parse_l4__(p, (int) (end - p), plen, first_frag, pkt);
+    } else {
+        return false;
+    }
+    return true;
+}
+
+/* Hashing. */
+
+static inline uint32_t
+hash_finish__(uint64_t h)
+{
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ULL;
+    h ^= h >> 33;
+    return (uint32_t) h;
+}
+
+static uint32_t
+hash_portable__(const struct tpm_key *key)
+{
+    const uint64_t *w = (const uint64_t *) key;
+    uint64_t h = 0x9e3779b97f4a7c15ULL;
+    for (int i = 0; i < (int) TPM_KEY_WORDS; i++) {
+        h = (h ^ w[i]) * 0x100000001b3ULL;
+        h ^= h >> 29;
+    }
+    return hash_finish__(h);
+}
+
+#if defined(__x86_64__)
+__attribute__((target("sse4.2")))
+static uint32_t
+hash_crc32c__(const struct tpm_key *key)
+{
+    const uint64_t *w = (const uint64_t *) key;
+    uint64_t a = 0x12345678, b = 0x9abcdef0;
+    /* Two independent CRC chains halve the dependency chain latency; the
+     * final mix spreads the 32-bit CRCs over all bits. */
+    a = __builtin_ia32_crc32di(a, w[0]);
+    b = __builtin_ia32_crc32di(b, w[1]);
+    a = __builtin_ia32_crc32di(a, w[2]);
+    b = __builtin_ia32_crc32di(b, w[3]);
+    a = __builtin_ia32_crc32di(a, w[4]);
+    return (uint32_t) (a ^ (b << 17 | b >> 15)) * 0x9e3779b1u;
+}
+#endif
+
+static uint32_t (*hash_impl)(const struct tpm_key *);
+static const char *hash_impl_name;
+
+static void
+hash_select__(void)
+{
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("sse4.2")) {
+        hash_impl_name = "crc32c-sse4.2";
+        hash_impl = hash_crc32c__;
+        return;
+    }
+#endif
+    hash_impl_name = "portable";
+    hash_impl = hash_portable__;
+}
+
+__attribute__((constructor))
+static void
+hash_init__(void)
+{
+    hash_select__();
+}
+
+uint32_t
+tpm_key_hash(const struct tpm_key *key)
+{
+    return hash_impl(key);
+}
+
+const char *
+tpm_key_hash_impl(void)
+{
+    return hash_impl_name;
+}
+
+char *
+tpm_addr_format(const uint32_t words[4], int ipver, char *buf, int size)
+{
+    if (!inet_ntop(ipver == 6 ? AF_INET6 : AF_INET, words, buf, size)) {
+        snprintf(buf, size, "?");
+    }
+    return buf;
+}
+
+char *
+tpm_key_format(const struct tpm_key *key, char *buf, int size)
+{
+    char s[INET6_ADDRSTRLEN], d[INET6_ADDRSTRLEN];
+
+    if (!key->ipver) {
+        snprintf(buf, size, "non-ip");
+        return buf;
+    }
+    tpm_addr_format(key->src, key->ipver, s, sizeof s);
+    tpm_addr_format(key->dst, key->ipver, d, sizeof d);
+    if (key->ipver == 6) {
+        snprintf(buf, size, "%u [%s]:%u > [%s]:%u", key->proto, s,
+                 key->sport, d, key->dport);
+    } else {
+        snprintf(buf, size, "%u %s:%u > %s:%u", key->proto, s, key->sport,
+                 d, key->dport);
+    }
+    return buf;
+}

@@ -1,0 +1,112 @@
+/*
+ * Packet parsing into a flow key and the per-packet variables.
+ *
+ * A frame is parsed exactly once, into a 'struct tpm_pkt': the 5-tuple key
+ * (IPv4 or IPv6) and the few header fields the per-packet variables of the
+ * event language need (paper Table 1).  The key is 40 bytes, laid out so
+ * that it can be hashed as five 64-bit words and compared with memcmp; all
+ * padding is zero.  Addresses are kept in network byte order (as 32-bit
+ * words exactly as they appear on the wire), ports in host byte order.
+ * IPv4 addresses occupy word 0, words 1-3 are zero.
+ *
+ * Frames that are not IP (ARP, LLDP, ...) parse into a key with ipver 0:
+ * they are counted by callers and never matched against triggers.
+ *
+ * Thread-safety: all functions are thread-safe (no shared state).
+ */
+#ifndef TPM_PACKET_H
+#define TPM_PACKET_H 1
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "util.h"
+
+struct tpm_key {
+    uint32_t src[4];            /* Source address, network byte order. */
+    uint32_t dst[4];            /* Destination address. */
+    uint16_t sport;             /* L4 source port (ICMP: type). */
+    uint16_t dport;             /* L4 destination port (ICMP: code). */
+    uint8_t proto;              /* IP protocol number. */
+    uint8_t ipver;              /* 4, 6, or 0 for non-IP frames. */
+    uint16_t pad;               /* Always zero. */
+};
+BUILD_ASSERT_DECL(sizeof(struct tpm_key) == 40);
+
+#define TPM_KEY_WORDS (sizeof(struct tpm_key) / sizeof(uint64_t))
+
+/* TCP flag bits as on the wire. */
+#define TPM_TCP_FIN 0x01
+#define TPM_TCP_SYN 0x02
+#define TPM_TCP_RST 0x04
+#define TPM_TCP_PSH 0x08
+#define TPM_TCP_ACK 0x10
+
+struct tpm_pkt {
+    struct tpm_key key;
+    uint32_t hash;              /* Left 0 by the parser: the monitor
+                                 * hashes only when the flow differs from
+                                 * the previous packet's. */
+    uint32_t bytes;             /* Frame length on the wire. */
+    uint32_t volume;            /* L4 payload bytes. */
+    uint32_t seq;               /* TCP sequence number (host order). */
+    uint32_t ack;               /* TCP acknowledgement number. */
+    uint16_t rwnd;              /* TCP raw window, 0 if not TCP. */
+    uint8_t ttl;                /* IPv4 TTL or IPv6 hop limit. */
+    uint8_t ecn;                /* 1 if ECN field is CE, else 0. */
+    uint8_t tcp_flags;          /* TCP flags, 0 if not TCP. */
+};
+
+/* Parses Ethernet frame 'data' of 'caplen' captured bytes whose length on
+ * the wire was 'wirelen' into 'pkt' (except its hash).  Handles up to
+ * two VLAN tags, IPv4 (with options, fragments: only the first fragment
+ * carries ports), IPv6 (skipping hop-by-hop, routing, fragment and
+ * destination-options extension headers), TCP, UDP, SCTP, ICMP and ICMPv6.
+ * Returns true if the frame is IP, false otherwise (then 'pkt->key' is all
+ * zero but 'bytes' is set). */
+bool tpm_packet_parse(const void *data, uint32_t caplen, uint32_t wirelen,
+                      struct tpm_pkt *pkt);
+
+/* Hashes a key: CRC32-C over its five 64-bit words, with the SSE4.2
+ * instruction where the CPU has it (checked once at run time), otherwise
+ * a portable multiply-xorshift hash.  Both give well-spread 32-bit values;
+ * they differ from each other, so a process uses only one of them. */
+uint32_t tpm_key_hash(const struct tpm_key *);
+
+/* Returns the name of the hash implementation in use ("crc32c-sse4.2" or
+ * "portable"). */
+const char *tpm_key_hash_impl(void);
+
+static inline bool
+tpm_key_equal(const struct tpm_key *a, const struct tpm_key *b)
+{
+    const uint64_t *x = (const uint64_t *) a;
+    const uint64_t *y = (const uint64_t *) b;
+    return !((x[0] ^ y[0]) | (x[1] ^ y[1]) | (x[2] ^ y[2]) | (x[3] ^ y[3])
+             | (x[4] ^ y[4]));
+}
+
+/* Stores in 'dst' the bitwise AND of 'key' and 'mask'. */
+static inline void
+tpm_key_and(struct tpm_key *dst, const struct tpm_key *key,
+            const struct tpm_key *mask)
+{
+    const uint64_t *k = (const uint64_t *) key;
+    const uint64_t *m = (const uint64_t *) mask;
+    uint64_t *d = (uint64_t *) dst;
+    for (int i = 0; i < (int) TPM_KEY_WORDS; i++) {
+        d[i] = k[i] & m[i];
+    }
+}
+
+/* Formats 'key' as "proto src:sport > dst:dport" into 'buf' of 'size'
+ * bytes (IPv6 addresses in brackets).  Returns 'buf'. */
+char *tpm_key_format(const struct tpm_key *, char *buf, int size);
+
+/* Formats the address in 'words' of IP version 'ipver' into 'buf'. */
+char *tpm_addr_format(const uint32_t words[4], int ipver, char *buf,
+                      int size);
+
+#define TPM_KEY_STRLEN 128
+
+#endif /* packet.h */

@@ -1,0 +1,48 @@
+# Unit tests (Check), one suite per module, and the end-to-end test that
+# replays generated pcaps against ground truth computed independently of
+# libtpm (tests/gen-trace.py).
+TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+TEST_LDADD = tpm/libtpm.la lib/libtpmcommon.la $(CHECK_LIBS) -lm
+
+check_PROGRAMS += \
+	tests/test-event \
+	tests/test-packet \
+	tests/test-spsc \
+	tests/test-flow-table \
+	tests/test-trig-index \
+	tests/test-tpm
+
+tests_test_event_SOURCES = tests/test-event.c
+tests_test_event_CFLAGS = $(TEST_CFLAGS)
+tests_test_event_LDADD = $(TEST_LDADD)
+tests_test_packet_SOURCES = tests/test-packet.c
+tests_test_packet_CFLAGS = $(TEST_CFLAGS)
+tests_test_packet_LDADD = $(TEST_LDADD)
+tests_test_spsc_SOURCES = tests/test-spsc.c
+tests_test_spsc_CFLAGS = $(TEST_CFLAGS)
+tests_test_spsc_LDADD = $(TEST_LDADD) -lpthread
+tests_test_flow_table_SOURCES = tests/test-flow-table.c
+tests_test_flow_table_CFLAGS = $(TEST_CFLAGS)
+tests_test_flow_table_LDADD = $(TEST_LDADD)
+tests_test_trig_index_SOURCES = tests/test-trig-index.c
+tests_test_trig_index_CFLAGS = $(TEST_CFLAGS)
+tests_test_trig_index_LDADD = $(TEST_LDADD)
+tests_test_tpm_SOURCES = tests/test-tpm.c
+tests_test_tpm_CFLAGS = $(TEST_CFLAGS)
+tests_test_tpm_LDADD = $(TEST_LDADD)
+
+TESTS += \
+	tests/test-event \
+	tests/test-packet \
+	tests/test-spsc \
+	tests/test-flow-table \
+	tests/test-trig-index \
+	tests/test-tpm \
+	tests/e2e-replay.sh
+
+TESTS_ENVIRONMENT = \
+	top_srcdir='$(top_srcdir)' top_builddir='$(top_builddir)' \
+	PYTHON3='$(PYTHON3)'
+
+EXTRA_DIST += tests/e2e-replay.sh tests/gen-trace.py tests/bootstrap.sh \
+	tests/data/table2.events

@@ -1,0 +1,784 @@
+/*
+ * Tests of the monitor as a whole (tpm.h): match and scatter, sweeps,
+ * epochs, granularity, run-time changes, DoS threshold, polls, the control
+ * rings.  Expected values are computed here from the packets the test
+ * sends, independently of libtpm.
+ */
+#include <arpa/inet.h>
+#include <check.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "event.h"
+#include "tpm.h"
+#include "util.h"
+
+#define MS 1000000ULL
+#define T0 (1700000000ULL * 1000 * MS)   /* An epoch-aligned wall clock. */
+
+/* A frame built by hand: Ethernet + IPv4 + UDP. */
+struct frame {
+    uint8_t data[128];
+    uint32_t len;
+};
+
+static void
+put16(uint8_t *p, uint16_t v)
+{
+    p[0] = v >> 8;
+    p[1] = v;
+}
+
+/* Builds a UDP frame from 10.99.'s'.'s2' to 10.'d1'.'d2'.'d3' with
+ * 'payload' bytes of UDP payload (at most 60) and TTL 'ttl'. */
+static void
+udp_frame(struct frame *f, uint32_t src, uint32_t dst, uint16_t sport,
+          uint16_t dport, int payload, uint8_t ttl)
+{
+    uint8_t *p = f->data;
+    memset(f, 0, sizeof *f);
+    put16(p + 12, 0x0800);
+    uint8_t *ip = p + 14;
+    ip[0] = 0x45;
+    put16(ip + 2, 20 + 8 + payload);
+    ip[8] = ttl;
+    ip[9] = 17;
+    uint32_t s = htonl(src), d = htonl(dst);
+    memcpy(ip + 12, &s, 4);
+    memcpy(ip + 16, &d, 4);
+    uint8_t *udp = ip + 20;
+    put16(udp, sport);
+    put16(udp + 2, dport);
+    put16(udp + 4, 8 + payload);
+    f->len = MAX(60, 14 + 20 + 8 + payload);
+}
+
+static uint32_t
+ip4(int a, int b, int c, int d)
+{
+    return (uint32_t) a << 24 | b << 16 | c << 8 | d;
+}
+
+static void
+quiet_log(enum tpm_log_level level, const char *msg)
+{
+    (void) level;
+    (void) msg;
+}
+
+static struct tpm *
+new_tpm(struct tpm_params *p)
+{
+    struct tpm_params def;
+    char *error = NULL;
+    if (!p) {
+        tpm_params_init(&def);
+        def.flow_table_size = 4096;
+        def.max_triggers = 16384;
+        def.max_events = 64;
+        def.max_chunks = 1024;
+        def.dos_table_size = 1024;
+        def.sweep_budget_ns = 0;
+        p = &def;
+    }
+    tpm_log_set_hook(quiet_log);
+    struct tpm *tpm = tpm_create(p, &error);
+    ck_assert_msg(tpm, "tpm_create: %s", error ? error : "?");
+    return tpm;
+}
+
+static void
+add(struct tpm *tpm, uint32_t id, const char *line)
+{
+    struct tpm_event *ev;
+    char *error = tpm_event_parse_line(line, &ev);
+    ck_assert_msg(!error, "%s: %s", line, error);
+    error = tpm_event_add(tpm, ev, id);
+    ck_assert_msg(!error, "%s: %s", line, error);
+}
+
+static void
+send1(struct tpm *tpm, uint64_t now, const struct frame *f)
+{
+    struct tpm_frame fr = { f->data, f->len, f->len };
+    tpm_advance(tpm, now);
+    tpm_process_batch(tpm, &fr, 1);
+}
+
+static void
+sweep_all(struct tpm *tpm)
+{
+    while (tpm_sweep_step(tpm, 0)) {
+        continue;
+    }
+}
+
+/* Collected satisfaction reports. */
+struct reports {
+    struct tpm_report r[4096];
+    int n;
+};
+
+static void
+collect(struct tpm *tpm, struct reports *out)
+{
+    struct tpm_report r;
+    while (tpm_pop_report(tpm, &r)) {
+        if (r.type == TPM_REPORT_SATISFIED) {
+            ck_assert_int_lt(out->n, (int) ARRAY_SIZE(out->r));
+            out->r[out->n++] = r;
+        } else {
+            free(r.error);
+        }
+    }
+}
+
+static const struct tpm_report *
+find_report(const struct reports *rs, uint32_t id, uint64_t epoch,
+            uint32_t dst)
+{
+    for (int i = 0; i < rs->n; i++) {
+        if (rs->r[i].event_id == id && rs->r[i].epoch == epoch
+            && rs->r[i].group.dst[0] == htonl(dst)) {
+            return &rs->r[i];
+        }
+    }
+    return NULL;
+}
+
+static void
+stats(const struct tpm *tpm, struct tpm_stats *s)
+{
+    tpm_get_stats(tpm, s);
+}
+
+START_TEST(test_heavy_5tuple)
+{
+    struct tpm *tpm = new_tpm(NULL);
+    struct reports rs = { .n = 0 };
+    struct frame a, b;
+
+    add(tpm, 7, "heavy filter=udp,nw_dst=10.0.128.0/24 "
+        "predicate=sum(volume) > 500 group=5tuple interval=10ms");
+    udp_frame(&a, ip4(10, 99, 0, 1), ip4(10, 0, 128, 5), 1000, 80, 50, 64);
+    udp_frame(&b, ip4(10, 99, 0, 2), ip4(10, 0, 128, 6), 1000, 80, 10, 64);
+
+    /* Epoch E: 11 packets of 50 B (550 > 500) and 11 of 10 B. */
+    for (int i = 0; i < 11; i++) {
+        send1(tpm, T0 + i * 100, &a);
+        send1(tpm, T0 + i * 100 + 50, &b);
+    }
+    tpm_advance(tpm, T0 + 10 * MS);
+    sweep_all(tpm);
+    collect(tpm, &rs);
+
+    uint64_t e = T0 / (10 * MS);
+    ck_assert_int_eq(rs.n, 1);
+    ck_assert_int_eq(rs.r[0].event_id, 7);
+    ck_assert_uint_eq(rs.r[0].epoch, e);
+    ck_assert_double_eq(rs.r[0].value, 550);
+    ck_assert_uint_eq(rs.r[0].group.src[0], htonl(ip4(10, 99, 0, 1)));
+    ck_assert_uint_eq(rs.r[0].group.dst[0], htonl(ip4(10, 0, 128, 5)));
+    ck_assert_uint_eq(rs.r[0].group.sport, 1000);
+    ck_assert_uint_eq(rs.r[0].group.dport, 80);
+    ck_assert_uint_eq(rs.r[0].group.proto, 17);
+    ck_assert_uint_eq(rs.r[0].flags, 0);
+
+    struct tpm_stats s;
+    stats(tpm, &s);
+    ck_assert_uint_eq(s.packets, 22);
+    ck_assert_uint_eq(s.flow_inserts, 2);
+    ck_assert_uint_eq(s.sweeps_done, 1);
+    ck_assert_uint_eq(s.sweeps_unfinished, 0);
+    tpm_destroy(tpm);
+}
+END_TEST
+
+START_TEST(test_group_aggregation)
+{
+    struct tpm *tpm = new_tpm(NULL);
+    struct reports rs = { .n = 0 };
+    struct frame f[6];
+
+    add(tpm, 1, "spike filter=udp,nw_dst=10.0.0.0/8 "
+        "predicate=sum(volume) > 1000 group=nw_dst/24 interval=10ms");
+    /* Three flows to 10.1.1.0/24, 400 B each (none above 1000 alone);
+     * three to 10.1.2.0/24, 300 B each (900 in all: below). */
+    for (int i = 0; i < 3; i++) {
+        udp_frame(&f[i], ip4(10, 99, 0, 1), ip4(10, 1, 1, i + 1), 1 + i, 9,
+                  40, 64);
+        udp_frame(&f[3 + i], ip4(10, 99, 0, 1), ip4(10, 1, 2, i + 1), 1 + i,
+                  9, 30, 64);
+    }
+    for (int k = 0; k < 10; k++) {
+        for (int i = 0; i < 6; i++) {
+            send1(tpm, T0 + k * 1000 + i, &f[i]);
+        }
+    }
+    tpm_advance(tpm, T0 + 10 * MS);
+    sweep_all(tpm);
+    collect(tpm, &rs);
+
+    ck_assert_int_eq(rs.n, 1);
+    ck_assert_double_eq(rs.r[0].value, 1200);
+    ck_assert_uint_eq(rs.r[0].group.dst[0], htonl(ip4(10, 1, 1, 0)));
+    ck_assert_uint_eq(rs.r[0].group.src[0], 0);
+    ck_assert_uint_eq(rs.r[0].group.sport, 0);
+
+    struct tpm_stats s;
+    stats(tpm, &s);
+    ck_assert_uint_eq(s.triggers, 2);       /* Two /24 children. */
+    ck_assert_uint_eq(s.children_created, 2);
+    ck_assert_uint_eq(s.matches, 6);
+    tpm_destroy(tpm);
+}
+END_TEST
+
+/* Reference model for the randomized aggregate test: per (group, interval)
+ * the packets' values. */
+struct ref_cell {
+    uint64_t iv;
+    int group;
+    double n, sum, sumsq, min, max, last, nz;
+};
+
+static struct ref_cell *
+ref_cell(struct ref_cell *cells, int *n_cells, uint64_t iv, int group)
+{
+    for (int i = 0; i < *n_cells; i++) {
+        if (cells[i].iv == iv && cells[i].group == group) {
+            return &cells[i];
+        }
+    }
+    struct ref_cell *c = &cells[(*n_cells)++];
+    memset(c, 0, sizeof *c);
+    c->iv = iv;
+    c->group = group;
+    return c;
+}
+
+START_TEST(test_aggregates_random)
+{
+    /* Events that always hold, so that every (group, interval) with
+     * packets is reported with its value; compared with a reference
+     * computed from the packets sent.  Intervals of 30 ms over 10 ms
+     * epochs, groups of nw_dst/24, randomized flows, sizes and TTLs,
+     * with epochs skipped. */
+    static const char *const defs[] = {
+        "filter=udp predicate=sum(volume) >= 0",
+        "filter=udp predicate=count() >= 0",
+        "filter=udp predicate=avg(bytes) >= 0",
+        "filter=udp predicate=min(ttl) >= 0",
+        "filter=udp predicate=max(ttl) >= 0",
+        "filter=udp predicate=stddev(volume) >= 0",
+        "filter=udp predicate=count(volume > 20) >= 0",
+        "filter=udp predicate=sum(volume * 2 + 1) >= 0",
+    };
+    enum { N_DEFS = ARRAY_SIZE(defs) };
+    struct tpm *tpm = new_tpm(NULL);
+    static struct reports rs;
+    static struct ref_cell cells[4096];
+    int n_cells = 0;
+    uint32_t seed = 12345;
+
+    rs.n = 0;
+    for (int i = 0; i < N_DEFS; i++) {
+        char line[256];
+        snprintf(line, sizeof line, "e%d %s group=nw_dst/24 interval=30ms",
+                 i, defs[i]);
+        add(tpm, i, line);
+    }
+
+    uint64_t now = T0 + 3 * MS;
+    for (int k = 0; k < 3000; k++) {
+        seed = seed * 1103515245 + 12345;
+        int group = (seed >> 8) % 5;
+        int host = (seed >> 12) % 7;
+        int payload = (seed >> 16) % 60;
+        int ttl = 1 + (seed >> 20) % 200;
+        struct frame f;
+        udp_frame(&f, ip4(10, 99, 0, host), ip4(10, 2, group, host), 5 + host,
+                  53, payload, ttl);
+        now += (seed >> 24) % 64 == 0 ? 47 * MS : 37000;
+        send1(tpm, now, &f);
+        sweep_all(tpm);
+        collect(tpm, &rs);
+
+        struct ref_cell *c = ref_cell(cells, &n_cells,
+                                      now / (30 * MS), group);
+        double bytes = f.len;
+        c->min = c->n ? MIN(c->min, ttl) : ttl;
+        c->max = c->n ? MAX(c->max, ttl) : ttl;
+        c->n++;
+        c->sum += payload;
+        c->sumsq += (double) payload * payload;
+        c->last += bytes;          /* Sum of bytes, for avg(bytes). */
+        c->nz += payload > 20;
+    }
+    tpm_advance(tpm, (now / (30 * MS) + 1) * 30 * MS);
+    sweep_all(tpm);
+    collect(tpm, &rs);
+
+    ck_assert_int_eq(rs.n, n_cells * N_DEFS);
+    for (int i = 0; i < n_cells; i++) {
+        const struct ref_cell *c = &cells[i];
+        uint64_t end = (c->iv + 1) * 3 - 1;
+        double mean = c->sum / c->n;
+        double expect[N_DEFS] = {
+            c->sum, c->n, c->last / c->n, c->min, c->max,
+            sqrt(MAX(0, c->sumsq / c->n - mean * mean)), c->nz,
+            2 * c->sum + c->n,
+        };
+        for (int d = 0; d < N_DEFS; d++) {
+            const struct tpm_report *r
+                = find_report(&rs, d, end, ip4(10, 2, c->group, 0));
+            ck_assert_msg(r, "no report for event %d epoch %llu group %d",
+                          d, (unsigned long long) end, c->group);
+            ck_assert_msg(fabs(r->value - expect[d])
+                          <= 1e-9 * MAX(1, fabs(expect[d])),
+                          "event %d group %d: %.17g != %.17g", d, c->group,
+                          r->value, expect[d]);
+        }
+    }
+    struct tpm_stats s;
+    stats(tpm, &s);
+    ck_assert_uint_eq(s.sweeps_unfinished, 0);
+    ck_assert_uint_gt(s.epochs_skipped, 0);
+    tpm_destroy(tpm);
+}
+END_TEST
+
+START_TEST(test_interval_and_lazy_reset)
+{
+    struct tpm *tpm = new_tpm(NULL);
+    struct reports rs = { .n = 0 };
+    struct frame f;
+
+    add(tpm, 1, "a filter=udp predicate=count() > 0 interval=10ms");
+    add(tpm, 2, "b filter=udp predicate=count() > 0 interval=30ms");
+    udp_frame(&f, ip4(10, 99, 0, 1), ip4(10, 99, 1, 1), 1, 2, 10, 64);
+
+    /* Epoch 0 of T0: 3 packets; epoch 1: none; epoch 2: 2 packets;
+     * epoch 3: 4 packets.  T0 is a multiple of 30 ms. */
+    ck_assert_uint_eq(T0 % (30 * MS), 0);
+    int counts[4] = { 3, 0, 2, 4 };
+    for (int e = 0; e < 4; e++) {
+        for (int i = 0; i < counts[e]; i++) {
+            send1(tpm, T0 + e * 10 * MS + i, &f);
+        }
+        tpm_advance(tpm, T0 + (e + 1) * 10 * MS);
+        sweep_all(tpm);
+    }
+    tpm_advance(tpm, T0 + 60 * MS);
+    sweep_all(tpm);
+    collect(tpm, &rs);
+
+    uint64_t e0 = T0 / (10 * MS);
+    /* Event a: epochs e0 (3), e0+2 (2), e0+3 (4); nothing for e0+1 even
+     * though the flow entry still holds epoch e0's data in that parity. */
+    ck_assert_int_eq(rs.n, 5);
+    const struct tpm_report *r;
+    ck_assert_ptr_nonnull(r = find_report(&rs, 1, e0, ip4(10, 99, 1, 1)));
+    ck_assert_double_eq(r->value, 3);
+    ck_assert_ptr_null(find_report(&rs, 1, e0 + 1, ip4(10, 99, 1, 1)));
+    ck_assert_ptr_nonnull(r = find_report(&rs, 1, e0 + 2,
+                                          ip4(10, 99, 1, 1)));
+    ck_assert_double_eq(r->value, 2);
+    ck_assert_ptr_nonnull(r = find_report(&rs, 1, e0 + 3,
+                                          ip4(10, 99, 1, 1)));
+    ck_assert_double_eq(r->value, 4);
+    /* Event b: intervals [e0, e0+2] = 5 and [e0+3, e0+5] = 4, reported
+     * at their last epochs only. */
+    ck_assert_ptr_nonnull(r = find_report(&rs, 2, e0 + 2,
+                                          ip4(10, 99, 1, 1)));
+    ck_assert_double_eq(r->value, 5);
+    ck_assert_ptr_nonnull(r = find_report(&rs, 2, e0 + 5,
+                                          ip4(10, 99, 1, 1)));
+    ck_assert_double_eq(r->value, 4);
+    tpm_destroy(tpm);
+}
+END_TEST
+
+/* Feeds the same traffic to two monitors, one sweeping in tiny steps, and
+ * checks they report the same. */
+START_TEST(test_sweep_budget_resume)
+{
+    struct tpm_params p;
+    tpm_params_init(&p);
+    p.flow_table_size = 16384;
+    p.max_chunks = 2048;
+    p.dos_table_size = 1024;
+    struct tpm *whole = new_tpm(&p);
+    struct tpm *steps = new_tpm(&p);
+    static struct reports ra, rb;
+    ra.n = rb.n = 0;
+
+    const char *ev1 = "five filter=udp predicate=sum(volume) > 100";
+    const char *ev2 = "agg filter=udp predicate=sum(volume) > 2000 "
+                      "group=nw_dst/24";
+    add(whole, 1, ev1);
+    add(whole, 2, ev2);
+    add(steps, 1, ev1);
+    add(steps, 2, ev2);
+
+    int n_steps = 0;
+    for (int e = 0; e < 3; e++) {
+        for (int i = 0; i < 3000; i++) {
+            struct frame f;
+            udp_frame(&f, ip4(10, 99, 0, 1), ip4(10, 3, i % 20, i / 20),
+                      i, 7, 10 + (i + e) % 50, 64);
+            uint64_t now = T0 + e * 10 * MS + i;
+            send1(whole, now, &f);
+            send1(steps, now, &f);
+        }
+        tpm_advance(whole, T0 + (e + 1) * 10 * MS);
+        tpm_advance(steps, T0 + (e + 1) * 10 * MS);
+        sweep_all(whole);
+        /* A 1 ns budget: every step stops at its first clock check. */
+        while (tpm_sweep_step(steps, 1)) {
+            n_steps++;
+        }
+        collect(whole, &ra);
+        collect(steps, &rb);
+    }
+    ck_assert_int_gt(n_steps, 10);
+    ck_assert_int_gt(ra.n, 3000);
+    ck_assert_int_eq(ra.n, rb.n);
+    for (int i = 0; i < ra.n; i++) {
+        const struct tpm_report *x = &ra.r[i];
+        bool found = false;
+        for (int j = 0; j < rb.n && !found; j++) {
+            const struct tpm_report *y = &rb.r[j];
+            found = x->event_id == y->event_id && x->epoch == y->epoch
+                    && !memcmp(&x->group, &y->group, sizeof x->group)
+                    && x->value == y->value;
+        }
+        ck_assert_msg(found, "report %d missing from stepped sweep", i);
+    }
+    struct tpm_stats s;
+    stats(steps, &s);
+    ck_assert_uint_eq(s.sweeps_unfinished, 0);
+    ck_assert_uint_gt(s.sweep_steps, 10);
+    tpm_destroy(whole);
+    tpm_destroy(steps);
+}
+END_TEST
+
+START_TEST(test_unfinished_sweep)
+{
+    struct tpm_params p;
+    tpm_params_init(&p);
+    p.flow_table_size = 8192;
+    p.max_chunks = 256;
+    p.dos_table_size = 1024;
+    struct tpm *tpm = new_tpm(&p);
+    struct reports rs = { .n = 0 };
+
+    add(tpm, 1, "five filter=udp predicate=count() > 0");
+    for (int i = 0; i < 2000; i++) {
+        struct frame f;
+        udp_frame(&f, ip4(10, 99, 0, 1), ip4(10, 4, i / 256, i % 256), i, 7,
+                  10, 64);
+        send1(tpm, T0 + i, &f);
+    }
+    tpm_advance(tpm, T0 + 10 * MS);
+    ck_assert(tpm_sweep_step(tpm, 1));      /* Partly done... */
+    tpm_advance(tpm, T0 + 20 * MS);         /* ...when the next epoch came. */
+    sweep_all(tpm);
+    tpm_advance(tpm, T0 + 30 * MS);
+    sweep_all(tpm);
+    collect(tpm, &rs);
+
+    struct tpm_stats s;
+    stats(tpm, &s);
+    ck_assert_uint_eq(s.sweeps_unfinished, 1);
+    /* Only the flows swept before the epoch ended were reported, and the
+     * instances the sweep did not reach are marked partial in their
+     * history (they saw no packets after, so they report nothing). */
+    ck_assert_int_lt(rs.n, 2000);
+    tpm_destroy(tpm);
+}
+END_TEST
+
+START_TEST(test_runtime_add_backfill)
+{
+    struct tpm *tpm = new_tpm(NULL);
+    struct reports rs = { .n = 0 };
+    struct frame f;
+
+    add(tpm, 1, "other filter=tcp predicate=count() > 0");
+    udp_frame(&f, ip4(10, 99, 0, 1), ip4(10, 5, 0, 1), 1, 2, 10, 64);
+    send1(tpm, T0, &f);                     /* Flow known before the add. */
+    add(tpm, 2, "late filter=udp predicate=count() > 0");
+    for (int e = 0; e < 4; e++) {
+        for (int i = 0; i < 5; i++) {
+            send1(tpm, T0 + e * 10 * MS + 1 + i, &f);
+        }
+        tpm_advance(tpm, T0 + (e + 1) * 10 * MS);
+        sweep_all(tpm);
+    }
+    collect(tpm, &rs);
+
+    struct tpm_stats s;
+    stats(tpm, &s);
+    ck_assert_uint_eq(s.backfilled, 1);
+    ck_assert_uint_eq(s.flow_inserts, 1);
+    /* Every epoch is reported; those before the backfill completed are
+     * flagged partial, later ones are not and count all 5 packets. */
+    uint64_t e0 = T0 / (10 * MS);
+    ck_assert_int_eq(rs.n, 4);
+    const struct tpm_report *last = find_report(&rs, 2, e0 + 3,
+                                                ip4(10, 5, 0, 1));
+    ck_assert_ptr_nonnull(last);
+    ck_assert_double_eq(last->value, 5);
+    ck_assert_uint_eq(last->flags, 0);
+    const struct tpm_report *first = find_report(&rs, 2, e0,
+                                                 ip4(10, 5, 0, 1));
+    ck_assert_ptr_nonnull(first);
+    ck_assert_uint_eq(first->flags, TPM_REPORT_PARTIAL);
+    tpm_destroy(tpm);
+}
+END_TEST
+
+START_TEST(test_dos_threshold)
+{
+    struct tpm_params p;
+    tpm_params_init(&p);
+    p.flow_table_size = 1024;
+    p.dos_table_size = 1024;
+    p.max_chunks = 64;
+    p.dos_threshold = 1000;                 /* Bytes. */
+    p.sweep_budget_ns = 0;
+    struct tpm *tpm = new_tpm(&p);
+    struct reports rs = { .n = 0 };
+    struct frame big, small;
+
+    add(tpm, 1, "any filter=udp predicate=count() > 0");
+    udp_frame(&big, ip4(10, 99, 0, 1), ip4(10, 6, 0, 1), 1, 2, 58, 64);
+    udp_frame(&small, ip4(10, 99, 0, 2), ip4(10, 6, 0, 2), 1, 2, 10, 64);
+    /* 100-byte frames: the 10th passes 1000 bytes.  Small: 60-byte
+     * frames, 5 of them = 300 bytes, never matched. */
+    ck_assert_uint_eq(big.len, 100);
+    for (int i = 0; i < 30; i++) {
+        send1(tpm, T0 + 2 * i, &big);
+        if (i < 5) {
+            send1(tpm, T0 + 2 * i + 1, &small);
+        }
+    }
+    tpm_advance(tpm, T0 + 10 * MS);
+    sweep_all(tpm);
+    collect(tpm, &rs);
+
+    struct tpm_stats s;
+    stats(tpm, &s);
+    ck_assert_uint_eq(s.dos_skipped_pkts, 9 + 5);
+    ck_assert_uint_eq(s.matches, 1);
+    ck_assert_int_eq(rs.n, 1);
+    /* Counted from the packet that passed the threshold: 21 packets. */
+    ck_assert_double_eq(rs.r[0].value, 21);
+    ck_assert_uint_eq(rs.r[0].group.dst[0], htonl(ip4(10, 6, 0, 1)));
+    tpm_destroy(tpm);
+}
+END_TEST
+
+START_TEST(test_poll_history)
+{
+    struct tpm_params p;
+    tpm_params_init(&p);
+    p.flow_table_size = 1024;
+    p.dos_table_size = 1024;
+    p.max_chunks = 64;
+    p.history_len = 4;
+    struct tpm *tpm = new_tpm(&p);
+    struct frame f;
+    double v;
+
+    add(tpm, 3, "vol filter=udp predicate=sum(volume) > 1000000 "
+        "group=nw_dst/16");
+    udp_frame(&f, ip4(10, 99, 0, 1), ip4(10, 7, 1, 1), 1, 2, 10, 64);
+    uint64_t e0 = T0 / (10 * MS);
+    for (int e = 0; e < 8; e++) {
+        for (int i = 0; i <= e; i++) {
+            send1(tpm, T0 + e * 10 * MS + i, &f);
+        }
+        tpm_advance(tpm, T0 + (e + 1) * 10 * MS);
+        sweep_all(tpm);
+    }
+
+    struct tpm_key g = { .ipver = 4 };
+    g.dst[0] = htonl(ip4(10, 7, 200, 200));   /* Masked to 10.7/16. */
+    ck_assert_int_eq(tpm_poll(tpm, 3, &g, e0 + 7, &v), TPM_POLL_OK);
+    ck_assert_double_eq(v, 80);
+    ck_assert_int_eq(tpm_poll(tpm, 3, &g, e0 + 4, &v), TPM_POLL_OK);
+    ck_assert_double_eq(v, 50);
+    ck_assert_int_eq(tpm_poll(tpm, 3, &g, e0 + 3, &v), TPM_POLL_EXPIRED);
+    ck_assert_int_eq(tpm_poll(tpm, 3, &g, e0 + 8, &v), TPM_POLL_NOT_YET);
+    g.dst[0] = htonl(ip4(10, 8, 0, 0));
+    ck_assert_int_eq(tpm_poll(tpm, 3, &g, e0 + 7, &v), TPM_POLL_NO_GROUP);
+    ck_assert_int_eq(tpm_poll(tpm, 4, &g, e0 + 7, &v), TPM_POLL_NO_EVENT);
+    tpm_destroy(tpm);
+}
+END_TEST
+
+START_TEST(test_control_rings)
+{
+    struct tpm *tpm = new_tpm(NULL);
+    struct tpm_event *ev;
+    struct tpm_report r;
+    struct frame f;
+
+    ck_assert_ptr_null(tpm_event_parse_line(
+        "x filter=udp predicate=count() > 2", &ev));
+    ck_assert(tpm_submit_add(tpm, ev, 9, 100));
+    ck_assert_ptr_null(tpm_event_parse_line(
+        "tcpvars filter=tcp predicate=sum(is_lost) > 2", &ev));
+    ck_assert(tpm_submit_add(tpm, ev, 10, 101));
+    ck_assert_ptr_null(tpm_event_parse_line(
+        "odd filter=udp predicate=count() > 2 interval=15ms", &ev));
+    ck_assert(tpm_submit_add(tpm, ev, 11, 102));
+    ck_assert(tpm_submit_del(tpm, 12, 103));
+    ck_assert_int_eq(tpm_run_control(tpm, 100), 4);
+
+    ck_assert(tpm_pop_report(tpm, &r));
+    ck_assert_int_eq(r.type, TPM_REPORT_ADD_DONE);
+    ck_assert_uint_eq(r.cookie, 100);
+    ck_assert_ptr_null(r.error);
+    ck_assert(tpm_pop_report(tpm, &r));
+    ck_assert_uint_eq(r.cookie, 101);
+    ck_assert_ptr_nonnull(strstr(r.error, "TCP-state"));
+    free(r.error);
+    ck_assert(tpm_pop_report(tpm, &r));
+    ck_assert_uint_eq(r.cookie, 102);
+    ck_assert_ptr_nonnull(strstr(r.error, "not a multiple of the epoch"));
+    free(r.error);
+    ck_assert(tpm_pop_report(tpm, &r));
+    ck_assert_int_eq(r.type, TPM_REPORT_DEL_DONE);
+    ck_assert_int_eq(r.status, ENOENT);
+    ck_assert(!tpm_pop_report(tpm, &r));
+
+    /* Traffic, then a poll and a delete through the ring. */
+    udp_frame(&f, ip4(10, 99, 0, 1), ip4(10, 9, 0, 1), 1, 2, 10, 64);
+    for (int i = 0; i < 3; i++) {
+        send1(tpm, T0 + i, &f);
+    }
+    tpm_advance(tpm, T0 + 10 * MS);
+    sweep_all(tpm);
+    ck_assert(tpm_pop_report(tpm, &r));
+    ck_assert_int_eq(r.type, TPM_REPORT_SATISFIED);
+    ck_assert_double_eq(r.value, 3);
+
+    ck_assert(tpm_submit_poll(tpm, 9, &r.group, r.epoch, 104));
+    ck_assert(tpm_submit_del(tpm, 9, 105));
+    ck_assert_int_eq(tpm_run_control(tpm, 100), 2);
+    ck_assert(tpm_pop_report(tpm, &r));
+    ck_assert_int_eq(r.type, TPM_REPORT_POLL_REPLY);
+    ck_assert_int_eq(r.status, TPM_POLL_OK);
+    ck_assert_double_eq(r.value, 3);
+    ck_assert(tpm_pop_report(tpm, &r));
+    ck_assert_int_eq(r.type, TPM_REPORT_DEL_DONE);
+    ck_assert_int_eq(r.status, 0);
+
+    /* After the delete: no reports, and the sweep removes the instance. */
+    for (int i = 0; i < 3; i++) {
+        send1(tpm, T0 + 10 * MS + i, &f);
+    }
+    tpm_advance(tpm, T0 + 20 * MS);
+    sweep_all(tpm);
+    ck_assert(!tpm_pop_report(tpm, &r));
+    struct tpm_stats s;
+    stats(tpm, &s);
+    ck_assert_uint_eq(s.triggers, 0);
+    ck_assert_uint_eq(s.events, 0);
+    tpm_destroy(tpm);
+}
+END_TEST
+
+START_TEST(test_params_check)
+{
+    struct tpm_params p;
+    char *error;
+
+    tpm_params_init(&p);
+    ck_assert_ptr_null(tpm_params_check(&p));
+    p.flow_table_size = 1000;
+    error = tpm_params_check(&p);
+    ck_assert_str_eq(error, "flow_table_size=1000 is not a power of two");
+    free(error);
+    tpm_params_init(&p);
+    p.history_len = 0;
+    error = tpm_params_check(&p);
+    ck_assert_str_eq(error, "history_len=0 is out of range [1, 1024]");
+    free(error);
+    ck_assert_ptr_null(tpm_create(&p, &error));
+    ck_assert_ptr_nonnull(strstr(error, "history_len"));
+    free(error);
+}
+END_TEST
+
+START_TEST(test_full_table_never_fails)
+{
+    struct tpm_params p;
+    tpm_params_init(&p);
+    p.flow_table_size = 64;
+    p.flow_probe_limit = 8;
+    p.dos_table_size = 64;
+    p.max_chunks = 16;
+    p.max_triggers = 32;
+    p.max_children = 32;
+    struct tpm *tpm = new_tpm(&p);
+    add(tpm, 1, "any filter=udp predicate=count() > 0");
+    for (int i = 0; i < 5000; i++) {
+        struct frame f;
+        udp_frame(&f, ip4(10, 99, 0, 1), ip4(10, 10, i / 256, i % 256), i, 7,
+                  10, 64);
+        send1(tpm, T0 + i, &f);
+    }
+    struct tpm_stats s;
+    stats(tpm, &s);
+    ck_assert_uint_eq(s.packets, 5000);
+    ck_assert_uint_gt(s.flow_evictions, 0);
+    ck_assert_uint_gt(s.children_dropped, 0);
+    ck_assert_uint_le(s.flows_live, 64);
+    ck_assert_uint_le(s.triggers, 32);
+    tpm_advance(tpm, T0 + 10 * MS);
+    sweep_all(tpm);
+    stats(tpm, &s);
+    ck_assert_uint_eq(s.sweeps_done, 1);
+    tpm_destroy(tpm);
+}
+END_TEST
+
+static Suite *
+tpm_suite(void)
+{
+    Suite *s = suite_create("tpm");
+    TCase *tc = tcase_create("monitor");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_heavy_5tuple);
+    tcase_add_test(tc, test_group_aggregation);
+    tcase_add_test(tc, test_aggregates_random);
+    tcase_add_test(tc, test_interval_and_lazy_reset);
+    tcase_add_test(tc, test_sweep_budget_resume);
+    tcase_add_test(tc, test_unfinished_sweep);
+    tcase_add_test(tc, test_runtime_add_backfill);
+    tcase_add_test(tc, test_dos_threshold);
+    tcase_add_test(tc, test_poll_history);
+    tcase_add_test(tc, test_control_rings);
+    tcase_add_test(tc, test_params_check);
+    tcase_add_test(tc, test_full_table_never_fails);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int
+main(void)
+{
+    SRunner *sr = srunner_create(tpm_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,19 @@
+noinst_LTLIBRARIES += tpm/libtpm.la
+tpm_libtpm_la_SOURCES = \
+	tpm/flow-table.c tpm/flow-table.h \
+	tpm/sweep.c \
+	tpm/tpm.c tpm/tpm.h tpm/tpm-private.h \
+	tpm/trig-index.c tpm/trig-index.h
+tpm_libtpm_la_LIBADD = lib/libtpmcommon.la -lm
+
+bin_PROGRAMS += tpm/tpm-replay tpm/tpm-bench
+tpm_tpm_replay_SOURCES = tpm/tpm-replay.c
+tpm_tpm_replay_CFLAGS = $(AM_CFLAGS) $(PCAP_CFLAGS) $(JSON_C_CFLAGS)
+tpm_tpm_replay_LDADD = tpm/libtpmjson.la tpm/libtpm.la $(PCAP_LIBS) \
+	$(JSON_C_LIBS)
+
+noinst_LTLIBRARIES += tpm/libtpmjson.la
+tpm_libtpmjson_la_SOURCES = tpm/report-json.c tpm/report-json.h
+tpm_libtpmjson_la_CFLAGS = $(AM_CFLAGS) $(JSON_C_CFLAGS)
+tpm_tpm_bench_SOURCES = tpm/tpm-bench.c tpm/cuckoo.c tpm/cuckoo.h
+tpm_tpm_bench_LDADD = tpm/libtpm.la

@@ -1,0 +1,119 @@
+#include "flow-table.h"
+
+#include <errno.h>
+#include <string.h>
+
+int
+tpm_flow_table_init(struct tpm_flow_table *ft, uint32_t n_slots,
+                    uint32_t probe_limit)
+{
+    memset(ft, 0, sizeof *ft);
+    if (!is_pow2(n_slots) || !probe_limit || probe_limit > n_slots) {
+        return EINVAL;
+    }
+    int error = tpm_huge_alloc(&ft->region,
+                               (size_t) n_slots * sizeof(struct tpm_flow),
+                               "flow table");
+    if (error) {
+        return error;
+    }
+    ft->flows = ft->region.base;
+    ft->mask = n_slots - 1;
+    ft->probe_limit = probe_limit;
+    return 0;
+}
+
+void
+tpm_flow_table_destroy(struct tpm_flow_table *ft)
+{
+    if (ft) {
+        tpm_huge_free(&ft->region);
+        ft->flows = NULL;
+    }
+}
+
+struct tpm_flow *
+tpm_flow_table_insert(struct tpm_flow_table *ft, const struct tpm_key *key,
+                      uint32_t hash, uint32_t tag, bool *replaced,
+                      struct tpm_key *old_key)
+{
+    struct tpm_flow *reuse = NULL, *free_slot = NULL, *oldest = NULL;
+    uint32_t oldest_age = 0;
+
+    for (uint32_t i = 0; i < ft->probe_limit; i++) {
+        struct tpm_flow *f = &ft->flows[(hash + i) & ft->mask];
+        if (f->state == TPM_FLOW_FREE) {
+            free_slot = f;
+            break;
+        }
+        if (f->state == TPM_FLOW_DEAD || !tpm_flow_is_recent(f, tag)) {
+            reuse = f;
+            break;
+        }
+        uint32_t age = tag - tpm_flow_last_tag(f);
+        if (!oldest || age > oldest_age) {
+            oldest = f;
+            oldest_age = age;
+        }
+    }
+
+    struct tpm_flow *f;
+    *replaced = false;
+    if (reuse) {
+        f = reuse;
+        ft->stats.reuses++;
+        if (f->state != TPM_FLOW_DEAD) {
+            *replaced = true;
+            ft->n_live--;
+        }
+    } else if (free_slot) {
+        f = free_slot;
+        ft->n_used++;
+    } else {
+        /* Every entry of the window is recent: evict the least recently
+         * updated one.  Its statistics of the current epoch (and maybe of
+         * the previous one, if not yet swept) are lost, and counted. */
+        f = oldest;
+        *replaced = true;
+        ft->n_live--;
+        ft->stats.evictions++;
+    }
+    if (*replaced && old_key) {
+        *old_key = f->key;
+    }
+
+    uint32_t gen = f->gen + 1;
+    memset(f, 0, CACHE_LINE_SIZE);
+    f->key = *key;
+    f->hash = hash;
+    f->gen = gen;
+    f->state = TPM_FLOW_PENDING;
+    ft->n_live++;
+    ft->stats.inserts++;
+    return f;
+}
+
+uint32_t
+tpm_flow_table_scrub(struct tpm_flow_table *ft, uint32_t n, uint32_t tag,
+                     uint32_t idle, void (*cb)(struct tpm_flow *, void *),
+                     void *aux)
+{
+    n = MIN(n, ft->mask + 1);
+    for (uint32_t i = 0; i < n; i++) {
+        struct tpm_flow *f = &ft->flows[ft->scrub_pos];
+        ft->scrub_pos = (ft->scrub_pos + 1) & ft->mask;
+        if (f->state != TPM_FLOW_LIVE && f->state != TPM_FLOW_PENDING) {
+            continue;
+        }
+        if (tag - tpm_flow_last_tag(f) > idle) {
+            f->state = TPM_FLOW_DEAD;
+            f->gen++;
+            f->sum_mask = 0;
+            ft->n_live--;
+            ft->stats.freed++;
+        } else if (cb && f->state == TPM_FLOW_LIVE) {
+            cb(f, aux);
+        }
+    }
+    return n;
+}

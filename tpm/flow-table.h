@@ -1,0 +1,183 @@
+/*
+ * The flow table: per-5-tuple statistics, the heart of phase 1 (match and
+ * scatter).
+ *
+ * Design (Trumpet section 5.3; SOSR'18 sections 3-4)
+ * ===================================================
+ *
+ * One hash per packet and open addressing with linear probing: a lookup
+ * touches one cache line in the common case, and the probe sequence walks
+ * neighbouring lines, which the hardware prefetcher likes.  The table never
+ * grows (it lives in huge pages sized at creation) and never rejects a
+ * packet: an insertion examines at most 'probe_limit' consecutive slots and
+ * takes the first one that is free, dead (freed by the scrubber) or stale
+ * (not updated in the current or the previous epoch: its statistics were
+ * already swept, so reusing it loses nothing).  When every slot of the
+ * window holds a recent entry, it evicts the least recently updated one;
+ * its unswept statistics are lost, and counted ('evictions').
+ *
+ * Slots are never emptied once used (dead entries are tombstones), so
+ * lookups stay correct without backward-shift deletion and entry indexes
+ * are stable: trigger flow lists refer to entries by (index, generation),
+ * and a reused entry gets a new generation, which lists notice lazily when
+ * they next read the entry (the sweep drops such items).
+ *
+ * Each entry is three cache lines: line 0 holds the key and metadata that
+ * lookups read; lines 1 and 2 hold the statistics of even and odd epochs
+ * (double-buffering by epoch parity, paper section 5.5), so the packet path
+ * writes one line while the sweep reads the other.  A statistics line is
+ * reset lazily: the first update in a new epoch finds a stale epoch tag and
+ * overwrites instead of accumulating.
+ *
+ * Epoch tags are 32-bit epoch numbers relative to the monitor's first
+ * epoch, plus two (0 = never written; a tag is never 0 or 1, so "tag - 1"
+ * of the first epoch is not mistaken for "never written").  The scrubber frees entries idle for
+ * longer than a configured number of epochs (far below 2^31), so tag
+ * comparisons by wrap-around difference are always unambiguous.
+ *
+ * Thread-safety: single-threaded; owned by one monitor (one PMD thread).
+ */
+#ifndef TPM_FLOW_TABLE_H
+#define TPM_FLOW_TABLE_H 1
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "hugealloc.h"
+#include "packet.h"
+#include "util.h"
+
+/* Summary slots per epoch buffer. */
+#define TPM_FLOW_SLOTS 7
+
+enum tpm_flow_state {
+    TPM_FLOW_FREE = 0,          /* Never used: ends probe sequences. */
+    TPM_FLOW_LIVE,              /* Matched against triggers. */
+    TPM_FLOW_PENDING,           /* Below the DoS threshold: not matched. */
+    TPM_FLOW_DEAD,              /* Freed by the scrubber (tombstone). */
+};
+
+/* One epoch's statistics of a flow.  'packets' and 'bytes' are always
+ * kept; 'slot[i]' holds the i-th summary of the flow's summary mask (see
+ * tpm.c), in increasing order of summary id. */
+struct tpm_flow_stats {
+    uint32_t packets;
+    uint32_t bytes;
+    double slot[TPM_FLOW_SLOTS];
+};
+BUILD_ASSERT_DECL(sizeof(struct tpm_flow_stats) == CACHE_LINE_SIZE);
+
+struct tpm_flow {
+    /* Line 0: read by lookups. */
+    struct tpm_key key;
+    uint32_t hash;
+    uint32_t gen;               /* Incremented on every reuse. */
+    uint32_t tag[2];            /* Epoch tag (epoch + 1) of stats[p]. */
+    uint32_t sum_mask;          /* Summaries kept, by summary id. */
+    uint8_t state;              /* enum tpm_flow_state. */
+    uint8_t n_matched;          /* Trigger instances this flow feeds
+                                 * (saturates at 255). */
+    uint16_t birth;             /* Monitor's event-add sequence number
+                                 * when the flow was matched: events added
+                                 * later backfill it, earlier ones did
+                                 * not need to. */
+
+    /* Lines 1 and 2: statistics of even and odd epochs. */
+    struct tpm_flow_stats stats[2];
+};
+BUILD_ASSERT_DECL(sizeof(struct tpm_flow) == 3 * CACHE_LINE_SIZE);
+BUILD_ASSERT_DECL(offsetof(struct tpm_flow, stats) == CACHE_LINE_SIZE);
+
+struct tpm_flow_table_stats {
+    uint64_t inserts;           /* New entries. */
+    uint64_t reuses;            /* Insertions into dead or stale slots. */
+    uint64_t evictions;         /* Insertions that evicted a recent
+                                 * entry, losing unswept statistics. */
+    uint64_t freed;             /* Entries freed by the scrubber. */
+};
+
+struct tpm_flow_table {
+    struct tpm_flow *flows;
+    uint32_t mask;              /* n_slots - 1. */
+    uint32_t probe_limit;
+    uint32_t n_used;            /* Slots ever used (not FREE). */
+    uint32_t n_live;            /* LIVE or PENDING entries. */
+    uint32_t scrub_pos;         /* Scrubber cursor. */
+    struct tpm_flow_table_stats stats;
+    struct tpm_huge_region region;
+};
+
+/* Creates 'ft' with 'n_slots' entries (a power of two) and the given probe
+ * limit (1 to n_slots).  Returns 0 or a positive errno. */
+int tpm_flow_table_init(struct tpm_flow_table *ft, uint32_t n_slots,
+                        uint32_t probe_limit);
+void tpm_flow_table_destroy(struct tpm_flow_table *ft);
+
+static inline struct tpm_flow *
+tpm_flow_table_bucket(const struct tpm_flow_table *ft, uint32_t hash)
+{
+    return &ft->flows[hash & ft->mask];
+}
+
+static inline uint32_t
+tpm_flow_index(const struct tpm_flow_table *ft, const struct tpm_flow *f)
+{
+    return (uint32_t) (f - ft->flows);
+}
+
+/* Returns true if 'f' holds statistics of epoch tag 'tag' or 'tag - 1'
+ * (the current or the previous epoch). */
+static inline bool
+tpm_flow_is_recent(const struct tpm_flow *f, uint32_t tag)
+{
+    return f->tag[tag & 1] == tag || f->tag[(tag - 1) & 1] == tag - 1;
+}
+
+/* Returns the most recent epoch tag of 'f' (0 if never updated). */
+static inline uint32_t
+tpm_flow_last_tag(const struct tpm_flow *f)
+{
+    return (int32_t) (f->tag[0] - f->tag[1]) > 0 ? f->tag[0] : f->tag[1];
+}
+
+/* Looks up 'key' with hash 'hash'.  Returns the entry or NULL. */
+static inline struct tpm_flow *
+tpm_flow_table_find(const struct tpm_flow_table *ft,
+                    const struct tpm_key *key, uint32_t hash)
+{
+    for (uint32_t i = 0; i < ft->probe_limit; i++) {
+        struct tpm_flow *f = &ft->flows[(hash + i) & ft->mask];
+        if (f->state == TPM_FLOW_FREE) {
+            return NULL;
+        }
+        if (f->hash == hash && (f->state == TPM_FLOW_LIVE
+                                || f->state == TPM_FLOW_PENDING)
+            && tpm_key_equal(&f->key, key)) {
+            return f;
+        }
+    }
+    return NULL;
+}
+
+/* Inserts 'key', which must not be in the table, at the current epoch tag
+ * 'tag'.  Never fails: see the replacement order above.  The new entry is
+ * in state PENDING with no summaries; the caller sets it up.  If a live
+ * entry was evicted or reused, '*old_key' receives its key (for callers
+ * that track keys, such as tests) and '*replaced' is set to true. */
+struct tpm_flow *tpm_flow_table_insert(struct tpm_flow_table *ft,
+                                       const struct tpm_key *key,
+                                       uint32_t hash, uint32_t tag,
+                                       bool *replaced,
+                                       struct tpm_key *old_key);
+
+/* Scrubs up to 'n' slots from the scrubber's cursor: frees LIVE and
+ * PENDING entries whose last update is more than 'idle' epochs before
+ * 'tag', and calls 'cb' (if nonnull) on each LIVE entry visited so the
+ * caller can drop retired summaries.  Returns the number of slots
+ * visited; the cursor wraps around. */
+uint32_t tpm_flow_table_scrub(struct tpm_flow_table *ft, uint32_t n,
+                              uint32_t tag, uint32_t idle,
+                              void (*cb)(struct tpm_flow *, void *aux),
+                              void *aux);
+
+#endif /* flow-table.h */

@@ -1,0 +1,221 @@
+/*
+ * Internals of libtpm shared by tpm.c (monitor, match and scatter) and
+ * sweep.c (gather, test and report).  Not for users of the library.
+ *
+ * Data layout (paper section 5.3, figure 3):
+ *
+ *   flow table       tpm/flow-table.h: per-5-tuple statistics.
+ *   summary kinds    what a flow may keep besides packets and bytes: a
+ *                    per-packet term and an operation (sum, sum of squares,
+ *                    min, max, last, count of non-zero).  Triggers share
+ *                    kinds; a flow's 'sum_mask' says which it keeps, and
+ *                    its slots hold them in increasing kind order.
+ *   events           installed definitions, compiled: the kinds they need,
+ *                    interval in epochs, granularity.
+ *   trigger repository
+ *                    'struct tpm_child' instances, one per (event, group
+ *                    key), stored contiguously and swept in order; each has
+ *                    accumulators for the current and previous interval, a
+ *                    history of its last K values (separate array), and the
+ *                    list of its flows: one inline item (enough for 5-tuple
+ *                    granularity, no chunk needed) and then chunks of 64
+ *                    (flow index, generation) items from a huge-page pool.
+ *   child map        (event, group key) -> instance, for new flows.
+ *   trigger index    tpm/trig-index.h: tuple space search over filters.
+ *   filter table     DoS resilience (section 5.6): bytes per flow hash
+ *                    bucket; flows are matched only past the threshold.
+ */
+#ifndef TPM_PRIVATE_H
+#define TPM_PRIVATE_H 1
+
+#include "flow-table.h"
+#include "hugealloc.h"
+#include "spsc.h"
+#include "tpm.h"
+#include "trig-index.h"
+
+#define TPM_MAX_KINDS 32        /* Bits in 'sum_mask'. */
+#define TPM_EV_MAX_KINDS TPM_FLOW_SLOTS
+#define TPM_ACC (1 + TPM_EV_MAX_KINDS)  /* packets + kinds. */
+#define TPM_CHUNK_ITEMS 64
+#define TPM_NONE UINT32_MAX
+#define TPM_SWEEP_RING 256      /* Sweep durations kept for percentiles. */
+
+enum tpm_sum_op {
+    TPM_SUM_SUM,
+    TPM_SUM_SUMSQ,
+    TPM_SUM_MIN,
+    TPM_SUM_MAX,
+    TPM_SUM_LAST,
+    TPM_SUM_NONZERO,            /* Number of packets with term != 0. */
+};
+
+struct tpm_kind {
+    struct tpm_expr *term;      /* Owned copy; NULL if slot unused. */
+    int var;                    /* Plain variable, or -1. */
+    uint8_t op;                 /* enum tpm_sum_op. */
+    bool retired;               /* Unused, flows may still keep it. */
+    uint32_t refs;
+    uint64_t retire_pass;       /* Scrub pass when retired. */
+};
+
+/* One aggregate node of an event's predicate, resolved to accumulators. */
+struct tpm_ev_agg {
+    const struct tpm_expr *node;
+    int8_t sum, sumsq, ext;     /* Accumulator indexes, or -1. */
+};
+
+#define TPM_EV_MAX_AGGS 16
+
+struct tpm_ev {
+    struct tpm_event *def;      /* NULL: slot free. */
+    uint32_t id;                /* Caller's identifier. */
+    bool dying;                 /* Deleted; children being removed. */
+    uint16_t seq;               /* Event-add sequence (see flow 'pad'). */
+    uint32_t interval;          /* In epochs. */
+    uint32_t kind_mask;
+    uint8_t n_kinds;
+    uint8_t kinds[TPM_EV_MAX_KINDS];
+    uint8_t ops[TPM_EV_MAX_KINDS];
+    uint8_t n_aggs;
+    struct tpm_ev_agg aggs[TPM_EV_MAX_AGGS];
+    uint32_t n_children;
+    uint32_t backfill_left;     /* Flow slots still to backfill. */
+    uint64_t first_full;        /* First fully observed epoch (rel). */
+};
+
+#define TPM_CHILD_PARTIAL 0x1
+
+struct tpm_child {
+    uint32_t ev;                /* Event slot. */
+    uint32_t head;              /* First chunk, or TPM_NONE. */
+    uint32_t in_idx, in_gen;    /* Inline item; in_idx TPM_NONE if none. */
+    uint32_t n_items;           /* Items in chunks. */
+    uint32_t flags;             /* TPM_CHILD_*. */
+    uint64_t iv;                /* Interval being accumulated (absolute
+                                 * interval number). */
+    uint32_t hist_n;            /* Valid history entries. */
+    uint32_t hist_pos;          /* Next history slot. */
+    struct tpm_key gkey;
+    double acc[TPM_ACC];        /* This interval: [0] packets. */
+    double prev[TPM_ACC];       /* Previous interval. */
+};
+
+struct tpm_hist {
+    uint64_t epoch;             /* Last epoch of the interval (abs). */
+    double value;
+    uint32_t flags;
+    uint32_t satisfied;
+};
+
+struct tpm_chunk {
+    uint32_t idx[TPM_CHUNK_ITEMS];
+    uint32_t gen[TPM_CHUNK_ITEMS];
+};
+BUILD_ASSERT_DECL(sizeof(struct tpm_chunk) == 8 * CACHE_LINE_SIZE);
+
+struct tpm_cmap_entry {
+    uint32_t hash;
+    uint32_t child;             /* TPM_NONE: empty. */
+};
+
+/* Sweep cursor: where the current sweep resumes. */
+struct tpm_sweep {
+    bool active;
+    uint64_t epoch;             /* Relative epoch being swept. */
+    uint32_t child;             /* Next child. */
+    bool child_begun;           /* Interval roll-over done for 'child'. */
+    bool inline_done;
+    uint32_t rc, ri;            /* Reader chunk and item. */
+    uint32_t wc, wi;            /* Writer chunk and item. */
+    uint32_t prev_wc;           /* Chunk before 'wc', or TPM_NONE. */
+    uint64_t ns;                /* Time spent so far. */
+};
+
+struct tpm {
+    struct tpm_params p;
+
+    /* Clock. */
+    bool clock_started;
+    uint64_t base;              /* Absolute epoch of relative epoch 0. */
+    uint64_t cur;               /* Current relative epoch. */
+    uint32_t tag;               /* cur + 2. */
+
+    struct tpm_flow_table ft;
+    struct trig_index index;
+
+    struct tpm_kind kinds[TPM_MAX_KINDS];
+    uint64_t scrub_pass;
+
+    struct tpm_ev *evs;         /* p.max_events slots. */
+    uint32_t n_evs;             /* Installed (not dying). */
+    uint16_t ev_seq;
+    uint32_t *backfill;         /* Event slots with backfill_left > 0. */
+    uint32_t n_backfill;
+
+    struct tpm_child *children; /* p.max_triggers, contiguous. */
+    uint32_t n_children;
+    struct tpm_hist *hist;      /* history_len per child. */
+    struct tpm_cmap_entry *cmap;
+    uint32_t cmap_mask;
+    struct tpm_huge_region child_region;
+
+    struct tpm_chunk *chunks;
+    uint32_t *chunk_next;       /* Next chunk in list or free list. */
+    uint32_t *chunk_n;          /* Items used. */
+    uint32_t chunk_free;
+    struct tpm_huge_region chunk_region;
+
+    uint64_t *dos;              /* Filter table: window << 32 | bytes. */
+
+    /* Last-flow cache. */
+    struct tpm_flow *last_flow;
+    uint32_t last_gen;
+
+    struct tpm_sweep sw;
+    double ns_per_item;         /* Running sweep cost estimate. */
+    uint64_t sweep_ns[TPM_SWEEP_RING];
+    uint32_t sweep_ns_pos;
+
+    struct spsc_ring *cmd_ring;
+    struct spsc_ring *report_ring;
+
+    struct tpm_stats st;
+};
+
+/* Single-writer counter update, readable by other threads. */
+#define TPM_STAT_ADD(TPM, FIELD, N)                                     \
+    __atomic_store_n(&(TPM)->st.FIELD, (TPM)->st.FIELD + (N),          \
+                     __ATOMIC_RELAXED)
+#define TPM_STAT_SET(TPM, FIELD, V)                                     \
+    __atomic_store_n(&(TPM)->st.FIELD, (V), __ATOMIC_RELAXED)
+
+/* tpm.c */
+void tpm_child_remove__(struct tpm *, uint32_t c);
+void tpm_list_free__(struct tpm *, struct tpm_child *);
+void tpm_report__(struct tpm *, const struct tpm_report *);
+void tpm_backfill_step__(struct tpm *, uint32_t n);
+void tpm_scrub_step__(struct tpm *, uint32_t n);
+
+/* sweep.c */
+void tpm_sweep_start__(struct tpm *, uint64_t epoch);
+void tpm_sweep_abandon__(struct tpm *);
+bool tpm_sweep_run__(struct tpm *, uint64_t budget_ns);
+uint32_t tpm_interval_flags__(const struct tpm *, const struct tpm_ev *,
+                              uint64_t start);
+double tpm_child_value__(const struct tpm *, const struct tpm_child *,
+                         bool *satisfied);
+
+static inline uint64_t
+tpm_abs_epoch(const struct tpm *tpm, uint64_t rel)
+{
+    return tpm->base + rel;
+}
+
+static inline struct tpm_hist *
+tpm_child_hist(const struct tpm *tpm, uint32_t c)
+{
+    return &tpm->hist[(size_t) c * tpm->p.history_len];
+}
+
+#endif /* tpm-private.h */

@@ -1,0 +1,1228 @@
+/*
+ * libtpm: monitor state, control, and phase 1 (match and scatter).
+ * Phase 2 (the sweep) is in sweep.c.  See tpm.h and tpm-private.h.
+ */
+#include "tpm-private.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+
+void
+tpm_params_init(struct tpm_params *p)
+{
+    memset(p, 0, sizeof *p);
+    p->epoch_ns = 10 * 1000 * 1000;
+    p->flow_table_size = 65536;
+    p->flow_probe_limit = 32;
+    p->max_events = 8192;
+    p->max_triggers = 131072;
+    p->max_children = 16384;
+    p->max_chunks = 16384;
+    p->max_matches = 64;
+    p->history_len = 8;
+    p->dos_threshold = 0;
+    p->dos_table_size = 65536;
+    p->dos_window = 100;
+    p->idle_epochs = 500;
+    p->sweep_budget_ns = 10 * 1000;
+    p->scrub_per_step = 256;
+    p->ring_size = 4096;
+}
+
+static char *
+check_range__(const char *name, uint64_t value, uint64_t lo, uint64_t hi)
+{
+    if (value < lo || value > hi) {
+        return xasprintf("%s=%llu is out of range [%llu, %llu]", name,
+                         (unsigned long long) value,
+                         (unsigned long long) lo, (unsigned long long) hi);
+    }
+    return NULL;
+}
+
+#define CHECK_RANGE(FIELD, LO, HI)                                      \
+    do {                                                                \
+        char *error_ = check_range__(#FIELD, p->FIELD, LO, HI);        \
+        if (error_) {                                                   \
+            return error_;                                              \
+        }                                                               \
+    } while (0)
+#define CHECK_POW2(FIELD)                                               \
+    if (!is_pow2(p->FIELD)) {                                           \
+        return xasprintf("%s=%llu is not a power of two", #FIELD,       \
+                         (unsigned long long) p->FIELD);                \
+    }
+
+char *
+tpm_params_check(const struct tpm_params *p)
+{
+    CHECK_RANGE(epoch_ns, 100 * 1000, 3600ULL * 1000 * 1000 * 1000);
+    CHECK_RANGE(flow_table_size, 64, 1u << 28);
+    CHECK_POW2(flow_table_size);
+    CHECK_RANGE(flow_probe_limit, 1, MIN(p->flow_table_size, 4096));
+    CHECK_RANGE(max_events, 1, 1u << 20);
+    CHECK_RANGE(max_triggers, 1, 1u << 26);
+    CHECK_RANGE(max_children, 1, p->max_triggers);
+    CHECK_RANGE(max_chunks, 1, 1u << 26);
+    CHECK_RANGE(max_matches, 1, 4096);
+    CHECK_RANGE(history_len, 1, 1024);
+    CHECK_RANGE(dos_threshold, 0, UINT32_MAX);
+    CHECK_RANGE(dos_table_size, 64, 1u << 28);
+    CHECK_POW2(dos_table_size);
+    CHECK_RANGE(dos_window, 1, 1u << 30);
+    CHECK_RANGE(idle_epochs, 2, 1u << 30);
+    CHECK_RANGE(sweep_budget_ns, 0, 1000ULL * 1000 * 1000);
+    CHECK_RANGE(scrub_per_step, 1, 1u << 20);
+    CHECK_RANGE(ring_size, 2, 1u << 24);
+    return NULL;
+}
+
+struct tpm *
+tpm_create(const struct tpm_params *params, char **errp)
+{
+    char *error = tpm_params_check(params);
+    if (error) {
+        *errp = error;
+        return NULL;
+    }
+
+    struct tpm *tpm = xzalloc(sizeof *tpm);
+    const struct tpm_params *p = &tpm->p;
+    tpm->p = *params;
+    trig_index_init(&tpm->index);
+
+    int err = tpm_flow_table_init(&tpm->ft, p->flow_table_size,
+                                  p->flow_probe_limit);
+    if (err) {
+        *errp = xasprintf("flow table of %u entries: %s",
+                          p->flow_table_size, strerror(err));
+        goto fail;
+    }
+
+    /* Trigger repository (children) and chunk pool in huge pages. */
+    size_t child_bytes = (size_t) p->max_triggers * sizeof *tpm->children;
+    if (tpm_huge_alloc(&tpm->child_region, child_bytes,
+                       "trigger repository")) {
+        *errp = xasprintf("trigger repository of %u instances: out of "
+                          "memory", p->max_triggers);
+        goto fail;
+    }
+    tpm->children = tpm->child_region.base;
+    if (tpm_huge_alloc(&tpm->chunk_region,
+                       (size_t) p->max_chunks * sizeof *tpm->chunks,
+                       "flow-list chunks")) {
+        *errp = xasprintf("flow-list pool of %u chunks: out of memory",
+                          p->max_chunks);
+        goto fail;
+    }
+    tpm->chunks = tpm->chunk_region.base;
+    tpm->chunk_next = xmalloc(p->max_chunks * sizeof *tpm->chunk_next);
+    tpm->chunk_n = xcalloc(p->max_chunks, sizeof *tpm->chunk_n);
+    for (uint32_t i = 0; i < p->max_chunks; i++) {
+        tpm->chunk_next[i] = i + 1 < p->max_chunks ? i + 1 : TPM_NONE;
+    }
+    tpm->chunk_free = 0;
+
+    tpm->hist = xcalloc((size_t) p->max_triggers * p->history_len,
+                        sizeof *tpm->hist);
+    uint32_t cmap_size = 4;
+    while (cmap_size < 2 * p->max_triggers) {
+        cmap_size *= 2;
+    }
+    tpm->cmap = xmalloc(cmap_size * sizeof *tpm->cmap);
+    for (uint32_t i = 0; i < cmap_size; i++) {
+        tpm->cmap[i].child = TPM_NONE;
+    }
+    tpm->cmap_mask = cmap_size - 1;
+
+    tpm->evs = xcalloc(p->max_events, sizeof *tpm->evs);
+    tpm->backfill = xcalloc(p->max_events, sizeof *tpm->backfill);
+    tpm->dos = xcalloc(p->dos_table_size, sizeof *tpm->dos);
+    tpm->cmd_ring = spsc_create(p->ring_size, sizeof(struct tpm_report));
+    tpm->report_ring = spsc_create(p->ring_size, sizeof(struct tpm_report));
+    tpm->ns_per_item = 5.0;
+    tpm_tsc_per_us();           /* Calibrate now, not in the PMD loop. */
+    return tpm;
+
+fail:
+    tpm_destroy(tpm);
+    return NULL;
+}
+
+void
+tpm_destroy(struct tpm *tpm)
+{
+    if (!tpm) {
+        return;
+    }
+    if (tpm->evs) {
+        for (uint32_t i = 0; i < tpm->p.max_events; i++) {
+            tpm_event_destroy(tpm->evs[i].def);
+        }
+    }
+    for (int k = 0; k < TPM_MAX_KINDS; k++) {
+        free(tpm->kinds[k].term);
+    }
+    /* Free what is still queued in the rings. */
+    struct tpm_report r;
+    while (tpm->cmd_ring && spsc_pop(tpm->cmd_ring, &r)) {
+        if (r.type == TPM_REPORT_ADD_DONE) {
+            tpm_event_destroy((struct tpm_event *) r.error);
+        }
+    }
+    while (tpm->report_ring && spsc_pop(tpm->report_ring, &r)) {
+        free(r.error);
+    }
+    spsc_destroy(tpm->cmd_ring);
+    spsc_destroy(tpm->report_ring);
+    trig_index_destroy(&tpm->index);
+    tpm_flow_table_destroy(&tpm->ft);
+    tpm_huge_free(&tpm->child_region);
+    tpm_huge_free(&tpm->chunk_region);
+    free(tpm->chunk_next);
+    free(tpm->chunk_n);
+    free(tpm->hist);
+    free(tpm->cmap);
+    free(tpm->evs);
+    free(tpm->backfill);
+    free(tpm->dos);
+    free(tpm);
+}
+
+const struct tpm_params *
+tpm_get_params(const struct tpm *tpm)
+{
+    return &tpm->p;
+}
+
+uint64_t
+tpm_current_epoch(const struct tpm *tpm)
+{
+    return tpm->clock_started ? tpm_abs_epoch(tpm, tpm->cur) : UINT64_MAX;
+}
+
+/* Summary kinds. */
+
+static bool
+kind_usable__(const struct tpm *tpm, const struct tpm_kind *k)
+{
+    /* A retired kind's id may be reused once a full scrub pass has
+     * removed it from every flow's mask. */
+    return !k->term || (k->retired && tpm->scrub_pass >= k->retire_pass + 2);
+}
+
+/* Returns the id of kind ('term', 'op'), creating it if needed, or -1 if
+ * all ids are taken. */
+static int
+kind_get__(struct tpm *tpm, const struct tpm_expr *term, enum tpm_sum_op op)
+{
+    int free_id = -1;
+    for (int k = 0; k < TPM_MAX_KINDS; k++) {
+        struct tpm_kind *kind = &tpm->kinds[k];
+        if (kind->term && kind->op == op && !kind_usable__(tpm, kind)
+            && tpm_expr_equal(kind->term, term)) {
+            kind->refs++;
+            kind->retired = false;
+            return k;
+        }
+        if (free_id < 0 && kind_usable__(tpm, kind)) {
+            free_id = k;
+        }
+    }
+    if (free_id >= 0) {
+        struct tpm_kind *kind = &tpm->kinds[free_id];
+        free(kind->term);
+        struct tpm_event tmp = { .pred = (struct tpm_expr *) term };
+        struct tpm_event *copy = tpm_event_clone(&tmp);
+        kind->term = copy->pred;
+        copy->pred = NULL;
+        tpm_event_destroy(copy);
+        kind->var = term->type == TPM_EXPR_VAR ? (int) term->var : -1;
+        kind->op = op;
+        kind->refs = 1;
+        kind->retired = false;
+    }
+    return free_id;
+}
+
+static void
+kind_put__(struct tpm *tpm, int k)
+{
+    struct tpm_kind *kind = &tpm->kinds[k];
+    if (!--kind->refs) {
+        kind->retired = true;
+        kind->retire_pass = tpm->scrub_pass;
+    }
+}
+
+/* Events. */
+
+static void backfill_cancel__(struct tpm *, uint32_t e);
+
+static struct tpm_ev *
+ev_find__(const struct tpm *tpm, uint32_t id)
+{
+    for (uint32_t i = 0; i < tpm->p.max_events; i++) {
+        struct tpm_ev *ev = &tpm->evs[i];
+        if (ev->def && !ev->dying && ev->id == id) {
+            return ev;
+        }
+    }
+    return NULL;
+}
+
+const struct tpm_event *
+tpm_event_get(const struct tpm *tpm, uint32_t id)
+{
+    struct tpm_ev *ev = ev_find__(tpm, id);
+    return ev ? ev->def : NULL;
+}
+
+struct compile_ctx {
+    struct tpm *tpm;
+    struct tpm_ev *ev;
+    char *error;
+};
+
+/* Returns the accumulator index of kind ('term', 'op') in the event being
+ * compiled, adding the kind if needed, or -1 (error set). */
+static int
+ev_acc__(struct compile_ctx *ctx, const struct tpm_expr *term,
+         enum tpm_sum_op op)
+{
+    struct tpm_ev *ev = ctx->ev;
+    for (int i = 0; i < ev->n_kinds; i++) {
+        const struct tpm_kind *k = &ctx->tpm->kinds[ev->kinds[i]];
+        if (k->op == op && tpm_expr_equal(k->term, term)) {
+            return 1 + i;
+        }
+    }
+    if (ev->n_kinds >= TPM_EV_MAX_KINDS) {
+        ctx->error = xasprintf("predicate needs more than %d per-flow "
+                               "summaries", TPM_EV_MAX_KINDS);
+        return -1;
+    }
+    int k = kind_get__(ctx->tpm, term, op);
+    if (k < 0) {
+        ctx->error = xasprintf("the monitor already tracks %d distinct "
+                               "per-flow summaries, its maximum",
+                               TPM_MAX_KINDS);
+        return -1;
+    }
+    ev->kinds[ev->n_kinds] = k;
+    ev->ops[ev->n_kinds] = op;
+    ev->kind_mask |= 1u << k;
+    return 1 + ev->n_kinds++;
+}
+
+static void
+compile_agg__(const struct tpm_expr *node, bool prev, void *ctx_)
+{
+    struct compile_ctx *ctx = ctx_;
+    struct tpm_ev *ev = ctx->ev;
+    if (ctx->error) {
+        return;
+    }
+    for (int i = 0; i < ev->n_aggs; i++) {
+        if (ev->aggs[i].node == node) {
+            return;
+        }
+    }
+    if (ev->n_aggs >= TPM_EV_MAX_AGGS) {
+        ctx->error = xasprintf("predicate has more than %d aggregates",
+                               TPM_EV_MAX_AGGS);
+        return;
+    }
+    struct tpm_ev_agg *a = &ev->aggs[ev->n_aggs];
+    a->node = node;
+    a->sum = a->sumsq = a->ext = -1;
+    switch (node->agg) {
+    case TPM_AGG_SUM:
+    case TPM_AGG_AVG:
+        a->sum = ev_acc__(ctx, node->a, TPM_SUM_SUM);
+        break;
+    case TPM_AGG_COUNT:
+        if (node->a) {
+            a->sum = ev_acc__(ctx, node->a, TPM_SUM_NONZERO);
+        }
+        break;
+    case TPM_AGG_MIN:
+        a->ext = ev_acc__(ctx, node->a, TPM_SUM_MIN);
+        break;
+    case TPM_AGG_MAX:
+        a->ext = ev_acc__(ctx, node->a, TPM_SUM_MAX);
+        break;
+    case TPM_AGG_STDDEV:
+        a->sum = ev_acc__(ctx, node->a, TPM_SUM_SUM);
+        if (a->sum >= 0) {
+            a->sumsq = ev_acc__(ctx, node->a, TPM_SUM_SUMSQ);
+        }
+        break;
+    case TPM_AGG_LAST:
+        a->ext = ev_acc__(ctx, node->a, TPM_SUM_LAST);
+        break;
+    case TPM_N_AGGS:
+    default:
+        ctx->error = xasprintf("unknown aggregate");
+        break;
+    }
+    ev->n_aggs++;
+}
+
+static void
+ev_release__(struct tpm *tpm, struct tpm_ev *ev)
+{
+    for (int i = 0; i < ev->n_kinds; i++) {
+        kind_put__(tpm, ev->kinds[i]);
+    }
+    ev->n_kinds = 0;
+    ev->kind_mask = 0;
+}
+
+char *
+tpm_event_add(struct tpm *tpm, struct tpm_event *event, uint32_t id)
+{
+    const struct tpm_params *p = &tpm->p;
+
+    if (tpm_event_needs_tcp_state(event)) {
+        return xasprintf("event %s: its predicate uses TCP-state variables "
+                         "(is_lost, is_burst, rtt, seq, ack, dup), which "
+                         "this monitor does not track yet", event->name);
+    }
+    if (!event->interval_ns || event->interval_ns % p->epoch_ns) {
+        char a[32], b[32];
+        return xasprintf("event %s: interval %s is not a multiple of the "
+                         "epoch %s", event->name,
+                         tpm_time_format(event->interval_ns, a, sizeof a),
+                         tpm_time_format(p->epoch_ns, b, sizeof b));
+    }
+    if (event->interval_ns / p->epoch_ns > UINT32_MAX) {
+        return xasprintf("event %s: interval too long", event->name);
+    }
+    if (ev_find__(tpm, id)) {
+        return xasprintf("event %s: id %u is already installed",
+                         event->name, id);
+    }
+
+    struct tpm_ev *ev = NULL;
+    for (uint32_t i = 0; i < p->max_events; i++) {
+        if (!tpm->evs[i].def) {
+            ev = &tpm->evs[i];
+            break;
+        }
+    }
+    if (!ev) {
+        return xasprintf("event %s: the monitor holds %u events, its "
+                         "maximum (max_events)", event->name,
+                         p->max_events);
+    }
+
+    memset(ev, 0, sizeof *ev);
+    struct compile_ctx ctx = { .tpm = tpm, .ev = ev };
+    tpm_expr_for_each_agg(event->pred, compile_agg__, &ctx);
+    if (ctx.error) {
+        ev_release__(tpm, ev);
+        char *msg = xasprintf("event %s: %s", event->name, ctx.error);
+        free(ctx.error);
+        return msg;
+    }
+
+    ev->def = event;
+    ev->id = id;
+    ev->seq = ++tpm->ev_seq;
+    ev->interval = event->interval_ns / p->epoch_ns;
+    if (tpm->clock_started && tpm->ft.n_live) {
+        /* Flows already in the table are matched by the backfill walk;
+         * until it completes, intervals are only partly observed. */
+        ev->backfill_left = p->flow_table_size;
+        ev->first_full = UINT64_MAX;
+        tpm->backfill[tpm->n_backfill++] = (uint32_t) (ev - tpm->evs);
+    } else if (tpm->clock_started) {
+        ev->first_full = tpm->cur;
+    }
+    trig_index_insert(&tpm->index, &event->filter,
+                      (uint32_t) (ev - tpm->evs));
+    tpm->n_evs++;
+    TPM_STAT_SET(tpm, events, tpm->n_evs);
+    return NULL;
+}
+
+int
+tpm_event_del(struct tpm *tpm, uint32_t id)
+{
+    struct tpm_ev *ev = ev_find__(tpm, id);
+    if (!ev) {
+        return ENOENT;
+    }
+    trig_index_remove(&tpm->index, &ev->def->filter,
+                      (uint32_t) (ev - tpm->evs));
+    ev_release__(tpm, ev);
+    if (ev->backfill_left) {
+        ev->backfill_left = 0;
+        backfill_cancel__(tpm, (uint32_t) (ev - tpm->evs));
+    }
+    tpm->n_evs--;
+    TPM_STAT_SET(tpm, events, tpm->n_evs);
+    if (ev->n_children) {
+        /* The sweep removes its instances as it meets them. */
+        ev->dying = true;
+    } else {
+        tpm_event_destroy(ev->def);
+        ev->def = NULL;
+    }
+    return 0;
+}
+
+/* Child map: (event slot, group key) -> child index. */
+
+static uint32_t
+cmap_hash__(uint32_t ev, const struct tpm_key *gkey)
+{
+    return tpm_key_hash(gkey) ^ (ev * 0x9e3779b1u);
+}
+
+static uint32_t
+cmap_find__(const struct tpm *tpm, uint32_t ev, const struct tpm_key *gkey,
+            uint32_t hash)
+{
+    for (uint32_t i = hash;; i++) {
+        const struct tpm_cmap_entry *e = &tpm->cmap[i & tpm->cmap_mask];
+        if (e->child == TPM_NONE) {
+            return TPM_NONE;
+        }
+        const struct tpm_child *c = &tpm->children[e->child];
+        if (e->hash == hash && c->ev == ev && tpm_key_equal(&c->gkey, gkey)) {
+            return i & tpm->cmap_mask;
+        }
+    }
+}
+
+static void
+cmap_insert__(struct tpm *tpm, uint32_t hash, uint32_t child)
+{
+    for (uint32_t i = hash;; i++) {
+        struct tpm_cmap_entry *e = &tpm->cmap[i & tpm->cmap_mask];
+        if (e->child == TPM_NONE) {
+            e->hash = hash;
+            e->child = child;
+            return;
+        }
+    }
+}
+
+static void
+cmap_delete__(struct tpm *tpm, uint32_t hole)
+{
+    uint32_t mask = tpm->cmap_mask;
+    tpm->cmap[hole].child = TPM_NONE;
+    for (uint32_t i = (hole + 1) & mask;; i = (i + 1) & mask) {
+        struct tpm_cmap_entry *e = &tpm->cmap[i];
+        if (e->child == TPM_NONE) {
+            return;
+        }
+        uint32_t home = e->hash & mask;
+        if (((i - home) & mask) >= ((i - hole) & mask)) {
+            tpm->cmap[hole] = *e;
+            e->child = TPM_NONE;
+            hole = i;
+        }
+    }
+}
+
+/* Returns the child of event slot 'evi' for group key 'gkey', creating it
+ * if needed, or NULL if over a bound (counted). */
+static struct tpm_child *
+child_get__(struct tpm *tpm, uint32_t evi, const struct tpm_key *gkey)
+{
+    uint32_t hash = cmap_hash__(evi, gkey);
+    uint32_t pos = cmap_find__(tpm, evi, gkey, hash);
+    if (pos != TPM_NONE) {
+        return &tpm->children[tpm->cmap[pos].child];
+    }
+
+    struct tpm_ev *ev = &tpm->evs[evi];
+    if (tpm->n_children >= tpm->p.max_triggers
+        || ev->n_children >= tpm->p.max_children) {
+        TPM_STAT_ADD(tpm, children_dropped, 1);
+        return NULL;
+    }
+    uint32_t ci = tpm->n_children++;
+    struct tpm_child *c = &tpm->children[ci];
+    memset(c, 0, sizeof *c);
+    c->ev = evi;
+    c->head = TPM_NONE;
+    c->in_idx = TPM_NONE;
+    c->gkey = *gkey;
+    /* Start with the interval of the epoch that the next sweep gathers
+     * (the previous one), so a sweep in progress does not file that
+     * epoch's statistics under the next interval. */
+    uint64_t e = tpm_abs_epoch(tpm, tpm->cur);
+    c->iv = (e ? e - 1 : 0) / ev->interval;
+    c->flags = tpm_interval_flags__(tpm, ev, c->iv * ev->interval);
+    cmap_insert__(tpm, hash, ci);
+    ev->n_children++;
+    TPM_STAT_ADD(tpm, children_created, 1);
+    TPM_STAT_SET(tpm, triggers, tpm->n_children);
+    return c;
+}
+
+/* Returns child 'c''s flow-list chunks to the pool. */
+void
+tpm_list_free__(struct tpm *tpm, struct tpm_child *c)
+{
+    uint32_t ch = c->head;
+    while (ch != TPM_NONE) {
+        uint32_t next = tpm->chunk_next[ch];
+        tpm->chunk_next[ch] = tpm->chunk_free;
+        tpm->chunk_free = ch;
+        TPM_STAT_ADD(tpm, chunks_used, -1);
+        ch = next;
+    }
+    c->head = TPM_NONE;
+    c->n_items = 0;
+    c->in_idx = TPM_NONE;
+}
+
+/* Removes child 'ci' by moving the last child into its place. */
+void
+tpm_child_remove__(struct tpm *tpm, uint32_t ci)
+{
+    struct tpm_child *c = &tpm->children[ci];
+    struct tpm_ev *ev = &tpm->evs[c->ev];
+
+    tpm_list_free__(tpm, c);
+    cmap_delete__(tpm, cmap_find__(tpm, c->ev, &c->gkey,
+                                   cmap_hash__(c->ev, &c->gkey)));
+    if (!--ev->n_children && ev->dying) {
+        tpm_event_destroy(ev->def);
+        ev->def = NULL;
+        ev->dying = false;
+    }
+
+    uint32_t last = --tpm->n_children;
+    if (ci != last) {
+        struct tpm_child *l = &tpm->children[last];
+        uint32_t pos = cmap_find__(tpm, l->ev, &l->gkey,
+                                   cmap_hash__(l->ev, &l->gkey));
+        tpm->cmap[pos].child = ci;
+        *c = *l;
+        memcpy(tpm_child_hist(tpm, ci), tpm_child_hist(tpm, last),
+               tpm->p.history_len * sizeof *tpm->hist);
+    }
+    TPM_STAT_ADD(tpm, children_expired, 1);
+    TPM_STAT_SET(tpm, triggers, tpm->n_children);
+}
+
+/* Appends flow item ('idx', 'gen') to 'c''s list.  Returns false if the
+ * chunk pool is exhausted. */
+static bool
+list_append__(struct tpm *tpm, struct tpm_child *c, uint32_t idx,
+              uint32_t gen)
+{
+    if (c->in_idx == TPM_NONE) {
+        c->in_idx = idx;
+        c->in_gen = gen;
+        return true;
+    }
+    uint32_t ch = c->head;
+    if (ch == TPM_NONE || tpm->chunk_n[ch] == TPM_CHUNK_ITEMS) {
+        /* New chunks go at the head, so appending is O(1). */
+        uint32_t nc = tpm->chunk_free;
+        if (nc == TPM_NONE) {
+            TPM_STAT_ADD(tpm, chunks_exhausted, 1);
+            return false;
+        }
+        tpm->chunk_free = tpm->chunk_next[nc];
+        tpm->chunk_next[nc] = ch;
+        tpm->chunk_n[nc] = 0;
+        c->head = ch = nc;
+        TPM_STAT_ADD(tpm, chunks_used, 1);
+    }
+    struct tpm_chunk *k = &tpm->chunks[ch];
+    k->idx[tpm->chunk_n[ch]] = idx;
+    k->gen[tpm->chunk_n[ch]] = gen;
+    tpm->chunk_n[ch]++;
+    c->n_items++;
+    return true;
+}
+
+/* Changes flow 'f''s summary mask to 'mask', moving kept slots to their new
+ * positions in both epoch buffers; new slots start at zero. */
+static void
+flow_relayout__(struct tpm_flow *f, uint32_t mask)
+{
+    for (int p = 0; p < 2; p++) {
+        double old[TPM_FLOW_SLOTS], *slot = f->stats[p].slot;
+        memcpy(old, slot, sizeof old);
+        int o = 0, n = 0;
+        for (uint32_t bits = f->sum_mask | mask; bits; bits &= bits - 1) {
+            uint32_t bit = bits & -bits;
+            double v = 0;
+            if (f->sum_mask & bit) {
+                v = old[o++];
+            }
+            if (mask & bit) {
+                slot[n++] = v;
+            }
+        }
+        for (; n < TPM_FLOW_SLOTS; n++) {
+            slot[n] = 0;
+        }
+    }
+    f->sum_mask = mask;
+}
+
+/* Makes flow 'f' feed event slot 'evi'.  Returns true on success. */
+static bool
+flow_attach__(struct tpm *tpm, struct tpm_flow *f, uint32_t evi)
+{
+    struct tpm_ev *ev = &tpm->evs[evi];
+    uint32_t mask = f->sum_mask | ev->kind_mask;
+
+    if (__builtin_popcount(mask) > TPM_FLOW_SLOTS) {
+        TPM_STAT_ADD(tpm, summary_overflow, 1);
+        return false;
+    }
+    struct tpm_key gkey;
+    tpm_key_and(&gkey, &f->key, &ev->def->group);
+    struct tpm_child *c = child_get__(tpm, evi, &gkey);
+    if (!c || !list_append__(tpm, c, tpm_flow_index(&tpm->ft, f), f->gen)) {
+        return false;
+    }
+    if (mask != f->sum_mask) {
+        flow_relayout__(f, mask);
+    }
+    if (f->n_matched < UINT8_MAX) {
+        f->n_matched++;
+    }
+    TPM_STAT_ADD(tpm, matches, 1);
+    return true;
+}
+
+/* Matches flow 'f' against every event's filter and attaches it. */
+static void
+flow_match__(struct tpm *tpm, struct tpm_flow *f)
+{
+    uint32_t ids[64];
+    uint32_t max = MIN(tpm->p.max_matches, ARRAY_SIZE(ids));
+    uint32_t n = trig_index_match(&tpm->index, &f->key, ids, max);
+
+    f->state = TPM_FLOW_LIVE;
+    f->birth = tpm->ev_seq;
+    if (n > max) {
+        TPM_STAT_ADD(tpm, match_overflow, n - max);
+        n = max;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        flow_attach__(tpm, f, ids[i]);
+    }
+}
+
+/* Returns true if 'key' matches filter 'm'. */
+static bool
+filter_matches__(const struct tpm_match *m, const struct tpm_key *key)
+{
+    struct tpm_key masked;
+    tpm_key_and(&masked, key, &m->mask);
+    return tpm_key_equal(&masked, &m->key);
+}
+
+/* Backfill: walks up to 'n' flow slots for each event added while flows
+ * were already in the table, attaching those matched before the event was
+ * added (a trigger added at run time also covers existing flows). */
+void
+tpm_backfill_step__(struct tpm *tpm, uint32_t n)
+{
+    struct tpm_flow_table *ft = &tpm->ft;
+    uint32_t size = ft->mask + 1;
+
+    for (uint32_t i = 0; i < tpm->n_backfill;) {
+        uint32_t e = tpm->backfill[i];
+        struct tpm_ev *ev = &tpm->evs[e];
+        for (uint32_t j = 0; j < n && ev->backfill_left; j++) {
+            struct tpm_flow *f = &ft->flows[size - ev->backfill_left--];
+            if (f->state == TPM_FLOW_LIVE
+                && (int16_t) (f->birth - ev->seq) < 0
+                && filter_matches__(&ev->def->filter, &f->key)
+                && flow_attach__(tpm, f, e)) {
+                TPM_STAT_ADD(tpm, backfilled, 1);
+            }
+        }
+        if (!ev->backfill_left) {
+            ev->first_full = tpm->cur + 1;
+            tpm->backfill[i] = tpm->backfill[--tpm->n_backfill];
+        } else {
+            i++;
+        }
+    }
+}
+
+static void
+backfill_cancel__(struct tpm *tpm, uint32_t e)
+{
+    for (uint32_t i = 0; i < tpm->n_backfill; i++) {
+        if (tpm->backfill[i] == e) {
+            tpm->backfill[i] = tpm->backfill[--tpm->n_backfill];
+            return;
+        }
+    }
+}
+
+/* Scrubber callback: drops retired summary kinds from a live flow. */
+static void
+scrub_flow__(struct tpm_flow *f, void *tpm_)
+{
+    struct tpm *tpm = tpm_;
+    uint32_t drop = 0;
+    for (uint32_t bits = f->sum_mask; bits; bits &= bits - 1) {
+        int k = __builtin_ctz(bits);
+        if (tpm->kinds[k].retired) {
+            drop |= 1u << k;
+        }
+    }
+    if (drop) {
+        flow_relayout__(f, f->sum_mask & ~drop);
+    }
+}
+
+void
+tpm_scrub_step__(struct tpm *tpm, uint32_t n)
+{
+    struct tpm_flow_table *ft = &tpm->ft;
+    uint32_t before = ft->scrub_pos;
+
+    tpm_flow_table_scrub(ft, n, tpm->tag, tpm->p.idle_epochs,
+                         scrub_flow__, tpm);
+    if (ft->scrub_pos <= before) {
+        tpm->scrub_pass++;
+    }
+    TPM_STAT_SET(tpm, flows_freed, ft->stats.freed);
+    TPM_STAT_SET(tpm, flows_live, ft->n_live);
+}
+
+/* Phase 1. */
+
+/* Updates flow 'f''s statistics of the current epoch with 'pkt'. */
+static inline void
+flow_update__(struct tpm *tpm, struct tpm_flow *f, const struct tpm_pkt *pkt)
+{
+    uint32_t tag = tpm->tag;
+    struct tpm_flow_stats *st = &f->stats[tag & 1];
+
+    if (f->tag[tag & 1] != tag) {
+        /* Lazy reset: the first packet of the epoch overwrites. */
+        f->tag[tag & 1] = tag;
+        st->packets = 0;
+        st->bytes = 0;
+    }
+    bool first = !st->packets;
+    st->packets++;
+    st->bytes += pkt->bytes;
+
+    int i = 0;
+    for (uint32_t bits = f->sum_mask; bits; bits &= bits - 1, i++) {
+        const struct tpm_kind *k = &tpm->kinds[__builtin_ctz(bits)];
+        double v = OVS_LIKELY(k->var >= 0)
+                   ? (double) tpm_var_value(k->var, pkt)
+                   : tpm_expr_eval_pkt(k->term, pkt);
+        double *s = &st->slot[i];
+        switch ((enum tpm_sum_op) k->op) {
+        case TPM_SUM_SUM:
+            *s = first ? v : *s + v;
+            break;
+        case TPM_SUM_SUMSQ:
+            *s = first ? v * v : *s + v * v;
+            break;
+        case TPM_SUM_MIN:
+            *s = first || v < *s ? v : *s;
+            break;
+        case TPM_SUM_MAX:
+            *s = first || v > *s ? v : *s;
+            break;
+        case TPM_SUM_LAST:
+            *s = v;
+            break;
+        case TPM_SUM_NONZERO:
+            *s = (first ? 0 : *s) + (v != 0);
+            break;
+        }
+    }
+}
+
+/* Handles a packet of a flow not yet matched: counts its bytes in the
+ * filter table and matches the flow once it passes the DoS threshold. */
+static void
+flow_pending__(struct tpm *tpm, struct tpm_flow *f, const struct tpm_pkt *pkt)
+{
+    if (tpm->p.dos_threshold) {
+        uint64_t *d = &tpm->dos[pkt->hash & (tpm->p.dos_table_size - 1)];
+        uint64_t window = tpm_abs_epoch(tpm, tpm->cur) / tpm->p.dos_window;
+        uint64_t bytes = (*d >> 32) == (window & 0xffffffff)
+                         ? (*d & 0xffffffff) : 0;
+        bytes = MIN(bytes + pkt->bytes, UINT32_MAX);
+        *d = (window & 0xffffffff) << 32 | bytes;
+        if (bytes < tpm->p.dos_threshold) {
+            TPM_STAT_ADD(tpm, dos_skipped_pkts, 1);
+            return;
+        }
+        /* Statistics gathered below the threshold are not the triggers'
+         * (paper 5.6): start the epoch afresh. */
+        f->tag[tpm->tag & 1] = 0;
+    }
+    flow_match__(tpm, f);
+}
+
+void
+tpm_process_batch(struct tpm *tpm, const struct tpm_frame *frames, int n)
+{
+    struct tpm_pkt pkts[TPM_BATCH_MAX];
+    bool same[TPM_BATCH_MAX];
+    uint64_t bytes = 0;
+    int non_ip = 0, hits = 0;
+
+    n = MIN(n, TPM_BATCH_MAX);
+
+    /* Pass 1: bring the headers in. */
+    for (int i = 0; i < n; i++) {
+        tpm_prefetch(frames[i].data);
+    }
+
+    /* Pass 2: parse, hash unless same flow as the previous packet, and
+     * prefetch the flow's home bucket and its statistics line. */
+    const struct tpm_key *prev = tpm->last_flow ? &tpm->last_flow->key
+                                                : NULL;
+    for (int i = 0; i < n; i++) {
+        struct tpm_pkt *pkt = &pkts[i];
+        bytes += frames[i].wirelen;
+        if (!tpm_packet_parse(frames[i].data, frames[i].caplen,
+                              frames[i].wirelen, pkt)) {
+            same[i] = false;
+            non_ip++;
+            continue;
+        }
+        same[i] = prev && tpm_key_equal(prev, &pkt->key);
+        if (!same[i]) {
+            pkt->hash = tpm_key_hash(&pkt->key);
+            struct tpm_flow *b = tpm_flow_table_bucket(&tpm->ft, pkt->hash);
+            tpm_prefetch(b);
+            tpm_prefetch_write(&b->stats[tpm->tag & 1]);
+        }
+        prev = &pkt->key;
+    }
+
+    /* Pass 3: find or insert, then scatter. */
+    struct tpm_flow *f = tpm->last_flow;
+    if (f && f->gen != tpm->last_gen) {
+        f = NULL;               /* Reused since: the cache is void. */
+    }
+    for (int i = 0; i < n; i++) {
+        struct tpm_pkt *pkt = &pkts[i];
+        if (!pkt->key.ipver) {
+            continue;
+        }
+        if (same[i] && f) {
+            hits++;
+            pkt->hash = f->hash;
+        } else {
+            f = tpm_flow_table_find(&tpm->ft, &pkt->key, pkt->hash);
+            if (!f) {
+                bool replaced;
+                f = tpm_flow_table_insert(&tpm->ft, &pkt->key, pkt->hash,
+                                          tpm->tag, &replaced, NULL);
+                if (tpm->p.dos_threshold || !tpm->n_evs) {
+                    /* Unmatched until it passes the threshold, or until
+                     * an event is added (backfill). */
+                    f->state = tpm->n_evs ? TPM_FLOW_PENDING
+                                          : TPM_FLOW_LIVE;
+                    f->birth = tpm->ev_seq;
+                } else {
+                    flow_match__(tpm, f);
+                }
+            }
+        }
+        if (OVS_UNLIKELY(f->state == TPM_FLOW_PENDING)) {
+            flow_pending__(tpm, f, pkt);
+        }
+        flow_update__(tpm, f, pkt);
+    }
+    if (f) {
+        tpm->last_flow = f;
+        tpm->last_gen = f->gen;
+    }
+
+    TPM_STAT_ADD(tpm, packets, n);
+    TPM_STAT_ADD(tpm, bytes, bytes);
+    TPM_STAT_ADD(tpm, batches, 1);
+    TPM_STAT_ADD(tpm, non_ip, non_ip);
+    TPM_STAT_ADD(tpm, lastflow_hits, hits);
+    const struct tpm_flow_table_stats *fs = &tpm->ft.stats;
+    TPM_STAT_SET(tpm, flow_inserts, fs->inserts);
+    TPM_STAT_SET(tpm, flow_reuses, fs->reuses);
+    TPM_STAT_SET(tpm, flow_evictions, fs->evictions);
+    TPM_STAT_SET(tpm, flows_live, tpm->ft.n_live);
+}
+
+/* Clock. */
+
+void
+tpm_advance(struct tpm *tpm, uint64_t now_ns)
+{
+    uint64_t abs = now_ns / tpm->p.epoch_ns;
+
+    if (OVS_UNLIKELY(!tpm->clock_started)) {
+        tpm->clock_started = true;
+        tpm->base = abs;
+        tpm->cur = 0;
+        tpm->tag = 2;
+        TPM_STAT_ADD(tpm, epochs, 1);
+        return;
+    }
+    if (OVS_LIKELY(abs <= tpm_abs_epoch(tpm, tpm->cur))) {
+        return;                 /* Same epoch (or clock went back). */
+    }
+
+    uint64_t next = abs - tpm->base;
+    if (tpm->sw.active) {
+        if (next == tpm->cur + 1) {
+            /* The sweep of cur - 1 did not finish within epoch cur; its
+             * statistics are about to be overwritten. */
+            tpm_sweep_abandon__(tpm);
+        } else {
+            tpm_sweep_run__(tpm, 0);
+            TPM_STAT_ADD(tpm, sweeps_forced, 1);
+        }
+    }
+    if (next >= tpm->cur + 2) {
+        /* A jump: sweep the last epoch with packets now, then the epoch
+         * before 'next' (which closes intervals that ended in the gap). */
+        tpm_sweep_start__(tpm, tpm->cur);
+        tpm_sweep_run__(tpm, 0);
+        TPM_STAT_ADD(tpm, sweeps_forced, 1);
+        TPM_STAT_ADD(tpm, epochs_skipped, next - tpm->cur - 1);
+        tpm->cur = next - 1;
+        tpm->tag = (uint32_t) tpm->cur + 2;
+    }
+    tpm_sweep_start__(tpm, tpm->cur);
+    tpm->cur = next;
+    tpm->tag = (uint32_t) next + 2;
+    TPM_STAT_ADD(tpm, epochs, 1);
+}
+
+bool
+tpm_sweep_step(struct tpm *tpm, uint64_t budget_ns)
+{
+    if (budget_ns == UINT64_MAX) {
+        budget_ns = tpm->p.sweep_budget_ns;
+    }
+    tpm_scrub_step__(tpm, tpm->p.scrub_per_step);
+    tpm_backfill_step__(tpm, tpm->p.scrub_per_step);
+    if (tpm->sw.active) {
+        TPM_STAT_ADD(tpm, sweep_steps, 1);
+        tpm_sweep_run__(tpm, budget_ns);
+    }
+    return tpm->sw.active || tpm->n_backfill;
+}
+
+bool
+tpm_sweep_pending(const struct tpm *tpm)
+{
+    return tpm->sw.active;
+}
+
+/* Reports and control. */
+
+void
+tpm_report__(struct tpm *tpm, const struct tpm_report *r)
+{
+    if (spsc_push(tpm->report_ring, r)) {
+        if (r->type == TPM_REPORT_SATISFIED) {
+            TPM_STAT_ADD(tpm, reports, 1);
+        }
+    } else {
+        TPM_STAT_ADD(tpm, reports_dropped, 1);
+        free(r->error);
+    }
+}
+
+bool
+tpm_pop_report(struct tpm *tpm, struct tpm_report *r)
+{
+    return spsc_pop(tpm->report_ring, r);
+}
+
+/* Commands travel in 'struct tpm_report' slots: 'type' says which, and an
+ * ADD carries the event pointer in 'error'. */
+bool
+tpm_submit_add(struct tpm *tpm, struct tpm_event *event, uint32_t id,
+               uint64_t cookie)
+{
+    struct tpm_report c = {
+        .type = TPM_REPORT_ADD_DONE, .event_id = id, .cookie = cookie,
+        .error = (char *) event,
+    };
+    return spsc_push(tpm->cmd_ring, &c);
+}
+
+bool
+tpm_submit_del(struct tpm *tpm, uint32_t id, uint64_t cookie)
+{
+    struct tpm_report c = {
+        .type = TPM_REPORT_DEL_DONE, .event_id = id, .cookie = cookie,
+    };
+    return spsc_push(tpm->cmd_ring, &c);
+}
+
+bool
+tpm_submit_poll(struct tpm *tpm, uint32_t id, const struct tpm_key *group,
+                uint64_t epoch, uint64_t cookie)
+{
+    struct tpm_report c = {
+        .type = TPM_REPORT_POLL_REPLY, .event_id = id, .cookie = cookie,
+        .epoch = epoch, .group = *group,
+    };
+    return spsc_push(tpm->cmd_ring, &c);
+}
+
+int
+tpm_run_control(struct tpm *tpm, int max)
+{
+    struct tpm_report c;
+    int n = 0;
+
+    while (n < max && spsc_pop(tpm->cmd_ring, &c)) {
+        struct tpm_report r = c;
+        r.error = NULL;
+        switch ((enum tpm_report_type) c.type) {
+        case TPM_REPORT_ADD_DONE: {
+            struct tpm_event *event = (struct tpm_event *) c.error;
+            r.error = tpm_event_add(tpm, event, c.event_id);
+            if (r.error) {
+                tpm_event_destroy(event);
+            }
+            break;
+        }
+        case TPM_REPORT_DEL_DONE:
+            r.status = tpm_event_del(tpm, c.event_id);
+            break;
+        case TPM_REPORT_POLL_REPLY:
+            r.status = tpm_poll(tpm, c.event_id, &c.group, c.epoch,
+                                &r.value);
+            break;
+        case TPM_REPORT_SATISFIED:
+        default:
+            continue;
+        }
+        tpm_report__(tpm, &r);
+        n++;
+    }
+    TPM_STAT_ADD(tpm, commands, n);
+    return n;
+}
+
+enum tpm_poll_status
+tpm_poll(const struct tpm *tpm, uint32_t id, const struct tpm_key *group,
+         uint64_t epoch, double *value)
+{
+    const struct tpm_ev *ev = ev_find__(tpm, id);
+    *value = 0;
+    if (!ev) {
+        return TPM_POLL_NO_EVENT;
+    }
+    if (!tpm->clock_started) {
+        return TPM_POLL_NOT_YET;
+    }
+
+    /* The interval containing 'epoch', and whether it is swept: the sweep
+     * of epoch E closes intervals ending at E. */
+    uint64_t end = (epoch / ev->interval + 1) * ev->interval - 1;
+    uint64_t swept_through = tpm_abs_epoch(tpm, tpm->cur) - 1
+                             - (tpm->sw.active ? 1 : 0);
+    if (end > swept_through || tpm_abs_epoch(tpm, tpm->cur) == 0) {
+        return TPM_POLL_NOT_YET;
+    }
+
+    struct tpm_key gkey;
+    tpm_key_and(&gkey, group, &ev->def->group);
+    uint32_t evi = (uint32_t) (ev - tpm->evs);
+    uint32_t pos = cmap_find__(tpm, evi, &gkey, cmap_hash__(evi, &gkey));
+    if (pos == TPM_NONE) {
+        return TPM_POLL_NO_GROUP;
+    }
+    uint32_t ci = tpm->cmap[pos].child;
+    const struct tpm_hist *h = tpm_child_hist(tpm, ci);
+    const struct tpm_child *c = &tpm->children[ci];
+    uint64_t oldest = UINT64_MAX;
+    for (uint32_t i = 0; i < c->hist_n; i++) {
+        if (h[i].epoch == end) {
+            *value = h[i].value;
+            return TPM_POLL_OK;
+        }
+        oldest = MIN(oldest, h[i].epoch);
+    }
+    if (c->hist_n == tpm->p.history_len && end < oldest) {
+        return TPM_POLL_EXPIRED;
+    }
+    /* The group existed but saw no packets in that interval (or was
+     * created after it). */
+    return TPM_POLL_NO_GROUP;
+}
+
+static int
+cmp_u64__(const void *a_, const void *b_)
+{
+    uint64_t a = *(const uint64_t *) a_, b = *(const uint64_t *) b_;
+    return a < b ? -1 : a > b;
+}
+
+void
+tpm_get_stats(const struct tpm *tpm, struct tpm_stats *out)
+{
+    const uint64_t *src = (const uint64_t *) &tpm->st;
+    uint64_t *dst = (uint64_t *) out;
+    for (size_t i = 0; i < sizeof *out / sizeof(uint64_t); i++) {
+        dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
+    }
+
+    uint64_t v[TPM_SWEEP_RING];
+    int n = 0;
+    for (int i = 0; i < TPM_SWEEP_RING; i++) {
+        uint64_t ns = __atomic_load_n(&tpm->sweep_ns[i], __ATOMIC_RELAXED);
+        if (ns) {
+            v[n++] = ns;
+        }
+    }
+    if (n) {
+        qsort(v, n, sizeof *v, cmp_u64__);
+        out->sweep_ns_p50 = v[(n - 1) / 2];
+        out->sweep_ns_p99 = v[(n * 99 + 99) / 100 - 1];
+        out->sweep_ns_max = v[n - 1];
+    }
+}
+
+void
+tpm_flows_for_each(const struct tpm *tpm,
+                   void (*cb)(const struct tpm_key *, uint64_t, uint64_t,
+                              uint32_t, void *),
+                   void *aux)
+{
+    const struct tpm_flow_table *ft = &tpm->ft;
+    for (uint32_t i = 0; i <= ft->mask; i++) {
+        const struct tpm_flow *f = &ft->flows[i];
+        if (f->state != TPM_FLOW_LIVE && f->state != TPM_FLOW_PENDING) {
+            continue;
+        }
+        uint64_t packets = 0, bytes = 0;
+        for (int p = 0; p < 2; p++) {
+            if (f->tag[p] == tpm->tag || f->tag[p] == tpm->tag - 1) {
+                packets += f->stats[p].packets;
+                bytes += f->stats[p].bytes;
+            }
+        }
+        cb(&f->key, packets, bytes, f->n_matched, aux);
+    }
+}

@@ -1,0 +1,254 @@
+/*
+ * libtpm: the Trumpet packet monitor, with no OVS or DPDK dependency.
+ *
+ * A 'struct tpm' watches the packets of one thread (an OVS PMD thread, or
+ * a replay loop) and reports when an event's predicate holds.  It follows
+ * the paper's two phases (section 5):
+ *
+ *   Phase 1, match and scatter (tpm_process_batch(), every packet): parse
+ *   the frame once, find its 5-tuple entry in the flow table (one hash,
+ *   linear probing, huge pages, batch prefetch, last-flow cache); on a new
+ *   flow, match it against the events' filters by tuple space search and
+ *   record which summaries the flow must keep; update only those, in the
+ *   epoch's half of the double buffer.
+ *
+ *   Phase 2, gather, test and report (tpm_sweep_step(), when the caller is
+ *   idle): during epoch i, walk the trigger repository (one trigger
+ *   instance per event and group key, stored contiguously), add the
+ *   epoch-(i-1) statistics of each instance's flows, and at the end of the
+ *   event's interval evaluate the predicate, keep the value in a short
+ *   history, and queue a report when it holds.  Steps are bounded by a
+ *   time budget; the sweep keeps a cursor and a running estimate of its
+ *   cost per flow so it reads the clock only now and then.
+ *
+ * Events are parsed with lib/event.h.  An event whose granularity is
+ * coarser than the 5-tuple gets one trigger instance (a "child", paper
+ * section 5.5) per group key, created when the first flow of that group
+ * matches; a 5-tuple event gets one per flow.
+ *
+ * Thread-safety
+ * =============
+ *
+ * A 'struct tpm' is owned by one thread, which alone calls
+ * tpm_process_batch(), tpm_advance(), tpm_sweep_step(), tpm_run_control()
+ * and the direct control functions (tpm_event_add(), ...).  One other
+ * thread, the controller, may talk to it concurrently through two
+ * lock-free single-producer/single-consumer rings: it submits commands
+ * with tpm_submit_*() and receives reports, acknowledgements and poll
+ * replies with tpm_pop_report().  The owner drains commands in
+ * tpm_run_control() (call it from the idle slot).  tpm_get_stats() may be
+ * called from any thread: counters have a single writer and are read with
+ * relaxed atomic loads.
+ */
+#ifndef TPM_TPM_H
+#define TPM_TPM_H 1
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "event.h"
+#include "packet.h"
+
+/* Creation parameters.  tpm_params_init() sets the defaults noted here;
+ * every one is a knob (docs/operations.md). */
+struct tpm_params {
+    uint64_t epoch_ns;          /* Epoch length (10 ms). */
+    uint32_t flow_table_size;   /* Flow entries, power of two (65536). */
+    uint32_t flow_probe_limit;  /* Linear-probing window (32). */
+    uint32_t max_events;        /* Installed events (8192). */
+    uint32_t max_triggers;      /* Trigger instances in all (131072). */
+    uint32_t max_children;      /* Instances per event (16384). */
+    uint32_t max_chunks;        /* 64-flow list chunks (16384). */
+    uint32_t max_matches;       /* Events one flow may feed (64). */
+    uint32_t history_len;       /* Values kept per instance, K (8). */
+    uint32_t dos_threshold;     /* Bytes before a flow is matched (0:
+                                 * off). */
+    uint32_t dos_table_size;    /* Filter-table counters, power of two
+                                 * (65536). */
+    uint32_t dos_window;        /* Epochs after which the filter table's
+                                 * counts restart (100). */
+    uint32_t idle_epochs;       /* Idle epochs before a flow entry is
+                                 * freed (500). */
+    uint64_t sweep_budget_ns;   /* Time bound of one sweep step (10 us;
+                                 * 0: unbounded). */
+    uint32_t scrub_per_step;    /* Flow slots scrubbed per sweep step
+                                 * (256). */
+    uint32_t ring_size;         /* Command and report ring entries
+                                 * (4096). */
+};
+
+void tpm_params_init(struct tpm_params *);
+
+/* Checks 'params'.  Returns NULL or a malloc()'d message naming the bad
+ * parameter, its value and the accepted range. */
+char *tpm_params_check(const struct tpm_params *)
+    __attribute__((warn_unused_result));
+
+/* Creates a monitor.  Returns NULL and stores an error message in '*errp'
+ * (caller frees) on failure. */
+struct tpm *tpm_create(const struct tpm_params *, char **errp);
+void tpm_destroy(struct tpm *);
+
+const struct tpm_params *tpm_get_params(const struct tpm *);
+
+/* A received frame. */
+struct tpm_frame {
+    const void *data;
+    uint32_t caplen;            /* Bytes available at 'data'. */
+    uint32_t wirelen;           /* Length on the wire. */
+};
+
+#define TPM_BATCH_MAX 32
+
+/* Phase 1 for up to TPM_BATCH_MAX frames, all of the current epoch (call
+ * tpm_advance() first). */
+void tpm_process_batch(struct tpm *, const struct tpm_frame *frames,
+                       int n);
+
+/* Moves the monitor's clock to 'now_ns' (wall clock, or virtual time in
+ * replay).  When this enters a new epoch, the sweep of the previous epoch
+ * starts; a sweep still running for an older epoch is abandoned and
+ * counted as unfinished.  When time jumps by two epochs or more (no call
+ * in between), pending sweeps are completed at once so no statistics are
+ * overwritten (counted as 'sweeps_forced'). */
+void tpm_advance(struct tpm *, uint64_t now_ns);
+
+/* Runs one step of background work: scrubs and backfills a bounded number
+ * of flow slots, then runs the current sweep for at most the configured
+ * budget (or, if 'budget_ns' is not UINT64_MAX, that budget; 0 =
+ * unbounded).  Returns true if work is left (sweep or backfill). */
+bool tpm_sweep_step(struct tpm *, uint64_t budget_ns);
+
+/* Returns true if a sweep is in progress. */
+bool tpm_sweep_pending(const struct tpm *);
+
+/* Current epoch number (absolute: time / epoch length), or UINT64_MAX
+ * before the first tpm_advance(). */
+uint64_t tpm_current_epoch(const struct tpm *);
+
+/* Direct control, owner thread only.  */
+
+/* Installs 'event' (ownership passes to the monitor on success) with
+ * identifier 'id' chosen by the caller (unique among installed events;
+ * reports carry it).  Returns NULL or an error message (then 'event' stays
+ * the caller's): a TCP-state variable, an interval that is not a multiple
+ * of the epoch, a full event table, too many summaries, a duplicate id. */
+char *tpm_event_add(struct tpm *, struct tpm_event *event, uint32_t id)
+    __attribute__((warn_unused_result));
+
+/* Removes event 'id'.  Returns 0 or ENOENT. */
+int tpm_event_del(struct tpm *, uint32_t id);
+
+/* Polls event 'id' for the value of 'group' (masked by the event's
+ * granularity) in the interval ending at absolute epoch 'epoch'. */
+enum tpm_poll_status {
+    TPM_POLL_OK,                /* '*value' set. */
+    TPM_POLL_NOT_YET,           /* That interval has not been swept yet. */
+    TPM_POLL_EXPIRED,           /* Older than the history kept. */
+    TPM_POLL_NO_GROUP,          /* No traffic seen for that group (its
+                                 * value is 0 for sums and counts). */
+    TPM_POLL_NO_EVENT,          /* Unknown event. */
+};
+enum tpm_poll_status tpm_poll(const struct tpm *, uint32_t id,
+                              const struct tpm_key *group, uint64_t epoch,
+                              double *value);
+
+/* Reports: satisfactions, and replies to submitted commands. */
+enum tpm_report_type {
+    TPM_REPORT_SATISFIED,
+    TPM_REPORT_ADD_DONE,        /* 'error' NULL on success. */
+    TPM_REPORT_DEL_DONE,        /* 'status' 0 or ENOENT. */
+    TPM_REPORT_POLL_REPLY,      /* 'status' is an enum tpm_poll_status. */
+};
+
+#define TPM_REPORT_PARTIAL 0x1  /* Interval not fully observed: the event
+                                 * was added, or a sweep was unfinished,
+                                 * within it. */
+
+struct tpm_report {
+    uint32_t type;              /* enum tpm_report_type. */
+    uint32_t event_id;
+    uint64_t epoch;             /* Last epoch of the interval (absolute). */
+    double value;
+    uint64_t cookie;            /* Copied from the command. */
+    uint32_t status;
+    uint32_t flags;             /* TPM_REPORT_*. */
+    char *error;                /* ADD_DONE failure: caller frees. */
+    struct tpm_key group;       /* Group key (masked). */
+};
+
+/* Controller side (one thread): submit commands.  Each returns false if
+ * the command ring is full (nothing was queued; 'event' stays the
+ * caller's).  Replies arrive as reports with the same 'cookie'. */
+bool tpm_submit_add(struct tpm *, struct tpm_event *event, uint32_t id,
+                    uint64_t cookie);
+bool tpm_submit_del(struct tpm *, uint32_t id, uint64_t cookie);
+bool tpm_submit_poll(struct tpm *, uint32_t id, const struct tpm_key *group,
+                     uint64_t epoch, uint64_t cookie);
+
+/* Owner: executes queued commands (at most 'max').  Returns the number
+ * executed. */
+int tpm_run_control(struct tpm *, int max);
+
+/* Controller side (or owner, when there is no controller thread): takes
+ * the oldest report.  Returns false if none. */
+bool tpm_pop_report(struct tpm *, struct tpm_report *);
+
+/* Counters.  Every loss is counted (ARCHITECTURE.md). */
+struct tpm_stats {
+    uint64_t packets;           /* Frames seen. */
+    uint64_t bytes;
+    uint64_t non_ip;            /* Frames that are not IP (not monitored). */
+    uint64_t batches;
+    uint64_t lastflow_hits;     /* Lookups skipped: same flow as before. */
+    uint64_t flow_inserts;
+    uint64_t flow_reuses;       /* Insertions into dead or stale slots. */
+    uint64_t flow_evictions;    /* Recent entries evicted (stats lost). */
+    uint64_t flows_freed;       /* Idle entries freed by the scrubber. */
+    uint64_t flows_live;        /* Gauge. */
+    uint64_t matches;           /* Flow-trigger matches made. */
+    uint64_t match_overflow;    /* Matches beyond max_matches dropped. */
+    uint64_t summary_overflow;  /* Matches dropped: flow out of slots. */
+    uint64_t dos_skipped_pkts;  /* Packets of flows below the DoS
+                                 * threshold (not matched). */
+    uint64_t children_created;
+    uint64_t children_dropped;  /* Over max_children or max_triggers. */
+    uint64_t children_expired;
+    uint64_t chunks_exhausted;  /* Flows not listed: chunk pool empty. */
+    uint64_t backfilled;        /* Flows matched to events added later. */
+    uint64_t sweeps_started;
+    uint64_t sweeps_done;
+    uint64_t sweeps_unfinished; /* Abandoned at the next epoch. */
+    uint64_t sweeps_forced;     /* Completed at once after a time jump. */
+    uint64_t sweep_steps;
+    uint64_t sweep_flows;       /* Flow-list items visited. */
+    uint64_t sweep_stale_items; /* List items dropped: flow gone. */
+    uint64_t epochs;            /* Epochs entered. */
+    uint64_t epochs_skipped;    /* Epochs with no tpm_advance() call. */
+    uint64_t reports;           /* Satisfactions queued. */
+    uint64_t reports_dropped;   /* Report ring full. */
+    uint64_t commands;          /* Commands executed. */
+    uint64_t triggers;          /* Gauge: trigger instances. */
+    uint64_t events;            /* Gauge: installed events. */
+    uint64_t chunks_used;       /* Gauge. */
+    uint64_t sweep_ns_last;     /* Duration of the last complete sweep
+                                 * (sum of its steps). */
+    uint64_t sweep_ns_p50;      /* Over the last 256 complete sweeps. */
+    uint64_t sweep_ns_p99;
+    uint64_t sweep_ns_max;
+};
+
+void tpm_get_stats(const struct tpm *, struct tpm_stats *);
+
+/* Calls 'cb' for every live flow entry (for tpm/flows-like listings;
+ * owner thread only). */
+void tpm_flows_for_each(const struct tpm *,
+                        void (*cb)(const struct tpm_key *key,
+                                   uint64_t packets, uint64_t bytes,
+                                   uint32_t n_matched, void *aux),
+                        void *aux);
+
+/* Returns the installed event 'id', or NULL.  Owner thread only. */
+const struct tpm_event *tpm_event_get(const struct tpm *, uint32_t id);
+
+#endif /* tpm.h */
