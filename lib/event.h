@@ -189,6 +189,12 @@ bool tpm_event_needs_tcp_state(const struct tpm_event *);
  * event has no constant threshold. */
 bool tpm_event_set_threshold(struct tpm_event *, double value);
 
+/* Returns a deep copy of 'expr' (NULL for NULL). */
+struct tpm_expr *tpm_expr_clone(const struct tpm_expr *expr);
+
+/* Frees 'expr' and its operands (NULL: no-op). */
+void tpm_expr_destroy(struct tpm_expr *expr);
+
 /* Formats the expression back into text (fully parenthesised); caller
  * frees. */
 char *tpm_expr_to_string(const struct tpm_expr *);

@@ -133,7 +133,8 @@ drain_reports(struct replay *r)
         }
         struct json_object *obj
             = tpm_report_to_json(r->events[rep.event_id], &rep);
-        puts(json_object_to_json_string_ext(obj, JSON_C_TO_STRING_PLAIN));
+        puts(json_object_to_json_string_ext(
+            obj, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
         json_object_put(obj);
         r->n_reports++;
     }

@@ -69,7 +69,7 @@ tpm_params_check(const struct tpm_params *p)
     CHECK_RANGE(max_triggers, 1, 1u << 26);
     CHECK_RANGE(max_children, 1, p->max_triggers);
     CHECK_RANGE(max_chunks, 1, 1u << 26);
-    CHECK_RANGE(max_matches, 1, 4096);
+    CHECK_RANGE(max_matches, 1, 64);
     CHECK_RANGE(history_len, 1, 1024);
     CHECK_RANGE(dos_threshold, 0, UINT32_MAX);
     CHECK_RANGE(dos_table_size, 64, 1u << 28);
@@ -166,7 +166,7 @@ tpm_destroy(struct tpm *tpm)
         }
     }
     for (int k = 0; k < TPM_MAX_KINDS; k++) {
-        free(tpm->kinds[k].term);
+        tpm_expr_destroy(tpm->kinds[k].term);
     }
     /* Free what is still queued in the rings. */
     struct tpm_report r;
@@ -236,12 +236,8 @@ kind_get__(struct tpm *tpm, const struct tpm_expr *term, enum tpm_sum_op op)
     }
     if (free_id >= 0) {
         struct tpm_kind *kind = &tpm->kinds[free_id];
-        free(kind->term);
-        struct tpm_event tmp = { .pred = (struct tpm_expr *) term };
-        struct tpm_event *copy = tpm_event_clone(&tmp);
-        kind->term = copy->pred;
-        copy->pred = NULL;
-        tpm_event_destroy(copy);
+        tpm_expr_destroy(kind->term);
+        kind->term = tpm_expr_clone(term);
         kind->var = term->type == TPM_EXPR_VAR ? (int) term->var : -1;
         kind->op = op;
         kind->refs = 1;
@@ -708,8 +704,8 @@ flow_attach__(struct tpm *tpm, struct tpm_flow *f, uint32_t evi)
 static void
 flow_match__(struct tpm *tpm, struct tpm_flow *f)
 {
-    uint32_t ids[64];
-    uint32_t max = MIN(tpm->p.max_matches, ARRAY_SIZE(ids));
+    uint32_t ids[64];           /* tpm_params_check() caps max_matches. */
+    uint32_t max = tpm->p.max_matches;
     uint32_t n = trig_index_match(&tpm->index, &f->key, ids, max);
 
     f->state = TPM_FLOW_LIVE;
@@ -929,6 +925,10 @@ tpm_process_batch(struct tpm *tpm, const struct tpm_frame *frames, int n)
             hits++;
             pkt->hash = f->hash;
         } else {
+            if (same[i]) {
+                /* Same key as the cached flow, whose entry was reused. */
+                pkt->hash = tpm_key_hash(&pkt->key);
+            }
             f = tpm_flow_table_find(&tpm->ft, &pkt->key, pkt->hash);
             if (!f) {
                 bool replaced;
@@ -1019,9 +1019,11 @@ tpm_sweep_step(struct tpm *tpm, uint64_t budget_ns)
     if (budget_ns == UINT64_MAX) {
         budget_ns = tpm->p.sweep_budget_ns;
     }
-    tpm_scrub_step__(tpm, tpm->p.scrub_per_step);
     tpm_backfill_step__(tpm, tpm->p.scrub_per_step);
     if (tpm->sw.active) {
+        /* Scrub only while sweeping, so an idle caller that steps in a
+         * tight loop does not walk the table over and over. */
+        tpm_scrub_step__(tpm, tpm->p.scrub_per_step);
         TPM_STAT_ADD(tpm, sweep_steps, 1);
         tpm_sweep_run__(tpm, budget_ns);
     }

@@ -59,7 +59,8 @@ struct tpm_params {
     uint32_t max_triggers;      /* Trigger instances in all (131072). */
     uint32_t max_children;      /* Instances per event (16384). */
     uint32_t max_chunks;        /* 64-flow list chunks (16384). */
-    uint32_t max_matches;       /* Events one flow may feed (64). */
+    uint32_t max_matches;       /* Events one flow may feed (64, the
+                                 * maximum). */
     uint32_t history_len;       /* Values kept per instance, K (8). */
     uint32_t dos_threshold;     /* Bytes before a flow is matched (0:
                                  * off). */

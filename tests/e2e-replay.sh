@@ -1,0 +1,203 @@
+#!/bin/bash
+# End-to-end test of tpm-replay: replay generated pcaps and compare its
+# reports with ground truth computed independently by tests/gen-trace.py.
+#
+# For every scenario of gen-trace.py and a few seeds:
+#   1. gen-trace.py writes NAME.pcap, NAME.events and NAME.expected;
+#   2. gen-trace.py --verify re-reads the pcap with its own parser and
+#      recomputes the truth (cross-checks the generator);
+#   3. tpm-replay --sweep-budget 0 -f NAME.events NAME.pcap must exit 0 and
+#      print exactly the expected reports: the multisets of
+#      (event, epoch, group) are equal, key order is as specified, and the
+#      values agree to a relative 1e-9.
+# Then it checks that a malformed event is rejected cleanly.
+#
+# Automake test protocol: exit 0 pass, 1 fail, 77 skip.  Environment (set
+# by TESTS_ENVIRONMENT in tests/automake.mk): top_srcdir, top_builddir,
+# PYTHON3.  E2E_SEEDS overrides the seeds, E2E_SCENARIOS the scenarios,
+# E2E_KEEP=1 keeps the work directory for debugging.
+set -euo pipefail
+
+top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
+top_builddir=${top_builddir:-.}
+PYTHON3=${PYTHON3:-python3}
+seeds=${E2E_SEEDS:-"1 2 3"}
+scenarios=${E2E_SCENARIOS:-"heavy agg interval ipv6 vars noise table2"}
+
+if ! command -v "$PYTHON3" >/dev/null 2>&1; then
+    echo "SKIP: python3 not found (PYTHON3=$PYTHON3)"
+    exit 77
+fi
+
+gen=$top_srcdir/tests/gen-trace.py
+replay=$top_builddir/tpm/tpm-replay
+if [ ! -x "$replay" ]; then
+    echo "FAIL: $replay not built"
+    exit 1
+fi
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/tpm-e2e.XXXXXX")
+if [ "${E2E_KEEP:-0}" = 1 ]; then
+    echo "keeping $tmp"
+else
+    trap 'rm -rf "$tmp"' EXIT
+fi
+
+# compare EXPECTED ACTUAL EVENTS LABEL: prints one summary line; exits
+# non-zero on any difference.
+compare_py='
+import json, math, sys
+
+exp_path, act_path, events_path, label = sys.argv[1:5]
+KEYS = ["event", "epoch", "group", "value"]
+errors = []
+
+def load(path, what):
+    rows = []
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line, object_pairs_hook=lambda p: p)
+            except ValueError as e:
+                errors.append("%s line %d: not JSON (%s): %s"
+                              % (what, n, e, line.rstrip()[:200]))
+                continue
+            keys = [k for k, _ in obj]
+            if keys != KEYS:
+                errors.append("%s line %d: keys %s, expected %s"
+                              % (what, n, keys, KEYS))
+                continue
+            d = dict(obj)
+            group = d["group"]
+            if not isinstance(group, list) or not isinstance(d["value"],
+                                                             (int, float)):
+                errors.append("%s line %d: bad group or value: %s"
+                              % (what, n, line.rstrip()[:200]))
+                continue
+            # The group keeps its key order, so a misordered group counts
+            # as a different group.
+            rows.append(((d["event"], d["epoch"], tuple(group)), d["value"],
+                         line.rstrip()))
+    return rows
+
+exp = load(exp_path, "expected")
+act = load(act_path, "actual")
+if not exp:
+    errors.append("expected output is empty: the scenario tests nothing")
+names = set()
+with open(events_path) as f:
+    for line in f:
+        if line.strip() and not line.lstrip().startswith("#"):
+            names.add(line.split()[0])
+silent = names - {k[0] for k, _, _ in exp}
+if silent:
+    errors.append("events that never fire in expected: %s" % sorted(silent))
+
+def index(rows):
+    d = {}
+    for key, value, line in rows:
+        d.setdefault(key, []).append((value, line))
+    return d
+
+ei, ai = index(exp), index(act)
+missing, unexpected, wrong = [], [], []
+for key in sorted(set(ei) | set(ai), key=repr):
+    e, a = ei.get(key, []), ai.get(key, [])
+    missing += [line for _, line in e[len(a):]]
+    unexpected += [line for _, line in a[len(e):]]
+    for (ev, el), (av, al) in zip(e, a):
+        if not math.isclose(ev, av, rel_tol=1e-9, abs_tol=1e-12):
+            wrong.append("expected %s\n      got %s" % (el, al))
+
+for title, lines in (("missing", missing), ("unexpected", unexpected),
+                     ("wrong value", wrong)):
+    if lines:
+        errors.append("%d %s reports%s:" % (len(lines), title,
+                      " (first 20)" if len(lines) > 20 else ""))
+        errors += ["    " + line for line in lines[:20]]
+if errors:
+    print("FAIL: %s" % label)
+    for e in errors:
+        print("  " + e)
+    sys.exit(1)
+print("PASS: %s: %d reports matched" % (label, len(exp)))
+'
+
+failures=0
+fail() {
+    echo "FAIL: $*"
+    failures=$((failures + 1))
+}
+
+for seed in $seeds; do
+    dir=$tmp/seed-$seed
+    # shellcheck disable=SC2086
+    if ! "$PYTHON3" "$gen" --seed "$seed" --out-dir "$dir" --quiet \
+            --scenario "$(echo $scenarios | tr ' ' ,)" \
+            --table2-events "$top_srcdir/tests/data/table2.events"; then
+        fail "gen-trace.py --seed $seed"
+        continue
+    fi
+    for scen in $scenarios; do
+        base=$dir/$scen
+        label="$scen seed $seed"
+        if ! "$PYTHON3" "$gen" --verify "$base.pcap" "$base.events" \
+                "$base.expected" >"$base.verify" 2>&1; then
+            cat "$base.verify"
+            fail "$label: gen-trace.py --verify"
+            continue
+        fi
+        status=0
+        "$replay" --sweep-budget 0 -f "$base.events" "$base.pcap" \
+            >"$base.actual" 2>"$base.stderr" || status=$?
+        if [ "$status" -ne 0 ]; then
+            fail "$label: tpm-replay exited with status $status"
+            head -n 20 "$base.stderr"
+            continue
+        fi
+        if ! "$PYTHON3" -c "$compare_py" "$base.expected" "$base.actual" \
+                "$base.events" "$label"; then
+            failures=$((failures + 1))
+            if [ -s "$base.stderr" ]; then
+                echo "  tpm-replay stderr:"
+                head -n 10 "$base.stderr" | sed 's/^/    /'
+            fi
+        fi
+    done
+done
+
+# A malformed event: non-zero exit (1), an error naming the bad field and
+# its column on stderr, nothing on stdout.  The column is 12 counted in
+# the definition (lib/event.h), or 17 if counted in the whole -e string.
+pcap=
+for f in "$tmp"/seed-*/*.pcap; do
+    [ -e "$f" ] && pcap=$f
+    break
+done
+if [ -z "$pcap" ]; then
+    pcap=$tmp/empty.pcap
+    printf '\x4d\x3c\xb2\xa1\x02\x00\x04\x00\x00\x00\x00\x00\x00\x00\x00\x00\xff\xff\x00\x00\x01\x00\x00\x00' >"$pcap"
+fi
+status=0
+"$replay" --sweep-budget 0 \
+    -e 'bad filter=tcp,nw_dest=1.2.3.4 predicate=count() > 1' "$pcap" \
+    >"$tmp/bad.out" 2>"$tmp/bad.err" || status=$?
+if [ "$status" -ne 1 ]; then
+    fail "malformed event: exit status $status, expected 1"
+elif [ -s "$tmp/bad.out" ]; then
+    fail "malformed event: output on stdout: $(head -c 200 "$tmp/bad.out")"
+elif ! grep -q 'nw_dest' "$tmp/bad.err"; then
+    fail "malformed event: stderr does not name nw_dest: $(head -c 300 "$tmp/bad.err")"
+elif ! grep -Eq 'column (12|17)([^0-9]|$)' "$tmp/bad.err"; then
+    fail "malformed event: stderr lacks 'column 12': $(head -c 300 "$tmp/bad.err")"
+else
+    echo "PASS: malformed event rejected: $(head -n 1 "$tmp/bad.err")"
+fi
+
+if [ "$failures" -ne 0 ]; then
+    echo "$failures failure(s)"
+    exit 1
+fi
+exit 0
