@@ -80,6 +80,16 @@ spsc_pop(struct spsc_ring *r, void *elem)
     return true;
 }
 
+/* Producer: returns the number of elements that can be pushed now (at
+ * least; the consumer may free more meanwhile). */
+static inline uint32_t
+spsc_free_space(struct spsc_ring *r)
+{
+    uint32_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
+    r->tail_cache = atomic_load_explicit(&r->tail, memory_order_acquire);
+    return r->mask + 1 - (head - r->tail_cache);
+}
+
 /* Number of elements in the ring (exact only when called by one side
  * while the other is idle; otherwise a snapshot). */
 uint32_t spsc_count(const struct spsc_ring *);

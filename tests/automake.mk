@@ -29,7 +29,7 @@ tests_test_trig_index_CFLAGS = $(TEST_CFLAGS)
 tests_test_trig_index_LDADD = $(TEST_LDADD)
 tests_test_tpm_SOURCES = tests/test-tpm.c
 tests_test_tpm_CFLAGS = $(TEST_CFLAGS)
-tests_test_tpm_LDADD = $(TEST_LDADD)
+tests_test_tpm_LDADD = $(TEST_LDADD) -lpthread
 
 TESTS += \
 	tests/test-event \

@@ -8,9 +8,13 @@
 #include <check.h>
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "event.h"
 #include "tpm.h"
@@ -700,6 +704,138 @@ START_TEST(test_control_rings)
 }
 END_TEST
 
+/* The control rings across two threads: a controller thread installs
+ * events, polls and deletes while the owner thread forwards packets; every
+ * command gets exactly one reply with its cookie, and satisfactions for
+ * the installed events arrive. */
+struct ctl_ctx {
+    struct tpm *tpm;
+    _Atomic bool done;
+    int acks, dels, polls_ok, sats;
+    char error[256];
+};
+
+static bool
+ctl_wait__(struct ctl_ctx *ctx, uint32_t type, uint64_t cookie,
+           struct tpm_report *out)
+{
+    for (long spins = 0; spins < 2000000000L; spins++) {
+        struct tpm_report r;
+        if (!tpm_pop_report(ctx->tpm, &r)) {
+            sched_yield();
+            continue;
+        }
+        if (r.type == TPM_REPORT_SATISFIED) {
+            ctx->sats++;
+            continue;
+        }
+        if (r.type != type || r.cookie != cookie) {
+            snprintf(ctx->error, sizeof ctx->error,
+                     "reply type %u cookie %llu, expected %u %llu", r.type,
+                     (unsigned long long) r.cookie, type,
+                     (unsigned long long) cookie);
+            free(r.error);
+            return false;
+        }
+        *out = r;
+        return true;
+    }
+    snprintf(ctx->error, sizeof ctx->error, "no reply for %llu",
+             (unsigned long long) cookie);
+    return false;
+}
+
+static void *
+ctl_thread__(void *ctx_)
+{
+    struct ctl_ctx *ctx = ctx_;
+    uint64_t cookie = 1;
+    struct tpm_report r;
+
+    for (int round = 0; round < 50 && !ctx->error[0]; round++) {
+        struct tpm_event *ev;
+        char line[128];
+        snprintf(line, sizeof line, "r%d filter=udp,nw_dst=10.11.%d.0/24 "
+                 "predicate=count() > 0 group=nw_dst/24", round, round % 4);
+        if (tpm_event_parse_line(line, &ev)) {
+            snprintf(ctx->error, sizeof ctx->error, "parse %s", line);
+            break;
+        }
+        while (!tpm_submit_add(ctx->tpm, ev, round, cookie)) {
+            sched_yield();
+        }
+        if (!ctl_wait__(ctx, TPM_REPORT_ADD_DONE, cookie++, &r)) {
+            break;
+        }
+        if (r.error) {
+            snprintf(ctx->error, sizeof ctx->error, "add: %s", r.error);
+            free(r.error);
+            break;
+        }
+        ctx->acks++;
+
+        /* Let some traffic be counted, then poll and delete. */
+        struct timespec ts = { 0, 2 * 1000 * 1000 };
+        nanosleep(&ts, NULL);
+        struct tpm_key g = { .ipver = 4 };
+        g.dst[0] = htonl(ip4(10, 11, round % 4, 0));
+        tpm_submit_poll(ctx->tpm, round, &g, 0, cookie);
+        if (!ctl_wait__(ctx, TPM_REPORT_POLL_REPLY, cookie++, &r)) {
+            break;
+        }
+        ctx->polls_ok += r.status != TPM_POLL_NO_EVENT;
+        if (round % 2) {
+            tpm_submit_del(ctx->tpm, round, cookie);
+            if (!ctl_wait__(ctx, TPM_REPORT_DEL_DONE, cookie++, &r)) {
+                break;
+            }
+            ctx->dels += r.status == 0;
+        }
+    }
+    atomic_store(&ctx->done, true);
+    return NULL;
+}
+
+START_TEST(test_control_two_threads)
+{
+    struct tpm_params p;
+    tpm_params_init(&p);
+    p.flow_table_size = 4096;
+    p.dos_table_size = 1024;
+    p.max_chunks = 256;
+    p.ring_size = 8;            /* Small, so both sides meet full rings. */
+    struct tpm *tpm = new_tpm(&p);
+    struct ctl_ctx ctx = { .tpm = tpm };
+    pthread_t thread;
+
+    ck_assert_int_eq(pthread_create(&thread, NULL, ctl_thread__, &ctx), 0);
+    uint64_t now = T0;
+    int i = 0;
+    while (!atomic_load(&ctx.done)) {
+        struct frame f;
+        udp_frame(&f, ip4(10, 99, 0, 1), ip4(10, 11, i % 4, i % 50), i % 50,
+                  7, 10, 64);
+        send1(tpm, now, &f);
+        now += 100 * 1000;      /* 100 us of virtual time per packet. */
+        i++;
+        tpm_sweep_step(tpm, UINT64_MAX);
+        tpm_run_control(tpm, 4);
+    }
+    pthread_join(thread, NULL);
+    ck_assert_msg(!ctx.error[0], "%s", ctx.error);
+    ck_assert_int_eq(ctx.acks, 50);
+    ck_assert_int_eq(ctx.polls_ok, 50);
+    ck_assert_int_eq(ctx.dels, 25);
+    ck_assert_int_gt(ctx.sats, 0);
+
+    struct tpm_stats s;
+    stats(tpm, &s);
+    ck_assert_uint_eq(s.events, 25);
+    ck_assert_uint_eq(s.commands, 50 + 50 + 25);
+    tpm_destroy(tpm);
+}
+END_TEST
+
 START_TEST(test_params_check)
 {
     struct tpm_params p;
@@ -771,6 +907,7 @@ tpm_suite(void)
     tcase_add_test(tc, test_dos_threshold);
     tcase_add_test(tc, test_poll_history);
     tcase_add_test(tc, test_control_rings);
+    tcase_add_test(tc, test_control_two_threads);
     tcase_add_test(tc, test_params_check);
     tcase_add_test(tc, test_full_table_never_fails);
     suite_add_tcase(s, tc);

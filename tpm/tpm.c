@@ -1096,7 +1096,10 @@ tpm_run_control(struct tpm *tpm, int max)
     struct tpm_report c;
     int n = 0;
 
-    while (n < max && spsc_pop(tpm->cmd_ring, &c)) {
+    /* A command is taken only when its reply has room: replies are never
+     * dropped (satisfactions may be, and are counted). */
+    while (n < max && spsc_free_space(tpm->report_ring)
+           && spsc_pop(tpm->cmd_ring, &c)) {
         struct tpm_report r = c;
         r.error = NULL;
         switch ((enum tpm_report_type) c.type) {

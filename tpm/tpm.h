@@ -187,8 +187,10 @@ bool tpm_submit_del(struct tpm *, uint32_t id, uint64_t cookie);
 bool tpm_submit_poll(struct tpm *, uint32_t id, const struct tpm_key *group,
                      uint64_t epoch, uint64_t cookie);
 
-/* Owner: executes queued commands (at most 'max').  Returns the number
- * executed. */
+/* Owner: executes queued commands (at most 'max').  A command is taken
+ * only when the report ring has room for its reply, so replies are never
+ * lost; satisfactions that find the report ring full are dropped and
+ * counted.  Returns the number executed. */
 int tpm_run_control(struct tpm *, int max);
 
 /* Controller side (or owner, when there is no controller thread): takes
