@@ -45,4 +45,4 @@ TESTS_ENVIRONMENT = \
 	PYTHON3='$(PYTHON3)'
 
 EXTRA_DIST += tests/e2e-replay.sh tests/gen-trace.py tests/bootstrap.sh \
-	tests/data/table2.events
+	tests/data/table2.events tests/data/table2-tcp.events

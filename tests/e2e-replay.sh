@@ -176,9 +176,11 @@ for f in "$tmp"/seed-*/*.pcap; do
     [ -e "$f" ] && pcap=$f
     break
 done
-if [ -z "$pcap" ]; then
+if [ -z "$pcap" ]; then             # Generation failed: an empty pcap.
     pcap=$tmp/empty.pcap
-    printf '\x4d\x3c\xb2\xa1\x02\x00\x04\x00\x00\x00\x00\x00\x00\x00\x00\x00\xff\xff\x00\x00\x01\x00\x00\x00' >"$pcap"
+    "$PYTHON3" -c 'import struct, sys
+sys.stdout.buffer.write(struct.pack("<IHHiIII", 0xa1b23c4d, 2, 4, 0, 0,
+                                    65535, 1))' >"$pcap"
 fi
 status=0
 "$replay" --sweep-budget 0 \
@@ -189,9 +191,11 @@ if [ "$status" -ne 1 ]; then
 elif [ -s "$tmp/bad.out" ]; then
     fail "malformed event: output on stdout: $(head -c 200 "$tmp/bad.out")"
 elif ! grep -q 'nw_dest' "$tmp/bad.err"; then
-    fail "malformed event: stderr does not name nw_dest: $(head -c 300 "$tmp/bad.err")"
+    fail "malformed event: stderr does not name nw_dest:" \
+        "$(head -c 300 "$tmp/bad.err")"
 elif ! grep -Eq 'column (12|17)([^0-9]|$)' "$tmp/bad.err"; then
-    fail "malformed event: stderr lacks 'column 12': $(head -c 300 "$tmp/bad.err")"
+    fail "malformed event: stderr lacks 'column 12':" \
+        "$(head -c 300 "$tmp/bad.err")"
 else
     echo "PASS: malformed event rejected: $(head -n 1 "$tmp/bad.err")"
 fi

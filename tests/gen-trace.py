@@ -34,8 +34,10 @@ Semantics implemented by the ground truth (the contract tpm-replay honours):
   * per-packet variables: packets = 1; bytes = pcap orig_len; volume = L4
     payload from the IP/L4 headers (TCP: IP total length - IHL*4 - data
     offset*4; UDP: UDP length - 8; IPv6 TCP: payload length - data offset;
-    other protocols: IP payload length), never from caplen, so Ethernet
-    padding and snaplen truncation do not matter; ttl = TTL / hop limit;
+    other protocols: IP payload length; ICMP appears only in noise that
+    no filter matches, so its volume is never compared), never from
+    caplen, so Ethernet padding and snaplen truncation do not matter;
+    ttl = TTL / hop limit;
     ecn = 1 iff the ECN bits are 11 (CE); rwnd = raw TCP window, 0 for
     non-TCP.
   * aggregates: sum, count() (packets), count(t) (packets with t != 0),
@@ -119,14 +121,11 @@ class Flow:
         self.noise = noise          # Must never match any event filter.
         self.seq = 1000
 
-    def reverse(self, **kw):
+    def reverse(self):
         """The opposite direction (for pure ACKs)."""
-        f = Flow(self.ipver, self.dst, self.src, self.proto, self.dport,
-                 self.sport, self.ttl, 0, self.rwnd, self.vlans,
-                 noise=self.noise)
-        for k, v in kw.items():
-            setattr(f, k, v)
-        return f
+        return Flow(self.ipver, self.dst, self.src, self.proto, self.dport,
+                    self.sport, self.ttl, 0, self.rwnd, self.vlans,
+                    noise=self.noise)
 
     def group5(self):
         """The 5-tuple group as tpm-replay prints it."""
@@ -748,9 +747,8 @@ def compile_term(node):
 def aggregate(fn, values):
     """Aggregate 'fn' over the per-packet term values of one group."""
     n = len(values)
-    if fn == 'count':
-        return n if values is None or values[0] is None \
-            else sum(1 for v in values if v != 0)
+    if fn == 'count':               # count() has no term: values are None.
+        return n if values[0] is None else sum(1 for v in values if v != 0)
     if fn == 'sum':
         return sum(values) if all(isinstance(v, int) for v in values) \
             else math.fsum(values)
@@ -965,7 +963,8 @@ class TraceBuilder:
             x = rng.random()
             vlans = (rng.choice((10, 20)),) if rng.random() < 0.1 else ()
             if x < 0.15:
-                self.add_l2('arp', ts, vlans, '10.99.1.%d' % rng.randrange(1, 255),
+                self.add_l2('arp', ts, vlans,
+                            '10.99.1.%d' % rng.randrange(1, 255),
                             '10.99.1.%d' % rng.randrange(1, 255))
             elif x < 0.2:
                 self.add_l2('lldp', ts, vlans)
