@@ -997,8 +997,8 @@ error:
     return NULL;
 }
 
-/* Sets an error for name 'what' (the current token), which may not appear
- * inside an aggregate's term. */
+/* Sets an error for the current token, a name that may not appear inside
+ * an aggregate's term (an aggregate, prev or VAR_lastepoch). */
 static void
 pp_not_in_term__(struct pparser *pp)
 {
