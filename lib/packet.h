@@ -30,7 +30,7 @@ struct tpm_key {
     uint8_t proto;              /* IP protocol number. */
     uint8_t ipver;              /* 4, 6, or 0 for non-IP frames. */
     uint16_t pad;               /* Always zero. */
-};
+} __attribute__((aligned(8)));  /* Read as 64-bit words. */
 BUILD_ASSERT_DECL(sizeof(struct tpm_key) == 40);
 
 #define TPM_KEY_WORDS (sizeof(struct tpm_key) / sizeof(uint64_t))

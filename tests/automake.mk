@@ -44,5 +44,5 @@ TESTS_ENVIRONMENT = \
 	top_srcdir='$(top_srcdir)' top_builddir='$(top_builddir)' \
 	PYTHON3='$(PYTHON3)'
 
-EXTRA_DIST += tests/e2e-replay.sh tests/gen-trace.py tests/bootstrap.sh \
+EXTRA_DIST += tests/test-util.h tests/e2e-replay.sh tests/gen-trace.py tests/bootstrap.sh \
 	tests/data/table2.events tests/data/table2-tcp.events

@@ -117,8 +117,30 @@ struct cuckoo_hashes {
 int cuckoo_init(struct cuckoo *c, uint32_t capacity);
 void cuckoo_destroy(struct cuckoo *c);
 
-/* The second hash function, independent of tpm_key_hash(). */
-uint32_t cuckoo_hash2(const struct tpm_key *);
+/* Returns the high 64 bits of the 128-bit product of 'a' and 'b' folded
+ * with the low 64 bits. */
+static inline uint64_t
+cuckoo_mulfold__(uint64_t a, uint64_t b)
+{
+    unsigned __int128 p = (unsigned __int128) a * b;
+    return (uint64_t) p ^ (uint64_t) (p >> 64);
+}
+
+/* The second hash function: multiply-fold over the key's five 64-bit
+ * words (three 64x64->128 multiplications), independent of the CRC32-C of
+ * tpm_key_hash(). */
+static inline uint32_t
+cuckoo_hash2(const struct tpm_key *key)
+{
+    const uint64_t *w = (const uint64_t *) key;
+    uint64_t h = cuckoo_mulfold__(w[0] ^ 0xa0761d6478bd642fULL,
+                                  w[1] ^ 0xe7037ed1a0b428dbULL)
+                 ^ cuckoo_mulfold__(w[2] ^ 0x8ebc6af09c88c6e3ULL,
+                                    w[3] ^ 0x589965cc75374cc3ULL);
+    h = cuckoo_mulfold__(h ^ 0x1d8e4e27c47d124fULL,
+                         w[4] ^ 0xeb44accab455d165ULL);
+    return (uint32_t) (h ^ (h >> 32));
+}
 
 static inline struct cuckoo_hashes
 cuckoo_hash(const struct tpm_key *key)
@@ -142,7 +164,8 @@ void cuckoo_find_batch(const struct cuckoo *c,
                        struct cuckoo_entry *entries[]);
 
 /* Inserts 'key', which must not be in the table, with hashes 'h'.  The new
- * entry's line 0 holds the key and hashes, everything else is zero.
+ * entry's line 0 holds the key and hashes and zero epoch tags (its
+ * statistics lines are stale, as in the flow table).
  * Returns the entry, or NULL if the table is full or no cuckoo path was
  * found within CUCKOO_BFS_MAX buckets (counted in 'stats.failures'). */
 struct cuckoo_entry *cuckoo_insert(struct cuckoo *c,

@@ -1,0 +1,1282 @@
+/*
+ * Unit tests for lib/packet.[ch].
+ *
+ * Every frame is written byte by byte here (big-endian writers, no use of
+ * the parser or of system header structs), with the expected parse stated
+ * by hand next to it.  The truncation test parses every prefix of every
+ * frame from a malloc()'d buffer of exactly that size, so that valgrind
+ * reports any read beyond 'caplen'.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <check.h>
+
+#include "packet.h"
+#include "test-util.h"
+
+/* ---------------------------------------------------------------------- */
+/* Frame writer. */
+
+struct fb {
+    uint8_t b[2048];
+    uint32_t n;
+};
+
+static void
+put8(struct fb *f, uint8_t v)
+{
+    ck_assert_uint_lt(f->n, sizeof f->b);
+    f->b[f->n++] = v;
+}
+
+static void
+put16(struct fb *f, uint16_t v)
+{
+    put8(f, (uint8_t) (v >> 8));
+    put8(f, (uint8_t) v);
+}
+
+static void
+put32(struct fb *f, uint32_t v)
+{
+    put16(f, (uint16_t) (v >> 16));
+    put16(f, (uint16_t) v);
+}
+
+static void
+putn(struct fb *f, const uint8_t *p, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        put8(f, p[i]);
+    }
+}
+
+/* 'n' payload bytes (a recognisable pattern, never zero). */
+static void
+payload(struct fb *f, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        put8(f, (uint8_t) (0x41 + i % 26));
+    }
+}
+
+/* Ethernet header with EtherType 'type'. */
+static void
+eth(struct fb *f, uint16_t type)
+{
+    static const uint8_t macs[12] = {
+        0x02, 0x00, 0x00, 0x00, 0x00, 0x01,
+        0x02, 0x00, 0x00, 0x00, 0x00, 0x02,
+    };
+    putn(f, macs, 12);
+    put16(f, type);
+}
+
+static const uint8_t ip4_a[4] = { 10, 1, 2, 3 };
+static const uint8_t ip4_b[4] = { 192, 168, 0, 77 };
+/* 2001:db8::1 and fe80::abcd */
+static const uint8_t ip6_a[16] = { 0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0,
+                                   0, 0, 0, 0, 0, 0, 0, 1 };
+static const uint8_t ip6_b[16] = { 0xfe, 0x80, 0, 0, 0, 0, 0, 0,
+                                   0, 0, 0, 0, 0, 0, 0xab, 0xcd };
+
+/* IPv4 header with 'optlen' bytes of options (NOPs, then end). */
+static void
+ipv4(struct fb *f, uint8_t tos, uint16_t tot, uint16_t frag, uint8_t ttl,
+     uint8_t proto, uint32_t optlen)
+{
+    put8(f, (uint8_t) (0x40 | (5 + optlen / 4)));
+    put8(f, tos);
+    put16(f, tot);
+    put16(f, 0x1234);           /* Identification. */
+    put16(f, frag);
+    put8(f, ttl);
+    put8(f, proto);
+    put16(f, 0xbeef);           /* Checksum: not verified. */
+    putn(f, ip4_a, 4);
+    putn(f, ip4_b, 4);
+    for (uint32_t i = 0; i < optlen; i++) {
+        put8(f, i == optlen - 1 ? 0 : 1);
+    }
+}
+
+/* IPv6 header. */
+static void
+ipv6(struct fb *f, uint8_t tclass, uint16_t plen, uint8_t nh, uint8_t hlim)
+{
+    put32(f, 6u << 28 | (uint32_t) tclass << 20 | 0x12345);
+    put16(f, plen);
+    put8(f, nh);
+    put8(f, hlim);
+    putn(f, ip6_a, 16);
+    putn(f, ip6_b, 16);
+}
+
+/* TCP header of 'doff' 32-bit words (options: NOPs and a timestamp). */
+static void
+tcp(struct fb *f, uint16_t sport, uint16_t dport, uint32_t seq, uint32_t ack,
+    uint8_t doff, uint8_t flags, uint16_t win)
+{
+    put16(f, sport);
+    put16(f, dport);
+    put32(f, seq);
+    put32(f, ack);
+    put8(f, (uint8_t) (doff << 4));
+    put8(f, flags);
+    put16(f, win);
+    put16(f, 0xcafe);           /* Checksum. */
+    put16(f, 0);                /* Urgent pointer. */
+    uint32_t optlen = doff * 4 - 20;
+    for (uint32_t i = 0; i < optlen; i++) {
+        /* NOP NOP, then timestamps (kind 8, length 10), padding NOPs. */
+        static const uint8_t ts[12] = { 1, 1, 8, 10, 0, 0, 0, 1,
+                                        0, 0, 0, 2 };
+        put8(f, i < sizeof ts ? ts[i] : 1);
+    }
+}
+
+static void
+udp(struct fb *f, uint16_t sport, uint16_t dport, uint16_t len)
+{
+    put16(f, sport);
+    put16(f, dport);
+    put16(f, len);
+    put16(f, 0);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Expected parses. */
+
+struct expect {
+    const char *name;
+    bool ip;
+    uint8_t ipver, proto;
+    uint16_t sport, dport;
+    uint32_t volume, seq, ack;
+    uint16_t rwnd;
+    uint8_t ttl, ecn, flags;
+    uint32_t wirelen;
+    /* Offsets for the truncation test: the frame is IP from
+     * 'l3off + l3len' captured bytes on; the L4 protocol is known from
+     * 'l4off' on and the L4 fields from 'l4off + l4min' on (l4min 0: the
+     * frame carries no parsed L4 header). */
+    uint32_t l3off, l3len, l4off, l4min;
+};
+
+/* Checks a parse against 'e', including addresses (from the frame's wire
+ * bytes at 'l3off'). */
+static void
+check_pkt(const struct fb *f, const struct tpm_pkt *p, bool ret,
+          const struct expect *e)
+{
+    struct tpm_key zero;
+
+    memset(&zero, 0, sizeof zero);
+    ck_assert_msg(ret == e->ip, "%s: returned %d", e->name, ret);
+    ck_assert_msg(p->bytes == e->wirelen, "%s: bytes %u", e->name, p->bytes);
+    ck_assert_msg(p->hash == 0, "%s: hash set", e->name);
+    ck_assert_msg(p->key.pad == 0, "%s: pad", e->name);
+    if (!e->ip) {
+        ck_assert_msg(!memcmp(&p->key, &zero, sizeof zero),
+                      "%s: key of non-IP frame not zero", e->name);
+        return;
+    }
+    ck_assert_msg(p->key.ipver == e->ipver, "%s: ipver %u", e->name,
+                  p->key.ipver);
+    ck_assert_msg(p->key.proto == e->proto, "%s: proto %u", e->name,
+                  p->key.proto);
+    ck_assert_msg(p->key.sport == e->sport, "%s: sport %u, expected %u",
+                  e->name, p->key.sport, e->sport);
+    ck_assert_msg(p->key.dport == e->dport, "%s: dport %u, expected %u",
+                  e->name, p->key.dport, e->dport);
+    ck_assert_msg(p->volume == e->volume, "%s: volume %u, expected %u",
+                  e->name, p->volume, e->volume);
+    ck_assert_msg(p->seq == e->seq, "%s: seq %#x", e->name, p->seq);
+    ck_assert_msg(p->ack == e->ack, "%s: ack %#x", e->name, p->ack);
+    ck_assert_msg(p->rwnd == e->rwnd, "%s: rwnd %u", e->name, p->rwnd);
+    ck_assert_msg(p->ttl == e->ttl, "%s: ttl %u", e->name, p->ttl);
+    ck_assert_msg(p->ecn == e->ecn, "%s: ecn %u", e->name, p->ecn);
+    ck_assert_msg(p->tcp_flags == e->flags, "%s: flags %#x", e->name,
+                  p->tcp_flags);
+    if (e->ipver == 4) {
+        ck_assert_msg(!memcmp(&p->key.src[0], f->b + e->l3off + 12, 4),
+                      "%s: src", e->name);
+        ck_assert_msg(!memcmp(&p->key.dst[0], f->b + e->l3off + 16, 4),
+                      "%s: dst", e->name);
+        for (int i = 1; i < 4; i++) {
+            ck_assert_msg(p->key.src[i] == 0 && p->key.dst[i] == 0,
+                          "%s: IPv4 address words 1-3 not zero", e->name);
+        }
+    } else {
+        ck_assert_msg(!memcmp(p->key.src, f->b + e->l3off + 8, 16),
+                      "%s: src", e->name);
+        ck_assert_msg(!memcmp(p->key.dst, f->b + e->l3off + 24, 16),
+                      "%s: dst", e->name);
+    }
+}
+
+/* Parses 'f' (from an exact-size heap copy) and checks it. */
+static void
+parse_check(const struct fb *f, const struct expect *e)
+{
+    struct tpm_pkt p;
+    uint8_t *buf = malloc(f->n);
+
+    ck_assert_ptr_nonnull(buf);
+    memcpy(buf, f->b, f->n);
+    memset(&p, 0x5a, sizeof p);
+    bool ret = tpm_packet_parse(buf, f->n, e->wirelen, &p);
+    check_pkt(f, &p, ret, e);
+    free(buf);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Frame catalogue: builder 'i' writes frame 'i' and its expectation.
+ * Returns false past the end. */
+
+static bool
+build_frame(int i, struct fb *f, struct expect *e)
+{
+    memset(f, 0, sizeof *f);
+    memset(e, 0, sizeof *e);
+    e->ip = true;
+    e->l3off = 14;
+
+    switch (i) {
+    case 0:
+        /* IPv4 TCP, data offset 8 (12 bytes of options), 100 bytes of
+         * payload, CE. */
+        e->name = "ipv4-tcp-options";
+        eth(f, 0x0800);
+        ipv4(f, 0x03, 20 + 32 + 100, 0x4000 /* DF */, 63, 6, 0);
+        tcp(f, 43210, 443, 0x01020304, 0xa0b0c0d0, 8, 0x18, 0xfedc);
+        payload(f, 100);
+        e->ipver = 4; e->proto = 6; e->sport = 43210; e->dport = 443;
+        e->volume = 100; e->seq = 0x01020304; e->ack = 0xa0b0c0d0;
+        e->rwnd = 0xfedc; e->ttl = 63; e->ecn = 1;
+        e->flags = TPM_TCP_PSH | TPM_TCP_ACK;
+        e->l3len = 20; e->l4off = 34; e->l4min = 20;
+        break;
+
+    case 1:
+        /* IPv4 with 8 bytes of IP options, TCP SYN, ECT(0). */
+        e->name = "ipv4-ipopts-tcp";
+        eth(f, 0x0800);
+        ipv4(f, 0x02 | 0xb8, 28 + 20 + 10, 0, 5, 6, 8);
+        tcp(f, 1, 65535, 0xffffffff, 0, 5, TPM_TCP_SYN, 512);
+        payload(f, 10);
+        e->ipver = 4; e->proto = 6; e->sport = 1; e->dport = 65535;
+        e->volume = 10; e->seq = 0xffffffff; e->ack = 0;
+        e->rwnd = 512; e->ttl = 5; e->ecn = 0; e->flags = TPM_TCP_SYN;
+        e->l3len = 28; e->l4off = 42; e->l4min = 20;
+        break;
+
+    case 2:
+        /* IPv4 UDP, 37 bytes of payload. */
+        e->name = "ipv4-udp";
+        eth(f, 0x0800);
+        ipv4(f, 0x01 /* ECT(1) */, 20 + 8 + 37, 0, 128, 17, 0);
+        udp(f, 53, 33333, 8 + 37);
+        payload(f, 37);
+        e->ipver = 4; e->proto = 17; e->sport = 53; e->dport = 33333;
+        e->volume = 37; e->ttl = 128;
+        e->l3len = 20; e->l4off = 34; e->l4min = 8;
+        break;
+
+    case 3:
+        /* Minimum frame: IPv4 TCP without payload (54 bytes) padded to 60
+         * with non-zero bytes; wire length includes the FCS. */
+        e->name = "ipv4-tcp-padded";
+        eth(f, 0x0800);
+        ipv4(f, 0, 40, 0, 64, 6, 0);
+        tcp(f, 2000, 80, 7, 8, 5, TPM_TCP_ACK, 100);
+        while (f->n < 60) {
+            put8(f, 0xee);
+        }
+        e->wirelen = 64;
+        e->ipver = 4; e->proto = 6; e->sport = 2000; e->dport = 80;
+        e->volume = 0; e->seq = 7; e->ack = 8; e->rwnd = 100; e->ttl = 64;
+        e->flags = TPM_TCP_ACK;
+        e->l3len = 20; e->l4off = 34; e->l4min = 20;
+        break;
+
+    case 4:
+        /* IPv4 UDP with 2 bytes of payload, padded to 60. */
+        e->name = "ipv4-udp-padded";
+        eth(f, 0x0800);
+        ipv4(f, 0, 30, 0, 64, 17, 0);
+        udp(f, 1000, 2000, 10);
+        payload(f, 2);
+        while (f->n < 60) {
+            put8(f, 0xff);
+        }
+        e->ipver = 4; e->proto = 17; e->sport = 1000; e->dport = 2000;
+        e->volume = 2; e->ttl = 64;
+        e->l3len = 20; e->l4off = 34; e->l4min = 8;
+        break;
+
+    case 5:
+        /* 802.1Q-tagged IPv4 UDP. */
+        e->name = "vlan-ipv4-udp";
+        eth(f, 0x8100);
+        put16(f, 0x2064);       /* PCP 1, VID 100. */
+        put16(f, 0x0800);
+        ipv4(f, 0, 20 + 8 + 5, 0, 9, 17, 0);
+        udp(f, 5353, 5353, 13);
+        payload(f, 5);
+        e->l3off = 18;
+        e->ipver = 4; e->proto = 17; e->sport = 5353; e->dport = 5353;
+        e->volume = 5; e->ttl = 9;
+        e->l3len = 20; e->l4off = 38; e->l4min = 8;
+        break;
+
+    case 6:
+        /* QinQ (802.1ad outer, 802.1Q inner) IPv6 TCP. */
+        e->name = "qinq-ipv6-tcp";
+        eth(f, 0x88a8);
+        put16(f, 0x000a);
+        put16(f, 0x8100);
+        put16(f, 0x0014);
+        put16(f, 0x86dd);
+        ipv6(f, 0x03, 20 + 7, 6, 250);
+        tcp(f, 22, 50000, 100, 200, 5, TPM_TCP_FIN | TPM_TCP_ACK, 1);
+        payload(f, 7);
+        e->l3off = 22;
+        e->ipver = 6; e->proto = 6; e->sport = 22; e->dport = 50000;
+        e->volume = 7; e->seq = 100; e->ack = 200; e->rwnd = 1;
+        e->ttl = 250; e->ecn = 1; e->flags = TPM_TCP_FIN | TPM_TCP_ACK;
+        e->l3len = 40; e->l4off = 62; e->l4min = 20;
+        break;
+
+    case 7:
+        /* Two 802.1Q tags, IPv4 ICMP echo request. */
+        e->name = "vlan2-ipv4-icmp";
+        eth(f, 0x8100);
+        put16(f, 1);
+        put16(f, 0x8100);
+        put16(f, 2);
+        put16(f, 0x0800);
+        ipv4(f, 0, 20 + 8 + 56, 0, 64, 1, 0);
+        put8(f, 8);             /* Echo request. */
+        put8(f, 0);
+        put16(f, 0);
+        put32(f, 0x00010002);
+        payload(f, 56);
+        e->l3off = 22;
+        e->ipver = 4; e->proto = 1; e->sport = 8; e->dport = 0;
+        e->volume = 56; e->ttl = 64;
+        e->l3len = 20; e->l4off = 42; e->l4min = 4;
+        break;
+
+    case 8:
+        /* IPv4 non-first fragment of a UDP datagram: offset 185*8, the
+         * payload happens to look like a UDP header. */
+        e->name = "ipv4-fragment";
+        eth(f, 0x0800);
+        ipv4(f, 0, 20 + 200, 185, 33, 17, 0);
+        udp(f, 0x1111, 0x2222, 0x3333);
+        payload(f, 192);
+        e->ipver = 4; e->proto = 17; e->volume = 200; e->ttl = 33;
+        e->l3len = 20; e->l4off = 34; e->l4min = 0;
+        break;
+
+    case 9:
+        /* IPv4 first fragment (MF) of a large UDP datagram: ports, and the
+         * smaller of the UDP and IP lengths. */
+        e->name = "ipv4-first-fragment";
+        eth(f, 0x0800);
+        ipv4(f, 0, 20 + 1480, 0x2000, 33, 17, 0);
+        udp(f, 4000, 4001, 3008);
+        payload(f, 1472);
+        e->ipver = 4; e->proto = 17; e->sport = 4000; e->dport = 4001;
+        e->volume = 1472; e->ttl = 33;
+        e->l3len = 20; e->l4off = 34; e->l4min = 8;
+        break;
+
+    case 10:
+        /* IPv6 TCP, 50 bytes of payload, 4 bytes of Ethernet padding. */
+        e->name = "ipv6-tcp";
+        eth(f, 0x86dd);
+        ipv6(f, 0xb8 /* EF, not-ECT */, 20 + 50, 6, 64);
+        tcp(f, 443, 61000, 0x80000000, 0x7fffffff, 5, TPM_TCP_RST, 0);
+        payload(f, 50);
+        put32(f, 0);
+        e->ipver = 6; e->proto = 6; e->sport = 443; e->dport = 61000;
+        e->volume = 50; e->seq = 0x80000000; e->ack = 0x7fffffff;
+        e->ttl = 64; e->ecn = 0; e->flags = TPM_TCP_RST;
+        e->l3len = 40; e->l4off = 54; e->l4min = 20;
+        break;
+
+    case 11:
+        /* IPv6, hop-by-hop (8 bytes), fragment (first, more follow), UDP
+         * with 20 bytes of payload. */
+        e->name = "ipv6-hbh-frag-udp";
+        eth(f, 0x86dd);
+        ipv6(f, 0xff /* CE */, 8 + 8 + 8 + 20, 0, 1);
+        put8(f, 44);            /* HBH: next header fragment. */
+        put8(f, 0);             /* Length: 8 bytes. */
+        put8(f, 1);             /* PadN option, 4 bytes of padding. */
+        put8(f, 4);
+        put32(f, 0);
+        put8(f, 17);            /* Fragment: next header UDP. */
+        put8(f, 0);
+        put16(f, 0x0001);       /* Offset 0, M. */
+        put32(f, 0xdeadbeef);   /* Identification. */
+        udp(f, 123, 124, 28);
+        payload(f, 20);
+        e->ipver = 6; e->proto = 17; e->sport = 123; e->dport = 124;
+        e->volume = 20; e->ttl = 1; e->ecn = 1;
+        e->l3len = 40; e->l4off = 70; e->l4min = 8;
+        break;
+
+    case 12:
+        /* IPv6, routing (24 bytes), destination options (16 bytes), TCP
+         * with options. */
+        e->name = "ipv6-rt-dst-tcp";
+        eth(f, 0x86dd);
+        ipv6(f, 0, 24 + 16 + 32 + 3, 43, 200);
+        put8(f, 60);            /* Routing: next header dstopts. */
+        put8(f, 2);             /* (2 + 1) * 8 = 24 bytes. */
+        put8(f, 0);
+        put8(f, 0);
+        for (int j = 0; j < 20; j++) {
+            put8(f, 0x99);
+        }
+        put8(f, 6);             /* Dstopts: next header TCP. */
+        put8(f, 1);             /* 16 bytes. */
+        put8(f, 1);             /* PadN, 12 bytes. */
+        put8(f, 12);
+        for (int j = 0; j < 12; j++) {
+            put8(f, 0);
+        }
+        tcp(f, 8080, 8081, 5, 6, 8, TPM_TCP_ACK, 4096);
+        payload(f, 3);
+        e->ipver = 6; e->proto = 6; e->sport = 8080; e->dport = 8081;
+        e->volume = 3; e->seq = 5; e->ack = 6; e->rwnd = 4096;
+        e->ttl = 200; e->flags = TPM_TCP_ACK;
+        e->l3len = 40; e->l4off = 94; e->l4min = 20;
+        break;
+
+    case 13:
+        /* IPv6 non-first fragment (offset 100*8) of UDP. */
+        e->name = "ipv6-fragment";
+        eth(f, 0x86dd);
+        ipv6(f, 0, 8 + 64, 44, 60);
+        put8(f, 17);
+        put8(f, 0);
+        put16(f, 100 << 3);
+        put32(f, 7);
+        udp(f, 0x1111, 0x2222, 0x3333);
+        payload(f, 56);
+        e->ipver = 6; e->proto = 17; e->volume = 64; e->ttl = 60;
+        e->l3len = 40; e->l4off = 62; e->l4min = 0;
+        break;
+
+    case 14:
+        /* ICMPv6 echo request. */
+        e->name = "ipv6-icmp";
+        eth(f, 0x86dd);
+        ipv6(f, 0, 8 + 32, 58, 255);
+        put8(f, 128);
+        put8(f, 0);
+        put16(f, 0);
+        put32(f, 0x12340001);
+        payload(f, 32);
+        e->ipver = 6; e->proto = 58; e->sport = 128; e->dport = 0;
+        e->volume = 32; e->ttl = 255;
+        e->l3len = 40; e->l4off = 54; e->l4min = 4;
+        break;
+
+    case 15:
+        /* ICMP destination unreachable (port unreachable), carrying the
+         * offending IP header and 8 bytes. */
+        e->name = "ipv4-icmp-unreach";
+        eth(f, 0x0800);
+        ipv4(f, 0xc0, 20 + 8 + 28, 0, 255, 1, 0);
+        put8(f, 3);
+        put8(f, 3);
+        put16(f, 0);
+        put32(f, 0);
+        payload(f, 28);
+        e->ipver = 4; e->proto = 1; e->sport = 3; e->dport = 3;
+        e->volume = 28; e->ttl = 255;
+        e->l3len = 20; e->l4off = 34; e->l4min = 4;
+        break;
+
+    case 16:
+        /* SCTP: common header (12 bytes) and a 16-byte chunk. */
+        e->name = "ipv4-sctp";
+        eth(f, 0x0800);
+        ipv4(f, 0, 20 + 12 + 16, 0, 64, 132, 0);
+        put16(f, 2905);
+        put16(f, 36412);
+        put32(f, 0x01020304);   /* Verification tag. */
+        put32(f, 0);            /* Checksum. */
+        payload(f, 16);
+        e->ipver = 4; e->proto = 132; e->sport = 2905; e->dport = 36412;
+        e->volume = 16; e->ttl = 64;
+        e->l3len = 20; e->l4off = 34; e->l4min = 12;
+        break;
+
+    case 17:
+        /* ARP request (padded). */
+        e->name = "arp";
+        eth(f, 0x0806);
+        put16(f, 1);
+        put16(f, 0x0800);
+        put8(f, 6);
+        put8(f, 4);
+        put16(f, 1);
+        for (int j = 0; j < 20; j++) {
+            put8(f, (uint8_t) j);
+        }
+        while (f->n < 60) {
+            put8(f, 0);
+        }
+        e->ip = false;
+        break;
+
+    case 18:
+        /* Three VLAN tags: beyond what is parsed. */
+        e->name = "vlan3";
+        eth(f, 0x8100);
+        put16(f, 1);
+        put16(f, 0x8100);
+        put16(f, 2);
+        put16(f, 0x8100);
+        put16(f, 3);
+        put16(f, 0x0800);
+        ipv4(f, 0, 28, 0, 64, 17, 0);
+        udp(f, 1, 2, 8);
+        e->ip = false;
+        break;
+
+    case 19:
+        /* IPv4 EtherType with an IPv6 header. */
+        e->name = "ipv4-type-v6-header";
+        eth(f, 0x0800);
+        ipv6(f, 0, 8, 17, 64);
+        udp(f, 1, 2, 8);
+        e->ip = false;
+        break;
+
+    case 20:
+        /* IPv4 with IHL 4. */
+        e->name = "ipv4-ihl4";
+        eth(f, 0x0800);
+        ipv4(f, 0, 40, 0, 64, 6, 0);
+        f->b[14] = 0x44;
+        tcp(f, 1, 2, 3, 4, 5, 0, 0);
+        e->ip = false;
+        break;
+
+    case 21:
+        /* IPv4 total length smaller than the header. */
+        e->name = "ipv4-short-total";
+        eth(f, 0x0800);
+        ipv4(f, 0, 19, 0, 64, 6, 0);
+        tcp(f, 1, 2, 3, 4, 5, 0, 0);
+        e->ip = false;
+        break;
+
+    case 22:
+        /* IPv6 EtherType with version 4. */
+        e->name = "ipv6-type-v4-header";
+        eth(f, 0x86dd);
+        ipv4(f, 0, 28, 0, 64, 17, 0);
+        udp(f, 1, 2, 8);
+        for (int j = 0; j < 20; j++) {
+            put8(f, 0);
+        }
+        e->ip = false;
+        break;
+
+    case 23:
+        /* UDP length larger than the IP payload: trust IP. */
+        e->name = "udp-len-too-big";
+        eth(f, 0x0800);
+        ipv4(f, 0, 20 + 8 + 10, 0, 64, 17, 0);
+        udp(f, 7, 9, 1000);
+        payload(f, 10);
+        e->ipver = 4; e->proto = 17; e->sport = 7; e->dport = 9;
+        e->volume = 10; e->ttl = 64;
+        e->l3len = 20; e->l4off = 34; e->l4min = 8;
+        break;
+
+    case 24:
+        /* UDP length smaller than its header. */
+        e->name = "udp-len-too-small";
+        eth(f, 0x0800);
+        ipv4(f, 0, 20 + 8 + 10, 0, 64, 17, 0);
+        udp(f, 7, 9, 4);
+        payload(f, 10);
+        e->ipver = 4; e->proto = 17; e->sport = 7; e->dport = 9;
+        e->volume = 0; e->ttl = 64;
+        e->l3len = 20; e->l4off = 34; e->l4min = 8;
+        break;
+
+    case 25:
+        /* TCP data offset beyond the IP payload: no volume. */
+        e->name = "tcp-doff-too-big";
+        eth(f, 0x0800);
+        ipv4(f, 0, 20 + 24, 0, 64, 6, 0);
+        tcp(f, 10, 20, 30, 40, 5, TPM_TCP_SYN, 50);
+        f->b[34 + 12] = 15 << 4;
+        payload(f, 4);
+        e->ipver = 4; e->proto = 6; e->sport = 10; e->dport = 20;
+        e->volume = 0; e->seq = 30; e->ack = 40; e->rwnd = 50; e->ttl = 64;
+        e->flags = TPM_TCP_SYN;
+        e->l3len = 20; e->l4off = 34; e->l4min = 20;
+        break;
+
+    case 26:
+        /* Other IPv4 protocol (GRE): key without ports, volume = IP
+         * payload. */
+        e->name = "ipv4-gre";
+        eth(f, 0x0800);
+        ipv4(f, 0, 20 + 24, 0, 64, 47, 0);
+        payload(f, 24);
+        e->ipver = 4; e->proto = 47; e->volume = 24; e->ttl = 64;
+        e->l3len = 20; e->l4off = 34; e->l4min = 0;
+        break;
+
+    default:
+        return false;
+    }
+    if (!e->wirelen) {
+        e->wirelen = f->n;
+    }
+    return true;
+}
+
+static void
+check_frame(int i)
+{
+    struct fb f;
+    struct expect e;
+
+    ck_assert(build_frame(i, &f, &e));
+    parse_check(&f, &e);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Tests of single frames. */
+
+START_TEST(test_ipv4_tcp_options)
+{
+    check_frame(0);
+}
+END_TEST
+
+START_TEST(test_ipv4_ip_options)
+{
+    check_frame(1);
+}
+END_TEST
+
+START_TEST(test_ipv4_udp)
+{
+    check_frame(2);
+    check_frame(23);
+    check_frame(24);
+}
+END_TEST
+
+START_TEST(test_eth_padding)
+{
+    check_frame(3);
+    check_frame(4);
+    check_frame(10);
+}
+END_TEST
+
+START_TEST(test_vlan)
+{
+    check_frame(5);
+    check_frame(6);
+    check_frame(7);
+    check_frame(18);
+}
+END_TEST
+
+START_TEST(test_ipv4_fragments)
+{
+    check_frame(8);
+    check_frame(9);
+}
+END_TEST
+
+START_TEST(test_ipv6)
+{
+    check_frame(10);
+    check_frame(11);
+    check_frame(12);
+    check_frame(13);
+}
+END_TEST
+
+START_TEST(test_icmp_sctp_other)
+{
+    check_frame(7);
+    check_frame(14);
+    check_frame(15);
+    check_frame(16);
+    check_frame(25);
+    check_frame(26);
+}
+END_TEST
+
+START_TEST(test_non_ip)
+{
+    for (int i = 17; i <= 22; i++) {
+        check_frame(i);
+    }
+
+    /* Frames shorter than an Ethernet header. */
+    static const uint8_t tiny[13] = { 0 };
+    struct tpm_pkt p;
+    memset(&p, 0x77, sizeof p);
+    ck_assert(!tpm_packet_parse(tiny, 13, 1234, &p));
+    ck_assert_uint_eq(p.bytes, 1234);
+    ck_assert_uint_eq(p.key.ipver, 0);
+    ck_assert_uint_eq(p.volume, 0);
+}
+END_TEST
+
+/* ECN: every codepoint, IPv4 and IPv6. */
+START_TEST(test_ecn)
+{
+    for (uint32_t ecn = 0; ecn < 4; ecn++) {
+        for (uint32_t dscp = 0; dscp < 64; dscp += 21) {
+            uint8_t tos = (uint8_t) (dscp << 2 | ecn);
+            struct tpm_pkt p;
+            struct fb f;
+
+            memset(&f, 0, sizeof f);
+            eth(&f, 0x0800);
+            ipv4(&f, tos, 28, 0, 64, 17, 0);
+            udp(&f, 1, 2, 8);
+            ck_assert(tpm_packet_parse(f.b, f.n, f.n, &p));
+            ck_assert_uint_eq(p.ecn, ecn == 3);
+
+            memset(&f, 0, sizeof f);
+            eth(&f, 0x86dd);
+            ipv6(&f, tos, 8, 17, 64);
+            udp(&f, 1, 2, 8);
+            ck_assert(tpm_packet_parse(f.b, f.n, f.n, &p));
+            ck_assert_uint_eq(p.ecn, ecn == 3);
+        }
+    }
+}
+END_TEST
+
+/* IPv4 addresses are the wire bytes; ports are host order. */
+START_TEST(test_byte_order)
+{
+    struct fb f;
+    struct expect e;
+    struct tpm_pkt p;
+
+    ck_assert(build_frame(0, &f, &e));
+    ck_assert(tpm_packet_parse(f.b, f.n, f.n, &p));
+    uint32_t w;
+    memcpy(&w, ip4_a, 4);
+    ck_assert_uint_eq(p.key.src[0], w);
+    memcpy(&w, ip4_b, 4);
+    ck_assert_uint_eq(p.key.dst[0], w);
+    const uint8_t *s = (const uint8_t *) &p.key.src[0];
+    ck_assert_uint_eq(s[0], 10);
+    ck_assert_uint_eq(s[3], 3);
+    ck_assert_uint_eq(p.key.sport, 43210);
+
+    ck_assert(build_frame(10, &f, &e));
+    ck_assert(tpm_packet_parse(f.b, f.n, f.n, &p));
+    s = (const uint8_t *) p.key.src;
+    ck_assert_uint_eq(s[0], 0x20);
+    ck_assert_uint_eq(s[1], 0x01);
+    ck_assert_uint_eq(s[15], 0x01);
+    ck_assert_uint_eq(p.key.sport, 443);
+}
+END_TEST
+
+/* Every prefix of every frame: no read beyond 'caplen' (valgrind), bytes
+ * always the wire length, no field taken from bytes not captured, and
+ * the full parse once everything needed is there. */
+START_TEST(test_truncation)
+{
+    struct fb f;
+    struct expect e;
+    int n_frames = 0;
+
+    for (int i = 0; build_frame(i, &f, &e); i++, n_frames++) {
+        struct tpm_pkt full;
+        ck_assert(tpm_packet_parse(f.b, f.n, e.wirelen, &full) == e.ip);
+
+        for (uint32_t len = 0; len <= f.n; len++) {
+            uint8_t *buf = malloc(len ? len : 1);
+            struct tpm_pkt p;
+
+            ck_assert_ptr_nonnull(buf);
+            memcpy(buf, f.b, len);
+            memset(&p, 0x5a, sizeof p);
+            bool ret = tpm_packet_parse(buf, len, e.wirelen, &p);
+            free(buf);
+
+            ck_assert_msg(p.bytes == e.wirelen, "%s/%u: bytes", e.name, len);
+            ck_assert_msg(p.key.pad == 0, "%s/%u: pad", e.name, len);
+            if (!ret) {
+                struct tpm_key zero;
+                memset(&zero, 0, sizeof zero);
+                ck_assert_msg(!memcmp(&p.key, &zero, sizeof zero),
+                              "%s/%u: non-IP key not zero", e.name, len);
+            }
+            if (!e.ip || len < e.l3off + e.l3len) {
+                ck_assert_msg(!ret, "%s/%u: IP with a truncated header",
+                              e.name, len);
+                continue;
+            }
+            ck_assert_msg(ret, "%s/%u: not IP", e.name, len);
+            ck_assert_msg(p.key.ipver == e.ipver && p.ttl == e.ttl
+                          && p.ecn == e.ecn
+                          && !memcmp(p.key.src, full.key.src,
+                                     sizeof p.key.src)
+                          && !memcmp(p.key.dst, full.key.dst,
+                                     sizeof p.key.dst),
+                          "%s/%u: IP header fields", e.name, len);
+            if (len >= e.l4off) {
+                ck_assert_msg(p.key.proto == e.proto, "%s/%u: proto %u",
+                              e.name, len, p.key.proto);
+            }
+            if (e.l4min && len >= e.l4off + e.l4min) {
+                ck_assert_msg(!memcmp(&p, &full, sizeof p),
+                              "%s/%u: differs from the full parse", e.name,
+                              len);
+            } else {
+                ck_assert_msg(p.key.sport == 0 && p.key.dport == 0
+                              && p.seq == 0 && p.ack == 0 && p.rwnd == 0
+                              && p.tcp_flags == 0,
+                              "%s/%u: L4 fields from uncaptured bytes",
+                              e.name, len);
+            }
+        }
+    }
+    ck_assert_int_ge(n_frames, 27);
+}
+END_TEST
+
+/* Garbage frames: never crash nor read beyond the capture (valgrind). */
+START_TEST(test_random_garbage)
+{
+    struct test_rng rng;
+    static const uint16_t types[] = { 0x0800, 0x86dd, 0x8100, 0x88a8 };
+    static const uint8_t nhs[] = { 0, 43, 44, 60, 6, 17, 132, 1, 58 };
+
+    test_rng_seed(&rng, 0x9a6);
+    for (int i = 0; i < 20000; i++) {
+        uint32_t len = test_rng_range(&rng, 140);
+        uint8_t *buf = malloc(len ? len : 1);
+        for (uint32_t j = 0; j < len; j++) {
+            buf[j] = (uint8_t) test_rng_u32(&rng);
+        }
+        /* Make the interesting paths likely. */
+        if (len >= 14) {
+            uint16_t t = types[test_rng_range(&rng, ARRAY_SIZE(types))];
+            buf[12] = (uint8_t) (t >> 8);
+            buf[13] = (uint8_t) t;
+        }
+        if (len >= 15) {
+            buf[14] = (uint8_t) ((buf[12] == 0x86 ? 0x60 : 0x45)
+                                 | (buf[14] & 0x0f
+                                    & (test_rng_range(&rng, 4) ? 0 : 0xf)));
+        }
+        if (len > 20 && buf[12] == 0x86) {
+            buf[18] = 0;
+            buf[19] = (uint8_t) test_rng_range(&rng, 120);
+            buf[20] = nhs[test_rng_range(&rng, ARRAY_SIZE(nhs))];
+        }
+        if (len >= 18 && buf[12] == 0x08) {
+            buf[16] = 0;
+            buf[17] = (uint8_t) test_rng_range(&rng, 140);
+        }
+        struct tpm_pkt p;
+        bool ret = tpm_packet_parse(buf, len, len + 4, &p);
+        TCHECK(p.bytes == len + 4, "bytes");
+        TCHECK(ret || p.key.ipver == 0, "non-IP with ipver");
+        TCHECK(!ret || p.key.ipver == 4 || p.key.ipver == 6, "ipver %u",
+               p.key.ipver);
+        TCHECK(p.volume <= 65535, "volume %u", p.volume);
+        free(buf);
+    }
+}
+END_TEST
+
+/* ---------------------------------------------------------------------- */
+/* Hashing. */
+
+static struct tpm_key
+random_key(struct test_rng *rng)
+{
+    struct tpm_key k;
+
+    memset(&k, 0, sizeof k);
+    k.ipver = test_rng_range(rng, 4) ? 4 : 6;
+    int words = k.ipver == 4 ? 1 : 4;
+    for (int i = 0; i < words; i++) {
+        k.src[i] = test_rng_u32(rng);
+        k.dst[i] = test_rng_u32(rng);
+    }
+    k.sport = (uint16_t) test_rng_u32(rng);
+    k.dport = (uint16_t) test_rng_u32(rng);
+    k.proto = (uint8_t) test_rng_u32(rng);
+    return k;
+}
+
+START_TEST(test_hash_equal_keys)
+{
+    struct test_rng rng;
+
+    const char *impl = tpm_key_hash_impl();
+    ck_assert_ptr_nonnull(impl);
+    ck_assert(!strcmp(impl, "crc32c-sse4.2") || !strcmp(impl, "portable"));
+
+    test_rng_seed(&rng, 0x4a54);
+    uint32_t differ = 0;
+    for (int i = 0; i < 10000; i++) {
+        struct tpm_key a = random_key(&rng), b;
+        /* An equal key built separately, through a byte copy. */
+        uint8_t bytes[sizeof a];
+        memcpy(bytes, &a, sizeof a);
+        memcpy(&b, bytes, sizeof b);
+        TCHECK(tpm_key_hash(&a) == tpm_key_hash(&b), "equal keys");
+        TCHECK(tpm_key_hash(&a) == tpm_key_hash(&a), "deterministic");
+
+        /* Flipping any single bit should change the hash (not required
+         * by the spec for every bit, but a hash that ignores a field is
+         * broken: count). */
+        int bit = (int) test_rng_range(&rng, 8 * 38);
+        bytes[bit / 8] ^= (uint8_t) (1 << (bit % 8));
+        memcpy(&b, bytes, sizeof b);
+        differ += tpm_key_hash(&a) != tpm_key_hash(&b);
+    }
+    ck_assert_uint_ge(differ, 9990);
+
+    /* Parsing the same frame twice gives keys with equal hashes. */
+    struct fb f;
+    struct expect e;
+    struct tpm_pkt p1, p2;
+    ck_assert(build_frame(11, &f, &e));
+    tpm_packet_parse(f.b, f.n, f.n, &p1);
+    tpm_packet_parse(f.b, f.n, f.n + 100, &p2);
+    ck_assert(tpm_key_equal(&p1.key, &p2.key));
+    ck_assert_uint_eq(tpm_key_hash(&p1.key), tpm_key_hash(&p2.key));
+}
+END_TEST
+
+/* Chi-square statistic of 'n' hashes' low 'bits' bits. */
+static double
+chi_square(const uint32_t *h, uint32_t n, int bits)
+{
+    uint32_t n_bins = 1u << bits;
+    uint32_t *bins = calloc(n_bins, sizeof *bins);
+    for (uint32_t i = 0; i < n; i++) {
+        bins[h[i] & (n_bins - 1)]++;
+    }
+    double mean = (double) n / n_bins, chi = 0;
+    for (uint32_t b = 0; b < n_bins; b++) {
+        double d = bins[b] - mean;
+        chi += d * d / mean;
+    }
+    free(bins);
+    return chi;
+}
+
+/* Checks that the low 16 (and 8) bits are roughly uniform: the chi-square
+ * statistic with k - 1 degrees of freedom has mean k - 1 and standard
+ * deviation sqrt(2(k - 1)); allow 8 standard deviations. */
+static void
+check_uniform(const uint32_t *h, uint32_t n, const char *what)
+{
+    static const int bit_counts[] = { 16, 8, 4 };
+    for (size_t i = 0; i < ARRAY_SIZE(bit_counts); i++) {
+        int bits = bit_counts[i];
+        double df = (double) (1u << bits) - 1;
+        double chi = chi_square(h, n, bits);
+        double bound = df + 8 * sqrt(2 * df);
+        ck_assert_msg(chi < bound, "%s: chi-square of low %d bits %.1f "
+                      "exceeds %.1f", what, bits, chi, bound);
+    }
+}
+
+/* Inserts the 'n' hashes into a linear-probing table of 2**bits slots and
+ * checks that the mean displacement is within 1.5 times Knuth's estimate
+ * for random hashing, (1 + 1 / (1 - load)) / 2 - 1. */
+static void
+check_probe_cost(const uint32_t *h, uint32_t n, int bits, const char *what)
+{
+    uint32_t size = 1u << bits, mask = size - 1;
+    uint8_t *used = calloc(size, 1);
+    uint64_t total = 0;
+
+    ck_assert_uint_lt(n, size);
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t s = h[i] & mask;
+        while (used[s]) {
+            s = (s + 1) & mask;
+            total++;
+        }
+        used[s] = 1;
+    }
+    free(used);
+    double load = (double) n / size;
+    double expect = (1 + 1 / (1 - load)) / 2 - 1;
+    double mean = (double) total / n;
+    ck_assert_msg(mean < 1.5 * expect, "%s: mean linear-probing displacement "
+                  "%.3f in 2^%d slots, %.3f expected", what, mean, bits,
+                  expect);
+}
+
+START_TEST(test_hash_uniform)
+{
+    enum { N = 100000 };
+    struct test_rng rng;
+    uint32_t *h = calloc(N, sizeof *h);
+
+    test_rng_seed(&rng, 0x5eed5);
+    for (uint32_t i = 0; i < N; i++) {
+        struct tpm_key k = random_key(&rng);
+        h[i] = tpm_key_hash(&k);
+    }
+    check_uniform(h, N, "random keys");
+    check_probe_cost(h, N, 17, "random keys");
+    check_probe_cost(h, N, 18, "random keys");
+    free(h);
+}
+END_TEST
+
+/* Checks that 'n' hashes hit at least 95% of the buckets that random
+ * values would hit, in expectation, in 2**bits buckets. */
+static void
+check_bucket_spread(const uint32_t *h, uint32_t n, int bits, const char *what)
+{
+    uint32_t size = 1u << bits, mask = size - 1, distinct = 0;
+    uint8_t *seen = calloc(size, 1);
+
+    for (uint32_t i = 0; i < n; i++) {
+        if (!seen[h[i] & mask]) {
+            seen[h[i] & mask] = 1;
+            distinct++;
+        }
+    }
+    free(seen);
+    double expect = size * (1 - exp(n * log1p(-1.0 / size)));
+    ck_assert_msg(distinct >= 0.95 * expect, "%s: %u keys hit %u of 2^%d "
+                  "buckets, random hashing hits %.0f", what, n, distinct,
+                  bits, expect);
+}
+
+/* Key sets as found in real traffic: the table index (the hash's low
+ * bits) must spread them about as well as random values would. */
+START_TEST(test_hash_structured_keys)
+{
+    enum { N = 240000 };
+    /* Static: a failing check must not leak it (CK_FORK=no). */
+    static uint32_t h[N];
+    uint32_t n;
+
+    /* One client-server pair, every source port (a load generator, a NAT
+     * gateway). */
+    n = 0;
+    for (uint32_t i = 0; i < 65536; i++) {
+        struct tpm_key k;
+        uint8_t src[4] = { 10, 0, 0, 1 }, dst[4] = { 10, 0, 0, 2 };
+        memset(&k, 0, sizeof k);
+        k.ipver = 4;
+        k.proto = 6;
+        memcpy(&k.src[0], src, 4);
+        memcpy(&k.dst[0], dst, 4);
+        k.sport = (uint16_t) i;
+        k.dport = 80;
+        h[n++] = tpm_key_hash(&k);
+    }
+    check_bucket_spread(h, n, 16, "one pair, all source ports");
+    check_bucket_spread(h, n, 17, "one pair, all source ports");
+    check_bucket_spread(h, n, 18, "one pair, all source ports");
+    check_probe_cost(h, n, 17, "one pair, all source ports");
+
+    /* Clients 10.0.x.y to one server. */
+    n = 0;
+    for (uint32_t i = 0; i < 65536; i++) {
+        struct tpm_key k;
+        uint8_t src[4] = { 10, 0, (uint8_t) (i >> 8), (uint8_t) i };
+        uint8_t dst[4] = { 192, 168, 1, 1 };
+        memset(&k, 0, sizeof k);
+        k.ipver = 4;
+        k.proto = 6;
+        memcpy(&k.src[0], src, 4);
+        memcpy(&k.dst[0], dst, 4);
+        k.sport = 40000;
+        k.dport = 80;
+        h[n++] = tpm_key_hash(&k);
+    }
+    check_bucket_spread(h, n, 16, "clients 10.0.x.y");
+    check_bucket_spread(h, n, 17, "clients 10.0.x.y");
+    check_probe_cost(h, n, 17, "clients 10.0.x.y");
+
+    /* Clients 10.0.x.y with sequential source ports. */
+    n = 0;
+    for (uint32_t i = 0; i < 100000; i++) {
+        struct tpm_key k;
+        uint8_t src[4] = { 10, 0, (uint8_t) (i >> 8), (uint8_t) i };
+        uint8_t dst[4] = { 192, 168, 1, 1 };
+        memset(&k, 0, sizeof k);
+        k.ipver = 4;
+        k.proto = 6;
+        memcpy(&k.src[0], src, 4);
+        memcpy(&k.dst[0], dst, 4);
+        k.sport = (uint16_t) (1024 + i % 1000);
+        k.dport = 80;
+        h[n++] = tpm_key_hash(&k);
+    }
+    check_bucket_spread(h, n, 17, "clients and ports");
+    check_probe_cost(h, n, 17, "clients and ports");
+    check_probe_cost(h, n, 18, "clients and ports");
+
+    /* Four clients, source ports 1024-59999, to one HTTPS server. */
+    n = 0;
+    for (uint32_t i = 0; i < 4 * (60000 - 1024); i++) {
+        struct tpm_key k;
+        uint8_t src[4] = { 10, 0, 0, (uint8_t) (1 + i % 4) };
+        uint8_t dst[4] = { 10, 0, 0, 200 };
+        memset(&k, 0, sizeof k);
+        k.ipver = 4;
+        k.proto = 6;
+        memcpy(&k.src[0], src, 4);
+        memcpy(&k.dst[0], dst, 4);
+        k.sport = (uint16_t) (1024 + i / 4);
+        k.dport = 443;
+        h[n++] = tpm_key_hash(&k);
+    }
+    ck_assert_uint_le(n, N);
+    check_bucket_spread(h, n, 18, "four clients");
+    check_probe_cost(h, n, 19, "four clients");
+
+    /* Sequential UDP ports between two hosts, both ports varying. */
+    n = 0;
+    for (uint32_t i = 0; i < 100000; i++) {
+        struct tpm_key k;
+        uint8_t src[4] = { 10, 0, 0, 1 }, dst[4] = { 10, 0, 0, 2 };
+        memset(&k, 0, sizeof k);
+        k.ipver = 4;
+        k.proto = 17;
+        memcpy(&k.src[0], src, 4);
+        memcpy(&k.dst[0], dst, 4);
+        k.sport = (uint16_t) i;
+        k.dport = (uint16_t) (i >> 16 | 0x1000);
+        h[n++] = tpm_key_hash(&k);
+    }
+    check_bucket_spread(h, n, 17, "sequential ports");
+    check_probe_cost(h, n, 17, "sequential ports");
+}
+END_TEST
+
+/* ---------------------------------------------------------------------- */
+/* Formatting. */
+
+START_TEST(test_key_format)
+{
+    struct fb f;
+    struct expect e;
+    struct tpm_pkt p;
+    char buf[TPM_KEY_STRLEN];
+
+    ck_assert(build_frame(0, &f, &e));
+    ck_assert(tpm_packet_parse(f.b, f.n, f.n, &p));
+    ck_assert_ptr_eq(tpm_key_format(&p.key, buf, sizeof buf), buf);
+    ck_assert_str_eq(buf, "6 10.1.2.3:43210 > 192.168.0.77:443");
+
+    ck_assert(build_frame(11, &f, &e));
+    ck_assert(tpm_packet_parse(f.b, f.n, f.n, &p));
+    tpm_key_format(&p.key, buf, sizeof buf);
+    ck_assert_str_eq(buf, "17 [2001:db8::1]:123 > [fe80::abcd]:124");
+
+    ck_assert(build_frame(7, &f, &e));
+    ck_assert(tpm_packet_parse(f.b, f.n, f.n, &p));
+    tpm_key_format(&p.key, buf, sizeof buf);
+    ck_assert_str_eq(buf, "1 10.1.2.3:8 > 192.168.0.77:0");
+
+    ck_assert(build_frame(17, &f, &e));
+    ck_assert(!tpm_packet_parse(f.b, f.n, f.n, &p));
+    tpm_key_format(&p.key, buf, sizeof buf);
+    ck_assert_str_eq(buf, "non-ip");
+
+    /* A longest IPv6 key fits in TPM_KEY_STRLEN. */
+    struct tpm_key k;
+    memset(&k, 0xff, sizeof k);
+    k.ipver = 6;
+    k.pad = 0;
+    tpm_key_format(&k, buf, sizeof buf);
+    ck_assert_str_eq(buf, "255 [ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff]:"
+                     "65535 > [ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff]:"
+                     "65535");
+
+    /* Truncation to a small buffer. */
+    char small[8];
+    memset(small, 'x', sizeof small);
+    ck_assert(build_frame(0, &f, &e));
+    ck_assert(tpm_packet_parse(f.b, f.n, f.n, &p));
+    tpm_key_format(&p.key, small, sizeof small);
+    ck_assert_str_eq(small, "6 10.1.");
+
+    /* Addresses alone. */
+    tpm_addr_format(p.key.src, 4, buf, sizeof buf);
+    ck_assert_str_eq(buf, "10.1.2.3");
+    uint32_t w6[4];
+    memcpy(w6, ip6_b, 16);
+    tpm_addr_format(w6, 6, buf, sizeof buf);
+    ck_assert_str_eq(buf, "fe80::abcd");
+}
+END_TEST
+
+static Suite *
+packet_suite(void)
+{
+    Suite *s = suite_create("packet");
+    TCase *tc = tcase_create("parse");
+
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_ipv4_tcp_options);
+    tcase_add_test(tc, test_ipv4_ip_options);
+    tcase_add_test(tc, test_ipv4_udp);
+    tcase_add_test(tc, test_eth_padding);
+    tcase_add_test(tc, test_vlan);
+    tcase_add_test(tc, test_ipv4_fragments);
+    tcase_add_test(tc, test_ipv6);
+    tcase_add_test(tc, test_icmp_sctp_other);
+    tcase_add_test(tc, test_non_ip);
+    tcase_add_test(tc, test_ecn);
+    tcase_add_test(tc, test_byte_order);
+    tcase_add_test(tc, test_truncation);
+    tcase_add_test(tc, test_random_garbage);
+    suite_add_tcase(s, tc);
+
+    TCase *th = tcase_create("hash-format");
+    tcase_set_timeout(th, 120);
+    tcase_add_test(th, test_hash_equal_keys);
+    tcase_add_test(th, test_hash_uniform);
+    tcase_add_test(th, test_hash_structured_keys);
+    tcase_add_test(th, test_key_format);
+    suite_add_tcase(s, th);
+    return s;
+}
+
+int
+main(void)
+{
+    return test_run_suite(packet_suite());
+}

@@ -1,0 +1,1023 @@
+/*
+ * Unit tests for tpm/trig-index.[ch].
+ *
+ * The reference is a linear scan over every (filter, id) pair currently
+ * inserted: a key matches a pair iff (key & mask) == filter key, computed
+ * field by field here without the library's key helpers.  The index must
+ * return exactly the ids of the matching pairs (as a multiset, in any
+ * order) for every key queried.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <check.h>
+
+#include "trig-index.h"
+#include "test-util.h"
+
+#define MAX_IDS 16384
+
+/* ---------------------------------------------------------------------- */
+/* Reference. */
+
+struct pair {
+    struct tpm_match m;
+    uint32_t id;
+};
+
+struct ref {
+    struct pair *pairs;
+    uint32_t n, cap;
+};
+
+static bool
+ref_key_matches(const struct tpm_key *key, const struct tpm_match *m)
+{
+    for (int i = 0; i < 4; i++) {
+        if ((key->src[i] & m->mask.src[i]) != m->key.src[i]
+            || (key->dst[i] & m->mask.dst[i]) != m->key.dst[i]) {
+            return false;
+        }
+    }
+    return (key->sport & m->mask.sport) == m->key.sport
+           && (key->dport & m->mask.dport) == m->key.dport
+           && (key->proto & m->mask.proto) == m->key.proto
+           && (key->ipver & m->mask.ipver) == m->key.ipver
+           && (key->pad & m->mask.pad) == m->key.pad;
+}
+
+static bool
+same_key(const struct tpm_key *a, const struct tpm_key *b)
+{
+    return !memcmp(a, b, sizeof *a);
+}
+
+static bool
+same_match(const struct tpm_match *a, const struct tpm_match *b)
+{
+    return same_key(&a->key, &b->key) && same_key(&a->mask, &b->mask);
+}
+
+static void
+ref_add(struct ref *r, const struct tpm_match *m, uint32_t id)
+{
+    if (r->n == r->cap) {
+        r->cap = r->cap ? 2 * r->cap : 64;
+        r->pairs = realloc(r->pairs, r->cap * sizeof *r->pairs);
+        ck_assert_ptr_nonnull(r->pairs);
+    }
+    r->pairs[r->n].m = *m;
+    r->pairs[r->n].id = id;
+    r->n++;
+}
+
+static void
+ref_del(struct ref *r, uint32_t i)
+{
+    r->pairs[i] = r->pairs[--r->n];
+}
+
+static int
+ref_find(const struct ref *r, const struct tpm_match *m, uint32_t id)
+{
+    for (uint32_t i = 0; i < r->n; i++) {
+        if (r->pairs[i].id == id && same_match(&r->pairs[i].m, m)) {
+            return (int) i;
+        }
+    }
+    return -1;
+}
+
+/* Number of distinct masks. */
+static uint32_t
+ref_n_patterns(const struct ref *r)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < r->n; i++) {
+        bool seen = false;
+        for (uint32_t j = 0; j < i && !seen; j++) {
+            seen = same_key(&r->pairs[j].m.mask, &r->pairs[i].m.mask);
+        }
+        n += !seen;
+    }
+    return n;
+}
+
+/* Stores the sorted ids of the pairs matching 'key' in 'ids' and returns
+ * how many. */
+static uint32_t
+ref_match(const struct ref *r, const struct tpm_key *key, uint32_t *ids)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < r->n; i++) {
+        if (ref_key_matches(key, &r->pairs[i].m)) {
+            ids[n++] = r->pairs[i].id;
+        }
+    }
+    qsort(ids, n, sizeof *ids, test_cmp_u32);
+    return n;
+}
+
+/* Compares the index's answer for 'key' with the reference's.  Returns
+ * the number of matches. */
+static uint32_t
+check_key(const struct trig_index *ti, const struct ref *r,
+          const struct tpm_key *key)
+{
+    static uint32_t want[MAX_IDS], got[MAX_IDS + 4];
+
+    TCHECK(r->n <= MAX_IDS, "too many pairs");
+    uint32_t n_want = ref_match(r, key, want);
+    for (int i = 0; i < 4; i++) {
+        got[MAX_IDS + i] = 0xdeadbeef;
+    }
+    uint32_t n_got = trig_index_match(ti, key, got, MAX_IDS);
+    TCHECK(n_got == n_want, "%u matches, reference %u", n_got, n_want);
+    qsort(got, n_got, sizeof *got, test_cmp_u32);
+    for (uint32_t i = 0; i < n_got; i++) {
+        TCHECK(got[i] == want[i], "match %u: id %u, reference %u", i,
+               got[i], want[i]);
+    }
+    for (int i = 0; i < 4; i++) {
+        TCHECK(got[MAX_IDS + i] == 0xdeadbeef, "wrote beyond max");
+    }
+    return n_got;
+}
+
+/* Checks that with room for fewer ids than match, the return value still
+ * counts all matches and exactly 'max' ids, all genuine, are stored. */
+static void
+check_key_truncated(const struct trig_index *ti, const struct ref *r,
+                    const struct tpm_key *key, uint32_t max)
+{
+    static uint32_t want[MAX_IDS], got[MAX_IDS + 4];
+
+    uint32_t n_want = ref_match(r, key, want);
+    for (uint32_t i = 0; i < max + 4; i++) {
+        got[i] = 0xdeadbeef;
+    }
+    uint32_t n_got = trig_index_match(ti, key, got, max);
+    TCHECK(n_got == n_want, "%u matches with max %u, reference %u", n_got,
+           max, n_want);
+    uint32_t stored = MIN(max, n_want);
+    qsort(got, stored, sizeof *got, test_cmp_u32);
+    /* 'got' (sorted) must be a sub-multiset of 'want' (sorted). */
+    uint32_t j = 0;
+    for (uint32_t i = 0; i < stored; i++) {
+        while (j < n_want && want[j] < got[i]) {
+            j++;
+        }
+        TCHECK(j < n_want && want[j] == got[i], "stored id %u not a match",
+               got[i]);
+        j++;
+    }
+    for (uint32_t i = stored; i < max + 4; i++) {
+        TCHECK(got[i] == 0xdeadbeef, "wrote %u ids with max %u", i + 1, max);
+    }
+}
+
+static void
+check_counts(const struct trig_index *ti, const struct ref *r)
+{
+    TCHECK(ti->n_ids == r->n, "n_ids %u, reference %u", ti->n_ids, r->n);
+    uint32_t np = ref_n_patterns(r);
+    TCHECK(ti->n_patterns == np, "n_patterns %u, reference %u",
+           ti->n_patterns, np);
+    uint32_t sum = 0;
+    for (uint32_t p = 0; p < ti->n_patterns; p++) {
+        const struct trig_pattern *pat = &ti->patterns[p];
+        uint32_t used = 0;
+        sum += pat->n_ids;
+        for (uint32_t i = 0; i <= pat->table_mask; i++) {
+            used += pat->rules[i].n_ids != 0;
+        }
+        TCHECK(used == pat->n_rules, "pattern %u: %u rules, %u slots used",
+               p, pat->n_rules, used);
+        TCHECK(pat->n_rules >= 1, "empty pattern %u kept", p);
+        TCHECK(2 * pat->n_rules <= pat->table_mask + 1,
+               "pattern %u: table more than half full", p);
+    }
+    TCHECK(sum == ti->n_ids, "sum of pattern ids %u, n_ids %u", sum,
+           ti->n_ids);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Random keys and filters. */
+
+static void
+prefix_mask(uint32_t words[4], int len)
+{
+    for (int w = 0; w < 4; w++) {
+        int bits = len - 32 * w;
+        bits = bits < 0 ? 0 : bits > 32 ? 32 : bits;
+        words[w] = bits ? htonl(0xffffffffu << (32 - bits)) : 0;
+    }
+}
+
+static const uint16_t ports[] = { 80, 443, 53, 8080, 1024, 1025, 1030,
+                                  0x1234 };
+static const uint8_t protos[] = { 6, 17, 1, 132 };
+
+/* A key drawn from small pools of values so that filters match often. */
+static struct tpm_key
+random_key(struct test_rng *rng)
+{
+    struct tpm_key k;
+
+    memset(&k, 0, sizeof k);
+    if (test_rng_range(rng, 3)) {
+        k.ipver = 4;
+        k.src[0] = htonl(0x0a000000 | test_rng_range(rng, 2) << 16
+                         | test_rng_range(rng, 4) << 8
+                         | test_rng_range(rng, 8));
+        k.dst[0] = htonl(0xc0a80000 | test_rng_range(rng, 2) << 8
+                         | test_rng_range(rng, 4));
+    } else {
+        k.ipver = 6;
+        k.src[0] = htonl(0x20010db8);
+        k.src[1] = htonl(test_rng_range(rng, 2) << 16 | test_rng_range(rng, 2));
+        k.src[3] = htonl(test_rng_range(rng, 8));
+        k.dst[0] = htonl(0xfd000000);
+        k.dst[1] = htonl(test_rng_range(rng, 2));
+        k.dst[3] = htonl(test_rng_range(rng, 4));
+    }
+    k.proto = protos[test_rng_range(rng, ARRAY_SIZE(protos))];
+    k.sport = ports[test_rng_range(rng, ARRAY_SIZE(ports))];
+    k.dport = ports[test_rng_range(rng, ARRAY_SIZE(ports))];
+    if (test_rng_range(rng, 8) == 0) {
+        k.sport = (uint16_t) test_rng_u32(rng);
+    }
+    return k;
+}
+
+static uint16_t
+random_port_mask(struct test_rng *rng)
+{
+    static const uint16_t masks[] = { 0, 0xffff, 0xff00, 0xfff0, 0xfffc };
+    return masks[test_rng_range(rng, ARRAY_SIZE(masks))];
+}
+
+/* A random mask from a small set of shapes. */
+static struct tpm_key
+random_mask(struct test_rng *rng)
+{
+    static const int v4_prefixes[] = { 0, 8, 16, 24, 30, 32 };
+    static const int v6_prefixes[] = { 0, 32, 48, 64, 128 };
+    static const int any_prefixes[] = { 0, 8, 16 };
+    struct tpm_key m;
+
+    memset(&m, 0, sizeof m);
+    switch (test_rng_range(rng, 3)) {
+    case 0:
+        m.ipver = 0xff;         /* IPv4 (key decides). */
+        prefix_mask(m.src, v4_prefixes[test_rng_range(rng, 6)]);
+        prefix_mask(m.dst, v4_prefixes[test_rng_range(rng, 6)]);
+        break;
+    case 1:
+        m.ipver = 0xff;
+        prefix_mask(m.src, v6_prefixes[test_rng_range(rng, 5)]);
+        prefix_mask(m.dst, v6_prefixes[test_rng_range(rng, 5)]);
+        break;
+    default:
+        m.ipver = 0;            /* Either version. */
+        prefix_mask(m.src, any_prefixes[test_rng_range(rng, 3)]);
+        prefix_mask(m.dst, any_prefixes[test_rng_range(rng, 3)]);
+        break;
+    }
+    m.proto = test_rng_range(rng, 2) ? 0xff : 0;
+    m.sport = random_port_mask(rng);
+    m.dport = random_port_mask(rng);
+    return m;
+}
+
+static void
+mask_key(struct tpm_key *dst, const struct tpm_key *k,
+         const struct tpm_key *m)
+{
+    memset(dst, 0, sizeof *dst);
+    for (int i = 0; i < 4; i++) {
+        dst->src[i] = k->src[i] & m->src[i];
+        dst->dst[i] = k->dst[i] & m->dst[i];
+    }
+    dst->sport = k->sport & m->sport;
+    dst->dport = k->dport & m->dport;
+    dst->proto = k->proto & m->proto;
+    dst->ipver = k->ipver & m->ipver;
+}
+
+/* A filter with mask 'mask' whose key comes from a random key.  If the
+ * mask matches the IP version, the key's version must agree with the
+ * address shape, which random_key() guarantees. */
+static struct tpm_match
+random_match(struct test_rng *rng, const struct tpm_key *mask)
+{
+    struct tpm_match m;
+    struct tpm_key k = random_key(rng);
+
+    m.mask = *mask;
+    mask_key(&m.key, &k, mask);
+    return m;
+}
+
+/* A key that matches 'm' (random in the unmasked bits). */
+static struct tpm_key
+key_matching(struct test_rng *rng, const struct tpm_match *m)
+{
+    struct tpm_key k = random_key(rng), r;
+    uint32_t w[sizeof k / 4];
+
+    /* Randomize some bits outside the mask too. */
+    memcpy(w, &k, sizeof k);
+    for (size_t i = 0; i < ARRAY_SIZE(w); i++) {
+        if (test_rng_range(rng, 4) == 0) {
+            w[i] ^= test_rng_u32(rng);
+        }
+    }
+    memcpy(&k, w, sizeof k);
+    k.pad = 0;
+    if (!k.ipver) {
+        k.ipver = 4;
+    }
+    for (int i = 0; i < 4; i++) {
+        k.src[i] = (k.src[i] & ~m->mask.src[i]) | m->key.src[i];
+        k.dst[i] = (k.dst[i] & ~m->mask.dst[i]) | m->key.dst[i];
+    }
+    k.sport = (k.sport & ~m->mask.sport) | m->key.sport;
+    k.dport = (k.dport & ~m->mask.dport) | m->key.dport;
+    k.proto = (k.proto & ~m->mask.proto) | m->key.proto;
+    k.ipver = (k.ipver & ~m->mask.ipver) | m->key.ipver;
+    mask_key(&r, &k, &m->mask);
+    TCHECK(same_key(&r, &m->key), "key_matching() is wrong");
+    return k;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Tests. */
+
+START_TEST(test_empty)
+{
+    struct trig_index ti;
+    struct test_rng rng;
+    uint32_t ids[4];
+
+    test_rng_seed(&rng, 1);
+    trig_index_init(&ti);
+    ck_assert_uint_eq(ti.n_patterns, 0);
+    ck_assert_uint_eq(ti.n_ids, 0);
+    for (int i = 0; i < 100; i++) {
+        struct tpm_key k = random_key(&rng);
+        ck_assert_uint_eq(trig_index_match(&ti, &k, ids, 4), 0);
+    }
+    struct tpm_key mask = random_mask(&rng);
+    struct tpm_match m = random_match(&rng, &mask);
+    ck_assert_int_eq(trig_index_remove(&ti, &m, 1), ENOENT);
+    trig_index_destroy(&ti);
+    trig_index_destroy(NULL);
+}
+END_TEST
+
+/* A few filters by hand. */
+START_TEST(test_basic)
+{
+    struct trig_index ti;
+    struct tpm_match tcp80, net24, any, v6only;
+    uint32_t ids[8];
+
+    trig_index_init(&ti);
+
+    /* tcp, tp_dst=80 */
+    memset(&tcp80, 0, sizeof tcp80);
+    tcp80.mask.proto = 0xff;
+    tcp80.mask.dport = 0xffff;
+    tcp80.mask.ipver = 0xff;
+    tcp80.key.proto = 6;
+    tcp80.key.dport = 80;
+    tcp80.key.ipver = 4;
+    /* nw_dst=10.1.2.0/24 */
+    memset(&net24, 0, sizeof net24);
+    net24.mask.ipver = 0xff;
+    net24.mask.dst[0] = htonl(0xffffff00);
+    net24.key.ipver = 4;
+    net24.key.dst[0] = htonl(0x0a010200);
+    /* Everything. */
+    memset(&any, 0, sizeof any);
+    /* ipv6 */
+    memset(&v6only, 0, sizeof v6only);
+    v6only.mask.ipver = 0xff;
+    v6only.key.ipver = 6;
+
+    trig_index_insert(&ti, &tcp80, 1);
+    trig_index_insert(&ti, &net24, 2);
+    trig_index_insert(&ti, &any, 3);
+    trig_index_insert(&ti, &v6only, 4);
+    trig_index_insert(&ti, &tcp80, 5);
+    ck_assert_uint_eq(ti.n_patterns, 4);
+    ck_assert_uint_eq(ti.n_ids, 5);
+
+    struct tpm_key k;
+    memset(&k, 0, sizeof k);
+    k.ipver = 4;
+    k.proto = 6;
+    k.src[0] = htonl(0xc0a80001);
+    k.dst[0] = htonl(0x0a010203);
+    k.sport = 40000;
+    k.dport = 80;
+    uint32_t n = trig_index_match(&ti, &k, ids, 8);
+    ck_assert_uint_eq(n, 4);
+    qsort(ids, n, sizeof *ids, test_cmp_u32);
+    ck_assert_uint_eq(ids[0], 1);
+    ck_assert_uint_eq(ids[1], 2);
+    ck_assert_uint_eq(ids[2], 3);
+    ck_assert_uint_eq(ids[3], 5);
+
+    k.dport = 81;
+    n = trig_index_match(&ti, &k, ids, 8);
+    ck_assert_uint_eq(n, 2);
+    qsort(ids, n, sizeof *ids, test_cmp_u32);
+    ck_assert_uint_eq(ids[0], 2);
+    ck_assert_uint_eq(ids[1], 3);
+
+    k.dst[0] = htonl(0x0a010303);
+    n = trig_index_match(&ti, &k, ids, 8);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_uint_eq(ids[0], 3);
+
+    k.ipver = 6;
+    k.dport = 80;
+    n = trig_index_match(&ti, &k, ids, 8);
+    ck_assert_uint_eq(n, 2);
+    qsort(ids, n, sizeof *ids, test_cmp_u32);
+    ck_assert_uint_eq(ids[0], 3);
+    ck_assert_uint_eq(ids[1], 4);
+
+    /* Removal. */
+    ck_assert_int_eq(trig_index_remove(&ti, &tcp80, 2), ENOENT);
+    ck_assert_int_eq(trig_index_remove(&ti, &tcp80, 1), 0);
+    ck_assert_int_eq(trig_index_remove(&ti, &tcp80, 1), ENOENT);
+    ck_assert_uint_eq(ti.n_patterns, 4);
+    ck_assert_uint_eq(ti.n_ids, 4);
+    ck_assert_int_eq(trig_index_remove(&ti, &tcp80, 5), 0);
+    ck_assert_uint_eq(ti.n_patterns, 3);
+    ck_assert_uint_eq(ti.n_ids, 3);
+    k.ipver = 4;
+    k.dst[0] = htonl(0x0a010203);
+    n = trig_index_match(&ti, &k, ids, 8);
+    ck_assert_uint_eq(n, 2);
+    ck_assert_int_eq(trig_index_remove(&ti, &any, 3), 0);
+    ck_assert_int_eq(trig_index_remove(&ti, &net24, 2), 0);
+    ck_assert_int_eq(trig_index_remove(&ti, &v6only, 4), 0);
+    ck_assert_uint_eq(ti.n_patterns, 0);
+    ck_assert_uint_eq(ti.n_ids, 0);
+    ck_assert_uint_eq(trig_index_match(&ti, &k, ids, 8), 0);
+
+    /* Usable again after becoming empty. */
+    trig_index_insert(&ti, &net24, 9);
+    ck_assert_uint_eq(trig_index_match(&ti, &k, ids, 8), 1);
+    ck_assert_uint_eq(ids[0], 9);
+    trig_index_destroy(&ti);
+}
+END_TEST
+
+/* The same id under different filters is reported once per filter. */
+START_TEST(test_same_id_several_filters)
+{
+    struct trig_index ti;
+    struct tpm_match a, b;
+    struct tpm_key k;
+    uint32_t ids[8];
+
+    trig_index_init(&ti);
+    memset(&a, 0, sizeof a);
+    a.mask.proto = 0xff;
+    a.key.proto = 17;
+    memset(&b, 0, sizeof b);
+    b.mask.sport = 0xffff;
+    b.key.sport = 53;
+    trig_index_insert(&ti, &a, 7);
+    trig_index_insert(&ti, &b, 7);
+    memset(&k, 0, sizeof k);
+    k.ipver = 4;
+    k.proto = 17;
+    k.sport = 53;
+    ck_assert_uint_eq(trig_index_match(&ti, &k, ids, 8), 2);
+    ck_assert_uint_eq(ids[0], 7);
+    ck_assert_uint_eq(ids[1], 7);
+    ck_assert_int_eq(trig_index_remove(&ti, &a, 7), 0);
+    ck_assert_uint_eq(trig_index_match(&ti, &k, ids, 8), 1);
+    ck_assert_uint_eq(ids[0], 7);
+    ck_assert_uint_eq(ti.n_patterns, 1);
+    trig_index_destroy(&ti);
+}
+END_TEST
+
+/* Many ids on one filter; the count exceeds 'max'. */
+START_TEST(test_many_ids_one_filter)
+{
+    enum { N = 1000 };
+    struct trig_index ti;
+    struct test_rng rng;
+    struct ref r = { NULL, 0, 0 };
+    uint32_t order[N];
+
+    test_rng_seed(&rng, 0x1d5);
+    trig_index_init(&ti);
+    struct tpm_key mask = random_mask(&rng);
+    mask.proto = 0xff;
+    mask.dport = 0xffff;
+    struct tpm_match m = random_match(&rng, &mask);
+    struct tpm_key mask2 = mask;
+    mask2.dport = 0;
+    struct tpm_match other = random_match(&rng, &mask2);
+    for (uint32_t i = 0; i < N; i++) {
+        trig_index_insert(&ti, &m, 1000 + i);
+        ref_add(&r, &m, 1000 + i);
+        order[i] = 1000 + i;
+        if (i % 10 == 0) {
+            trig_index_insert(&ti, &other, 5000 + i);
+            ref_add(&r, &other, 5000 + i);
+        }
+    }
+    check_counts(&ti, &r);
+    ck_assert_uint_eq(ti.n_patterns, 2);
+
+    struct tpm_key k = key_matching(&rng, &m);
+    ck_assert_uint_eq(check_key(&ti, &r, &k), N + (ref_key_matches(&k, &other)
+                                                   ? N / 10 : 0));
+    static const uint32_t maxes[] = { 0, 1, 3, 4, 5, 100, N - 1, N, N + 1 };
+    for (size_t i = 0; i < ARRAY_SIZE(maxes); i++) {
+        check_key_truncated(&ti, &r, &k, maxes[i]);
+    }
+    k = key_matching(&rng, &other);
+    check_key(&ti, &r, &k);
+    check_key_truncated(&ti, &r, &k, 7);
+
+    /* Remove in random order. */
+    test_shuffle_u32(&rng, order, N);
+    for (uint32_t i = 0; i < N; i++) {
+        ck_assert_int_eq(trig_index_remove(&ti, &m, order[i]), 0);
+        ck_assert_int_eq(trig_index_remove(&ti, &m, order[i]), ENOENT);
+        int p = ref_find(&r, &m, order[i]);
+        ck_assert_int_ge(p, 0);
+        ref_del(&r, (uint32_t) p);
+        if (i % 50 == 0 || i > N - 5) {
+            k = key_matching(&rng, &m);
+            check_key(&ti, &r, &k);
+            check_counts(&ti, &r);
+        }
+    }
+    ck_assert_uint_eq(ti.n_patterns, 1);
+    ck_assert_uint_eq(ti.n_ids, N / 10);
+    free(r.pairs);
+    trig_index_destroy(&ti);
+}
+END_TEST
+
+/* Randomized insertions, removals and re-insertions against the linear
+ * scan. */
+static void
+run_random(uint64_t seed, int n_masks, int n_ops, int check_every)
+{
+    struct trig_index ti;
+    struct test_rng rng;
+    struct ref r = { NULL, 0, 0 };
+    struct ref removed = { NULL, 0, 0 };
+    struct tpm_key masks[32];
+    uint32_t next_id = 1;
+    uint64_t total_matches = 0, queries = 0;
+
+    ck_assert_int_le(n_masks, 32);
+    test_rng_seed(&rng, seed);
+    trig_index_init(&ti);
+    for (int i = 0; i < n_masks; i++) {
+        masks[i] = random_mask(&rng);
+    }
+    /* Always include the all-wildcard filter shape. */
+    memset(&masks[0], 0, sizeof masks[0]);
+
+    for (int op = 0; op < n_ops; op++) {
+        uint32_t x = test_rng_range(&rng, 100);
+        if (x < 45 || r.n == 0) {
+            /* New pair: new filter, or a new id on an existing one. */
+            struct tpm_match m;
+            if (r.n && test_rng_range(&rng, 4) == 0) {
+                m = r.pairs[test_rng_range(&rng, r.n)].m;
+            } else {
+                m = random_match(&rng,
+                                 &masks[test_rng_range(&rng, n_masks)]);
+            }
+            trig_index_insert(&ti, &m, next_id);
+            ref_add(&r, &m, next_id);
+            next_id++;
+        } else if (x < 75) {
+            /* Remove a present pair. */
+            uint32_t i = test_rng_range(&rng, r.n);
+            struct pair p = r.pairs[i];
+            TCHECK(trig_index_remove(&ti, &p.m, p.id) == 0,
+                   "removing present id %u", p.id);
+            ref_del(&r, i);
+            ref_add(&removed, &p.m, p.id);
+        } else if (x < 85) {
+            /* Re-insert a removed pair. */
+            if (removed.n) {
+                uint32_t i = test_rng_range(&rng, removed.n);
+                struct pair p = removed.pairs[i];
+                ref_del(&removed, i);
+                trig_index_insert(&ti, &p.m, p.id);
+                ref_add(&r, &p.m, p.id);
+            }
+        } else {
+            /* Remove something absent: an id on a present filter, a
+             * removed pair, a random filter. */
+            struct tpm_match m;
+            uint32_t id;
+            uint32_t y = test_rng_range(&rng, 3);
+            if (y == 0) {
+                m = r.pairs[test_rng_range(&rng, r.n)].m;
+                id = next_id + 1000;
+            } else if (y == 1 && removed.n) {
+                struct pair p = removed.pairs[test_rng_range(&rng,
+                                                             removed.n)];
+                m = p.m;
+                id = p.id;
+            } else {
+                struct tpm_key mask = test_rng_range(&rng, 2)
+                                      ? random_mask(&rng)
+                                      : masks[test_rng_range(&rng, n_masks)];
+                m = random_match(&rng, &mask);
+                id = test_rng_range(&rng, next_id + 10);
+            }
+            int expect = ref_find(&r, &m, id) >= 0 ? 0 : ENOENT;
+            int ret = trig_index_remove(&ti, &m, id);
+            TCHECK(ret == expect, "remove returned %d, expected %d", ret,
+                   expect);
+            if (!ret) {
+                int i = ref_find(&r, &m, id);
+                ref_del(&r, (uint32_t) i);
+                ref_add(&removed, &m, id);
+            }
+        }
+        check_counts(&ti, &r);
+
+        if (op % check_every == 0) {
+            for (int q = 0; q < 50; q++) {
+                struct tpm_key k;
+                if (r.n && q % 2) {
+                    k = key_matching(&rng, &r.pairs[test_rng_range(&rng,
+                                                                   r.n)].m);
+                } else {
+                    k = random_key(&rng);
+                }
+                total_matches += check_key(&ti, &r, &k);
+                queries++;
+            }
+            if (r.n) {
+                struct tpm_key k = key_matching(
+                    &rng, &r.pairs[test_rng_range(&rng, r.n)].m);
+                check_key_truncated(&ti, &r, &k,
+                                    test_rng_range(&rng, 4));
+            }
+        }
+    }
+
+    /* Thousands of keys at the end. */
+    for (int q = 0; q < 5000; q++) {
+        struct tpm_key k = q % 3 || !r.n
+                           ? random_key(&rng)
+                           : key_matching(&rng, &r.pairs[test_rng_range(
+                                                     &rng, r.n)].m);
+        total_matches += check_key(&ti, &r, &k);
+        queries++;
+    }
+    /* The test is meaningful only if keys match several filters. */
+    ck_assert_uint_gt(total_matches, 2 * queries);
+
+    /* Remove everything in random order. */
+    while (r.n) {
+        uint32_t i = test_rng_range(&rng, r.n);
+        struct pair p = r.pairs[i];
+        ck_assert_int_eq(trig_index_remove(&ti, &p.m, p.id), 0);
+        ref_del(&r, i);
+        if (r.n % 16 == 0) {
+            check_counts(&ti, &r);
+            for (int q = 0; q < 10; q++) {
+                struct tpm_key k = random_key(&rng);
+                check_key(&ti, &r, &k);
+            }
+        }
+    }
+    ck_assert_uint_eq(ti.n_patterns, 0);
+    ck_assert_uint_eq(ti.n_ids, 0);
+
+    free(r.pairs);
+    free(removed.pairs);
+    trig_index_destroy(&ti);
+}
+
+START_TEST(test_random_few_patterns)
+{
+    run_random(0x7a11, 4, 4000, 10);
+}
+END_TEST
+
+START_TEST(test_random_many_patterns)
+{
+    run_random(0xbeef, 24, 4000, 10);
+}
+END_TEST
+
+START_TEST(test_random_long)
+{
+    run_random(0x5eed, 12, 12000, 40);
+}
+END_TEST
+
+/* Destroy with rules still inside (valgrind checks for leaks). */
+START_TEST(test_destroy_nonempty)
+{
+    struct trig_index ti;
+    struct test_rng rng;
+
+    test_rng_seed(&rng, 0xde);
+    trig_index_init(&ti);
+    for (uint32_t i = 0; i < 500; i++) {
+        struct tpm_key mask = random_mask(&rng);
+        struct tpm_match m = random_match(&rng, &mask);
+        trig_index_insert(&ti, &m, i);
+    }
+    ck_assert_uint_eq(ti.n_ids, 500);
+    trig_index_destroy(&ti);
+    ck_assert_uint_eq(ti.n_ids, 0);
+    ck_assert_uint_eq(ti.n_patterns, 0);
+}
+END_TEST
+
+/* One pattern with thousands of rules: the table grows many times; then
+ * removal in random order, checking every remaining rule as we go. */
+START_TEST(test_growth_and_removal)
+{
+    enum { N = 5000 };
+    struct trig_index ti;
+    struct test_rng rng;
+    struct tpm_match *m = calloc(N, sizeof *m);
+    uint32_t *order = calloc(N, sizeof *order);
+    bool *present = calloc(N, sizeof *present);
+    uint32_t ids[8];
+
+    test_rng_seed(&rng, 0x96);
+    trig_index_init(&ti);
+    for (uint32_t i = 0; i < N; i++) {
+        memset(&m[i], 0, sizeof m[i]);
+        m[i].mask.ipver = 0xff;
+        m[i].mask.proto = 0xff;
+        m[i].mask.dst[0] = 0xffffffff;
+        m[i].mask.dport = 0xffff;
+        m[i].key.ipver = 4;
+        m[i].key.proto = 6;
+        m[i].key.dst[0] = htonl(0x0a000000 + i / 4);
+        m[i].key.dport = (uint16_t) (80 + i % 4);
+        trig_index_insert(&ti, &m[i], i);
+        present[i] = true;
+        order[i] = i;
+        if ((i & (i - 1)) == 0 || i == N - 1) {
+            ck_assert_uint_eq(ti.n_patterns, 1);
+            ck_assert_uint_eq(ti.patterns[0].n_rules, i + 1);
+            ck_assert_uint_ge(ti.patterns[0].table_mask + 1, 2 * (i + 1));
+            for (uint32_t j = 0; j <= i; j++) {
+                struct tpm_key k = key_matching(&rng, &m[j]);
+                uint32_t n = trig_index_match(&ti, &k, ids, 8);
+                TCHECK(n == 1 && ids[0] == j, "rule %u after %u inserts", j,
+                       i + 1);
+            }
+        }
+    }
+
+    test_shuffle_u32(&rng, order, N);
+    for (uint32_t r = 0; r < N; r++) {
+        uint32_t victim = order[r];
+        ck_assert_int_eq(trig_index_remove(&ti, &m[victim], victim), 0);
+        present[victim] = false;
+        struct tpm_key k = key_matching(&rng, &m[victim]);
+        TCHECK(trig_index_match(&ti, &k, ids, 8) == 0,
+               "removed rule %u still matches", victim);
+        if (r % 97 == 0 || r > N - 20) {
+            for (uint32_t j = 0; j < N; j++) {
+                k = key_matching(&rng, &m[j]);
+                uint32_t n = trig_index_match(&ti, &k, ids, 8);
+                if (present[j]) {
+                    TCHECK(n == 1 && ids[0] == j,
+                           "rule %u lost after %u removals", j, r + 1);
+                } else {
+                    TCHECK(n == 0, "removed rule %u matches", j);
+                }
+            }
+            if (r < N - 1) {
+                ck_assert_uint_eq(ti.patterns[0].n_rules, N - r - 1);
+            }
+        }
+    }
+    ck_assert_uint_eq(ti.n_patterns, 0);
+    ck_assert_uint_eq(ti.n_ids, 0);
+    free(m);
+    free(order);
+    free(present);
+    trig_index_destroy(&ti);
+}
+END_TEST
+
+/* Backward-shift deletion in a table of 8 whose cluster wraps around the
+ * end: rules with chosen home slots, removed in every order. */
+static void
+find_rule_with_home(struct test_rng *rng, uint32_t home, uint32_t size,
+                    struct tpm_match *m, const struct tpm_match *avoid,
+                    int n_avoid)
+{
+    for (;;) {
+        memset(m, 0, sizeof *m);
+        m->mask.ipver = 0xff;
+        m->mask.dst[0] = 0xffffffff;
+        m->key.ipver = 4;
+        m->key.dst[0] = test_rng_u32(rng);
+        if ((tpm_key_hash(&m->key) & (size - 1)) != home) {
+            continue;
+        }
+        bool dup = false;
+        for (int i = 0; i < n_avoid; i++) {
+            dup |= same_match(m, &avoid[i]);
+        }
+        if (!dup) {
+            return;
+        }
+    }
+}
+
+static bool
+next_permutation(int *a, int n)
+{
+    int i = n - 2;
+    while (i >= 0 && a[i] >= a[i + 1]) {
+        i--;
+    }
+    if (i < 0) {
+        return false;
+    }
+    int j = n - 1;
+    while (a[j] <= a[i]) {
+        j--;
+    }
+    int t = a[i];
+    a[i] = a[j];
+    a[j] = t;
+    for (int l = i + 1, r = n - 1; l < r; l++, r--) {
+        t = a[l];
+        a[l] = a[r];
+        a[r] = t;
+    }
+    return true;
+}
+
+START_TEST(test_backward_shift_wrap)
+{
+    enum { N = 4 };
+    static const uint32_t home_sets[][N] = {
+        { 7, 7, 7, 7 },
+        { 6, 7, 6, 0 },
+        { 7, 0, 7, 1 },
+        { 5, 7, 6, 6 },
+        { 7, 1, 0, 7 },
+        { 6, 6, 0, 0 },
+    };
+    struct test_rng rng;
+    uint32_t ids[8];
+
+    test_rng_seed(&rng, 0xb5);
+    for (size_t s = 0; s < ARRAY_SIZE(home_sets) + 20; s++) {
+        struct tpm_match m[N];
+        for (int i = 0; i < N; i++) {
+            uint32_t home = s < ARRAY_SIZE(home_sets)
+                            ? home_sets[s][i]
+                            : (5 + test_rng_range(&rng, 5)) & 7;
+            find_rule_with_home(&rng, home, 8, &m[i], m, i);
+        }
+        int perm[N] = { 0, 1, 2, 3 };
+        do {
+            struct trig_index ti;
+            trig_index_init(&ti);
+            for (int i = 0; i < N; i++) {
+                trig_index_insert(&ti, &m[i], 100 + i);
+            }
+            /* Still the minimum table: the cluster really wraps. */
+            ck_assert_uint_eq(ti.patterns[0].table_mask, 7);
+            bool present[N] = { true, true, true, true };
+            for (int r = 0; r < N; r++) {
+                int v = perm[r];
+                ck_assert_int_eq(trig_index_remove(&ti, &m[v], 100 + v), 0);
+                present[v] = false;
+                for (int j = 0; j < N; j++) {
+                    uint32_t n = trig_index_match(&ti, &m[j].key, ids, 8);
+                    if (present[j]) {
+                        ck_assert_msg(n == 1 && ids[0] == (uint32_t) 100 + j,
+                                      "set %zu: rule %d lost", s, j);
+                    } else {
+                        ck_assert_uint_eq(n, 0);
+                    }
+                    ck_assert_int_eq(trig_index_remove(&ti, &m[j], 99),
+                                     ENOENT);
+                }
+            }
+            ck_assert_uint_eq(ti.n_patterns, 0);
+            trig_index_destroy(&ti);
+        } while (next_permutation(perm, N));
+    }
+}
+END_TEST
+
+/* Random churn within one small pattern: the table stays small, so
+ * clusters, wrap-around and backward shifts happen constantly. */
+START_TEST(test_churn_one_pattern)
+{
+    enum { KEYS = 24 };
+    struct trig_index ti;
+    struct test_rng rng;
+    struct tpm_match m[KEYS];
+    uint32_t n_on[KEYS];
+    uint32_t ids[64];
+
+    test_rng_seed(&rng, 0xc4);
+    trig_index_init(&ti);
+    for (int i = 0; i < KEYS; i++) {
+        memset(&m[i], 0, sizeof m[i]);
+        m[i].mask.sport = 0xffff;
+        m[i].key.sport = (uint16_t) (1000 + i);
+        n_on[i] = 0;
+    }
+    /* Ids: key i holds ids i*100 .. i*100 + n_on[i] - 1 (removed from the
+     * top, so the set stays contiguous). */
+    for (int op = 0; op < 20000; op++) {
+        int i = (int) test_rng_range(&rng, KEYS);
+        if (test_rng_range(&rng, 2) && n_on[i] < 3) {
+            trig_index_insert(&ti, &m[i], i * 100 + n_on[i]);
+            n_on[i]++;
+        } else if (n_on[i]) {
+            n_on[i]--;
+            ck_assert_int_eq(trig_index_remove(&ti, &m[i], i * 100 + n_on[i]),
+                             0);
+        } else {
+            ck_assert_int_eq(trig_index_remove(&ti, &m[i], i * 100), ENOENT);
+        }
+        uint32_t total = 0;
+        for (int j = 0; j < KEYS; j++) {
+            total += n_on[j];
+            struct tpm_key k;
+            memset(&k, 0, sizeof k);
+            k.ipver = 4;
+            k.sport = (uint16_t) (1000 + j);
+            uint32_t n = trig_index_match(&ti, &k, ids, 64);
+            TCHECK(n == n_on[j], "op %d key %d: %u ids, expected %u", op, j,
+                   n, n_on[j]);
+            qsort(ids, n, sizeof *ids, test_cmp_u32);
+            for (uint32_t l = 0; l < n; l++) {
+                TCHECK(ids[l] == j * 100 + l, "op %d key %d", op, j);
+            }
+        }
+        TCHECK(ti.n_ids == total, "n_ids");
+        TCHECK(ti.n_patterns == (total ? 1 : 0), "n_patterns");
+    }
+    trig_index_destroy(&ti);
+}
+END_TEST
+
+static Suite *
+trig_index_suite(void)
+{
+    Suite *s = suite_create("trig-index");
+    TCase *tc = tcase_create("core");
+
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_empty);
+    tcase_add_test(tc, test_basic);
+    tcase_add_test(tc, test_same_id_several_filters);
+    tcase_add_test(tc, test_many_ids_one_filter);
+    tcase_add_test(tc, test_destroy_nonempty);
+    tcase_add_test(tc, test_growth_and_removal);
+    tcase_add_test(tc, test_backward_shift_wrap);
+    tcase_add_test(tc, test_churn_one_pattern);
+    suite_add_tcase(s, tc);
+
+    TCase *tr = tcase_create("random");
+    tcase_set_timeout(tr, 120);
+    tcase_add_test(tr, test_random_few_patterns);
+    tcase_add_test(tr, test_random_many_patterns);
+    tcase_add_test(tr, test_random_long);
+    suite_add_tcase(s, tr);
+    return s;
+}
+
+int
+main(void)
+{
+    return test_run_suite(trig_index_suite());
+}
