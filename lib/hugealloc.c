@@ -1,6 +1,7 @@
 #include "hugealloc.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -23,21 +24,43 @@ tpm_huge_alloc(struct tpm_huge_region *region, size_t size, const char *what)
         return 0;
     }
 
+    /* No huge pages reserved: map normal pages aligned to 2 MB, ask for
+     * transparent huge pages before touching them (THP in "madvise" mode
+     * only backs regions advised before the first fault), then fault
+     * them in. */
     int hugeerr = errno;
-    size_t psize = ROUND_UP(size ? size : 1, 4096);
-    p = mmap(NULL, psize, PROT_READ | PROT_WRITE,
-             MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    size_t psize = ROUND_UP(size ? size : 1, TPM_HUGE_PAGE_SIZE);
+    p = mmap(NULL, psize + TPM_HUGE_PAGE_SIZE, PROT_READ | PROT_WRITE,
+             MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) {
         int err = errno;
         tpm_log(TPM_LOG_ERR, "%s: cannot map %zu bytes: %s", what, psize,
                 strerror(err));
         return err;
     }
-    madvise(p, psize, MADV_HUGEPAGE);
-    tpm_log(TPM_LOG_WARN, "%s: no 2 MB huge pages for %zu bytes (%s); "
-            "using normal pages, expect more TLB misses "
-            "(see docs/operations.md, 'Huge pages')",
-            what, hsize, strerror(hugeerr));
+    uintptr_t base = ROUND_UP((uintptr_t) p, TPM_HUGE_PAGE_SIZE);
+    size_t head = base - (uintptr_t) p;
+    if (head) {
+        munmap(p, head);
+    }
+    munmap((char *) base + psize, TPM_HUGE_PAGE_SIZE - head);
+    p = (void *) base;
+
+    bool thp = !madvise(p, psize, MADV_HUGEPAGE);
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+    if (madvise(p, psize, MADV_POPULATE_WRITE)) {
+        /* Kernels before 5.14: touch every page. */
+        for (size_t off = 0; off < psize; off += 4096) {
+            ((volatile char *) p)[off] = 0;
+        }
+    }
+    tpm_log(TPM_LOG_WARN, "%s: no 2 MB huge pages reserved for %zu bytes "
+            "(%s); using %s (see docs/operations.md, 'Huge pages')",
+            what, hsize, strerror(hugeerr),
+            thp ? "transparent huge pages where the kernel grants them"
+                : "normal pages, expect more TLB misses");
     region->base = p;
     region->size = psize;
     region->huge = false;

@@ -47,6 +47,19 @@ xrealloc(void *p, size_t size)
     return p;
 }
 
+/* Returns 'size' zeroed bytes aligned to 'alignment' (a power of two);
+ * free() them. */
+void *
+xzalloc_aligned(size_t size, size_t alignment)
+{
+    void *p = aligned_alloc(alignment, ROUND_UP(size ? size : 1, alignment));
+    if (!p) {
+        out_of_memory();
+    }
+    memset(p, 0, size);
+    return p;
+}
+
 char *
 xstrdup(const char *s)
 {

@@ -34,6 +34,7 @@ void *xmalloc(size_t);
 void *xzalloc(size_t);
 void *xcalloc(size_t, size_t);
 void *xrealloc(void *, size_t);
+void *xzalloc_aligned(size_t size, size_t alignment);
 char *xstrdup(const char *);
 char *xstrndup(const char *, size_t);
 char *xasprintf(const char *format, ...)

@@ -37,28 +37,16 @@ struct value_ctx {
     const struct tpm_child *c;
 };
 
-static double
-agg_value__(const struct tpm_expr *node, bool prev, void *ctx_)
+/* Returns the value of aggregate 'a' over accumulators 'acc'. */
+static inline double
+agg_compute__(const struct tpm_agg_calc *a, const double *acc)
 {
-    const struct value_ctx *ctx = ctx_;
-    const struct tpm_ev_agg *a = NULL;
-    for (int i = 0; i < ctx->ev->n_aggs; i++) {
-        if (ctx->ev->aggs[i].node == node) {
-            a = &ctx->ev->aggs[i];
-            break;
-        }
-    }
-    if (!a) {
-        return 0;
-    }
-
-    const double *acc = prev ? ctx->c->prev : ctx->c->acc;
     double n = acc[0];
-    switch (node->agg) {
+    switch ((enum tpm_agg) a->agg) {
     case TPM_AGG_SUM:
         return acc[a->sum];
     case TPM_AGG_COUNT:
-        return node->a ? acc[a->sum] : n;
+        return a->has_term ? acc[a->sum] : n;
     case TPM_AGG_AVG:
         return n ? acc[a->sum] / n : 0;
     case TPM_AGG_MIN:
@@ -79,6 +67,19 @@ agg_value__(const struct tpm_expr *node, bool prev, void *ctx_)
     }
 }
 
+static double
+agg_value__(const struct tpm_expr *node, bool prev, void *ctx_)
+{
+    const struct value_ctx *ctx = ctx_;
+    for (int i = 0; i < ctx->ev->n_aggs; i++) {
+        if (ctx->ev->aggs[i].node == node) {
+            return agg_compute__(&ctx->ev->aggs[i].calc,
+                                 prev ? ctx->c->prev : ctx->c->acc);
+        }
+    }
+    return 0;
+}
+
 /* Returns the value of child 'c''s event over its current accumulators and
  * stores in '*satisfied' whether the predicate holds. */
 double
@@ -88,6 +89,25 @@ tpm_child_value__(const struct tpm *tpm, const struct tpm_child *c,
     const struct tpm_ev *ev = &tpm->evs[c->ev];
     struct value_ctx ctx = { .ev = ev, .c = c };
 
+    if (ev->fast_agg >= 0) {
+        /* "AGG op CONSTANT": one aggregate, one comparison. */
+        double v = agg_compute__(&ev->fast, c->acc);
+        double t = ev->fast_threshold;
+        switch ((enum tpm_binop) ev->fast_op) {
+        case TPM_OP_LT: *satisfied = v < t; break;
+        case TPM_OP_LE: *satisfied = v <= t; break;
+        case TPM_OP_GT: *satisfied = v > t; break;
+        case TPM_OP_GE: *satisfied = v >= t; break;
+        case TPM_OP_EQ: *satisfied = v == t; break;
+        case TPM_OP_NE: *satisfied = v != t; break;
+        case TPM_OP_ADD: case TPM_OP_SUB: case TPM_OP_MUL: case TPM_OP_DIV:
+        case TPM_OP_AND: case TPM_OP_OR:
+        default:
+            *satisfied = false;
+            break;
+        }
+        return v;
+    }
     *satisfied = tpm_expr_eval(ev->def->pred, agg_value__, &ctx) != 0;
     return tpm_expr_eval(ev->def->value, agg_value__, &ctx);
 }
@@ -113,12 +133,13 @@ child_close__(struct tpm *tpm, uint32_t ci)
     struct tpm_child *c = &tpm->children[ci];
     const struct tpm_ev *ev = &tpm->evs[c->ev];
     uint64_t end = (c->iv + 1) * ev->interval - 1;
-    bool sat;
-    double value = tpm_child_value__(tpm, c, &sat);
+    bool sat = false;
+    double value = 0;
 
-    /* An interval in which the group saw no packet is neither recorded
-     * nor reported: polls for it answer TPM_POLL_NO_GROUP. */
+    /* An interval in which the group saw no packet is neither evaluated,
+     * recorded nor reported: polls for it answer TPM_POLL_NO_GROUP. */
     if (c->acc[0] > 0) {
+        value = tpm_child_value__(tpm, c, &sat);
         struct tpm_hist *h = &tpm_child_hist(tpm, ci)[c->hist_pos];
         h->epoch = end;
         h->value = value;
@@ -126,8 +147,6 @@ child_close__(struct tpm *tpm, uint32_t ci)
         h->satisfied = sat;
         c->hist_pos = (c->hist_pos + 1) % tpm->p.history_len;
         c->hist_n = MIN(c->hist_n + 1, tpm->p.history_len);
-    } else {
-        sat = false;
     }
 
     if (sat) {
@@ -171,28 +190,43 @@ child_roll__(struct tpm *tpm, uint32_t ci, uint64_t iv)
 }
 
 /* Adds flow item ('idx', 'gen') of child 'c' to its accumulators.  Returns
- * false if the item is stale (its flow entry was reused or freed). */
+ * false if the item is to be dropped: its flow entry was reused or freed,
+ * or the flow has gone idle (no packets in the swept epoch nor in the
+ * current one).  An idle flow is retired: its generation changes, which
+ * drops it from every list lazily, and it is matched again if it sends
+ * again.  This keeps the sweep proportional to the active flows, not to
+ * every flow seen in the last 'idle_epochs'. */
 static inline bool
 item_gather__(struct tpm *tpm, struct tpm_child *c, const struct tpm_ev *ev,
               uint32_t idx, uint32_t gen, uint32_t tag)
 {
-    const struct tpm_flow *f = &tpm->ft.flows[idx];
+    struct tpm_flow *f = &tpm->ft.flows[idx];
     if (f->gen != gen || f->state != TPM_FLOW_LIVE) {
         return false;
     }
     if (f->tag[tag & 1] != tag) {
-        return true;            /* No packets in the swept epoch. */
+        /* No packets in the swept epoch. */
+        if (!tpm_flow_is_recent(f, tpm->tag)) {
+            f->gen++;
+            f->state = TPM_FLOW_PENDING;
+            f->sum_mask = 0;
+            f->n_matched = 0;
+            TPM_STAT_ADD(tpm, flows_retired, 1);
+            return false;
+        }
+        return true;
     }
 
     const struct tpm_flow_stats *st = &f->stats[tag & 1];
     bool first = c->acc[0] == 0;
     c->acc[0] += st->packets;
-    for (int j = 0; j < ev->n_kinds; j++) {
-        uint32_t bit = 1u << ev->kinds[j];
-        if (!(f->sum_mask & bit)) {
+    int i = 0;
+    for (uint32_t bits = f->sum_mask; bits; bits &= bits - 1, i++) {
+        int j = ev->kind_acc[__builtin_ctz(bits)];
+        if (j < 0) {
             continue;
         }
-        double v = st->slot[__builtin_popcount(f->sum_mask & (bit - 1))];
+        double v = st->slot[i];
         double *a = &c->acc[1 + j];
         switch ((enum tpm_sum_op) ev->ops[j]) {
         case TPM_SUM_SUM:
@@ -293,6 +327,10 @@ tpm_sweep_abandon__(struct tpm *tpm)
 static void
 sweep_finish__(struct tpm *tpm)
 {
+    /* Once per sweep, inside its time: free long-idle flow entries. */
+    uint64_t t0 = tpm_rdtsc();
+    tpm_scrub_step__(tpm, tpm->p.scrub_per_step);
+    tpm->sw.ns += (uint64_t) tpm_tsc_to_ns(tpm_rdtsc() - t0);
     tpm->sw.active = false;
     uint64_t ns = MAX(tpm->sw.ns, 1);
     TPM_STAT_SET(tpm, sweep_ns_last, ns);
@@ -307,7 +345,10 @@ tpm_sweep_run__(struct tpm *tpm, uint64_t budget_ns)
 {
     struct tpm_sweep *sw = &tpm->sw;
     uint64_t t0 = tpm_rdtsc(), last_check = t0;
-    double tenth = budget_ns / 10.0, b = tenth;
+    /* All in TSC cycles: the clock is read only when the estimate says a
+     * tenth of the budget is spent. */
+    uint64_t budget = tpm_ns_to_tsc(budget_ns);
+    double tenth = budget / 10.0, b = tenth;
     uint32_t units = 0, visited = 0;
     uint64_t abs = tpm_abs_epoch(tpm, sw->epoch);
     uint32_t tag = (uint32_t) sw->epoch + 2;
@@ -322,6 +363,21 @@ tpm_sweep_run__(struct tpm *tpm, uint64_t budget_ns)
         uint32_t n = 1;
 
         if (!sw->child_begun) {
+            /* Instances are contiguous and usually hold one inline flow:
+             * fetch the next ones' flows while this one is processed. */
+            if (ci + 2 < tpm->n_children) {
+                const char *next = (const char *) &tpm->children[ci + 2];
+                for (size_t o = 0; o < sizeof *c; o += CACHE_LINE_SIZE) {
+                    tpm_prefetch(next + o);
+                }
+                const struct tpm_child *c1 = &tpm->children[ci + 1];
+                tpm_prefetch_write(&tpm_child_hist(tpm, ci + 1)[c1->hist_pos]);
+                uint32_t nf = tpm->children[ci + 1].in_idx;
+                if (nf != TPM_NONE) {
+                    tpm_prefetch(&tpm->ft.flows[nf]);
+                    tpm_prefetch(&tpm->ft.flows[nf].stats[tag & 1]);
+                }
+            }
             if (ev->dying) {
                 tpm_child_remove__(tpm, ci);
                 continue;
@@ -329,6 +385,9 @@ tpm_sweep_run__(struct tpm *tpm, uint64_t budget_ns)
             child_roll__(tpm, ci, abs / ev->interval);
             if (c->in_idx != TPM_NONE) {
                 n++;
+                if (c->head != TPM_NONE) {
+                    tpm_prefetch(&tpm->chunks[c->head]);
+                }
                 if (!item_gather__(tpm, c, ev, c->in_idx, c->in_gen, tag)) {
                     c->in_idx = TPM_NONE;
                     TPM_STAT_ADD(tpm, sweep_stale_items, 1);
@@ -348,7 +407,7 @@ tpm_sweep_run__(struct tpm *tpm, uint64_t budget_ns)
             }
         } else {
             /* All flows gathered. */
-            if ((abs + 1) % ev->interval == 0) {
+            if (ev->interval == 1 || (abs + 1) % ev->interval == 0) {
                 child_close__(tpm, ci);
             }
             sw->child_begun = false;
@@ -363,16 +422,17 @@ tpm_sweep_run__(struct tpm *tpm, uint64_t budget_ns)
         visited += n - 1;
         if (budget_ns) {
             units += n;
-            b -= n * tpm->ns_per_item;
+            b -= n * tpm->cycles_per_item;
             if (b <= 0) {
                 uint64_t now = tpm_rdtsc();
-                double passed = tpm_tsc_to_ns(now - t0);
-                double per = tpm_tsc_to_ns(now - last_check) / units;
-                tpm->ns_per_item = 0.75 * tpm->ns_per_item + 0.25 * per;
+                uint64_t passed = now - t0;
+                double per = (double) (now - last_check) / units;
+                tpm->cycles_per_item = 0.75 * tpm->cycles_per_item
+                                       + 0.25 * per;
                 last_check = now;
                 units = 0;
-                if (passed >= budget_ns) {
-                    sw->ns += (uint64_t) passed;
+                if (passed >= budget) {
+                    sw->ns += (uint64_t) tpm_tsc_to_ns(passed);
                     TPM_STAT_ADD(tpm, sweep_flows, visited);
                     return true;
                 }

@@ -59,47 +59,73 @@ struct tpm_kind {
     uint64_t retire_pass;       /* Scrub pass when retired. */
 };
 
+/* How to compute one aggregate from an instance's accumulators. */
+struct tpm_agg_calc {
+    uint8_t agg;                /* enum tpm_agg. */
+    bool has_term;              /* count(t) rather than count(). */
+    int8_t sum, sumsq, ext;     /* Accumulator indexes, or -1. */
+};
+
 /* One aggregate node of an event's predicate, resolved to accumulators. */
 struct tpm_ev_agg {
     const struct tpm_expr *node;
-    int8_t sum, sumsq, ext;     /* Accumulator indexes, or -1. */
+    struct tpm_agg_calc calc;
 };
 
 #define TPM_EV_MAX_AGGS 16
 
 struct tpm_ev {
-    struct tpm_event *def;      /* NULL: slot free. */
-    uint32_t id;                /* Caller's identifier. */
-    bool dying;                 /* Deleted; children being removed. */
-    uint16_t seq;               /* Event-add sequence (see flow 'pad'). */
+    /* Line 0: what the sweep reads for every instance. */
     uint32_t interval;          /* In epochs. */
-    uint32_t kind_mask;
+    uint32_t id;                /* Caller's identifier. */
+    /* Fast path for the common predicate "AGG op CONSTANT": the aggregate
+     * compared ('fast_agg' >= 0), the comparison and the constant. */
+    double fast_threshold;
+    bool dying;                 /* Deleted; children being removed. */
     uint8_t n_kinds;
+    int8_t fast_agg;
+    uint8_t fast_op;            /* enum tpm_binop. */
+    struct tpm_agg_calc fast;
+    uint8_t ops[TPM_EV_MAX_KINDS];      /* enum tpm_sum_op, per kind. */
+    int8_t kind_acc[TPM_MAX_KINDS]; /* Kind id -> index in 'kinds', or
+                                     * -1: lets the sweep walk a flow's
+                                     * slots in order, without popcount. */
+
+    /* Colder. */
+    struct tpm_event *def;      /* NULL: slot free. */
+    uint16_t seq;               /* Event-add sequence (see flow 'birth'). */
+    uint32_t kind_mask;
     uint8_t kinds[TPM_EV_MAX_KINDS];
-    uint8_t ops[TPM_EV_MAX_KINDS];
     uint8_t n_aggs;
     struct tpm_ev_agg aggs[TPM_EV_MAX_AGGS];
     uint32_t n_children;
     uint32_t backfill_left;     /* Flow slots still to backfill. */
     uint64_t first_full;        /* First fully observed epoch (rel). */
-};
+} __attribute__((aligned(CACHE_LINE_SIZE)));
+BUILD_ASSERT_DECL(offsetof(struct tpm_ev, def) <= CACHE_LINE_SIZE);
 
 #define TPM_CHILD_PARTIAL 0x1
 
+/* A trigger instance: four cache lines, all read by the sweep. */
 struct tpm_child {
+    /* Line 0: identity and flows. */
+    struct tpm_key gkey;
     uint32_t ev;                /* Event slot. */
     uint32_t head;              /* First chunk, or TPM_NONE. */
     uint32_t in_idx, in_gen;    /* Inline item; in_idx TPM_NONE if none. */
-    uint32_t n_items;           /* Items in chunks. */
-    uint32_t flags;             /* TPM_CHILD_*. */
     uint64_t iv;                /* Interval being accumulated (absolute
                                  * interval number). */
-    uint32_t hist_n;            /* Valid history entries. */
-    uint32_t hist_pos;          /* Next history slot. */
-    struct tpm_key gkey;
+    /* Lines 1 and 2. */
     double acc[TPM_ACC];        /* This interval: [0] packets. */
     double prev[TPM_ACC];       /* Previous interval. */
-};
+    /* Line 3. */
+    uint32_t n_items;           /* Items in chunks. */
+    uint32_t flags;             /* TPM_CHILD_*. */
+    uint32_t hist_n;            /* Valid history entries. */
+    uint32_t hist_pos;          /* Next history slot. */
+} __attribute__((aligned(CACHE_LINE_SIZE)));
+BUILD_ASSERT_DECL(offsetof(struct tpm_child, acc) == CACHE_LINE_SIZE);
+BUILD_ASSERT_DECL(sizeof(struct tpm_child) == 4 * CACHE_LINE_SIZE);
 
 struct tpm_hist {
     uint64_t epoch;             /* Last epoch of the interval (abs). */
@@ -173,7 +199,7 @@ struct tpm {
     uint32_t last_gen;
 
     struct tpm_sweep sw;
-    double ns_per_item;         /* Running sweep cost estimate. */
+    double cycles_per_item;     /* Running sweep cost estimate (TSC). */
     uint64_t sweep_ns[TPM_SWEEP_RING];
     uint32_t sweep_ns_pos;
 

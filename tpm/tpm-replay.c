@@ -156,7 +156,8 @@ print_stats(const struct tpm *tpm)
 #define STAT(F) json_object_object_add(o, #F, json_object_new_int64(s.F))
     STAT(packets); STAT(bytes); STAT(non_ip); STAT(batches);
     STAT(lastflow_hits); STAT(flow_inserts); STAT(flow_reuses);
-    STAT(flow_evictions); STAT(flows_freed); STAT(flows_live);
+    STAT(flow_evictions); STAT(flows_freed); STAT(flows_retired);
+    STAT(flows_live);
     STAT(matches); STAT(match_overflow); STAT(summary_overflow);
     STAT(dos_skipped_pkts); STAT(children_created); STAT(children_dropped);
     STAT(children_expired); STAT(chunks_exhausted); STAT(backfilled);

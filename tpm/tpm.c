@@ -140,12 +140,13 @@ tpm_create(const struct tpm_params *params, char **errp)
     }
     tpm->cmap_mask = cmap_size - 1;
 
-    tpm->evs = xcalloc(p->max_events, sizeof *tpm->evs);
+    tpm->evs = xzalloc_aligned(p->max_events * sizeof *tpm->evs,
+                               CACHE_LINE_SIZE);
     tpm->backfill = xcalloc(p->max_events, sizeof *tpm->backfill);
     tpm->dos = xcalloc(p->dos_table_size, sizeof *tpm->dos);
     tpm->cmd_ring = spsc_create(p->ring_size, sizeof(struct tpm_report));
     tpm->report_ring = spsc_create(p->ring_size, sizeof(struct tpm_report));
-    tpm->ns_per_item = 5.0;
+    tpm->cycles_per_item = 20.0;
     tpm_tsc_per_us();           /* Calibrate now, not in the PMD loop. */
     return tpm;
 
@@ -312,6 +313,7 @@ ev_acc__(struct compile_ctx *ctx, const struct tpm_expr *term,
     }
     ev->kinds[ev->n_kinds] = k;
     ev->ops[ev->n_kinds] = op;
+    ev->kind_acc[k] = ev->n_kinds;
     ev->kind_mask |= 1u << k;
     return 1 + ev->n_kinds++;
 }
@@ -334,8 +336,11 @@ compile_agg__(const struct tpm_expr *node, bool prev, void *ctx_)
                                TPM_EV_MAX_AGGS);
         return;
     }
-    struct tpm_ev_agg *a = &ev->aggs[ev->n_aggs];
-    a->node = node;
+    struct tpm_ev_agg *ea = &ev->aggs[ev->n_aggs];
+    struct tpm_agg_calc *a = &ea->calc;
+    ea->node = node;
+    a->agg = node->agg;
+    a->has_term = node->a != NULL;
     a->sum = a->sumsq = a->ext = -1;
     switch (node->agg) {
     case TPM_AGG_SUM:
@@ -419,6 +424,7 @@ tpm_event_add(struct tpm *tpm, struct tpm_event *event, uint32_t id)
     }
 
     memset(ev, 0, sizeof *ev);
+    memset(ev->kind_acc, -1, sizeof ev->kind_acc);
     struct compile_ctx ctx = { .tpm = tpm, .ev = ev };
     tpm_expr_for_each_agg(event->pred, compile_agg__, &ctx);
     if (ctx.error) {
@@ -428,6 +434,20 @@ tpm_event_add(struct tpm *tpm, struct tpm_event *event, uint32_t id)
         return msg;
     }
 
+    ev->fast_agg = -1;
+    const struct tpm_expr *pred = event->pred;
+    if (pred->type == TPM_EXPR_BIN && pred->op >= TPM_OP_LT
+        && pred->op <= TPM_OP_NE && pred->a == event->value
+        && pred->a->type == TPM_EXPR_AGG && pred->b->type == TPM_EXPR_NUM) {
+        for (int i = 0; i < ev->n_aggs; i++) {
+            if (ev->aggs[i].node == pred->a) {
+                ev->fast_agg = i;
+                ev->fast_op = pred->op;
+                ev->fast_threshold = pred->b->num;
+                ev->fast = ev->aggs[i].calc;
+            }
+        }
+    }
     ev->def = event;
     ev->id = id;
     ev->seq = ++tpm->ev_seq;
@@ -1021,9 +1041,6 @@ tpm_sweep_step(struct tpm *tpm, uint64_t budget_ns)
     }
     tpm_backfill_step__(tpm, tpm->p.scrub_per_step);
     if (tpm->sw.active) {
-        /* Scrub only while sweeping, so an idle caller that steps in a
-         * tight loop does not walk the table over and over. */
-        tpm_scrub_step__(tpm, tpm->p.scrub_per_step);
         TPM_STAT_ADD(tpm, sweep_steps, 1);
         tpm_sweep_run__(tpm, budget_ns);
     }

@@ -72,8 +72,8 @@ struct tpm_params {
                                  * freed (500). */
     uint64_t sweep_budget_ns;   /* Time bound of one sweep step (10 us;
                                  * 0: unbounded). */
-    uint32_t scrub_per_step;    /* Flow slots scrubbed per sweep step
-                                 * (256). */
+    uint32_t scrub_per_step;    /* Flow slots scrubbed per sweep, and
+                                 * backfilled per step (256). */
     uint32_t ring_size;         /* Command and report ring entries
                                  * (4096). */
 };
@@ -208,6 +208,8 @@ struct tpm_stats {
     uint64_t flow_reuses;       /* Insertions into dead or stale slots. */
     uint64_t flow_evictions;    /* Recent entries evicted (stats lost). */
     uint64_t flows_freed;       /* Idle entries freed by the scrubber. */
+    uint64_t flows_retired;     /* Idle flows dropped from trigger lists
+                                 * (matched again if they resume). */
     uint64_t flows_live;        /* Gauge. */
     uint64_t matches;           /* Flow-trigger matches made. */
     uint64_t match_overflow;    /* Matches beyond max_matches dropped. */
