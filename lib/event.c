@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util.h"
+
 /* The event language parser.
  *
  * A definition is split into clauses first (split_clauses__()); each

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "util.h"
+
 #define ETH_HLEN 14
 #define ETH_TYPE_IP 0x0800
 #define ETH_TYPE_IPV6 0x86dd
@@ -70,8 +72,8 @@ parse_l4__(const uint8_t *l4, int avail, uint32_t l4len, bool first_frag,
 }
 
 bool
-tpm_packet_parse(const void *data, uint32_t caplen, uint32_t wirelen,
-                 struct tpm_pkt *pkt)
+tpm_packet_parse_full(const void *data, uint32_t caplen, uint32_t wirelen,
+                      struct tpm_pkt *pkt)
 {
     const uint8_t *p = data;
     const uint8_t *end = p + caplen;
@@ -171,8 +173,8 @@ hash_finish__(uint64_t h)
     return (uint32_t) h;
 }
 
-static uint32_t
-hash_portable__(const struct tpm_key *key)
+uint32_t
+tpm_key_hash_portable(const struct tpm_key *key)
 {
     const uint64_t *w = (const uint64_t *) key;
     uint64_t h = 0x9e3779b97f4a7c15ULL;
@@ -185,8 +187,8 @@ hash_portable__(const struct tpm_key *key)
 
 #if defined(__x86_64__)
 __attribute__((target("sse4.2")))
-static uint32_t
-hash_crc32c__(const struct tpm_key *key)
+uint32_t
+tpm_key_hash_crc32c(const struct tpm_key *key)
 {
     const uint64_t *w = (const uint64_t *) key;
     uint64_t a = 0x12345678, b = 0x9abcdef0;
@@ -203,43 +205,30 @@ hash_crc32c__(const struct tpm_key *key)
     uint32_t h = (uint32_t) (a ^ (b << 17 | b >> 15)) * 0x9e3779b1u;
     return h ^ (h >> 16);
 }
-#endif
-
-static uint32_t (*hash_impl)(const struct tpm_key *);
-static const char *hash_impl_name;
-
-static void
-hash_select__(void)
+#else
+uint32_t
+tpm_key_hash_crc32c(const struct tpm_key *key)
 {
-#if defined(__x86_64__)
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("sse4.2")) {
-        hash_impl_name = "crc32c-sse4.2";
-        hash_impl = hash_crc32c__;
-        return;
-    }
-#endif
-    hash_impl_name = "portable";
-    hash_impl = hash_portable__;
+    return tpm_key_hash_portable(key);
 }
+#endif
+
+bool tpm_key_hash_hw;
 
 __attribute__((constructor))
 static void
 hash_init__(void)
 {
-    hash_select__();
-}
-
-uint32_t
-tpm_key_hash(const struct tpm_key *key)
-{
-    return hash_impl(key);
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    tpm_key_hash_hw = __builtin_cpu_supports("sse4.2");
+#endif
 }
 
 const char *
 tpm_key_hash_impl(void)
 {
-    return hash_impl_name;
+    return tpm_key_hash_hw ? "crc32c-sse4.2" : "portable";
 }
 
 char *

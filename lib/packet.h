@@ -20,8 +20,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "util.h"
-
 struct tpm_key {
     uint32_t src[4];            /* Source address, network byte order. */
     uint32_t dst[4];            /* Destination address. */
@@ -31,7 +29,7 @@ struct tpm_key {
     uint8_t ipver;              /* 4, 6, or 0 for non-IP frames. */
     uint16_t pad;               /* Always zero. */
 } __attribute__((aligned(8)));  /* Read as 64-bit words. */
-BUILD_ASSERT_DECL(sizeof(struct tpm_key) == 40);
+_Static_assert(sizeof(struct tpm_key) == 40, "tpm_key is five words");
 
 #define TPM_KEY_WORDS (sizeof(struct tpm_key) / sizeof(uint64_t))
 
@@ -63,15 +61,84 @@ struct tpm_pkt {
  * carries ports), IPv6 (skipping hop-by-hop, routing, fragment and
  * destination-options extension headers), TCP, UDP, SCTP, ICMP and ICMPv6.
  * Returns true if the frame is IP, false otherwise (then 'pkt->key' is all
- * zero but 'bytes' is set). */
-bool tpm_packet_parse(const void *data, uint32_t caplen, uint32_t wirelen,
-                      struct tpm_pkt *pkt);
+ * zero but 'bytes' is set).
+ *
+ * tpm_packet_parse() is inline: it handles the common case (untagged
+ * IPv4 without options, first or only fragment, TCP or UDP, headers
+ * captured) in a few dozen instructions and hands everything else to
+ * tpm_packet_parse_full(), which gives identical results for the common
+ * case too (tests/test-packet.c checks both). */
+bool tpm_packet_parse_full(const void *data, uint32_t caplen,
+                           uint32_t wirelen, struct tpm_pkt *pkt);
+
+static inline bool
+tpm_packet_parse(const void *data, uint32_t caplen, uint32_t wirelen,
+                 struct tpm_pkt *pkt)
+{
+    const uint8_t *p = data;
+    const uint8_t *ip = p + 14;
+    const uint8_t *l4 = ip + 20;
+
+    if (caplen < 14 + 20 + 8 || p[12] != 0x08 || p[13] != 0x00
+        || ip[0] != 0x45 || (ip[6] & 0x1f) || ip[7]
+        || (ip[9] != 6 && ip[9] != 17)
+        || (ip[9] == 6 && caplen < 14 + 20 + 20)) {
+        return tpm_packet_parse_full(data, caplen, wirelen, pkt);
+    }
+    uint32_t tot = (uint32_t) ip[2] << 8 | ip[3];
+    if (tot < 20) {
+        return tpm_packet_parse_full(data, caplen, wirelen, pkt);
+    }
+    uint32_t l4len = tot - 20;
+
+    uint64_t *k = (uint64_t *) &pkt->key;
+    k[0] = k[1] = k[2] = k[3] = 0;
+    __builtin_memcpy(&pkt->key.src[0], ip + 12, 4);
+    __builtin_memcpy(&pkt->key.dst[0], ip + 16, 4);
+    pkt->key.sport = (uint16_t) (l4[0] << 8 | l4[1]);
+    pkt->key.dport = (uint16_t) (l4[2] << 8 | l4[3]);
+    pkt->key.proto = ip[9];
+    pkt->key.ipver = 4;
+    pkt->key.pad = 0;
+    pkt->hash = 0;
+    pkt->bytes = wirelen;
+    pkt->ttl = ip[8];
+    pkt->ecn = (ip[1] & 3) == 3;
+    if (ip[9] == 6) {
+        uint32_t hlen = (l4[12] >> 4) * 4;
+        pkt->seq = (uint32_t) l4[4] << 24 | l4[5] << 16 | l4[6] << 8 | l4[7];
+        pkt->ack = (uint32_t) l4[8] << 24 | l4[9] << 16 | l4[10] << 8
+                   | l4[11];
+        pkt->tcp_flags = l4[13];
+        pkt->rwnd = (uint16_t) (l4[14] << 8 | l4[15]);
+        pkt->volume = l4len > hlen ? l4len - hlen : 0;
+    } else {
+        uint32_t ulen = (uint32_t) l4[4] << 8 | l4[5];
+        ulen = ulen < l4len ? ulen : l4len;
+        pkt->seq = pkt->ack = 0;
+        pkt->tcp_flags = 0;
+        pkt->rwnd = 0;
+        pkt->volume = ulen > 8 ? ulen - 8 : 0;
+    }
+    return true;
+}
 
 /* Hashes a key: CRC32-C over its five 64-bit words, with the SSE4.2
  * instruction where the CPU has it (checked once at run time), otherwise
  * a portable multiply-xorshift hash.  Both give well-spread 32-bit values;
  * they differ from each other, so a process uses only one of them. */
-uint32_t tpm_key_hash(const struct tpm_key *);
+static inline uint32_t tpm_key_hash(const struct tpm_key *);
+
+uint32_t tpm_key_hash_crc32c(const struct tpm_key *);
+uint32_t tpm_key_hash_portable(const struct tpm_key *);
+extern bool tpm_key_hash_hw;    /* CPU has SSE4.2 CRC32 (set at load). */
+
+static inline uint32_t
+tpm_key_hash(const struct tpm_key *key)
+{
+    return tpm_key_hash_hw ? tpm_key_hash_crc32c(key)
+                           : tpm_key_hash_portable(key);
+}
 
 /* Returns the name of the hash implementation in use ("crc32c-sse4.2" or
  * "portable"). */

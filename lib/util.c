@@ -4,79 +4,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void
-out_of_memory(void)
+void
+tpm_out_of_memory(void)
 {
     fputs("virtual memory exhausted\n", stderr);
     abort();
 }
 
-void *
-xmalloc(size_t size)
-{
-    void *p = malloc(size ? size : 1);
-    if (!p) {
-        out_of_memory();
-    }
-    return p;
-}
-
-void *
-xzalloc(size_t size)
-{
-    return xcalloc(1, size);
-}
-
-void *
-xcalloc(size_t n, size_t size)
-{
-    void *p = calloc(n ? n : 1, size ? size : 1);
-    if (!p) {
-        out_of_memory();
-    }
-    return p;
-}
-
-void *
-xrealloc(void *p, size_t size)
-{
-    p = realloc(p, size ? size : 1);
-    if (!p) {
-        out_of_memory();
-    }
-    return p;
-}
-
-/* Returns 'size' zeroed bytes aligned to 'alignment' (a power of two);
- * free() them. */
-void *
-xzalloc_aligned(size_t size, size_t alignment)
-{
-    void *p = aligned_alloc(alignment, ROUND_UP(size ? size : 1, alignment));
-    if (!p) {
-        out_of_memory();
-    }
-    memset(p, 0, size);
-    return p;
-}
-
 char *
-xstrdup(const char *s)
-{
-    return xstrndup(s, strlen(s));
-}
-
-char *
-xstrndup(const char *s, size_t n)
-{
-    char *p = xmalloc(n + 1);
-    memcpy(p, s, n);
-    p[n] = '\0';
-    return p;
-}
-
-char *
-xvasprintf(const char *format, va_list args)
+tpm_xvasprintf(const char *format, va_list args)
 {
     va_list args2;
     va_copy(args2, args);
@@ -88,7 +24,7 @@ xvasprintf(const char *format, va_list args)
 }
 
 char *
-xasprintf(const char *format, ...)
+tpm_xasprintf(const char *format, ...)
 {
     va_list args;
     va_start(args, format);

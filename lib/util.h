@@ -12,6 +12,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #define CACHE_LINE_SIZE 64
 
@@ -30,17 +32,82 @@
 #define CONTAINER_OF(POINTER, STRUCT, MEMBER) \
     ((STRUCT *) (void *) ((char *) (POINTER) - offsetof(STRUCT, MEMBER)))
 
-void *xmalloc(size_t);
-void *xzalloc(size_t);
-void *xcalloc(size_t, size_t);
-void *xrealloc(void *, size_t);
-void *xzalloc_aligned(size_t size, size_t alignment);
-char *xstrdup(const char *);
-char *xstrndup(const char *, size_t);
-char *xasprintf(const char *format, ...)
-    __attribute__((format(printf, 1, 2)));
-char *xvasprintf(const char *format, va_list)
+/* Allocation that aborts on exhaustion.  Static inline, so that libtpm
+ * links into programs that have their own xmalloc() family (ovs-vswitchd)
+ * without clashing symbols. */
+void tpm_out_of_memory(void) __attribute__((noreturn));
+
+static inline void *
+xmalloc(size_t size)
+{
+    void *p = malloc(size ? size : 1);
+    if (!p) {
+        tpm_out_of_memory();
+    }
+    return p;
+}
+
+static inline void *
+xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p) {
+        tpm_out_of_memory();
+    }
+    return p;
+}
+
+static inline void *
+xzalloc(size_t size)
+{
+    return xcalloc(1, size);
+}
+
+static inline void *
+xrealloc(void *p, size_t size)
+{
+    p = realloc(p, size ? size : 1);
+    if (!p) {
+        tpm_out_of_memory();
+    }
+    return p;
+}
+
+static inline char *
+xstrndup(const char *s, size_t n)
+{
+    char *p = xmalloc(n + 1);
+    memcpy(p, s, n);
+    p[n] = '\0';
+    return p;
+}
+
+static inline char *
+xstrdup(const char *s)
+{
+    return xstrndup(s, strlen(s));
+}
+
+/* Returns 'size' zeroed bytes aligned to 'alignment' (a power of two);
+ * free() them. */
+static inline void *
+xzalloc_aligned(size_t size, size_t alignment)
+{
+    void *p = aligned_alloc(alignment, ROUND_UP(size ? size : 1, alignment));
+    if (!p) {
+        tpm_out_of_memory();
+    }
+    memset(p, 0, size);
+    return p;
+}
+
+/* Formatted allocation (tpm_xasprintf() in util.c does the work). */
+char *tpm_xvasprintf(const char *format, va_list)
     __attribute__((format(printf, 1, 0)));
+#define xvasprintf tpm_xvasprintf
+char *tpm_xasprintf(const char *format, ...)
+    __attribute__((format(printf, 1, 2)));
+#define xasprintf tpm_xasprintf
 
 /* Logging for library code.  Embedders (ovs-vswitchd) route it to their
  * own logger with tpm_log_set_hook(); the default writes to stderr.  Used

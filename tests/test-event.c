@@ -1,5 +1,6 @@
 /* Unit tests for the event language parser (lib/event.c). */
 #include "event.h"
+#include "util.h"
 
 #include <arpa/inet.h>
 #include <check.h>

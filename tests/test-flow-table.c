@@ -29,6 +29,7 @@
 
 #include "flow-table.h"
 #include "test-util.h"
+#include "util.h"
 
 #define TAG0 2                  /* First epoch tag (see flow-table.h). */
 

@@ -22,6 +22,7 @@
 
 #include "spsc.h"
 #include "test-util.h"
+#include "util.h"
 
 static uint64_t
 n_items(uint64_t dflt)

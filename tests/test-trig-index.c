@@ -18,6 +18,7 @@
 
 #include "trig-index.h"
 #include "test-util.h"
+#include "util.h"
 
 #define MAX_IDS 16384
 

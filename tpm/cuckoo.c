@@ -2,6 +2,7 @@
  * Bucketized cuckoo hash table for tpm-bench.  See cuckoo.h.
  */
 #include "cuckoo.h"
+#include "util.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -4,6 +4,8 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "util.h"
+
 /* Returns the number of leading one bits of the address mask 'words' of
  * 'n_words' 32-bit words (network byte order). */
 static int

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util.h"
+
 #define TRIG_INDEX_MIN_TABLE 8
 
 void
