@@ -260,3 +260,77 @@ tpm_key_format(const struct tpm_key *key, char *buf, int size)
     }
     return buf;
 }
+
+/* Returns the number of leading one bits of the address mask 'words' of
+ * 'n_words' 32-bit words (network byte order). */
+static int
+prefix_len__(const uint32_t *words, int n_words)
+{
+    int len = 0;
+    for (int i = 0; i < n_words; i++) {
+        uint32_t w = ntohl(words[i]);
+        if (w == UINT32_MAX) {
+            len += 32;
+            continue;
+        }
+        while (w & 0x80000000u) {
+            len++;
+            w <<= 1;
+        }
+        break;
+    }
+    return len;
+}
+
+static void
+addr_field__(struct tpm_key_field *f, const char *name, const uint32_t *mask,
+             const uint32_t *addr, int ipver)
+{
+    int full = ipver == 6 ? 128 : 32;
+    int len = prefix_len__(mask, ipver == 6 ? 4 : 1);
+    char a[INET6_ADDRSTRLEN];
+
+    tpm_addr_format(addr, ipver, a, sizeof a);
+    f->name = name;
+    f->is_int = false;
+    if (len != full) {
+        snprintf(f->str_value, sizeof f->str_value, "%s/%d", a, len);
+    } else {
+        snprintf(f->str_value, sizeof f->str_value, "%s", a);
+    }
+}
+
+static void
+int_field__(struct tpm_key_field *f, const char *name, unsigned int v)
+{
+    f->name = name;
+    f->is_int = true;
+    f->int_value = v;
+}
+
+int
+tpm_key_fields(const struct tpm_key *mask, const struct tpm_key *key,
+               struct tpm_key_field fields[5])
+{
+    bool v6 = key->ipver == 6;
+    int n = 0;
+
+    if (mask->proto) {
+        int_field__(&fields[n++], "nw_proto", key->proto);
+    }
+    if (mask->src[0] || mask->src[1] || mask->src[2] || mask->src[3]) {
+        addr_field__(&fields[n++], v6 ? "ipv6_src" : "nw_src", mask->src,
+                     key->src, key->ipver);
+    }
+    if (mask->dst[0] || mask->dst[1] || mask->dst[2] || mask->dst[3]) {
+        addr_field__(&fields[n++], v6 ? "ipv6_dst" : "nw_dst", mask->dst,
+                     key->dst, key->ipver);
+    }
+    if (mask->sport) {
+        int_field__(&fields[n++], "tp_src", key->sport);
+    }
+    if (mask->dport) {
+        int_field__(&fields[n++], "tp_dst", key->dport);
+    }
+    return n;
+}

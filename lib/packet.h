@@ -176,4 +176,22 @@ char *tpm_addr_format(const uint32_t words[4], int ipver, char *buf,
 
 #define TPM_KEY_STRLEN 128
 
+/* One field of a (masked) key, for display: "nw_proto", "nw_src",
+ * "nw_dst", "tp_src", "tp_dst" (IPv6: "ipv6_src", "ipv6_dst").  An
+ * address masked shorter than its full length carries its prefix
+ * ("10.0.0.0/24"). */
+struct tpm_key_field {
+    const char *name;
+    bool is_int;
+    unsigned int int_value;     /* is_int. */
+    char str_value[64];         /* !is_int. */
+};
+
+/* Stores in 'fields' the fields of 'key' that 'mask' selects, in the order
+ * nw_proto, nw_src, nw_dst, tp_src, tp_dst, and returns how many (at most
+ * 5).  Every report format uses this, so groups print the same
+ * everywhere. */
+int tpm_key_fields(const struct tpm_key *mask, const struct tpm_key *key,
+                   struct tpm_key_field fields[5]);
+
 #endif /* packet.h */
