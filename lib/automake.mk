@@ -4,6 +4,8 @@ lib_libtpmcommon_la_SOURCES = \
 	lib/event.c lib/event.h \
 	lib/hugealloc.c lib/hugealloc.h \
 	lib/packet.c lib/packet.h \
+	lib/split.c lib/split.h \
 	lib/spsc.c lib/spsc.h \
+	lib/tpm-log.h \
 	lib/util.c lib/util.h
 lib_libtpmcommon_la_LIBADD = -lm

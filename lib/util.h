@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tpm-log.h"
+
 #define CACHE_LINE_SIZE 64
 
 #define BUILD_ASSERT_DECL(EXPR) _Static_assert(EXPR, #EXPR)
@@ -108,15 +110,6 @@ char *tpm_xvasprintf(const char *format, va_list)
 char *tpm_xasprintf(const char *format, ...)
     __attribute__((format(printf, 1, 2)));
 #define xasprintf tpm_xasprintf
-
-/* Logging for library code.  Embedders (ovs-vswitchd) route it to their
- * own logger with tpm_log_set_hook(); the default writes to stderr.  Used
- * only on control paths (creation, installation), never per packet. */
-enum tpm_log_level { TPM_LOG_ERR, TPM_LOG_WARN, TPM_LOG_INFO, TPM_LOG_DBG };
-typedef void tpm_log_hook_func(enum tpm_log_level, const char *message);
-void tpm_log_set_hook(tpm_log_hook_func *);
-void tpm_log(enum tpm_log_level, const char *format, ...)
-    __attribute__((format(printf, 2, 3)));
 
 static inline void
 tpm_prefetch(const void *p)

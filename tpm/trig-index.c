@@ -8,6 +8,49 @@
 
 #define TRIG_INDEX_MIN_TABLE 8
 
+/* Tables of at least this many bytes come from tpm_huge_alloc(). */
+#define TRIG_INDEX_HUGE_MIN TPM_HUGE_PAGE_SIZE
+
+/* Bytes of a table of 'size' slots: the rules, then the tags. */
+static size_t
+table_bytes__(uint32_t size)
+{
+    return (size_t) size * (sizeof(struct trig_index_rule)
+                            + sizeof(uint32_t));
+}
+
+/* Points 'pat' at a new zeroed table of 'size' slots (a power of two). */
+static void
+table_alloc__(struct trig_pattern *pat, uint32_t size)
+{
+    size_t bytes = table_bytes__(size);
+    void *base;
+
+    if (bytes >= TRIG_INDEX_HUGE_MIN
+        && !tpm_huge_alloc(&pat->region, bytes, "trigger index")) {
+        base = pat->region.base;
+    } else {
+        memset(&pat->region, 0, sizeof pat->region);
+        base = xzalloc_aligned(bytes, CACHE_LINE_SIZE);
+    }
+    pat->rules = base;
+    pat->tags = (uint32_t *) (pat->rules + size);
+    pat->table_mask = size - 1;
+}
+
+/* Frees the table of 'pat', but not the rules' 'more' arrays. */
+static void
+table_free__(struct trig_pattern *pat)
+{
+    if (pat->region.base) {
+        tpm_huge_free(&pat->region);
+    } else {
+        free(pat->rules);
+    }
+    pat->rules = NULL;
+    pat->tags = NULL;
+}
+
 void
 trig_index_init(struct trig_index *ti)
 {
@@ -23,9 +66,11 @@ trig_index_destroy(struct trig_index *ti)
     for (uint32_t p = 0; p < ti->n_patterns; p++) {
         struct trig_pattern *pat = &ti->patterns[p];
         for (uint32_t i = 0; i <= pat->table_mask; i++) {
-            free(pat->rules[i].ids);
+            if (pat->tags[i]) {
+                free(pat->rules[i].more);
+            }
         }
-        free(pat->rules);
+        table_free__(pat);
     }
     free(ti->patterns);
     memset(ti, 0, sizeof *ti);
@@ -42,49 +87,57 @@ pattern_find__(const struct trig_index *ti, const struct tpm_key *mask)
     return NULL;
 }
 
-static struct trig_index_rule *
+/* Returns the slot of 'pat' that holds masked key 'key' with hash 'hash',
+ * or UINT32_MAX.  Reads tags, and a rule only where its tag matches. */
+static inline uint32_t
 rule_find__(const struct trig_pattern *pat, const struct tpm_key *key,
             uint32_t hash)
 {
-    for (uint32_t i = hash;; i++) {
-        struct trig_index_rule *r = &pat->rules[i & pat->table_mask];
-        if (!r->n_ids) {
-            return NULL;
-        }
-        if (r->hash == hash && tpm_key_equal(&r->key, key)) {
-            return r;
+    uint32_t tag = TRIG_INDEX_TAG(hash);
+
+    for (uint32_t i = hash & pat->table_mask;;
+         i = (i + 1) & pat->table_mask) {
+        uint32_t t = pat->tags[i];
+        if (t == tag) {
+            if (OVS_LIKELY(tpm_key_equal(&pat->rules[i].key, key))) {
+                return i;
+            }
+        } else if (!t) {
+            return UINT32_MAX;
         }
     }
 }
 
-/* Places 'rule' (by value, taking its 'ids') into 'pat''s table, which has
- * room. */
-static struct trig_index_rule *
-rule_place__(struct trig_pattern *pat, const struct trig_index_rule *rule)
+/* Returns the first empty slot of 'pat' (which has one) for 'tag'. */
+static uint32_t
+slot_free__(const struct trig_pattern *pat, uint32_t tag)
 {
-    for (uint32_t i = rule->hash;; i++) {
-        struct trig_index_rule *r = &pat->rules[i & pat->table_mask];
-        if (!r->n_ids) {
-            *r = *rule;
-            return r;
-        }
+    uint32_t i = tag & pat->table_mask;
+    while (pat->tags[i]) {
+        i = (i + 1) & pat->table_mask;
     }
+    return i;
 }
 
+/* Moves every rule of 'pat' into a new table of 'size' slots. */
 static void
 pattern_resize__(struct trig_pattern *pat, uint32_t size)
 {
-    struct trig_index_rule *old = pat->rules;
-    uint32_t old_size = old ? pat->table_mask + 1 : 0;
+    struct trig_pattern old = *pat;
+    uint32_t old_size = old.rules ? old.table_mask + 1 : 0;
 
-    pat->rules = xcalloc(size, sizeof *pat->rules);
-    pat->table_mask = size - 1;
+    table_alloc__(pat, size);
     for (uint32_t i = 0; i < old_size; i++) {
-        if (old[i].n_ids) {
-            rule_place__(pat, &old[i]);
+        uint32_t tag = old.tags[i];
+        if (tag) {
+            uint32_t j = slot_free__(pat, tag);
+            pat->tags[j] = tag;
+            pat->rules[j] = old.rules[i];
         }
     }
-    free(old);
+    if (old.rules) {
+        table_free__(&old);
+    }
 }
 
 void
@@ -107,49 +160,54 @@ trig_index_insert(struct trig_index *ti, const struct tpm_match *match,
     struct tpm_key key;
     tpm_key_and(&key, &match->key, &match->mask);
     uint32_t hash = tpm_key_hash(&key);
-    struct trig_index_rule *r = rule_find__(pat, &key, hash);
-    if (!r) {
+    uint32_t slot = rule_find__(pat, &key, hash);
+    if (slot == UINT32_MAX) {
         if (2 * (pat->n_rules + 1) > pat->table_mask + 1) {
             pattern_resize__(pat, 2 * (pat->table_mask + 1));
         }
-        struct trig_index_rule nr = {
-            .key = key, .hash = hash, .n_ids = 0, .cap_ids = 4,
-            .ids = xmalloc(4 * sizeof(uint32_t)),
-        };
-        /* n_ids becomes non-zero below, before anyone probes again. */
-        r = rule_place__(pat, &nr);
+        slot = slot_free__(pat, TRIG_INDEX_TAG(hash));
+        struct trig_index_rule *r = &pat->rules[slot];
+        memset(r, 0, sizeof *r);
+        r->key = key;
+        r->id = id;
+        r->n_ids = 1;
+        pat->tags[slot] = TRIG_INDEX_TAG(hash);
         pat->n_rules++;
+    } else {
+        struct trig_index_rule *r = &pat->rules[slot];
+        if (r->n_ids - 1 == r->cap_more) {
+            r->cap_more = r->cap_more ? 2 * r->cap_more : 3;
+            r->more = xrealloc(r->more, r->cap_more * sizeof *r->more);
+        }
+        r->more[r->n_ids++ - 1] = id;
     }
-    if (r->n_ids == r->cap_ids) {
-        r->cap_ids *= 2;
-        r->ids = xrealloc(r->ids, r->cap_ids * sizeof *r->ids);
-    }
-    r->ids[r->n_ids++] = id;
     pat->n_ids++;
     ti->n_ids++;
 }
 
-/* Deletes the rule in slot 'hole' of 'pat' by backward shifting the rest
- * of its cluster. */
+/* Empties slot 'hole' of 'pat' (whose rule's arrays are already freed) by
+ * backward shifting the rest of its cluster.  Reads only tags to decide,
+ * since a tag gives its rule's home slot. */
 static void
 rule_delete__(struct trig_pattern *pat, uint32_t hole)
 {
-    free(pat->rules[hole].ids);
-    memset(&pat->rules[hole], 0, sizeof pat->rules[hole]);
-    for (uint32_t i = (hole + 1) & pat->table_mask;;
-         i = (i + 1) & pat->table_mask) {
-        struct trig_index_rule *r = &pat->rules[i];
-        if (!r->n_ids) {
+    uint32_t mask = pat->table_mask;
+
+    for (uint32_t i = (hole + 1) & mask;; i = (i + 1) & mask) {
+        uint32_t tag = pat->tags[i];
+        if (!tag) {
             break;
         }
-        uint32_t home = r->hash & pat->table_mask;
-        /* Move 'r' into the hole if its home is not in (hole, i]. */
-        if (((i - home) & pat->table_mask) >= ((i - hole) & pat->table_mask)) {
-            pat->rules[hole] = *r;
-            memset(r, 0, sizeof *r);
+        uint32_t home = tag & mask;
+        /* Move slot 'i' into the hole if its home is not in (hole, i]. */
+        if (((i - home) & mask) >= ((i - hole) & mask)) {
+            pat->tags[hole] = tag;
+            pat->rules[hole] = pat->rules[i];
             hole = i;
         }
     }
+    pat->tags[hole] = 0;
+    memset(&pat->rules[hole], 0, sizeof pat->rules[hole]);
     pat->n_rules--;
 }
 
@@ -164,45 +222,133 @@ trig_index_remove(struct trig_index *ti, const struct tpm_match *match,
 
     struct tpm_key key;
     tpm_key_and(&key, &match->key, &match->mask);
-    struct trig_index_rule *r = rule_find__(pat, &key, tpm_key_hash(&key));
-    if (!r) {
+    uint32_t slot = rule_find__(pat, &key, tpm_key_hash(&key));
+    if (slot == UINT32_MAX) {
         return ENOENT;
     }
-    for (uint32_t i = 0; i < r->n_ids; i++) {
-        if (r->ids[i] == id) {
-            r->ids[i] = r->ids[--r->n_ids];
-            pat->n_ids--;
-            ti->n_ids--;
-            if (!r->n_ids) {
-                rule_delete__(pat, (uint32_t) (r - pat->rules));
-                if (!pat->n_rules) {
-                    free(pat->rules);
-                    *pat = ti->patterns[--ti->n_patterns];
-                }
-            }
-            return 0;
+
+    struct trig_index_rule *r = &pat->rules[slot];
+    uint32_t i;
+    if (r->id == id) {
+        i = 0;
+    } else {
+        for (i = 1; i < r->n_ids && r->more[i - 1] != id; i++) {
+            continue;
+        }
+        if (i == r->n_ids) {
+            return ENOENT;
         }
     }
-    return ENOENT;
+
+    /* Fill position 'i' with the last id. */
+    uint32_t last = --r->n_ids;
+    if (last) {
+        uint32_t moved = r->more[last - 1];
+        if (i) {
+            r->more[i - 1] = moved;
+        } else {
+            r->id = moved;
+        }
+    }
+    pat->n_ids--;
+    ti->n_ids--;
+    if (!r->n_ids) {
+        free(r->more);
+        rule_delete__(pat, slot);
+        if (!pat->n_rules) {
+            table_free__(pat);
+            *pat = ti->patterns[--ti->n_patterns];
+        }
+    } else if (r->n_ids == 1 && r->more) {
+        free(r->more);
+        r->more = NULL;
+        r->cap_more = 0;
+    }
+    return 0;
 }
+
+/* Appends the ids of 'r' after its first to 'ids' (room for 'max', 'n'
+ * used or counted).  Returns the new count. */
+static uint32_t
+rule_more_ids__(const struct trig_index_rule *r, uint32_t *ids, uint32_t n,
+                uint32_t max)
+{
+    for (uint32_t i = 0; i < r->n_ids - 1; i++, n++) {
+        if (n < max) {
+            ids[n] = r->more[i];
+        }
+    }
+    return n;
+}
+
+/* Returns true if 'rule' (a masked key) equals 'key' masked with 'mask'. */
+static inline bool
+rule_key_matches__(const struct tpm_key *rule, const struct tpm_key *key,
+                   const struct tpm_key *mask)
+{
+    const uint64_t *r = (const uint64_t *) rule;
+    const uint64_t *k = (const uint64_t *) key;
+    const uint64_t *m = (const uint64_t *) mask;
+
+    BUILD_ASSERT_DECL(TPM_KEY_WORDS == 5);
+    return !((r[0] ^ (k[0] & m[0])) | (r[1] ^ (k[1] & m[1]))
+             | (r[2] ^ (k[2] & m[2])) | (r[3] ^ (k[3] & m[3]))
+             | (r[4] ^ (k[4] & m[4])));
+}
+
+/* Patterns hashed ahead of probing in trig_index_match(). */
+#define TRIG_INDEX_BATCH 16
 
 uint32_t
 trig_index_match(const struct trig_index *ti, const struct tpm_key *key,
                  uint32_t *ids, uint32_t max)
 {
+    uint32_t hashes[TRIG_INDEX_BATCH];
     uint32_t n = 0;
 
-    for (uint32_t p = 0; p < ti->n_patterns; p++) {
-        const struct trig_pattern *pat = &ti->patterns[p];
-        struct tpm_key masked;
+    for (uint32_t p0 = 0; p0 < ti->n_patterns; p0 += TRIG_INDEX_BATCH) {
+        const struct trig_pattern *pats = &ti->patterns[p0];
+        uint32_t n_pats = MIN(ti->n_patterns - p0, TRIG_INDEX_BATCH);
 
-        tpm_key_and(&masked, key, &pat->mask);
-        const struct trig_index_rule *r
-            = rule_find__(pat, &masked, tpm_key_hash(&masked));
-        if (r) {
-            for (uint32_t i = 0; i < r->n_ids; i++, n++) {
-                if (n < max) {
-                    ids[n] = r->ids[i];
+        /* Hash every pattern's masked key and prefetch its home tags: no
+         * data-dependent branch, so the hashes overlap. */
+        for (uint32_t p = 0; p < n_pats; p++) {
+            const uint64_t *k = (const uint64_t *) key;
+            const uint64_t *m = (const uint64_t *) &pats[p].mask;
+            uint64_t masked[TPM_KEY_WORDS];
+
+            masked[0] = k[0] & m[0];
+            masked[1] = k[1] & m[1];
+            masked[2] = k[2] & m[2];
+            masked[3] = k[3] & m[3];
+            masked[4] = k[4] & m[4];
+            hashes[p] = tpm_key_hash((const struct tpm_key *) masked);
+            tpm_prefetch(&pats[p].tags[hashes[p] & pats[p].table_mask]);
+        }
+
+        /* Probe. */
+        for (uint32_t p = 0; p < n_pats; p++) {
+            const struct trig_pattern *pat = &pats[p];
+            uint32_t tag = TRIG_INDEX_TAG(hashes[p]);
+
+            for (uint32_t i = hashes[p] & pat->table_mask;;
+                 i = (i + 1) & pat->table_mask) {
+                uint32_t t = pat->tags[i];
+                if (t == tag) {
+                    const struct trig_index_rule *r = &pat->rules[i];
+                    if (OVS_LIKELY(rule_key_matches__(&r->key, key,
+                                                      &pat->mask))) {
+                        if (n < max) {
+                            ids[n] = r->id;
+                        }
+                        n++;
+                        if (OVS_UNLIKELY(r->n_ids > 1)) {
+                            n = rule_more_ids__(r, ids, n, max);
+                        }
+                        break;
+                    }
+                } else if (!t) {
+                    break;
                 }
             }
         }
