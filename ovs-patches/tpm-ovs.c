@@ -75,7 +75,8 @@ struct tpm_pmd {
 
     /* Written by the PMD, read by others. */
     atomic_uint64_t steps_idle;     /* Sweep steps in drained slots. */
-    atomic_uint64_t steps_forced;   /* Steps forced while saturated. */
+    atomic_uint64_t steps_forced;   /* Sweep steps forced while
+                                     * saturated. */
     atomic_uint64_t last_iteration_ns;
 };
 
@@ -294,15 +295,12 @@ tpm_ovs_pmd_iteration(struct tpm_pmd *p, uint64_t rx_packets)
     p->full_batch = false;
     if (drained || ++p->busy_iterations >= knobs.sweep_every) {
         p->busy_iterations = 0;
-        if (tpm_sweep_pending(p->tpm) || drained) {
-            tpm_sweep_step(p->tpm, UINT64_MAX);
+        if (tpm_sweep_pending(p->tpm)) {
             uint64_t orig;
-            if (drained) {
-                atomic_add_relaxed(&p->steps_idle, 1, &orig);
-            } else {
-                atomic_add_relaxed(&p->steps_forced, 1, &orig);
-            }
+            atomic_add_relaxed(drained ? &p->steps_idle : &p->steps_forced,
+                               1, &orig);
         }
+        tpm_sweep_step(p->tpm, UINT64_MAX);
         tpm_run_control(p->tpm, 16);
     }
     atomic_store_relaxed(&p->last_iteration_ns, now);

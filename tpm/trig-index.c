@@ -299,6 +299,29 @@ rule_key_matches__(const struct tpm_key *rule, const struct tpm_key *key,
 /* Patterns hashed ahead of probing in trig_index_match(). */
 #define TRIG_INDEX_BATCH 16
 
+/* Stores in 'hashes' the hash of 'key' masked with each of the 'n'
+ * patterns in 'pats', and prefetches each home tag.  No data-dependent
+ * branch, so the hashes overlap. */
+static void __attribute__((noinline))
+patterns_hash__(const struct trig_pattern *pats, uint32_t n,
+                const struct tpm_key *key, uint32_t *hashes)
+{
+    const uint64_t *k = (const uint64_t *) key;
+
+    for (uint32_t p = 0; p < n; p++) {
+        const uint64_t *m = (const uint64_t *) &pats[p].mask;
+        uint64_t masked[TPM_KEY_WORDS];
+
+        masked[0] = k[0] & m[0];
+        masked[1] = k[1] & m[1];
+        masked[2] = k[2] & m[2];
+        masked[3] = k[3] & m[3];
+        masked[4] = k[4] & m[4];
+        hashes[p] = tpm_key_hash((const struct tpm_key *) masked);
+        tpm_prefetch(&pats[p].tags[hashes[p] & pats[p].table_mask]);
+    }
+}
+
 uint32_t
 trig_index_match(const struct trig_index *ti, const struct tpm_key *key,
                  uint32_t *ids, uint32_t max)
@@ -310,23 +333,7 @@ trig_index_match(const struct trig_index *ti, const struct tpm_key *key,
         const struct trig_pattern *pats = &ti->patterns[p0];
         uint32_t n_pats = MIN(ti->n_patterns - p0, TRIG_INDEX_BATCH);
 
-        /* Hash every pattern's masked key and prefetch its home tags: no
-         * data-dependent branch, so the hashes overlap. */
-        for (uint32_t p = 0; p < n_pats; p++) {
-            const uint64_t *k = (const uint64_t *) key;
-            const uint64_t *m = (const uint64_t *) &pats[p].mask;
-            uint64_t masked[TPM_KEY_WORDS];
-
-            masked[0] = k[0] & m[0];
-            masked[1] = k[1] & m[1];
-            masked[2] = k[2] & m[2];
-            masked[3] = k[3] & m[3];
-            masked[4] = k[4] & m[4];
-            hashes[p] = tpm_key_hash((const struct tpm_key *) masked);
-            tpm_prefetch(&pats[p].tags[hashes[p] & pats[p].table_mask]);
-        }
-
-        /* Probe. */
+        patterns_hash__(pats, n_pats, key, hashes);
         for (uint32_t p = 0; p < n_pats; p++) {
             const struct trig_pattern *pat = &pats[p];
             uint32_t tag = TRIG_INDEX_TAG(hashes[p]);
