@@ -41,8 +41,20 @@ TESTS += \
 	tests/e2e-replay.sh
 
 TESTS_ENVIRONMENT = \
-	top_srcdir='$(top_srcdir)' top_builddir='$(top_builddir)' \
-	PYTHON3='$(PYTHON3)'
+	top_srcdir='$(top_srcdir)' top_builddir='$(abs_top_builddir)' \
+	PYTHON3='$(PYTHON3)' OVS_SOURCE='$(OVS_SOURCE)'
+
+# The OVS-DPDK tests: the patch series, OVS's own autotests on the patched
+# build, and our integration tests on a veth-DPDK testbed.  "make check"
+# builds the patched OVS first.
+if HAVE_OVS_SOURCE
+TESTS += tests/ovs-patch.sh tests/ovs-autotests.sh
+check_DATA = check-ovs-build
+check-ovs-build:
+	$(MAKE) $(AM_MAKEFLAGS) ovs
+.PHONY: check-ovs-build
+endif
+EXTRA_DIST += tests/ovs-patch.sh tests/ovs-autotests.sh
 
 EXTRA_DIST += tests/test-util.h tests/e2e-replay.sh tests/gen-trace.py tests/bootstrap.sh \
 	tests/data/table2.events tests/data/table2-tcp.events

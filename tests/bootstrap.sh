@@ -16,8 +16,13 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$top/build}
 jobs=${JOBS:-$(nproc)}
 
-packages="autoconf automake libtool pkg-config make gcc check libpcap-dev
-libjson-c-dev python3 valgrind"
+# Build: autotools, libpcap and json-c for the tools, Check for the unit
+# tests; Open vSwitch 3.1.0 source and DPDK 22.11 for the patched
+# ovs-vswitchd; iproute2, ethtool, ping, tcpdump and scapy for the
+# veth-DPDK testbed.
+packages="autoconf automake libtool pkg-config make gcc patch check
+libpcap-dev libjson-c-dev python3 valgrind openvswitch-source libdpdk-dev
+dpdk-dev iproute2 ethtool iputils-ping tcpdump python3-scapy"
 
 if [ "${SKIP_APT:-0}" != 1 ]; then
     missing=

@@ -296,67 +296,64 @@ rule_key_matches__(const struct tpm_key *rule, const struct tpm_key *key,
              | (r[4] ^ (k[4] & m[4])));
 }
 
-/* Patterns hashed ahead of probing in trig_index_match(). */
-#define TRIG_INDEX_BATCH 16
-
-/* Stores in 'hashes' the hash of 'key' masked with each of the 'n'
- * patterns in 'pats', and prefetches each home tag.  No data-dependent
- * branch, so the hashes overlap. */
-static void __attribute__((noinline))
-patterns_hash__(const struct trig_pattern *pats, uint32_t n,
-                const struct tpm_key *key, uint32_t *hashes)
+/* Returns the hash of 'key' masked with 'mask'. */
+static inline uint32_t
+masked_hash__(const struct tpm_key *key, const struct tpm_key *mask)
 {
     const uint64_t *k = (const uint64_t *) key;
+    const uint64_t *m = (const uint64_t *) mask;
+    uint64_t masked[TPM_KEY_WORDS];
 
-    for (uint32_t p = 0; p < n; p++) {
-        const uint64_t *m = (const uint64_t *) &pats[p].mask;
-        uint64_t masked[TPM_KEY_WORDS];
-
-        masked[0] = k[0] & m[0];
-        masked[1] = k[1] & m[1];
-        masked[2] = k[2] & m[2];
-        masked[3] = k[3] & m[3];
-        masked[4] = k[4] & m[4];
-        hashes[p] = tpm_key_hash((const struct tpm_key *) masked);
-        tpm_prefetch(&pats[p].tags[hashes[p] & pats[p].table_mask]);
-    }
+    masked[0] = k[0] & m[0];
+    masked[1] = k[1] & m[1];
+    masked[2] = k[2] & m[2];
+    masked[3] = k[3] & m[3];
+    masked[4] = k[4] & m[4];
+    return tpm_key_hash((const struct tpm_key *) masked);
 }
 
 uint32_t
 trig_index_match(const struct trig_index *ti, const struct tpm_key *key,
                  uint32_t *ids, uint32_t max)
 {
-    uint32_t hashes[TRIG_INDEX_BATCH];
     uint32_t n = 0;
 
-    for (uint32_t p0 = 0; p0 < ti->n_patterns; p0 += TRIG_INDEX_BATCH) {
-        const struct trig_pattern *pats = &ti->patterns[p0];
-        uint32_t n_pats = MIN(ti->n_patterns - p0, TRIG_INDEX_BATCH);
+    if (!ti->n_patterns) {
+        return 0;
+    }
 
-        patterns_hash__(pats, n_pats, key, hashes);
-        for (uint32_t p = 0; p < n_pats; p++) {
-            const struct trig_pattern *pat = &pats[p];
-            uint32_t tag = TRIG_INDEX_TAG(hashes[p]);
+    /* Software pipelined: pattern p + 1's key is hashed, and its home tags
+     * prefetched, before pattern p is probed.  The probe's branches are
+     * unpredictable (hit, miss, or one more slot), and this way the next
+     * hash is older than them, so a misprediction does not discard it. */
+    const struct trig_pattern *pat = ti->patterns;
+    uint32_t next = masked_hash__(key, &pat->mask);
+    for (uint32_t p = 0; p < ti->n_patterns; p++, pat++) {
+        uint32_t hash = next;
+        if (p + 1 < ti->n_patterns) {
+            next = masked_hash__(key, &pat[1].mask);
+            tpm_prefetch(&pat[1].tags[next & pat[1].table_mask]);
+        }
 
-            for (uint32_t i = hashes[p] & pat->table_mask;;
-                 i = (i + 1) & pat->table_mask) {
-                uint32_t t = pat->tags[i];
-                if (t == tag) {
-                    const struct trig_index_rule *r = &pat->rules[i];
-                    if (OVS_LIKELY(rule_key_matches__(&r->key, key,
-                                                      &pat->mask))) {
-                        if (n < max) {
-                            ids[n] = r->id;
-                        }
-                        n++;
-                        if (OVS_UNLIKELY(r->n_ids > 1)) {
-                            n = rule_more_ids__(r, ids, n, max);
-                        }
-                        break;
+        uint32_t tag = TRIG_INDEX_TAG(hash);
+        for (uint32_t i = hash & pat->table_mask;;
+             i = (i + 1) & pat->table_mask) {
+            uint32_t t = pat->tags[i];
+            if (t == tag) {
+                const struct trig_index_rule *r = &pat->rules[i];
+                if (OVS_LIKELY(rule_key_matches__(&r->key, key,
+                                                  &pat->mask))) {
+                    if (n < max) {
+                        ids[n] = r->id;
                     }
-                } else if (!t) {
+                    n++;
+                    if (OVS_UNLIKELY(r->n_ids > 1)) {
+                        n = rule_more_ids__(r, ids, n, max);
+                    }
                     break;
                 }
+            } else if (!t) {
+                break;
             }
         }
     }

@@ -1,0 +1,433 @@
+#!/bin/bash
+# Integration test of the Trumpet packet monitor inside Open vSwitch
+# (ovs-vswitchd with DPDK, userspace datapath): real traffic between two
+# network namespaces through a bridge with two DPDK af_packet ports, events
+# added with ovs-appctl tpm/event-add, reports read back with tpm/reports
+# and checked against what the test sent and captured.  The test bed is
+# tests/testbed.sh.
+#
+# Scenarios (each prints one PASS line, or FAIL with the reason):
+#   1. 5-tuple threshold: a 200 x 1000 B UDP burst is reported with exactly
+#      its 5-tuple, in the epochs of the burst; a concurrent low-rate flow
+#      to the same port is never reported.
+#   2. Aggregation: 5 flows to 10.99.0.2, each below the threshold, their
+#      sum above: the group=nw_dst/24 event fires with group
+#      {"nw_dst":"10.99.0.0/24"}, the 5-tuple event with the same
+#      threshold never fires.
+#   3. Volume: the sum of an always-true event's values over all intervals
+#      equals, exactly, the UDP payload bytes of a tcpdump capture taken
+#      in the receiving namespace.
+#   4. tpm/event-del stops the reports; malformed definitions are refused
+#      with a precise error and ovs-appctl fails.
+# Throughout: a background ping between the namespaces loses nothing, and
+# after each scenario tpm/stats shows no unfinished sweep.
+#
+# Epochs: the monitor numbers epochs by wall clock (CLOCK_REALTIME ns /
+# 10 ms), so the expected epochs follow from the senders' timestamps; a
+# packet may be counted in the epoch next to that of its send timestamp
+# (latency, a boundary in between), hence the +-1 epoch windows.
+#
+# Automake test protocol: exit 0 pass, 1 fail, 77 skip (not root, OVS not
+# built, tools missing).  Environment: top_srcdir, top_builddir (the build
+# tree, holding ovs/), PYTHON3; TB_KEEP=1 keeps the work directory.  Run by
+# hand from the source tree:
+#   top_srcdir=$PWD top_builddir=$PWD/build bash tests/ovs-integration.sh
+set -euo pipefail
+
+top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
+top_builddir=${top_builddir:-$top_srcdir/build}
+# shellcheck source=tests/testbed.sh
+. "$top_srcdir/tests/testbed.sh"
+
+SEND=$top_srcdir/tests/udp-send.py
+PCAP_VOLUME=$top_srcdir/tests/pcap-volume.py
+CHECK_REPORTS=$top_srcdir/tests/tpm-reports.py
+
+# Scenario 1 and 2 threshold on sum(volume), bytes in one 10 ms interval.
+THRESHOLD=50000
+
+# reports_check EVENT ARGS...: tpm-reports.py over the current reports
+# (prints its summary; errors on stderr; non-zero if a check fails).
+reports_check() {
+    local ev=$1 reports
+    shift
+    reports=$(tb_appctl tpm/reports) || return 1
+    "$TB_PY" "$CHECK_REPORTS" --event "$ev" "$@" <<<"$reports"
+}
+
+# reports_quiet EVENT ARGS...: the same, silent (for polling).
+reports_quiet() {
+    reports_check "$@" >/dev/null 2>&1
+}
+
+# wait_reports SECONDS LABEL EVENT ARGS...: polls until the reports of
+# EVENT pass the checks ARGS, then checks once more, verbosely: fails the
+# test with tpm-reports.py's messages if they still do not pass.  Sets
+# SUMMARY to the summary line.
+wait_reports() {
+    local secs=$1 label=$2
+    shift 2
+    tb_wait_for "$secs" reports_quiet "$@" || true
+    if ! SUMMARY=$(reports_check "$@" 2>"$TB_DIR/check.err"); then
+        tb_fail "$label: $(cat "$TB_DIR/check.err") [$SUMMARY]"
+    fi
+}
+
+# sent FILE EXPR: a value from udp-send.py's JSON output in FILE.
+sent() {
+    tb_json "$1" "$2"
+}
+
+# wait_past NS: sleeps until wall clock NS (nanoseconds) has passed.
+wait_past() {
+    local left_ms=$((($1 - $(tb_now_ns)) / 1000000))
+    if [ "$left_ms" -gt 0 ]; then
+        sleep "$((left_ms / 1000)).$(printf '%03d' $((left_ms % 1000)))"
+    fi
+}
+
+# five_tuple SPORT DPORT: the report group of a UDP flow 10.99.0.1 ->
+# 10.99.0.2 (keys sorted, as the monitor prints them).
+five_tuple() {
+    printf '{"nw_dst":"%s","nw_proto":17,"nw_src":"%s","tp_dst":%d,"tp_src":%d}' \
+        "$TB_IP2" "$TB_IP1" "$2" "$1"
+}
+
+# burst_fits FILE FLOW: true if flow number FLOW of the sender output FILE
+# sent everything within two adjacent epochs.  On a slow machine a burst
+# that spreads over more epochs may stay below the threshold in each: the
+# scenario is then retried rather than failed.
+burst_fits() {
+    local first last
+    first=$(sent "$1" "d['flows'][$2]['t_first']")
+    last=$(sent "$1" "d['flows'][$2]['t_last']")
+    [ $(($(tb_epoch "$last") - $(tb_epoch "$first"))) -le 1 ]
+}
+
+# check_sent FILE FLOW PACKETS PAYLOAD: the sender sent all of flow FLOW.
+check_sent() {
+    local got
+    got=$(sent "$1" "'%d %d %d' % (d['flows'][$2]['packets'], d['flows'][$2]['payload'], d['flows'][$2]['errors'])")
+    [ "$got" = "$3 $4 0" ] \
+        || tb_fail "sender: flow $2 sent packets/payload/errors $got," \
+                   "expected $3 $4 0"
+}
+
+# --- Scenario 1: 5-tuple threshold -------------------------------------
+scenario_threshold() {
+    local out=$TB_DIR/s1.json attempt ev='' first last
+    local filter="filter=udp,nw_src=$TB_IP1,nw_dst=$TB_IP2,tp_dst=5101"
+    for attempt in 1 2 3; do
+        ev=s1-heavy-$attempt
+        tb_event_add "$ev" "$filter" "predicate=sum(volume) > $THRESHOLD" \
+            group=5tuple interval=10ms
+        # Flow 0: the burst, 200 x 1000 B back to back, 100 ms after the
+        # start (0.5 ms into an epoch).  Flow 1: 100 B every 2 ms for
+        # 200 ms (at most 600 B per epoch), around the burst.
+        tb_ns1 "$TB_PY" "$SEND" --src "$TB_IP1" --dst "$TB_IP2" \
+            --align-us 500 --flow 41001:5101:200:1000:0:100000 \
+            --flow 41002:5101:100:100:2000 >"$out"
+        check_sent "$out" 0 200 200000
+        check_sent "$out" 1 100 10000
+        burst_fits "$out" 0 && break
+        tb_log "note: burst spread over more than 2 epochs (slow machine);" \
+               "retrying"
+        tb_event_del "$ev"
+        [ "$attempt" -lt 3 ] \
+            || tb_fail "scenario 1: could not send 200 datagrams within" \
+                       "20 ms in 3 attempts"
+    done
+    first=$(tb_epoch "$(sent "$out" "d['flows'][0]['t_first']")")
+    last=$(tb_epoch "$(sent "$out" "d['flows'][0]['t_last']")")
+    # Each report: the burst's 5-tuple (so never the low-rate flow, port
+    # 41002), in the burst's epochs +-1, above the threshold, whole
+    # datagrams of the burst; together at most the burst.  At least one
+    # epoch holds half the burst (100000 > threshold): at least one report.
+    wait_past $(($(sent "$out" "d['t_last']") + 50 * TB_EPOCH_NS))
+    wait_reports 5 "scenario 1 (event $ev)" "$ev" \
+        --group "$(five_tuple 41001 5101)" \
+        --epoch-min $((first - 1)) --epoch-max $((last + 1)) \
+        --value-gt "$THRESHOLD" --value-max 200000 --value-multiple 1000 \
+        --sum-max 200000 --min-count 1
+    local summary=$SUMMARY
+    tb_event_del "$ev"
+    tb_check_sweeps "scenario 1"
+    tb_log "PASS: 1 5-tuple threshold: burst 41001->5101 reported" \
+           "($summary; burst epochs $first..$last), low-rate flow" \
+           "41002->5101 never"
+}
+
+# --- Scenario 2: aggregation over nw_dst/24 ----------------------------
+scenario_aggregation() {
+    local out=$TB_DIR/s2.json attempt agg per i flows first last
+    # Destination ports 5200-5207.
+    local filter="filter=udp,nw_src=$TB_IP1,nw_dst=10.99.0.0/24,tp_dst=5200/0xfff8"
+    for attempt in 1 2 3; do
+        agg=s2-agg-$attempt per=s2-5tuple-$attempt
+        tb_event_add "$agg" "$filter" "predicate=sum(volume) > $THRESHOLD" \
+            group=nw_dst/24 interval=10ms
+        tb_event_add "$per" "$filter" "predicate=sum(volume) > $THRESHOLD" \
+            group=5tuple interval=10ms
+        # 5 flows of 30 x 1000 B (30000 each, below the threshold even if
+        # all in one epoch), interleaved: 150000 in all, so one epoch
+        # holds at least 75000 if the burst spans two.
+        flows=()
+        for i in 1 2 3 4 5; do
+            flows+=(--flow "4200$i:520$i:30:1000:0")
+        done
+        tb_ns1 "$TB_PY" "$SEND" --src "$TB_IP1" --dst "$TB_IP2" \
+            --align-us 500 "${flows[@]}" >"$out"
+        for i in 0 1 2 3 4; do
+            check_sent "$out" "$i" 30 30000
+        done
+        first=$(tb_epoch "$(sent "$out" "d['t_first']")")
+        last=$(tb_epoch "$(sent "$out" "d['t_last']")")
+        [ $((last - first)) -le 1 ] && break
+        tb_log "note: burst spread over more than 2 epochs (slow machine);" \
+               "retrying"
+        tb_event_del "$agg"
+        tb_event_del "$per"
+        [ "$attempt" -lt 3 ] \
+            || tb_fail "scenario 2: could not send 150 datagrams within" \
+                       "20 ms in 3 attempts"
+    done
+    wait_past $(($(sent "$out" "d['t_last']") + 50 * TB_EPOCH_NS))
+    wait_reports 5 "scenario 2 (event $agg)" "$agg" \
+        --group '{"nw_dst":"10.99.0.0/24"}' \
+        --epoch-min $((first - 1)) --epoch-max $((last + 1)) \
+        --value-gt "$THRESHOLD" --value-max 150000 --value-multiple 1000 \
+        --sum-max 150000 --min-count 1
+    local summary=$SUMMARY
+    # The 5-tuple event saw the same packets (same sweeps): none of its
+    # groups crossed the threshold.
+    wait_reports 0 "scenario 2 (event $per)" "$per" --max-count 0
+    tb_event_del "$agg"
+    tb_event_del "$per"
+    tb_check_sweeps "scenario 2"
+    tb_log "PASS: 2 aggregation: 5 flows of 30000 B to $TB_IP2 reported as" \
+           "nw_dst 10.99.0.0/24 ($summary; epochs $first..$last)," \
+           "5-tuple event with the same threshold never"
+}
+
+# --- Scenario 3: reported volume equals an independent capture ---------
+pcap_count() {
+    "$TB_PY" "$PCAP_VOLUME" --src "$TB_IP1" --dst "$TB_IP2" --dport 5301 \
+        "$1" | "$TB_PY" -c 'import json, sys; print(json.load(sys.stdin)["packets"])'
+}
+
+pcap_has() {
+    [ "$(pcap_count "$1" 2>/dev/null)" = "$2" ]
+}
+
+tcpdump_listening() {
+    grep -q 'listening on' "$1"
+}
+
+scenario_volume() {
+    local out=$TB_DIR/s3.json pcap=$TB_DIR/s3.pcap ev=s3-volume
+    local n=300 tcpdump_pid sent_packets sent_payload cap cap_packets
+    local cap_payload first last
+
+    # Capture on the receiving side, in namespace 2: what ovs-vswitchd
+    # forwarded.  -Z root: keep the right to write into the private
+    # directory.  -U: write each packet at once.
+    tb_bg "$TB_DIR/s3.tcpdump" ip netns exec "$TB_NS2" tcpdump -Z root -n \
+        -U -i "$TB_IF2" -w "$pcap" "udp and dst port 5301"
+    tcpdump_pid=$TB_BG_PID
+    tb_wait_for 10 tcpdump_listening "$TB_DIR/s3.tcpdump.err" \
+        || tb_fail "scenario 3: tcpdump did not start:" \
+                   "$(cat "$TB_DIR/s3.tcpdump.err")"
+
+    # Reports every interval in which the flow sent something.
+    tb_event_add "$ev" \
+        "filter=udp,nw_src=$TB_IP1,nw_dst=$TB_IP2,tp_dst=5301" \
+        "predicate=sum(volume) >= 0" group=5tuple interval=10ms
+    # 300 datagrams of 1 to 1472 B (seeded), one every 3.3 ms: about 1 s,
+    # about 100 intervals (well within tpm-report-log).
+    tb_ns1 "$TB_PY" "$SEND" --src "$TB_IP1" --dst "$TB_IP2" --seed 7 \
+        --flow "43001:5301:$n:r1-1472:3300" >"$out"
+    sent_packets=$(sent "$out" "d['flows'][0]['packets']")
+    sent_payload=$(sent "$out" "d['flows'][0]['payload']")
+    [ "$sent_packets" = "$n" ] \
+        || tb_fail "scenario 3: sender sent $sent_packets datagrams of $n"
+
+    tb_wait_for 5 pcap_has "$pcap" "$n" || true
+    tb_bg_stop "$tcpdump_pid" INT \
+        || tb_fail "scenario 3: tcpdump failed:" \
+                   "$(cat "$TB_DIR/s3.tcpdump.err")"
+    grep -q '^0 packets dropped by kernel' "$TB_DIR/s3.tcpdump.err" \
+        || tb_fail "scenario 3: tcpdump dropped packets:" \
+                   "$(cat "$TB_DIR/s3.tcpdump.err")"
+    cap=$("$TB_PY" "$PCAP_VOLUME" --src "$TB_IP1" --dst "$TB_IP2" \
+          --sport 43001 --dport 5301 "$pcap") \
+        || tb_fail "scenario 3: cannot read the capture $pcap"
+    cap_packets=$(tb_json <(echo "$cap") "d['packets']")
+    cap_payload=$(tb_json <(echo "$cap") "d['payload']")
+    [ "$(tb_json <(echo "$cap") "d['truncated'] + d['inconsistent']")" = 0 ] \
+        || tb_fail "scenario 3: malformed datagrams in the capture: $cap"
+    # The monitor counts at the switch's input, the capture at its output;
+    # the veth path at this rate drops nothing, and if it did, the two
+    # would differ: say so rather than compare apples and oranges.
+    [ "$cap_packets" = "$sent_packets" ] \
+        || tb_fail "scenario 3: captured $cap_packets datagrams" \
+                   "($cap_payload B), sent $sent_packets ($sent_payload B):" \
+                   "the test bed lost packets"
+
+    # Exact: every interval of the flow is reported (the predicate holds
+    # whenever there is traffic), each with its payload bytes, and the
+    # intervals partition the packets.  Nothing is dropped in between
+    # (tpm/stats: reports dropped 0, checked by the poll and the sweeps
+    # check), so no tolerance.
+    first=$(tb_epoch "$(sent "$out" "d['t_first']")")
+    last=$(tb_epoch "$(sent "$out" "d['t_last']")")
+    wait_past $(($(sent "$out" "d['t_last']") + 5 * TB_EPOCH_NS))
+    wait_reports 10 "scenario 3 (event $ev, capture $cap)" "$ev" \
+        --group "$(five_tuple 43001 5301)" \
+        --epoch-min $((first - 1)) --epoch-max $((last + 1)) \
+        --min-count 2 --sum-eq "$cap_payload"
+    local summary=$SUMMARY
+    tb_event_del "$ev"
+    local dropped
+    dropped=$(tb_appctl tpm/stats | grep -o 'dropped [0-9]*;' | grep -v 'dropped 0;' || true)
+    [ -z "$dropped" ] || tb_fail "scenario 3: tpm/stats: reports $dropped"
+    tb_check_sweeps "scenario 3"
+    tb_log "PASS: 3 volume: sum of reported values = captured UDP payload" \
+           "= $cap_payload B in $cap_packets datagrams ($summary)"
+}
+
+# --- Scenario 4: deletion and bad definitions --------------------------
+scenario_delete_and_errors() {
+    local out=$TB_DIR/s4.json ev=s4-del keep=s4-keep sender t_before t_after
+    local e_after filter="filter=udp,nw_src=$TB_IP1,nw_dst=$TB_IP2,tp_dst=5401"
+    tb_event_add "$ev" "$filter" "predicate=sum(volume) >= 0" interval=10ms
+    tb_event_add "$keep" "$filter" "predicate=sum(volume) >= 0" interval=10ms
+    # 100 B every 2 ms until stopped.
+    tb_bg "$out" ip netns exec "$TB_NS1" "$TB_PY" "$SEND" --src "$TB_IP1" \
+        --dst "$TB_IP2" --flow 44001:5401:0:100:2000
+    sender=$TB_BG_PID
+    wait_reports 10 "scenario 4 (event $ev before its deletion)" "$ev" \
+        --min-count 1
+
+    t_before=$(tb_now_ns)
+    tb_event_del "$ev"
+    t_after=$(tb_now_ns)
+    e_after=$(tb_epoch "$t_after")
+    # The deletion took effect on the PMD between t_before and t_after:
+    # epochs from e_after on ended after it, so none may be reported.
+    # Keep the traffic going 30 epochs more; the twin event shows the
+    # monitor saw and swept them.
+    wait_reports 10 "scenario 4 (event $keep after the deletion)" "$keep" \
+        --since $((e_after + 30)) --min-count 1
+    tb_bg_stop "$sender" TERM \
+        || tb_fail "scenario 4: sender failed: $(cat "$out.err")"
+    [ "$(sent "$out" "d['flows'][0]['errors']")" = 0 ] \
+        || tb_fail "scenario 4: sender: send errors: $(cat "$out")"
+    wait_reports 0 "scenario 4 (event $ev after its deletion)" "$ev" \
+        --since "$e_after" --max-count 0
+    local summary
+    summary=$(reports_check "$ev" --until $((e_after - 1)))
+    tb_event_del "$keep"
+    if tb_appctl tpm/event-list | grep -q "^$ev:"; then
+        tb_fail "scenario 4: tpm/event-list still lists $ev"
+    fi
+    expect_error "event-del of a deleted event" "no event named $ev" \
+        tpm/event-del "$ev"
+    tb_log "PASS: 4a event-del: $ev reported before ($summary), not from" \
+           "epoch $e_after on (deleted at $t_before..$t_after ns), while" \
+           "$keep kept reporting the same traffic"
+
+    # Bad definitions: refused, ovs-appctl exits non-zero, nothing added.
+    # Columns count from 1 at the first character of the definition (the
+    # arguments after the name, joined with spaces): nw_dest is at 12.
+    expect_error "misspelled field" \
+        "filter: column 12: unknown field 'nw_dest'" \
+        tpm/event-add s4-bad-field "filter=udp,nw_dest=$TB_IP2" \
+        "predicate=count() > 1"
+    tb_event_add s4-dup "$filter" "predicate=count() > 1000"
+    expect_error "duplicate name" "event s4-dup already exists" \
+        tpm/event-add s4-dup "$filter" "predicate=count() > 5"
+    expect_error "interval not a multiple of the epoch" \
+        "interval 15ms is not a multiple of the epoch 10ms" \
+        tpm/event-add s4-bad-interval "$filter" "predicate=count() > 1" \
+        interval=15ms
+    expect_error "TCP-state predicate" "TCP-state variables" \
+        tpm/event-add s4-bad-tcp filter=tcp "predicate=sum(is_lost) > 1"
+    expect_error "predicate syntax" "predicate: column 35: unexpected '>>'" \
+        tpm/event-add s4-bad-syntax filter=ip "predicate=sum(volume) > >> 125KB"
+    local list
+    list=$(tb_appctl tpm/event-list)
+    if grep -q '^s4-bad' <<<"$list"; then
+        tb_fail "scenario 4: a refused event is listed: $list"
+    fi
+    if [ "$(grep -c '^s4-dup:' <<<"$list")" != 1 ] \
+       || ! grep -q '^s4-dup: .*count() > 1000' <<<"$list"; then
+        tb_fail "scenario 4: the duplicate add changed s4-dup: $list"
+    fi
+    tb_event_del s4-dup
+    tb_check_sweeps "scenario 4"
+    tb_log "PASS: 4b bad definitions refused (misspelled field with column," \
+           "duplicate name, 15ms interval, TCP-state predicate, syntax)," \
+           "ovs-appctl exit status non-zero"
+}
+
+# expect_error LABEL MESSAGE APPCTL-ARGS...: ovs-appctl must fail and its
+# error output contain MESSAGE.
+expect_error() {
+    local label=$1 msg=$2 err rc=0
+    shift 2
+    err=$(tb_appctl "$@" 2>&1) || rc=$?
+    [ "$rc" != 0 ] \
+        || tb_fail "scenario 4, $label: ovs-appctl $* succeeded: $err"
+    grep -qF -- "$msg" <<<"$err" \
+        || tb_fail "scenario 4, $label: error does not mention" \
+                   "\"$msg\": $err"
+}
+
+# --- Ping throughout ----------------------------------------------------
+# -O: a line "no answer yet for icmp_seq=N" for every request still
+# unanswered when the next one goes out: each one is a loss.
+ping_start() {
+    tb_bg "$TB_DIR/ping.out" ip netns exec "$TB_NS1" ping -O -n -i 0.1 \
+        "$TB_IP2"
+    PING_PID=$TB_BG_PID
+}
+
+ping_check() {
+    tb_bg_stop "$PING_PID" INT || true
+    local out=$TB_DIR/ping.out tx rx lost
+    tx=$(sed -n 's/^\([0-9]*\) packets transmitted.*/\1/p' "$out")
+    rx=$(sed -n 's/.* \([0-9]*\) received.*/\1/p' "$out")
+    lost=$(grep -c 'no answer yet' "$out" || true)
+    if [ -z "$tx" ] || [ -z "$rx" ]; then
+        tb_fail "background ping: no summary: $(tail -n 5 "$out")"
+    fi
+    # The last request may be in flight when ping is stopped.
+    if [ "$lost" != 0 ] || [ "$rx" -lt $((tx - 1)) ] || [ "$rx" -lt 10 ]; then
+        tb_fail "background ping lost packets: $lost unanswered," \
+                "$rx of $tx received: $(tail -n 3 "$out")"
+    fi
+    local final
+    final=$(tb_ns1 ping -n -q -c 5 -i 0.1 -W 1 "$TB_IP2" 2>&1) \
+        || tb_fail "final ping failed: $final"
+    grep -q ' 0% packet loss' <<<"$final" \
+        || tb_fail "final ping: $final"
+    tb_log "PASS: ping $TB_IP1 -> $TB_IP2 throughout: $rx of $tx answered," \
+           "none lost; final ping 0% loss"
+}
+
+main() {
+    local t0=$SECONDS
+    tb_init
+    tb_up
+    tb_log "test bed up in $((SECONDS - t0)) s (DPDK memory: $TB_DPDK_MODE," \
+           "work directory $TB_DIR)"
+    ping_start
+    scenario_threshold
+    scenario_aggregation
+    scenario_volume
+    scenario_delete_and_errors
+    ping_check
+    tb_log "all scenarios passed in $((SECONDS - t0)) s"
+}
+
+main "$@"
