@@ -8,6 +8,7 @@ check_PROGRAMS += \
 	tests/test-event \
 	tests/test-packet \
 	tests/test-spsc \
+	tests/test-split \
 	tests/test-flow-table \
 	tests/test-trig-index \
 	tests/test-tpm
@@ -21,6 +22,9 @@ tests_test_packet_LDADD = $(TEST_LDADD)
 tests_test_spsc_SOURCES = tests/test-spsc.c
 tests_test_spsc_CFLAGS = $(TEST_CFLAGS)
 tests_test_spsc_LDADD = $(TEST_LDADD) -lpthread
+tests_test_split_SOURCES = tests/test-split.c
+tests_test_split_CFLAGS = $(TEST_CFLAGS)
+tests_test_split_LDADD = $(TEST_LDADD)
 tests_test_flow_table_SOURCES = tests/test-flow-table.c
 tests_test_flow_table_CFLAGS = $(TEST_CFLAGS)
 tests_test_flow_table_LDADD = $(TEST_LDADD)
@@ -35,6 +39,7 @@ TESTS += \
 	tests/test-event \
 	tests/test-packet \
 	tests/test-spsc \
+	tests/test-split \
 	tests/test-flow-table \
 	tests/test-trig-index \
 	tests/test-tpm \
