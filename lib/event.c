@@ -1828,27 +1828,6 @@ parse_group__(const struct clause *c, struct tpm_key *group,
     return NULL;
 }
 
-/* Returns the length of the prefix that address mask 'mask' covers (its
- * leading one bits). */
-static int
-mask_prefix_len__(const uint32_t mask[4])
-{
-    int len = 0;
-    for (int i = 0; i < 4; i++) {
-        uint32_t w = ntohl(mask[i]);
-        if (w == UINT32_MAX) {
-            len += 32;
-            continue;
-        }
-        while (w & 0x80000000u) {
-            len++;
-            w <<= 1;
-        }
-        break;
-    }
-    return len;
-}
-
 /* Appends to 's' the group item for address mask 'mask' of direction
  * 'dir' ("src" or "dst"), if any. */
 static void
@@ -1858,7 +1837,7 @@ group_addr_to_string__(char **s, const uint32_t mask[4], const char *dir)
         return;
     }
 
-    int len = mask_prefix_len__(mask);
+    int len = tpm_mask_prefix_len(mask, 4);
     bool v4 = !(mask[1] | mask[2] | mask[3]) && len <= 32;
     char *old = *s;
     char suffix[16] = "";

@@ -261,10 +261,8 @@ tpm_key_format(const struct tpm_key *key, char *buf, int size)
     return buf;
 }
 
-/* Returns the number of leading one bits of the address mask 'words' of
- * 'n_words' 32-bit words (network byte order). */
-static int
-prefix_len__(const uint32_t *words, int n_words)
+int
+tpm_mask_prefix_len(const uint32_t *words, int n_words)
 {
     int len = 0;
     for (int i = 0; i < n_words; i++) {
@@ -287,7 +285,7 @@ addr_field__(struct tpm_key_field *f, const char *name, const uint32_t *mask,
              const uint32_t *addr, int ipver)
 {
     int full = ipver == 6 ? 128 : 32;
-    int len = prefix_len__(mask, ipver == 6 ? 4 : 1);
+    int len = tpm_mask_prefix_len(mask, ipver == 6 ? 4 : 1);
     char a[INET6_ADDRSTRLEN];
 
     tpm_addr_format(addr, ipver, a, sizeof a);

@@ -176,6 +176,10 @@ char *tpm_addr_format(const uint32_t words[4], int ipver, char *buf,
 
 #define TPM_KEY_STRLEN 128
 
+/* Returns the number of leading one bits of the address mask 'words' of
+ * 'n_words' 32-bit words in network byte order (the prefix length). */
+int tpm_mask_prefix_len(const uint32_t *words, int n_words);
+
 /* One field of a (masked) key, for display: "nw_proto", "nw_src",
  * "nw_dst", "tp_src", "tp_dst" (IPv6: "ipv6_src", "ipv6_dst").  An
  * address masked shorter than its full length carries its prefix

@@ -888,11 +888,8 @@ static void
 tpm_unixctl_event_del(struct unixctl_conn *conn, int argc OVS_UNUSED,
                       const char *argv[], void *aux OVS_UNUSED)
 {
-    struct host_event *he = host_event_find(argv[1]);
+    struct host_event *he = host_event_find_or_reply(conn, argv[1]);
     if (!he) {
-        char *msg = xasprintf("no event named %s", argv[1]);
-        unixctl_command_reply_error(conn, msg);
-        free(msg);
         return;
     }
     size_t n;
@@ -902,6 +899,20 @@ tpm_unixctl_event_del(struct unixctl_conn *conn, int argc OVS_UNUSED,
     ovs_list_remove(&he->node);
     host_event_free(he);
     unixctl_command_reply(conn, NULL);
+}
+
+/* Returns the host event named 'name', or replies an error on 'conn' and
+ * returns NULL. */
+static struct host_event *
+host_event_find_or_reply(struct unixctl_conn *conn, const char *name)
+{
+    struct host_event *he = host_event_find(name);
+    if (!he) {
+        char *msg = xasprintf("no event named %s", name);
+        unixctl_command_reply_error(conn, msg);
+        free(msg);
+    }
+    return he;
 }
 
 static void
@@ -959,11 +970,8 @@ static void
 tpm_unixctl_event_show(struct unixctl_conn *conn, int argc OVS_UNUSED,
                        const char *argv[], void *aux OVS_UNUSED)
 {
-    struct host_event *he = host_event_find(argv[1]);
+    struct host_event *he = host_event_find_or_reply(conn, argv[1]);
     if (!he) {
-        char *msg = xasprintf("no event named %s", argv[1]);
-        unixctl_command_reply_error(conn, msg);
-        free(msg);
         return;
     }
 
