@@ -332,6 +332,20 @@ host_event_find(const char *name)
     return NULL;
 }
 
+/* Returns the host event named 'name', or replies an error on 'conn' and
+ * returns NULL. */
+static struct host_event *
+host_event_find_or_reply(struct unixctl_conn *conn, const char *name)
+{
+    struct host_event *he = host_event_find(name);
+    if (!he) {
+        char *msg = xasprintf("no event named %s", name);
+        unixctl_command_reply_error(conn, msg);
+        free(msg);
+    }
+    return he;
+}
+
 static struct json *
 number_json(double v)
 {
@@ -899,20 +913,6 @@ tpm_unixctl_event_del(struct unixctl_conn *conn, int argc OVS_UNUSED,
     ovs_list_remove(&he->node);
     host_event_free(he);
     unixctl_command_reply(conn, NULL);
-}
-
-/* Returns the host event named 'name', or replies an error on 'conn' and
- * returns NULL. */
-static struct host_event *
-host_event_find_or_reply(struct unixctl_conn *conn, const char *name)
-{
-    struct host_event *he = host_event_find(name);
-    if (!he) {
-        char *msg = xasprintf("no event named %s", name);
-        unixctl_command_reply_error(conn, msg);
-        free(msg);
-    }
-    return he;
 }
 
 static void
