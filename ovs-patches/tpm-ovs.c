@@ -405,7 +405,25 @@ struct reply {
     uint64_t cookie;
     struct tpm_report r;
     bool done;
+    bool parked;                /* Its PMD is parked: not waited for. */
 };
+
+/* A PMD that has not run an iteration for this long is "parked": OVS
+ * blocks PMD threads that have no rx queue (pmd_thread_main() waits for a
+ * reload), and a PMD may also be descheduled.  Commands still go to its
+ * ring, which it drains when it runs again (before it can see a packet of
+ * a new rx queue, at most one batch later); the main thread does not wait
+ * for its answer. */
+#define TPM_PMD_PARKED_NS (50ULL * 1000 * 1000)
+
+static bool
+pmd_parked(const struct tpm_pmd *p, uint64_t now)
+{
+    uint64_t last;
+    atomic_read_relaxed(&CONST_CAST(struct tpm_pmd *, p)->last_iteration_ns,
+                        &last);
+    return now - last > TPM_PMD_PARKED_NS;
+}
 
 /* Decides 'd' once every PMD answered or its deadline passed: reports
  * the event if the total holds.  A decided entry stays a while so that
@@ -452,6 +470,11 @@ handle_report(struct tpm_pmd **parts, size_t n_parts, size_t part,
                 return;
             }
         }
+        if (r->type == TPM_REPORT_ADD_DONE && r->error) {
+            /* A parked PMD refused an event it was not waited for. */
+            VLOG_WARN("pmd core %u: event id %"PRIu32" not installed: %s",
+                      parts[part]->core_id, r->event_id, r->error);
+        }
         /* A poll reply for a decision, or a late reply. */
         if (r->type == TPM_REPORT_POLL_REPLY) {
             struct host_event *he = host_event_find_id(r->event_id);
@@ -495,9 +518,18 @@ handle_report(struct tpm_pmd **parts, size_t n_parts, size_t part,
                                n_parts, now, now + knobs.poll_timeout_ns);
         d->aux = snapshot_gen;
         for (size_t i = 0; i < n_parts; i++) {
-            if (i != part && !tpm_submit_poll(parts[i]->tpm, r->event_id,
-                                              &r->group, r->epoch,
-                                              next_cookie++)) {
+            struct tpm_stats st;
+            if (i == part) {
+                continue;
+            }
+            tpm_get_stats(parts[i]->tpm, &st);
+            if (!st.packets && pmd_parked(parts[i], now)) {
+                /* A parked PMD that never saw a packet (no rx queue):
+                 * its share of the total is exactly zero. */
+                tpm_decision_set(d, i, 0);
+            } else if (!tpm_submit_poll(parts[i]->tpm, r->event_id,
+                                        &r->group, r->epoch,
+                                        next_cookie++)) {
                 tpm_decision_missing(d, i);
             }
         }
@@ -527,8 +559,9 @@ drain_all(struct tpm_pmd **parts, size_t n_parts, struct reply *waiting,
     tpm_decisions_for_each(decisions, decision_finish, NULL);
 }
 
-/* Waits until every entry of 'waiting' is done or the command timeout
- * passes.  Returns true if all are done. */
+/* Waits until every entry of 'waiting' (entry i for PMD parts[i]) is done,
+ * or its PMD is parked, or the command timeout passes.  Returns true if
+ * all are done. */
 static bool
 wait_replies(struct tpm_pmd **parts, size_t n_parts, struct reply *waiting,
              size_t n_waiting)
@@ -536,8 +569,13 @@ wait_replies(struct tpm_pmd **parts, size_t n_parts, struct reply *waiting,
     uint64_t deadline = now_ns() + knobs.command_timeout_ns;
     for (;;) {
         drain_all(parts, n_parts, waiting, n_waiting);
+        uint64_t now = now_ns();
         size_t done = 0;
         for (size_t i = 0; i < n_waiting; i++) {
+            if (!waiting[i].done && i < n_parts
+                && pmd_parked(parts[i], now)) {
+                waiting[i].done = waiting[i].parked = true;
+            }
             done += waiting[i].done;
         }
         if (done == n_waiting) {
@@ -547,6 +585,31 @@ wait_replies(struct tpm_pmd **parts, size_t n_parts, struct reply *waiting,
             return false;
         }
         struct timespec ts = { 0, 20 * 1000 };
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* Submits an add ('event', which the ring takes) or a delete of 'id' to
+ * parts[i], retrying while its command ring is full, for at most the
+ * command timeout.  Returns false if it could not be queued. */
+static bool
+submit_bounded(struct tpm_pmd **parts, size_t n, size_t i,
+               enum tpm_report_type type, struct tpm_event *event,
+               uint32_t id, uint64_t cookie)
+{
+    uint64_t deadline = now_ns() + knobs.command_timeout_ns;
+    for (;;) {
+        bool ok = type == TPM_REPORT_ADD_DONE
+                  ? tpm_submit_add(parts[i]->tpm, event, id, cookie)
+                  : tpm_submit_del(parts[i]->tpm, id, cookie);
+        if (ok) {
+            return true;
+        }
+        if (now_ns() > deadline) {
+            return false;
+        }
+        drain_all(parts, n, NULL, 0);
+        struct timespec ts = { 0, 50 * 1000 };
         nanosleep(&ts, NULL);
     }
 }
@@ -719,15 +782,26 @@ tpm_ovs_set_config(const struct smap *cfg)
                       "created from now on (running ones keep theirs)");
         }
     }
-    if (k.report_log != knobs.report_log || !report_log) {
-        for (size_t i = 0; i < report_log_size; i++) {
-            free(report_log[i].event);
-            free(report_log[i].json);
+    if (k.report_log != report_log_size || !report_log) {
+        /* Keep the newest reports that fit. */
+        size_t size = k.report_log;
+        struct host_report *log = xcalloc(MAX(size, 1), sizeof *log);
+        size_t keep = MIN(report_log_n, size);
+        for (size_t i = 0; i < report_log_n; i++) {
+            size_t k_old = (report_log_next + report_log_size - report_log_n
+                            + i) % report_log_size;
+            if (i >= report_log_n - keep) {
+                log[i - (report_log_n - keep)] = report_log[k_old];
+            } else {
+                free(report_log[k_old].event);
+                free(report_log[k_old].json);
+            }
         }
         free(report_log);
-        report_log_size = k.report_log;
-        report_log = xcalloc(MAX(report_log_size, 1), sizeof *report_log);
-        report_log_n = report_log_next = 0;
+        report_log = log;
+        report_log_size = size;
+        report_log_n = keep;
+        report_log_next = size ? keep % size : 0;
     }
     knobs = k;
 }
@@ -769,8 +843,9 @@ delete_on(struct tpm_pmd **parts, size_t n, uint32_t id)
     struct reply *w = xcalloc(MAX(n, 1), sizeof *w);
     for (size_t i = 0; i < n; i++) {
         w[i].cookie = next_cookie++;
-        while (!tpm_submit_del(parts[i]->tpm, id, w[i].cookie)) {
-            drain_all(parts, n, NULL, 0);
+        if (!submit_bounded(parts, n, i, TPM_REPORT_DEL_DONE, NULL, id,
+                            w[i].cookie)) {
+            w[i].done = true;
         }
     }
     wait_replies(parts, n, w, n);
@@ -872,8 +947,12 @@ add_on(struct tpm_pmd **parts, size_t n, const struct host_event *he)
             tpm_event_set_threshold(copy, shares[i]);
         }
         w[i].cookie = next_cookie++;
-        while (!tpm_submit_add(parts[i]->tpm, copy, he->id, w[i].cookie)) {
-            drain_all(parts, n, NULL, 0);
+        if (!submit_bounded(parts, n, i, TPM_REPORT_ADD_DONE, copy, he->id,
+                            w[i].cookie)) {
+            tpm_event_destroy(copy);
+            w[i].done = true;
+            w[i].r.error = xasprintf("command queue full (PMD parked or "
+                                     "stalled)");
         }
     }
     bool all = wait_replies(parts, n, w, n);
@@ -923,7 +1002,7 @@ format_event(struct ds *s, const struct host_event *he)
     ds_put_format(s, "%s: %s\n", he->name, he->def->text);
     ds_put_format(s, "  group %s, interval %s, threshold %s", group,
                   tpm_time_format(he->def->interval_ns, iv, sizeof iv),
-                  he->split ? "split over the PMD threads"
+                  he->split ? "split over the PMD threads (when several)"
                             : "not split");
     if (!he->split && he->no_split_why) {
         ds_put_format(s, " (%s)", he->no_split_why);
@@ -1032,7 +1111,10 @@ tpm_unixctl_reports(struct unixctl_conn *conn, int argc, const char *argv[],
         }
         max = v;
     }
-    tpm_ovs_run();              /* Pick up what is queued now. */
+    size_t n;                   /* Pick up what is queued now. */
+    struct tpm_pmd **parts = pmds_snapshot(&n);
+    drain_all(parts, n, NULL, 0);
+    free(parts);
     struct ds s = DS_EMPTY_INITIALIZER;
     format_reports(&s, NULL, max);
     unixctl_command_reply(conn, ds_cstr(&s));

@@ -53,13 +53,17 @@ TESTS_ENVIRONMENT = \
 # build, and our integration tests on a veth-DPDK testbed.  "make check"
 # builds the patched OVS first.
 if HAVE_OVS_SOURCE
-TESTS += tests/ovs-patch.sh tests/ovs-autotests.sh
+TESTS += tests/ovs-patch.sh tests/ovs-autotests.sh tests/ovs-integration.sh
+# Both keep a PMD thread busy on core 1: never run them side by side.
+tests/ovs-integration.log: tests/ovs-autotests.log
 check_DATA = check-ovs-build
 check-ovs-build:
 	$(MAKE) $(AM_MAKEFLAGS) ovs
 .PHONY: check-ovs-build
 endif
-EXTRA_DIST += tests/ovs-patch.sh tests/ovs-autotests.sh
+EXTRA_DIST += tests/ovs-patch.sh tests/ovs-autotests.sh \
+	tests/ovs-integration.sh tests/testbed.sh tests/udp-send.py \
+	tests/pcap-volume.py tests/tpm-reports.py
 
 EXTRA_DIST += tests/test-util.h tests/e2e-replay.sh tests/gen-trace.py tests/bootstrap.sh \
 	tests/data/table2.events tests/data/table2-tcp.events

@@ -18,11 +18,11 @@ jobs=${JOBS:-$(nproc)}
 
 # Build: autotools, libpcap and json-c for the tools, Check for the unit
 # tests; Open vSwitch 3.1.0 source and DPDK 22.11 for the patched
-# ovs-vswitchd; iproute2, ethtool, ping, tcpdump and scapy for the
-# veth-DPDK testbed.
+# ovs-vswitchd; iproute2, ethtool, ping and tcpdump for the veth-DPDK
+# testbed.
 packages="autoconf automake libtool pkg-config make gcc patch check
 libpcap-dev libjson-c-dev python3 valgrind openvswitch-source libdpdk-dev
-dpdk-dev iproute2 ethtool iputils-ping tcpdump python3-scapy"
+dpdk-dev iproute2 ethtool iputils-ping tcpdump"
 
 if [ "${SKIP_APT:-0}" != 1 ]; then
     missing=

@@ -95,6 +95,12 @@ tb_init() {
     TB_PY=$("${PYTHON3:-python3}" -c 'import sys; print(sys.executable)')
 
     TB_TAG=tpmt$$
+    # Root without the right to make namespaces (an unprivileged
+    # container): nothing to test here.
+    if ! ip netns add "${TB_TAG}probe" 2>/dev/null; then
+        tb_skip "cannot create network namespaces (privileges?)"
+    fi
+    ip netns del "${TB_TAG}probe"
     TB_NS1=${TB_TAG}ns1
     TB_NS2=${TB_TAG}ns2
     TB_NSSW=${TB_TAG}sw
@@ -112,6 +118,21 @@ tb_init() {
     trap tb_down EXIT
     trap 'exit 130' INT
     trap 'exit 143' TERM
+    # A command that fails unexpectedly (set -e) fails the test with a
+    # message, and exit status 1 whatever its own (77 would mean "skip").
+    set -E
+    trap 'tb_err_trap $? "$BASH_COMMAND" "$LINENO"' ERR
+}
+
+# tb_err_trap STATUS COMMAND LINE: the ERR trap.  Only the main shell
+# acts: a failure inside $(...) comes back to it as the substitution's
+# status.
+tb_err_trap() {
+    if [ "$BASHPID" = "$$" ]; then
+        trap - ERR
+        tb_fail "unexpected exit status $1 of '$2'" \
+                "(${BASH_SOURCE[1]##*/}:$3, in ${FUNCNAME[1]:-main})"
+    fi
 }
 
 # tb_pid_alive PID: true if process PID exists.
@@ -130,6 +151,14 @@ tb_wait_pid_gone() {
     ! tb_pid_alive "$1"
 }
 
+# tb_ours PID: true if process PID is one of our daemons (its command
+# line names our private directory), not a process that reused the PID.
+tb_ours() {
+    local cmdline
+    cmdline=$(tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null) \
+        && [[ $cmdline == *"$TB_DIR/"* ]]
+}
+
 # tb_stop_daemon NAME CTL_COMMAND...: asks daemon NAME (pidfile
 # $TB_DIR/NAME.pid) to exit through its control socket, then SIGTERM and
 # SIGKILL to that PID if it does not.
@@ -137,14 +166,16 @@ tb_stop_daemon() {
     local name=$1 pid
     shift
     pid=$(cat "$TB_DIR/$name.pid" 2>/dev/null) || return 0
-    [ -n "$pid" ] && tb_pid_alive "$pid" || return 0
+    if [ -z "$pid" ] || ! tb_ours "$pid"; then
+        return 0
+    fi
     "$OVS_BIN_APPCTL" --timeout=10 -t "$TB_DIR/$name.$pid.ctl" "$@" \
         >/dev/null 2>&1 || true
     tb_wait_pid_gone "$pid" 100 && return 0
     tb_log "warning: $name (pid $pid) did not exit; sending SIGTERM"
-    kill "$pid" 2>/dev/null || true
+    tb_ours "$pid" && kill "$pid" 2>/dev/null
     tb_wait_pid_gone "$pid" 30 && return 0
-    kill -9 "$pid" 2>/dev/null || true
+    tb_ours "$pid" && kill -9 "$pid" 2>/dev/null
     tb_wait_pid_gone "$pid" 30 || true
 }
 
@@ -152,8 +183,8 @@ tb_stop_daemon() {
 # and after a partial tb_up.  Keeps the exit status.
 tb_down() {
     local rc=$? pid
-    set +e
-    trap - EXIT INT TERM
+    set +eE
+    trap - EXIT INT TERM ERR
     for pid in "${TB_BG_PIDS[@]}"; do
         kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
     done
@@ -164,9 +195,10 @@ tb_down() {
         tb_stop_daemon ovsdb-server exit
     fi
     TB_UP=false
-    local ns
+    local ns all
+    all=$(ip netns list 2>/dev/null)
     for ns in "${TB_NS1:-}" "${TB_NS2:-}" "${TB_NSSW:-}"; do
-        if [ -n "$ns" ] && ip netns list | grep -qw "^$ns"; then
+        if [ -n "$ns" ] && grep -qw "^$ns" <<<"$all"; then
             ip netns del "$ns" || tb_log "warning: cannot delete netns $ns"
         fi
     done
@@ -287,6 +319,7 @@ tb_dpdk_memory() {
     else
         TB_DPDK_CONFIG=("other_config:dpdk-extra=--no-pci --no-huge -m 1024 --legacy-mem --no-shconf --file-prefix=$TB_TAG")
     fi
+    # shellcheck disable=SC2034  # Used by the test scripts.
     TB_DPDK_MODE=$mode
 }
 
@@ -358,7 +391,8 @@ tb_up() {
            "options:dpdk-devargs=net_af_packet1,iface=$TB_HIF2"
     local p err
     for p in p1 p2; do
-        err=$(tb_vsctl get Interface "$p" error 2>&1 || true)
+        err=$(tb_vsctl get Interface "$p" error) \
+            || tb_fail "ovs-vsctl get Interface $p error failed"
         case $err in
         '[]'|'') ;;
         *) tb_fail "port $p: $err" ;;
