@@ -55,7 +55,7 @@ TESTS_ENVIRONMENT = \
 if HAVE_OVS_SOURCE
 TESTS += tests/ovs-patch.sh tests/ovs-autotests.sh tests/ovs-integration.sh
 # Both keep a PMD thread busy on core 1: never run them side by side.
-tests/ovs-integration.log: tests/ovs-autotests.log
+tests/ovs-integration.sh.log: tests/ovs-autotests.sh.log
 check_DATA = check-ovs-build
 check-ovs-build:
 	$(MAKE) $(AM_MAKEFLAGS) ovs
