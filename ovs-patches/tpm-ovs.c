@@ -103,6 +103,9 @@ struct host_event {
     bool split;                 /* Threshold split over the PMDs. */
     const char *no_split_why;
     uint64_t n_reports;         /* Host-level satisfactions. */
+    bool has_last;              /* The latest satisfaction: */
+    uint64_t last_epoch;
+    struct tpm_key last_group;
 };
 
 static struct ovs_list host_events = OVS_LIST_INITIALIZER(&host_events);
@@ -384,6 +387,9 @@ host_report(struct host_event *he, uint64_t epoch,
     json_destroy(o);
 
     he->n_reports++;
+    he->has_last = true;
+    he->last_epoch = epoch;
+    he->last_group = *group;
     COVERAGE_INC(tpm_satisfaction);
     VLOG_INFO_RL(&rl, "satisfied: %s", line);
 
@@ -406,6 +412,7 @@ struct reply {
     struct tpm_report r;
     bool done;
     bool parked;                /* Its PMD is parked: not waited for. */
+    size_t part;                /* Index of its PMD in the snapshot. */
 };
 
 /* A PMD that has not run an iteration for this long is "parked": OVS
@@ -559,8 +566,8 @@ drain_all(struct tpm_pmd **parts, size_t n_parts, struct reply *waiting,
     tpm_decisions_for_each(decisions, decision_finish, NULL);
 }
 
-/* Waits until every entry of 'waiting' (entry i for PMD parts[i]) is done,
- * or its PMD is parked, or the command timeout passes.  Returns true if
+/* Waits until every entry of 'waiting' is done, or its PMD is parked, or
+ * the command timeout passes.  Returns true if
  * all are done. */
 static bool
 wait_replies(struct tpm_pmd **parts, size_t n_parts, struct reply *waiting,
@@ -572,8 +579,8 @@ wait_replies(struct tpm_pmd **parts, size_t n_parts, struct reply *waiting,
         uint64_t now = now_ns();
         size_t done = 0;
         for (size_t i = 0; i < n_waiting; i++) {
-            if (!waiting[i].done && i < n_parts
-                && pmd_parked(parts[i], now)) {
+            if (!waiting[i].done && waiting[i].part < n_parts
+                && pmd_parked(parts[waiting[i].part], now)) {
                 waiting[i].done = waiting[i].parked = true;
             }
             done += waiting[i].done;
@@ -843,6 +850,7 @@ delete_on(struct tpm_pmd **parts, size_t n, uint32_t id)
     struct reply *w = xcalloc(MAX(n, 1), sizeof *w);
     for (size_t i = 0; i < n; i++) {
         w[i].cookie = next_cookie++;
+        w[i].part = i;
         if (!submit_bounded(parts, n, i, TPM_REPORT_DEL_DONE, NULL, id,
                             w[i].cookie)) {
             w[i].done = true;
@@ -947,6 +955,7 @@ add_on(struct tpm_pmd **parts, size_t n, const struct host_event *he)
             tpm_event_set_threshold(copy, shares[i]);
         }
         w[i].cookie = next_cookie++;
+        w[i].part = i;
         if (!submit_bounded(parts, n, i, TPM_REPORT_ADD_DONE, copy, he->id,
                             w[i].cookie)) {
             tpm_event_destroy(copy);
@@ -1057,23 +1066,94 @@ tpm_unixctl_event_show(struct unixctl_conn *conn, int argc OVS_UNUSED,
     struct ds s = DS_EMPTY_INITIALIZER;
     format_event(&s, he);
 
-    /* Per PMD: its share of the threshold and what its monitor holds. */
     size_t n;
     struct tpm_pmd **parts = pmds_snapshot(&n);
     double *shares = xcalloc(MAX(n, 1), sizeof *shares);
     if (he->split) {
         tpm_split_threshold(he->def->threshold->num, n, NULL, shares);
     }
+
+    /* Per PMD: its trigger instances and flows for this event, asked
+     * through its command ring (the monitor is the PMD's). */
+    struct reply *w = xcalloc(MAX(n, 1), sizeof *w);
     for (size_t i = 0; i < n; i++) {
-        struct tpm_stats st;
-        tpm_get_stats(parts[i]->tpm, &st);
+        w[i].cookie = next_cookie++;
+        w[i].part = i;
+        if (!tpm_submit_info(parts[i]->tpm, he->id, w[i].cookie)) {
+            w[i].done = w[i].parked = true;
+        }
+    }
+    wait_replies(parts, n, w, n);
+    for (size_t i = 0; i < n; i++) {
         ds_put_format(&s, "  pmd core %u: ", parts[i]->core_id);
-        if (he->split) {
+        if (he->split && n > 1) {
             ds_put_format(&s, "threshold share %.17g, ", shares[i]);
         }
-        ds_put_format(&s, "%"PRIu64" trigger instances and %"PRIu64
-                      " flows in its monitor (all events)\n",
-                      st.triggers, st.flows_live);
+        if (w[i].parked || !w[i].done) {
+            ds_put_cstr(&s, "parked (no answer)\n");
+        } else {
+            ds_put_format(&s, "%"PRIu64" trigger instances, %.0f flows "
+                          "matched\n", w[i].r.epoch, w[i].r.value);
+        }
+    }
+    free(w);
+
+    /* The group of the latest satisfaction: its value in the last K
+     * intervals, summed over the PMDs (polled from their history). */
+    if (he->has_last) {
+        uint32_t k = knobs.params.history_len;
+        uint64_t m = he->def->interval_ns / knobs.params.epoch_ns;
+        size_t nw = n * k;
+        w = xcalloc(MAX(nw, 1), sizeof *w);
+        for (size_t j = 0; j < k; j++) {
+            uint64_t epoch = he->last_epoch - (k - 1 - j) * m;
+            for (size_t i = 0; i < n; i++) {
+                struct reply *x = &w[j * n + i];
+                x->cookie = next_cookie++;
+                x->part = i;
+                if (epoch > he->last_epoch
+                    || !tpm_submit_poll(parts[i]->tpm, he->id,
+                                        &he->last_group, epoch, x->cookie)) {
+                    x->done = x->parked = true;
+                }
+            }
+        }
+        wait_replies(parts, n, w, nw);
+
+        struct tpm_key_field f[5];
+        int nf = tpm_key_fields(&he->def->group, &he->last_group, f);
+        ds_put_cstr(&s, "  values of group");
+        for (int i = 0; i < nf; i++) {
+            if (f[i].is_int) {
+                ds_put_format(&s, " %s=%u", f[i].name, f[i].int_value);
+            } else {
+                ds_put_format(&s, " %s=%s", f[i].name, f[i].str_value);
+            }
+        }
+        ds_put_format(&s, " (interval ending at epoch, summed over the "
+                      "PMDs):\n");
+        for (size_t j = 0; j < k; j++) {
+            uint64_t epoch = he->last_epoch - (k - 1 - j) * m;
+            double total = 0;
+            size_t unknown = 0;
+            for (size_t i = 0; i < n; i++) {
+                const struct reply *x = &w[j * n + i];
+                if (x->parked || !x->done) {
+                    unknown++;
+                } else if (x->r.status == TPM_POLL_OK) {
+                    total += x->r.value;
+                } else if (x->r.status != TPM_POLL_NO_GROUP) {
+                    unknown++;
+                }
+            }
+            ds_put_format(&s, "    %"PRIu64": %.17g", epoch, total);
+            if (unknown) {
+                ds_put_format(&s, " (%"PRIuSIZE" PMDs: expired or no "
+                              "answer)", unknown);
+            }
+            ds_put_cstr(&s, "\n");
+        }
+        free(w);
     }
 
     ds_put_cstr(&s, "  latest satisfactions (oldest first):\n");

@@ -238,6 +238,11 @@ START_TEST(test_group_aggregation)
     ck_assert_uint_eq(s.triggers, 2);       /* Two /24 children. */
     ck_assert_uint_eq(s.children_created, 2);
     ck_assert_uint_eq(s.matches, 6);
+    uint64_t instances, flows;
+    ck_assert_int_eq(tpm_event_info(tpm, 1, &instances, &flows), 0);
+    ck_assert_uint_eq(instances, 2);
+    ck_assert_uint_eq(flows, 6);
+    ck_assert_int_eq(tpm_event_info(tpm, 2, &instances, &flows), ENOENT);
     tpm_destroy(tpm);
 }
 END_TEST

@@ -1107,6 +1107,35 @@ tpm_submit_poll(struct tpm *tpm, uint32_t id, const struct tpm_key *group,
     return spsc_push(tpm->cmd_ring, &c);
 }
 
+bool
+tpm_submit_info(struct tpm *tpm, uint32_t id, uint64_t cookie)
+{
+    struct tpm_report c = {
+        .type = TPM_REPORT_INFO_REPLY, .event_id = id, .cookie = cookie,
+    };
+    return spsc_push(tpm->cmd_ring, &c);
+}
+
+int
+tpm_event_info(const struct tpm *tpm, uint32_t id, uint64_t *instances,
+               uint64_t *flows)
+{
+    const struct tpm_ev *ev = ev_find__(tpm, id);
+    *instances = *flows = 0;
+    if (!ev) {
+        return ENOENT;
+    }
+    uint32_t evi = (uint32_t) (ev - tpm->evs);
+    for (uint32_t ci = 0; ci < tpm->n_children; ci++) {
+        const struct tpm_child *c = &tpm->children[ci];
+        if (c->ev == evi) {
+            ++*instances;
+            *flows += c->n_items + (c->in_idx != TPM_NONE);
+        }
+    }
+    return 0;
+}
+
 int
 tpm_run_control(struct tpm *tpm, int max)
 {
@@ -1135,6 +1164,13 @@ tpm_run_control(struct tpm *tpm, int max)
             r.status = tpm_poll(tpm, c.event_id, &c.group, c.epoch,
                                 &r.value);
             break;
+        case TPM_REPORT_INFO_REPLY: {
+            uint64_t instances, flows;
+            r.status = tpm_event_info(tpm, c.event_id, &instances, &flows);
+            r.epoch = instances;
+            r.value = flows;
+            break;
+        }
         case TPM_REPORT_SATISFIED:
         default:
             continue;

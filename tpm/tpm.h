@@ -160,6 +160,8 @@ enum tpm_report_type {
     TPM_REPORT_ADD_DONE,        /* 'error' NULL on success. */
     TPM_REPORT_DEL_DONE,        /* 'status' 0 or ENOENT. */
     TPM_REPORT_POLL_REPLY,      /* 'status' is an enum tpm_poll_status. */
+    TPM_REPORT_INFO_REPLY,      /* 'status': 0 or ENOENT; 'value': flows
+                                 * attached; 'epoch': trigger instances. */
 };
 
 #define TPM_REPORT_PARTIAL 0x1  /* Interval not fully observed: the event
@@ -186,6 +188,15 @@ bool tpm_submit_add(struct tpm *, struct tpm_event *event, uint32_t id,
 bool tpm_submit_del(struct tpm *, uint32_t id, uint64_t cookie);
 bool tpm_submit_poll(struct tpm *, uint32_t id, const struct tpm_key *group,
                      uint64_t epoch, uint64_t cookie);
+
+/* Controller side: asks for event 'id''s trigger instances and attached
+ * flows (see tpm_event_info()); the reply is a TPM_REPORT_INFO_REPLY. */
+bool tpm_submit_info(struct tpm *, uint32_t id, uint64_t cookie);
+
+/* Owner: stores in '*instances' the trigger instances of event 'id' and in
+ * '*flows' the flow-list items they hold.  Returns 0 or ENOENT. */
+int tpm_event_info(const struct tpm *, uint32_t id, uint64_t *instances,
+                   uint64_t *flows);
 
 /* Owner: executes queued commands (at most 'max').  A command is taken
  * only when the report ring has room for its reply, so replies are never
