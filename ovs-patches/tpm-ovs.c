@@ -86,6 +86,11 @@ static struct ovs_list pmds OVS_GUARDED_BY(pmds_mutex)
 static uint64_t pmds_gen OVS_GUARDED_BY(pmds_mutex);  /* Bumped on every
                                                         * change. */
 
+/* Knobs the PMD threads read on every sweep step, so a change applies at
+ * once (the others apply to PMD threads created later). */
+static atomic_uint64_t live_sweep_budget_ns = 10 * 1000;
+static atomic_uint32_t live_sweep_every = 64;
+
 /* Packets of non-PMD ports, not monitored. */
 static atomic_uint64_t non_pmd_skipped = 0;
 
@@ -294,16 +299,20 @@ tpm_ovs_pmd_iteration(struct tpm_pmd *p, uint64_t rx_packets)
      * back short; when the PMD is saturated, still one bounded step every
      * 'sweep_every' iterations so each sweep completes within its
      * epoch. */
+    uint32_t every;
+    atomic_read_relaxed(&live_sweep_every, &every);
     bool drained = !p->full_batch;
     p->full_batch = false;
-    if (drained || ++p->busy_iterations >= knobs.sweep_every) {
+    if (drained || ++p->busy_iterations >= every) {
         p->busy_iterations = 0;
         if (tpm_sweep_pending(p->tpm)) {
             uint64_t orig;
             atomic_add_relaxed(drained ? &p->steps_idle : &p->steps_forced,
                                1, &orig);
         }
-        tpm_sweep_step(p->tpm, UINT64_MAX);
+        uint64_t budget;
+        atomic_read_relaxed(&live_sweep_budget_ns, &budget);
+        tpm_sweep_step(p->tpm, budget);
         tpm_run_control(p->tpm, 16);
     }
     atomic_store_relaxed(&p->last_iteration_ns, now);
@@ -811,6 +820,8 @@ tpm_ovs_set_config(const struct smap *cfg)
         report_log_next = size ? keep % size : 0;
     }
     knobs = k;
+    atomic_store_relaxed(&live_sweep_budget_ns, k.params.sweep_budget_ns);
+    atomic_store_relaxed(&live_sweep_every, k.sweep_every);
 }
 
 /* Commands. */
