@@ -507,8 +507,10 @@ handle_report(struct tpm_pmd **parts, size_t n_parts, size_t part,
                     tpm_decision_set(d, part, 0);   /* No such traffic. */
                 } else if (r->status == TPM_POLL_NOT_YET) {
                     /* Not swept yet: ask again. */
-                    tpm_submit_poll(parts[part]->tpm, r->event_id, &g,
-                                    r->epoch, next_cookie++);
+                    if (!tpm_submit_poll(parts[part]->tpm, r->event_id, &g,
+                                         r->epoch, next_cookie++)) {
+                        tpm_decision_missing(d, part);
+                    }
                 } else {
                     tpm_decision_missing(d, part);
                 }

@@ -19,8 +19,19 @@
 #      in the receiving namespace.
 #   4. tpm/event-del stops the reports; malformed definitions are refused
 #      with a precise error and ovs-appctl fails.
-# Throughout: a background ping between the namespaces loses nothing, and
-# after each scenario tpm/stats shows no unfinished sweep.
+#   5. Local TEM over two PMD threads (the switch reconfigured: p1 polled
+#      by a PMD on core 0, p2 by one on core 1): "sum(volume) > 20000"
+#      grouped by protocol, split 10000 per PMD, over the two directions
+#      of one UDP conversation within one epoch: 12000 B each way gives
+#      one report of exactly 24000 with "pmds":2; 16000 B and 2000 B (core
+#      0 exceeds its share, core 1 polled) and 6000 B each way give none;
+#      16000 B and 6000 B (only core 0 exceeds, core 1's part comes from
+#      the poll) give one report of 22000 with "pmds":2.
+#      A per-5-tuple, unsplit event gives each direction's volume per epoch
+#      as counted; tpm/stats shows which PMD exceeded its share.
+# Throughout (restarted after the reconfiguration for scenario 5): a
+# background ping between the namespaces loses nothing, and after each
+# scenario tpm/stats shows no unfinished sweep.
 #
 # Epochs: the monitor numbers epochs by wall clock (CLOCK_REALTIME ns /
 # 10 ms), so the expected epochs follow from the senders' timestamps; a
@@ -96,11 +107,12 @@ wait_past() {
     fi
 }
 
-# five_tuple SPORT DPORT: the report group of a UDP flow 10.99.0.1 ->
-# 10.99.0.2 (keys sorted, as the monitor prints them).
+# five_tuple SPORT DPORT [SRC DST]: the report group of a UDP flow from
+# SRC (default 10.99.0.1) to DST (default 10.99.0.2) (keys sorted, as the
+# monitor prints them).
 five_tuple() {
     printf '{"nw_dst":"%s","nw_proto":17,"nw_src":"%s","tp_dst":%d,"tp_src":%d}' \
-        "$TB_IP2" "$TB_IP1" "$2" "$1"
+        "${4:-$TB_IP2}" "${3:-$TB_IP1}" "$2" "$1"
 }
 
 # burst_fits FILE FLOW: true if flow number FLOW of the sender output FILE
@@ -392,6 +404,215 @@ expect_error() {
                    "\"$msg\": $err"
 }
 
+# --- Scenario 5: local TEM over two PMD threads ------------------------
+# Threshold of the split event: each PMD gets half.  Datagrams of 1000 B.
+TEM_T=20000
+TEM_SHARE=$((TEM_T / 2))
+
+# pmd_reports: "R0 R1", the satisfactions queued so far by the monitors
+# of the PMDs on cores 0 and 1 (tpm/stats "reports: N").
+pmd_reports() {
+    tb_appctl tpm/stats | awk '
+        /^pmd core/ { c = $3; sub(":", "", c) }
+        /^  reports:/ { r = $2; sub(",", "", r); n[c] = r }
+        END { print n[0] + 0, n[1] + 0 }'
+}
+
+# two_way OUT N1 N2: N1 datagrams of 1000 B from 10.99.0.1:45001 to
+# 10.99.0.2:45002 (in through p1, PMD core 0) and N2 back from
+# 10.99.0.2:45002 to 10.99.0.1:45001 (in through p2, PMD core 1), back to
+# back, both senders starting at the same time T0, 1 ms after an epoch
+# boundary at least 0.5 s ahead (time to start both).  Sets T0; the
+# senders' outputs are OUT.1 and OUT.2.
+two_way() {
+    local out=$1 n1=$2 n2=$3 pid2 e=$TB_EPOCH_NS
+    T0=$((($(tb_now_ns) + 500000000) / e * e + e + 1000000))
+    tb_bg "$out.2" ip netns exec "$TB_NS2" "$TB_PY" "$SEND" \
+        --src "$TB_IP2" --dst "$TB_IP1" --start-ns "$T0" --linger-ms 30 \
+        --flow "45002:45001:$n2:1000:0"
+    pid2=$TB_BG_PID
+    tb_ns1 "$TB_PY" "$SEND" --src "$TB_IP1" --dst "$TB_IP2" \
+        --start-ns "$T0" --linger-ms 30 --flow "45001:45002:$n1:1000:0" \
+        >"$out.1" 2>"$out.1.err" \
+        || tb_fail "scenario 5: udp-send.py failed: $(cat "$out.1.err")"
+    tb_bg_wait "$pid2" \
+        || tb_fail "scenario 5: udp-send.py failed: $(cat "$out.2.err")"
+    check_sent "$out.1" 0 "$n1" $((n1 * 1000))
+    check_sent "$out.2" 0 "$n2" $((n2 * 1000))
+}
+
+# sent_in_epoch FILE EPOCH: the sender of FILE sent everything in EPOCH.
+sent_in_epoch() {
+    [ "$(tb_epoch "$(sent "$1" "d['t_first']")")" = "$2" ] \
+        && [ "$(tb_epoch "$(sent "$1" "d['t_last']")")" = "$2" ]
+}
+
+# tem_events NAME DIAG: adds NAME, "sum(volume) > T" over UDP within
+# 10.99.0.0/24 grouped by protocol (so both directions of a conversation
+# are one group), and checks it was split over the two PMDs; and DIAG,
+# the same traffic per 5-tuple, always true and not split (a negative
+# threshold): every PMD reports its own direction's volume of each epoch
+# with traffic, as it counted it.
+tem_events() {
+    local filter="filter=udp,nw_src=10.99.0.0/24,nw_dst=10.99.0.0/24" reply
+    reply=$(tb_appctl tpm/event-add "$1" "$filter" \
+            "predicate=sum(volume) > $TEM_T" group=nw_proto interval=10ms \
+            2>&1) || tb_fail "scenario 5: tpm/event-add $1: $reply"
+    [ "$reply" = "event $1 added on 2 PMD threads, threshold $TEM_T split $TEM_SHARE each" ] \
+        || tb_fail "scenario 5: tpm/event-add $1 replied: $reply"
+    reply=$(tb_appctl tpm/event-add "$2" "$filter" \
+            "predicate=sum(volume) >= -1" group=5tuple interval=10ms 2>&1) \
+        || tb_fail "scenario 5: tpm/event-add $2: $reply"
+    [[ $reply == "event $2 added on 2 PMD threads (threshold not split"* ]] \
+        || tb_fail "scenario 5: tpm/event-add $2 replied: $reply"
+}
+
+# diag_epoch EVENT GROUP: the epoch of EVENT's only report for GROUP, or
+# nothing if it has not exactly one.
+diag_epoch() {
+    reports_check "$1" --in-group "$2" \
+        | sed -n 's/^count=1 .* epochs=\([0-9]*\)\.\.\1 .*/\1/p'
+}
+
+# tem_case LABEL N1 N2: one case of scenario 5: N1 and N2 datagrams of
+# 1000 B in the two directions within one epoch, with fresh events
+# (tem_events; left installed, names in TEM_EV and TEM_DIAG).  Retries
+# (3 attempts) when the burst is not within one epoch, as sent or as the
+# monitor counted it.  Checks that each PMD whose direction exceeded the
+# share reported (and only those), and that the split event reported
+# exactly when the total exceeds T: one report, for that epoch, of the
+# total of both directions, with "pmds":2.  Sets TEM_SUMMARY.
+tem_case() {
+    local label=$1 n1=$2 n2=$3 out=$TB_DIR/s5$1 attempt before after
+    local g1 g2 e e1 e2 want0 want1 got0 got1
+    g1=$(five_tuple 45001 45002 "$TB_IP1" "$TB_IP2")
+    g2=$(five_tuple 45002 45001 "$TB_IP2" "$TB_IP1")
+    for attempt in 1 2 3 4; do
+        [ "$attempt" -lt 4 ] \
+            || tb_fail "scenario 5$label: no burst within one epoch in 3" \
+                       "attempts"
+        TEM_EV=s5$label-tem-$attempt TEM_DIAG=s5$label-diag-$attempt
+        tem_events "$TEM_EV" "$TEM_DIAG"
+        before=$(pmd_reports)
+        two_way "$out" "$n1" "$n2"
+        e=$(tb_epoch "$T0")
+        wait_past $((T0 + 30 * TB_EPOCH_NS))
+        if ! sent_in_epoch "$out.1" "$e" || ! sent_in_epoch "$out.2" "$e"
+        then
+            tb_log "note: scenario 5$label: a burst was sent over two" \
+                   "epochs (slow machine); retrying"
+            tb_event_del "$TEM_EV"
+            tb_event_del "$TEM_DIAG"
+            continue
+        fi
+        # Each direction as the monitor counted it: all the bytes sent.
+        wait_reports 5 "scenario 5$label (event $TEM_DIAG, forward)" \
+            "$TEM_DIAG" --in-group "$g1" --sum-eq $((n1 * 1000))
+        wait_reports 5 "scenario 5$label (event $TEM_DIAG, backward)" \
+            "$TEM_DIAG" --in-group "$g2" --sum-eq $((n2 * 1000))
+        # Both in one and the same epoch (a PMD descheduled across the
+        # boundary counts its packets in the next).
+        e1=$(diag_epoch "$TEM_DIAG" "$g1")
+        e2=$(diag_epoch "$TEM_DIAG" "$g2")
+        if [ -n "$e1" ] && [ "$e1" = "$e2" ]; then
+            e=$e1
+            break
+        fi
+        tb_log "note: scenario 5$label: sent in epoch $e, counted in" \
+               "epochs $(reports_check "$TEM_DIAG" --in-group "$g1" \
+               | sed 's/.*epochs=\([^ ]*\).*/\1/') and" \
+               "$(reports_check "$TEM_DIAG" --in-group "$g2" \
+               | sed 's/.*epochs=\([^ ]*\).*/\1/') (PMD scheduling);" \
+               "retrying"
+        tb_event_del "$TEM_EV"
+        tb_event_del "$TEM_DIAG"
+    done
+
+    if [ $(((n1 + n2) * 1000)) -gt "$TEM_T" ]; then
+        wait_reports 5 "scenario 5$label (event $TEM_EV)" "$TEM_EV" \
+            --group '{"nw_proto":17}' --epoch-min "$e" --epoch-max "$e" \
+            --min-count 1 --max-count 1 --sum-eq $(((n1 + n2) * 1000)) \
+            --pmds 2
+    else
+        # A decision waits at most tpm-poll-timeout (100 ms); 300 ms
+        # have passed since the burst.
+        wait_reports 0 "scenario 5$label (event $TEM_EV)" "$TEM_EV" \
+            --max-count 0
+    fi
+
+    # Each PMD queued one satisfaction of $TEM_DIAG (its direction, in
+    # one epoch), and one of $TEM_EV if its direction exceeded the share.
+    after=$(pmd_reports)
+    want0=$((1 + (n1 * 1000 > TEM_SHARE)))
+    want1=$((1 + (n2 * 1000 > TEM_SHARE)))
+    got0=$((${after% *} - ${before% *}))
+    got1=$((${after#* } - ${before#* }))
+    [ "$got0 $got1" = "$want0 $want1" ] \
+        || tb_fail "scenario 5$label: PMDs on cores 0 and 1 queued" \
+                   "$got0 and $got1 satisfactions, expected $want0 and" \
+                   "$want1 (tpm/stats reports: $before before, $after after)"
+    TEM_SUMMARY="$((n1 * 1000)) B from core 0's port + $((n2 * 1000)) B"
+    TEM_SUMMARY+=" from core 1's, both counted in epoch $e (attempt"
+    TEM_SUMMARY+=" $attempt); PMDs over their share of $TEM_SHARE:"
+    TEM_SUMMARY+=" $((want0 - 1)) + $((want1 - 1)); $TEM_EV: $SUMMARY"
+}
+
+scenario_local_tem() {
+    local show stats bad
+    tb_two_pmds
+    ping_start
+
+    # (a) 0.6 T each way: both PMDs exceed their share, one host report
+    # of the total.
+    tem_case a 12 12
+    show=$(tb_appctl tpm/event-show "$TEM_EV") \
+        || tb_fail "scenario 5: tpm/event-show $TEM_EV failed: $show"
+    [ "$(grep -c '^  pmd core' <<<"$show")" = 2 ] \
+        && [ "$(grep -c "^  pmd core [01]: threshold share $TEM_SHARE, [0-9]* trigger instances" <<<"$show")" = 2 ] \
+        || tb_fail "scenario 5: tpm/event-show $TEM_EV: expected two" \
+                   "\"pmd core\" lines, cores 0 and 1, share $TEM_SHARE:" \
+                   "$show"
+    tb_event_del "$TEM_EV"
+    tb_event_del "$TEM_DIAG"
+    tb_log "PASS: 5a local TEM, 0.6 T each way: $TEM_SUMMARY;" \
+           "tpm/event-show: both PMDs with share $TEM_SHARE"
+
+    # (b) 0.8 T and 0.1 T: core 0 exceeds its share and reports, core 1
+    # is polled (0.1 T): 0.9 T < T, no host report.
+    tem_case b 16 2
+    tb_event_del "$TEM_EV"
+    tb_event_del "$TEM_DIAG"
+    tb_log "PASS: 5b local TEM, 0.8 T + 0.1 T: $TEM_SUMMARY"
+
+    # (c) 0.3 T each way: no PMD exceeds its share, no report.
+    tem_case c 6 6
+    tb_event_del "$TEM_EV"
+    tb_event_del "$TEM_DIAG"
+    tb_log "PASS: 5c local TEM, 0.3 T each way: $TEM_SUMMARY"
+
+    # (d) 0.8 T and 0.3 T: only core 0 exceeds its share; the poll of
+    # core 1 must bring its 0.3 T: 1.1 T > T, one report of the total.
+    tem_case d 16 6
+    tb_event_del "$TEM_EV"
+    tb_event_del "$TEM_DIAG"
+    tb_log "PASS: 5d local TEM, 0.8 T + 0.3 T: $TEM_SUMMARY"
+
+    stats=$(tb_appctl tpm/stats)
+    bad=$(awk '/^pmd core/ { c = $0 }
+               /^  packets:/ { if ($2 + 0 == 0) print c }' <<<"$stats")
+    [ -z "$bad" ] && [ "$(grep -c '^pmd core [01]:$' <<<"$stats")" = 2 ] \
+        || tb_fail "scenario 5: tpm/stats: expected PMDs on cores 0 and" \
+                   "1, both with packets: $stats"
+    tb_check_sweeps "scenario 5"
+    # No local-TEM decision gave up waiting for a PMD ("missing").
+    bad=$(tb_appctl coverage/show | grep 'tpm_poll_timeout' \
+          | grep -v 'total: 0$' || true)
+    [ -z "$bad" ] || tb_fail "scenario 5: local-TEM polls timed out: $bad"
+    tb_log "PASS: 5 local TEM over PMDs on cores 0 and 1 (p1 on core 0, p2" \
+           "on core 1): tpm/stats both PMDs with packets, no unfinished" \
+           "sweep, no poll timeout"
+}
+
 # --- Ping throughout ----------------------------------------------------
 # -O: a line "no answer yet for icmp_seq=N" for every request still
 # unanswered when the next one goes out: each one is a loss.
@@ -401,7 +622,9 @@ ping_start() {
     PING_PID=$TB_BG_PID
 }
 
+# ping_check [LABEL]: the background ping lost nothing.
 ping_check() {
+    local label=${1:-throughout}
     tb_bg_stop "$PING_PID" INT || true
     local out=$TB_DIR/ping.out tx rx lost
     tx=$(sed -n 's/^\([0-9]*\) packets transmitted.*/\1/p' "$out")
@@ -420,7 +643,7 @@ ping_check() {
         || tb_fail "final ping failed: $final"
     grep -q ' 0% packet loss' <<<"$final" \
         || tb_fail "final ping: $final"
-    tb_log "PASS: ping $TB_IP1 -> $TB_IP2 throughout: $rx of $tx answered," \
+    tb_log "PASS: ping $TB_IP1 -> $TB_IP2 $label: $rx of $tx answered," \
            "none lost; final ping 0% loss"
 }
 
@@ -436,6 +659,9 @@ main() {
     scenario_volume
     scenario_delete_and_errors
     ping_check
+    # Last: it reconfigures the switch to two PMD threads.
+    scenario_local_tem
+    ping_check "with two PMDs"
     tb_log "all scenarios passed in $((SECONDS - t0)) s"
 }
 

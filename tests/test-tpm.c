@@ -636,6 +636,45 @@ START_TEST(test_poll_history)
 }
 END_TEST
 
+/* A group that goes quiet keeps answering polls for the intervals its
+ * history covers, and answers "expired" beyond them (never a silent 0). */
+START_TEST(test_poll_quiet_group)
+{
+    struct tpm_params p;
+    tpm_params_init(&p);
+    p.flow_table_size = 1024;
+    p.dos_table_size = 1024;
+    p.max_chunks = 64;
+    p.history_len = 4;
+    struct tpm *tpm = new_tpm(&p);
+    struct frame f;
+    double v;
+
+    add(tpm, 5, "burst filter=udp predicate=sum(volume) > 1000000 "
+        "group=nw_dst/24");
+    udp_frame(&f, ip4(10, 99, 0, 1), ip4(10, 12, 0, 1), 1, 2, 50, 64);
+    uint64_t e0 = T0 / (10 * MS);
+    for (int i = 0; i < 3; i++) {
+        send1(tpm, T0 + i, &f);
+    }
+    struct tpm_key g = { .ipver = 4 };
+    g.dst[0] = htonl(ip4(10, 12, 0, 0));
+    for (int e = 1; e <= 8; e++) {
+        tpm_advance(tpm, T0 + e * 10 * MS);
+        sweep_all(tpm);
+        enum tpm_poll_status st = tpm_poll(tpm, 5, &g, e0, &v);
+        if (e <= 4) {
+            ck_assert_msg(st == TPM_POLL_OK && v == 150,
+                          "epoch +%d: status %d value %g", e, st, v);
+        } else {
+            ck_assert_msg(st == TPM_POLL_EXPIRED, "epoch +%d: status %d",
+                          e, st);
+        }
+    }
+    tpm_destroy(tpm);
+}
+END_TEST
+
 START_TEST(test_control_rings)
 {
     struct tpm *tpm = new_tpm(NULL);
@@ -911,6 +950,7 @@ tpm_suite(void)
     tcase_add_test(tc, test_runtime_add_backfill);
     tcase_add_test(tc, test_dos_threshold);
     tcase_add_test(tc, test_poll_history);
+    tcase_add_test(tc, test_poll_quiet_group);
     tcase_add_test(tc, test_control_rings);
     tcase_add_test(tc, test_control_two_threads);
     tcase_add_test(tc, test_params_check);

@@ -6,7 +6,8 @@
 #   netns $TB_NS1                netns $TB_NSSW                netns $TB_NS2
 #   $TB_IF1 10.99.0.1/24 ==veth== $TB_HIF1  [ovs-vswitchd]  $TB_HIF2 ==veth== $TB_IF2 10.99.0.2/24
 #                                  bridge $TB_BR (netdev datapath, DPDK
-#                                  net_af_packet ports, one PMD on core 1)
+#                                  net_af_packet ports, one PMD on core 1;
+#                                  tb_two_pmds: PMDs on cores 0 and 1)
 #
 # ovs-vswitchd runs in a network namespace of its own: its bridge tap and
 # the datapath's "ovs-netdev" tap (a fixed name) live there, so parallel
@@ -20,6 +21,7 @@
 #   . "$top_srcdir/tests/testbed.sh"
 #   tb_init             # checks (exit 77 to skip), names, cleanup trap
 #   tb_up               # daemons, namespaces, bridge, ports; ping works
+#   tb_two_pmds         # optional: p1 polled by a PMD on core 0, p2 on 1
 #   ...                 # tb_appctl, tb_ns1, tb_bg, tb_wait_for, tb_fail...
 #   (teardown runs on exit, whatever the exit status)
 #
@@ -428,4 +430,42 @@ tb_check_sweeps() {
     bad=$(grep 'sweeps:' <<<"$stats" | grep -v 'unfinished 0,' || true)
     [ -z "$bad" ] \
         || tb_fail "$1: sweeps left unfinished (tpm/stats):" "$bad"
+}
+
+# tb_rxq_layout: one line "CORE PORT" per rx queue in
+# dpif-netdev/pmd-rxq-show, sorted.
+tb_rxq_layout() {
+    tb_appctl dpif-netdev/pmd-rxq-show \
+        | awk '/core_id/ { c = $NF; sub(":", "", c) }
+               /port:/ { print c, $2 }' | sort
+}
+
+# tb_pmd_cores: the cores of the PMDs in tpm/stats, sorted, one line.
+tb_pmd_cores() {
+    tb_appctl tpm/stats | sed -n 's/^pmd core \([0-9]*\):$/\1/p' \
+        | sort -n | tr '\n' ' '
+}
+
+tb_two_pmds_ready() {
+    [ "$(tb_pmd_cores 2>/dev/null)" = "0 1 " ] \
+        && [ "$(tb_rxq_layout 2>/dev/null | tr '\n' ' ')" = "0 p1 1 p2 " ]
+}
+
+# tb_two_pmds: two PMD threads (pmd-cpu-mask=0x3: cores 0 and 1) instead
+# of one, p1's rx queue pinned to the PMD on core 0 and p2's to the one on
+# core 1 (pmd-rxq-affinity), so that each direction between the
+# namespaces enters through a different PMD.  Returns when
+# dpif-netdev/pmd-rxq-show shows that layout, tpm/stats lists both
+# monitors and a ping goes through.  Both PMDs busy-poll: on a 2-CPU
+# machine they take every CPU, so keep what follows short.
+tb_two_pmds() {
+    tb_vsctl set Open_vSwitch . other_config:pmd-cpu-mask=0x3 \
+        -- set Interface p1 other_config:pmd-rxq-affinity=0:0 \
+        -- set Interface p2 other_config:pmd-rxq-affinity=0:1
+    tb_wait_for 30 tb_two_pmds_ready \
+        || tb_fail "two PMDs: after 30 s, PMDs with a monitor (tpm/stats):" \
+                   "$(tb_pmd_cores 2>&1); pmd-rxq-show:" \
+                   "$(tb_appctl dpif-netdev/pmd-rxq-show 2>&1)"
+    tb_wait_for 30 tb_ping_once \
+        || tb_fail "two PMDs: no ping from $TB_IP1 to $TB_IP2 within 30 s"
 }

@@ -8,7 +8,7 @@ prints a one-line summary on stdout:
     count=N sum=S epochs=FIRST..LAST values=V1,V2,...
 
 Filters (optional): --since E and --until E keep only the reports with
-an epoch >= E, <= E.
+an epoch >= E, <= E; --in-group JSON only those of that group.
 
 Conditions (all optional):
 
@@ -22,6 +22,8 @@ Conditions (all optional):
                         the values add up to at most / exactly X
   --min-count N, --max-count N
                         number of reports
+  --pmds N              every report has "pmds": N (the local TEM combined
+                        N PMD threads) and no "missing"
 
 Whatever the conditions, every line must be a JSON object with exactly
 the keys epoch, event, group, value (plus pmds and missing, which a
@@ -49,6 +51,7 @@ def main():
     ap.add_argument("--since", type=int)
     ap.add_argument("--until", type=int)
     ap.add_argument("--group")
+    ap.add_argument("--in-group")
     ap.add_argument("--epoch-min", type=int)
     ap.add_argument("--epoch-max", type=int)
     ap.add_argument("--value-gt", type=float)
@@ -58,8 +61,11 @@ def main():
     ap.add_argument("--sum-eq", type=float)
     ap.add_argument("--min-count", type=int)
     ap.add_argument("--max-count", type=int)
+    ap.add_argument("--pmds", type=int)
     args = ap.parse_args()
     group = json.loads(args.group) if args.group is not None else None
+    in_group = (json.loads(args.in_group) if args.in_group is not None
+                else None)
 
     errors = []
     reports = []
@@ -87,7 +93,8 @@ def main():
             continue
         if r["event"] == args.event \
                 and (args.since is None or not e < args.since) \
-                and (args.until is None or not e > args.until):
+                and (args.until is None or not e > args.until) \
+                and (in_group is None or r["group"] == in_group):
             r["line"] = n
             reports.append(r)
 
@@ -115,6 +122,12 @@ def main():
             errors.append("%s: value not > %g" % (where, args.value_gt))
         if args.value_max is not None and v > args.value_max:
             errors.append("%s: value > %g" % (where, args.value_max))
+        if args.pmds is not None and (r.get("pmds") != args.pmds
+                                      or "missing" in r):
+            errors.append("%s: \"pmds\": %s, \"missing\": %s, expected "
+                          "\"pmds\": %d and no \"missing\""
+                          % (where, r.get("pmds"), r.get("missing"),
+                             args.pmds))
         if args.value_multiple and v % args.value_multiple:
             errors.append("%s: value not a multiple of %d"
                           % (where, args.value_multiple))

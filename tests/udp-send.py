@@ -6,7 +6,8 @@ namespace.  Standard library only.
 
     udp-send.py --src 10.99.0.1 --dst 10.99.0.2 \
         --flow SPORT:DPORT:COUNT:SIZES:GAP_US[:START_US] [--flow ...] \
-        [--align-us US] [--epoch-ns NS] [--seed N]
+        [--align-us US | --start-ns NS] [--epoch-ns NS] [--seed N] \
+        [--linger-ms MS]
 
 Each --flow sends COUNT datagrams (0: until SIGTERM or SIGINT) from port
 SPORT to port DPORT, one every GAP_US microseconds (0: back to back),
@@ -19,7 +20,15 @@ flows.
 --align-us makes the common start time the next epoch boundary (wall
 clock, multiples of --epoch-ns, as the monitor counts epochs) plus US
 microseconds, at least 20 ms from now, so a short burst falls within one
-epoch.
+epoch.  --start-ns gives the common start time instead, as wall-clock
+nanoseconds: senders started separately (in two namespaces) then send at
+the same time; one started too late sends at once (its timestamps say
+so).
+
+--linger-ms makes it sleep MS milliseconds after the last send before it
+prints and exits: on a machine whose CPUs the switch's polling threads
+fill, the sender's exit would otherwise delay them while they receive
+the burst.
 
 Prints one JSON object on stdout: wall-clock (CLOCK_REALTIME, the
 monitor's clock) nanoseconds just before the first and just after the
@@ -88,6 +97,8 @@ def main():
     ap.add_argument("--flow", action="append", required=True)
     ap.add_argument("--epoch-ns", type=int, default=10000000)
     ap.add_argument("--align-us", type=int)
+    ap.add_argument("--start-ns", type=int)
+    ap.add_argument("--linger-ms", type=int, default=0)
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
 
@@ -108,8 +119,12 @@ def main():
         s.bind((args.src, f["sport"]))
         socks.append(s)
 
+    if args.align_us is not None and args.start_ns is not None:
+        ap.error("--align-us and --start-ns exclude each other")
     now = time.time_ns()
-    if args.align_us is not None:
+    if args.start_ns is not None:
+        t0 = args.start_ns
+    elif args.align_us is not None:
         e = args.epoch_ns
         t0 = ((now + 20000000) // e + 1) * e + args.align_us * 1000
     else:
@@ -143,6 +158,9 @@ def main():
         if f["count"] == 0 or k + 1 < f["count"]:
             heapq.heappush(heap, (t0 + f["start_ns"] + (k + 1) * f["gap_ns"],
                                   k + 1, i))
+
+    if args.linger_ms > 0 and not stop:
+        time.sleep(args.linger_ms / 1000)
 
     out = {
         "t_first": t_first,

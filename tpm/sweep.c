@@ -301,6 +301,28 @@ chunk_unlink__(struct tpm *tpm, struct tpm_child *c, uint32_t prev,
     TPM_STAT_ADD(tpm, chunks_used, -1);
 }
 
+/* Returns true if instance 'c' can go: it has no flows, saw no packets in
+ * its current and previous interval, and its history holds nothing from
+ * the last K intervals before absolute epoch 'abs' (so a poll for any of
+ * them is still answered from the history). */
+static bool
+child_idle__(const struct tpm *tpm, const struct tpm_child *c,
+             const struct tpm_ev *ev, uint64_t abs)
+{
+    if (c->in_idx != TPM_NONE || c->head != TPM_NONE || c->acc[0] != 0
+        || c->prev[0] != 0) {
+        return false;
+    }
+    if (!c->hist_n) {
+        return true;
+    }
+    uint32_t k = tpm->p.history_len;
+    const struct tpm_hist *h = tpm_child_hist(tpm, (uint32_t)
+                                              (c - tpm->children));
+    uint64_t newest = h[(c->hist_pos + k - 1) % k].epoch;
+    return newest + (uint64_t) k * ev->interval <= abs;
+}
+
 void
 tpm_sweep_start__(struct tpm *tpm, uint64_t epoch)
 {
@@ -411,8 +433,7 @@ tpm_sweep_run__(struct tpm *tpm, uint64_t budget_ns)
                 child_close__(tpm, ci);
             }
             sw->child_begun = false;
-            if (c->in_idx == TPM_NONE && c->head == TPM_NONE
-                && c->acc[0] == 0 && c->prev[0] == 0) {
+            if (child_idle__(tpm, c, ev, abs)) {
                 tpm_child_remove__(tpm, ci);
             } else {
                 sw->child++;

@@ -1209,7 +1209,12 @@ tpm_poll(const struct tpm *tpm, uint32_t id, const struct tpm_key *group,
     uint32_t evi = (uint32_t) (ev - tpm->evs);
     uint32_t pos = cmap_find__(tpm, evi, &gkey, cmap_hash__(evi, &gkey));
     if (pos == TPM_NONE) {
-        return TPM_POLL_NO_GROUP;
+        /* Instances live while their history covers the last K
+         * intervals, so no instance means no packets in that window;
+         * older intervals are beyond what is kept. */
+        uint64_t window = (uint64_t) tpm->p.history_len * ev->interval;
+        return end + window <= swept_through ? TPM_POLL_EXPIRED
+                                             : TPM_POLL_NO_GROUP;
     }
     uint32_t ci = tpm->cmap[pos].child;
     const struct tpm_hist *h = tpm_child_hist(tpm, ci);
