@@ -240,7 +240,8 @@ random_key(struct test_rng *rng)
     } else {
         k.ipver = 6;
         k.src[0] = htonl(0x20010db8);
-        k.src[1] = htonl(test_rng_range(rng, 2) << 16 | test_rng_range(rng, 2));
+        k.src[1] = htonl(test_rng_range(rng, 2) << 16
+                         | test_rng_range(rng, 2));
         k.src[3] = htonl(test_rng_range(rng, 8));
         k.dst[0] = htonl(0xfd000000);
         k.dst[1] = htonl(test_rng_range(rng, 2));
