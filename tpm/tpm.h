@@ -102,7 +102,8 @@ struct tpm_frame {
 #define TPM_BATCH_MAX 32
 
 /* Phase 1 for up to TPM_BATCH_MAX frames, all of the current epoch (call
- * tpm_advance() first). */
+ * tpm_advance() first).  With no event installed it only counts packets
+ * and bytes: a switch with the monitor idle pays (almost) nothing. */
 void tpm_process_batch(struct tpm *, const struct tpm_frame *frames,
                        int n);
 
