@@ -72,6 +72,7 @@ struct tpm_pmd {
     /* PMD thread only. */
     bool full_batch;            /* A full rx batch in this iteration. */
     uint32_t busy_iterations;   /* Since the last sweep step. */
+    uint32_t unwatched_iterations;  /* While no event is installed. */
 
     /* Written by the PMD, read by others. */
     atomic_uint64_t steps_idle;     /* Sweep steps in drained slots. */
@@ -90,6 +91,10 @@ static uint64_t pmds_gen OVS_GUARDED_BY(pmds_mutex);  /* Bumped on every
  * once (the others apply to PMD threads created later). */
 static atomic_uint64_t live_sweep_budget_ns = 10 * 1000;
 static atomic_uint32_t live_sweep_every = 64;
+
+/* Host events installed or being installed: with none, the PMDs skip the
+ * monitor entirely (no clock read, no parsing). */
+static atomic_uint32_t n_watch = 0;
 
 /* Packets of non-PMD ports, not monitored. */
 static atomic_uint64_t non_pmd_skipped = 0;
@@ -269,6 +274,12 @@ tpm_ovs_rx(struct tpm_pmd *p, const struct dp_packet_batch *batch)
         atomic_add_relaxed(&non_pmd_skipped, n, &orig);
         return;
     }
+    uint32_t watch;
+    atomic_read_relaxed(&n_watch, &watch);
+    if (!watch) {
+        p->full_batch |= n == NETDEV_MAX_BURST;
+        return;
+    }
 
     struct tpm_frame frames[NETDEV_MAX_BURST];
     struct dp_packet *packet;
@@ -288,6 +299,18 @@ void
 tpm_ovs_pmd_iteration(struct tpm_pmd *p, uint64_t rx_packets)
 {
     if (!p) {
+        return;
+    }
+    uint32_t watch;
+    atomic_read_relaxed(&n_watch, &watch);
+    if (!watch) {
+        /* No event: only commands (the first add) need this PMD. */
+        p->full_batch = false;
+        tpm_run_control(p->tpm, 16);
+        if (!(++p->unwatched_iterations & 1023)) {
+            /* Alive, for pmd_parked(): a clock read every 1024 loops. */
+            atomic_store_relaxed(&p->last_iteration_ns, now_ns());
+        }
         return;
     }
     uint64_t now = now_ns();
@@ -927,11 +950,14 @@ tpm_unixctl_event_add(struct unixctl_conn *conn, int argc,
 
     size_t n;
     struct tpm_pmd **parts = pmds_snapshot(&n);
+    /* Wake the PMDs' monitors before the event reaches them. */
+    atomic_store_relaxed(&n_watch, ovs_list_size(&host_events) + 1);
     error = add_on(parts, n, he);
     if (error) {
         unixctl_command_reply_error(conn, error);
         free(error);
         host_event_free(he);
+        atomic_store_relaxed(&n_watch, ovs_list_size(&host_events));
     } else {
         ovs_list_push_back(&host_events, &he->node);
         struct ds reply = DS_EMPTY_INITIALIZER;
@@ -1013,6 +1039,7 @@ tpm_unixctl_event_del(struct unixctl_conn *conn, int argc OVS_UNUSED,
     free(parts);
     ovs_list_remove(&he->node);
     host_event_free(he);
+    atomic_store_relaxed(&n_watch, ovs_list_size(&host_events));
     unixctl_command_reply(conn, NULL);
 }
 

@@ -211,8 +211,10 @@ def cmd_parse(a):
         r["tpm"] = grab(open(a.tpm).read(), TPM_RE)
     if a.steal is not None:
         r["steal_pct"] = a.steal
-    if a.busy_other is not None:
-        r["foreign"] = a.busy_other
+    if a.other_load is not None:
+        r["other_load_pct"] = a.other_load
+    if a.foreign is not None:
+        r["foreign"] = a.foreign
     print(json.dumps(r, sort_keys=True))
 
 
@@ -228,8 +230,8 @@ def cmd_table(a):
     print("Per run (pmd-perf-show over the measurement window; cycles/pkt "
           "= busy-iteration TSC cycles / Rx packets):")
     print()
-    hdr = ("round", "cfg", "Mpps", "cyc/pkt", "us/it", "EMC%", "steal%",
-           "foreign", "tpm")
+    hdr = ("round", "cfg", "Mpps", "cyc/pkt", "us/it", "steal%",
+           "other%", "foreign", "tpm")
     print("| " + " | ".join(hdr) + " |")
     print("|" + "---|" * len(hdr))
     for r in runs:
@@ -248,10 +250,12 @@ def cmd_table(a):
                      % (t.get("tpm_events", "?"),
                         t.get("tpm_flows_live", "?"), m[0], sw[0], sw[1],
                         ns[0] / 1000, ns[1] / 1000))
-        print("| %s | %s | %.2f | %s | %.2f | %.1f | %s | %s | %s |"
+        print("| %s | %s | %.2f | %s | %.2f | %s | %s | %s | %s |"
               % (r["round"], r["config"], r["kpps"] / 1000, r["cpp"],
-                 r["us_per_it"], r.get("emc_pct") or 0,
+                 r["us_per_it"],
                  "%.1f" % r["steal_pct"] if "steal_pct" in r else "?",
+                 "%.0f" % r["other_load_pct"] if "other_load_pct" in r
+                 else "?",
                  r.get("foreign", "?"), tinfo))
     ok = [r for r in runs if "error" not in r]
     stock = [r for r in ok if r["config"] == "A"]
@@ -313,7 +317,8 @@ def main():
     p.add_argument("--stats")
     p.add_argument("--tpm")
     p.add_argument("--steal", type=float)
-    p.add_argument("--busy-other", type=int)
+    p.add_argument("--other-load", type=float)
+    p.add_argument("--foreign", type=int)
     p = sub.add_parser("table")
     p.add_argument("results")
     p.add_argument("--events", default="4096")

@@ -1,6 +1,6 @@
 #!/bin/bash
 # The cost of the Trumpet packet monitor inside Open vSwitch's PMD, at full
-# speed and without a NIC (docs/benchmarks-ovs.md).
+# speed and without a NIC (docs/benchmarks.md, section 4).
 #
 #   sh tests/bootstrap.sh build && make -C build ovs ovs-stock
 #   tpm/bench-ovs.sh [--rounds N] [--seconds S] ...     (as root)
@@ -42,6 +42,9 @@ usage: $0 [OPTIONS]   (as root)
   --flows N       flows in the pcap (300)
   --prefixes N    nw_dst/24 prefixes with events, config C (512)
   --per-prefix N  events per prefix = events per packet, config C (8)
+  --rule FLOW     the OpenFlow rule (in_port=1,actions=output:2: OVS's
+                  "simple match" path; e.g. ip,in_port=1,nw_dst=10.0.0.0/8,
+                  actions=output:2 takes the miniflow/EMC path)
   --mem MODE      DPDK memory: huge, nohuge or auto (auto: huge pages if
                   1024 can be had; the script may raise vm.nr_hugepages to
                   1024 and mount hugetlbfs on /dev/hugepages, and undoes
@@ -64,6 +67,7 @@ flows=300
 prefixes=512
 per_prefix=8
 mem=auto
+rule=in_port=1,actions=output:2
 profile=false
 results_out=
 keep=false
@@ -78,6 +82,7 @@ while [ $# -gt 0 ]; do
     --prefixes) prefixes=$2; shift ;;
     --per-prefix) per_prefix=$2; shift ;;
     --mem) mem=$2; shift ;;
+    --rule) rule=$2; shift ;;
     --profile) profile=true ;;
     --results) results_out=$2; shift ;;
     --keep) keep=true ;;
@@ -130,6 +135,7 @@ RUN_BIN=
 HP_OLD=
 HP_MOUNTED=false
 PERF_PID=
+OUR_PIDS=" "
 
 # Stops daemon NAME of the current run (pidfile RUN_DIR/NAME.pid): through
 # its control socket, then SIGTERM, then SIGKILL, only if the PID's command
@@ -139,6 +145,13 @@ ours() {
     cmdline=$(tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null) \
         && [[ $cmdline == *"$RUN_DIR/"* ]]
 }
+# pid_running PID: the process exists and is not a zombie (a detached
+# daemon's zombie waits for init to reap it).
+pid_running() {
+    local state
+    state=$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null) || return 1
+    [ -n "$state" ] && [ "$state" != Z ]
+}
 stop_daemon() {
     local name=$1 pid i
     shift
@@ -146,12 +159,20 @@ stop_daemon() {
     [ -n "$pid" ] && ours "$pid" || return 0
     "$RUN_BIN/utilities/ovs-appctl" --timeout=10 \
         -t "$RUN_DIR/$name.$pid.ctl" "$@" >/dev/null 2>&1 || true
-    for i in $(seq 100); do ours "$pid" || return 0; sleep 0.1; done
-    log "warning: $name (pid $pid) did not exit; SIGTERM"
-    kill "$pid" 2>/dev/null || true
-    for i in $(seq 30); do ours "$pid" || return 0; sleep 0.1; done
-    ours "$pid" && kill -9 "$pid" 2>/dev/null
-    sleep 0.3
+    for i in $(seq 100); do ours "$pid" || break; sleep 0.1; done
+    if ours "$pid"; then
+        log "warning: $name (pid $pid) did not exit; SIGTERM"
+        kill "$pid" 2>/dev/null || true
+        for i in $(seq 30); do ours "$pid" || break; sleep 0.1; done
+        ours "$pid" && kill -9 "$pid" 2>/dev/null
+    fi
+    # An exiting process loses its command line before it is gone (DPDK
+    # unmaps its memory meanwhile): wait for the PID itself, bounded.
+    for i in $(seq 100); do
+        pid_running "$pid" || return 0
+        sleep 0.1
+    done
+    log "warning: $name (pid $pid) still exiting"
 }
 
 run_down() {
@@ -201,26 +222,47 @@ foreign_pids() {
     local p cmdline
     for p in $(pgrep -f 'tpm-bench|ovs-vswitchd' || true); do
         [ "$p" = $$ ] && continue
+        [[ $OUR_PIDS == *" $p "* ]] && continue
         cmdline=$(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null) || continue
         [ -n "$WORK" ] && [[ $cmdline == *"$WORK"* ]] && continue
         echo "$p"
     done
 }
 
-if $wait_quiet; then
+# wait_quiet: waits (every 30 s, up to 20 min) until foreign_pids is
+# empty; called before every run, so no run overlaps another benchmark.
+wait_quiet() {
+    local i others
+    $wait_quiet || return 0
     for i in $(seq 41); do
         others=$(foreign_pids | tr '\n' ' ')
-        [ -z "$others" ] && break
+        [ -z "$others" ] && return 0
         [ "$i" = 41 ] && die "other benchmarks or ovs-vswitchd still" \
             "running after 20 min (PIDs $others); try later or --no-wait"
         log "waiting: other benchmark or ovs-vswitchd running (PIDs" \
             "$others); next check in 30 s"
         sleep 30
     done
-fi
+}
+wait_quiet
 
 WORK=$(mktemp -d /tmp/tpm-bench-ovs.XXXXXX)
 chmod 755 "$WORK"
+
+# A copy of both builds' programs (linked statically against OVS's own
+# libraries), so that a rebuild during the runs cannot mix binaries.
+for tree in ovs ovs-stock; do
+    for f in vswitchd/ovs-vswitchd vswitchd/vswitch.ovsschema \
+             ovsdb/ovsdb-server ovsdb/ovsdb-tool utilities/ovs-vsctl \
+             utilities/ovs-appctl utilities/ovs-ofctl; do
+        mkdir -p "$WORK/bin/$tree/${f%/*}"
+        cp -p "$build/$tree/$f" "$WORK/bin/$tree/$f"
+    done
+done
+log "binaries: $build/ovs (built $(date -r "$build/ovs/vswitchd/ovs-vswitchd" \
+    '+%F %T')), $build/ovs-stock (built $(date -r \
+    "$build/ovs-stock/vswitchd/ovs-vswitchd" '+%F %T')); source tree" \
+    "$(git -C "$top" describe --always --dirty 2>/dev/null || echo '?')"
 results=$WORK/results.jsonl
 : >"$results"
 
@@ -255,10 +297,17 @@ pcap=$WORK/traffic.pcap
 "$PY" "$helper" pcap "$pcap" --flows "$flows" --size 64
 log "traffic: $pcap, $flows UDP/IPv4 flows, 64-byte frames, round-robin"
 
-# cpu1_ticks: "total steal" jiffies of CPU 1 (the PMD's core).
-cpu1_ticks() {
-    awk '$1 == "cpu1" { t = 0; for (i = 2; i <= NF; i++) t += $i;
-                        print t, $9 }' /proc/stat
+# cpu_snapshot PID: jiffies "all-CPU-busy all-CPU-total cpu1-steal
+# cpu1-total PID-utime+stime", to tell how much else ran during a window.
+cpu_snapshot() {
+    local vsw
+    vsw=$(awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0)
+    awk -v vsw="$vsw" '
+        $1 == "cpu" { t = 0; for (i = 2; i <= NF; i++) t += $i;
+                      busy = t - $5 - $6; all = t }
+        $1 == "cpu1" { t = 0; for (i = 2; i <= NF; i++) t += $i;
+                       steal = $9; t1 = t }
+        END { print busy, all, steal, t1, vsw }' /proc/stat
 }
 
 # wait_for SECONDS COMMAND...: every 0.1 s until COMMAND succeeds.
@@ -295,7 +344,7 @@ run_one() {
         A) tree=ovs-stock ;;
         *) tree=ovs ;;
     esac
-    RUN_BIN=$build/$tree
+    RUN_BIN=$WORK/bin/$tree
     out=$WORK/r$round-$cfg
     mkdir -p "$out"
     RUN_DIR=$out
@@ -328,6 +377,7 @@ run_one() {
         "unix:$out/db.sock" --pidfile="$out/ovs-vswitchd.pid" --detach \
         --no-chdir --log-file="$out/vswitchd.log"
     CTL=$out/ovs-vswitchd.$(cat "$out/ovs-vswitchd.pid").ctl
+    OUR_PIDS+="$(cat "$out/ovs-vswitchd.pid") "
 
     # Output port and the rule first; the input port last, so traffic
     # starts with everything (events included) in place.
@@ -336,7 +386,7 @@ run_one() {
         -- add-port $br p2 -- set Interface p2 type=dpdk \
            "options:dpdk-devargs=net_null0,no-rx=1" ofport_request=2
     "$RUN_BIN/utilities/ovs-ofctl" del-flows $br
-    "$RUN_BIN/utilities/ovs-ofctl" add-flow $br in_port=1,actions=output:2
+    "$RUN_BIN/utilities/ovs-ofctl" add-flow $br "$rule"
     wait_for 60 pmd_exists || die "$cfg: no PMD on core 1 after 60 s"
     if [ "$cfg" != A ]; then
         wait_for 30 tpm_pmd_ready || die "$cfg: no monitor on PMD core 1"
@@ -361,13 +411,14 @@ run_one() {
     wait_for 60 pmd_receiving || die "$cfg: PMD not receiving after 60 s"
     sleep "$warmup"
 
-    local f0 f1 t0 t1
+    local f0 f1 t0 t1 vpid
+    vpid=$(cat "$out/ovs-vswitchd.pid")
     f0=$(foreign_pids | wc -l)
     appctl dpif-netdev/pmd-stats-clear >/dev/null
-    t0=$(cpu1_ticks)
+    t0=$(cpu_snapshot "$vpid")
     sleep "$seconds"
     appctl dpif-netdev/pmd-perf-show -nh >"$out/perf.txt"
-    t1=$(cpu1_ticks)
+    t1=$(cpu_snapshot "$vpid")
     appctl dpif-netdev/pmd-stats-show >"$out/stats.txt"
     f1=$(foreign_pids | wc -l)
     local tpm_args=()
@@ -375,12 +426,18 @@ run_one() {
         appctl tpm/stats >"$out/tpm.txt"
         tpm_args=(--tpm "$out/tpm.txt")
     fi
-    local steal
-    steal=$(echo "$t0 $t1" | awk '{ d = $3 - $1;
-        printf "%.2f", d > 0 ? 100 * ($4 - $2) / d : 0 }')
+    # Steal on CPU 1 (% of its time) and what ran besides ovs-vswitchd
+    # (% of one CPU; the PMD itself keeps one CPU busy).
+    local steal other
+    read -r steal other < <(echo "$t0 $t1" | awk -v ncpu="$(nproc)" '{
+        st = ($9 - $4) > 0 ? 100 * ($8 - $3) / ($9 - $4) : 0;
+        d = $7 - $2; o = ($6 - $1) - ($10 - $5);
+        ot = d > 0 ? ncpu * 100 * o / d : 0;
+        printf "%.2f %.1f\n", st, ot }')
     "$PY" "$helper" parse --round "$round" --config "$cfg" --mem "$mem" \
         --perf "$out/perf.txt" --stats "$out/stats.txt" "${tpm_args[@]}" \
-        --steal "$steal" --busy-other $((f0 > f1 ? f0 : f1)) >>"$results"
+        --steal "$steal" --other-load "$other" \
+        --foreign $((f0 > f1 ? f0 : f1)) >>"$results"
     log "  $(tail -n 1 "$results" | "$PY" -c 'import json, sys
 r = json.loads(sys.stdin.read())
 print("%s: %s Kpps, %s cycles/pkt" % (r["config"], r.get("kpps"),
@@ -395,7 +452,7 @@ print("%s: %s Kpps, %s cycles/pkt" % (r["config"], r.get("kpps"),
         perf report -i "$out/perf.data" --no-children --sort symbol \
             --stdio 2>/dev/null | grep -v '^#' | grep -v '^$' \
             | head -40 >"$out/profile.txt" || true
-        rm -f "$out/perf.data"
+        $keep || rm -f "$out/perf.data"
     fi
     if [ "$cfg" = C ]; then
         appctl tpm/reports >"$out/reports.txt" || true
@@ -403,11 +460,12 @@ print("%s: %s Kpps, %s cycles/pkt" % (r["config"], r.get("kpps"),
     run_down
 }
 
-log "configs $configs x $rounds rounds, warm-up $warmup s, window" \
+log "rule $rule; configs $configs x $rounds rounds, warm-up $warmup s, window" \
     "$seconds s; work directory $WORK"
 for round in $(seq "$rounds"); do
     for ((ci = 0; ci < ${#configs}; ci++)); do
         cfg=${configs:ci:1}
+        wait_quiet
         log "round $round, config $cfg"
         run_one "$round" "$cfg"
     done
