@@ -31,9 +31,10 @@
  *
  * Epoch tags are 32-bit epoch numbers relative to the monitor's first
  * epoch, plus two (0 = never written; a tag is never 0 or 1, so "tag - 1"
- * of the first epoch is not mistaken for "never written").  The scrubber frees entries idle for
- * longer than a configured number of epochs (far below 2^31), so tag
- * comparisons by wrap-around difference are always unambiguous.
+ * of the first epoch is not mistaken for "never written").  The scrubber
+ * frees entries idle for longer than a configured number of epochs (far
+ * below 2^31), so tag comparisons by wrap-around difference are always
+ * unambiguous.
  *
  * Thread-safety: single-threaded; owned by one monitor (one PMD thread).
  */
