@@ -73,6 +73,7 @@ struct tpm_pmd {
     bool full_batch;            /* A full rx batch in this iteration. */
     uint32_t busy_iterations;   /* Since the last sweep step. */
     uint32_t unwatched_iterations;  /* While no event is installed. */
+    uint64_t now;               /* Clock read for the latest rx batch. */
 
     /* Written by the PMD, read by others. */
     atomic_uint64_t steps_idle;     /* Sweep steps in drained slots. */
@@ -288,7 +289,8 @@ tpm_ovs_rx(struct tpm_pmd *p, const struct dp_packet_batch *batch)
         frames[i].caplen = dp_packet_size(packet);
         frames[i].wirelen = dp_packet_size(packet);
     }
-    tpm_advance(p->tpm, now_ns());
+    p->now = now_ns();
+    tpm_advance(p->tpm, p->now);
     tpm_process_batch(p->tpm, frames, n);
     if (n == NETDEV_MAX_BURST) {
         p->full_batch = true;
@@ -313,7 +315,8 @@ tpm_ovs_pmd_iteration(struct tpm_pmd *p, uint64_t rx_packets)
         }
         return;
     }
-    uint64_t now = now_ns();
+    /* The clock was read for the last batch; read it only if none came. */
+    uint64_t now = rx_packets ? p->now : now_ns();
     if (!rx_packets) {
         tpm_advance(p->tpm, now);
     }

@@ -140,6 +140,11 @@ struct tpm_chunk {
 };
 BUILD_ASSERT_DECL(sizeof(struct tpm_chunk) == 8 * CACHE_LINE_SIZE);
 
+struct tpm_idmap_entry {
+    uint32_t id;
+    uint32_t slot;              /* TPM_NONE: empty. */
+};
+
 struct tpm_cmap_entry {
     uint32_t hash;
     uint32_t child;             /* TPM_NONE: empty. */
@@ -175,6 +180,12 @@ struct tpm {
 
     struct tpm_ev *evs;         /* p.max_events slots. */
     uint32_t n_evs;             /* Installed (not dying). */
+    uint32_t evs_hwm;           /* Slots ever used. */
+    uint32_t *free_evs;         /* Freed slots below 'evs_hwm' (stack). */
+    uint32_t n_free_evs;
+    struct tpm_idmap_entry *idmap;  /* Event id -> slot, so commands run by
+                                     * the PMD cost O(1), not a scan. */
+    uint32_t idmap_mask;
     uint16_t ev_seq;
     uint32_t *backfill;         /* Event slots with backfill_left > 0. */
     uint32_t n_backfill;

@@ -142,6 +142,16 @@ tpm_create(const struct tpm_params *params, char **errp)
 
     tpm->evs = xzalloc_aligned(p->max_events * sizeof *tpm->evs,
                                CACHE_LINE_SIZE);
+    tpm->free_evs = xcalloc(p->max_events, sizeof *tpm->free_evs);
+    uint32_t idmap_size = 4;
+    while (idmap_size < 2 * p->max_events) {
+        idmap_size *= 2;
+    }
+    tpm->idmap = xmalloc(idmap_size * sizeof *tpm->idmap);
+    for (uint32_t i = 0; i < idmap_size; i++) {
+        tpm->idmap[i].slot = TPM_NONE;
+    }
+    tpm->idmap_mask = idmap_size - 1;
     tpm->backfill = xcalloc(p->max_events, sizeof *tpm->backfill);
     tpm->dos = xcalloc(p->dos_table_size, sizeof *tpm->dos);
     tpm->cmd_ring = spsc_create(p->ring_size, sizeof(struct tpm_report));
@@ -190,6 +200,8 @@ tpm_destroy(struct tpm *tpm)
     free(tpm->hist);
     free(tpm->cmap);
     free(tpm->evs);
+    free(tpm->free_evs);
+    free(tpm->idmap);
     free(tpm->backfill);
     free(tpm->dos);
     free(tpm);
@@ -261,16 +273,54 @@ kind_put__(struct tpm *tpm, int k)
 
 static void backfill_cancel__(struct tpm *, uint32_t e);
 
+/* Event ids (chosen by the caller) map to slots through 'idmap', an open
+ * addressing table with backward-shift deletion holding the installed
+ * (not dying) events. */
+static uint32_t
+idmap_pos__(const struct tpm *tpm, uint32_t id)
+{
+    for (uint32_t i = id * 0x9e3779b1u;; i++) {
+        const struct tpm_idmap_entry *e = &tpm->idmap[i & tpm->idmap_mask];
+        if (e->slot == TPM_NONE || e->id == id) {
+            return i & tpm->idmap_mask;
+        }
+    }
+}
+
+static void
+idmap_delete__(struct tpm *tpm, uint32_t hole)
+{
+    uint32_t mask = tpm->idmap_mask;
+    tpm->idmap[hole].slot = TPM_NONE;
+    for (uint32_t i = (hole + 1) & mask;; i = (i + 1) & mask) {
+        struct tpm_idmap_entry *e = &tpm->idmap[i];
+        if (e->slot == TPM_NONE) {
+            return;
+        }
+        uint32_t home = (e->id * 0x9e3779b1u) & mask;
+        if (((i - home) & mask) >= ((i - hole) & mask)) {
+            tpm->idmap[hole] = *e;
+            e->slot = TPM_NONE;
+            hole = i;
+        }
+    }
+}
+
 static struct tpm_ev *
 ev_find__(const struct tpm *tpm, uint32_t id)
 {
-    for (uint32_t i = 0; i < tpm->p.max_events; i++) {
-        struct tpm_ev *ev = &tpm->evs[i];
-        if (ev->def && !ev->dying && ev->id == id) {
-            return ev;
-        }
-    }
-    return NULL;
+    const struct tpm_idmap_entry *e = &tpm->idmap[idmap_pos__(tpm, id)];
+    return e->slot != TPM_NONE ? &tpm->evs[e->slot] : NULL;
+}
+
+/* Destroys the definition of event 'ev' and makes its slot free. */
+static void
+ev_slot_free__(struct tpm *tpm, struct tpm_ev *ev)
+{
+    tpm_event_destroy(ev->def);
+    ev->def = NULL;
+    ev->dying = false;
+    tpm->free_evs[tpm->n_free_evs++] = (uint32_t) (ev - tpm->evs);
 }
 
 const struct tpm_event *
@@ -411,11 +461,10 @@ tpm_event_add(struct tpm *tpm, struct tpm_event *event, uint32_t id)
     }
 
     struct tpm_ev *ev = NULL;
-    for (uint32_t i = 0; i < p->max_events; i++) {
-        if (!tpm->evs[i].def) {
-            ev = &tpm->evs[i];
-            break;
-        }
+    if (tpm->n_free_evs) {
+        ev = &tpm->evs[tpm->free_evs[tpm->n_free_evs - 1]];
+    } else if (tpm->evs_hwm < p->max_events) {
+        ev = &tpm->evs[tpm->evs_hwm];
     }
     if (!ev) {
         return xasprintf("event %s: the monitor holds %u events, its "
@@ -448,6 +497,15 @@ tpm_event_add(struct tpm *tpm, struct tpm_event *event, uint32_t id)
             }
         }
     }
+    if (tpm->n_free_evs && ev == &tpm->evs[tpm->free_evs[tpm->n_free_evs
+                                                          - 1]]) {
+        tpm->n_free_evs--;
+    } else {
+        tpm->evs_hwm++;
+    }
+    struct tpm_idmap_entry *ie = &tpm->idmap[idmap_pos__(tpm, id)];
+    ie->id = id;
+    ie->slot = (uint32_t) (ev - tpm->evs);
     ev->def = event;
     ev->id = id;
     ev->seq = ++tpm->ev_seq;
@@ -475,6 +533,7 @@ tpm_event_del(struct tpm *tpm, uint32_t id)
     if (!ev) {
         return ENOENT;
     }
+    idmap_delete__(tpm, idmap_pos__(tpm, id));
     trig_index_remove(&tpm->index, &ev->def->filter,
                       (uint32_t) (ev - tpm->evs));
     ev_release__(tpm, ev);
@@ -488,8 +547,7 @@ tpm_event_del(struct tpm *tpm, uint32_t id)
         /* The sweep removes its instances as it meets them. */
         ev->dying = true;
     } else {
-        tpm_event_destroy(ev->def);
-        ev->def = NULL;
+        ev_slot_free__(tpm, ev);
     }
     return 0;
 }
@@ -615,9 +673,7 @@ tpm_child_remove__(struct tpm *tpm, uint32_t ci)
     cmap_delete__(tpm, cmap_find__(tpm, c->ev, &c->gkey,
                                    cmap_hash__(c->ev, &c->gkey)));
     if (!--ev->n_children && ev->dying) {
-        tpm_event_destroy(ev->def);
-        ev->def = NULL;
-        ev->dying = false;
+        ev_slot_free__(tpm, ev);
     }
 
     uint32_t last = --tpm->n_children;
