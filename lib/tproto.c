@@ -1,0 +1,1045 @@
+#include "tproto.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+#define XSTR__(X) #X
+#define XSTR(X) XSTR__(X)
+
+/* Versions. */
+
+bool
+tproto_version_supported(uint32_t v)
+{
+    return v >= TPROTO_VERSION_MIN && v <= TPROTO_VERSION_MAX;
+}
+
+uint32_t
+tproto_version_choose(uint32_t min, uint32_t max)
+{
+    uint32_t hi = MIN(max, (uint32_t) TPROTO_VERSION_MAX);
+    uint32_t lo = MAX(min, (uint32_t) TPROTO_VERSION_MIN);
+    return min <= max && lo <= hi ? hi : 0;
+}
+
+/* Prefixes. */
+
+/* Returns true if the first 'len' bits of 'a' and 'b' are equal. */
+static bool
+bits_equal__(const uint8_t *a, const uint8_t *b, int len)
+{
+    int bytes = len / 8;
+    int rem = len % 8;
+
+    if (memcmp(a, b, bytes)) {
+        return false;
+    }
+    if (rem) {
+        uint8_t mask = (uint8_t) (0xff << (8 - rem));
+        return !((a[bytes] ^ b[bytes]) & mask);
+    }
+    return true;
+}
+
+/* Clears the bits of the 'n'-byte address 'a' beyond the first 'len'. */
+static void
+clear_host_bits__(uint8_t *a, int n, int len)
+{
+    for (int i = 0; i < n; i++) {
+        int keep = len - i * 8;
+        if (keep <= 0) {
+            a[i] = 0;
+        } else if (keep < 8) {
+            a[i] &= (uint8_t) (0xff << (8 - keep));
+        }
+    }
+}
+
+static int
+addr_bytes__(int ipver)
+{
+    return ipver == 4 ? 4 : 16;
+}
+
+char *
+tpm_prefix_parse(const char *s, struct tpm_prefix *p)
+{
+    char abuf[INET6_ADDRSTRLEN];
+    uint8_t bytes[16];
+
+    memset(p, 0, sizeof *p);
+    if (!s || !*s) {
+        return xstrdup("empty address prefix");
+    }
+
+    const char *slash = strchr(s, '/');
+    size_t alen = slash ? (size_t) (slash - s) : strlen(s);
+    if (!alen) {
+        return xasprintf("\"%s\": address missing before '/'", s);
+    }
+    if (alen >= sizeof abuf) {
+        return xasprintf("\"%s\": address too long", s);
+    }
+    memcpy(abuf, s, alen);
+    abuf[alen] = '\0';
+
+    int ipver = strchr(abuf, ':') ? 6 : 4;
+    memset(bytes, 0, sizeof bytes);
+    if (inet_pton(ipver == 4 ? AF_INET : AF_INET6, abuf, bytes) != 1) {
+        return xasprintf("\"%s\": \"%s\" is not an IPv%d address", s, abuf,
+                         ipver);
+    }
+
+    int max = ipver == 4 ? 32 : 128;
+    int len = max;
+    if (slash) {
+        const char *q = slash + 1;
+        if (!*q) {
+            return xasprintf("\"%s\": prefix length missing after '/'", s);
+        }
+        len = 0;
+        for (; *q; q++) {
+            if (!isdigit((unsigned char) *q)) {
+                return xasprintf("\"%s\": prefix length \"%s\" is not a "
+                                 "number", s, slash + 1);
+            }
+            len = len * 10 + (*q - '0');
+            if (len > max) {
+                return xasprintf("\"%s\": prefix length %s exceeds %d for "
+                                 "IPv%d", s, slash + 1, max, ipver);
+            }
+        }
+    }
+
+    uint8_t net[16];
+    memcpy(net, bytes, sizeof net);
+    clear_host_bits__(net, addr_bytes__(ipver), len);
+    if (memcmp(net, bytes, sizeof net)) {
+        char nbuf[INET6_ADDRSTRLEN];
+        inet_ntop(ipver == 4 ? AF_INET : AF_INET6, net, nbuf, sizeof nbuf);
+        return xasprintf("\"%s\": host bits set beyond /%d (did you mean "
+                         "%s/%d?)", s, len, nbuf, len);
+    }
+
+    p->ipver = ipver;
+    p->len = len;
+    memcpy(p->addr, bytes, addr_bytes__(ipver));
+    return NULL;
+}
+
+char *
+tpm_prefix_parse_list(const char *s, struct tpm_prefix **prefixes,
+                      size_t *n)
+{
+    static const char seps[] = ", \t\r\n";
+    struct tpm_prefix *array = NULL;
+    size_t count = 0, allocated = 0;
+
+    *prefixes = NULL;
+    *n = 0;
+    for (const char *p = s + strspn(s, seps); *p; p += strspn(p, seps)) {
+        size_t len = strcspn(p, seps);
+        if (count >= TPROTO_MAX_PREFIXES) {
+            free(array);
+            return xasprintf("more than %d prefixes", TPROTO_MAX_PREFIXES);
+        }
+        if (count >= allocated) {
+            allocated = allocated ? allocated * 2 : 4;
+            array = xrealloc(array, allocated * sizeof *array);
+        }
+
+        char *item = xstrndup(p, len);
+        char *error = tpm_prefix_parse(item, &array[count]);
+        free(item);
+        if (error) {
+            free(array);
+            return error;
+        }
+        count++;
+        p += len;
+    }
+    *prefixes = array;
+    *n = count;
+    return NULL;
+}
+
+char *
+tpm_prefix_format(const struct tpm_prefix *p, char *buf, size_t size)
+{
+    char abuf[INET6_ADDRSTRLEN];
+
+    if (p->ipver != 4 && p->ipver != 6) {
+        snprintf(buf, size, "<bad prefix: ipver %d>", p->ipver);
+        return buf;
+    }
+    inet_ntop(p->ipver == 4 ? AF_INET : AF_INET6, p->addr, abuf, sizeof abuf);
+    snprintf(buf, size, "%s/%d", abuf, p->len);
+    return buf;
+}
+
+bool
+tpm_prefix_overlap(const struct tpm_prefix *a, const struct tpm_prefix *b)
+{
+    return (a->ipver == b->ipver
+            && bits_equal__((const uint8_t *) a->addr,
+                            (const uint8_t *) b->addr, MIN(a->len, b->len)));
+}
+
+bool
+tpm_prefix_contains(const struct tpm_prefix *p, int ipver,
+                    const uint32_t addr[4])
+{
+    return (p->ipver == ipver
+            && bits_equal__((const uint8_t *) p->addr,
+                            (const uint8_t *) addr, p->len));
+}
+
+/* Decoding. */
+
+/* Returns true if 'frame' may be handed to a caller although its version
+ * is not one we speak: every message is a Hello, Refuse or Bye. */
+static bool
+is_session_frame__(const Trumpet__Frame *frame)
+{
+    for (size_t i = 0; i < frame->n_messages; i++) {
+        Trumpet__Message__BodyCase c = frame->messages[i]->body_case;
+        if (c != TRUMPET__MESSAGE__BODY_HELLO
+            && c != TRUMPET__MESSAGE__BODY_REFUSE
+            && c != TRUMPET__MESSAGE__BODY_BYE) {
+            return false;
+        }
+    }
+    return true;
+}
+
+Trumpet__Frame *
+tproto_decode(const void *data, size_t len, const char **why)
+{
+    const char *error = NULL;
+    Trumpet__Frame *frame = NULL;
+
+    if (len > TPROTO_MAX_FRAME) {
+        error = "frame larger than " XSTR(TPROTO_MAX_FRAME) " bytes";
+        goto out;
+    }
+    frame = trumpet__frame__unpack(NULL, len, data);
+    if (!frame) {
+        error = "frame not decodable (truncated, garbage or a required "
+                "field missing)";
+    } else if (!frame->n_messages) {
+        error = "frame has no messages";
+    } else if (frame->n_messages > TPROTO_MAX_BATCH) {
+        error = "frame has more than " XSTR(TPROTO_MAX_BATCH) " messages";
+    } else if (!tproto_version_supported(frame->version)
+               && !is_session_frame__(frame)) {
+        error = "frame of an unsupported protocol version (only Hello, "
+                "Refuse and Bye are read from those)";
+    }
+
+out:
+    if (error) {
+        tproto_free(frame);
+        frame = NULL;
+    }
+    if (why) {
+        *why = error;
+    }
+    return frame;
+}
+
+void
+tproto_free(Trumpet__Frame *frame)
+{
+    if (frame) {
+        trumpet__frame__free_unpacked(frame, NULL);
+    }
+}
+
+/* Validation.  Every rejection is a static string naming the message and
+ * the field. */
+
+enum str_class {
+    STR_ID,                     /* [A-Za-z0-9_.:-]: host and TEM ids. */
+    STR_NAME,                   /* [A-Za-z0-9_.-]: event names. */
+    STR_TEXT,                   /* No control characters but tab and
+                                 * newline: reasons, definitions. */
+};
+
+enum str_error {
+    STR_OK,
+    STR_MISSING,
+    STR_EMPTY,
+    STR_LONG,
+    STR_CHARS,
+};
+
+/* The messages for the str_error values of field 'WHAT' whose length is
+ * at most 'MAX'. */
+#define STR_ERRORS(WHAT, MAX)                                           \
+    {                                                                   \
+        NULL,                                                           \
+        WHAT " missing",                                                \
+        WHAT " empty",                                                  \
+        WHAT " longer than " XSTR(MAX) " bytes",                        \
+        WHAT " has a character not allowed there",                      \
+    }
+
+static bool
+char_ok__(unsigned char c, enum str_class class)
+{
+    switch (class) {
+    case STR_ID:
+        return isalnum(c) || (c && strchr("_.:-", c));
+    case STR_NAME:
+        return isalnum(c) || (c && strchr("_.-", c));
+    case STR_TEXT:
+    default:
+        return (c >= 0x20 && c != 0x7f) || c == '\t' || c == '\n';
+    }
+}
+
+static enum str_error
+str_check__(const char *s, size_t min, size_t max, enum str_class class)
+{
+    if (!s) {
+        return STR_MISSING;
+    }
+    size_t i;
+    for (i = 0; s[i]; i++) {
+        if (i >= max) {
+            return STR_LONG;
+        }
+        if (!char_ok__(s[i], class)) {
+            return STR_CHARS;
+        }
+    }
+    return i < min ? STR_EMPTY : STR_OK;
+}
+
+enum key_error {
+    KEY_OK,
+    KEY_MISSING,
+    KEY_IPVER,
+    KEY_SRC4,
+    KEY_DST4,
+    KEY_SRC6,
+    KEY_DST6,
+    KEY_SPORT,
+    KEY_DPORT,
+    KEY_PROTO,
+};
+
+#define KEY_ERRORS(WHAT)                                                \
+    {                                                                   \
+        NULL,                                                           \
+        WHAT ": group missing",                                         \
+        WHAT ": group: ipver is not 4 or 6",                            \
+        WHAT ": group: src is not 4 bytes for IPv4",                    \
+        WHAT ": group: dst is not 4 bytes for IPv4",                    \
+        WHAT ": group: src is not 16 bytes for IPv6",                   \
+        WHAT ": group: dst is not 16 bytes for IPv6",                   \
+        WHAT ": group: sport above 65535",                              \
+        WHAT ": group: dport above 65535",                              \
+        WHAT ": group: proto above 255",                                \
+    }
+
+static enum key_error
+key_check__(const Trumpet__GroupKey *k)
+{
+    if (!k) {
+        return KEY_MISSING;
+    } else if (k->ipver != 4 && k->ipver != 6) {
+        return KEY_IPVER;
+    } else if (k->src.len != (size_t) addr_bytes__(k->ipver)
+               || (k->src.len && !k->src.data)) {
+        return k->ipver == 4 ? KEY_SRC4 : KEY_SRC6;
+    } else if (k->dst.len != (size_t) addr_bytes__(k->ipver)
+               || (k->dst.len && !k->dst.data)) {
+        return k->ipver == 4 ? KEY_DST4 : KEY_DST6;
+    } else if (k->sport > 65535) {
+        return KEY_SPORT;
+    } else if (k->dport > 65535) {
+        return KEY_DPORT;
+    } else if (k->proto > 255) {
+        return KEY_PROTO;
+    }
+    return KEY_OK;
+}
+
+static const char *
+validate_prefix__(const Trumpet__Prefix *p)
+{
+    if (!p) {
+        return "hello: prefix missing";
+    } else if (p->ipver != 4 && p->ipver != 6) {
+        return "hello: prefix: ipver is not 4 or 6";
+    } else if (p->addr.len != (size_t) addr_bytes__(p->ipver)
+               || !p->addr.data) {
+        return (p->ipver == 4 ? "hello: prefix: addr is not 4 bytes for IPv4"
+                : "hello: prefix: addr is not 16 bytes for IPv6");
+    } else if (p->len > (p->ipver == 4 ? 32u : 128u)) {
+        return (p->ipver == 4 ? "hello: prefix: len above 32 for IPv4"
+                : "hello: prefix: len above 128 for IPv6");
+    }
+
+    uint8_t net[16];
+    memcpy(net, p->addr.data, p->addr.len);
+    clear_host_bits__(net, p->addr.len, p->len);
+    if (memcmp(net, p->addr.data, p->addr.len)) {
+        return "hello: prefix: addr has bits set beyond len";
+    }
+    return NULL;
+}
+
+static const char *
+validate_hello__(const Trumpet__Hello *h)
+{
+    static const char *const host_id[] = STR_ERRORS("hello: host_id",
+                                                    TPROTO_MAX_ID);
+    static const char *const software[] = STR_ERRORS("hello: software",
+                                                     TPROTO_MAX_REASON);
+    enum str_error e;
+
+    if (!h->version_min) {
+        return "hello: version_min is 0";
+    } else if (h->version_min > h->version_max) {
+        return "hello: version_min above version_max";
+    } else if ((e = str_check__(h->host_id, 1, TPROTO_MAX_ID, STR_ID))) {
+        return host_id[e];
+    } else if (h->n_prefixes > TPROTO_MAX_PREFIXES) {
+        return "hello: prefixes: more than " XSTR(TPROTO_MAX_PREFIXES);
+    } else if (!h->epoch_ns) {
+        return "hello: epoch_ns is 0";
+    } else if (h->epoch_ns > TPROTO_MAX_EPOCH_NS) {
+        return "hello: epoch_ns longer than an hour";
+    } else if (h->n_pmd_ids > TPROTO_MAX_PMDS) {
+        return "hello: pmd_ids: more than " XSTR(TPROTO_MAX_PMDS);
+    } else if (h->software
+               && (e = str_check__(h->software, 1, TPROTO_MAX_REASON,
+                                   STR_TEXT))) {
+        return software[e];
+    }
+    if (h->n_prefixes && !h->prefixes) {
+        return "hello: prefix missing";
+    }
+    for (size_t i = 0; i < h->n_prefixes; i++) {
+        const char *error = validate_prefix__(h->prefixes[i]);
+        if (error) {
+            return error;
+        }
+    }
+    if (h->n_pmd_ids && !h->pmd_ids) {
+        return "hello: pmd_ids missing";
+    }
+    /* At most TPROTO_MAX_PMDS (1024) entries, in the one Hello of a
+     * session: the quadratic check is cheap enough. */
+    for (size_t i = 1; i < h->n_pmd_ids; i++) {
+        for (size_t j = 0; j < i; j++) {
+            if (h->pmd_ids[i] == h->pmd_ids[j]) {
+                return "hello: pmd_ids: duplicate id";
+            }
+        }
+    }
+    return NULL;
+}
+
+static const char *
+validate_welcome__(const Trumpet__Welcome *w)
+{
+    static const char *const tem_id[] = STR_ERRORS("welcome: tem_id",
+                                                   TPROTO_MAX_ID);
+    enum str_error e;
+
+    if (!w->version) {
+        return "welcome: version is 0";
+    } else if ((e = str_check__(w->tem_id, 1, TPROTO_MAX_ID, STR_ID))) {
+        return tem_id[e];
+    } else if (!w->heartbeat_ms) {
+        return "welcome: heartbeat_ms is 0";
+    } else if (w->heartbeat_ms > TPROTO_MAX_HEARTBEAT_MS) {
+        return "welcome: heartbeat_ms above "
+               XSTR(TPROTO_MAX_HEARTBEAT_MS);
+    }
+    return NULL;
+}
+
+static const char *
+validate_refuse__(const Trumpet__Refuse *r)
+{
+    static const char *const reason[] = STR_ERRORS("refuse: reason",
+                                                   TPROTO_MAX_REASON);
+    enum str_error e;
+
+    if ((e = str_check__(r->reason, 1, TPROTO_MAX_REASON, STR_TEXT))) {
+        return reason[e];
+    } else if (r->has_version_min && r->has_version_max
+               && r->version_min > r->version_max) {
+        return "refuse: version_min above version_max";
+    }
+    return NULL;
+}
+
+static const char *
+validate_install__(const Trumpet__Install *in)
+{
+    static const char *const name[] = STR_ERRORS("install: name",
+                                                 TPROTO_MAX_ID);
+    static const char *const definition[] = STR_ERRORS(
+        "install: definition", TPROTO_MAX_DEFINITION);
+    enum str_error e;
+
+    if (!in->event_id) {
+        return "install: event_id is 0";
+    } else if ((e = str_check__(in->name, 1, TPROTO_MAX_ID, STR_NAME))) {
+        return name[e];
+    } else if ((e = str_check__(in->definition, 1, TPROTO_MAX_DEFINITION,
+                                STR_TEXT))) {
+        return definition[e];
+    } else if (in->has_threshold && !isfinite(in->threshold)) {
+        return "install: threshold not finite";
+    } else if (in->has_threshold && in->threshold < 0) {
+        return "install: threshold negative";
+    }
+    return NULL;
+}
+
+static const char *
+validate_satisfaction__(const Trumpet__Satisfaction *s)
+{
+    static const char *const group[] = KEY_ERRORS("satisfaction");
+    enum key_error e;
+
+    if (!s->event_id) {
+        return "satisfaction: event_id is 0";
+    } else if (s->epoch >= TPROTO_MAX_EPOCH) {
+        return "satisfaction: epoch not below 2^62";
+    } else if ((e = key_check__(s->group))) {
+        return group[e];
+    } else if (!isfinite(s->value)) {
+        return "satisfaction: value not finite";
+    } else if (s->has_flags && s->flags & ~TPROTO_SAT_FLAGS) {
+        return "satisfaction: flags has unknown bits";
+    } else if (s->has_n_parts && s->n_parts > TPROTO_MAX_PMDS) {
+        return "satisfaction: n_parts above " XSTR(TPROTO_MAX_PMDS);
+    } else if (s->has_n_missing
+               && (!s->has_n_parts || s->n_missing > s->n_parts)) {
+        return "satisfaction: n_missing above n_parts";
+    }
+    return NULL;
+}
+
+static const char *
+validate_poll__(const Trumpet__Poll *p)
+{
+    static const char *const group[] = KEY_ERRORS("poll");
+    enum key_error e;
+
+    if (!p->event_id) {
+        return "poll: event_id is 0";
+    } else if (p->epoch >= TPROTO_MAX_EPOCH) {
+        return "poll: epoch not below 2^62";
+    } else if ((e = key_check__(p->group))) {
+        return group[e];
+    }
+    return NULL;
+}
+
+static const char *
+validate_poll_reply__(const Trumpet__PollReply *r)
+{
+    if (!r->event_id) {
+        return "poll_reply: event_id is 0";
+    } else if (r->epoch >= TPROTO_MAX_EPOCH) {
+        return "poll_reply: epoch not below 2^62";
+    } else if ((unsigned int) r->status
+               > TRUMPET__POLL_STATUS__POLL_INCOMPLETE) {
+        return "poll_reply: status unknown";
+    } else if (r->has_value && !isfinite(r->value)) {
+        return "poll_reply: value not finite";
+    } else if (!r->has_value
+               && (r->status == TRUMPET__POLL_STATUS__POLL_OK
+                   || r->status == TRUMPET__POLL_STATUS__POLL_INCOMPLETE)) {
+        return "poll_reply: value missing for status OK or INCOMPLETE";
+    }
+    return NULL;
+}
+
+const char *
+tproto_validate(const Trumpet__Message *msg)
+{
+    static const char *const nack_reason[] = STR_ERRORS("nack: reason",
+                                                        TPROTO_MAX_REASON);
+    static const char *const bye_reason[] = STR_ERRORS("bye: reason",
+                                                       TPROTO_MAX_REASON);
+    enum str_error e;
+
+    if (!msg) {
+        return "message missing";
+    }
+    /* The body pointers share a union: any of them tells whether the body
+     * is there. */
+    if (msg->body_case != TRUMPET__MESSAGE__BODY__NOT_SET && !msg->hello) {
+        return "message body missing";
+    }
+
+    switch (msg->body_case) {
+    case TRUMPET__MESSAGE__BODY_HELLO:
+        return validate_hello__(msg->hello);
+    case TRUMPET__MESSAGE__BODY_WELCOME:
+        return validate_welcome__(msg->welcome);
+    case TRUMPET__MESSAGE__BODY_REFUSE:
+        return validate_refuse__(msg->refuse);
+    case TRUMPET__MESSAGE__BODY_INSTALL:
+        return validate_install__(msg->install);
+    case TRUMPET__MESSAGE__BODY_REMOVE:
+        return !msg->remove->event_id ? "remove: event_id is 0" : NULL;
+    case TRUMPET__MESSAGE__BODY_ACK:
+        return !msg->ack->event_id ? "ack: event_id is 0" : NULL;
+    case TRUMPET__MESSAGE__BODY_NACK:
+        if (!msg->nack->event_id) {
+            return "nack: event_id is 0";
+        }
+        e = str_check__(msg->nack->reason, 1, TPROTO_MAX_REASON, STR_TEXT);
+        return nack_reason[e];
+    case TRUMPET__MESSAGE__BODY_SATISFACTION:
+        return validate_satisfaction__(msg->satisfaction);
+    case TRUMPET__MESSAGE__BODY_POLL:
+        return validate_poll__(msg->poll);
+    case TRUMPET__MESSAGE__BODY_POLL_REPLY:
+        return validate_poll_reply__(msg->poll_reply);
+    case TRUMPET__MESSAGE__BODY_HEARTBEAT:
+        return NULL;
+    case TRUMPET__MESSAGE__BODY_BYE:
+        if (!msg->bye->reason) {
+            return NULL;
+        }
+        e = str_check__(msg->bye->reason, 0, TPROTO_MAX_REASON, STR_TEXT);
+        return bye_reason[e];
+    case TRUMPET__MESSAGE__BODY__NOT_SET:
+        return "message has no body";
+    default:
+        return "message of an unknown kind";
+    }
+}
+
+const char *
+tproto_body_name(Trumpet__Message__BodyCase c)
+{
+    switch (c) {
+    case TRUMPET__MESSAGE__BODY__NOT_SET: return "none";
+    case TRUMPET__MESSAGE__BODY_HELLO: return "hello";
+    case TRUMPET__MESSAGE__BODY_WELCOME: return "welcome";
+    case TRUMPET__MESSAGE__BODY_REFUSE: return "refuse";
+    case TRUMPET__MESSAGE__BODY_INSTALL: return "install";
+    case TRUMPET__MESSAGE__BODY_REMOVE: return "remove";
+    case TRUMPET__MESSAGE__BODY_ACK: return "ack";
+    case TRUMPET__MESSAGE__BODY_NACK: return "nack";
+    case TRUMPET__MESSAGE__BODY_SATISFACTION: return "satisfaction";
+    case TRUMPET__MESSAGE__BODY_POLL: return "poll";
+    case TRUMPET__MESSAGE__BODY_POLL_REPLY: return "poll_reply";
+    case TRUMPET__MESSAGE__BODY_HEARTBEAT: return "heartbeat";
+    case TRUMPET__MESSAGE__BODY_BYE: return "bye";
+    default: return "unknown";
+    }
+}
+
+/* Encoding.  Each message lives in one malloc'd block: the Message, its
+ * body, then the body's submessages, bytes and strings ("extra"), each
+ * piece 8-byte aligned. */
+
+#define ALIGN8(N) ROUND_UP(N, 8)
+
+void
+tproto_batch_init(struct tproto_batch *b)
+{
+    trumpet__frame__init(&b->frame);
+    b->frame.version = TPROTO_VERSION_MAX;
+    b->msgs = NULL;
+    b->n = b->allocated = 0;
+}
+
+void
+tproto_batch_clear(struct tproto_batch *b)
+{
+    for (size_t i = 0; i < b->n; i++) {
+        free(b->msgs[i]);
+    }
+    b->n = 0;
+    b->frame.n_messages = 0;
+}
+
+void
+tproto_batch_destroy(struct tproto_batch *b)
+{
+    if (b) {
+        tproto_batch_clear(b);
+        free(b->msgs);
+        b->msgs = NULL;
+        b->allocated = 0;
+        b->frame.messages = NULL;
+    }
+}
+
+size_t
+tproto_batch_count(const struct tproto_batch *b)
+{
+    return b->n;
+}
+
+/* Appends a message with body 'body_case' whose body has 'body_size'
+ * bytes followed by 'extra' bytes (the sum of ALIGN8'd pieces) at
+ * '*extrap'.  Returns the body, not initialized; the body pointer of the
+ * message is set. */
+static void *
+append__(struct tproto_batch *b, Trumpet__Message__BodyCase body_case,
+         size_t body_size, size_t extra, char **extrap)
+{
+    size_t msg_size = ALIGN8(sizeof(Trumpet__Message));
+    char *block = xmalloc(msg_size + ALIGN8(body_size) + extra);
+    Trumpet__Message *msg = (Trumpet__Message *) block;
+    void *body = block + msg_size;
+
+    trumpet__message__init(msg);
+    msg->body_case = body_case;
+    msg->hello = body;          /* All body pointers share a union. */
+    *extrap = block + msg_size + ALIGN8(body_size);
+
+    if (b->n >= b->allocated) {
+        b->allocated = b->allocated ? b->allocated * 2 : 16;
+        b->msgs = xrealloc(b->msgs, b->allocated * sizeof *b->msgs);
+    }
+    b->msgs[b->n++] = msg;
+    b->frame.messages = b->msgs;
+    b->frame.n_messages = b->n;
+    return body;
+}
+
+/* Takes 'size' bytes from '*extrap'. */
+static void *
+take__(char **extrap, size_t size)
+{
+    void *p = *extrap;
+    *extrap += ALIGN8(size);
+    return p;
+}
+
+/* Copies the first 'len' bytes of 's' as a string taken from '*extrap'
+ * (which must have ALIGN8(len + 1) bytes). */
+static char *
+copy_str__(char **extrap, const char *s, size_t len)
+{
+    char *p = take__(extrap, len + 1);
+    memcpy(p, s, len);
+    p[len] = '\0';
+    return p;
+}
+
+static size_t
+reason_len__(const char *reason)
+{
+    return reason ? strnlen(reason, TPROTO_MAX_REASON) : 0;
+}
+
+/* Extra bytes for a group key: the GroupKey and its two addresses. */
+#define KEY_EXTRA (ALIGN8(sizeof(Trumpet__GroupKey)) + 2 * 16)
+
+static Trumpet__GroupKey *
+key_to_msg__(char **extrap, const struct tpm_key *key)
+{
+    Trumpet__GroupKey *k = take__(extrap, sizeof *k);
+    size_t n = key->ipver == 4 ? 4 : key->ipver == 6 ? 16 : 0;
+
+    trumpet__group_key__init(k);
+    k->ipver = key->ipver;
+    k->src.data = take__(extrap, 16);
+    k->src.len = n;
+    memcpy(k->src.data, key->src, n);
+    k->dst.data = take__(extrap, 16);
+    k->dst.len = n;
+    memcpy(k->dst.data, key->dst, n);
+    k->sport = key->sport;
+    k->dport = key->dport;
+    k->proto = key->proto;
+    return k;
+}
+
+void
+tproto_add_hello(struct tproto_batch *b, const char *host_id,
+                 const struct tpm_prefix *prefixes, size_t n_prefixes,
+                 uint64_t epoch_ns, uint64_t clock_ns,
+                 const uint32_t *pmd_ids, size_t n_pmds,
+                 const char *software)
+{
+    size_t id_len = strlen(host_id);
+    size_t sw_len = software ? strlen(software) : 0;
+    size_t extra = (ALIGN8(n_prefixes * sizeof(Trumpet__Prefix *))
+                    + n_prefixes * (ALIGN8(sizeof(Trumpet__Prefix)) + 16)
+                    + ALIGN8(n_pmds * sizeof(uint32_t))
+                    + ALIGN8(id_len + 1)
+                    + (software ? ALIGN8(sw_len + 1) : 0));
+    char *x;
+    Trumpet__Hello *h = append__(b, TRUMPET__MESSAGE__BODY_HELLO, sizeof *h,
+                                 extra, &x);
+
+    trumpet__hello__init(h);
+    h->version_min = TPROTO_VERSION_MIN;
+    h->version_max = TPROTO_VERSION_MAX;
+    h->host_id = copy_str__(&x, host_id, id_len);
+    h->n_prefixes = n_prefixes;
+    if (n_prefixes) {
+        h->prefixes = take__(&x, n_prefixes * sizeof *h->prefixes);
+        for (size_t i = 0; i < n_prefixes; i++) {
+            const struct tpm_prefix *p = &prefixes[i];
+            Trumpet__Prefix *m = take__(&x, sizeof *m);
+            size_t n = p->ipver == 4 ? 4 : p->ipver == 6 ? 16 : 0;
+
+            trumpet__prefix__init(m);
+            m->ipver = p->ipver;
+            m->len = p->len;
+            m->addr.data = take__(&x, 16);
+            m->addr.len = n;
+            memcpy(m->addr.data, p->addr, n);
+            h->prefixes[i] = m;
+        }
+    }
+    h->epoch_ns = epoch_ns;
+    h->clock_ns = clock_ns;
+    h->n_pmd_ids = n_pmds;
+    if (n_pmds) {
+        h->pmd_ids = take__(&x, n_pmds * sizeof *h->pmd_ids);
+        memcpy(h->pmd_ids, pmd_ids, n_pmds * sizeof *h->pmd_ids);
+    }
+    if (software) {
+        h->software = copy_str__(&x, software, sw_len);
+    }
+}
+
+void
+tproto_add_welcome(struct tproto_batch *b, uint32_t version,
+                   const char *tem_id, uint64_t clock_ns,
+                   uint32_t heartbeat_ms)
+{
+    size_t id_len = strlen(tem_id);
+    char *x;
+    Trumpet__Welcome *w = append__(b, TRUMPET__MESSAGE__BODY_WELCOME,
+                                   sizeof *w, ALIGN8(id_len + 1), &x);
+
+    trumpet__welcome__init(w);
+    w->version = version;
+    w->tem_id = copy_str__(&x, tem_id, id_len);
+    w->clock_ns = clock_ns;
+    w->heartbeat_ms = heartbeat_ms;
+}
+
+void
+tproto_add_refuse(struct tproto_batch *b, const char *reason)
+{
+    size_t len = reason_len__(reason);
+    char *x;
+    Trumpet__Refuse *r = append__(b, TRUMPET__MESSAGE__BODY_REFUSE,
+                                  sizeof *r, ALIGN8(len + 1), &x);
+
+    trumpet__refuse__init(r);
+    r->reason = copy_str__(&x, reason ? reason : "", len);
+    r->has_version_min = r->has_version_max = true;
+    r->version_min = TPROTO_VERSION_MIN;
+    r->version_max = TPROTO_VERSION_MAX;
+}
+
+void
+tproto_add_install(struct tproto_batch *b, uint64_t cookie,
+                   uint32_t event_id, const char *name,
+                   const char *definition, bool has_threshold,
+                   double threshold)
+{
+    size_t name_len = strlen(name);
+    size_t def_len = strlen(definition);
+    char *x;
+    Trumpet__Install *in = append__(b, TRUMPET__MESSAGE__BODY_INSTALL,
+                                    sizeof *in,
+                                    ALIGN8(name_len + 1) + ALIGN8(def_len + 1),
+                                    &x);
+
+    trumpet__install__init(in);
+    in->cookie = cookie;
+    in->event_id = event_id;
+    in->name = copy_str__(&x, name, name_len);
+    in->definition = copy_str__(&x, definition, def_len);
+    in->has_threshold = has_threshold;
+    in->threshold = has_threshold ? threshold : 0;
+}
+
+void
+tproto_add_remove(struct tproto_batch *b, uint64_t cookie, uint32_t event_id)
+{
+    char *x;
+    Trumpet__Remove *r = append__(b, TRUMPET__MESSAGE__BODY_REMOVE,
+                                  sizeof *r, 0, &x);
+
+    trumpet__remove__init(r);
+    r->cookie = cookie;
+    r->event_id = event_id;
+}
+
+void
+tproto_add_ack(struct tproto_batch *b, uint64_t cookie, uint32_t event_id)
+{
+    char *x;
+    Trumpet__Ack *a = append__(b, TRUMPET__MESSAGE__BODY_ACK, sizeof *a, 0,
+                               &x);
+
+    trumpet__ack__init(a);
+    a->cookie = cookie;
+    a->event_id = event_id;
+}
+
+void
+tproto_add_nack(struct tproto_batch *b, uint64_t cookie, uint32_t event_id,
+                const char *reason)
+{
+    size_t len = reason_len__(reason);
+    char *x;
+    Trumpet__Nack *n = append__(b, TRUMPET__MESSAGE__BODY_NACK, sizeof *n,
+                                ALIGN8(len + 1), &x);
+
+    trumpet__nack__init(n);
+    n->cookie = cookie;
+    n->event_id = event_id;
+    n->reason = copy_str__(&x, reason ? reason : "", len);
+}
+
+void
+tproto_add_satisfaction(struct tproto_batch *b, uint32_t event_id,
+                        uint64_t epoch, const struct tpm_key *group,
+                        double value, uint32_t flags, uint32_t n_parts,
+                        uint32_t n_missing)
+{
+    char *x;
+    Trumpet__Satisfaction *s = append__(b,
+                                        TRUMPET__MESSAGE__BODY_SATISFACTION,
+                                        sizeof *s, KEY_EXTRA, &x);
+
+    trumpet__satisfaction__init(s);
+    s->event_id = event_id;
+    s->epoch = epoch;
+    s->group = key_to_msg__(&x, group);
+    s->value = value;
+    s->has_flags = s->has_n_parts = s->has_n_missing = true;
+    s->flags = flags;
+    s->n_parts = n_parts;
+    s->n_missing = n_missing;
+}
+
+void
+tproto_add_poll(struct tproto_batch *b, uint64_t cookie, uint32_t event_id,
+                uint64_t epoch, const struct tpm_key *group)
+{
+    char *x;
+    Trumpet__Poll *p = append__(b, TRUMPET__MESSAGE__BODY_POLL, sizeof *p,
+                                KEY_EXTRA, &x);
+
+    trumpet__poll__init(p);
+    p->cookie = cookie;
+    p->event_id = event_id;
+    p->epoch = epoch;
+    p->group = key_to_msg__(&x, group);
+}
+
+void
+tproto_add_poll_reply(struct tproto_batch *b, uint64_t cookie,
+                      uint32_t event_id, uint64_t epoch,
+                      Trumpet__PollStatus status, double value)
+{
+    char *x;
+    Trumpet__PollReply *r = append__(b, TRUMPET__MESSAGE__BODY_POLL_REPLY,
+                                     sizeof *r, 0, &x);
+
+    trumpet__poll_reply__init(r);
+    r->cookie = cookie;
+    r->event_id = event_id;
+    r->epoch = epoch;
+    r->status = status;
+    r->has_value = true;
+    r->value = value;
+}
+
+void
+tproto_add_heartbeat(struct tproto_batch *b, uint64_t clock_ns, uint64_t seq)
+{
+    char *x;
+    Trumpet__Heartbeat *h = append__(b, TRUMPET__MESSAGE__BODY_HEARTBEAT,
+                                     sizeof *h, 0, &x);
+
+    trumpet__heartbeat__init(h);
+    h->clock_ns = clock_ns;
+    h->seq = seq;
+}
+
+void
+tproto_add_bye(struct tproto_batch *b, const char *reason)
+{
+    size_t len = reason_len__(reason);
+    char *x;
+    Trumpet__Bye *bye = append__(b, TRUMPET__MESSAGE__BODY_BYE, sizeof *bye,
+                                 reason ? ALIGN8(len + 1) : 0, &x);
+
+    trumpet__bye__init(bye);
+    if (reason) {
+        bye->reason = copy_str__(&x, reason, len);
+    }
+}
+
+size_t
+tproto_batch_encode(const struct tproto_batch *b, uint32_t version,
+                    uint8_t **datap)
+{
+    Trumpet__Frame frame = TRUMPET__FRAME__INIT;
+
+    frame.version = version ? version : TPROTO_VERSION_MAX;
+    frame.n_messages = b->n;
+    frame.messages = b->msgs;
+
+    size_t size = trumpet__frame__get_packed_size(&frame);
+    uint8_t *data = xmalloc(size);
+    size_t packed = trumpet__frame__pack(&frame, data);
+    if (packed != size) {
+        tpm_log(TPM_LOG_ERR, "tproto: packed %zu bytes, expected %zu",
+                packed, size);
+        abort();
+    }
+    *datap = data;
+    return size;
+}
+
+/* Conversions. */
+
+void
+tproto_key_from_msg(const Trumpet__GroupKey *k, struct tpm_key *key)
+{
+    size_t n = k->ipver == 4 ? 4 : 16;
+
+    memset(key, 0, sizeof *key);
+    key->ipver = k->ipver;
+    memcpy(key->src, k->src.data, MIN(n, k->src.len));
+    memcpy(key->dst, k->dst.data, MIN(n, k->dst.len));
+    key->sport = k->sport;
+    key->dport = k->dport;
+    key->proto = k->proto;
+}
+
+void
+tproto_prefix_from_msg(const Trumpet__Prefix *p, struct tpm_prefix *prefix)
+{
+    size_t n = p->ipver == 4 ? 4 : 16;
+
+    memset(prefix, 0, sizeof *prefix);
+    prefix->ipver = p->ipver;
+    prefix->len = p->len;
+    memcpy(prefix->addr, p->addr.data, MIN(n, p->addr.len));
+}

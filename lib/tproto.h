@@ -1,0 +1,187 @@
+/*
+ * The TPM <-> TEM protocol (proto/trumpet.proto) on top of the code that
+ * protoc-c generates from it at build time: version constants, decoding
+ * with validation, encoding of batches, and conversions between the wire
+ * types and lib/'s types.  The host agent (lib/agent.h), the TEM (tem/)
+ * and the tests use only this to read and write frames.
+ *
+ * Validation: tproto_decode() rejects a frame that protobuf-c cannot
+ * unpack (truncated, garbage, a required field missing), that is too
+ * large, empty or has too many messages, or whose version is not one we
+ * speak (see "Versions" below); tproto_validate() then checks each message
+ * on its own (string lengths and characters, enum values, ids, key and
+ * prefix shapes, epoch bounds, finite values) so that a caller drops just
+ * the bad message and counts it.
+ *
+ * Versions: every frame carries its sender's version.  A frame of a
+ * version outside [TPROTO_VERSION_MIN, TPROTO_VERSION_MAX] is rejected by
+ * tproto_decode() unless every message in it is a Hello, a Refuse or a
+ * Bye: these session messages keep their format in every version, so
+ * that a TEM can read the version range of any host's Hello and answer
+ * Refuse with a clear reason, and a host can read that Refuse (or a Bye)
+ * and log it.  A caller that receives such a frame (frame->version not
+ * tproto_version_supported()) must only negotiate or log, never act on
+ * it otherwise.  Hello carries the sender's range; the TEM picks the
+ * version with tproto_version_choose() and answers Welcome, or Refuse
+ * (tproto_add_refuse() always states our own range).
+ *
+ * Thread-safety: none needed (no global state).
+ */
+#ifndef TPM_TPROTO_H
+#define TPM_TPROTO_H 1
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "packet.h"
+#include "trumpet.pb-c.h"
+
+/* Versions this build speaks.  Frames carry the sender's version; Hello
+ * carries a range and Welcome the version chosen. */
+#define TPROTO_VERSION_MIN 1
+#define TPROTO_VERSION_MAX 1
+
+/* Largest frame accepted (bytes) and messages per frame.  Larger frames
+ * are dropped unread. */
+#define TPROTO_MAX_FRAME (1024 * 1024)
+#define TPROTO_MAX_BATCH 4096
+
+/* Longest host or TEM id, event name (lib/event.h: 63), definition and
+ * reason strings. */
+#define TPROTO_MAX_ID 63
+#define TPROTO_MAX_DEFINITION 4096
+#define TPROTO_MAX_REASON 1024
+#define TPROTO_MAX_PREFIXES 1024
+#define TPROTO_MAX_PMDS 1024
+
+/* Bounds checked by tproto_validate(): the epoch length in Hello (1 ns to
+ * one hour), an epoch number (below 2^62; epochs are wall-clock ns
+ * divided by the epoch length), the Welcome heartbeat period (1 ms to one
+ * minute), and the Satisfaction.flags bits defined so far (0x1: partial,
+ * TPM_REPORT_PARTIAL in tpm/tpm.h). */
+#define TPROTO_MAX_EPOCH_NS (3600ULL * 1000 * 1000 * 1000)
+#define TPROTO_MAX_EPOCH (1ULL << 62)
+#define TPROTO_MAX_HEARTBEAT_MS 60000
+#define TPROTO_SAT_FLAGS 0x1u
+
+/* Returns true if this build speaks protocol version 'v'. */
+bool tproto_version_supported(uint32_t v);
+
+/* Returns the highest version in both [min, max] and the versions this
+ * build speaks, or 0 if there is none. */
+uint32_t tproto_version_choose(uint32_t min, uint32_t max);
+
+/* An address prefix (a host's served addresses, or an event filter's). */
+struct tpm_prefix {
+    uint8_t ipver;              /* 4 or 6. */
+    uint8_t len;                /* Prefix length. */
+    uint32_t addr[4];           /* Network order, zero beyond 'len'. */
+};
+
+/* Parses "10.99.0.0/24", "10.99.0.1" (a /32), "fd00::/8".  Returns NULL
+ * or an error message (caller frees) naming the bad text.  Host bits set
+ * beyond the length are an error. */
+char *tpm_prefix_parse(const char *s, struct tpm_prefix *)
+    __attribute__((warn_unused_result));
+
+/* Parses a list separated by commas and/or spaces into a new array
+ * '*prefixes' of '*n' entries (caller frees).  An empty string gives
+ * none. */
+char *tpm_prefix_parse_list(const char *s, struct tpm_prefix **prefixes,
+                            size_t *n)
+    __attribute__((warn_unused_result));
+
+/* Formats 'p' as "10.99.0.0/24" into 'buf' (at least 64 bytes). */
+char *tpm_prefix_format(const struct tpm_prefix *p, char *buf, size_t size);
+
+/* Returns true if the two prefixes share at least one address. */
+bool tpm_prefix_overlap(const struct tpm_prefix *, const struct tpm_prefix *);
+
+/* Returns true if the address (4 or 16 bytes per 'ipver') lies in 'p'. */
+bool tpm_prefix_contains(const struct tpm_prefix *p, int ipver,
+                         const uint32_t addr[4]);
+
+/* Decodes the ZeroMQ message 'data'/'len'.  Returns the frame (free with
+ * tproto_free()) or NULL and stores a static message in '*why': too
+ * large, not decodable, no messages, too many messages, unsupported
+ * version (frames of Hello/Refuse/Bye only are returned whatever their
+ * version: see "Versions" above).  The messages still need
+ * tproto_validate(). */
+Trumpet__Frame *tproto_decode(const void *data, size_t len,
+                              const char **why);
+void tproto_free(Trumpet__Frame *);
+
+/* Checks one decoded message.  Returns NULL if it is valid, otherwise a
+ * static string saying what is wrong ("hello: host_id empty", "poll: bad
+ * group key length"...).  A message with no body is invalid. */
+const char *tproto_validate(const Trumpet__Message *);
+
+/* Short name of a message's body case ("hello", "poll_reply"...). */
+const char *tproto_body_name(Trumpet__Message__BodyCase);
+
+/* Encoding.  A batch collects messages (deep-copied in) and serializes
+ * them as one frame. */
+struct tproto_batch {
+    Trumpet__Frame frame;
+    Trumpet__Message **msgs;    /* Owned. */
+    size_t n, allocated;
+};
+
+void tproto_batch_init(struct tproto_batch *);
+void tproto_batch_destroy(struct tproto_batch *);
+/* Empties the batch (keeps its memory). */
+void tproto_batch_clear(struct tproto_batch *);
+size_t tproto_batch_count(const struct tproto_batch *);
+
+/* Appends one message; the 'tproto_add_*' helpers fill in every field.
+ * Strings and keys are copied, each message in one allocation.  Reasons
+ * (Refuse, Nack, Bye) longer than TPROTO_MAX_REASON are truncated; other
+ * strings are sent as given (the receiver validates them).  Refuse states
+ * this build's version range.  A group key of ipver 0 (a non-IP frame,
+ * never a group) is sent as ipver 0 with empty addresses, which the
+ * receiver rejects: callers must not send one. */
+void tproto_add_hello(struct tproto_batch *, const char *host_id,
+                      const struct tpm_prefix *, size_t n_prefixes,
+                      uint64_t epoch_ns, uint64_t clock_ns,
+                      const uint32_t *pmd_ids, size_t n_pmds,
+                      const char *software);
+void tproto_add_welcome(struct tproto_batch *, uint32_t version,
+                        const char *tem_id, uint64_t clock_ns,
+                        uint32_t heartbeat_ms);
+void tproto_add_refuse(struct tproto_batch *, const char *reason);
+void tproto_add_install(struct tproto_batch *, uint64_t cookie,
+                        uint32_t event_id, const char *name,
+                        const char *definition, bool has_threshold,
+                        double threshold);
+void tproto_add_remove(struct tproto_batch *, uint64_t cookie,
+                       uint32_t event_id);
+void tproto_add_ack(struct tproto_batch *, uint64_t cookie,
+                    uint32_t event_id);
+void tproto_add_nack(struct tproto_batch *, uint64_t cookie,
+                     uint32_t event_id, const char *reason);
+void tproto_add_satisfaction(struct tproto_batch *, uint32_t event_id,
+                             uint64_t epoch, const struct tpm_key *group,
+                             double value, uint32_t flags, uint32_t n_parts,
+                             uint32_t n_missing);
+void tproto_add_poll(struct tproto_batch *, uint64_t cookie,
+                     uint32_t event_id, uint64_t epoch,
+                     const struct tpm_key *group);
+void tproto_add_poll_reply(struct tproto_batch *, uint64_t cookie,
+                           uint32_t event_id, uint64_t epoch,
+                           Trumpet__PollStatus status, double value);
+void tproto_add_heartbeat(struct tproto_batch *, uint64_t clock_ns,
+                          uint64_t seq);
+void tproto_add_bye(struct tproto_batch *, const char *reason);
+
+/* Serializes the batch as one frame of version TPROTO_VERSION_MAX (or
+ * 'version' if nonzero) into a new buffer '*datap' (caller frees).
+ * Returns its length. */
+size_t tproto_batch_encode(const struct tproto_batch *, uint32_t version,
+                           uint8_t **datap);
+
+/* Conversions.  tproto_key_from_msg() expects a validated key. */
+void tproto_key_from_msg(const Trumpet__GroupKey *, struct tpm_key *);
+void tproto_prefix_from_msg(const Trumpet__Prefix *, struct tpm_prefix *);
+
+#endif /* tproto.h */
