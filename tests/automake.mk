@@ -69,3 +69,12 @@ EXTRA_DIST += tests/ovs-patch.sh tests/ovs-autotests.sh \
 
 EXTRA_DIST += tests/test-util.h tests/e2e-replay.sh tests/gen-trace.py tests/bootstrap.sh \
 	tests/data/table2.events tests/data/table2-tcp.events
+
+# The host agent (lib/agent.h) against a fake TEM.
+check_PROGRAMS += tests/test-agent
+tests_test_agent_SOURCES = tests/test-agent.c
+tests_test_agent_CFLAGS = $(TEST_CFLAGS) $(PROTOBUF_C_CFLAGS) $(ZMQ_CFLAGS)
+tests_test_agent_LDADD = lib/libtproto.la $(TEST_LDADD) $(PROTOBUF_C_LIBS) \
+	$(ZMQ_LIBS) -lpthread
+tests/test_agent-test-agent.$(OBJEXT): $(PROTO_GEN)
+TESTS += tests/test-agent

@@ -1,0 +1,1367 @@
+/*
+ * The host agent (agent.h): one thread, one ZeroMQ context, one DEALER
+ * socket at a time.
+ *
+ * The host and the agent thread share two bounded rings under one mutex:
+ * 'cmds' (TEM -> host) and 'out' (host -> TEM).  An eventfd, 'cmd_fd', is
+ * readable while 'cmds' is not empty (written when the ring turns
+ * non-empty, read back when the host takes the last command).  Another,
+ * 'wake_fd', wakes the agent thread (polled next to the socket with
+ * zmq_poll()) when 'out' turns non-empty and at shutdown.
+ *
+ * The agent thread runs a small state machine per socket ("session"):
+ *
+ *   - no socket: waiting for the backoff to pass (BACKOFF or REFUSED);
+ *   - socket open, Hello not yet sent: ZMQ_IMMEDIATE keeps the socket
+ *     unwritable until the TCP (or IPC) connection is up, so Hello goes
+ *     out as soon as there is a peer to take it (CONNECTING);
+ *   - Hello sent: waiting for Welcome or Refuse, at most
+ *     'hello_timeout_ns' (CONNECTING);
+ *   - welcomed (CONNECTED): relaying, heartbeats every 'heartbeat_ms',
+ *     and the session ends when nothing arrived for 3 heartbeats.
+ *
+ * Ending a session closes the socket (a short linger lets a parting Bye
+ * out), drops and counts what the host queued for it, and waits for the
+ * backoff (doubling from the minimum to the maximum, back to the minimum
+ * on Welcome) before a new socket says Hello again.  The outgoing ring is
+ * read by the agent thread in place: messages leave it only once ZeroMQ
+ * took the frame that carries them.
+ */
+#include "agent.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "clock.h"
+#include "tpm-log.h"
+#include "util.h"
+
+/* Frames read, and frames sent from the outgoing ring, per wakeup of the
+ * agent thread, so that neither direction starves the other. */
+#define AGENT_RX_BURST 64
+#define AGENT_TX_BURST 16
+
+/* Encoded size above which a batch is cut short of TPROTO_MAX_BATCH so
+ * that frames stay well below TPROTO_MAX_FRAME. */
+#define AGENT_FRAME_BUDGET (TPROTO_MAX_FRAME / 2)
+
+/* Misses before the TEM is considered gone. */
+#define AGENT_HEARTBEAT_MISSES 3
+
+/* Linger of closed sockets, so that a Bye sent just before closing gets
+ * out (agent.h promises a 100 ms bound at shutdown).  A dead peer holds
+ * nothing: ZMQ_IMMEDIATE queues only on live connections. */
+#define AGENT_LINGER_MS 100
+
+/* Rate limit of per-message log lines: at most this many per window. */
+#define AGENT_LOG_BURST 5
+#define AGENT_LOG_WINDOW_NS (5 * UINT64_C(1000000000))
+
+#define MS UINT64_C(1000000)
+
+/* A message for the TEM, as queued by the host. */
+struct agent_out {
+    Trumpet__Message__BodyCase type;    /* ACK, NACK, SATISFACTION or
+                                         * POLL_REPLY. */
+    uint64_t cookie;
+    uint32_t event_id;
+    uint64_t epoch;
+    double value;
+    uint32_t flags, n_parts, n_missing;
+    Trumpet__PollStatus status;
+    char *reason;                       /* NACK (owned). */
+    struct tpm_key group;               /* SATISFACTION. */
+};
+
+struct agent_ratelimit {
+    uint64_t window_start;
+    unsigned int n;
+    uint64_t suppressed;
+};
+
+/* The agent thread's view of the current socket. */
+struct agent_session {
+    void *sock;                 /* NULL: none (backoff). */
+    bool hello_sent;
+    bool welcomed;
+    bool unreachable_logged;
+    uint64_t opened_ns;         /* CLOCK_MONOTONIC. */
+    uint64_t hello_ns;
+    uint64_t last_rx_ns;
+    uint64_t next_hb_ns;
+    uint64_t hb_ns;             /* From Welcome. */
+    uint64_t hb_seq;
+    uint32_t version;           /* Negotiated, 0 before Welcome. */
+};
+
+struct tpm_agent {
+    /* Configuration (immutable after creation). */
+    char *endpoint;             /* ZeroMQ form. */
+    char *host_id;
+    struct tpm_prefix *prefixes;
+    size_t n_prefixes;
+    uint64_t epoch_ns;
+    uint32_t *pmd_ids;
+    size_t n_pmds;
+    char *software;
+    uint32_t queue_size;
+    uint64_t backoff_min_ns, backoff_max_ns;
+    uint64_t batch_ns;
+    uint64_t hello_timeout_ns;
+
+    void *zctx;
+    pthread_t thread;
+    atomic_bool exiting;
+    int cmd_fd;                 /* Readable while 'cmds' is not empty. */
+    int wake_fd;                /* Wakes the agent thread. */
+
+    /* Agent thread only. */
+    struct agent_session s;
+    struct tproto_batch batch;
+    uint64_t backoff_ns;        /* Next backoff. */
+    uint64_t retry_ns;          /* Open a new socket at this time. */
+    uint64_t n_sockets;
+    struct agent_ratelimit rl_thread;
+
+    /* Shared, under 'mutex'. */
+    pthread_mutex_t mutex;
+    struct tpm_agent_cmd *cmds;         /* Ring of 'queue_size'. */
+    uint32_t cmd_head, cmd_n;
+    struct agent_out *out;              /* Ring of 'queue_size'. */
+    uint32_t out_head, out_n;
+    uint64_t out_first_ns;      /* When 'out' last turned non-empty. */
+    bool connected;             /* Host messages are accepted. */
+    struct agent_ratelimit rl_host;
+    struct tpm_agent_status status;
+};
+
+static void agent_session_end(struct tpm_agent *, enum tpm_agent_state,
+                              const char *format, ...)
+    __attribute__((format(printf, 3, 4)));
+
+void
+tpm_agent_config_init(struct tpm_agent_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->queue_size = 4096;
+    c->backoff_min_ns = 100 * MS;
+    c->backoff_max_ns = 5000 * MS;
+    c->batch_ns = 0;
+    c->hello_timeout_ns = 3000 * MS;
+}
+
+const char *
+tpm_agent_state_name(enum tpm_agent_state state)
+{
+    switch (state) {
+    case TPM_AGENT_CONNECTING: return "connecting";
+    case TPM_AGENT_CONNECTED: return "connected";
+    case TPM_AGENT_BACKOFF: return "backoff";
+    case TPM_AGENT_REFUSED: return "refused";
+    default: return "unknown";
+    }
+}
+
+/* Returns true if 'rl' allows one more log line now.  Counts the lines it
+ * suppresses; '*suppressedp' gets how many were suppressed before this
+ * one (to mention them). */
+static bool
+agent_ratelimit_allow(struct agent_ratelimit *rl, uint64_t *suppressedp)
+{
+    uint64_t now = tpm_clock_mono_ns();
+    if (now - rl->window_start >= AGENT_LOG_WINDOW_NS) {
+        rl->window_start = now;
+        rl->n = 0;
+    }
+    if (rl->n >= AGENT_LOG_BURST) {
+        rl->suppressed++;
+        return false;
+    }
+    rl->n++;
+    *suppressedp = rl->suppressed;
+    rl->suppressed = 0;
+    return true;
+}
+
+/* Formats " (N similar messages suppressed)" into 'buf', or "" if 'n' is
+ * 0. */
+static const char *
+agent_suppressed(uint64_t n, char *buf, size_t size)
+{
+    if (!n) {
+        return "";
+    }
+    snprintf(buf, size, " (%"PRIu64" similar messages suppressed)", n);
+    return buf;
+}
+
+static bool
+agent_host_id_valid(const char *id)
+{
+    size_t len = strlen(id);
+    if (!len || len > TPROTO_MAX_ID) {
+        return false;
+    }
+    return strspn(id, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                  "0123456789_.:-") == len;
+}
+
+char *
+tpm_agent_parse_endpoint(const char *endpoint, char **zmq_endpointp)
+{
+    *zmq_endpointp = NULL;
+    if (!endpoint || !*endpoint) {
+        return xstrdup("no TEM endpoint given (expected tcp:HOST:PORT, "
+                       "unix:PATH, tcp://HOST:PORT or ipc://PATH)");
+    }
+    if (!strncmp(endpoint, "tcp://", 6) || !strncmp(endpoint, "ipc://", 6)) {
+        if (!endpoint[6]) {
+            return xasprintf("TEM endpoint '%s': address missing after "
+                             "'%.6s'", endpoint, endpoint);
+        }
+        *zmq_endpointp = xstrdup(endpoint);
+        return NULL;
+    }
+    if (!strncmp(endpoint, "unix:", 5)) {
+        if (!endpoint[5]) {
+            return xasprintf("TEM endpoint '%s': path missing after "
+                             "'unix:'", endpoint);
+        }
+        *zmq_endpointp = xasprintf("ipc://%s", endpoint + 5);
+        return NULL;
+    }
+    if (!strncmp(endpoint, "tcp:", 4)) {
+        const char *hostport = endpoint + 4;
+        const char *colon = strrchr(hostport, ':');
+        if (!colon || colon == hostport) {
+            return xasprintf("TEM endpoint '%s': expected tcp:HOST:PORT",
+                             endpoint);
+        }
+        if (hostport[0] == '[' && colon[-1] != ']') {
+            return xasprintf("TEM endpoint '%s': IPv6 address must be "
+                             "written [ADDRESS]:PORT", endpoint);
+        }
+        const char *port = colon + 1;
+        char *end;
+        errno = 0;
+        unsigned long p = strtoul(port, &end, 10);
+        if (!*port || *end || errno || p < 1 || p > 65535
+            || port[0] == '+' || port[0] == '-') {
+            return xasprintf("TEM endpoint '%s': port '%s' is not a number "
+                             "in [1, 65535]", endpoint, port);
+        }
+        *zmq_endpointp = xasprintf("tcp://%s", hostport);
+        return NULL;
+    }
+    return xasprintf("TEM endpoint '%s' not understood (expected "
+                     "tcp:HOST:PORT, unix:PATH, tcp://HOST:PORT or "
+                     "ipc://PATH)", endpoint);
+}
+
+/* Checks the parts of 'c' that agent.h constrains.  Returns NULL or an
+ * error message. */
+static char *
+agent_config_check(const struct tpm_agent_config *c)
+{
+    if (!c->host_id || !agent_host_id_valid(c->host_id)) {
+        return xasprintf("host id '%s' is not 1 to %d characters from "
+                         "[A-Za-z0-9_.:-]", c->host_id ? c->host_id : "",
+                         TPROTO_MAX_ID);
+    }
+    if (c->n_prefixes > TPROTO_MAX_PREFIXES) {
+        return xasprintf("%zu prefixes, at most %d allowed",
+                         c->n_prefixes, TPROTO_MAX_PREFIXES);
+    }
+    if (c->n_pmds > TPROTO_MAX_PMDS) {
+        return xasprintf("%zu monitors, at most %d allowed", c->n_pmds,
+                         TPROTO_MAX_PMDS);
+    }
+    if (c->queue_size < 1 || c->queue_size > (1u << 24)) {
+        return xasprintf("queue_size=%"PRIu32" is out of range [1, %u]",
+                         c->queue_size, 1u << 24);
+    }
+    if (c->backoff_min_ns < MS || c->backoff_min_ns > c->backoff_max_ns) {
+        return xasprintf("backoff %"PRIu64" ns .. %"PRIu64" ns: the minimum "
+                         "must be at least 1 ms and at most the maximum",
+                         c->backoff_min_ns, c->backoff_max_ns);
+    }
+    if (c->backoff_max_ns > 3600000 * MS) {
+        return xasprintf("backoff maximum %"PRIu64" ns exceeds one hour",
+                         c->backoff_max_ns);
+    }
+    if (c->batch_ns > 1000 * MS) {
+        return xasprintf("batch time %"PRIu64" ns exceeds one second",
+                         c->batch_ns);
+    }
+    if (c->hello_timeout_ns < MS || c->hello_timeout_ns > 3600000 * MS) {
+        return xasprintf("hello timeout %"PRIu64" ns is out of range "
+                         "[1 ms, 1 h]", c->hello_timeout_ns);
+    }
+
+    /* The TEM validates Hello with the same code: check it here so that a
+     * bad prefix or software string is an error now, not a refusal
+     * later. */
+    struct tproto_batch b;
+    tproto_batch_init(&b);
+    tproto_add_hello(&b, c->host_id, c->prefixes, c->n_prefixes,
+                     c->epoch_ns, tpm_clock_real_ns(), c->pmd_ids, c->n_pmds,
+                     c->software);
+    const char *why = tproto_validate(b.msgs[0]);
+    char *error = why ? xasprintf("invalid hello: %s", why) : NULL;
+    tproto_batch_destroy(&b);
+    return error;
+}
+
+/* Sets the status's last error (caller holds the mutex). */
+static void
+agent_set_error__(struct tpm_agent *a, const char *msg)
+{
+    snprintf(a->status.last_error, sizeof a->status.last_error, "%s", msg);
+    a->status.last_error_ns = tpm_clock_real_ns();
+}
+
+/* Records a dropped invalid frame or message: counted, last_error set,
+ * logged rate-limited. */
+static void
+agent_invalid(struct tpm_agent *a, const char *format, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void
+agent_invalid(struct tpm_agent *a, const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    char *msg = xvasprintf(format, args);
+    va_end(args);
+
+    pthread_mutex_lock(&a->mutex);
+    a->status.invalid_in++;
+    agent_set_error__(a, msg);
+    pthread_mutex_unlock(&a->mutex);
+
+    uint64_t suppressed;
+    char buf[64];
+    if (agent_ratelimit_allow(&a->rl_thread, &suppressed)) {
+        tpm_log(TPM_LOG_WARN, "agent %s: %s (dropped)%s", a->host_id, msg,
+                agent_suppressed(suppressed, buf, sizeof buf));
+    }
+    free(msg);
+}
+
+/* Command ring (caller holds the mutex). */
+
+static void
+agent_cmd_push__(struct tpm_agent *a, const struct tpm_agent_cmd *cmd)
+{
+    uint32_t tail = (a->cmd_head + a->cmd_n) % a->queue_size;
+    a->cmds[tail] = *cmd;
+    if (!a->cmd_n++) {
+        uint64_t one = 1;
+        if (write(a->cmd_fd, &one, sizeof one) < 0 && errno != EAGAIN) {
+            tpm_log(TPM_LOG_ERR, "agent: eventfd write: %s",
+                    strerror(errno));
+        }
+    }
+}
+
+static void
+agent_fd_drain(int fd)
+{
+    uint64_t count;
+    if (read(fd, &count, sizeof count) < 0 && errno != EAGAIN) {
+        tpm_log(TPM_LOG_ERR, "agent: eventfd read: %s", strerror(errno));
+    }
+}
+
+/* Queues 'cmd' for the host (the queue takes its strings), or drops and
+ * counts it if the queue is full. */
+static void
+agent_cmd_queue(struct tpm_agent *a, struct tpm_agent_cmd *cmd)
+{
+    bool full;
+
+    pthread_mutex_lock(&a->mutex);
+    full = a->cmd_n >= a->queue_size;
+    if (full) {
+        a->status.drops_in++;
+        agent_set_error__(a, "command queue full: command from the TEM "
+                          "dropped");
+    } else {
+        agent_cmd_push__(a, cmd);
+    }
+    pthread_mutex_unlock(&a->mutex);
+
+    if (full) {
+        uint64_t suppressed;
+        char buf[64];
+        if (agent_ratelimit_allow(&a->rl_thread, &suppressed)) {
+            tpm_log(TPM_LOG_WARN, "agent %s: command queue full (%"PRIu32
+                    " entries): command for event %"PRIu32" dropped%s",
+                    a->host_id, a->queue_size, cmd->event_id,
+                    agent_suppressed(suppressed, buf, sizeof buf));
+        }
+        tpm_agent_cmd_free(cmd);
+    }
+}
+
+/* A new session was welcomed: commands still queued from an older one
+ * are superseded (counted in drops_in) and RESYNC goes first. */
+static void
+agent_cmd_resync(struct tpm_agent *a)
+{
+    pthread_mutex_lock(&a->mutex);
+    uint32_t n = a->cmd_n;
+    for (uint32_t i = 0; i < n; i++) {
+        tpm_agent_cmd_free(&a->cmds[(a->cmd_head + i) % a->queue_size]);
+    }
+    a->status.drops_in += n;
+    a->cmd_head = 0;
+    a->cmd_n = 0;
+    if (n) {
+        agent_fd_drain(a->cmd_fd);
+    }
+    struct tpm_agent_cmd cmd = { .type = TPM_AGENT_RESYNC };
+    agent_cmd_push__(a, &cmd);
+    pthread_mutex_unlock(&a->mutex);
+
+    if (n) {
+        tpm_log(TPM_LOG_WARN, "agent %s: %"PRIu32" commands of the previous "
+                "session were never taken by the host; dropped", a->host_id,
+                n);
+    }
+}
+
+bool
+tpm_agent_recv(struct tpm_agent *a, struct tpm_agent_cmd *cmd)
+{
+    bool got;
+
+    pthread_mutex_lock(&a->mutex);
+    got = a->cmd_n > 0;
+    if (got) {
+        *cmd = a->cmds[a->cmd_head];
+        memset(&a->cmds[a->cmd_head], 0, sizeof a->cmds[a->cmd_head]);
+        a->cmd_head = (a->cmd_head + 1) % a->queue_size;
+        if (!--a->cmd_n) {
+            agent_fd_drain(a->cmd_fd);
+        }
+    }
+    pthread_mutex_unlock(&a->mutex);
+    return got;
+}
+
+void
+tpm_agent_cmd_free(struct tpm_agent_cmd *cmd)
+{
+    if (cmd) {
+        free(cmd->name);
+        free(cmd->definition);
+        cmd->name = NULL;
+        cmd->definition = NULL;
+    }
+}
+
+int
+tpm_agent_fd(const struct tpm_agent *a)
+{
+    return a->cmd_fd;
+}
+
+/* Outgoing ring. */
+
+/* Number of queued messages that make a batch go without waiting for
+ * 'batch_ns'. */
+static uint32_t
+agent_batch_full(const struct tpm_agent *a)
+{
+    return MIN(TPROTO_MAX_BATCH, a->queue_size);
+}
+
+/* Host side: queues 'm' (taking its 'reason'), or drops and counts it. */
+static bool
+agent_out_push(struct tpm_agent *a, struct agent_out *m)
+{
+    bool wake = false, full = false, ok;
+    uint64_t suppressed = 0;
+    bool log = false;
+
+    pthread_mutex_lock(&a->mutex);
+    if (!a->connected) {
+        a->status.drops_out++;
+        ok = false;
+    } else if (a->out_n >= a->queue_size) {
+        a->status.drops_out++;
+        full = true;
+        ok = false;
+        log = agent_ratelimit_allow(&a->rl_host, &suppressed);
+    } else {
+        uint32_t tail = (a->out_head + a->out_n) % a->queue_size;
+        a->out[tail] = *m;
+        if (!a->out_n++) {
+            a->out_first_ns = tpm_clock_mono_ns();
+            wake = true;
+        } else if (a->out_n == agent_batch_full(a) && a->batch_ns) {
+            wake = true;        /* Do not wait for the batch timer. */
+        }
+        ok = true;
+    }
+    pthread_mutex_unlock(&a->mutex);
+
+    if (!ok) {
+        free(m->reason);
+    }
+    if (full && log) {
+        char buf[64];
+        tpm_log(TPM_LOG_WARN, "agent %s: outgoing queue full (%"PRIu32
+                " entries): %s for event %"PRIu32" dropped%s", a->host_id,
+                a->queue_size, tproto_body_name(m->type), m->event_id,
+                agent_suppressed(suppressed, buf, sizeof buf));
+    }
+    if (wake) {
+        uint64_t one = 1;
+        if (write(a->wake_fd, &one, sizeof one) < 0 && errno != EAGAIN) {
+            tpm_log(TPM_LOG_ERR, "agent: eventfd write: %s",
+                    strerror(errno));
+        }
+    }
+    return ok;
+}
+
+bool
+tpm_agent_send_ack(struct tpm_agent *a, uint64_t cookie, uint32_t event_id)
+{
+    struct agent_out m = {
+        .type = TRUMPET__MESSAGE__BODY_ACK,
+        .cookie = cookie,
+        .event_id = event_id,
+    };
+    return agent_out_push(a, &m);
+}
+
+bool
+tpm_agent_send_nack(struct tpm_agent *a, uint64_t cookie, uint32_t event_id,
+                    const char *reason)
+{
+    /* Keep the reason within what the TEM accepts, on a character
+     * boundary of UTF-8. */
+    if (!reason || !*reason) {
+        reason = "refused by the host";
+    }
+    size_t len = strlen(reason);
+    if (len > TPROTO_MAX_REASON) {
+        len = TPROTO_MAX_REASON;
+        while (len && (reason[len] & 0xc0) == 0x80) {
+            len--;
+        }
+    }
+    struct agent_out m = {
+        .type = TRUMPET__MESSAGE__BODY_NACK,
+        .cookie = cookie,
+        .event_id = event_id,
+        .reason = xstrndup(reason, len),
+    };
+    return agent_out_push(a, &m);
+}
+
+bool
+tpm_agent_send_satisfaction(struct tpm_agent *a, uint32_t event_id,
+                            uint64_t epoch, const struct tpm_key *group,
+                            double value, uint32_t flags, uint32_t n_parts,
+                            uint32_t n_missing)
+{
+    struct agent_out m = {
+        .type = TRUMPET__MESSAGE__BODY_SATISFACTION,
+        .event_id = event_id,
+        .epoch = epoch,
+        .group = *group,
+        .value = value,
+        .flags = flags,
+        .n_parts = n_parts,
+        .n_missing = n_missing,
+    };
+    return agent_out_push(a, &m);
+}
+
+bool
+tpm_agent_send_poll_reply(struct tpm_agent *a, uint64_t cookie,
+                          uint32_t event_id, uint64_t epoch,
+                          Trumpet__PollStatus status, double value)
+{
+    struct agent_out m = {
+        .type = TRUMPET__MESSAGE__BODY_POLL_REPLY,
+        .cookie = cookie,
+        .event_id = event_id,
+        .epoch = epoch,
+        .status = status,
+        .value = value,
+    };
+    return agent_out_push(a, &m);
+}
+
+static void
+agent_out_add(struct tproto_batch *b, const struct agent_out *m)
+{
+    switch (m->type) {
+    case TRUMPET__MESSAGE__BODY_ACK:
+        tproto_add_ack(b, m->cookie, m->event_id);
+        break;
+    case TRUMPET__MESSAGE__BODY_NACK:
+        tproto_add_nack(b, m->cookie, m->event_id, m->reason);
+        break;
+    case TRUMPET__MESSAGE__BODY_SATISFACTION:
+        tproto_add_satisfaction(b, m->event_id, m->epoch, &m->group,
+                                m->value, m->flags, m->n_parts,
+                                m->n_missing);
+        break;
+    case TRUMPET__MESSAGE__BODY_POLL_REPLY:
+        tproto_add_poll_reply(b, m->cookie, m->event_id, m->epoch,
+                              m->status, m->value);
+        break;
+    case TRUMPET__MESSAGE__BODY__NOT_SET:
+    case TRUMPET__MESSAGE__BODY_HELLO:
+    case TRUMPET__MESSAGE__BODY_WELCOME:
+    case TRUMPET__MESSAGE__BODY_REFUSE:
+    case TRUMPET__MESSAGE__BODY_INSTALL:
+    case TRUMPET__MESSAGE__BODY_REMOVE:
+    case TRUMPET__MESSAGE__BODY_POLL:
+    case TRUMPET__MESSAGE__BODY_HEARTBEAT:
+    case TRUMPET__MESSAGE__BODY_BYE:
+    default:
+        abort();
+    }
+}
+
+/* Removes the 'n' oldest outgoing messages (caller holds the mutex). */
+static void
+agent_out_pop__(struct tpm_agent *a, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        struct agent_out *m = &a->out[(a->out_head + i) % a->queue_size];
+        free(m->reason);
+        m->reason = NULL;
+    }
+    a->out_head = (a->out_head + n) % a->queue_size;
+    a->out_n -= n;
+}
+
+/* Session end: the host's messages for the session are dropped. */
+static void
+agent_out_flush(struct tpm_agent *a)
+{
+    pthread_mutex_lock(&a->mutex);
+    a->connected = false;
+    a->status.drops_out += a->out_n;
+    agent_out_pop__(a, a->out_n);
+    a->out_head = 0;
+    pthread_mutex_unlock(&a->mutex);
+}
+
+/* Sends the batch in 'a->batch' on the current socket.  Returns 0, or an
+ * errno value (EAGAIN: the socket cannot take it now). */
+static int
+agent_send_batch(struct tpm_agent *a)
+{
+    uint8_t *data;
+    size_t len = tproto_batch_encode(&a->batch, a->s.version, &data);
+    size_t n = tproto_batch_count(&a->batch);
+    int error = 0;
+
+    if (zmq_send(a->s.sock, data, len, ZMQ_DONTWAIT) < 0) {
+        error = errno;
+    }
+    free(data);
+    tproto_batch_clear(&a->batch);
+
+    if (!error) {
+        pthread_mutex_lock(&a->mutex);
+        a->status.frames_out++;
+        a->status.msgs_out += n;
+        pthread_mutex_unlock(&a->mutex);
+    }
+    return error;
+}
+
+/* Sends a frame with one message the agent itself makes (hello,
+ * heartbeat, bye) added to 'a->batch' by the caller. */
+static int
+agent_send_control(struct tpm_agent *a)
+{
+    int error = agent_send_batch(a);
+    if (error && error != EAGAIN) {
+        tpm_log(TPM_LOG_WARN, "agent %s: send to %s: %s", a->host_id,
+                a->endpoint, zmq_strerror(error));
+    }
+    return error;
+}
+
+/* Sends frames from the outgoing ring while the socket takes them, at
+ * most AGENT_TX_BURST. */
+static void
+agent_send_pending(struct tpm_agent *a)
+{
+    for (int f = 0; f < AGENT_TX_BURST; f++) {
+        uint32_t head, avail;
+
+        pthread_mutex_lock(&a->mutex);
+        head = a->out_head;
+        avail = a->out_n;
+        pthread_mutex_unlock(&a->mutex);
+        if (!avail) {
+            return;
+        }
+
+        /* Only this thread removes entries and the host only appends, so
+         * the 'avail' oldest entries stay put while we read them. */
+        uint32_t n = 0;
+        size_t bytes = 0;
+        while (n < avail && n < TPROTO_MAX_BATCH
+               && bytes < AGENT_FRAME_BUDGET) {
+            const struct agent_out *m = &a->out[(head + n) % a->queue_size];
+            agent_out_add(&a->batch, m);
+            bytes += 96 + (m->reason ? strlen(m->reason) : 0);
+            n++;
+        }
+
+        int error = agent_send_batch(a);
+        if (error == EAGAIN) {
+            return;
+        }
+
+        pthread_mutex_lock(&a->mutex);
+        agent_out_pop__(a, n);
+        if (error) {
+            a->status.drops_out += n;
+        }
+        pthread_mutex_unlock(&a->mutex);
+        if (error) {
+            tpm_log(TPM_LOG_WARN, "agent %s: send to %s: %s: %"PRIu32
+                    " messages dropped", a->host_id, a->endpoint,
+                    zmq_strerror(error), n);
+            return;
+        }
+    }
+}
+
+/* Opens a new socket and starts a session (Hello goes out once the
+ * connection is up). */
+static void
+agent_session_open(struct tpm_agent *a)
+{
+    void *sock = zmq_socket(a->zctx, ZMQ_DEALER);
+    if (!sock) {
+        agent_session_end(a, TPM_AGENT_BACKOFF, "cannot create socket: %s",
+                          zmq_strerror(errno));
+        return;
+    }
+
+    int linger = AGENT_LINGER_MS;
+    int hwm = a->queue_size;
+    int immediate = 1;
+    int ivl = a->backoff_min_ns / MS;
+    int ivl_max = a->backoff_max_ns / MS;
+    int64_t max_size = TPROTO_MAX_FRAME;
+    if (zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger)
+        || zmq_setsockopt(sock, ZMQ_SNDHWM, &hwm, sizeof hwm)
+        || zmq_setsockopt(sock, ZMQ_RCVHWM, &hwm, sizeof hwm)
+        || zmq_setsockopt(sock, ZMQ_IMMEDIATE, &immediate, sizeof immediate)
+        || zmq_setsockopt(sock, ZMQ_RECONNECT_IVL, &ivl, sizeof ivl)
+        || zmq_setsockopt(sock, ZMQ_RECONNECT_IVL_MAX, &ivl_max,
+                          sizeof ivl_max)
+        || zmq_setsockopt(sock, ZMQ_MAXMSGSIZE, &max_size, sizeof max_size)
+        || zmq_connect(sock, a->endpoint)) {
+        int error = errno;
+        zmq_close(sock);
+        agent_session_end(a, TPM_AGENT_BACKOFF, "cannot connect to %s: %s",
+                          a->endpoint, zmq_strerror(error));
+        return;
+    }
+
+    memset(&a->s, 0, sizeof a->s);
+    a->s.sock = sock;
+    a->s.opened_ns = tpm_clock_mono_ns();
+
+    pthread_mutex_lock(&a->mutex);
+    if (a->n_sockets++) {
+        a->status.reconnects++;
+    }
+    a->status.state = TPM_AGENT_CONNECTING;
+    a->status.version = 0;
+    pthread_mutex_unlock(&a->mutex);
+}
+
+/* Closes the current socket, if any, and waits for the backoff before
+ * the next; 'state' is BACKOFF or REFUSED.  The message, if not NULL,
+ * becomes the last error and is logged. */
+static void
+agent_session_end(struct tpm_agent *a, enum tpm_agent_state state,
+                  const char *format, ...)
+{
+    char *msg = NULL;
+    if (format) {
+        va_list args;
+        va_start(args, format);
+        msg = xvasprintf(format, args);
+        va_end(args);
+    }
+
+    if (a->s.sock) {
+        zmq_close(a->s.sock);
+    }
+    bool was_connected = a->s.welcomed;
+    memset(&a->s, 0, sizeof a->s);
+    tproto_batch_clear(&a->batch);
+    agent_out_flush(a);
+
+    uint64_t backoff = a->backoff_ns;
+    a->retry_ns = tpm_clock_mono_ns() + backoff;
+    a->backoff_ns = MIN(a->backoff_max_ns, backoff * 2);
+
+    pthread_mutex_lock(&a->mutex);
+    a->status.state = state;
+    a->status.version = 0;
+    if (msg) {
+        agent_set_error__(a, msg);
+    }
+    pthread_mutex_unlock(&a->mutex);
+
+    tpm_log(was_connected || state == TPM_AGENT_REFUSED
+            ? TPM_LOG_WARN : TPM_LOG_INFO,
+            "agent %s: %s%s%s; retrying in %"PRIu64" ms", a->host_id,
+            was_connected ? "session with TEM ended" : "no session",
+            msg ? ": " : "", msg ? msg : "", backoff / MS);
+    free(msg);
+}
+
+static void
+agent_on_welcome(struct tpm_agent *a, const Trumpet__Welcome *w)
+{
+    if (w->version < TPROTO_VERSION_MIN || w->version > TPROTO_VERSION_MAX) {
+        /* Tell the TEM why we leave. */
+        char *reason = xasprintf("protocol version %"PRIu32" not in "
+                                 "%d..%d", w->version, TPROTO_VERSION_MIN,
+                                 TPROTO_VERSION_MAX);
+        tproto_add_bye(&a->batch, reason);
+        agent_send_control(a);
+        agent_session_end(a, TPM_AGENT_REFUSED, "TEM %s chose %s",
+                          w->tem_id, reason);
+        free(reason);
+        return;
+    }
+
+    uint64_t now = tpm_clock_mono_ns();
+    a->s.welcomed = true;
+    a->s.version = w->version;
+    a->s.hb_ns = MAX(1, (uint64_t) w->heartbeat_ms) * MS;
+    a->s.next_hb_ns = now + a->s.hb_ns;
+    a->backoff_ns = a->backoff_min_ns;
+
+    pthread_mutex_lock(&a->mutex);
+    a->connected = true;
+    a->status.state = TPM_AGENT_CONNECTED;
+    snprintf(a->status.tem_id, sizeof a->status.tem_id, "%s", w->tem_id);
+    a->status.version = w->version;
+    a->status.sessions++;
+    pthread_mutex_unlock(&a->mutex);
+
+    /* After the state, so that a host woken by RESYNC finds the session
+     * open. */
+    agent_cmd_resync(a);
+
+    int64_t skew = (int64_t) (w->clock_ns - tpm_clock_real_ns());
+    tpm_log(TPM_LOG_INFO, "agent %s: connected to TEM %s at %s (protocol "
+            "version %"PRIu32", heartbeat %"PRIu32" ms, clock offset %+.3f "
+            "ms)", a->host_id, w->tem_id, a->endpoint, w->version,
+            w->heartbeat_ms, skew / 1e6);
+}
+
+static void
+agent_on_refuse(struct tpm_agent *a, const Trumpet__Refuse *r)
+{
+    if (r->has_version_min && r->has_version_max) {
+        agent_session_end(a, TPM_AGENT_REFUSED, "TEM refused: %s (TEM "
+                          "speaks protocol versions %"PRIu32"..%"PRIu32", "
+                          "this host %d..%d)", r->reason, r->version_min,
+                          r->version_max, TPROTO_VERSION_MIN,
+                          TPROTO_VERSION_MAX);
+    } else {
+        agent_session_end(a, TPM_AGENT_REFUSED, "TEM refused: %s",
+                          r->reason);
+    }
+}
+
+static char *
+agent_strdup_or_empty(const char *s)
+{
+    return xstrdup(s ? s : "");
+}
+
+/* Handles one valid message.  May end the session (check a->s.sock). */
+static void
+agent_on_message(struct tpm_agent *a, const Trumpet__Message *m)
+{
+    struct tpm_agent_cmd cmd;
+
+    switch (m->body_case) {
+    case TRUMPET__MESSAGE__BODY_WELCOME:
+        if (a->s.welcomed) {
+            agent_invalid(a, "welcome from TEM in an open session");
+        } else {
+            agent_on_welcome(a, m->welcome);
+        }
+        return;
+
+    case TRUMPET__MESSAGE__BODY_REFUSE:
+        agent_on_refuse(a, m->refuse);
+        return;
+
+    case TRUMPET__MESSAGE__BODY_BYE:
+        agent_session_end(a, TPM_AGENT_BACKOFF, "TEM said bye%s%s",
+                          m->bye->reason ? ": " : "",
+                          m->bye->reason ? m->bye->reason : "");
+        return;
+
+    case TRUMPET__MESSAGE__BODY_HEARTBEAT:
+        return;
+
+    case TRUMPET__MESSAGE__BODY_INSTALL:
+    case TRUMPET__MESSAGE__BODY_REMOVE:
+    case TRUMPET__MESSAGE__BODY_POLL:
+        if (!a->s.welcomed) {
+            agent_invalid(a, "%s from TEM before welcome",
+                          tproto_body_name(m->body_case));
+            return;
+        }
+        memset(&cmd, 0, sizeof cmd);
+        if (m->body_case == TRUMPET__MESSAGE__BODY_INSTALL) {
+            const Trumpet__Install *in = m->install;
+            cmd.type = TPM_AGENT_INSTALL;
+            cmd.cookie = in->cookie;
+            cmd.event_id = in->event_id;
+            cmd.name = agent_strdup_or_empty(in->name);
+            cmd.definition = agent_strdup_or_empty(in->definition);
+            cmd.has_threshold = in->has_threshold;
+            cmd.threshold = in->threshold;
+        } else if (m->body_case == TRUMPET__MESSAGE__BODY_REMOVE) {
+            cmd.type = TPM_AGENT_REMOVE;
+            cmd.cookie = m->remove->cookie;
+            cmd.event_id = m->remove->event_id;
+        } else {
+            const Trumpet__Poll *p = m->poll;
+            cmd.type = TPM_AGENT_POLL;
+            cmd.cookie = p->cookie;
+            cmd.event_id = p->event_id;
+            cmd.epoch = p->epoch;
+            tproto_key_from_msg(p->group, &cmd.group);
+        }
+        agent_cmd_queue(a, &cmd);
+        return;
+
+    case TRUMPET__MESSAGE__BODY_HELLO:
+    case TRUMPET__MESSAGE__BODY_ACK:
+    case TRUMPET__MESSAGE__BODY_NACK:
+    case TRUMPET__MESSAGE__BODY_SATISFACTION:
+    case TRUMPET__MESSAGE__BODY_POLL_REPLY:
+    case TRUMPET__MESSAGE__BODY__NOT_SET:
+    default:
+        agent_invalid(a, "unexpected %s from TEM",
+                      tproto_body_name(m->body_case));
+        return;
+    }
+}
+
+static void
+agent_on_frame(struct tpm_agent *a, const void *data, size_t len)
+{
+    const char *why;
+    Trumpet__Frame *f = tproto_decode(data, len, &why);
+
+    a->s.last_rx_ns = tpm_clock_mono_ns();
+    pthread_mutex_lock(&a->mutex);
+    a->status.frames_in++;
+    a->status.last_rx_ns = tpm_clock_real_ns();
+    if (f) {
+        a->status.msgs_in += f->n_messages;
+    }
+    pthread_mutex_unlock(&a->mutex);
+
+    if (!f) {
+        agent_invalid(a, "invalid frame from TEM (%zu bytes): %s", len, why);
+        return;
+    }
+    for (size_t i = 0; i < f->n_messages && a->s.sock; i++) {
+        const Trumpet__Message *m = f->messages[i];
+        const char *error = tproto_validate(m);
+        if (error) {
+            agent_invalid(a, "invalid message from TEM: %s", error);
+        } else {
+            agent_on_message(a, m);
+        }
+    }
+    tproto_free(f);
+}
+
+/* Reads what the socket holds, at most AGENT_RX_BURST frames. */
+static void
+agent_receive(struct tpm_agent *a)
+{
+    for (int i = 0; i < AGENT_RX_BURST && a->s.sock; i++) {
+        zmq_msg_t msg;
+        zmq_msg_init(&msg);
+        int n = zmq_msg_recv(&msg, a->s.sock, ZMQ_DONTWAIT);
+        if (n < 0) {
+            int error = errno;
+            zmq_msg_close(&msg);
+            if (error != EAGAIN && error != EINTR) {
+                agent_session_end(a, TPM_AGENT_BACKOFF, "receive from %s: "
+                                  "%s", a->endpoint, zmq_strerror(error));
+            }
+            return;
+        }
+        /* An empty part followed by more is a REQ-style delimiter; every
+         * other part is a frame. */
+        if (n || !zmq_msg_more(&msg)) {
+            agent_on_frame(a, zmq_msg_data(&msg), n);
+        }
+        zmq_msg_close(&msg);
+    }
+}
+
+static void
+agent_send_hello(struct tpm_agent *a)
+{
+    tproto_add_hello(&a->batch, a->host_id, a->prefixes, a->n_prefixes,
+                     a->epoch_ns, tpm_clock_real_ns(), a->pmd_ids, a->n_pmds,
+                     a->software);
+    int error = agent_send_control(a);
+    if (!error) {
+        a->s.hello_sent = true;
+        a->s.hello_ns = tpm_clock_mono_ns();
+        a->s.last_rx_ns = a->s.hello_ns;
+        tpm_log(TPM_LOG_DBG, "agent %s: hello sent to %s", a->host_id,
+                a->endpoint);
+    } else if (error != EAGAIN) {
+        agent_session_end(a, TPM_AGENT_BACKOFF, "cannot send hello to %s: "
+                          "%s", a->endpoint, zmq_strerror(error));
+    }
+}
+
+/* Time-driven work: Hello timeout, heartbeats, liveness.  Returns the
+ * next deadline (CLOCK_MONOTONIC ns). */
+static uint64_t
+agent_timers(struct tpm_agent *a, uint64_t now)
+{
+    if (!a->s.sock) {
+        return a->retry_ns;
+    }
+    if (!a->s.welcomed) {
+        if (!a->s.hello_sent) {
+            /* Not connected yet: ZeroMQ keeps trying every backoff
+             * interval; say so once a Hello timeout has passed. */
+            uint64_t due = a->s.opened_ns + a->hello_timeout_ns;
+            if (now < due) {
+                return due;
+            }
+            if (!a->s.unreachable_logged) {
+                a->s.unreachable_logged = true;
+                char *msg = xasprintf("cannot reach TEM at %s (still "
+                                      "trying)", a->endpoint);
+                pthread_mutex_lock(&a->mutex);
+                agent_set_error__(a, msg);
+                pthread_mutex_unlock(&a->mutex);
+                tpm_log(TPM_LOG_WARN, "agent %s: %s", a->host_id, msg);
+                free(msg);
+            }
+            return UINT64_MAX;
+        }
+        uint64_t due = a->s.hello_ns + a->hello_timeout_ns;
+        if (now >= due) {
+            agent_session_end(a, TPM_AGENT_BACKOFF, "no answer to hello "
+                              "from TEM at %s within %"PRIu64" ms",
+                              a->endpoint, a->hello_timeout_ns / MS);
+            return a->retry_ns;
+        }
+        return due;
+    }
+
+    uint64_t dead = a->s.last_rx_ns + AGENT_HEARTBEAT_MISSES * a->s.hb_ns;
+    if (now >= dead) {
+        agent_session_end(a, TPM_AGENT_BACKOFF, "nothing from TEM at %s "
+                          "for %"PRIu64" ms (%d heartbeats)", a->endpoint,
+                          (now - a->s.last_rx_ns) / MS,
+                          AGENT_HEARTBEAT_MISSES);
+        return a->retry_ns;
+    }
+    if (now >= a->s.next_hb_ns) {
+        tproto_add_heartbeat(&a->batch, tpm_clock_real_ns(), a->s.hb_seq++);
+        agent_send_control(a);
+        a->s.next_hb_ns = now + a->s.hb_ns;
+    }
+    return MIN(dead, a->s.next_hb_ns);
+}
+
+static int
+agent_poll_timeout_ms(uint64_t now, uint64_t deadline)
+{
+    if (deadline == UINT64_MAX) {
+        return -1;
+    }
+    if (deadline <= now) {
+        return 0;
+    }
+    uint64_t ms = (deadline - now + MS - 1) / MS;
+    return ms > INT32_MAX ? INT32_MAX : (int) ms;
+}
+
+/* Shutdown: flush what the host queued, say Bye, linger briefly. */
+static void
+agent_shutdown(struct tpm_agent *a)
+{
+    if (a->s.sock && a->s.welcomed) {
+        agent_send_pending(a);
+        tproto_add_bye(&a->batch, "host agent shutting down");
+        agent_send_control(a);
+    }
+    if (a->s.sock) {
+        zmq_close(a->s.sock);
+        a->s.sock = NULL;
+    }
+    agent_out_flush(a);
+    tproto_batch_clear(&a->batch);
+}
+
+static void *
+agent_main(void *a_)
+{
+    struct tpm_agent *a = a_;
+
+    a->backoff_ns = a->backoff_min_ns;
+    a->retry_ns = 0;
+    while (!atomic_load(&a->exiting)) {
+        uint64_t now = tpm_clock_mono_ns();
+        if (!a->s.sock && now >= a->retry_ns) {
+            agent_session_open(a);
+        }
+        if (a->s.sock && !a->s.hello_sent) {
+            agent_send_hello(a);
+        }
+
+        uint64_t deadline = agent_timers(a, now);
+
+        /* Outgoing messages: send when a batch is due and the socket
+         * takes it. */
+        bool want_out = false;
+        if (a->s.sock && a->s.welcomed) {
+            uint32_t n;
+            uint64_t first;
+            pthread_mutex_lock(&a->mutex);
+            n = a->out_n;
+            first = a->out_first_ns;
+            pthread_mutex_unlock(&a->mutex);
+            if (n) {
+                uint64_t due = first + a->batch_ns;
+                if (n >= agent_batch_full(a) || now >= due) {
+                    /* What is left (the socket is full, or the burst
+                     * ended) goes when the socket is writable. */
+                    agent_send_pending(a);
+                    pthread_mutex_lock(&a->mutex);
+                    want_out = a->out_n > 0;
+                    pthread_mutex_unlock(&a->mutex);
+                } else {
+                    deadline = MIN(deadline, due);
+                }
+            }
+        }
+
+        zmq_pollitem_t items[2] = {
+            { .fd = a->wake_fd, .events = ZMQ_POLLIN },
+            { .socket = a->s.sock, .events = ZMQ_POLLIN },
+        };
+        int n_items = 1;
+        if (a->s.sock) {
+            n_items = 2;
+            if (!a->s.hello_sent || want_out) {
+                items[1].events |= ZMQ_POLLOUT;
+            }
+        }
+        now = tpm_clock_mono_ns();
+        int rc = zmq_poll(items, n_items, agent_poll_timeout_ms(now,
+                                                                deadline));
+        if (rc < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            tpm_log(TPM_LOG_ERR, "agent %s: zmq_poll: %s", a->host_id,
+                    zmq_strerror(errno));
+            agent_session_end(a, TPM_AGENT_BACKOFF, "zmq_poll: %s",
+                              zmq_strerror(errno));
+            continue;
+        }
+        if (items[0].revents & ZMQ_POLLIN) {
+            agent_fd_drain(a->wake_fd);
+        }
+        if (n_items > 1 && items[1].revents & ZMQ_POLLIN) {
+            agent_receive(a);
+        }
+    }
+    agent_shutdown(a);
+    return NULL;
+}
+
+struct tpm_agent *
+tpm_agent_create(const struct tpm_agent_config *c, char **errp)
+{
+    char *endpoint;
+    char *error;
+
+    *errp = NULL;
+    error = tpm_agent_parse_endpoint(c->endpoint, &endpoint);
+    if (!error) {
+        error = agent_config_check(c);
+        if (error) {
+            free(endpoint);
+        }
+    }
+    if (error) {
+        *errp = error;
+        return NULL;
+    }
+
+    struct tpm_agent *a = xzalloc(sizeof *a);
+    a->endpoint = endpoint;
+    a->host_id = xstrdup(c->host_id);
+    a->n_prefixes = c->n_prefixes;
+    a->prefixes = xmalloc(MAX(1, c->n_prefixes) * sizeof *a->prefixes);
+    if (c->n_prefixes) {
+        memcpy(a->prefixes, c->prefixes,
+               c->n_prefixes * sizeof *a->prefixes);
+    }
+    a->epoch_ns = c->epoch_ns;
+    a->n_pmds = c->n_pmds;
+    a->pmd_ids = xmalloc(MAX(1, c->n_pmds) * sizeof *a->pmd_ids);
+    if (c->n_pmds) {
+        memcpy(a->pmd_ids, c->pmd_ids, c->n_pmds * sizeof *a->pmd_ids);
+    }
+    a->software = c->software ? xstrdup(c->software) : NULL;
+    a->queue_size = c->queue_size;
+    a->backoff_min_ns = c->backoff_min_ns;
+    a->backoff_max_ns = c->backoff_max_ns;
+    a->batch_ns = c->batch_ns;
+    a->hello_timeout_ns = c->hello_timeout_ns;
+    a->cmds = xcalloc(a->queue_size, sizeof *a->cmds);
+    a->out = xcalloc(a->queue_size, sizeof *a->out);
+    tproto_batch_init(&a->batch);
+    atomic_init(&a->exiting, false);
+    pthread_mutex_init(&a->mutex, NULL);
+    a->status.state = TPM_AGENT_CONNECTING;
+    snprintf(a->status.endpoint, sizeof a->status.endpoint, "%s",
+             a->endpoint);
+    snprintf(a->status.host_id, sizeof a->status.host_id, "%s", a->host_id);
+    a->cmd_fd = a->wake_fd = -1;
+
+    a->cmd_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    a->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (a->cmd_fd < 0 || a->wake_fd < 0) {
+        error = xasprintf("eventfd: %s", strerror(errno));
+        goto error;
+    }
+
+    a->zctx = zmq_ctx_new();
+    if (!a->zctx) {
+        error = xasprintf("zmq_ctx_new: %s", zmq_strerror(errno));
+        goto error;
+    }
+
+    /* Check the endpoint as ZeroMQ understands it now, so that a typo is
+     * an error at creation rather than a silent retry loop. */
+    void *probe = zmq_socket(a->zctx, ZMQ_DEALER);
+    if (!probe) {
+        error = xasprintf("zmq_socket: %s", zmq_strerror(errno));
+        goto error;
+    }
+    int linger = 0;
+    zmq_setsockopt(probe, ZMQ_LINGER, &linger, sizeof linger);
+    if (zmq_connect(probe, a->endpoint)) {
+        error = xasprintf("TEM endpoint '%s': %s", c->endpoint,
+                          zmq_strerror(errno));
+        zmq_close(probe);
+        goto error;
+    }
+    zmq_close(probe);
+
+    int rc = pthread_create(&a->thread, NULL, agent_main, a);
+    if (rc) {
+        error = xasprintf("cannot start the agent thread: %s",
+                          strerror(rc));
+        goto error;
+    }
+    tpm_log(TPM_LOG_INFO, "agent %s: started, TEM at %s", a->host_id,
+            a->endpoint);
+    return a;
+
+error:
+    *errp = error;
+    if (a->zctx) {
+        zmq_ctx_term(a->zctx);
+    }
+    a->zctx = NULL;
+    tpm_agent_destroy(a);
+    return NULL;
+}
+
+void
+tpm_agent_destroy(struct tpm_agent *a)
+{
+    if (!a) {
+        return;
+    }
+    if (a->zctx) {
+        atomic_store(&a->exiting, true);
+        uint64_t one = 1;
+        if (write(a->wake_fd, &one, sizeof one) < 0) {
+            tpm_log(TPM_LOG_ERR, "agent: eventfd write: %s",
+                    strerror(errno));
+        }
+        pthread_join(a->thread, NULL);
+        zmq_ctx_term(a->zctx);
+    }
+
+    for (uint32_t i = 0; i < a->cmd_n; i++) {
+        tpm_agent_cmd_free(&a->cmds[(a->cmd_head + i) % a->queue_size]);
+    }
+    for (uint32_t i = 0; i < a->out_n; i++) {
+        free(a->out[(a->out_head + i) % a->queue_size].reason);
+    }
+    free(a->cmds);
+    free(a->out);
+    tproto_batch_destroy(&a->batch);
+    pthread_mutex_destroy(&a->mutex);
+    if (a->cmd_fd >= 0) {
+        close(a->cmd_fd);
+    }
+    if (a->wake_fd >= 0) {
+        close(a->wake_fd);
+    }
+    free(a->endpoint);
+    free(a->host_id);
+    free(a->prefixes);
+    free(a->pmd_ids);
+    free(a->software);
+    free(a);
+}
+
+void
+tpm_agent_get_status(struct tpm_agent *a, struct tpm_agent_status *s)
+{
+    pthread_mutex_lock(&a->mutex);
+    *s = a->status;
+    pthread_mutex_unlock(&a->mutex);
+}

@@ -1,0 +1,156 @@
+/*
+ * The host agent: the host's side of the TPM <-> TEM protocol
+ * (lib/tproto.h).  One thread owns one ZeroMQ DEALER socket connected to
+ * the TEM; it opens the session with Hello, keeps it alive with
+ * heartbeats, reconnects with exponential backoff when the TEM goes away
+ * (and says Hello again, so the TEM re-installs this host's triggers),
+ * and moves messages between the socket and two bounded queues:
+ *
+ *   - commands from the TEM (install, remove, poll, and "resync" when a
+ *     new session starts) that the host takes with tpm_agent_recv();
+ *   - messages to the TEM (acks, satisfactions, poll replies) that the
+ *     host queues with tpm_agent_send_*(), sent in batches.
+ *
+ * The host side never blocks: a full queue drops the message and counts
+ * it.  The host is whatever owns the monitors: ovs-vswitchd's main thread
+ * (ovs-patches/tpm-ovs.c, which relays to the PMDs' rings) or the
+ * tpm-replay loop.
+ *
+ * Thread-safety: tpm_agent_create()/destroy() and the host-side
+ * functions are called by one host thread; tpm_agent_get_status() by
+ * any thread.
+ */
+#ifndef TPM_AGENT_H
+#define TPM_AGENT_H 1
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "packet.h"
+#include "tproto.h"
+
+struct tpm_agent_config {
+    const char *endpoint;       /* TEM address: "tcp:HOST:PORT" (OVS
+                                 * style) or ZeroMQ "tcp://HOST:PORT",
+                                 * "ipc://PATH". */
+    const char *host_id;        /* 1..63 chars [A-Za-z0-9_.:-]. */
+    const struct tpm_prefix *prefixes;  /* Served addresses (copied). */
+    size_t n_prefixes;
+    uint64_t epoch_ns;          /* The monitors' epoch. */
+    const uint32_t *pmd_ids;    /* Monitors (copied). */
+    size_t n_pmds;
+    const char *software;       /* e.g. "ovs-vswitchd 3.1.0" (or NULL). */
+    uint32_t queue_size;        /* Entries of each queue, and ZeroMQ
+                                 * high-water mark in frames (4096). */
+    uint64_t backoff_min_ns;    /* Reconnect backoff (100 ms) ... */
+    uint64_t backoff_max_ns;    /* ... doubling up to (5 s). */
+    uint64_t batch_ns;          /* Longest wait to fill a batch (0: send
+                                 * as soon as the thread wakes); a full
+                                 * batch (TPROTO_MAX_BATCH, or the whole
+                                 * queue) goes at once. */
+    uint64_t hello_timeout_ns;  /* No Welcome or Refuse this long after
+                                 * Hello was sent: start over (3 s). */
+};
+
+/* Fills in the defaults noted above ('endpoint', 'host_id' NULL). */
+void tpm_agent_config_init(struct tpm_agent_config *);
+
+/* Converts 'endpoint' as accepted in 'struct tpm_agent_config' (also
+ * "unix:PATH", OVS style for "ipc://PATH") into ZeroMQ's form, stored
+ * in '*zmq_endpointp' (caller frees).  Returns NULL or an error message
+ * (caller frees) saying what is wrong with it. */
+char *tpm_agent_parse_endpoint(const char *endpoint, char **zmq_endpointp)
+    __attribute__((warn_unused_result));
+
+/* Starts the agent thread.  Returns NULL and an error in '*errp' (caller
+ * frees) for a bad endpoint or host id. */
+struct tpm_agent *tpm_agent_create(const struct tpm_agent_config *,
+                                   char **errp);
+
+/* Sends Bye (best effort, bounded by 100 ms), stops the thread, frees
+ * everything.  NULL is a no-op. */
+void tpm_agent_destroy(struct tpm_agent *);
+
+/* Commands from the TEM. */
+enum tpm_agent_cmd_type {
+    TPM_AGENT_INSTALL,
+    TPM_AGENT_REMOVE,
+    TPM_AGENT_POLL,
+    TPM_AGENT_RESYNC,           /* A new session was welcomed: forget
+                                 * every trigger the TEM installed; it
+                                 * installs them again. */
+};
+
+struct tpm_agent_cmd {
+    enum tpm_agent_cmd_type type;
+    uint64_t cookie;            /* Echo it in the ack/nack/poll reply. */
+    uint32_t event_id;
+    char *name;                 /* INSTALL (owned, see below). */
+    char *definition;           /* INSTALL (owned). */
+    bool has_threshold;         /* INSTALL: share of a split threshold. */
+    double threshold;
+    uint64_t epoch;             /* POLL. */
+    struct tpm_key group;       /* POLL. */
+};
+
+/* Takes the oldest command, if any (never blocks).  Free it with
+ * tpm_agent_cmd_free(). */
+bool tpm_agent_recv(struct tpm_agent *, struct tpm_agent_cmd *);
+void tpm_agent_cmd_free(struct tpm_agent_cmd *);
+
+/* A file descriptor that is readable while commands are queued (for the
+ * host's poll loop). */
+int tpm_agent_fd(const struct tpm_agent *);
+
+/* Messages to the TEM.  Each returns false if the outgoing queue is full
+ * (the message is dropped and counted) or no session is open (satisfactions
+ * and replies for a session that ended are dropped and counted: the TEM
+ * re-installs and re-polls). */
+bool tpm_agent_send_ack(struct tpm_agent *, uint64_t cookie,
+                        uint32_t event_id);
+bool tpm_agent_send_nack(struct tpm_agent *, uint64_t cookie,
+                         uint32_t event_id, const char *reason);
+bool tpm_agent_send_satisfaction(struct tpm_agent *, uint32_t event_id,
+                                 uint64_t epoch, const struct tpm_key *group,
+                                 double value, uint32_t flags,
+                                 uint32_t n_parts, uint32_t n_missing);
+bool tpm_agent_send_poll_reply(struct tpm_agent *, uint64_t cookie,
+                               uint32_t event_id, uint64_t epoch,
+                               Trumpet__PollStatus status, double value);
+
+enum tpm_agent_state {
+    TPM_AGENT_CONNECTING,       /* Hello sent, no answer yet. */
+    TPM_AGENT_CONNECTED,        /* Welcomed. */
+    TPM_AGENT_BACKOFF,          /* Waiting before reconnecting. */
+    TPM_AGENT_REFUSED,          /* The TEM refused us (see last_error);
+                                 * retrying with backoff. */
+};
+
+const char *tpm_agent_state_name(enum tpm_agent_state);
+
+struct tpm_agent_status {
+    enum tpm_agent_state state;
+    char endpoint[256];         /* As ZeroMQ sees it. */
+    char host_id[TPROTO_MAX_ID + 1];
+    char tem_id[TPROTO_MAX_ID + 1];
+    uint32_t version;           /* Negotiated (0 before Welcome). */
+    uint64_t sessions;          /* Welcomes received. */
+    uint64_t reconnects;
+    uint64_t frames_in, frames_out;
+    uint64_t msgs_in, msgs_out;
+    uint64_t invalid_in;        /* Frames or messages dropped as invalid. */
+    uint64_t drops_in;          /* Commands dropped: host queue full, or
+                                 * still queued from a session that
+                                 * ended when a new one began (RESYNC
+                                 * supersedes them). */
+    uint64_t drops_out;         /* Messages dropped: queue full or no
+                                 * session. */
+    uint64_t last_rx_ns;        /* Wall clock of the last message in. */
+    char last_error[256];       /* Empty if none. */
+    uint64_t last_error_ns;
+};
+
+void tpm_agent_get_status(struct tpm_agent *, struct tpm_agent_status *);
+
+#endif /* agent.h */

@@ -1,0 +1,1053 @@
+/*
+ * Tests of the host agent (lib/agent.h) against a fake TEM written here: a
+ * ZeroMQ ROUTER socket on "tcp://127.0.0.1:*" that the test drives by
+ * hand, reading and writing frames with lib/tproto.h.  Knobs are short
+ * (heartbeat 50 ms where it matters, backoff 20-200 ms) so that the
+ * whole suite runs in a few seconds; every wait polls with a bound.
+ */
+#include <arpa/inet.h>
+#include <check.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "agent.h"
+#include "clock.h"
+#include "test-util.h"
+#include "tproto.h"
+#include "util.h"
+
+#define MS UINT64_C(1000000)
+
+/* Longest wait for anything the test expects (generous: the machine may
+ * be busy); waits end as soon as the thing happens. */
+#define WAIT_MS 3000
+
+/* The fake TEM. */
+struct tem {
+    void *ctx;
+    void *router;
+    char endpoint[256];
+    uint8_t peer[256];          /* Identity of the last peer heard. */
+    size_t peer_len;
+    uint32_t heartbeat_ms;      /* Sent in Welcome. */
+    uint64_t last_tx_ns;
+    uint64_t hb_seq;
+};
+
+static void
+tem_bind(struct tem *t, const char *endpoint)
+{
+    t->router = zmq_socket(t->ctx, ZMQ_ROUTER);
+    ck_assert_ptr_nonnull(t->router);
+    int linger = 0;
+    ck_assert_int_eq(zmq_setsockopt(t->router, ZMQ_LINGER, &linger,
+                                    sizeof linger), 0);
+    ck_assert_msg(!zmq_bind(t->router, endpoint), "bind %s: %s", endpoint,
+                  zmq_strerror(errno));
+    size_t size = sizeof t->endpoint;
+    ck_assert_int_eq(zmq_getsockopt(t->router, ZMQ_LAST_ENDPOINT,
+                                    t->endpoint, &size), 0);
+}
+
+static void
+tem_init(struct tem *t, uint32_t heartbeat_ms)
+{
+    memset(t, 0, sizeof *t);
+    t->ctx = zmq_ctx_new();
+    ck_assert_ptr_nonnull(t->ctx);
+    t->heartbeat_ms = heartbeat_ms;
+    tem_bind(t, "tcp://127.0.0.1:*");
+}
+
+static void
+tem_close(struct tem *t)
+{
+    if (t->router) {
+        zmq_close(t->router);
+        t->router = NULL;
+    }
+}
+
+static void
+tem_destroy(struct tem *t)
+{
+    tem_close(t);
+    zmq_ctx_term(t->ctx);
+}
+
+static void
+tem_send_raw(struct tem *t, const void *data, size_t len)
+{
+    ck_assert_msg(t->peer_len, "no peer to send to");
+    ck_assert_int_ge(zmq_send(t->router, t->peer, t->peer_len, ZMQ_SNDMORE),
+                     0);
+    ck_assert_int_ge(zmq_send(t->router, data, len, 0), 0);
+    t->last_tx_ns = tpm_clock_mono_ns();
+}
+
+/* Sends the messages of 'b' as one frame and empties 'b'. */
+static void
+tem_send(struct tem *t, struct tproto_batch *b)
+{
+    uint8_t *data;
+    size_t len = tproto_batch_encode(b, 0, &data);
+    tem_send_raw(t, data, len);
+    free(data);
+    tproto_batch_clear(b);
+}
+
+static void
+tem_send_heartbeat(struct tem *t)
+{
+    struct tproto_batch b;
+    tproto_batch_init(&b);
+    tproto_add_heartbeat(&b, tpm_clock_real_ns(), t->hb_seq++);
+    tem_send(t, &b);
+    tproto_batch_destroy(&b);
+}
+
+/* Receives one frame within 'timeout_ms' (NULL if none), keeping the
+ * session alive with heartbeats meanwhile.  The frame must decode. */
+static Trumpet__Frame *
+tem_recv(struct tem *t, int timeout_ms)
+{
+    uint64_t deadline = tpm_clock_mono_ns() + timeout_ms * MS;
+
+    for (;;) {
+        uint64_t now = tpm_clock_mono_ns();
+        if (t->peer_len && t->heartbeat_ms
+            && now - t->last_tx_ns >= t->heartbeat_ms * MS / 3) {
+            tem_send_heartbeat(t);
+        }
+        if (now >= deadline) {
+            return NULL;
+        }
+        zmq_pollitem_t item = { .socket = t->router, .events = ZMQ_POLLIN };
+        int slice = t->heartbeat_ms ? MAX(1, t->heartbeat_ms / 5) : 20;
+        ck_assert_int_ge(zmq_poll(&item, 1, slice), 0);
+        if (!(item.revents & ZMQ_POLLIN)) {
+            continue;
+        }
+
+        zmq_msg_t id, body;
+        zmq_msg_init(&id);
+        zmq_msg_init(&body);
+        ck_assert_int_ge(zmq_msg_recv(&id, t->router, 0), 0);
+        ck_assert(zmq_msg_more(&id));
+        ck_assert_int_ge(zmq_msg_recv(&body, t->router, 0), 0);
+        ck_assert(!zmq_msg_more(&body));
+        ck_assert_int_le(zmq_msg_size(&id), sizeof t->peer);
+        t->peer_len = zmq_msg_size(&id);
+        memcpy(t->peer, zmq_msg_data(&id), t->peer_len);
+
+        const char *why;
+        Trumpet__Frame *f = tproto_decode(zmq_msg_data(&body),
+                                          zmq_msg_size(&body), &why);
+        ck_assert_msg(f, "agent sent an undecodable frame: %s", why);
+        for (size_t i = 0; i < f->n_messages; i++) {
+            const char *error = tproto_validate(f->messages[i]);
+            ck_assert_msg(!error, "agent sent an invalid message: %s",
+                          error);
+        }
+        zmq_msg_close(&id);
+        zmq_msg_close(&body);
+        return f;
+    }
+}
+
+/* Receives frames until one holds a message that is not a heartbeat;
+ * returns that frame with its heartbeats removed from the count check
+ * left to the caller. */
+static Trumpet__Frame *
+tem_recv_data(struct tem *t, int timeout_ms)
+{
+    uint64_t deadline = tpm_clock_mono_ns() + timeout_ms * MS;
+    for (;;) {
+        uint64_t now = tpm_clock_mono_ns();
+        if (now >= deadline) {
+            return NULL;
+        }
+        Trumpet__Frame *f = tem_recv(t, (deadline - now) / MS + 1);
+        if (!f) {
+            return NULL;
+        }
+        for (size_t i = 0; i < f->n_messages; i++) {
+            if (f->messages[i]->body_case
+                != TRUMPET__MESSAGE__BODY_HEARTBEAT) {
+                return f;
+            }
+        }
+        tproto_free(f);
+    }
+}
+
+/* Expects a frame holding exactly one message of kind 'type' (heartbeats
+ * skipped) and returns it. */
+static Trumpet__Frame *
+tem_expect(struct tem *t, Trumpet__Message__BodyCase type)
+{
+    Trumpet__Frame *f = tem_recv_data(t, WAIT_MS);
+    ck_assert_msg(f, "no %s from the agent", tproto_body_name(type));
+    ck_assert_uint_eq(f->n_messages, 1);
+    ck_assert_msg(f->messages[0]->body_case == type, "got %s, expected %s",
+                  tproto_body_name(f->messages[0]->body_case),
+                  tproto_body_name(type));
+    return f;
+}
+
+static void
+tem_welcome(struct tem *t, const char *tem_id)
+{
+    struct tproto_batch b;
+    tproto_batch_init(&b);
+    tproto_add_welcome(&b, 1, tem_id, tpm_clock_real_ns(), t->heartbeat_ms);
+    tem_send(t, &b);
+    tproto_batch_destroy(&b);
+}
+
+/* The agent under test. */
+
+static const uint32_t pmds[] = { 3, 5, 7 };
+static struct tpm_prefix prefixes[2];
+
+static void
+agent_config(struct tpm_agent_config *c, const char *endpoint)
+{
+    tpm_agent_config_init(c);
+    char *error = tpm_prefix_parse("10.99.0.0/24", &prefixes[0]);
+    ck_assert_ptr_null(error);
+    error = tpm_prefix_parse("fd00::/8", &prefixes[1]);
+    ck_assert_ptr_null(error);
+    c->endpoint = endpoint;
+    c->host_id = "host-1.a:b_c";
+    c->prefixes = prefixes;
+    c->n_prefixes = 2;
+    c->epoch_ns = 10 * MS;
+    c->pmd_ids = pmds;
+    c->n_pmds = ARRAY_SIZE(pmds);
+    c->software = "test-agent 1.0";
+    c->backoff_min_ns = 20 * MS;
+    c->backoff_max_ns = 200 * MS;
+    c->hello_timeout_ns = 1000 * MS;
+}
+
+static struct tpm_agent *
+agent_start(const struct tpm_agent_config *c)
+{
+    char *error;
+    struct tpm_agent *a = tpm_agent_create(c, &error);
+    ck_assert_msg(a, "tpm_agent_create: %s", error);
+    return a;
+}
+
+static struct tpm_agent_status
+status(struct tpm_agent *a)
+{
+    struct tpm_agent_status s;
+    tpm_agent_get_status(a, &s);
+    return s;
+}
+
+static void
+sleep_ms(int ms)
+{
+    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+    nanosleep(&ts, NULL);
+}
+
+/* Waits until the agent's state is 'state'. */
+static void
+wait_state(struct tpm_agent *a, enum tpm_agent_state state)
+{
+    uint64_t deadline = tpm_clock_mono_ns() + WAIT_MS * MS;
+    while (status(a).state != state) {
+        ck_assert_msg(tpm_clock_mono_ns() < deadline, "state %s, expected "
+                      "%s", tpm_agent_state_name(status(a).state),
+                      tpm_agent_state_name(state));
+        sleep_ms(2);
+    }
+}
+
+/* Takes the next command, waiting on tpm_agent_fd() for it. */
+static void
+wait_cmd(struct tpm_agent *a, struct tpm_agent_cmd *cmd)
+{
+    struct pollfd pfd = { .fd = tpm_agent_fd(a), .events = POLLIN };
+    ck_assert_msg(poll(&pfd, 1, WAIT_MS) == 1, "no command from the agent");
+    ck_assert(tpm_agent_recv(a, cmd));
+}
+
+/* Returns true if tpm_agent_fd() is readable now. */
+static bool
+fd_readable(struct tpm_agent *a)
+{
+    struct pollfd pfd = { .fd = tpm_agent_fd(a), .events = POLLIN };
+    return poll(&pfd, 1, 0) == 1;
+}
+
+/* Checks the Hello in 'f' against agent_config(). */
+static void
+check_hello(const Trumpet__Frame *f)
+{
+    ck_assert_uint_eq(f->version, TPROTO_VERSION_MAX);
+    const Trumpet__Hello *h = f->messages[0]->hello;
+    ck_assert_uint_eq(h->version_min, TPROTO_VERSION_MIN);
+    ck_assert_uint_eq(h->version_max, TPROTO_VERSION_MAX);
+    ck_assert_str_eq(h->host_id, "host-1.a:b_c");
+    ck_assert_uint_eq(h->epoch_ns, 10 * MS);
+    uint64_t now = tpm_clock_real_ns();
+    ck_assert_msg(h->clock_ns <= now && h->clock_ns + 5000 * MS > now,
+                  "hello clock %"PRIu64", now %"PRIu64, h->clock_ns, now);
+    ck_assert_str_eq(h->software, "test-agent 1.0");
+    ck_assert_uint_eq(h->n_pmd_ids, 3);
+    ck_assert_uint_eq(h->pmd_ids[0], 3);
+    ck_assert_uint_eq(h->pmd_ids[1], 5);
+    ck_assert_uint_eq(h->pmd_ids[2], 7);
+    ck_assert_uint_eq(h->n_prefixes, 2);
+    char buf[64];
+    struct tpm_prefix p;
+    tproto_prefix_from_msg(h->prefixes[0], &p);
+    ck_assert_str_eq(tpm_prefix_format(&p, buf, sizeof buf), "10.99.0.0/24");
+    tproto_prefix_from_msg(h->prefixes[1], &p);
+    ck_assert_str_eq(tpm_prefix_format(&p, buf, sizeof buf), "fd00::/8");
+}
+
+/* Opens a session: Hello checked, Welcome sent, RESYNC taken. */
+static void
+open_session(struct tem *t, struct tpm_agent *a, uint64_t sessions)
+{
+    Trumpet__Frame *f = tem_expect(t, TRUMPET__MESSAGE__BODY_HELLO);
+    check_hello(f);
+    tproto_free(f);
+    tem_welcome(t, "tem-test");
+
+    struct tpm_agent_cmd cmd;
+    wait_cmd(a, &cmd);
+    ck_assert_int_eq(cmd.type, TPM_AGENT_RESYNC);
+    tpm_agent_cmd_free(&cmd);
+    ck_assert(!fd_readable(a));
+
+    struct tpm_agent_status s = status(a);
+    ck_assert_int_eq(s.state, TPM_AGENT_CONNECTED);
+    ck_assert_str_eq(s.tem_id, "tem-test");
+    ck_assert_uint_eq(s.version, 1);
+    ck_assert_uint_eq(s.sessions, sessions);
+}
+
+static struct tpm_key
+make_key(uint8_t last, uint16_t sport)
+{
+    struct tpm_key k;
+    memset(&k, 0, sizeof k);
+    k.ipver = 4;
+    k.proto = 6;
+    k.src[0] = htonl(0x0a630000 | last);
+    k.dst[0] = htonl(0x0a630101);
+    k.sport = sport;
+    k.dport = 80;
+    return k;
+}
+
+START_TEST(test_endpoint)
+{
+    static const struct {
+        const char *in, *out, *error;
+    } cases[] = {
+        { "tcp:127.0.0.1:6653", "tcp://127.0.0.1:6653", NULL },
+        { "tcp:[::1]:6653", "tcp://[::1]:6653", NULL },
+        { "tcp:tem.example:1", "tcp://tem.example:1", NULL },
+        { "tcp://10.0.0.1:7000", "tcp://10.0.0.1:7000", NULL },
+        { "ipc:///run/tem.sock", "ipc:///run/tem.sock", NULL },
+        { "unix:/run/tem.sock", "ipc:///run/tem.sock", NULL },
+        { "tcp:127.0.0.1", NULL, "expected tcp:HOST:PORT" },
+        { "tcp:127.0.0.1:0", NULL, "not a number in [1, 65535]" },
+        { "tcp:127.0.0.1:70000", NULL, "not a number in [1, 65535]" },
+        { "tcp:127.0.0.1:x", NULL, "'x'" },
+        { "tcp:[::1:6653", NULL, "[ADDRESS]:PORT" },
+        { "tcp://", NULL, "address missing" },
+        { "unix:", NULL, "path missing" },
+        { "ssl:1.2.3.4:5", NULL, "not understood" },
+        { "", NULL, "no TEM endpoint" },
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        char *zep;
+        char *error = tpm_agent_parse_endpoint(cases[i].in, &zep);
+        if (cases[i].out) {
+            ck_assert_msg(!error, "%s: %s", cases[i].in, error);
+            ck_assert_str_eq(zep, cases[i].out);
+            free(zep);
+        } else {
+            ck_assert_msg(error, "%s accepted", cases[i].in);
+            ck_assert_ptr_null(zep);
+            ck_assert_msg(strstr(error, cases[i].error), "%s: %s",
+                          cases[i].in, error);
+            free(error);
+        }
+    }
+
+    /* Creation checks the endpoint and the configuration. */
+    struct tpm_agent_config c;
+    char *error;
+    agent_config(&c, "udp:1.2.3.4:5");
+    ck_assert_ptr_null(tpm_agent_create(&c, &error));
+    ck_assert_msg(strstr(error, "not understood"), "%s", error);
+    free(error);
+
+    agent_config(&c, "tcp:127.0.0.1:6653");
+    c.host_id = "bad host";
+    ck_assert_ptr_null(tpm_agent_create(&c, &error));
+    ck_assert_msg(strstr(error, "host id 'bad host'"), "%s", error);
+    free(error);
+
+    agent_config(&c, "tcp:127.0.0.1:6653");
+    c.epoch_ns = 0;
+    ck_assert_ptr_null(tpm_agent_create(&c, &error));
+    ck_assert_msg(strstr(error, "epoch_ns is 0"), "%s", error);
+    free(error);
+
+    agent_config(&c, "tcp:127.0.0.1:6653");
+    c.backoff_min_ns = 300 * MS;
+    ck_assert_ptr_null(tpm_agent_create(&c, &error));
+    ck_assert_msg(strstr(error, "backoff"), "%s", error);
+    free(error);
+
+    agent_config(&c, "tcp:127.0.0.1:6653");
+    c.queue_size = 0;
+    ck_assert_ptr_null(tpm_agent_create(&c, &error));
+    ck_assert_msg(strstr(error, "queue_size=0"), "%s", error);
+    free(error);
+
+    /* Destroying an agent that never reached its TEM is quick. */
+    agent_config(&c, "tcp:127.0.0.1:9");
+    struct tpm_agent *a = agent_start(&c);
+    ck_assert_int_eq(status(a).state, TPM_AGENT_CONNECTING);
+    ck_assert_str_eq(status(a).endpoint, "tcp://127.0.0.1:9");
+    ck_assert_str_eq(status(a).host_id, "host-1.a:b_c");
+    tpm_agent_destroy(a);
+    tpm_agent_destroy(NULL);
+}
+END_TEST
+
+/* Hello, Welcome, commands relayed both ways with exact fields, Bye at
+ * destruction. */
+START_TEST(test_session)
+{
+    struct tem t;
+    tem_init(&t, 1000);
+    struct tpm_agent_config c;
+    agent_config(&c, t.endpoint);
+    struct tpm_agent *a = agent_start(&c);
+
+    /* Before Welcome: nothing for the TEM is accepted. */
+    Trumpet__Frame *f = tem_expect(&t, TRUMPET__MESSAGE__BODY_HELLO);
+    check_hello(f);
+    tproto_free(f);
+    ck_assert_int_eq(status(a).state, TPM_AGENT_CONNECTING);
+    struct tpm_key k1 = make_key(1, 1000);
+    ck_assert(!tpm_agent_send_ack(a, 1, 1));
+    ck_assert(!tpm_agent_send_satisfaction(a, 1, 2, &k1, 3, 0, 1, 0));
+    ck_assert_uint_eq(status(a).drops_out, 2);
+    ck_assert(!fd_readable(a));
+
+    tem_welcome(&t, "tem-test");
+    struct tpm_agent_cmd cmd;
+    wait_cmd(a, &cmd);
+    ck_assert_int_eq(cmd.type, TPM_AGENT_RESYNC);
+    ck_assert(!fd_readable(a));
+    struct tpm_agent_status s = status(a);
+    ck_assert_int_eq(s.state, TPM_AGENT_CONNECTED);
+    ck_assert_str_eq(s.tem_id, "tem-test");
+    ck_assert_uint_eq(s.version, 1);
+    ck_assert_uint_eq(s.sessions, 1);
+    ck_assert_uint_eq(s.reconnects, 0);
+    ck_assert_uint_eq(s.invalid_in, 0);
+    ck_assert_str_eq(s.last_error, "");
+
+    /* TEM -> host, one frame of four commands. */
+    struct tproto_batch b;
+    tproto_batch_init(&b);
+    struct tpm_key g = make_key(7, 4242);
+    tproto_add_install(&b, 101, 11, "heavy",
+                       "filter=tcp predicate=sum(volume) > 1000", true,
+                       250.5);
+    tproto_add_install(&b, 102, 12, "burst", "predicate=count() > 5", false,
+                       0);
+    tproto_add_remove(&b, 103, 11);
+    tproto_add_poll(&b, 104, 12, 123456789, &g);
+    tem_send(&t, &b);
+
+    wait_cmd(a, &cmd);
+    ck_assert_int_eq(cmd.type, TPM_AGENT_INSTALL);
+    ck_assert_uint_eq(cmd.cookie, 101);
+    ck_assert_uint_eq(cmd.event_id, 11);
+    ck_assert_str_eq(cmd.name, "heavy");
+    ck_assert_str_eq(cmd.definition,
+                     "filter=tcp predicate=sum(volume) > 1000");
+    ck_assert(cmd.has_threshold);
+    ck_assert_double_eq(cmd.threshold, 250.5);
+    tpm_agent_cmd_free(&cmd);
+    ck_assert_ptr_null(cmd.name);
+
+    wait_cmd(a, &cmd);
+    ck_assert_int_eq(cmd.type, TPM_AGENT_INSTALL);
+    ck_assert_uint_eq(cmd.cookie, 102);
+    ck_assert_uint_eq(cmd.event_id, 12);
+    ck_assert_str_eq(cmd.name, "burst");
+    ck_assert_str_eq(cmd.definition, "predicate=count() > 5");
+    ck_assert(!cmd.has_threshold);
+    tpm_agent_cmd_free(&cmd);
+
+    wait_cmd(a, &cmd);
+    ck_assert_int_eq(cmd.type, TPM_AGENT_REMOVE);
+    ck_assert_uint_eq(cmd.cookie, 103);
+    ck_assert_uint_eq(cmd.event_id, 11);
+    tpm_agent_cmd_free(&cmd);
+
+    wait_cmd(a, &cmd);
+    ck_assert_int_eq(cmd.type, TPM_AGENT_POLL);
+    ck_assert_uint_eq(cmd.cookie, 104);
+    ck_assert_uint_eq(cmd.event_id, 12);
+    ck_assert_uint_eq(cmd.epoch, 123456789);
+    ck_assert(!memcmp(&cmd.group, &g, sizeof g));
+    tpm_agent_cmd_free(&cmd);
+    ck_assert(!fd_readable(a));
+    ck_assert(!tpm_agent_recv(a, &cmd));
+
+    /* Host -> TEM. */
+    ck_assert(tpm_agent_send_ack(a, 101, 11));
+    ck_assert(tpm_agent_send_nack(a, 102, 12, "predicate: column 3: bad"));
+    ck_assert(tpm_agent_send_satisfaction(a, 12, 99, &g, 1234.5,
+                                          1, 3, 1));
+    ck_assert(tpm_agent_send_poll_reply(a, 104, 12, 123456789,
+                                        TRUMPET__POLL_STATUS__POLL_NO_GROUP,
+                                        0));
+    ck_assert(tpm_agent_send_poll_reply(a, 105, 12, 123456790,
+                                        TRUMPET__POLL_STATUS__POLL_OK, 77));
+    size_t got = 0;
+    while (got < 5) {
+        f = tem_recv_data(&t, WAIT_MS);
+        ck_assert_msg(f, "only %zu of 5 messages arrived", got);
+        for (size_t i = 0; i < f->n_messages; i++) {
+            const Trumpet__Message *m = f->messages[i];
+            if (m->body_case == TRUMPET__MESSAGE__BODY_HEARTBEAT) {
+                continue;
+            }
+            switch (got++) {
+            case 0:
+                ck_assert_int_eq(m->body_case, TRUMPET__MESSAGE__BODY_ACK);
+                ck_assert_uint_eq(m->ack->cookie, 101);
+                ck_assert_uint_eq(m->ack->event_id, 11);
+                break;
+            case 1:
+                ck_assert_int_eq(m->body_case, TRUMPET__MESSAGE__BODY_NACK);
+                ck_assert_uint_eq(m->nack->cookie, 102);
+                ck_assert_uint_eq(m->nack->event_id, 12);
+                ck_assert_str_eq(m->nack->reason,
+                                 "predicate: column 3: bad");
+                break;
+            case 2: {
+                const Trumpet__Satisfaction *sat = m->satisfaction;
+                ck_assert_int_eq(m->body_case,
+                                 TRUMPET__MESSAGE__BODY_SATISFACTION);
+                ck_assert_uint_eq(sat->event_id, 12);
+                ck_assert_uint_eq(sat->epoch, 99);
+                ck_assert_double_eq(sat->value, 1234.5);
+                ck_assert_uint_eq(sat->flags, 1);
+                ck_assert_uint_eq(sat->n_parts, 3);
+                ck_assert_uint_eq(sat->n_missing, 1);
+                struct tpm_key k;
+                tproto_key_from_msg(sat->group, &k);
+                ck_assert(!memcmp(&k, &g, sizeof k));
+                break;
+            }
+            case 3:
+                ck_assert_int_eq(m->body_case,
+                                 TRUMPET__MESSAGE__BODY_POLL_REPLY);
+                ck_assert_uint_eq(m->poll_reply->cookie, 104);
+                ck_assert_uint_eq(m->poll_reply->event_id, 12);
+                ck_assert_uint_eq(m->poll_reply->epoch, 123456789);
+                ck_assert_int_eq(m->poll_reply->status,
+                                 TRUMPET__POLL_STATUS__POLL_NO_GROUP);
+                break;
+            case 4:
+                ck_assert_int_eq(m->body_case,
+                                 TRUMPET__MESSAGE__BODY_POLL_REPLY);
+                ck_assert_uint_eq(m->poll_reply->cookie, 105);
+                ck_assert_uint_eq(m->poll_reply->epoch, 123456790);
+                ck_assert_int_eq(m->poll_reply->status,
+                                 TRUMPET__POLL_STATUS__POLL_OK);
+                ck_assert(m->poll_reply->has_value);
+                ck_assert_double_eq(m->poll_reply->value, 77);
+                break;
+            default:
+                ck_abort_msg("more messages than sent");
+            }
+        }
+        tproto_free(f);
+    }
+
+    /* The agent counts a frame after ZeroMQ took it: the TEM may read it
+     * first. */
+    uint64_t deadline = tpm_clock_mono_ns() + WAIT_MS * MS;
+    while (status(a).msgs_out < 6) {
+        ck_assert(tpm_clock_mono_ns() < deadline);
+        sleep_ms(1);
+    }
+    s = status(a);
+    ck_assert_uint_eq(s.drops_out, 2);
+    ck_assert_uint_eq(s.drops_in, 0);
+    ck_assert_uint_ge(s.msgs_in, 5);    /* Welcome, 4 commands. */
+    ck_assert_uint_ge(s.msgs_out, 6);   /* Hello and the 5 above. */
+    ck_assert_uint_ge(s.frames_in, 2);
+    ck_assert_uint_ge(s.frames_out, 2);
+    ck_assert_msg(s.last_rx_ns <= tpm_clock_real_ns()
+                  && s.last_rx_ns + 5000 * MS > tpm_clock_real_ns(),
+                  "last_rx_ns %"PRIu64, s.last_rx_ns);
+
+    /* Destruction says Bye. */
+    tpm_agent_destroy(a);
+    f = tem_expect(&t, TRUMPET__MESSAGE__BODY_BYE);
+    tproto_free(f);
+
+    tproto_batch_destroy(&b);
+    tem_destroy(&t);
+}
+END_TEST
+
+/* 100 satisfactions arrive in order, in fewer frames. */
+START_TEST(test_batching)
+{
+    struct tem t;
+    tem_init(&t, 1000);
+    struct tpm_agent_config c;
+    agent_config(&c, t.endpoint);
+    c.batch_ns = 20 * MS;
+    struct tpm_agent *a = agent_start(&c);
+    open_session(&t, a, 1);
+
+    uint64_t before = status(a).frames_out;
+    for (uint32_t i = 0; i < 100; i++) {
+        struct tpm_key k = make_key(i, 2000 + i);
+        ck_assert(tpm_agent_send_satisfaction(a, 1 + i % 3, 500 + i, &k,
+                                              i * 10.0, 0, 1, 0));
+    }
+    uint32_t got = 0;
+    uint64_t frames = 0;
+    while (got < 100) {
+        Trumpet__Frame *f = tem_recv_data(&t, WAIT_MS);
+        ck_assert_msg(f, "only %"PRIu32" of 100 satisfactions", got);
+        frames++;
+        for (size_t i = 0; i < f->n_messages; i++) {
+            const Trumpet__Message *m = f->messages[i];
+            if (m->body_case == TRUMPET__MESSAGE__BODY_HEARTBEAT) {
+                continue;
+            }
+            ck_assert_int_eq(m->body_case,
+                             TRUMPET__MESSAGE__BODY_SATISFACTION);
+            const Trumpet__Satisfaction *sat = m->satisfaction;
+            ck_assert_uint_eq(sat->event_id, 1 + got % 3);
+            ck_assert_uint_eq(sat->epoch, 500 + got);
+            ck_assert_double_eq(sat->value, got * 10.0);
+            struct tpm_key k, e = make_key(got, 2000 + got);
+            tproto_key_from_msg(sat->group, &k);
+            ck_assert(!memcmp(&k, &e, sizeof k));
+            got++;
+        }
+        tproto_free(f);
+    }
+    ck_assert_msg(frames <= 5, "100 satisfactions took %"PRIu64" frames",
+                  frames);
+    uint64_t deadline = tpm_clock_mono_ns() + WAIT_MS * MS;
+    while (status(a).frames_out - before < frames) {
+        ck_assert(tpm_clock_mono_ns() < deadline);
+        sleep_ms(1);
+    }
+    struct tpm_agent_status s = status(a);
+    ck_assert_uint_le(s.frames_out - before, 100 - 1);
+    ck_assert_uint_eq(s.drops_out, 0);
+
+    tpm_agent_destroy(a);
+    tem_destroy(&t);
+}
+END_TEST
+
+/* Garbage frames and invalid messages are dropped and counted; the
+ * session survives and the valid messages around them are relayed. */
+START_TEST(test_invalid)
+{
+    struct tem t;
+    tem_init(&t, 1000);
+    struct tpm_agent_config c;
+    agent_config(&c, t.endpoint);
+    struct tpm_agent *a = agent_start(&c);
+    open_session(&t, a, 1);
+
+    static const uint8_t garbage[] = { 0xff, 0xff, 0xff, 0x01, 0x42, 0x00 };
+    tem_send_raw(&t, garbage, sizeof garbage);
+
+    struct tproto_batch b;
+    tproto_batch_init(&b);
+    struct tpm_key g = make_key(9, 9);
+    tproto_add_install(&b, 1, 0, "zero", "predicate=count() > 1", false, 0);
+    tproto_add_poll(&b, 2, 5, 77, &g);
+    tproto_add_ack(&b, 3, 5);           /* Host-bound: not from a TEM. */
+    tem_send(&t, &b);
+
+    struct tpm_agent_cmd cmd;
+    wait_cmd(a, &cmd);
+    ck_assert_int_eq(cmd.type, TPM_AGENT_POLL);
+    ck_assert_uint_eq(cmd.cookie, 2);
+    ck_assert_uint_eq(cmd.event_id, 5);
+    tpm_agent_cmd_free(&cmd);
+
+    uint64_t deadline = tpm_clock_mono_ns() + WAIT_MS * MS;
+    while (status(a).invalid_in < 3 && tpm_clock_mono_ns() < deadline) {
+        sleep_ms(2);
+    }
+    struct tpm_agent_status s = status(a);
+    ck_assert_uint_eq(s.invalid_in, 3);
+    ck_assert_msg(strstr(s.last_error, "unexpected ack"), "%s",
+                  s.last_error);
+    ck_assert_int_eq(s.state, TPM_AGENT_CONNECTED);
+    ck_assert_uint_eq(s.sessions, 1);
+    ck_assert(!fd_readable(a));
+
+    /* The garbage frame and the bad install were reported too. */
+    tem_send_raw(&t, garbage, sizeof garbage);
+    deadline = tpm_clock_mono_ns() + WAIT_MS * MS;
+    while (status(a).invalid_in < 4 && tpm_clock_mono_ns() < deadline) {
+        sleep_ms(2);
+    }
+    s = status(a);
+    ck_assert_uint_eq(s.invalid_in, 4);
+    ck_assert_msg(strstr(s.last_error, "invalid frame from TEM (6 bytes)"),
+                  "%s", s.last_error);
+    tproto_add_install(&b, 1, 0, "zero", "predicate=count() > 1", false, 0);
+    tem_send(&t, &b);
+    deadline = tpm_clock_mono_ns() + WAIT_MS * MS;
+    while (status(a).invalid_in < 5 && tpm_clock_mono_ns() < deadline) {
+        sleep_ms(2);
+    }
+    s = status(a);
+    ck_assert_uint_eq(s.invalid_in, 5);
+    ck_assert_msg(strstr(s.last_error, "install: event_id is 0"), "%s",
+                  s.last_error);
+
+    /* Still relaying. */
+    tproto_add_remove(&b, 8, 5);
+    tem_send(&t, &b);
+    wait_cmd(a, &cmd);
+    ck_assert_int_eq(cmd.type, TPM_AGENT_REMOVE);
+    ck_assert_uint_eq(cmd.cookie, 8);
+    ck_assert(tpm_agent_send_ack(a, 8, 5));
+    Trumpet__Frame *f = tem_expect(&t, TRUMPET__MESSAGE__BODY_ACK);
+    ck_assert_uint_eq(f->messages[0]->ack->cookie, 8);
+    tproto_free(f);
+    ck_assert_uint_eq(status(a).sessions, 1);
+
+    tproto_batch_destroy(&b);
+    tpm_agent_destroy(a);
+    tem_destroy(&t);
+}
+END_TEST
+
+/* Refuse, and a Welcome with a version we do not speak: REFUSED with a
+ * clear last_error, then a new Hello after the backoff. */
+START_TEST(test_refuse)
+{
+    struct tem t;
+    tem_init(&t, 1000);
+    struct tpm_agent_config c;
+    agent_config(&c, t.endpoint);
+    c.backoff_min_ns = 200 * MS;    /* Long enough to see REFUSED. */
+    c.backoff_max_ns = 400 * MS;
+    struct tpm_agent *a = agent_start(&c);
+
+    Trumpet__Frame *f = tem_expect(&t, TRUMPET__MESSAGE__BODY_HELLO);
+    tproto_free(f);
+    struct tproto_batch b;
+    tproto_batch_init(&b);
+    tproto_add_refuse(&b, "protocol version 1 not in 2..3");
+    b.msgs[0]->refuse->has_version_min = true;
+    b.msgs[0]->refuse->version_min = 2;
+    b.msgs[0]->refuse->has_version_max = true;
+    b.msgs[0]->refuse->version_max = 3;
+    tem_send(&t, &b);
+
+    wait_state(a, TPM_AGENT_REFUSED);
+    struct tpm_agent_status s = status(a);
+    ck_assert_msg(strstr(s.last_error, "TEM refused: protocol version 1 "
+                         "not in 2..3 (TEM speaks protocol versions 2..3, "
+                         "this host 1..1)"), "%s", s.last_error);
+    ck_assert_uint_eq(s.sessions, 0);
+    ck_assert_uint_eq(s.version, 0);
+    ck_assert(!tpm_agent_send_ack(a, 1, 1));
+    ck_assert(!fd_readable(a));
+
+    /* Retried after the backoff, on a new socket. */
+    f = tem_expect(&t, TRUMPET__MESSAGE__BODY_HELLO);
+    check_hello(f);
+    tproto_free(f);
+    ck_assert_uint_ge(status(a).reconnects, 1);
+
+    /* A Welcome choosing a version we do not speak. */
+    tproto_add_welcome(&b, 7, "tem-future", tpm_clock_real_ns(), 1000);
+    tem_send(&t, &b);
+    f = tem_expect(&t, TRUMPET__MESSAGE__BODY_BYE);
+    ck_assert_msg(strstr(f->messages[0]->bye->reason,
+                         "protocol version 7 not in 1..1"), "%s",
+                  f->messages[0]->bye->reason);
+    tproto_free(f);
+    wait_state(a, TPM_AGENT_REFUSED);
+    s = status(a);
+    ck_assert_msg(strstr(s.last_error, "TEM tem-future chose protocol "
+                         "version 7 not in 1..1"), "%s", s.last_error);
+    ck_assert_uint_eq(s.sessions, 0);
+
+    /* And then a proper session. */
+    open_session(&t, a, 1);
+    ck_assert_uint_ge(status(a).reconnects, 2);
+
+    tproto_batch_destroy(&b);
+    tpm_agent_destroy(a);
+    tem_destroy(&t);
+}
+END_TEST
+
+/* The TEM goes away and comes back on the same endpoint: the agent sees
+ * the heartbeats stop, backs off, and says Hello to the new one. */
+START_TEST(test_reconnect)
+{
+    struct tem t;
+    tem_init(&t, 50);
+    struct tpm_agent_config c;
+    agent_config(&c, t.endpoint);
+    struct tpm_agent *a = agent_start(&c);
+    open_session(&t, a, 1);
+
+    /* The agent heartbeats at 50 ms. */
+    Trumpet__Frame *f = tem_recv(&t, WAIT_MS);
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(f->messages[0]->body_case,
+                     TRUMPET__MESSAGE__BODY_HEARTBEAT);
+    tproto_free(f);
+
+    char endpoint[256];
+    snprintf(endpoint, sizeof endpoint, "%s", t.endpoint);
+    tem_close(&t);
+    uint64_t closed = tpm_clock_mono_ns();
+
+    /* After 3 missed heartbeats the session ends; the host's messages are
+     * dropped and counted meanwhile. */
+    uint64_t deadline = closed + WAIT_MS * MS;
+    while (status(a).state == TPM_AGENT_CONNECTED) {
+        ck_assert(tpm_clock_mono_ns() < deadline);
+        sleep_ms(2);
+    }
+    uint64_t lost = tpm_clock_mono_ns() - closed;
+    ck_assert_msg(lost >= 100 * MS, "session ended after %"PRIu64" ms",
+                  lost / MS);
+    struct tpm_agent_status s = status(a);
+    ck_assert_msg(strstr(s.last_error, "nothing from TEM"), "%s",
+                  s.last_error);
+    uint64_t drops = s.drops_out;
+    struct tpm_key k = make_key(1, 1);
+    ck_assert(!tpm_agent_send_satisfaction(a, 1, 1, &k, 1, 0, 1, 0));
+    ck_assert(!tpm_agent_send_poll_reply(a, 1, 1, 1,
+                                         TRUMPET__POLL_STATUS__POLL_OK, 1));
+    ck_assert_uint_eq(status(a).drops_out, drops + 2);
+
+    /* A TEM on the same endpoint: a new Hello, a second session, and a
+     * RESYNC for the host. */
+    t.peer_len = 0;
+    tem_bind(&t, endpoint);
+    ck_assert_str_eq(t.endpoint, endpoint);
+    open_session(&t, a, 2);
+    s = status(a);
+    ck_assert_uint_ge(s.reconnects, 1);
+    ck_assert_int_eq(s.state, TPM_AGENT_CONNECTED);
+    ck_assert(tpm_agent_send_ack(a, 9, 9));
+    f = tem_expect(&t, TRUMPET__MESSAGE__BODY_ACK);
+    ck_assert_uint_eq(f->messages[0]->ack->cookie, 9);
+    tproto_free(f);
+
+    /* A Bye from the TEM ends the session too; the agent comes back. */
+    struct tproto_batch b;
+    tproto_batch_init(&b);
+    tproto_add_bye(&b, "tem restarting");
+    tem_send(&t, &b);
+    f = tem_expect(&t, TRUMPET__MESSAGE__BODY_HELLO);
+    tproto_free(f);
+    s = status(a);
+    ck_assert_msg(strstr(s.last_error, "TEM said bye: tem restarting"), "%s",
+                  s.last_error);
+    tem_welcome(&t, "tem-test");
+    struct tpm_agent_cmd cmd;
+    wait_cmd(a, &cmd);
+    ck_assert_int_eq(cmd.type, TPM_AGENT_RESYNC);
+    ck_assert_uint_eq(status(a).sessions, 3);
+
+    tproto_batch_destroy(&b);
+    tpm_agent_destroy(a);
+    tem_destroy(&t);
+}
+END_TEST
+
+/* Full queues drop and count. */
+START_TEST(test_queue_full)
+{
+    struct tem t;
+    tem_init(&t, 1000);
+    struct tpm_agent_config c;
+    agent_config(&c, t.endpoint);
+    c.queue_size = 8;
+    c.batch_ns = 200 * MS;
+    struct tpm_agent *a = agent_start(&c);
+
+    /* Commands: the host does not take them; the RESYNC takes one slot,
+     * 7 of 20 installs fit. */
+    Trumpet__Frame *f = tem_expect(&t, TRUMPET__MESSAGE__BODY_HELLO);
+    tproto_free(f);
+    tem_welcome(&t, "tem-test");
+    wait_state(a, TPM_AGENT_CONNECTED);
+    struct tproto_batch b;
+    tproto_batch_init(&b);
+    for (uint32_t i = 1; i <= 20; i++) {
+        tproto_add_install(&b, i, i, "e", "predicate=count() > 1", false, 0);
+    }
+    tem_send(&t, &b);
+    uint64_t deadline = tpm_clock_mono_ns() + WAIT_MS * MS;
+    while (status(a).drops_in < 13) {
+        ck_assert(tpm_clock_mono_ns() < deadline);
+        sleep_ms(2);
+    }
+    sleep_ms(20);
+    ck_assert_uint_eq(status(a).drops_in, 13);
+    ck_assert_msg(strstr(status(a).last_error, "command queue full"), "%s",
+                  status(a).last_error);
+    struct tpm_agent_cmd cmd;
+    ck_assert(tpm_agent_recv(a, &cmd));
+    ck_assert_int_eq(cmd.type, TPM_AGENT_RESYNC);
+    for (uint32_t i = 1; i <= 7; i++) {
+        ck_assert(tpm_agent_recv(a, &cmd));
+        ck_assert_int_eq(cmd.type, TPM_AGENT_INSTALL);
+        ck_assert_uint_eq(cmd.cookie, i);
+        tpm_agent_cmd_free(&cmd);
+    }
+    ck_assert(!tpm_agent_recv(a, &cmd));
+    ck_assert(!fd_readable(a));
+
+    /* Outgoing: the host queues faster than the agent sends. */
+    uint32_t accepted = 0, refused = 0;
+    for (uint32_t i = 0; i < 2000; i++) {
+        struct tpm_key k = make_key(i, i);
+        if (tpm_agent_send_satisfaction(a, 1, i, &k, i, 0, 1, 0)) {
+            accepted++;
+        } else {
+            refused++;
+        }
+    }
+    ck_assert_uint_ge(accepted, 8);
+    ck_assert_uint_gt(refused, 0);
+    ck_assert_uint_eq(status(a).drops_out, refused);
+
+    /* What was accepted arrives, in order, and nothing else. */
+    uint32_t got = 0;
+    uint64_t last_epoch = 0;
+    while (got < accepted) {
+        f = tem_recv_data(&t, WAIT_MS);
+        ck_assert_msg(f, "%"PRIu32" of %"PRIu32" arrived", got, accepted);
+        for (size_t i = 0; i < f->n_messages; i++) {
+            const Trumpet__Message *m = f->messages[i];
+            if (m->body_case == TRUMPET__MESSAGE__BODY_SATISFACTION) {
+                ck_assert(!got || m->satisfaction->epoch > last_epoch);
+                last_epoch = m->satisfaction->epoch;
+                got++;
+            }
+        }
+        tproto_free(f);
+    }
+    ck_assert_uint_eq(got, accepted);
+    f = tem_recv_data(&t, 100);
+    ck_assert_ptr_null(f);
+
+    tproto_batch_destroy(&b);
+    tpm_agent_destroy(a);
+    tem_destroy(&t);
+}
+END_TEST
+
+/* The TEM is not there at all: CONNECTING, last_error after the Hello
+ * timeout, and everything for the TEM dropped. */
+START_TEST(test_unreachable)
+{
+    struct tem t;
+    tem_init(&t, 1000);
+    char endpoint[256];
+    snprintf(endpoint, sizeof endpoint, "%s", t.endpoint);
+    /* zmq_close() returns before the listener is gone; terminating the
+     * context waits for it. */
+    tem_close(&t);
+    zmq_ctx_term(t.ctx);
+    t.ctx = zmq_ctx_new();
+
+    struct tpm_agent_config c;
+    agent_config(&c, endpoint);
+    c.hello_timeout_ns = 100 * MS;
+    struct tpm_agent *a = agent_start(&c);
+    uint64_t deadline = tpm_clock_mono_ns() + WAIT_MS * MS;
+    while (!status(a).last_error[0]) {
+        ck_assert(tpm_clock_mono_ns() < deadline);
+        sleep_ms(5);
+    }
+    struct tpm_agent_status s = status(a);
+    ck_assert_msg(s.state == TPM_AGENT_CONNECTING, "state %s: %s",
+                  tpm_agent_state_name(s.state), s.last_error);
+    ck_assert_msg(strstr(s.last_error, "cannot reach TEM at tcp://"), "%s",
+                  s.last_error);
+    ck_assert_uint_eq(s.frames_out, 0);
+    for (int i = 0; i < 10; i++) {
+        ck_assert(!tpm_agent_send_nack(a, i, 1, "x"));
+    }
+    ck_assert_uint_eq(status(a).drops_out, 10);
+
+    /* It connects once the TEM appears. */
+    tem_bind(&t, endpoint);
+    open_session(&t, a, 1);
+
+    tpm_agent_destroy(a);
+    tem_destroy(&t);
+}
+END_TEST
+
+static Suite *
+agent_suite(void)
+{
+    Suite *s = suite_create("agent");
+    TCase *tc = tcase_create("agent");
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, test_endpoint);
+    tcase_add_test(tc, test_session);
+    tcase_add_test(tc, test_batching);
+    tcase_add_test(tc, test_invalid);
+    tcase_add_test(tc, test_refuse);
+    tcase_add_test(tc, test_reconnect);
+    tcase_add_test(tc, test_queue_full);
+    tcase_add_test(tc, test_unreachable);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int
+main(void)
+{
+    return test_run_suite(agent_suite());
+}
