@@ -107,7 +107,9 @@ bool tpm_prefix_contains(const struct tpm_prefix *p, int ipver,
  * large, not decodable, no messages, too many messages, unsupported
  * version (frames of Hello/Refuse/Bye only are returned whatever their
  * version: see "Versions" above).  The messages still need
- * tproto_validate(). */
+ * tproto_validate().  The frame and everything in it live in one arena:
+ * free it with tproto_free() only, never with protobuf-c's
+ * free_unpacked(); tproto_free() accepts NULL. */
 Trumpet__Frame *tproto_decode(const void *data, size_t len,
                               const char **why);
 void tproto_free(Trumpet__Frame *);
