@@ -78,3 +78,12 @@ tests_test_agent_LDADD = lib/libtproto.la $(TEST_LDADD) $(PROTOBUF_C_LIBS) \
 	$(ZMQ_LIBS) -lpthread
 tests/test_agent-test-agent.$(OBJEXT): $(PROTO_GEN)
 TESTS += tests/test-agent
+
+# The TPM <-> TEM protocol layer (lib/tproto.h).
+check_PROGRAMS += tests/test-proto
+tests_test_proto_SOURCES = tests/test-proto.c
+tests_test_proto_CFLAGS = $(TEST_CFLAGS) $(PROTOBUF_C_CFLAGS)
+tests_test_proto_LDADD = lib/libtproto.la $(TEST_LDADD) $(PROTOBUF_C_LIBS) \
+	$(ZMQ_LIBS)
+tests/test_proto-test-proto.$(OBJEXT): $(PROTO_GEN)
+TESTS += tests/test-proto

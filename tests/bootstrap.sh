@@ -16,12 +16,14 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$top/build}
 jobs=${JOBS:-$(nproc)}
 
-# Build: autotools, libpcap and json-c for the tools, Check for the unit
-# tests; Open vSwitch 3.1.0 source and DPDK 22.11 for the patched
+# Build: autotools, libpcap and json-c for the tools, ZeroMQ and
+# protobuf-c (with protoc-c) for the TPM <-> TEM protocol, python3-zmq for
+# its test helpers, Check for the unit tests; Open vSwitch 3.1.0 source and DPDK 22.11 for the patched
 # ovs-vswitchd; iproute2, ethtool, ping and tcpdump for the veth-DPDK
 # testbed.
 packages="autoconf automake libtool pkg-config make gcc patch check
-libpcap-dev libjson-c-dev python3 valgrind openvswitch-source libdpdk-dev
+libpcap-dev libjson-c-dev libzmq3-dev libprotobuf-c-dev protobuf-c-compiler
+python3 python3-zmq valgrind openvswitch-source libdpdk-dev
 dpdk-dev iproute2 ethtool iputils-ping tcpdump"
 
 if [ "${SKIP_APT:-0}" != 1 ]; then

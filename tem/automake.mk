@@ -1,0 +1,1 @@
+# The TEM (controller) and its client: see tem/.
