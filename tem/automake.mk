@@ -1,1 +1,23 @@
-# The TEM (controller) and its client: see tem/.
+# The TEM (controller) and its client: see tem/ and docs/tem.md.
+#
+# tem/libtemcore.la is the TEM's logic without sockets (tem-core: hosts,
+# events, decisions, alerts; tem-state: the event file), shared by the
+# daemon and tests/test-tem.
+noinst_LTLIBRARIES += tem/libtemcore.la
+tem_libtemcore_la_SOURCES = \
+	tem/tem-core.c tem/tem-core.h \
+	tem/tem-state.c tem/tem-state.h
+tem_libtemcore_la_CFLAGS = $(AM_CFLAGS) $(JSON_C_CFLAGS) \
+	$(PROTOBUF_C_CFLAGS)
+tem_libtemcore_la_LIBADD = tpm/libtpmjson.la lib/libtproto.la \
+	tpm/libtpm.la lib/libtpmcommon.la $(JSON_C_LIBS) -lm
+
+bin_PROGRAMS += tem/trumpet-tem tem/tem-ctl
+tem_trumpet_tem_SOURCES = tem/tem.c
+tem_trumpet_tem_CFLAGS = $(AM_CFLAGS) $(JSON_C_CFLAGS) $(ZMQ_CFLAGS) \
+	$(PROTOBUF_C_CFLAGS)
+tem_trumpet_tem_LDADD = tem/libtemcore.la $(ZMQ_LIBS) $(JSON_C_LIBS)
+
+tem_tem_ctl_SOURCES = tem/tem-ctl.c
+tem_tem_ctl_CFLAGS = $(AM_CFLAGS) $(JSON_C_CFLAGS) $(ZMQ_CFLAGS)
+tem_tem_ctl_LDADD = lib/libtpmcommon.la $(ZMQ_LIBS) $(JSON_C_LIBS)

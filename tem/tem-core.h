@@ -1,0 +1,186 @@
+/*
+ * The Trumpet Event Manager's logic (paper section 6), without sockets.
+ *
+ * The TEM turns network-wide events into triggers on hosts, collects the
+ * hosts' satisfactions, polls the other hosts of an event for the same
+ * epoch and group, decides, and raises alerts:
+ *
+ *   - Hosts open a session with Hello (lib/agent.h); the core answers
+ *     Welcome or Refuse, exchanges heartbeats, and forgets a host that
+ *     says Bye or stays silent for 3 heartbeat periods.  Every host is
+ *     named by its host id; its session by its ZeroMQ peer identity.
+ *
+ *   - An event is an event-language definition (docs/event-language.md)
+ *     plus network-wide clauses (scope=, across=, split=, then=,
+ *     standby=; see docs/tem.md).  Its trigger goes to the connected
+ *     hosts in its scope whose served prefixes intersect the addresses
+ *     its filter constrains.  A sum()/count() threshold is split over
+ *     them (equal or weighted shares); other events run with the full
+ *     predicate on every host.
+ *
+ *   - The first satisfaction for (event, epoch, group) starts a decision
+ *     over the event's hosts; the others are polled, and the event is
+ *     decided when every host answered or at the poll deadline, hosts that
+ *     did not answer being listed as missing (never counted as zero).
+ *
+ *   - An alert is one JSON object (docs/tem.md) handed to the 'alert'
+ *     callback.  An event with then=NAME:DURATION installs the standby
+ *     event NAME on the hosts that contributed to its alert, for DURATION.
+ *
+ * The caller owns the sockets: it feeds every frame received with
+ * tem_core_input(), calls tem_core_run() for timers and tem_core_flush()
+ * once per loop iteration, which hands every host's queued messages to
+ * the 'send' callback as one batch (one frame).  Time comes from the
+ * 'clock' callback (wall-clock ns; tests use a fake one).
+ *
+ * Thread-safety: a core is used by one thread.
+ */
+#ifndef TEM_CORE_H
+#define TEM_CORE_H 1
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tproto.h"
+
+struct json_object;
+
+struct tem_config {
+    const char *tem_id;         /* Sent in Welcome ("tem"). */
+    uint64_t epoch_ns;          /* Epoch every host must use (10 ms). */
+    uint32_t heartbeat_ms;      /* Welcome.heartbeat_ms (1000). */
+    uint32_t max_hosts;         /* Hosts known at once, connected or
+                                 * recently gone (1024, at most 65535). */
+    uint32_t max_events;        /* Events defined (1024). */
+    uint32_t max_decisions;     /* Pending and recently decided keys
+                                 * (1048576, at most 2^24). */
+    uint64_t poll_deadline_ns;  /* A decision waits at most this (100 ms). */
+    uint64_t repoll_ns;         /* Delay before re-polling a host that
+                                 * answered POLL_NOT_YET (1 ms). */
+    uint64_t decided_keep_ns;   /* How long a decided key is remembered
+                                 * (0: max(4 x deadline, 4 x interval)). */
+    uint64_t rebalance_ns;      /* Weighted split: re-split at most this
+                                 * often (10 s). */
+    double rebalance_change;    /* ... when a share moves by more than this
+                                 * fraction of itself (0.2). */
+    double ewma_alpha;          /* Weight of a new value in a host's
+                                 * history (0.25). */
+    double weight_floor;        /* Least weight, as a fraction of the
+                                 * mean (0.1). */
+    uint32_t recent_alerts;     /* Alerts kept per event for event-show
+                                 * (10). */
+    uint32_t alert_history;     /* Alerts kept for "alerts" (100). */
+    size_t max_batch_bytes;     /* A host's frame is sent once its
+                                 * messages reach about this (256 KiB). */
+
+    /* Callbacks. */
+    uint64_t (*clock)(void *aux);               /* Wall clock, ns. */
+    /* Sends 'batch' as one frame of protocol 'version' (0: the highest
+     * this build speaks) to ZeroMQ peer 'peer'; returns false if it was
+     * dropped (counted). */
+    bool (*send)(void *aux, const void *peer, size_t peer_len,
+                 uint32_t version, const struct tproto_batch *batch);
+    /* An alert: 'json' is one line of JSON (no newline). */
+    void (*alert)(void *aux, const char *event, const char *json);
+    void *aux;
+};
+
+/* Fills in the defaults noted above; callbacks NULL. */
+void tem_config_init(struct tem_config *);
+
+struct tem_core *tem_core_create(const struct tem_config *);
+void tem_core_destroy(struct tem_core *);
+
+/* Processes one frame 'data'/'len' received from peer 'peer'/'peer_len'
+ * (1 to 255 bytes). */
+void tem_core_input(struct tem_core *, const void *peer, size_t peer_len,
+                    const void *data, size_t len);
+
+/* Runs the timers that are due (deadlines, re-polls, heartbeats, host
+ * timeouts, drill-down expiry, rebalancing).  Returns the wall-clock time
+ * at which it next needs to run. */
+uint64_t tem_core_run(struct tem_core *);
+
+/* Hands every host's queued messages to the 'send' callback. */
+void tem_core_flush(struct tem_core *);
+
+/* Says Bye with 'reason' to every connected host and ends their sessions
+ * (at shutdown); the caller flushes. */
+void tem_core_bye_all(struct tem_core *, const char *reason);
+
+/* Defines event 'name' with 'definition' (network-wide clauses included).
+ * 'id' is the event id to use (from a state file), or 0 for a new one.
+ * Returns NULL or an error message (caller frees): the network-wide
+ * clauses' errors, or lib/event.h's parse error verbatim. */
+char *tem_core_event_add(struct tem_core *, const char *name,
+                         const char *definition, uint32_t id)
+    __attribute__((warn_unused_result));
+
+/* Removes event 'name' from every host.  Returns NULL or an error. */
+char *tem_core_event_del(struct tem_core *, const char *name)
+    __attribute__((warn_unused_result));
+
+/* Removes every event (for tests and reloading). */
+void tem_core_event_clear(struct tem_core *);
+
+size_t tem_core_n_events(const struct tem_core *);
+
+/* Incremented whenever the set of event definitions changes (so that the
+ * caller knows when to save them). */
+uint64_t tem_core_events_version(const struct tem_core *);
+
+/* Persistence form of the event definitions:
+ *   {"format":1,"next_id":N,"events":[{"id":1,"name":"heavy",
+ *    "definition":"...","standby":false},...]} */
+struct json_object *tem_core_events_to_json(const struct tem_core *);
+
+/* Replaces every event with those of 'obj' (as above).  Returns NULL or
+ * an error naming the entry and event at fault; on error the events are
+ * left empty. */
+char *tem_core_events_from_json(struct tem_core *,
+                                const struct json_object *obj)
+    __attribute__((warn_unused_result));
+
+/* Views for the control socket, as JSON (docs/tem.md, "tem-ctl"). */
+struct json_object *tem_core_event_list_json(const struct tem_core *);
+/* Returns NULL and an error in '*errp' if there is no event 'name'. */
+struct json_object *tem_core_event_show_json(const struct tem_core *,
+                                             const char *name, char **errp);
+struct json_object *tem_core_hosts_json(const struct tem_core *);
+struct json_object *tem_core_status_json(const struct tem_core *);
+/* The last 'n' alerts (at most --alert-history), oldest first, as an
+ * array of alert objects; 'event' NULL for every event. */
+struct json_object *tem_core_alerts_json(const struct tem_core *,
+                                         const char *event, size_t n);
+
+/* Global counters (also in tem_core_status_json()). */
+struct tem_stats {
+    uint64_t frames_in;         /* Frames received. */
+    uint64_t msgs_in;           /* Messages in those frames. */
+    uint64_t invalid_frames;    /* Not decodable (or wrong version). */
+    uint64_t invalid_msgs;      /* Failed tproto_validate(), or not valid
+                                 * in the session's state. */
+    uint64_t unknown_peer;      /* Frames from a peer with no session. */
+    uint64_t hellos, sessions, refused, replaced, hosts_gone;
+    uint64_t satisfactions;
+    uint64_t sat_unknown;       /* For an event that is not defined or
+                                 * not installed on that host. */
+    uint64_t sat_late;          /* For a key decided already. */
+    uint64_t polls_sent, poll_replies, repolls;
+    uint64_t replies_stale;     /* For a decided or unknown decision. */
+    uint64_t decisions, decided_complete, decided_deadline;
+    uint64_t decisions_full;    /* Satisfactions dropped: no room for a
+                                 * decision (--max-decisions). */
+    uint64_t missing_parts;     /* Hosts listed as missing in decisions. */
+    uint64_t alerts;
+    uint64_t installs, removes, acks, nacks;
+    uint64_t drilldowns;        /* Standby installs caused by alerts. */
+    uint64_t drilldown_errors;  /* then= target missing or not standby. */
+    uint64_t rebalances;
+    uint64_t frames_out, msgs_out, send_drops;
+};
+
+void tem_core_get_stats(const struct tem_core *, struct tem_stats *);
+
+#endif /* tem-core.h */

@@ -1,0 +1,502 @@
+/*
+ * tem-ctl: the Trumpet Event Manager's command-line client (docs/tem.md).
+ *
+ * Sends one JSON request to the TEM's control socket (ZeroMQ REQ/REP) and
+ * prints the reply, as text or (--json) as the reply itself.  "alerts
+ * --follow" then subscribes to the TEM's alert PUB socket.
+ *
+ * Exit status: 0 success, 1 the TEM answered with an error, 2 usage
+ * error, 3 the TEM did not answer within --timeout.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <json-c/json.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "event.h"
+#include "util.h"
+
+#define JSON_PLAIN (JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
+#define JSON_PRETTY (JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE)
+
+enum {
+    EXIT_ERROR_REPLY = 1,
+    EXIT_USAGE = 2,
+    EXIT_UNREACHABLE = 3,
+};
+
+static const char *ctl_ep = "ipc:///run/trumpet/tem.ctl";
+static uint64_t timeout_ns = 5000000000ULL;
+static bool json_output;
+static volatile sig_atomic_t stop_signal;
+
+static void
+on_signal(int sig)
+{
+    stop_signal = sig;
+}
+
+static void
+usage(void)
+{
+    printf("\
+tem-ctl: control the Trumpet Event Manager\n\
+usage: tem-ctl [--ctl=EP] [--timeout=TIME] [--json] COMMAND [ARGS...]\n\
+\n\
+Commands:\n\
+  event-add NAME DEFINITION...   define a network-wide event\n\
+  event-del NAME                 remove it from every host\n\
+  event-list                     every event, with install counts\n\
+  event-show NAME                definition, hosts, shares, recent alerts\n\
+  hosts                          hosts with state, prefixes, counters\n\
+  alerts [--follow] [--count=N] [EVENT]\n\
+                                 the last N alerts (100) as JSON lines;\n\
+                                 --follow then prints new ones as they come\n\
+  status                         TEM settings, endpoints and counters\n\
+\n\
+Options:\n\
+  --ctl=EP       the TEM's control socket (ipc:///run/trumpet/tem.ctl)\n\
+  --timeout=TIME wait at most TIME for the TEM (5s)\n\
+  --json         print the TEM's JSON reply as is\n\
+\n\
+Exit status: 0 ok, 1 error reply, 2 usage, 3 TEM unreachable.\n");
+}
+
+static void die(int status, const char *format, ...)
+    __attribute__((format(printf, 2, 3), noreturn));
+
+static void
+die(int status, const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    fputs("tem-ctl: ", stderr);
+    vfprintf(stderr, format, args);
+    fputc('\n', stderr);
+    va_end(args);
+    exit(status);
+}
+
+/* Sends 'req' and returns the reply (exits on failure). */
+static struct json_object *
+request(struct json_object *req)
+{
+    void *ctx = zmq_ctx_new();
+    void *s = zmq_socket(ctx, ZMQ_REQ);
+    int zero = 0;
+    const char *text = json_object_to_json_string_ext(req, JSON_PLAIN);
+
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+    if (zmq_connect(s, ctl_ep)) {
+        die(EXIT_USAGE, "bad control endpoint '%s': %s", ctl_ep,
+            zmq_strerror(errno));
+    }
+
+    zmq_pollitem_t item = { .socket = s, .events = ZMQ_POLLOUT };
+    long ms = (long) ((timeout_ns + 999999) / 1000000);
+    if (zmq_poll(&item, 1, ms) <= 0
+        || zmq_send(s, text, strlen(text), ZMQ_DONTWAIT) < 0) {
+        die(EXIT_UNREACHABLE, "TEM unreachable at %s (no answer within "
+            "the timeout; is trumpet-tem running with this --ctl?)",
+            ctl_ep);
+    }
+    item.events = ZMQ_POLLIN;
+    if (zmq_poll(&item, 1, ms) <= 0) {
+        die(EXIT_UNREACHABLE, "TEM at %s did not answer within the timeout",
+            ctl_ep);
+    }
+
+    zmq_msg_t msg;
+    zmq_msg_init(&msg);
+    if (zmq_msg_recv(&msg, s, 0) < 0) {
+        die(EXIT_UNREACHABLE, "reading the TEM's reply: %s",
+            zmq_strerror(errno));
+    }
+    struct json_tokener *tok = json_tokener_new();
+    struct json_object *reply = json_tokener_parse_ex(tok, zmq_msg_data(&msg),
+                                                      zmq_msg_size(&msg));
+    if (!reply || !json_object_is_type(reply, json_type_object)) {
+        die(EXIT_ERROR_REPLY, "the TEM's reply is not a JSON object");
+    }
+    json_tokener_free(tok);
+    zmq_msg_close(&msg);
+    zmq_close(s);
+    zmq_ctx_term(ctx);
+    return reply;
+}
+
+static struct json_object *
+get(struct json_object *o, const char *key)
+{
+    struct json_object *v = NULL;
+    json_object_object_get_ex(o, key, &v);
+    return v;
+}
+
+static const char *
+str(struct json_object *o, const char *key)
+{
+    struct json_object *v = get(o, key);
+    return v ? json_object_get_string(v) : "-";
+}
+
+static int64_t
+num(struct json_object *o, const char *key)
+{
+    return json_object_get_int64(get(o, key));
+}
+
+/* Joins the strings of array 'a' with commas (caller frees). */
+static char *
+join(struct json_object *a)
+{
+    size_t n = a && json_object_is_type(a, json_type_array)
+               ? json_object_array_length(a) : 0;
+    char *s = xstrdup(n ? "" : "-");
+    for (size_t i = 0; i < n; i++) {
+        char *t = xasprintf("%s%s%s", s, i ? "," : "",
+                            json_object_get_string(
+                                json_object_array_get_idx(a, i)));
+        free(s);
+        s = t;
+    }
+    return s;
+}
+
+static void
+print_json_line(struct json_object *o)
+{
+    puts(json_object_to_json_string_ext(o, JSON_PLAIN));
+}
+
+static void
+print_counters(struct json_object *o)
+{
+    json_object_object_foreach(o, key, val) {
+        printf("  %-18s %s\n", key, json_object_get_string(val));
+    }
+}
+
+static void
+print_event_list(struct json_object *r)
+{
+    struct json_object *events = get(r, "events");
+    size_t n = json_object_array_length(events);
+
+    printf("%-5s %-20s %-11s %5s %5s %7s %6s %6s %-7s %s\n", "ID", "NAME",
+           "ACROSS", "HOSTS", "ACKED", "PENDING", "NACKED", "ALERTS",
+           "STANDBY", "DEFINITION");
+    for (size_t i = 0; i < n; i++) {
+        struct json_object *e = json_object_array_get_idx(events, i);
+        printf("%-5"PRId64" %-20s %-11s %5"PRId64" %5"PRId64" %7"PRId64
+               " %6"PRId64" %6"PRId64" %-7s %s\n", num(e, "id"),
+               str(e, "name"), str(e, "across"), num(e, "hosts"),
+               num(e, "acked"), num(e, "pending"), num(e, "nacked"),
+               num(e, "alerts"),
+               json_object_get_boolean(get(e, "standby")) ? "yes" : "no",
+               str(e, "definition"));
+    }
+}
+
+static void
+print_event_show(struct json_object *r)
+{
+    struct json_object *scope = get(r, "scope");
+    struct json_object *then = get(r, "then");
+    char *fp = join(get(r, "filter_prefixes"));
+
+    printf("event %s (id %"PRId64")\n", str(r, "name"), num(r, "id"));
+    printf("  definition:       %s\n", str(r, "definition"));
+    printf("  on hosts:         %s\n", str(r, "local_definition"));
+    if (json_object_is_type(scope, json_type_array)) {
+        char *s = join(scope);
+        printf("  scope:            %s\n", s);
+        free(s);
+    } else {
+        printf("  scope:            all\n");
+    }
+    printf("  filter prefixes:  %s\n", fp);
+    printf("  across:           %s\n", str(r, "across"));
+    printf("  split:            %s\n", get(r, "split") ? str(r, "split")
+                                                       : "none");
+    printf("  threshold:        %s\n", get(r, "threshold")
+                                       ? str(r, "threshold") : "none");
+    printf("  standby:          %s\n",
+           json_object_get_boolean(get(r, "standby")) ? "yes" : "no");
+    if (then) {
+        char buf[32];
+        tpm_time_format(num(then, "duration_ns"), buf, sizeof buf);
+        printf("  then:             %s for %s\n", str(then, "event"), buf);
+    }
+    free(fp);
+
+    struct json_object *hosts = get(r, "hosts");
+    size_t n = json_object_array_length(hosts);
+    printf("hosts (%zu):\n", n);
+    if (n) {
+        printf("  %-20s %-8s %-14s %-14s %s\n", "HOST", "STATE", "SHARE",
+               "HISTORY", "NOTE");
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct json_object *h = json_object_array_get_idx(hosts, i);
+        char note[256] = "";
+        if (get(h, "reason")) {
+            snprintf(note, sizeof note, "refused: %s", str(h, "reason"));
+        } else if (get(h, "drilldown_remaining_ms")) {
+            snprintf(note, sizeof note, "drill-down, %"PRId64" ms left",
+                     num(h, "drilldown_remaining_ms"));
+        }
+        printf("  %-20s %-8s %-14s %-14s %s\n", str(h, "host"),
+               str(h, "state"), get(h, "share") ? str(h, "share") : "full",
+               get(h, "history") ? str(h, "history") : "-", note);
+    }
+    printf("stats:\n");
+    print_counters(get(r, "stats"));
+
+    struct json_object *recent = get(r, "recent_alerts");
+    n = json_object_array_length(recent);
+    printf("recent alerts (%zu):\n", n);
+    for (size_t i = 0; i < n; i++) {
+        print_json_line(json_object_array_get_idx(recent, i));
+    }
+}
+
+static void
+print_hosts(struct json_object *r)
+{
+    struct json_object *hosts = get(r, "hosts");
+    size_t n = json_object_array_length(hosts);
+
+    printf("%-20s %-9s %-24s %9s %6s %10s %10s %8s %s\n", "HOST", "STATE",
+           "PREFIXES", "LAST-RX", "EVENTS", "SATISFIED", "REPLIES",
+           "INVALID", "NOTE");
+    for (size_t i = 0; i < n; i++) {
+        struct json_object *h = json_object_array_get_idx(hosts, i);
+        char *prefixes = join(get(h, "prefixes"));
+        char rx[32];
+        snprintf(rx, sizeof rx, "%"PRId64"ms", num(h, "last_rx_ms"));
+        printf("%-20s %-9s %-24s %9s %6"PRId64" %10"PRId64" %10"PRId64
+               " %8"PRId64" %s\n", str(h, "host"), str(h, "state"),
+               prefixes, rx, num(h, "events"), num(h, "satisfactions"),
+               num(h, "poll_replies"),
+               num(h, "invalid_frames") + num(h, "invalid_msgs"),
+               get(h, "gone_reason") ? str(h, "gone_reason") : "");
+        free(prefixes);
+    }
+}
+
+static void
+print_status(struct json_object *r)
+{
+    struct json_object *ep = get(r, "endpoints");
+    printf("TEM %s, up %"PRId64" s\n", str(r, "tem_id"), num(r, "uptime_s"));
+    printf("  listen:             %s\n", str(ep, "listen"));
+    printf("  pub:                %s\n", str(ep, "pub"));
+    printf("  ctl:                %s\n", str(ep, "ctl"));
+    printf("  state file:         %s\n", str(r, "state_file"));
+    printf("  epoch:              %"PRId64" ns\n", num(r, "epoch_ns"));
+    printf("  heartbeat:          %"PRId64" ms\n", num(r, "heartbeat_ms"));
+    printf("  poll deadline:      %"PRId64" ns\n",
+           num(r, "poll_deadline_ns"));
+    printf("  hosts:              %"PRId64" connected, %"PRId64" known\n",
+           num(r, "hosts_connected"), num(r, "hosts_known"));
+    printf("  events:             %"PRId64"\n", num(r, "events"));
+    printf("  decisions:          %"PRId64" pending, %"PRId64" kept\n",
+           num(r, "decisions_pending"), num(r, "decisions_kept"));
+    printf("counters:\n");
+    print_counters(get(r, "counters"));
+    printf("  %-18s %"PRId64"\n", "pub_drops", num(r, "pub_drops"));
+}
+
+/* Prints alerts from the TEM's PUB socket until interrupted. */
+static int
+follow(const char *pub, const char *event)
+{
+    void *ctx = zmq_ctx_new();
+    void *s = zmq_socket(ctx, ZMQ_SUB);
+    int zero = 0;
+
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+    if (zmq_connect(s, pub)) {
+        die(EXIT_UNREACHABLE, "cannot connect to the TEM's alerts at '%s': "
+            "%s", pub, zmq_strerror(errno));
+    }
+    /* The topic frame is the event name: match it whole. */
+    zmq_setsockopt(s, ZMQ_SUBSCRIBE, event ? event : "",
+                   event ? strlen(event) : 0);
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    while (!stop_signal) {
+        zmq_msg_t topic, body;
+        zmq_msg_init(&topic);
+        zmq_msg_init(&body);
+        if (zmq_msg_recv(&topic, s, 0) >= 0 && zmq_msg_more(&topic)
+            && zmq_msg_recv(&body, s, 0) >= 0
+            && (!event || (zmq_msg_size(&topic) == strlen(event)
+                           && !memcmp(zmq_msg_data(&topic), event,
+                                      strlen(event))))) {
+            printf("%.*s\n", (int) zmq_msg_size(&body),
+                   (const char *) zmq_msg_data(&body));
+        }
+        zmq_msg_close(&topic);
+        zmq_msg_close(&body);
+    }
+    zmq_close(s);
+    zmq_ctx_term(ctx);
+    return 0;
+}
+
+static void
+need_args(const char *cmd, int n, int min, int max, const char *args)
+{
+    if (n < min || n > max) {
+        die(EXIT_USAGE, "usage: tem-ctl %s%s%s", cmd, *args ? " " : "",
+            args);
+    }
+}
+
+int
+main(int argc, char *argv[])
+{
+    static const struct option options[] = {
+        { "ctl", required_argument, NULL, 'c' },
+        { "timeout", required_argument, NULL, 't' },
+        { "json", no_argument, NULL, 'j' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+
+    for (;;) {
+        int ch = getopt_long(argc, argv, "+h", options, NULL);
+        if (ch == -1) {
+            break;
+        }
+        switch (ch) {
+        case 'c':
+            ctl_ep = optarg;
+            break;
+        case 't': {
+            char *error = tpm_parse_time(optarg, &timeout_ns);
+            if (error || !timeout_ns) {
+                die(EXIT_USAGE, "--timeout: '%s' is not a positive time "
+                    "such as 5s", optarg);
+            }
+            break;
+        }
+        case 'j':
+            json_output = true;
+            break;
+        case 'h':
+            usage();
+            return 0;
+        default:
+            return EXIT_USAGE;
+        }
+    }
+    if (optind >= argc) {
+        die(EXIT_USAGE, "missing command (try --help)");
+    }
+
+    const char *cmd = argv[optind];
+    char **args = &argv[optind + 1];
+    int n = argc - optind - 1;
+    struct json_object *req = json_object_new_object();
+    bool follow_alerts = false;
+    const char *follow_event = NULL;
+
+    json_object_object_add(req, "command", json_object_new_string(cmd));
+    if (!strcmp(cmd, "event-add")) {
+        need_args(cmd, n, 2, INT32_MAX, "NAME DEFINITION...");
+        char *def = xstrdup(args[1]);
+        for (int i = 2; i < n; i++) {
+            char *t = xasprintf("%s %s", def, args[i]);
+            free(def);
+            def = t;
+        }
+        json_object_object_add(req, "name", json_object_new_string(args[0]));
+        json_object_object_add(req, "definition",
+                               json_object_new_string(def));
+        free(def);
+    } else if (!strcmp(cmd, "event-del") || !strcmp(cmd, "event-show")) {
+        need_args(cmd, n, 1, 1, "NAME");
+        json_object_object_add(req, "name", json_object_new_string(args[0]));
+    } else if (!strcmp(cmd, "event-list") || !strcmp(cmd, "hosts")
+               || !strcmp(cmd, "status")) {
+        need_args(cmd, n, 0, 0, "");
+    } else if (!strcmp(cmd, "alerts")) {
+        int64_t count = 100;
+        for (int i = 0; i < n; i++) {
+            if (!strcmp(args[i], "--follow") || !strcmp(args[i], "-f")) {
+                follow_alerts = true;
+            } else if (!strncmp(args[i], "--count=", 8)) {
+                char *end;
+                count = strtoll(args[i] + 8, &end, 10);
+                if (*end || end == args[i] + 8 || count < 0) {
+                    die(EXIT_USAGE, "--count: '%s' is not a number >= 0",
+                        args[i] + 8);
+                }
+            } else if (args[i][0] == '-' || follow_event) {
+                die(EXIT_USAGE, "usage: tem-ctl alerts [--follow] "
+                    "[--count=N] [EVENT]");
+            } else {
+                follow_event = args[i];
+            }
+        }
+        json_object_object_add(req, "count", json_object_new_int64(count));
+        if (follow_event) {
+            json_object_object_add(req, "event",
+                                   json_object_new_string(follow_event));
+        }
+    } else {
+        die(EXIT_USAGE, "unknown command '%s': expected event-add, "
+            "event-del, event-list, event-show, hosts, alerts or status "
+            "(try --help)", cmd);
+    }
+
+    struct json_object *reply = request(req);
+    json_object_put(req);
+    struct json_object *ok = get(reply, "ok");
+    if (!ok || !json_object_get_boolean(ok)) {
+        if (json_output) {
+            puts(json_object_to_json_string_ext(reply, JSON_PRETTY));
+        }
+        fprintf(stderr, "tem-ctl: %s: %s\n", cmd, str(reply, "error"));
+        return EXIT_ERROR_REPLY;
+    }
+
+    if (!strcmp(cmd, "alerts")) {
+        struct json_object *alerts = get(reply, "alerts");
+        size_t k = json_object_array_length(alerts);
+        for (size_t i = 0; i < k; i++) {
+            print_json_line(json_object_array_get_idx(alerts, i));
+        }
+        fflush(stdout);
+        if (follow_alerts) {
+            return follow(str(reply, "pub"), follow_event);
+        }
+    } else if (json_output) {
+        puts(json_object_to_json_string_ext(reply, JSON_PRETTY));
+    } else if (!strcmp(cmd, "event-add")) {
+        printf("event %s added (id %"PRId64")\n", str(reply, "name"),
+               num(reply, "id"));
+    } else if (!strcmp(cmd, "event-del")) {
+        printf("event %s deleted\n", args[0]);
+    } else if (!strcmp(cmd, "event-list")) {
+        print_event_list(reply);
+    } else if (!strcmp(cmd, "event-show")) {
+        print_event_show(reply);
+    } else if (!strcmp(cmd, "hosts")) {
+        print_hosts(reply);
+    } else if (!strcmp(cmd, "status")) {
+        print_status(reply);
+    }
+    json_object_put(reply);
+    return 0;
+}

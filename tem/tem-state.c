@@ -1,0 +1,198 @@
+#include "tem-state.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <json-c/json.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util.h"
+
+/* Creates directory 'dir' and its parents.  Returns 0 or an errno. */
+static int
+mkdir_p(const char *dir)
+{
+    char *p = xstrdup(dir);
+    int error = 0;
+
+    for (char *s = p + 1; ; s++) {
+        if (*s == '/' || !*s) {
+            char c = *s;
+            *s = '\0';
+            if (mkdir(p, 0755) && errno != EEXIST) {
+                error = errno;
+                break;
+            }
+            *s = c;
+            if (!c) {
+                break;
+            }
+        }
+    }
+    free(p);
+    return error;
+}
+
+static char *
+dir_of(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return !slash ? xstrdup(".")
+           : slash == path ? xstrdup("/") : xstrndup(path, slash - path);
+}
+
+static int
+write_all(int fd, const char *s, size_t len)
+{
+    while (len) {
+        ssize_t n = write(fd, s, len);
+        if (n < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            return errno;
+        }
+        s += n;
+        len -= n;
+    }
+    return 0;
+}
+
+char *
+tem_state_save(const struct tem_core *core, const char *path)
+{
+    struct json_object *obj = tem_core_events_to_json(core);
+    const char *text = json_object_to_json_string_ext(
+        obj, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED
+        | JSON_C_TO_STRING_NOSLASHESCAPE);
+    char *dir = dir_of(path);
+    char *tmp = xasprintf("%s.tmp.%ld", path, (long) getpid());
+    char *error = NULL;
+    const char *step;
+    int fd = -1, err;
+
+    if ((err = mkdir_p(dir))) {
+        step = "creating its directory";
+        goto fail;
+    }
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        err = errno;
+        step = "creating a temporary file";
+        goto fail;
+    }
+    if ((err = write_all(fd, text, strlen(text)))
+        || (err = write_all(fd, "\n", 1))) {
+        step = "writing";
+        goto fail;
+    }
+    if (fsync(fd)) {
+        err = errno;
+        step = "syncing";
+        goto fail;
+    }
+    if (close(fd)) {
+        fd = -1;
+        err = errno;
+        step = "closing";
+        goto fail;
+    }
+    fd = -1;
+    if (rename(tmp, path)) {
+        err = errno;
+        step = "renaming the temporary file over it";
+        goto fail;
+    }
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0 || fsync(dfd)) {
+        err = errno;
+        if (dfd >= 0) {
+            close(dfd);
+        }
+        step = "syncing its directory";
+        goto fail_renamed;
+    }
+    close(dfd);
+    goto out;
+
+fail:
+    if (fd >= 0) {
+        close(fd);
+    }
+    unlink(tmp);
+fail_renamed:
+    error = xasprintf("cannot save events to %s: %s: %s", path, step,
+                      strerror(err));
+out:
+    free(tmp);
+    free(dir);
+    json_object_put(obj);
+    return error;
+}
+
+char *
+tem_state_load(struct tem_core *core, const char *path)
+{
+    FILE *f = fopen(path, "r");
+    char *error = NULL;
+
+    if (!f) {
+        if (errno == ENOENT) {
+            tem_core_event_clear(core);
+            return NULL;
+        }
+        return xasprintf("cannot read events from %s: %s", path,
+                         strerror(errno));
+    }
+
+    size_t size = 0, len = 0;
+    char *text = NULL;
+    for (;;) {
+        if (len + 4096 + 1 > size) {
+            size = 2 * size + 4096 + 1;
+            text = xrealloc(text, size);
+        }
+        size_t n = fread(text + len, 1, size - len - 1, f);
+        len += n;
+        if (!n) {
+            break;
+        }
+    }
+    text[len] = '\0';
+    bool read_error = ferror(f);
+    fclose(f);
+    if (read_error) {
+        free(text);
+        return xasprintf("cannot read events from %s: read error", path);
+    }
+
+    struct json_tokener *tok = json_tokener_new();
+    struct json_object *obj = json_tokener_parse_ex(tok, text, len + 1);
+    enum json_tokener_error jerr = json_tokener_get_error(tok);
+    if (!obj || jerr != json_tokener_success) {
+        size_t off = json_tokener_get_parse_end(tok);
+        int line = 1, col = 1;
+        for (size_t i = 0; i < off && i < len; i++) {
+            if (text[i] == '\n') {
+                line++;
+                col = 1;
+            } else {
+                col++;
+            }
+        }
+        error = xasprintf("%s: line %d, column %d: not valid JSON: %s", path,
+                          line, col, json_tokener_error_desc(jerr));
+    } else {
+        char *e = tem_core_events_from_json(core, obj);
+        if (e) {
+            error = xasprintf("%s: %s", path, e);
+            free(e);
+        }
+    }
+    json_object_put(obj);
+    json_tokener_free(tok);
+    free(text);
+    return error;
+}

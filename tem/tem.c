@@ -1,0 +1,860 @@
+/*
+ * trumpet-tem: the Trumpet Event Manager daemon (docs/tem.md).
+ *
+ * One thread, one zmq_poll() loop over three sockets:
+ *
+ *   - ROUTER (--listen) for the hosts' DEALER sockets (lib/agent.h): up to
+ *     --batch frames are read per wake-up and handed to tem-core; every
+ *     host's outgoing messages of one iteration leave as one frame;
+ *   - PUB (--pub) on which every alert is published (topic: event name);
+ *   - REP (--ctl) for tem-ctl: one JSON request, one JSON reply.
+ *
+ * The logic lives in tem-core.c; this file owns options, sockets,
+ * persistence of the event definitions (tem-state.c) and the control
+ * commands.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <json-c/json.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "clock.h"
+#include "event.h"
+#include "tem-core.h"
+#include "tem-state.h"
+#include "tproto.h"
+#include "util.h"
+
+struct tem_options {
+    const char *listen;
+    const char *pub;
+    const char *ctl;
+    const char *state_file;
+    const char *alert_file;
+    bool alerts_stdout;
+    uint32_t batch;             /* Frames read per wake-up. */
+    int sndhwm, rcvhwm;
+    struct tem_config cfg;
+};
+
+struct tem_daemon {
+    struct tem_options opt;
+    void *zctx;
+    void *router, *pub, *rep;
+    char listen_ep[256], pub_ep[256], ctl_ep[256];
+    FILE *alert_file;
+    struct tem_core *core;
+    uint64_t pub_drops;
+    uint64_t ctl_requests, ctl_errors;
+};
+
+static volatile sig_atomic_t stop_signal;
+
+static void
+on_signal(int sig)
+{
+    stop_signal = sig;
+}
+
+static void
+log_hook(enum tpm_log_level level, const char *message)
+{
+    static const char *const names[] = { "ERR", "WARN", "INFO", "DBG" };
+    char buf[64];
+    uint64_t now = tpm_clock_real_ns();
+    time_t secs = now / 1000000000;
+    struct tm tm;
+
+    gmtime_r(&secs, &tm);
+    strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+    fprintf(stderr, "%s.%03uZ|tem|%s|%s\n", buf,
+            (unsigned int) (now / 1000000 % 1000), names[level], message);
+}
+
+static uint64_t
+clock_cb(void *aux)
+{
+    return tpm_clock_real_ns();
+}
+
+static void
+free_msg_data(void *data, void *hint)
+{
+    free(data);
+}
+
+static bool
+send_cb(void *aux, const void *peer, size_t peer_len, uint32_t version,
+        const struct tproto_batch *batch)
+{
+    struct tem_daemon *d = aux;
+    uint8_t *data;
+    size_t len = tproto_batch_encode(batch, version, &data);
+    zmq_msg_t msg;
+
+    if (zmq_send(d->router, peer, peer_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+        free(data);
+        return false;
+    }
+    zmq_msg_init_data(&msg, data, len, free_msg_data, NULL);
+    if (zmq_msg_send(&msg, d->router, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&msg);
+        return false;
+    }
+    return true;
+}
+
+static void
+alert_cb(void *aux, const char *event, const char *json)
+{
+    struct tem_daemon *d = aux;
+
+    if (d->opt.alerts_stdout) {
+        fputs(json, stdout);
+        fputc('\n', stdout);
+    }
+    if (d->alert_file) {
+        fputs(json, d->alert_file);
+        fputc('\n', d->alert_file);
+    }
+    if (zmq_send(d->pub, event, strlen(event), ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0
+        || zmq_send(d->pub, json, strlen(json), ZMQ_DONTWAIT) < 0) {
+        d->pub_drops++;
+    }
+}
+
+/* ---------------------------------------------------------------------- */
+/* Control requests. */
+
+static struct json_object *
+reply_error(const char *format, ...) __attribute__((format(printf, 1, 2)));
+
+static struct json_object *
+reply_error(const char *format, ...)
+{
+    struct json_object *r = json_object_new_object();
+    va_list args;
+    va_start(args, format);
+    char *msg = xvasprintf(format, args);
+    va_end(args);
+    json_object_object_add(r, "ok", json_object_new_boolean(false));
+    json_object_object_add(r, "error", json_object_new_string(msg));
+    free(msg);
+    return r;
+}
+
+/* Adds "ok": true to 'r' (or a new object). */
+static struct json_object *
+reply_ok(struct json_object *r)
+{
+    if (!r) {
+        r = json_object_new_object();
+    }
+    json_object_object_add(r, "ok", json_object_new_boolean(true));
+    return r;
+}
+
+static const char *
+get_string(struct json_object *req, const char *key)
+{
+    struct json_object *v;
+    return json_object_object_get_ex(req, key, &v)
+           && json_object_is_type(v, json_type_string)
+           ? json_object_get_string(v) : NULL;
+}
+
+static struct json_object *
+ctl_event_add(struct tem_daemon *d, struct json_object *req)
+{
+    const char *name = get_string(req, "name");
+    const char *def = get_string(req, "definition");
+    char *error;
+
+    if (!name || !def) {
+        return reply_error("event-add needs \"name\" and \"definition\"");
+    }
+    error = tem_core_event_add(d->core, name, def, 0);
+    if (error) {
+        struct json_object *r = reply_error("%s", error);
+        free(error);
+        return r;
+    }
+    error = tem_state_save(d->core, d->opt.state_file);
+    if (error) {
+        char *e2 = tem_core_event_del(d->core, name);
+        struct json_object *r = reply_error("%s (event not added)", error);
+        free(e2);
+        free(error);
+        return r;
+    }
+
+    char *show_err;
+    struct json_object *show = tem_core_event_show_json(d->core, name,
+                                                        &show_err);
+    struct json_object *r = json_object_new_object();
+    struct json_object *id;
+    json_object_object_get_ex(show, "id", &id);
+    json_object_object_add(r, "name", json_object_new_string(name));
+    json_object_object_add(r, "id", json_object_get(id));
+    json_object_put(show);
+    free(show_err);
+    return reply_ok(r);
+}
+
+static struct json_object *
+ctl_event_del(struct tem_daemon *d, struct json_object *req)
+{
+    const char *name = get_string(req, "name");
+    char *error;
+
+    if (!name) {
+        return reply_error("event-del needs \"name\"");
+    }
+
+    /* Keep the definition to restore it if the file cannot be saved. */
+    struct json_object *show = tem_core_event_show_json(d->core, name,
+                                                        &error);
+    if (!show) {
+        struct json_object *r = reply_error("%s", error);
+        free(error);
+        return r;
+    }
+    struct json_object *id, *def;
+    json_object_object_get_ex(show, "id", &id);
+    json_object_object_get_ex(show, "definition", &def);
+
+    error = tem_core_event_del(d->core, name);
+    if (!error) {
+        error = tem_state_save(d->core, d->opt.state_file);
+        if (error) {
+            char *e2 = tem_core_event_add(d->core, name,
+                                          json_object_get_string(def),
+                                          json_object_get_int64(id));
+            free(e2);
+            char *msg = xasprintf("%s (event not deleted)", error);
+            free(error);
+            error = msg;
+        }
+    }
+    json_object_put(show);
+    if (error) {
+        struct json_object *r = reply_error("%s", error);
+        free(error);
+        return r;
+    }
+    return reply_ok(NULL);
+}
+
+static struct json_object *
+ctl_status(struct tem_daemon *d)
+{
+    struct json_object *r = tem_core_status_json(d->core);
+    struct json_object *ep = json_object_new_object();
+    json_object_object_add(ep, "listen",
+                           json_object_new_string(d->listen_ep));
+    json_object_object_add(ep, "pub", json_object_new_string(d->pub_ep));
+    json_object_object_add(ep, "ctl", json_object_new_string(d->ctl_ep));
+    json_object_object_add(r, "endpoints", ep);
+    json_object_object_add(r, "state_file",
+                           json_object_new_string(d->opt.state_file));
+    json_object_object_add(r, "alert_file", d->opt.alert_file
+                           ? json_object_new_string(d->opt.alert_file)
+                           : NULL);
+    json_object_object_add(r, "pub_drops",
+                           json_object_new_int64(d->pub_drops));
+    json_object_object_add(r, "ctl_requests",
+                           json_object_new_int64(d->ctl_requests));
+    json_object_object_add(r, "ctl_errors",
+                           json_object_new_int64(d->ctl_errors));
+    return reply_ok(r);
+}
+
+static struct json_object *
+ctl_dispatch(struct tem_daemon *d, const char *text, size_t len)
+{
+    struct json_tokener *tok = json_tokener_new();
+    struct json_object *req = json_tokener_parse_ex(tok, text, len);
+    struct json_object *r = NULL;
+    const char *cmd;
+    char *error = NULL;
+
+    if (!req || json_tokener_get_error(tok) != json_tokener_success
+        || !json_object_is_type(req, json_type_object)) {
+        r = reply_error("request is not a JSON object");
+        goto out;
+    }
+    cmd = get_string(req, "command");
+    if (!cmd) {
+        r = reply_error("request has no \"command\"");
+    } else if (!strcmp(cmd, "event-add")) {
+        r = ctl_event_add(d, req);
+    } else if (!strcmp(cmd, "event-del")) {
+        r = ctl_event_del(d, req);
+    } else if (!strcmp(cmd, "event-list")) {
+        r = reply_ok(tem_core_event_list_json(d->core));
+    } else if (!strcmp(cmd, "event-show")) {
+        const char *name = get_string(req, "name");
+        struct json_object *o = name ? tem_core_event_show_json(d->core,
+                                                                name, &error)
+                                     : NULL;
+        r = o ? reply_ok(o)
+              : reply_error("%s", name ? error : "event-show needs \"name\"");
+    } else if (!strcmp(cmd, "hosts")) {
+        r = reply_ok(tem_core_hosts_json(d->core));
+    } else if (!strcmp(cmd, "alerts")) {
+        struct json_object *v;
+        int64_t n = 100;
+        if (json_object_object_get_ex(req, "count", &v)) {
+            n = json_object_get_int64(v);
+        }
+        r = reply_ok(tem_core_alerts_json(d->core, get_string(req, "event"),
+                                          n > 0 ? n : 0));
+        json_object_object_add(r, "pub", json_object_new_string(d->pub_ep));
+    } else if (!strcmp(cmd, "status")) {
+        r = ctl_status(d);
+    } else {
+        r = reply_error("unknown command '%s': expected event-add, "
+                        "event-del, event-list, event-show, hosts, alerts "
+                        "or status", cmd);
+    }
+
+out:
+    free(error);
+    json_object_put(req);
+    json_tokener_free(tok);
+    return r;
+}
+
+static void
+ctl_handle(struct tem_daemon *d)
+{
+    zmq_msg_t msg;
+
+    zmq_msg_init(&msg);
+    if (zmq_msg_recv(&msg, d->rep, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&msg);
+        return;
+    }
+    /* A REP socket must answer once: drop extra parts, answer the
+     * first. */
+    int more = zmq_msg_more(&msg);
+    while (more) {
+        zmq_msg_t extra;
+        zmq_msg_init(&extra);
+        zmq_msg_recv(&extra, d->rep, 0);
+        more = zmq_msg_more(&extra);
+        zmq_msg_close(&extra);
+    }
+
+    d->ctl_requests++;
+    struct json_object *r = ctl_dispatch(d, zmq_msg_data(&msg),
+                                         zmq_msg_size(&msg));
+    struct json_object *ok;
+    if (json_object_object_get_ex(r, "ok", &ok)
+        && !json_object_get_boolean(ok)) {
+        d->ctl_errors++;
+    }
+    const char *text = json_object_to_json_string_ext(
+        r, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+    zmq_send(d->rep, text, strlen(text), 0);
+    json_object_put(r);
+    zmq_msg_close(&msg);
+    tem_core_flush(d->core);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Sockets. */
+
+/* Receives one frame from the ROUTER socket into tem-core.  Returns false
+ * if there was none. */
+static bool
+router_recv(struct tem_daemon *d)
+{
+    zmq_msg_t id, body;
+    bool got = false;
+
+    zmq_msg_init(&id);
+    zmq_msg_init(&body);
+    if (zmq_msg_recv(&id, d->router, ZMQ_DONTWAIT) < 0) {
+        goto out;
+    }
+    got = true;
+    if (!zmq_msg_more(&id) || zmq_msg_recv(&body, d->router, 0) < 0) {
+        goto out;
+    }
+    /* REQ-style peers put an empty delimiter first. */
+    if (!zmq_msg_size(&body) && zmq_msg_more(&body)) {
+        zmq_msg_close(&body);
+        zmq_msg_init(&body);
+        if (zmq_msg_recv(&body, d->router, 0) < 0) {
+            goto out;
+        }
+    }
+    bool extra = zmq_msg_more(&body);
+    while (extra) {
+        zmq_msg_t part;
+        zmq_msg_init(&part);
+        zmq_msg_recv(&part, d->router, 0);
+        extra = zmq_msg_more(&part);
+        zmq_msg_close(&part);
+    }
+    tem_core_input(d->core, zmq_msg_data(&id), zmq_msg_size(&id),
+                   zmq_msg_data(&body), zmq_msg_size(&body));
+out:
+    zmq_msg_close(&id);
+    zmq_msg_close(&body);
+    return got;
+}
+
+/* Stores in 'buf' the address to give to clients for the socket bound at
+ * 'sock': its last endpoint, with a wildcard address replaced by
+ * 127.0.0.1. */
+static void
+connect_endpoint(void *sock, char *buf, size_t size)
+{
+    char ep[256];
+    size_t len = sizeof ep;
+
+    if (zmq_getsockopt(sock, ZMQ_LAST_ENDPOINT, ep, &len)) {
+        snprintf(buf, size, "?");
+        return;
+    }
+    ep[sizeof ep - 1] = '\0';
+    char *wild = strstr(ep, "://0.0.0.0:");
+    if (!wild) {
+        wild = strstr(ep, "://*:");
+    }
+    if (wild) {
+        snprintf(buf, size, "%.*s://127.0.0.1%s", (int) (wild - ep), ep,
+                 strchr(wild + 3, ':'));
+    } else {
+        snprintf(buf, size, "%s", ep);
+    }
+}
+
+/* Creates the directory of an ipc:// endpoint if it does not exist. */
+static void
+ipc_mkdir(const char *ep)
+{
+    if (strncmp(ep, "ipc://", 6)) {
+        return;
+    }
+    char *path = xstrdup(ep + 6);
+    char *slash = strrchr(path, '/');
+    if (slash && slash != path) {
+        *slash = '\0';
+        for (char *s = path + 1; *s; s++) {
+            if (*s == '/') {
+                *s = '\0';
+                mkdir(path, 0755);
+                *s = '/';
+            }
+        }
+        mkdir(path, 0755);
+    }
+    free(path);
+}
+
+static void *
+open_socket(struct tem_daemon *d, int type, const char *ep, const char *what,
+            char *actual, size_t size)
+{
+    void *s = zmq_socket(d->zctx, type);
+    int zero = 0, one = 1;
+
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+    if (type == ZMQ_ROUTER) {
+        zmq_setsockopt(s, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
+        zmq_setsockopt(s, ZMQ_SNDHWM, &d->opt.sndhwm, sizeof d->opt.sndhwm);
+        zmq_setsockopt(s, ZMQ_RCVHWM, &d->opt.rcvhwm, sizeof d->opt.rcvhwm);
+    } else if (type == ZMQ_PUB) {
+        zmq_setsockopt(s, ZMQ_SNDHWM, &d->opt.sndhwm, sizeof d->opt.sndhwm);
+    }
+    ipc_mkdir(ep);
+    if (zmq_bind(s, ep)) {
+        fprintf(stderr, "trumpet-tem: cannot bind the %s socket to '%s': "
+                "%s\n", what, ep, zmq_strerror(errno));
+        exit(EXIT_FAILURE);
+    }
+    connect_endpoint(s, actual, size);
+    return s;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Options. */
+
+enum {
+    OPT_LISTEN = 256, OPT_PUB, OPT_CTL, OPT_STATE_FILE, OPT_ALERT_FILE,
+    OPT_NO_ALERTS_STDOUT, OPT_TEM_ID, OPT_EPOCH, OPT_HEARTBEAT,
+    OPT_MAX_HOSTS, OPT_MAX_EVENTS, OPT_MAX_DECISIONS, OPT_POLL_DEADLINE,
+    OPT_REPOLL_DELAY, OPT_DECIDED_KEEP, OPT_REBALANCE_INTERVAL,
+    OPT_REBALANCE_CHANGE, OPT_HISTORY_ALPHA, OPT_WEIGHT_FLOOR,
+    OPT_RECENT_ALERTS, OPT_ALERT_HISTORY, OPT_BATCH, OPT_MAX_BATCH_BYTES,
+    OPT_SNDHWM, OPT_RCVHWM,
+};
+
+static void
+usage(void)
+{
+    printf("\
+trumpet-tem: the Trumpet Event Manager (network-wide events over hosts)\n\
+usage: trumpet-tem [OPTIONS]\n\
+\n\
+Sockets and files:\n\
+  --listen=EP             hosts' ROUTER socket (tcp://127.0.0.1:5555)\n\
+  --pub=EP                alerts PUB socket (tcp://127.0.0.1:5556)\n\
+  --ctl=EP                tem-ctl REP socket (ipc:///run/trumpet/tem.ctl)\n\
+  --state-file=PATH       event definitions\n\
+                          (/var/lib/trumpet/tem-events.json)\n\
+  --alert-file=PATH       append alerts (JSON lines) to PATH (none)\n\
+  --no-alerts-stdout      do not print alerts on standard output\n\
+  --tem-id=ID             name sent to hosts in Welcome (tem)\n\
+Protocol:\n\
+  --epoch=TIME            epoch every host must use (10ms)\n\
+  --heartbeat=TIME        heartbeat period, 3 missed = gone (1s)\n\
+  --batch=N               frames read per wake-up (256)\n\
+  --max-batch-bytes=N     a host's frame is cut at about N bytes (262144)\n\
+  --sndhwm=N --rcvhwm=N   ZeroMQ high-water marks, frames (100000)\n\
+Limits:\n\
+  --max-hosts=N           hosts known at once (1024, at most 65535)\n\
+  --max-events=N          events defined (1024)\n\
+  --max-decisions=N       pending and remembered decisions (1048576)\n\
+Decisions:\n\
+  --poll-deadline=TIME    decide at the latest after TIME (100ms)\n\
+  --repoll-delay=TIME     re-poll a host that answered NOT_YET (1ms)\n\
+  --decided-keep=TIME     remember decided keys (default:\n\
+                          max(4 x poll deadline, 4 x event interval))\n\
+Threshold split:\n\
+  --rebalance-interval=TIME  re-split at most this often (10s)\n\
+  --rebalance-change=PCT  ... when a share moves by more than PCT (20%%)\n\
+  --history-alpha=X       weight of a new value in a host's history (0.25)\n\
+  --weight-floor=PCT      least weight, percent of the mean (10%%)\n\
+Alerts kept:\n\
+  --recent-alerts=N       per event, for event-show (10)\n\
+  --alert-history=N       for tem-ctl alerts (100)\n\
+\n\
+TIME is a number with a unit ns, us, ms or s.  See docs/tem.md.\n");
+}
+
+static void
+die_usage(const char *format, ...) __attribute__((format(printf, 1, 2),
+                                                  noreturn));
+
+static void
+die_usage(const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    fputs("trumpet-tem: ", stderr);
+    vfprintf(stderr, format, args);
+    fputs(" (try --help)\n", stderr);
+    va_end(args);
+    exit(2);
+}
+
+static uint64_t
+parse_time_opt(const char *name, const char *arg, bool zero_ok)
+{
+    uint64_t ns;
+    char *error = tpm_parse_time(arg, &ns);
+    if (error || (!ns && !zero_ok)) {
+        die_usage("--%s: '%s' is not a %stime such as 10ms", name, arg,
+                  zero_ok ? "" : "positive ");
+    }
+    return ns;
+}
+
+static uint64_t
+parse_uint_opt(const char *name, const char *arg, uint64_t min, uint64_t max)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(arg, &end, 10);
+    if (errno || end == arg || *end || arg[0] == '-' || v < min || v > max) {
+        die_usage("--%s: '%s' is not an integer from %"PRIu64" to %"PRIu64,
+                  name, arg, min, max);
+    }
+    return v;
+}
+
+/* Parses "20%" or "0.2" into 0.2 (a fraction within [min, max]). */
+static double
+parse_fraction_opt(const char *name, const char *arg, double min, double max)
+{
+    char *end;
+    double v = strtod(arg, &end);
+    if (end != arg && *end == '%' && !end[1]) {
+        v /= 100;
+    } else if (end == arg || *end) {
+        v = -1;
+    }
+    if (!(v >= min && v <= max)) {
+        die_usage("--%s: '%s' is not a fraction from %g to %g (or a "
+                  "percentage such as 20%%)", name, arg, min, max);
+    }
+    return v;
+}
+
+static void
+parse_options(int argc, char *argv[], struct tem_options *o)
+{
+    static const struct option options[] = {
+        { "listen", required_argument, NULL, OPT_LISTEN },
+        { "pub", required_argument, NULL, OPT_PUB },
+        { "ctl", required_argument, NULL, OPT_CTL },
+        { "state-file", required_argument, NULL, OPT_STATE_FILE },
+        { "alert-file", required_argument, NULL, OPT_ALERT_FILE },
+        { "no-alerts-stdout", no_argument, NULL, OPT_NO_ALERTS_STDOUT },
+        { "tem-id", required_argument, NULL, OPT_TEM_ID },
+        { "epoch", required_argument, NULL, OPT_EPOCH },
+        { "heartbeat", required_argument, NULL, OPT_HEARTBEAT },
+        { "max-hosts", required_argument, NULL, OPT_MAX_HOSTS },
+        { "max-events", required_argument, NULL, OPT_MAX_EVENTS },
+        { "max-decisions", required_argument, NULL, OPT_MAX_DECISIONS },
+        { "poll-deadline", required_argument, NULL, OPT_POLL_DEADLINE },
+        { "repoll-delay", required_argument, NULL, OPT_REPOLL_DELAY },
+        { "decided-keep", required_argument, NULL, OPT_DECIDED_KEEP },
+        { "rebalance-interval", required_argument, NULL,
+          OPT_REBALANCE_INTERVAL },
+        { "rebalance-change", required_argument, NULL,
+          OPT_REBALANCE_CHANGE },
+        { "history-alpha", required_argument, NULL, OPT_HISTORY_ALPHA },
+        { "weight-floor", required_argument, NULL, OPT_WEIGHT_FLOOR },
+        { "recent-alerts", required_argument, NULL, OPT_RECENT_ALERTS },
+        { "alert-history", required_argument, NULL, OPT_ALERT_HISTORY },
+        { "batch", required_argument, NULL, OPT_BATCH },
+        { "max-batch-bytes", required_argument, NULL, OPT_MAX_BATCH_BYTES },
+        { "sndhwm", required_argument, NULL, OPT_SNDHWM },
+        { "rcvhwm", required_argument, NULL, OPT_RCVHWM },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    struct tem_config *c = &o->cfg;
+
+    o->listen = "tcp://127.0.0.1:5555";
+    o->pub = "tcp://127.0.0.1:5556";
+    o->ctl = "ipc:///run/trumpet/tem.ctl";
+    o->state_file = "/var/lib/trumpet/tem-events.json";
+    o->alert_file = NULL;
+    o->alerts_stdout = true;
+    o->batch = 256;
+    o->sndhwm = o->rcvhwm = 100000;
+    tem_config_init(c);
+
+    for (;;) {
+        int ch = getopt_long(argc, argv, "h", options, NULL);
+        if (ch == -1) {
+            break;
+        }
+        const char *name = NULL;
+        for (size_t i = 0; options[i].name; i++) {
+            if (options[i].val == ch) {
+                name = options[i].name;
+            }
+        }
+        switch (ch) {
+        case OPT_LISTEN: o->listen = optarg; break;
+        case OPT_PUB: o->pub = optarg; break;
+        case OPT_CTL: o->ctl = optarg; break;
+        case OPT_STATE_FILE: o->state_file = optarg; break;
+        case OPT_ALERT_FILE: o->alert_file = optarg; break;
+        case OPT_NO_ALERTS_STDOUT: o->alerts_stdout = false; break;
+        case OPT_TEM_ID: {
+            size_t len = strlen(optarg);
+            if (!len || len > TPROTO_MAX_ID
+                || strspn(optarg, "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                          "abcdefghijklmnopqrstuvwxyz0123456789_.:-")
+                   != len) {
+                die_usage("--tem-id: '%s' is not 1 to %d characters from "
+                          "A-Z a-z 0-9 _ . : -", optarg, TPROTO_MAX_ID);
+            }
+            c->tem_id = optarg;
+            break;
+        }
+        case OPT_EPOCH:
+            c->epoch_ns = parse_time_opt(name, optarg, false);
+            if (c->epoch_ns > TPROTO_MAX_EPOCH_NS) {
+                die_usage("--epoch: at most 1 hour");
+            }
+            break;
+        case OPT_HEARTBEAT: {
+            uint64_t ns = parse_time_opt(name, optarg, false);
+            if (ns < 1000000 || ns > TPROTO_MAX_HEARTBEAT_MS * 1000000ULL) {
+                die_usage("--heartbeat: '%s' is not from 1ms to 60s",
+                          optarg);
+            }
+            c->heartbeat_ms = ns / 1000000;
+            break;
+        }
+        case OPT_MAX_HOSTS:
+            c->max_hosts = parse_uint_opt(name, optarg, 1, 65535);
+            break;
+        case OPT_MAX_EVENTS:
+            c->max_events = parse_uint_opt(name, optarg, 1, 1 << 20);
+            break;
+        case OPT_MAX_DECISIONS:
+            c->max_decisions = parse_uint_opt(name, optarg, 16, 1 << 24);
+            break;
+        case OPT_POLL_DEADLINE:
+            c->poll_deadline_ns = parse_time_opt(name, optarg, false);
+            break;
+        case OPT_REPOLL_DELAY:
+            c->repoll_ns = parse_time_opt(name, optarg, false);
+            break;
+        case OPT_DECIDED_KEEP:
+            c->decided_keep_ns = parse_time_opt(name, optarg, true);
+            break;
+        case OPT_REBALANCE_INTERVAL:
+            c->rebalance_ns = parse_time_opt(name, optarg, false);
+            break;
+        case OPT_REBALANCE_CHANGE:
+            c->rebalance_change = parse_fraction_opt(name, optarg, 0, 100);
+            break;
+        case OPT_HISTORY_ALPHA:
+            c->ewma_alpha = parse_fraction_opt(name, optarg, 0.0001, 1);
+            break;
+        case OPT_WEIGHT_FLOOR:
+            c->weight_floor = parse_fraction_opt(name, optarg, 0.0001, 1);
+            break;
+        case OPT_RECENT_ALERTS:
+            c->recent_alerts = parse_uint_opt(name, optarg, 1, 100000);
+            break;
+        case OPT_ALERT_HISTORY:
+            c->alert_history = parse_uint_opt(name, optarg, 1, 10000000);
+            break;
+        case OPT_BATCH:
+            o->batch = parse_uint_opt(name, optarg, 1, 1 << 20);
+            break;
+        case OPT_MAX_BATCH_BYTES:
+            c->max_batch_bytes = parse_uint_opt(name, optarg, 4096,
+                                                TPROTO_MAX_FRAME / 2);
+            break;
+        case OPT_SNDHWM:
+            o->sndhwm = parse_uint_opt(name, optarg, 0, INT_MAX);
+            break;
+        case OPT_RCVHWM:
+            o->rcvhwm = parse_uint_opt(name, optarg, 0, INT_MAX);
+            break;
+        case 'h':
+            usage();
+            exit(EXIT_SUCCESS);
+        default:
+            exit(2);
+        }
+    }
+    if (optind < argc) {
+        die_usage("unexpected argument '%s'", argv[optind]);
+    }
+}
+
+int
+main(int argc, char *argv[])
+{
+    struct tem_daemon d;
+    char *error;
+
+    memset(&d, 0, sizeof d);
+    parse_options(argc, argv, &d.opt);
+    tpm_log_set_hook(log_hook);
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    signal(SIGPIPE, SIG_IGN);
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+
+    d.opt.cfg.clock = clock_cb;
+    d.opt.cfg.send = send_cb;
+    d.opt.cfg.alert = alert_cb;
+    d.opt.cfg.aux = &d;
+    d.core = tem_core_create(&d.opt.cfg);
+
+    error = tem_state_load(d.core, d.opt.state_file);
+    if (error) {
+        fprintf(stderr, "trumpet-tem: refusing to start: %s\n", error);
+        free(error);
+        return EXIT_FAILURE;
+    }
+    error = tem_state_save(d.core, d.opt.state_file);
+    if (error) {
+        fprintf(stderr, "trumpet-tem: refusing to start: %s (see "
+                "--state-file)\n", error);
+        free(error);
+        return EXIT_FAILURE;
+    }
+    if (d.opt.alert_file) {
+        d.alert_file = fopen(d.opt.alert_file, "a");
+        if (!d.alert_file) {
+            fprintf(stderr, "trumpet-tem: cannot open alert file %s: %s\n",
+                    d.opt.alert_file, strerror(errno));
+            return EXIT_FAILURE;
+        }
+        setvbuf(d.alert_file, NULL, _IOLBF, 0);
+    }
+
+    d.zctx = zmq_ctx_new();
+    d.router = open_socket(&d, ZMQ_ROUTER, d.opt.listen, "hosts' (--listen)",
+                           d.listen_ep, sizeof d.listen_ep);
+    d.pub = open_socket(&d, ZMQ_PUB, d.opt.pub, "alerts' (--pub)", d.pub_ep,
+                        sizeof d.pub_ep);
+    d.rep = open_socket(&d, ZMQ_REP, d.opt.ctl, "control (--ctl)", d.ctl_ep,
+                        sizeof d.ctl_ep);
+    tpm_log(TPM_LOG_INFO, "TEM %s up: hosts on %s, alerts on %s, control on "
+            "%s, %zu events from %s", d.opt.cfg.tem_id, d.listen_ep,
+            d.pub_ep, d.ctl_ep, tem_core_n_events(d.core),
+            d.opt.state_file);
+
+    while (!stop_signal) {
+        uint64_t next = tem_core_run(d.core);
+        tem_core_flush(d.core);
+
+        uint64_t now = tpm_clock_real_ns();
+        long timeout = next <= now ? 0
+                       : (long) MIN((next - now + 999999) / 1000000, 1000);
+        zmq_pollitem_t items[] = {
+            { .socket = d.router, .events = ZMQ_POLLIN },
+            { .socket = d.rep, .events = ZMQ_POLLIN },
+        };
+        if (zmq_poll(items, 2, timeout) < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            tpm_log(TPM_LOG_ERR, "zmq_poll: %s", zmq_strerror(errno));
+            break;
+        }
+        if (items[0].revents & ZMQ_POLLIN) {
+            for (uint32_t i = 0; i < d.opt.batch && router_recv(&d); i++) {
+                continue;
+            }
+        }
+        if (items[1].revents & ZMQ_POLLIN) {
+            ctl_handle(&d);
+        }
+    }
+
+    tpm_log(TPM_LOG_INFO, "stopping on signal %d", (int) stop_signal);
+    tem_core_bye_all(d.core, "TEM shutting down");
+    tem_core_flush(d.core);
+    tem_core_destroy(d.core);
+    int linger = 100;           /* ms, for the Byes. */
+    zmq_setsockopt(d.router, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_close(d.router);
+    zmq_close(d.pub);
+    zmq_close(d.rep);
+    zmq_ctx_term(d.zctx);
+    if (!strncmp(d.opt.ctl, "ipc://", 6)) {
+        unlink(d.opt.ctl + 6);
+    }
+    if (d.alert_file) {
+        fclose(d.alert_file);
+    }
+    return EXIT_SUCCESS;
+}
