@@ -8,9 +8,11 @@ tpm_libtpm_la_LIBADD = lib/libtpmcommon.la -lm
 
 bin_PROGRAMS += tpm/tpm-replay tpm/tpm-bench
 tpm_tpm_replay_SOURCES = tpm/tpm-replay.c
-tpm_tpm_replay_CFLAGS = $(AM_CFLAGS) $(PCAP_CFLAGS) $(JSON_C_CFLAGS)
-tpm_tpm_replay_LDADD = tpm/libtpmjson.la tpm/libtpm.la $(PCAP_LIBS) \
-	$(JSON_C_LIBS)
+tpm_tpm_replay_CFLAGS = $(AM_CFLAGS) $(PCAP_CFLAGS) $(JSON_C_CFLAGS) \
+	$(PROTOBUF_C_CFLAGS) $(ZMQ_CFLAGS)
+tpm_tpm_replay_LDADD = tpm/libtpmjson.la tpm/libtpm.la lib/libtproto.la \
+	$(PCAP_LIBS) $(JSON_C_LIBS) $(ZMQ_LIBS) $(PROTOBUF_C_LIBS) -lpthread
+tpm/tpm_replay-tpm-replay.$(OBJEXT): $(PROTO_GEN)
 
 noinst_LTLIBRARIES += tpm/libtpmjson.la
 tpm_libtpmjson_la_SOURCES = tpm/report-json.c tpm/report-json.h

@@ -8,26 +8,84 @@
  * sweep runs to completion, which makes the output independent of the
  * machine's speed).  At the end of the capture the clock is moved past the
  * end of every open interval so the last intervals are evaluated too.
+ *
+ * Controller mode (--controller): the replay is also a host of a TEM
+ * (lib/agent.h).  It installs, removes and polls the TEM's triggers between
+ * batches and while it waits, sends their satisfactions to the TEM (and
+ * prints them, marked "tem":true), and keeps answering polls for --linger
+ * after the capture.  Local events (-e, -f) keep working beside them; they
+ * use event ids from LOCAL_ID_BASE up, which the TEM may not use.
+ *
+ * --realtime paces packets by their timestamps against the wall clock,
+ * shifted so that the first packet is "now": the monitor's clock is then
+ * the wall clock, as on a switch, and epochs mean the same thing to the
+ * replay and to a TEM.  --loop N replays the capture N times, each pass
+ * shifted in time after the previous one.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1           /* ppoll() */
+#endif
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <pcap/pcap.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "agent.h"
+#include "clock.h"
 #include "event.h"
 #include "report-json.h"
 #include "tpm.h"
+#include "tproto.h"
 #include "util.h"
+
+/* Local events (-e, -f) have ids LOCAL_ID_BASE + index; TEM ids must be
+ * below. */
+#define LOCAL_ID_BASE 0xc0000000u
+
+/* Commands from the TEM handled per call, so that packets keep flowing
+ * under a flood of commands. */
+#define CMDS_PER_CALL 256
+
+#define NS_PER_S UINT64_C(1000000000)
+#define NS_PER_MS UINT64_C(1000000)
 
 struct replay {
     struct tpm *tpm;
-    struct tpm_event **events;  /* Indexed by event id. */
+    struct tpm_event **events;  /* Local events, by index. */
     size_t n_events;
+    uint64_t epoch_ns;
     uint64_t budget_ns;
     uint64_t n_reports;
+    bool realtime;
+
+    /* The monitor's clock. */
+    bool started;
+    uint64_t clock_ns;
+
+    /* The batch being filled: frames are copied, libpcap reuses its
+     * buffer for the next packet. */
+    uint8_t (*bufs)[65536];
+    struct tpm_frame batch[TPM_BATCH_MAX];
+    int n;
+    uint64_t batch_epoch;
+    uint64_t last_ns;           /* Time of the latest packet fed. */
+    uint64_t n_packets;
+
+    /* Controller mode. */
+    struct tpm_agent *agent;
+    uint32_t *tem_ids;          /* Installed TEM events. */
+    size_t n_tem, allocated_tem;
+    struct {
+        uint64_t installs, install_errors, removes, remove_errors;
+        uint64_t polls, resyncs, reports, reports_dropped;
+        uint64_t reports_unknown;
+    } tem;
 };
 
 static void
@@ -53,6 +111,34 @@ usage(void)
            "off)\n"
            "  --history N             values kept per trigger (8)\n"
            "  --max-triggers N        trigger instances (131072)\n"
+           "Timing:\n"
+           "  --realtime              pace packets by their timestamps on "
+           "the wall clock,\n"
+           "                          the first packet being now\n"
+           "  --loop N                replay the capture N times, each "
+           "pass after the\n"
+           "                          previous one in time (1)\n"
+           "Controller mode (a host of a TEM; events from -e/-f stay "
+           "local):\n"
+           "  --controller ENDPOINT   the TEM: tcp:HOST:PORT, unix:PATH, "
+           "tcp://HOST:PORT\n"
+           "                          or ipc://PATH\n"
+           "  --host-id ID            this host's id (the host name)\n"
+           "  --prefix PREFIXES       addresses this host serves, e.g. "
+           "10.99.0.0/24,fd00::/8\n"
+           "                          (repeatable; none by default)\n"
+           "  --connect-timeout TIME  wait this long for the TEM's session "
+           "and first\n"
+           "                          installs before the capture (5s)\n"
+           "  --settle TIME           the first installs are done when no "
+           "command came\n"
+           "                          for this long (200ms)\n"
+           "  --require-controller    fail (exit 1) if the TEM is not "
+           "reached within\n"
+           "                          --connect-timeout (default: replay "
+           "anyway, retrying)\n"
+           "  --linger TIME           after the capture, keep answering "
+           "the TEM this long (1s)\n"
            "Output:\n"
            "  --stats                 print the monitor's counters as "
            "JSON on stderr\n"
@@ -71,16 +157,43 @@ die(const char *format, ...)
     exit(EXIT_FAILURE);
 }
 
+static void
+warn(const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    fputs("tpm-replay: ", stderr);
+    vfprintf(stderr, format, args);
+    fputc('\n', stderr);
+    va_end(args);
+}
+
 static uint64_t
-parse_uint(const char *opt, const char *s, uint64_t max)
+parse_uint(const char *opt, const char *s, uint64_t min, uint64_t max)
 {
     char *end;
     errno = 0;
     unsigned long long v = strtoull(s, &end, 0);
-    if (errno || end == s || *end || s[0] == '-' || v > max) {
-        die("%s: '%s' is not an integer in [0, %" PRIu64 "]", opt, s, max);
+    if (errno || end == s || *end || s[0] == '-' || v < min || v > max) {
+        die("%s: '%s' is not an integer in [%"PRIu64", %"PRIu64"]", opt, s,
+            min, max);
     }
     return v;
+}
+
+/* Parses a time option; "0" is accepted without a unit. */
+static uint64_t
+parse_time_opt(const char *opt, const char *s)
+{
+    uint64_t ns;
+    if (!strcmp(s, "0")) {
+        return 0;
+    }
+    char *error = tpm_parse_time(s, &ns);
+    if (error) {
+        die("%s: %s", opt, error);
+    }
+    return ns;
 }
 
 static void
@@ -122,21 +235,64 @@ load_events_file(struct replay *r, const char *file)
     fclose(stream);
 }
 
+/* Returns the index of TEM event 'id' in 'r->tem_ids', or SIZE_MAX. */
+static size_t
+tem_find(const struct replay *r, uint32_t id)
+{
+    for (size_t i = 0; i < r->n_tem; i++) {
+        if (r->tem_ids[i] == id) {
+            return i;
+        }
+    }
+    return SIZE_MAX;
+}
+
+static void
+print_json(struct json_object *obj)
+{
+    puts(json_object_to_json_string_ext(
+        obj, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+    json_object_put(obj);
+}
+
 static void
 drain_reports(struct replay *r)
 {
     struct tpm_report rep;
+    bool printed = false;
+
     while (tpm_pop_report(r->tpm, &rep)) {
         if (rep.type != TPM_REPORT_SATISFIED) {
             free(rep.error);
             continue;
         }
-        struct json_object *obj
-            = tpm_report_to_json(r->events[rep.event_id], &rep);
-        puts(json_object_to_json_string_ext(
-            obj, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
-        json_object_put(obj);
+        if (rep.event_id >= LOCAL_ID_BASE) {
+            print_json(tpm_report_to_json(
+                           r->events[rep.event_id - LOCAL_ID_BASE], &rep));
+        } else {
+            /* A TEM event: to the TEM, and printed.  It may have been
+             * removed since the sweep queued the report. */
+            const struct tpm_event *ev = tpm_event_get(r->tpm, rep.event_id);
+            if (!ev || tem_find(r, rep.event_id) == SIZE_MAX) {
+                r->tem.reports_unknown++;
+                continue;
+            }
+            r->tem.reports++;
+            if (!tpm_agent_send_satisfaction(r->agent, rep.event_id,
+                                             rep.epoch, &rep.group,
+                                             rep.value, rep.flags, 1, 0)) {
+                r->tem.reports_dropped++;
+            }
+            struct json_object *obj = tpm_report_to_json(ev, &rep);
+            json_object_object_add(obj, "tem",
+                                   json_object_new_boolean(true));
+            print_json(obj);
+        }
         r->n_reports++;
+        printed = true;
+    }
+    if (printed && (r->realtime || r->agent)) {
+        fflush(stdout);
     }
 }
 
@@ -147,11 +303,374 @@ sweep(struct replay *r)
     drain_reports(r);
 }
 
+/* Moves the monitor's clock forward to 'ns' (never back). */
 static void
-print_stats(const struct tpm *tpm)
+advance(struct replay *r, uint64_t ns)
+{
+    if (!r->started || ns > r->clock_ns) {
+        r->started = true;
+        r->clock_ns = ns;
+        tpm_advance(r->tpm, ns);
+    }
+}
+
+/* Controller mode: TEM commands. */
+
+static void
+tem_install(struct replay *r, const struct tpm_agent_cmd *cmd)
+{
+    struct tpm_event *ev = NULL;
+    char *error = NULL;
+
+    r->tem.installs++;
+    if (cmd->event_id >= LOCAL_ID_BASE) {
+        error = xasprintf("event id %"PRIu32" is reserved for local events "
+                          "on this host (TEM ids must be below %u)",
+                          cmd->event_id, LOCAL_ID_BASE);
+    } else {
+        error = tpm_event_parse(cmd->name, cmd->definition, &ev);
+    }
+    if (!error && cmd->has_threshold
+        && !tpm_event_set_threshold(ev, cmd->threshold)) {
+        error = xasprintf("event %s: no constant threshold to replace with "
+                          "this host's share %.17g", cmd->name,
+                          cmd->threshold);
+    }
+    if (!error) {
+        /* Installing an id again replaces it: the TEM's latest word
+         * wins. */
+        size_t i = tem_find(r, cmd->event_id);
+        if (i != SIZE_MAX) {
+            tpm_event_del(r->tpm, cmd->event_id);
+            r->tem_ids[i] = r->tem_ids[--r->n_tem];
+        }
+        error = tpm_event_add(r->tpm, ev, cmd->event_id);
+    }
+    if (error) {
+        r->tem.install_errors++;
+        tpm_event_destroy(ev);
+        warn("TEM install of event %"PRIu32" (%s) refused: %s",
+             cmd->event_id, cmd->name, error);
+        tpm_agent_send_nack(r->agent, cmd->cookie, cmd->event_id, error);
+        free(error);
+        return;
+    }
+    if (r->n_tem >= r->allocated_tem) {
+        r->allocated_tem = r->allocated_tem ? 2 * r->allocated_tem : 16;
+        r->tem_ids = xrealloc(r->tem_ids,
+                              r->allocated_tem * sizeof *r->tem_ids);
+    }
+    r->tem_ids[r->n_tem++] = cmd->event_id;
+    tpm_agent_send_ack(r->agent, cmd->cookie, cmd->event_id);
+}
+
+static void
+tem_remove(struct replay *r, const struct tpm_agent_cmd *cmd)
+{
+    size_t i = tem_find(r, cmd->event_id);
+
+    r->tem.removes++;
+    if (i == SIZE_MAX || tpm_event_del(r->tpm, cmd->event_id)) {
+        r->tem.remove_errors++;
+        tpm_agent_send_nack(r->agent, cmd->cookie, cmd->event_id,
+                            "no such trigger");
+        return;
+    }
+    r->tem_ids[i] = r->tem_ids[--r->n_tem];
+    tpm_agent_send_ack(r->agent, cmd->cookie, cmd->event_id);
+}
+
+static Trumpet__PollStatus
+poll_status_to_msg(enum tpm_poll_status status)
+{
+    switch (status) {
+    case TPM_POLL_OK: return TRUMPET__POLL_STATUS__POLL_OK;
+    case TPM_POLL_NOT_YET: return TRUMPET__POLL_STATUS__POLL_NOT_YET;
+    case TPM_POLL_EXPIRED: return TRUMPET__POLL_STATUS__POLL_EXPIRED;
+    case TPM_POLL_NO_GROUP: return TRUMPET__POLL_STATUS__POLL_NO_GROUP;
+    case TPM_POLL_NO_EVENT: return TRUMPET__POLL_STATUS__POLL_NO_EVENT;
+    default: return TRUMPET__POLL_STATUS__POLL_NO_EVENT;
+    }
+}
+
+static void
+tem_poll(struct replay *r, const struct tpm_agent_cmd *cmd)
+{
+    enum tpm_poll_status status = TPM_POLL_NO_EVENT;
+    double value = 0;
+
+    r->tem.polls++;
+    if (tem_find(r, cmd->event_id) != SIZE_MAX) {
+        status = tpm_poll(r->tpm, cmd->event_id, &cmd->group, cmd->epoch,
+                          &value);
+    }
+    tpm_agent_send_poll_reply(r->agent, cmd->cookie, cmd->event_id,
+                              cmd->epoch, poll_status_to_msg(status),
+                              value);
+}
+
+/* A new session: forget the TEM's events, it installs them again. */
+static void
+tem_resync(struct replay *r)
+{
+    r->tem.resyncs++;
+    for (size_t i = 0; i < r->n_tem; i++) {
+        tpm_event_del(r->tpm, r->tem_ids[i]);
+    }
+    r->n_tem = 0;
+}
+
+/* Handles up to CMDS_PER_CALL commands from the TEM.  Returns the number
+ * handled. */
+static int
+handle_commands(struct replay *r)
+{
+    struct tpm_agent_cmd cmd;
+    int n = 0;
+
+    if (!r->agent) {
+        return 0;
+    }
+    while (n < CMDS_PER_CALL && tpm_agent_recv(r->agent, &cmd)) {
+        switch (cmd.type) {
+        case TPM_AGENT_INSTALL:
+            tem_install(r, &cmd);
+            break;
+        case TPM_AGENT_REMOVE:
+            tem_remove(r, &cmd);
+            break;
+        case TPM_AGENT_POLL:
+            tem_poll(r, &cmd);
+            break;
+        case TPM_AGENT_RESYNC:
+            tem_resync(r);
+            break;
+        default:
+            break;
+        }
+        tpm_agent_cmd_free(&cmd);
+        n++;
+    }
+    return n;
+}
+
+/* Sleeps up to 'ns', waking early when a TEM command arrives. */
+static void
+wait_ns(const struct replay *r, uint64_t ns)
+{
+    struct timespec ts = { ns / NS_PER_S, ns % NS_PER_S };
+    if (r->agent) {
+        struct pollfd pfd = { .fd = tpm_agent_fd(r->agent),
+                              .events = POLLIN };
+        ppoll(&pfd, 1, &ts, NULL);
+    } else {
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* Serves the TEM and runs background work (sweeps) until the wall clock
+ * reaches 'until'.  The monitor's clock follows the wall clock, but not
+ * past 'cap' (the next packet's time, or the clock itself when the capture
+ * sets the clock). */
+static void
+idle_until(struct replay *r, uint64_t until, uint64_t cap)
+{
+    for (;;) {
+        handle_commands(r);
+        uint64_t now = tpm_clock_real_ns();
+        if (r->started) {
+            advance(r, MIN(now, cap));
+        }
+        bool more = r->started && tpm_sweep_step(r->tpm, r->budget_ns);
+        drain_reports(r);
+        if (now >= until) {
+            return;
+        }
+        if (more) {
+            continue;
+        }
+        /* Nothing to do before the next epoch (which starts a sweep), the
+         * deadline, or a command. */
+        uint64_t wake = until;
+        if (r->started && r->clock_ns < cap) {
+            uint64_t next_epoch = (r->clock_ns / r->epoch_ns + 1)
+                                  * r->epoch_ns;
+            wake = MIN(wake, MAX(next_epoch, now));
+        }
+        if (wake > now) {
+            wait_ns(r, wake - now);
+        }
+    }
+}
+
+static void
+flush_batch(struct replay *r)
+{
+    if (r->n) {
+        tpm_process_batch(r->tpm, r->batch, r->n);
+        r->n = 0;
+        sweep(r);
+    }
+    handle_commands(r);
+}
+
+/* Feeds one packet at time 'ns'. */
+static void
+feed(struct replay *r, uint64_t ns, const struct pcap_pkthdr *hdr,
+     const u_char *data)
+{
+    if (ns < r->last_ns) {
+        ns = r->last_ns;        /* Out-of-order capture: hold the clock. */
+    }
+    uint64_t epoch = ns / r->epoch_ns;
+    if (r->n && (r->n == TPM_BATCH_MAX || epoch != r->batch_epoch)) {
+        flush_batch(r);
+    }
+    if (!r->n) {
+        advance(r, ns);
+        r->batch_epoch = epoch;
+    }
+    uint32_t caplen = MIN(hdr->caplen, sizeof r->bufs[r->n]);
+    memcpy(r->bufs[r->n], data, caplen);
+    r->batch[r->n].data = r->bufs[r->n];
+    r->batch[r->n].caplen = caplen;
+    r->batch[r->n].wirelen = hdr->len;
+    r->n++;
+    r->last_ns = ns;
+    r->n_packets++;
+}
+
+/* Longest shift of a capture in time (real time, --loop) that is rounded
+ * to keep the intervals' phase; beyond, only epochs keep it. */
+#define ALIGN_MAX_NS (10 * NS_PER_S)
+
+/* Returns the least common multiple of the epoch and of the installed
+ * events' intervals, or the epoch if that exceeds ALIGN_MAX_NS: shifting
+ * the capture by a multiple of it changes no interval's contents. */
+static uint64_t
+interval_lcm(const struct replay *r)
+{
+    uint64_t l = r->epoch_ns;
+    for (size_t i = 0; i < r->n_events + r->n_tem; i++) {
+        const struct tpm_event *ev
+            = (i < r->n_events ? r->events[i]
+               : tpm_event_get(r->tpm, r->tem_ids[i - r->n_events]));
+        uint64_t iv = ev->interval_ns;
+        l = l / gcd_u64(l, iv) * iv;
+        if (l > ALIGN_MAX_NS) {
+            return r->epoch_ns;
+        }
+    }
+    return l;
+}
+
+/* Replays 'file' once, its timestamps shifted by 'shift' ns (when
+ * 'have_shift'; in real time the first pass sets it so that its first
+ * packet is now).  Stores the capture's first and latest timestamps. */
+static void
+replay_pass(struct replay *r, const char *file, int64_t *shift,
+            bool *have_shift, uint64_t *first_ns, uint64_t *last_ns)
+{
+    char errbuf[PCAP_ERRBUF_SIZE];
+    pcap_t *pcap = pcap_open_offline_with_tstamp_precision(
+        file, PCAP_TSTAMP_PRECISION_NANO, errbuf);
+    if (!pcap) {
+        die("%s", errbuf);
+    }
+    if (pcap_datalink(pcap) != DLT_EN10MB) {
+        die("%s: link type %s, expected Ethernet", file,
+            pcap_datalink_val_to_name(pcap_datalink(pcap)));
+    }
+
+    struct pcap_pkthdr *hdr;
+    const u_char *data;
+    bool first = true;
+    int rc;
+    while ((rc = pcap_next_ex(pcap, &hdr, &data)) == 1) {
+        uint64_t cap_ns = (uint64_t) hdr->ts.tv_sec * NS_PER_S
+                          + hdr->ts.tv_usec;
+        if (first) {
+            *first_ns = *last_ns = cap_ns;
+            first = false;
+        }
+        *last_ns = MAX(*last_ns, cap_ns);
+        if (!*have_shift) {
+            /* Now, rounded up so that intervals keep their phase. */
+            uint64_t align = interval_lcm(r);
+            *shift = r->realtime
+                     ? (int64_t) (ROUND_UP(tpm_clock_real_ns() - cap_ns,
+                                           align))
+                     : 0;
+            *have_shift = true;
+        }
+        uint64_t ns = cap_ns + *shift;
+        if (r->realtime && ns > tpm_clock_real_ns()) {
+            flush_batch(r);
+            idle_until(r, ns, ns);
+        }
+        feed(r, ns, hdr, data);
+    }
+    if (rc == -1) {
+        die("%s: %s", file, pcap_geterr(pcap));
+    }
+    pcap_close(pcap);
+    flush_batch(r);
+}
+
+/* Controller mode, before the capture: waits for the session and the
+ * TEM's first installs. */
+static void
+wait_for_tem(struct replay *r, const char *endpoint, uint64_t timeout_ns,
+             uint64_t settle_ns, bool required)
+{
+    uint64_t start = tpm_clock_mono_ns();
+    uint64_t deadline = start + timeout_ns;
+    uint64_t last_cmd = 0;
+    struct tpm_agent_status s;
+
+    for (;;) {
+        uint64_t now = tpm_clock_mono_ns();
+        if (handle_commands(r)) {
+            last_cmd = now;
+        }
+        tpm_agent_get_status(r->agent, &s);
+        if (s.state == TPM_AGENT_CONNECTED && last_cmd
+            && now - last_cmd >= settle_ns) {
+            return;             /* Welcomed, installs settled. */
+        }
+        if (now >= deadline) {
+            break;
+        }
+        if (s.state == TPM_AGENT_REFUSED && required) {
+            break;
+        }
+        uint64_t wake = now + 10 * NS_PER_MS;
+        if (last_cmd && last_cmd + settle_ns > now) {
+            wake = MIN(wake, last_cmd + settle_ns);
+        }
+        wait_ns(r, MIN(wake, deadline) - now);
+    }
+
+    if (s.state == TPM_AGENT_CONNECTED) {
+        return;                 /* Welcomed, still installing: go on. */
+    }
+    char timeout[32];
+    tpm_time_format(timeout_ns, timeout, sizeof timeout);
+    if (required) {
+        die("TEM at %s not reached within %s (%s): %s", endpoint, timeout,
+            tpm_agent_state_name(s.state),
+            s.last_error[0] ? s.last_error : "no connection yet");
+    }
+    warn("TEM at %s not reached within %s (%s%s%s); replaying anyway, "
+         "still trying", endpoint, timeout, tpm_agent_state_name(s.state),
+         s.last_error[0] ? ": " : "", s.last_error);
+}
+
+static void
+print_stats(const struct replay *r)
 {
     struct tpm_stats s;
-    tpm_get_stats(tpm, &s);
+    tpm_get_stats(r->tpm, &s);
     struct json_object *o = json_object_new_object();
 #define STAT(F) json_object_object_add(o, #F, json_object_new_int64(s.F))
     STAT(packets); STAT(bytes); STAT(non_ip); STAT(batches);
@@ -167,9 +686,52 @@ print_stats(const struct tpm *tpm)
     STAT(reports); STAT(reports_dropped); STAT(triggers); STAT(events);
     STAT(sweep_ns_p50); STAT(sweep_ns_p99); STAT(sweep_ns_max);
 #undef STAT
+
+    if (r->agent) {
+        struct tpm_agent_status a;
+        tpm_agent_get_status(r->agent, &a);
+        struct json_object *t = json_object_new_object();
+        json_object_object_add(t, "state", json_object_new_string(
+                                   tpm_agent_state_name(a.state)));
+        json_object_object_add(t, "tem_id", json_object_new_string(
+                                   a.tem_id));
+#define AST(F) json_object_object_add(t, #F, json_object_new_int64(a.F))
+        AST(version); AST(sessions); AST(reconnects); AST(frames_in);
+        AST(frames_out); AST(msgs_in); AST(msgs_out); AST(invalid_in);
+        AST(drops_in); AST(drops_out);
+#undef AST
+#define TST(F) json_object_object_add(t, #F, \
+                                      json_object_new_int64(r->tem.F))
+        TST(installs); TST(install_errors); TST(removes);
+        TST(remove_errors); TST(polls); TST(resyncs); TST(reports);
+        TST(reports_dropped); TST(reports_unknown);
+#undef TST
+        json_object_object_add(t, "last_error", json_object_new_string(
+                                   a.last_error));
+        json_object_object_add(o, "tem", t);
+    }
     fprintf(stderr, "%s\n",
             json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
     json_object_put(o);
+}
+
+/* Returns a host id made from the host name. */
+static char *
+default_host_id(void)
+{
+    char name[256];
+    if (gethostname(name, sizeof name) || !name[0]) {
+        return xstrdup("tpm-replay");
+    }
+    name[sizeof name - 1] = '\0';
+    name[TPROTO_MAX_ID] = '\0';
+    for (char *p = name; *p; p++) {
+        if (!strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                    "0123456789_.:-", *p)) {
+            *p = '-';
+        }
+    }
+    return xstrdup(name);
 }
 
 int
@@ -177,7 +739,9 @@ main(int argc, char *argv[])
 {
     enum {
         OPT_EPOCH = 256, OPT_BUDGET, OPT_FT, OPT_PROBE, OPT_DOS, OPT_HIST,
-        OPT_TRIG, OPT_STATS,
+        OPT_TRIG, OPT_STATS, OPT_CONTROLLER, OPT_HOST_ID, OPT_PREFIX,
+        OPT_REALTIME, OPT_LINGER, OPT_LOOP, OPT_CONNECT_TIMEOUT, OPT_SETTLE,
+        OPT_REQUIRE,
     };
     static const struct option options[] = {
         { "event", required_argument, NULL, 'e' },
@@ -190,12 +754,30 @@ main(int argc, char *argv[])
         { "history", required_argument, NULL, OPT_HIST },
         { "max-triggers", required_argument, NULL, OPT_TRIG },
         { "stats", no_argument, NULL, OPT_STATS },
+        { "controller", required_argument, NULL, OPT_CONTROLLER },
+        { "host-id", required_argument, NULL, OPT_HOST_ID },
+        { "prefix", required_argument, NULL, OPT_PREFIX },
+        { "realtime", no_argument, NULL, OPT_REALTIME },
+        { "linger", required_argument, NULL, OPT_LINGER },
+        { "loop", required_argument, NULL, OPT_LOOP },
+        { "connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT },
+        { "settle", required_argument, NULL, OPT_SETTLE },
+        { "require-controller", no_argument, NULL, OPT_REQUIRE },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
     struct replay r = { .budget_ns = UINT64_MAX };
     struct tpm_params params;
     bool auto_epoch = false, stats = false;
+    const char *controller = NULL;
+    char *host_id = NULL;
+    struct tpm_prefix *prefixes = NULL;
+    size_t n_prefixes = 0;
+    uint64_t linger_ns = 1 * NS_PER_S, connect_timeout_ns = 5 * NS_PER_S;
+    uint64_t settle_ns = 200 * NS_PER_MS;
+    bool linger_set = false, require = false;
+    const char *controller_only = NULL;
+    uint64_t loops = 1;
     char *error;
 
     tpm_params_init(&params);
@@ -238,28 +820,74 @@ main(int argc, char *argv[])
             break;
         case OPT_FT:
             params.flow_table_size = parse_uint("--flow-table-size", optarg,
-                                                UINT32_MAX);
+                                                0, UINT32_MAX);
             break;
         case OPT_PROBE:
             params.flow_probe_limit = parse_uint("--probe-limit", optarg,
-                                                 UINT32_MAX);
+                                                 0, UINT32_MAX);
             break;
         case OPT_DOS:
             params.dos_threshold = parse_uint("--dos-threshold", optarg,
-                                              UINT32_MAX);
+                                              0, UINT32_MAX);
             break;
         case OPT_HIST:
-            params.history_len = parse_uint("--history", optarg,
+            params.history_len = parse_uint("--history", optarg, 0,
                                             UINT32_MAX);
             break;
         case OPT_TRIG:
-            params.max_triggers = parse_uint("--max-triggers", optarg,
+            params.max_triggers = parse_uint("--max-triggers", optarg, 0,
                                              UINT32_MAX);
             params.max_children = MIN(params.max_children,
                                       params.max_triggers);
             break;
         case OPT_STATS:
             stats = true;
+            break;
+        case OPT_CONTROLLER:
+            controller = optarg;
+            break;
+        case OPT_HOST_ID:
+            free(host_id);
+            host_id = xstrdup(optarg);
+            controller_only = "--host-id";
+            break;
+        case OPT_PREFIX: {
+            struct tpm_prefix *more;
+            size_t n_more;
+            error = tpm_prefix_parse_list(optarg, &more, &n_more);
+            if (error) {
+                die("--prefix: %s", error);
+            }
+            prefixes = xrealloc(prefixes, (n_prefixes + n_more)
+                                          * sizeof *prefixes);
+            memcpy(prefixes + n_prefixes, more, n_more * sizeof *more);
+            n_prefixes += n_more;
+            free(more);
+            controller_only = "--prefix";
+            break;
+        }
+        case OPT_REALTIME:
+            r.realtime = true;
+            break;
+        case OPT_LINGER:
+            linger_ns = parse_time_opt("--linger", optarg);
+            linger_set = true;
+            controller_only = "--linger";
+            break;
+        case OPT_LOOP:
+            loops = parse_uint("--loop", optarg, 1, UINT32_MAX);
+            break;
+        case OPT_CONNECT_TIMEOUT:
+            connect_timeout_ns = parse_time_opt("--connect-timeout", optarg);
+            controller_only = "--connect-timeout";
+            break;
+        case OPT_SETTLE:
+            settle_ns = parse_time_opt("--settle", optarg);
+            controller_only = "--settle";
+            break;
+        case OPT_REQUIRE:
+            require = true;
+            controller_only = "--require-controller";
             break;
         case 'h':
             usage();
@@ -272,10 +900,20 @@ main(int argc, char *argv[])
     if (optind != argc - 1) {
         die("exactly one PCAP file expected (try --help)");
     }
-    if (!r.n_events) {
-        die("no events given (use -e or -f)");
+    if (!controller && controller_only) {
+        die("%s needs --controller", controller_only);
+    }
+    if (!r.n_events && !controller) {
+        die("no events given (use -e or -f, or --controller)");
+    }
+    if (!linger_set && !controller) {
+        linger_ns = 0;
     }
     if (auto_epoch) {
+        if (!r.n_events) {
+            die("--epoch auto needs local events (-e or -f) to take the "
+                "intervals from");
+        }
         uint64_t g = 0;
         for (size_t i = 0; i < r.n_events; i++) {
             g = gcd_u64(g, r.events[i]->interval_ns);
@@ -283,6 +921,7 @@ main(int argc, char *argv[])
         params.epoch_ns = g;
     }
     params.max_events = MAX(params.max_events, r.n_events);
+    r.epoch_ns = params.epoch_ns;
 
     r.tpm = tpm_create(&params, &error);
     if (!r.tpm) {
@@ -292,91 +931,92 @@ main(int argc, char *argv[])
         /* The monitor takes ownership of a copy; 'r.events' keeps the
          * original for names and group masks. */
         struct tpm_event *copy = tpm_event_clone(r.events[i]);
-        error = tpm_event_add(r.tpm, copy, (uint32_t) i);
+        error = tpm_event_add(r.tpm, copy, LOCAL_ID_BASE + (uint32_t) i);
         if (error) {
             tpm_event_destroy(copy);
             die("%s", error);
         }
     }
+    r.bufs = xmalloc(TPM_BATCH_MAX * sizeof *r.bufs);
 
-    char errbuf[PCAP_ERRBUF_SIZE];
+    if (controller) {
+        struct tpm_agent_config ac;
+        static const uint32_t pmd_ids[] = { 0 };
+        tpm_agent_config_init(&ac);
+        if (!host_id) {
+            host_id = default_host_id();
+        }
+        ac.endpoint = controller;
+        ac.host_id = host_id;
+        ac.prefixes = prefixes;
+        ac.n_prefixes = n_prefixes;
+        ac.epoch_ns = params.epoch_ns;
+        ac.pmd_ids = pmd_ids;
+        ac.n_pmds = ARRAY_SIZE(pmd_ids);
+        ac.software = "tpm-replay";
+        r.agent = tpm_agent_create(&ac, &error);
+        if (!r.agent) {
+            die("--controller: %s", error);
+        }
+        wait_for_tem(&r, controller, connect_timeout_ns, settle_ns, require);
+    }
+
+    /* Each pass after the previous one, a whole number of intervals
+     * later. */
     const char *file = argv[optind];
-    pcap_t *pcap = pcap_open_offline_with_tstamp_precision(
-        file, PCAP_TSTAMP_PRECISION_NANO, errbuf);
-    if (!pcap) {
-        die("%s", errbuf);
-    }
-    if (pcap_datalink(pcap) != DLT_EN10MB) {
-        die("%s: link type %s, expected Ethernet", file,
-            pcap_datalink_val_to_name(pcap_datalink(pcap)));
-    }
-
-    /* Frames are copied: libpcap reuses its buffer for the next packet. */
-    static uint8_t bufs[TPM_BATCH_MAX][65536];
-    struct tpm_frame batch[TPM_BATCH_MAX];
-    int n = 0;
-    uint64_t batch_epoch = UINT64_MAX, last_ns = 0;
-    struct pcap_pkthdr *hdr;
-    const u_char *data;
-    int rc;
-
-    while ((rc = pcap_next_ex(pcap, &hdr, &data)) == 1) {
-        uint64_t ns = (uint64_t) hdr->ts.tv_sec * 1000000000ULL
-                      + hdr->ts.tv_usec;
-        uint64_t epoch = ns / params.epoch_ns;
-        if (ns < last_ns) {
-            ns = last_ns;       /* Out-of-order capture: hold the clock. */
-            epoch = ns / params.epoch_ns;
+    int64_t shift = 0;
+    bool have_shift = false;
+    uint64_t first_ns = 0, last_ns = 0;
+    for (uint64_t pass = 0; pass < loops; pass++) {
+        replay_pass(&r, file, &shift, &have_shift, &first_ns, &last_ns);
+        if (!r.n_packets) {
+            break;
         }
-        if (n && (n == TPM_BATCH_MAX || epoch != batch_epoch)) {
-            tpm_process_batch(r.tpm, batch, n);
-            n = 0;
-            sweep(&r);
-        }
-        if (!n) {
-            tpm_advance(r.tpm, ns);
-            batch_epoch = epoch;
-        }
-        uint32_t caplen = MIN(hdr->caplen, sizeof bufs[n]);
-        memcpy(bufs[n], data, caplen);
-        batch[n].data = bufs[n];
-        batch[n].caplen = caplen;
-        batch[n].wirelen = hdr->len;
-        n++;
-        last_ns = ns;
-    }
-    if (rc == -1) {
-        die("%s: %s", file, pcap_geterr(pcap));
-    }
-    pcap_close(pcap);
-    if (n) {
-        tpm_process_batch(r.tpm, batch, n);
-        sweep(&r);
+        shift += ROUND_UP(last_ns - first_ns + 1, interval_lcm(&r));
     }
 
     /* Move past the end of every interval that saw packets and finish
      * the sweeps. */
-    if (last_ns) {
+    if (r.n_packets) {
         uint64_t end = 0;
         for (size_t i = 0; i < r.n_events; i++) {
             uint64_t iv = r.events[i]->interval_ns;
-            end = MAX(end, (last_ns / iv + 1) * iv);
+            end = MAX(end, (r.last_ns / iv + 1) * iv);
         }
-        tpm_advance(r.tpm, end);
+        for (size_t i = 0; i < r.n_tem; i++) {
+            const struct tpm_event *ev = tpm_event_get(r.tpm, r.tem_ids[i]);
+            uint64_t iv = ev->interval_ns;
+            end = MAX(end, (r.last_ns / iv + 1) * iv);
+        }
+        if (r.realtime) {
+            /* The wall clock gets there: serve the TEM meanwhile. */
+            idle_until(&r, end, end);
+        }
+        advance(&r, end);
         while (tpm_sweep_step(r.tpm, 0)) {
             continue;
         }
         drain_reports(&r);
     }
+    if (r.agent) {
+        /* Keep answering the TEM's polls. */
+        idle_until(&r, tpm_clock_real_ns() + linger_ns,
+                   r.realtime ? UINT64_MAX : r.clock_ns);
+    }
     fflush(stdout);
     if (stats) {
-        print_stats(r.tpm);
+        print_stats(&r);
     }
 
+    tpm_agent_destroy(r.agent);
     tpm_destroy(r.tpm);
     for (size_t i = 0; i < r.n_events; i++) {
         tpm_event_destroy(r.events[i]);
     }
     free(r.events);
+    free(r.tem_ids);
+    free(r.bufs);
+    free(prefixes);
+    free(host_id);
     return 0;
 }
