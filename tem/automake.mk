@@ -21,3 +21,5 @@ tem_trumpet_tem_LDADD = tem/libtemcore.la $(ZMQ_LIBS) $(JSON_C_LIBS)
 tem_tem_ctl_SOURCES = tem/tem-ctl.c
 tem_tem_ctl_CFLAGS = $(AM_CFLAGS) $(JSON_C_CFLAGS) $(ZMQ_CFLAGS)
 tem_tem_ctl_LDADD = lib/libtpmcommon.la $(ZMQ_LIBS) $(JSON_C_LIBS)
+tem/libtemcore_la-tem-core.lo tem/libtemcore_la-tem-state.lo \
+tem/trumpet_tem-tem.$(OBJEXT): $(PROTO_GEN)

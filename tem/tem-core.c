@@ -1853,6 +1853,7 @@ housekeeping(struct tem_core *core, uint64_t now)
             h->last_hb_tx_ns = now;
         }
         next = MIN(next, h->last_hb_tx_ns + hb_ns);
+        next = MIN(next, h->last_rx_ns + TEM_HEARTBEAT_MISSES * hb_ns);
     }
 
     for (size_t i = 0; i < core->n_events; i++) {

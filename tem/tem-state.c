@@ -184,6 +184,7 @@ tem_state_load(struct tem_core *core, const char *path)
         }
         error = xasprintf("%s: line %d, column %d: not valid JSON: %s", path,
                           line, col, json_tokener_error_desc(jerr));
+        tem_core_event_clear(core);
     } else {
         char *e = tem_core_events_from_json(core, obj);
         if (e) {

@@ -87,3 +87,13 @@ tests_test_proto_LDADD = lib/libtproto.la $(TEST_LDADD) $(PROTOBUF_C_LIBS) \
 	$(ZMQ_LIBS)
 tests/test_proto-test-proto.$(OBJEXT): $(PROTO_GEN)
 TESTS += tests/test-proto
+
+# The TEM's logic (tem/tem-core.h) with a fake clock and captured frames.
+check_PROGRAMS += tests/test-tem
+tests_test_tem_SOURCES = tests/test-tem.c
+tests_test_tem_CFLAGS = $(TEST_CFLAGS) -I$(top_srcdir)/tem $(JSON_C_CFLAGS) \
+	$(PROTOBUF_C_CFLAGS)
+tests_test_tem_LDADD = tem/libtemcore.la $(TEST_LDADD) $(JSON_C_LIBS) \
+	$(PROTOBUF_C_LIBS)
+tests/test_tem-test-tem.$(OBJEXT): $(PROTO_GEN)
+TESTS += tests/test-tem

@@ -1,0 +1,1133 @@
+/*
+ * Tests of the TEM's logic (tem/tem-core.h) without sockets: a fake clock,
+ * hosts simulated by encoding the frames they would send, and every frame
+ * the core sends captured and decoded, so that the tests check the exact
+ * messages, shares, values and alerts.
+ */
+#include <check.h>
+#include <json-c/json.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tem-core.h"
+#include "tem-state.h"
+#include "test-util.h"
+#include "tproto.h"
+#include "util.h"
+
+#define MS 1000000ULL
+#define EPOCH_NS (10 * MS)
+
+/* A frame the core sent. */
+struct sent {
+    char peer[64];
+    Trumpet__Frame *frame;
+};
+
+struct fixture {
+    uint64_t now;
+    struct tem_core *core;
+    struct sent *sent;
+    size_t n_sent, allocated;
+    char **alerts;
+    size_t n_alerts;
+};
+
+static struct fixture fx;
+
+static uint64_t
+fake_clock(void *aux)
+{
+    return ((struct fixture *) aux)->now;
+}
+
+static bool
+capture_send(void *aux, const void *peer, size_t peer_len, uint32_t version,
+             const struct tproto_batch *batch)
+{
+    struct fixture *f = aux;
+    uint8_t *data;
+    size_t len = tproto_batch_encode(batch, version, &data);
+    const char *why;
+
+    if (f->n_sent == f->allocated) {
+        f->allocated = MAX(16, 2 * f->allocated);
+        f->sent = xrealloc(f->sent, f->allocated * sizeof *f->sent);
+    }
+    struct sent *s = &f->sent[f->n_sent++];
+    snprintf(s->peer, sizeof s->peer, "%.*s", (int) peer_len,
+             (const char *) peer);
+    s->frame = tproto_decode(data, len, &why);
+    ck_assert_msg(s->frame, "core sent an undecodable frame: %s", why);
+    free(data);
+    return true;
+}
+
+static void
+capture_alert(void *aux, const char *event, const char *json)
+{
+    struct fixture *f = aux;
+    f->alerts = xrealloc(f->alerts, (f->n_alerts + 1) * sizeof *f->alerts);
+    f->alerts[f->n_alerts++] = xstrdup(json);
+}
+
+static void
+fx_config(struct tem_config *cfg)
+{
+    tem_config_init(cfg);
+    cfg->clock = fake_clock;
+    cfg->send = capture_send;
+    cfg->alert = capture_alert;
+    cfg->aux = &fx;
+    cfg->epoch_ns = EPOCH_NS;
+}
+
+static void
+fx_clear_sent(void)
+{
+    for (size_t i = 0; i < fx.n_sent; i++) {
+        tproto_free(fx.sent[i].frame);
+    }
+    fx.n_sent = 0;
+}
+
+static void
+fx_clear_alerts(void)
+{
+    for (size_t i = 0; i < fx.n_alerts; i++) {
+        free(fx.alerts[i]);
+    }
+    fx.n_alerts = 0;
+}
+
+static void
+setup(void)
+{
+    struct tem_config cfg;
+    memset(&fx, 0, sizeof fx);
+    fx.now = 1700000000ULL * 1000000000ULL;
+    fx_config(&cfg);
+    fx.core = tem_core_create(&cfg);
+}
+
+static void
+teardown(void)
+{
+    tem_core_destroy(fx.core);
+    fx_clear_sent();
+    fx_clear_alerts();
+    free(fx.sent);
+    free(fx.alerts);
+}
+
+/* Encodes 'b' and feeds it to the core as coming from 'peer'. */
+static void
+input(const char *peer, struct tproto_batch *b)
+{
+    uint8_t *data;
+    size_t len = tproto_batch_encode(b, 0, &data);
+    tem_core_input(fx.core, peer, strlen(peer), data, len);
+    free(data);
+    tproto_batch_clear(b);
+    tem_core_flush(fx.core);
+}
+
+/* One loop iteration of the daemon. */
+static void
+step(void)
+{
+    tem_core_run(fx.core);
+    tem_core_flush(fx.core);
+}
+
+/* Calls 'cb' for every message of type 'type' sent to 'peer' (NULL: any
+ * peer) since the last fx_clear_sent(); returns how many. */
+static size_t
+count_sent(const char *peer, Trumpet__Message__BodyCase type)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < fx.n_sent; i++) {
+        if (peer && strcmp(fx.sent[i].peer, peer)) {
+            continue;
+        }
+        for (size_t j = 0; j < fx.sent[i].frame->n_messages; j++) {
+            n += fx.sent[i].frame->messages[j]->body_case == type;
+        }
+    }
+    return n;
+}
+
+/* Returns the 'k'th message of 'type' sent to 'peer'. */
+static const Trumpet__Message *
+get_sent(const char *peer, Trumpet__Message__BodyCase type, size_t k)
+{
+    for (size_t i = 0; i < fx.n_sent; i++) {
+        if (peer && strcmp(fx.sent[i].peer, peer)) {
+            continue;
+        }
+        for (size_t j = 0; j < fx.sent[i].frame->n_messages; j++) {
+            const Trumpet__Message *m = fx.sent[i].frame->messages[j];
+            if (m->body_case == type && !k--) {
+                return m;
+            }
+        }
+    }
+    ck_abort_msg("no message %s #%zu to %s", tproto_body_name(type), k,
+                 peer ? peer : "any peer");
+    return NULL;
+}
+
+/* A host whose peer identity is "p-ID". */
+static void
+hello(const char *id, const char *prefixes)
+{
+    struct tproto_batch b;
+    struct tpm_prefix *p = NULL;
+    size_t n = 0;
+    char peer[64];
+
+    if (prefixes) {
+        char *error = tpm_prefix_parse_list(prefixes, &p, &n);
+        ck_assert_msg(!error, "%s", error);
+    }
+    snprintf(peer, sizeof peer, "p-%s", id);
+    tproto_batch_init(&b);
+    tproto_add_hello(&b, id, p, n, EPOCH_NS, fx.now, NULL, 0, "test");
+    input(peer, &b);
+    tproto_batch_destroy(&b);
+    free(p);
+    tem_core_flush(fx.core);
+    ck_assert_uint_eq(count_sent(peer, TRUMPET__MESSAGE__BODY_WELCOME), 1);
+}
+
+/* Acks every Install sent to host 'id' so far. */
+static void
+ack_installs(const char *id)
+{
+    char peer[64];
+    struct tproto_batch b;
+    snprintf(peer, sizeof peer, "p-%s", id);
+    tproto_batch_init(&b);
+    size_t n = count_sent(peer, TRUMPET__MESSAGE__BODY_INSTALL);
+    for (size_t i = 0; i < n; i++) {
+        const Trumpet__Install *in = get_sent(
+            peer, TRUMPET__MESSAGE__BODY_INSTALL, i)->install;
+        tproto_add_ack(&b, in->cookie, in->event_id);
+    }
+    if (n) {
+        input(peer, &b);
+    }
+    tproto_batch_destroy(&b);
+}
+
+static uint32_t
+add_event(const char *name, const char *def)
+{
+    char *error = tem_core_event_add(fx.core, name, def, 0);
+    ck_assert_msg(!error, "%s: %s", def, error);
+    tem_core_flush(fx.core);
+    char *e2;
+    struct json_object *o = tem_core_event_show_json(fx.core, name, &e2);
+    struct json_object *id;
+    ck_assert(json_object_object_get_ex(o, "id", &id));
+    uint32_t v = json_object_get_int(id);
+    json_object_put(o);
+    return v;
+}
+
+static struct tpm_key
+group_key(const char *dst)
+{
+    struct tpm_prefix p;
+    char *error = tpm_prefix_parse(dst, &p);
+    ck_assert_msg(!error, "%s", error);
+    struct tpm_key k = { .ipver = 4 };
+    k.dst[0] = p.addr[0];
+    return k;
+}
+
+static void
+satisfy(const char *id, uint32_t event, uint64_t epoch, const char *dst,
+        double value)
+{
+    char peer[64];
+    struct tproto_batch b;
+    struct tpm_key k = group_key(dst);
+    snprintf(peer, sizeof peer, "p-%s", id);
+    tproto_batch_init(&b);
+    tproto_add_satisfaction(&b, event, epoch, &k, value, 0, 1, 0);
+    input(peer, &b);
+    tproto_batch_destroy(&b);
+}
+
+/* Answers the 'k'th Poll sent to host 'id'. */
+static void
+reply(const char *id, size_t k, Trumpet__PollStatus status, double value)
+{
+    char peer[64];
+    struct tproto_batch b;
+    snprintf(peer, sizeof peer, "p-%s", id);
+    const Trumpet__Poll *p = get_sent(peer, TRUMPET__MESSAGE__BODY_POLL,
+                                      k)->poll;
+    tproto_batch_init(&b);
+    tproto_add_poll_reply(&b, p->cookie, p->event_id, p->epoch, status,
+                          value);
+    input(peer, &b);
+    tproto_batch_destroy(&b);
+}
+
+static struct json_object *
+alert(size_t i)
+{
+    ck_assert_uint_gt(fx.n_alerts, i);
+    struct json_object *o = json_tokener_parse(fx.alerts[i]);
+    ck_assert_ptr_nonnull(o);
+    return o;
+}
+
+static struct json_object *
+field(struct json_object *o, const char *key)
+{
+    struct json_object *v = NULL;
+    ck_assert_msg(json_object_object_get_ex(o, key, &v), "no '%s' in %s",
+                  key, json_object_to_json_string(o));
+    return v;
+}
+
+static double
+host_value(struct json_object *a, const char *host)
+{
+    return json_object_get_double(field(field(a, "hosts"), host));
+}
+
+/* Returns the array 'key' of 'a' joined by commas. */
+static char *
+joined(struct json_object *a, const char *key)
+{
+    struct json_object *arr = field(a, key);
+    char *s = xstrdup("");
+    for (size_t i = 0; i < json_object_array_length(arr); i++) {
+        char *t = xasprintf("%s%s%s", s, i ? "," : "",
+                            json_object_get_string(
+                                json_object_array_get_idx(arr, i)));
+        free(s);
+        s = t;
+    }
+    return s;
+}
+
+static void
+three_hosts(void)
+{
+    hello("a", "10.1.0.0/24");
+    hello("b", "10.1.1.0/24");
+    hello("c", "10.1.2.0/24");
+}
+
+START_TEST(test_split_equal)
+{
+    three_hosts();
+    hello("d", NULL);
+    uint32_t id = add_event("vol", "filter=ip predicate=sum(volume) > 100");
+    static const char *const peers[] = { "p-a", "p-b", "p-c", "p-d" };
+    for (size_t i = 0; i < 4; i++) {
+        const Trumpet__Install *in = get_sent(
+            peers[i], TRUMPET__MESSAGE__BODY_INSTALL, 0)->install;
+        ck_assert_uint_eq(in->event_id, id);
+        ck_assert_str_eq(in->name, "vol");
+        ck_assert_str_eq(in->definition,
+                         "filter=ip predicate=sum(volume) > 100");
+        ck_assert(in->has_threshold);
+        ck_assert_double_eq(in->threshold, 25);
+    }
+
+    /* A fifth host joins: everyone is re-split to 20 (Remove+Install). */
+    fx_clear_sent();
+    hello("e", NULL);
+    for (size_t i = 0; i < 4; i++) {
+        ck_assert_uint_eq(count_sent(peers[i],
+                                     TRUMPET__MESSAGE__BODY_REMOVE), 1);
+        ck_assert_double_eq(get_sent(peers[i], TRUMPET__MESSAGE__BODY_INSTALL,
+                                     0)->install->threshold, 20);
+    }
+    ck_assert_double_eq(get_sent("p-e", TRUMPET__MESSAGE__BODY_INSTALL,
+                                 0)->install->threshold, 20);
+    ck_assert_uint_eq(count_sent("p-e", TRUMPET__MESSAGE__BODY_REMOVE), 0);
+}
+END_TEST
+
+START_TEST(test_split_weighted)
+{
+    struct tem_config cfg;
+    tem_core_destroy(fx.core);
+    fx_config(&cfg);
+    cfg.rebalance_ns = 1000 * MS;
+    fx.core = tem_core_create(&cfg);
+
+    hello("a", NULL);
+    hello("b", NULL);
+    uint32_t id = add_event("w", "filter=ip predicate=sum(volume) > 100 "
+                            "split=weighted");
+    step();
+    ck_assert_double_eq(get_sent("p-a", TRUMPET__MESSAGE__BODY_INSTALL,
+                                 0)->install->threshold, 50);
+
+    /* History: a carries 300, b 100. */
+    satisfy("a", id, 7, "10.1.0.1", 300);
+    tem_core_flush(fx.core);
+    reply("b", 0, TRUMPET__POLL_STATUS__POLL_OK, 100);
+    ck_assert_uint_eq(fx.n_alerts, 1);
+
+    /* Before the rebalance interval: nothing moves. */
+    fx_clear_sent();
+    fx.now += 500 * MS;
+    step();
+    ck_assert_uint_eq(count_sent(NULL, TRUMPET__MESSAGE__BODY_INSTALL), 0);
+
+    /* After: shares 75 / 25, by Remove + Install. */
+    fx.now += 600 * MS;
+    step();
+    ck_assert_uint_eq(count_sent("p-a", TRUMPET__MESSAGE__BODY_REMOVE), 1);
+    ck_assert_uint_eq(count_sent("p-b", TRUMPET__MESSAGE__BODY_REMOVE), 1);
+    ck_assert_double_eq_tol(get_sent("p-a", TRUMPET__MESSAGE__BODY_INSTALL,
+                                     0)->install->threshold, 75, 1e-9);
+    ck_assert_double_eq_tol(get_sent("p-b", TRUMPET__MESSAGE__BODY_INSTALL,
+                                     0)->install->threshold, 25, 1e-9);
+    struct tem_stats st;
+    tem_core_get_stats(fx.core, &st);
+    ck_assert_uint_eq(st.rebalances, 1);
+
+    /* A host with no history gets the floor, not zero: with a third host,
+     * weights 300, 100 and 10% of the mean (400 / 3). */
+    fx_clear_sent();
+    hello("c", NULL);
+    double floor = 0.1 * 400 / 3, sum = 400 + floor;
+    ck_assert_double_eq_tol(get_sent("p-c", TRUMPET__MESSAGE__BODY_INSTALL,
+                                     0)->install->threshold,
+                            100 * floor / sum, 1e-9);
+    ck_assert_double_eq_tol(get_sent("p-a", TRUMPET__MESSAGE__BODY_INSTALL,
+                                     0)->install->threshold,
+                            100 * 300 / sum, 1e-9);
+}
+END_TEST
+
+START_TEST(test_install_prefixes)
+{
+    hello("a", "10.1.0.0/24");
+    hello("b", "10.2.0.0/24,fd00::/64");
+    hello("c", NULL);
+
+    add_event("to-a", "filter=ip,nw_dst=10.1.0.0/16 predicate=count() > 1");
+    add_event("from-b", "filter=ip,nw_src=10.2.0.128/25 "
+              "predicate=count() > 1");
+    add_event("any", "filter=ip predicate=count() > 1");
+    add_event("scoped", "filter=ip predicate=count() > 1 scope=10.2.0.0/16");
+    add_event("v6", "filter=ipv6,ipv6_dst=fd00::/16 predicate=count() > 1");
+    add_event("none", "filter=ip,nw_dst=192.168.0.0/16 "
+              "predicate=count() > 1");
+
+    static const struct {
+        const char *peer;
+        const char *events;
+    } expect[] = {
+        { "p-a", "to-a,any," },
+        { "p-b", "from-b,any,scoped,v6," },
+        { "p-c", "any," },
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(expect); i++) {
+        char got[256] = "";
+        size_t n = count_sent(expect[i].peer,
+                              TRUMPET__MESSAGE__BODY_INSTALL);
+        for (size_t k = 0; k < n; k++) {
+            strcat(got, get_sent(expect[i].peer,
+                                 TRUMPET__MESSAGE__BODY_INSTALL,
+                                 k)->install->name);
+            strcat(got, ",");
+        }
+        ck_assert_str_eq(got, expect[i].events);
+    }
+
+    /* Split over the hosts of the event only: to-a is on a alone. */
+    ck_assert_double_eq(get_sent("p-a", TRUMPET__MESSAGE__BODY_INSTALL,
+                                 0)->install->threshold, 1);
+    ck_assert_double_eq(get_sent("p-a", TRUMPET__MESSAGE__BODY_INSTALL,
+                                 1)->install->threshold, 1.0 / 3);
+}
+END_TEST
+
+/* Three hosts a, b, c on "sum(volume) > 90" (shares of 30). */
+static uint32_t
+sum_event(void)
+{
+    three_hosts();
+    uint32_t id = add_event("svc", "filter=ip predicate=sum(volume) > 90 "
+                            "group=nw_dst");
+    ack_installs("a");
+    ack_installs("b");
+    ack_installs("c");
+    fx_clear_sent();
+    return id;
+}
+
+START_TEST(test_poll_all_reply)
+{
+    uint32_t id = sum_event();
+
+    fx.now += 5 * MS;
+    satisfy("a", id, 42, "10.1.0.7", 40);
+    tem_core_flush(fx.core);
+    ck_assert_uint_eq(count_sent("p-b", TRUMPET__MESSAGE__BODY_POLL), 1);
+    ck_assert_uint_eq(count_sent("p-c", TRUMPET__MESSAGE__BODY_POLL), 1);
+    ck_assert_uint_eq(count_sent("p-a", TRUMPET__MESSAGE__BODY_POLL), 0);
+    const Trumpet__Poll *p = get_sent("p-b", TRUMPET__MESSAGE__BODY_POLL,
+                                      0)->poll;
+    ck_assert_uint_eq(p->event_id, id);
+    ck_assert_uint_eq(p->epoch, 42);
+
+    fx.now += 300 * 1000;
+    reply("b", 0, TRUMPET__POLL_STATUS__POLL_OK, 35);
+    ck_assert_uint_eq(fx.n_alerts, 0);
+    reply("c", 0, TRUMPET__POLL_STATUS__POLL_OK, 20);
+    ck_assert_uint_eq(fx.n_alerts, 1);
+
+    struct json_object *a = alert(0);
+    ck_assert_str_eq(json_object_get_string(field(a, "event")), "svc");
+    ck_assert_int_eq(json_object_get_int64(field(a, "epoch")), 42);
+    ck_assert_double_eq(json_object_get_double(field(a, "value")), 95);
+    ck_assert_double_eq(json_object_get_double(field(a, "threshold")), 90);
+    ck_assert_str_eq(json_object_get_string(field(a, "across")), "sum");
+    ck_assert_double_eq(host_value(a, "a"), 40);
+    ck_assert_double_eq(host_value(a, "b"), 35);
+    ck_assert_double_eq(host_value(a, "c"), 20);
+    ck_assert_uint_eq(json_object_array_length(field(a, "missing")), 0);
+    ck_assert(!json_object_get_boolean(field(a, "deadline")));
+    ck_assert_int_eq(json_object_get_int64(field(a, "latency_us")), 300);
+    ck_assert_str_eq(json_object_get_string(field(field(a, "group"),
+                                                  "nw_dst")), "10.1.0.7");
+    json_object_put(a);
+
+    /* A late satisfaction for the same key does not alert twice. */
+    satisfy("c", id, 42, "10.1.0.7", 31);
+    ck_assert_uint_eq(fx.n_alerts, 1);
+    struct tem_stats st;
+    tem_core_get_stats(fx.core, &st);
+    ck_assert_uint_eq(st.sat_late, 1);
+    ck_assert_uint_eq(st.decisions, 1);
+    ck_assert_uint_eq(st.alerts, 1);
+
+    /* Another host's satisfaction fills its value directly. */
+    fx_clear_sent();
+    satisfy("a", id, 43, "10.1.0.7", 50);
+    satisfy("b", id, 43, "10.1.0.7", 45);
+    reply("c", 0, TRUMPET__POLL_STATUS__POLL_NO_GROUP, 0);
+    ck_assert_uint_eq(fx.n_alerts, 2);
+    a = alert(1);
+    ck_assert_double_eq(json_object_get_double(field(a, "value")), 95);
+    ck_assert_double_eq(host_value(a, "c"), 0);
+    json_object_put(a);
+}
+END_TEST
+
+START_TEST(test_poll_not_yet)
+{
+    uint32_t id = sum_event();
+
+    satisfy("a", id, 9, "10.1.0.7", 40);
+    tem_core_flush(fx.core);
+    reply("b", 0, TRUMPET__POLL_STATUS__POLL_NOT_YET, 0);
+    reply("c", 0, TRUMPET__POLL_STATUS__POLL_OK, 30);
+    ck_assert_uint_eq(fx.n_alerts, 0);
+
+    /* Re-polled after the re-poll delay with the same cookie. */
+    fx.now += MS / 2;
+    step();
+    ck_assert_uint_eq(count_sent("p-b", TRUMPET__MESSAGE__BODY_POLL), 1);
+    fx.now += MS / 2;
+    step();
+    ck_assert_uint_eq(count_sent("p-b", TRUMPET__MESSAGE__BODY_POLL), 2);
+    ck_assert_uint_eq(get_sent("p-b", TRUMPET__MESSAGE__BODY_POLL,
+                               1)->poll->cookie,
+                      get_sent("p-b", TRUMPET__MESSAGE__BODY_POLL,
+                               0)->poll->cookie);
+    reply("b", 1, TRUMPET__POLL_STATUS__POLL_OK, 25);
+    ck_assert_uint_eq(fx.n_alerts, 1);
+    struct json_object *a = alert(0);
+    ck_assert_double_eq(json_object_get_double(field(a, "value")), 95);
+    ck_assert(!json_object_get_boolean(field(a, "deadline")));
+    ck_assert_int_eq(json_object_get_int64(field(a, "latency_us")), 1000);
+    json_object_put(a);
+}
+END_TEST
+
+START_TEST(test_poll_deadline)
+{
+    uint32_t id = sum_event();
+
+    satisfy("a", id, 9, "10.1.0.7", 70);
+    tem_core_flush(fx.core);
+    reply("b", 0, TRUMPET__POLL_STATUS__POLL_OK, 25);
+    fx.now += 99 * MS;
+    step();
+    ck_assert_uint_eq(fx.n_alerts, 0);
+    fx.now += MS;
+    step();
+    ck_assert_uint_eq(fx.n_alerts, 1);
+    struct json_object *a = alert(0);
+    ck_assert_double_eq(json_object_get_double(field(a, "value")), 95);
+    ck_assert(json_object_get_boolean(field(a, "deadline")));
+    char *missing = joined(a, "missing");
+    ck_assert_str_eq(missing, "c");
+    free(missing);
+    ck_assert(!json_object_object_get_ex(field(a, "hosts"), "c", NULL));
+    json_object_put(a);
+
+    /* c's answer after the decision is stale. */
+    reply("c", 0, TRUMPET__POLL_STATUS__POLL_OK, 1);
+    struct tem_stats st;
+    tem_core_get_stats(fx.core, &st);
+    ck_assert_uint_eq(st.replies_stale, 1);
+    ck_assert_uint_eq(st.decided_deadline, 1);
+    ck_assert_uint_eq(st.missing_parts, 1);
+
+    /* Expired and no-event answers count as missing at once. */
+    satisfy("a", id, 10, "10.1.0.7", 100);
+    tem_core_flush(fx.core);
+    reply("b", 1, TRUMPET__POLL_STATUS__POLL_EXPIRED, 0);
+    reply("c", 1, TRUMPET__POLL_STATUS__POLL_NO_EVENT, 0);
+    ck_assert_uint_eq(fx.n_alerts, 2);
+    a = alert(1);
+    missing = joined(a, "missing");
+    ck_assert_str_eq(missing, "b,c");
+    free(missing);
+    ck_assert(!json_object_get_boolean(field(a, "deadline")));
+    json_object_put(a);
+}
+END_TEST
+
+START_TEST(test_host_gone)
+{
+    uint32_t id = sum_event();
+    struct tproto_batch b;
+
+    satisfy("a", id, 9, "10.1.0.7", 70);
+    tem_core_flush(fx.core);
+    reply("b", 0, TRUMPET__POLL_STATUS__POLL_INCOMPLETE, 25);
+    tproto_batch_init(&b);
+    tproto_add_bye(&b, "restarting");
+    input("p-c", &b);
+    tproto_batch_destroy(&b);
+    ck_assert_uint_eq(fx.n_alerts, 1);
+    struct json_object *a = alert(0);
+    char *missing = joined(a, "missing");
+    char *incomplete = joined(a, "incomplete");
+    ck_assert_str_eq(missing, "c");
+    ck_assert_str_eq(incomplete, "b");
+    ck_assert(!json_object_get_boolean(field(a, "deadline")));
+    free(missing);
+    free(incomplete);
+    json_object_put(a);
+
+    /* Silence for 3 heartbeats: gone as well. */
+    fx.now += 2999 * MS;
+    step();
+    struct tem_stats st;
+    tem_core_get_stats(fx.core, &st);
+    ck_assert_uint_eq(st.hosts_gone, 1);
+    fx.now += MS;
+    step();
+    tem_core_get_stats(fx.core, &st);
+    ck_assert_uint_eq(st.hosts_gone, 3);
+}
+END_TEST
+
+START_TEST(test_below_threshold)
+{
+    uint32_t id = sum_event();
+
+    /* a is over its share (30), the total is not over 90. */
+    satisfy("a", id, 9, "10.1.0.7", 40);
+    tem_core_flush(fx.core);
+    reply("b", 0, TRUMPET__POLL_STATUS__POLL_OK, 25);
+    reply("c", 0, TRUMPET__POLL_STATUS__POLL_OK, 25);
+    ck_assert_uint_eq(fx.n_alerts, 0);
+    struct tem_stats st;
+    tem_core_get_stats(fx.core, &st);
+    ck_assert_uint_eq(st.decisions, 1);
+    ck_assert_uint_eq(st.decided_complete, 1);
+    ck_assert_uint_eq(st.alerts, 0);
+
+    /* ">=" compares with >=: exactly 90 with >= alerts. */
+    uint32_t id2 = add_event("ge", "filter=ip predicate=sum(volume) >= 90 "
+                             "group=nw_dst");
+    ack_installs("a");
+    fx_clear_sent();
+    satisfy("a", id2, 9, "10.1.0.7", 40);
+    tem_core_flush(fx.core);
+    reply("b", 0, TRUMPET__POLL_STATUS__POLL_OK, 25);
+    reply("c", 0, TRUMPET__POLL_STATUS__POLL_OK, 25);
+    ck_assert_uint_eq(fx.n_alerts, 1);
+}
+END_TEST
+
+START_TEST(test_atleast_and_max)
+{
+    three_hosts();
+    uint32_t id = add_event("two", "filter=ip predicate=sum(volume) > 50 "
+                            "group=nw_dst across=atleast:2");
+    uint32_t pct = add_event("most", "filter=ip predicate=sum(volume) > 50 "
+                             "group=nw_dst across=atleast:67%");
+    uint32_t mx = add_event("max", "filter=ip predicate=sum(volume) > 50 "
+                            "group=nw_dst across=max");
+
+    /* Full threshold on every host: no threshold in the Install. */
+    for (size_t k = 0; k < 3; k++) {
+        ck_assert(!get_sent("p-a", TRUMPET__MESSAGE__BODY_INSTALL,
+                            k)->install->has_threshold);
+    }
+    fx_clear_sent();
+
+    /* atleast:2: a and b hold (b by its polled value), c does not. */
+    satisfy("a", id, 5, "10.1.0.7", 60);
+    tem_core_flush(fx.core);
+    reply("b", 0, TRUMPET__POLL_STATUS__POLL_OK, 70);
+    reply("c", 0, TRUMPET__POLL_STATUS__POLL_OK, 10);
+    ck_assert_uint_eq(fx.n_alerts, 1);
+    struct json_object *a = alert(0);
+    ck_assert_str_eq(json_object_get_string(field(a, "across")), "atleast");
+    ck_assert_int_eq(json_object_get_int(field(a, "value")), 2);
+    ck_assert_int_eq(json_object_get_int(field(a, "threshold")), 2);
+    ck_assert_int_eq(json_object_get_int(field(a, "host_threshold")), 50);
+    char *holding = joined(a, "holding");
+    ck_assert_str_eq(holding, "a,b");
+    free(holding);
+    json_object_put(a);
+
+    /* Only one holds: no alert. */
+    fx_clear_sent();
+    satisfy("a", id, 6, "10.1.0.7", 60);
+    tem_core_flush(fx.core);
+    reply("b", 0, TRUMPET__POLL_STATUS__POLL_OK, 50);
+    reply("c", 0, TRUMPET__POLL_STATUS__POLL_NO_GROUP, 0);
+    ck_assert_uint_eq(fx.n_alerts, 1);
+
+    /* 67% of 3 hosts is 3 (rounded up): two holding is not enough. */
+    fx_clear_sent();
+    satisfy("a", pct, 6, "10.1.0.7", 60);
+    tem_core_flush(fx.core);
+    reply("b", 0, TRUMPET__POLL_STATUS__POLL_OK, 51);
+    reply("c", 0, TRUMPET__POLL_STATUS__POLL_OK, 0);
+    ck_assert_uint_eq(fx.n_alerts, 1);
+
+    /* max: the largest value. */
+    fx_clear_sent();
+    satisfy("a", mx, 6, "10.1.0.7", 60);
+    tem_core_flush(fx.core);
+    reply("b", 0, TRUMPET__POLL_STATUS__POLL_OK, 80);
+    reply("c", 0, TRUMPET__POLL_STATUS__POLL_OK, 5);
+    ck_assert_uint_eq(fx.n_alerts, 2);
+    a = alert(1);
+    ck_assert_str_eq(json_object_get_string(field(a, "event")), "max");
+    ck_assert_double_eq(json_object_get_double(field(a, "value")), 80);
+    ck_assert_double_eq(json_object_get_double(field(a, "threshold")), 50);
+    holding = joined(a, "holding");
+    ck_assert_str_eq(holding, "a,b");
+    free(holding);
+    json_object_put(a);
+}
+END_TEST
+
+START_TEST(test_drilldown)
+{
+    uint32_t id = sum_event();
+    char *error = tem_core_event_del(fx.core, "svc");
+    ck_assert(!error);
+    tem_core_flush(fx.core);
+    fx_clear_sent();
+    id = add_event("svc", "filter=ip predicate=sum(volume) > 90 group=nw_dst "
+                   "then=hh:50ms");
+    uint32_t hh = add_event("hh", "filter=ip predicate=sum(volume) > 10 "
+                            "standby=yes");
+    ck_assert_uint_eq(count_sent(NULL, TRUMPET__MESSAGE__BODY_REMOVE), 0);
+    fx_clear_sent();
+
+    /* Not installed before the alert. */
+    satisfy("a", id, 5, "10.1.0.7", 60);
+    tem_core_flush(fx.core);
+    ck_assert_uint_eq(count_sent(NULL, TRUMPET__MESSAGE__BODY_INSTALL), 0);
+    reply("b", 0, TRUMPET__POLL_STATUS__POLL_OK, 40);
+    reply("c", 0, TRUMPET__POLL_STATUS__POLL_NO_GROUP, 0);
+    tem_core_flush(fx.core);
+    ck_assert_uint_eq(fx.n_alerts, 1);
+
+    /* On the contributors only, split between them. */
+    ck_assert_uint_eq(count_sent("p-a", TRUMPET__MESSAGE__BODY_INSTALL), 1);
+    ck_assert_uint_eq(count_sent("p-b", TRUMPET__MESSAGE__BODY_INSTALL), 1);
+    ck_assert_uint_eq(count_sent("p-c", TRUMPET__MESSAGE__BODY_INSTALL), 0);
+    const Trumpet__Install *in = get_sent("p-a",
+                                          TRUMPET__MESSAGE__BODY_INSTALL,
+                                          0)->install;
+    ck_assert_uint_eq(in->event_id, hh);
+    ck_assert_str_eq(in->definition, "filter=ip predicate=sum(volume) > 10");
+    ck_assert_double_eq(in->threshold, 5);
+
+    char *err;
+    struct json_object *show = tem_core_event_show_json(fx.core, "hh", &err);
+    struct json_object *hosts = field(show, "hosts");
+    ck_assert_uint_eq(json_object_array_length(hosts), 2);
+    ck_assert_int_eq(json_object_get_int(
+                         field(json_object_array_get_idx(hosts, 0),
+                               "drilldown_remaining_ms")), 50);
+    json_object_put(show);
+
+    /* Fires again 30 ms later: extended to 80 ms from the start. */
+    fx.now += 30 * MS;
+    fx_clear_sent();
+    satisfy("a", id, 8, "10.1.0.7", 60);
+    tem_core_flush(fx.core);
+    reply("b", 0, TRUMPET__POLL_STATUS__POLL_OK, 40);
+    reply("c", 0, TRUMPET__POLL_STATUS__POLL_NO_GROUP, 0);
+    ck_assert_uint_eq(fx.n_alerts, 2);
+    ck_assert_uint_eq(count_sent(NULL, TRUMPET__MESSAGE__BODY_INSTALL), 0);
+
+    fx.now += 49 * MS;
+    step();
+    ck_assert_uint_eq(count_sent(NULL, TRUMPET__MESSAGE__BODY_REMOVE), 0);
+    fx.now += 2 * MS;
+    step();
+    ck_assert_uint_eq(count_sent("p-a", TRUMPET__MESSAGE__BODY_REMOVE), 1);
+    ck_assert_uint_eq(count_sent("p-b", TRUMPET__MESSAGE__BODY_REMOVE), 1);
+    ck_assert_uint_eq(get_sent("p-a", TRUMPET__MESSAGE__BODY_REMOVE,
+                               0)->remove->event_id, hh);
+    show = tem_core_event_show_json(fx.core, "hh", &err);
+    ck_assert_uint_eq(json_object_array_length(field(show, "hosts")), 0);
+    json_object_put(show);
+}
+END_TEST
+
+START_TEST(test_persistence)
+{
+    char dir[] = "/tmp/test-tem-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char *path = xasprintf("%s/sub/dir/events.json", dir);
+
+    add_event("heavy", "filter=ip,nw_dst=10.99.0.0/16   predicate=sum(volume)"
+              " > 100KB group=nw_dst/24 split=weighted then=hh:500ms");
+    add_event("hh", "filter=ip predicate=sum(volume) > 10KB standby=yes");
+    add_event("quorum", "filter=udp predicate=count() > 5 "
+              "across=atleast:50% scope=10.1.0.0/16");
+    char *error = tem_core_event_del(fx.core, "quorum");
+    ck_assert(!error);
+    add_event("again", "filter=tcp predicate=max(ttl) > 5");
+    error = tem_state_save(fx.core, path);
+    ck_assert_msg(!error, "%s", error);
+
+    struct json_object *before = tem_core_events_to_json(fx.core);
+    struct tem_config cfg;
+    fx_config(&cfg);
+    struct tem_core *core2 = tem_core_create(&cfg);
+    error = tem_state_load(core2, path);
+    ck_assert_msg(!error, "%s", error);
+    struct json_object *after = tem_core_events_to_json(core2);
+    ck_assert_str_eq(json_object_to_json_string(before),
+                     json_object_to_json_string(after));
+    ck_assert_int_eq(json_object_get_int(field(after, "next_id")), 5);
+    struct json_object *events = field(after, "events");
+    ck_assert_int_eq(json_object_get_int(
+                         field(json_object_array_get_idx(events, 2), "id")),
+                     4);
+    ck_assert(json_object_get_boolean(
+                  field(json_object_array_get_idx(events, 1), "standby")));
+    ck_assert_str_eq(json_object_get_string(
+                         field(json_object_array_get_idx(events, 0),
+                               "definition")),
+                     "filter=ip,nw_dst=10.99.0.0/16 predicate=sum(volume) > "
+                     "100KB group=nw_dst/24 split=weighted then=hh:500ms");
+    json_object_put(before);
+    json_object_put(after);
+
+    /* A new event gets a fresh id (ids are never reused). */
+    char *e = tem_core_event_add(core2, "new", "filter=ip predicate=count() "
+                                 "> 1", 0);
+    ck_assert(!e);
+    char *err;
+    struct json_object *show = tem_core_event_show_json(core2, "new", &err);
+    ck_assert_int_eq(json_object_get_int(field(show, "id")), 5);
+    json_object_put(show);
+
+    /* Broken files: a JSON error names the line, an event error the
+     * event. */
+    FILE *f = fopen(path, "w");
+    fputs("{\n  \"events\": [\n    { \"id\": 1, \n  ]\n}\n", f);
+    fclose(f);
+    error = tem_state_load(core2, path);
+    ck_assert_ptr_nonnull(error);
+    ck_assert_msg(strstr(error, "line 4"), "%s", error);
+    free(error);
+    ck_assert_uint_eq(tem_core_n_events(core2), 0);
+
+    f = fopen(path, "w");
+    fputs("{\"format\":1,\"next_id\":3,\"events\":[{\"id\":1,\"name\":\"ok\","
+          "\"definition\":\"filter=ip predicate=count() > 1\"},{\"id\":2,"
+          "\"name\":\"bad\",\"definition\":\"filter=ip predicate=count() >"
+          "\"}]}", f);
+    fclose(f);
+    error = tem_state_load(core2, path);
+    ck_assert_ptr_nonnull(error);
+    ck_assert_msg(strstr(error, "events[1] ('bad', id 2): predicate:"),
+                  "%s", error);
+    free(error);
+
+    /* No file: no events, no error. */
+    unlink(path);
+    error = tem_state_load(core2, path);
+    ck_assert(!error);
+    tem_core_destroy(core2);
+
+    char *cmd = xasprintf("rm -rf %s", dir);
+    ck_assert_int_eq(system(cmd), 0);
+    free(cmd);
+    free(path);
+}
+END_TEST
+
+START_TEST(test_event_errors)
+{
+    static const struct {
+        const char *def;
+        const char *error;
+    } cases[] = {
+        { "filter=ip predicate=sum(volume) > >> 125KB",
+          "predicate: column 35: unexpected '>>': expected an operand" },
+        { "scope=10.0.0.0/8 filter=ip predicate=sum(volume) > >> 125KB",
+          "predicate: column 52: unexpected '>>'" },
+        { "filter=ip predicate=avg(bytes) > 5 across=sum",
+          "across: column 43: across=sum needs" },
+        { "filter=ip predicate=count() > 5 across=atleast:0",
+          "across: column 40: 'atleast:0' is not a host count" },
+        { "filter=ip predicate=count() > 5 across=median",
+          "across: column 40: unknown value 'median'" },
+        { "filter=ip predicate=max(ttl) > 5 split=weighted",
+          "split: column 40: split= applies only to across=sum" },
+        { "filter=ip predicate=count() > 5 then=x", "then: column 38: 'x' "
+          "is not NAME:DURATION" },
+        { "filter=ip predicate=count() > 5 then=x:soon",
+          "then: column 40: 'soon' is not a duration" },
+        { "filter=ip predicate=count() > 5 scope=10.0.0.0/33",
+          "scope: column 39:" },
+        { "filter=ip predicate=count() > 5 standby=maybe",
+          "standby: column 41: unknown value 'maybe'" },
+        { "filter=ip predicate=count() > 5 scope=all scope=all",
+          "scope: column 43: duplicate clause 'scope='" },
+        { "filter=ip predicate=count() > 5 interval=15ms",
+          "interval: 15ms is not a multiple of the epoch (10ms)" },
+        { "filter=tcp predicate=sum(is_lost) > 5", "TCP-state" },
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        char *error = tem_core_event_add(fx.core, "e", cases[i].def, 0);
+        ck_assert_msg(error && strstr(error, cases[i].error),
+                      "%s: got '%s', expected '%s'", cases[i].def,
+                      error ? error : "(no error)", cases[i].error);
+        free(error);
+    }
+    ck_assert_uint_eq(tem_core_n_events(fx.core), 0);
+
+    /* Clauses anywhere; the hosts get the local part only. */
+    hello("a", NULL);
+    add_event("e", "across=max filter=ip, tp_dst=80,tcp  predicate=sum(volume)"
+              " > 5 scope=all");
+    ck_assert_str_eq(get_sent("p-a", TRUMPET__MESSAGE__BODY_INSTALL,
+                              0)->install->definition,
+                     "filter=ip, tp_dst=80,tcp predicate=sum(volume) > 5");
+    char *error = tem_core_event_add(fx.core, "e", "filter=ip "
+                                     "predicate=count() > 1", 0);
+    ck_assert_msg(strstr(error, "already exists"), "%s", error);
+    free(error);
+}
+END_TEST
+
+START_TEST(test_sessions)
+{
+    struct tproto_batch b;
+    tproto_batch_init(&b);
+
+    /* A peer that never said Hello is asked to. */
+    struct tpm_key k = group_key("10.1.0.1");
+    tproto_add_satisfaction(&b, 1, 1, &k, 5, 0, 1, 0);
+    input("stranger", &b);
+    const Trumpet__Message *m = get_sent("stranger",
+                                         TRUMPET__MESSAGE__BODY_BYE, 0);
+    ck_assert_str_eq(m->bye->reason, "unknown session");
+
+    /* Wrong epoch, no common version: refused with reasons. */
+    tproto_add_hello(&b, "h1", NULL, 0, 5 * MS, fx.now, NULL, 0, NULL);
+    input("p-h1", &b);
+    m = get_sent("p-h1", TRUMPET__MESSAGE__BODY_REFUSE, 0);
+    ck_assert_msg(strstr(m->refuse->reason, "epoch mismatch: host h1 uses "
+                         "epochs of 5ms, the TEM of 10ms"), "%s",
+                  m->refuse->reason);
+    tproto_add_hello(&b, "h2", NULL, 0, EPOCH_NS, fx.now, NULL, 0, NULL);
+    b.msgs[0]->hello->version_min = 7;
+    b.msgs[0]->hello->version_max = 9;
+    input("p-h2", &b);
+    m = get_sent("p-h2", TRUMPET__MESSAGE__BODY_REFUSE, 0);
+    ck_assert_msg(strstr(m->refuse->reason, "host h2 speaks versions 7..9, "
+                         "the TEM speaks 1..1"), "%s", m->refuse->reason);
+
+    /* The same host id from another peer replaces the session. */
+    hello("a", NULL);
+    add_event("e", "filter=ip predicate=count() > 1");
+    fx_clear_sent();
+    tproto_add_hello(&b, "a", NULL, 0, EPOCH_NS, fx.now, NULL, 0, NULL);
+    input("p-a2", &b);
+    tem_core_flush(fx.core);
+    m = get_sent("p-a", TRUMPET__MESSAGE__BODY_BYE, 0);
+    ck_assert_msg(strstr(m->bye->reason, "replaced"), "%s", m->bye->reason);
+    ck_assert_uint_eq(count_sent("p-a2", TRUMPET__MESSAGE__BODY_WELCOME), 1);
+    ck_assert_uint_eq(count_sent("p-a2", TRUMPET__MESSAGE__BODY_INSTALL), 1);
+    struct tem_stats st;
+    tem_core_get_stats(fx.core, &st);
+    ck_assert_uint_eq(st.replaced, 1);
+    ck_assert_uint_eq(st.refused, 2);
+    ck_assert_uint_eq(st.sessions, 2);
+
+    /* A nack is kept with its reason. */
+    const Trumpet__Install *in = get_sent("p-a2",
+                                          TRUMPET__MESSAGE__BODY_INSTALL,
+                                          0)->install;
+    tproto_add_nack(&b, in->cookie, in->event_id, "no room for triggers");
+    input("p-a2", &b);
+    char *err;
+    struct json_object *show = tem_core_event_show_json(fx.core, "e", &err);
+    struct json_object *h = json_object_array_get_idx(field(show, "hosts"),
+                                                      0);
+    ck_assert_str_eq(json_object_get_string(field(h, "state")), "nacked");
+    ck_assert_str_eq(json_object_get_string(field(h, "reason")),
+                     "no room for triggers");
+    json_object_put(show);
+
+    /* Heartbeats go out every period. */
+    fx_clear_sent();
+    fx.now += 1000 * MS;
+    step();
+    ck_assert_uint_eq(count_sent("p-a2", TRUMPET__MESSAGE__BODY_HEARTBEAT),
+                      1);
+    tproto_batch_destroy(&b);
+}
+END_TEST
+
+START_TEST(test_invalid_messages)
+{
+    struct tproto_batch b;
+    tproto_batch_init(&b);
+    hello("a", NULL);
+    uint32_t id = add_event("e", "filter=ip predicate=count() > 1");
+    struct tem_stats st;
+    tem_core_get_stats(fx.core, &st);
+    uint64_t base_msgs = st.invalid_msgs;
+
+    /* Garbage frames. */
+    static const char garbage[] = "\xff\xff\xff\xff garbage";
+    tem_core_input(fx.core, "p-a", 3, garbage, sizeof garbage);
+    tem_core_input(fx.core, "p-a", 3, "", 0);
+
+    /* A frame with one bad message among good ones: only it is dropped. */
+    struct tpm_key bad = { .ipver = 0 };
+    struct tpm_key good = group_key("10.1.0.1");
+    tproto_add_satisfaction(&b, id, 3, &bad, 5, 0, 1, 0);
+    tproto_add_satisfaction(&b, id, 3, &good, 5, 0, 1, 0);
+    tproto_add_satisfaction(&b, id, 4, &good, NAN, 0, 1, 0);
+    tproto_add_poll(&b, 1, id, 3, &good);   /* Wrong direction. */
+    tproto_add_satisfaction(&b, 999, 4, &good, 5, 0, 1, 0);
+    input("p-a", &b);
+
+    tem_core_get_stats(fx.core, &st);
+    ck_assert_uint_eq(st.invalid_frames, 2);
+    ck_assert_uint_eq(st.invalid_msgs - base_msgs, 3);
+    ck_assert_uint_eq(st.sat_unknown, 1);
+    ck_assert_uint_eq(st.alerts, 1);    /* The good one (single host). */
+
+    struct json_object *hosts = tem_core_hosts_json(fx.core);
+    struct json_object *h = json_object_array_get_idx(field(hosts, "hosts"),
+                                                      0);
+    ck_assert_int_eq(json_object_get_int(field(h, "invalid_frames")), 2);
+    ck_assert_int_eq(json_object_get_int(field(h, "invalid_msgs")), 3);
+    ck_assert_str_eq(json_object_get_string(field(h, "state")),
+                     "connected");
+    json_object_put(hosts);
+
+    /* Random bytes never crash the core. */
+    struct test_rng rng;
+    test_rng_seed(&rng, 42);
+    for (int i = 0; i < 20000; i++) {
+        uint8_t buf[64];
+        size_t len = test_rng_range(&rng, sizeof buf);
+        for (size_t j = 0; j < len; j++) {
+            buf[j] = test_rng_u32(&rng);
+        }
+        tem_core_input(fx.core, i % 2 ? "p-a" : "x", i % 2 ? 3 : 1, buf,
+                       len);
+    }
+    step();
+    tproto_batch_destroy(&b);
+}
+END_TEST
+
+START_TEST(test_many_decisions)
+{
+    struct tem_config cfg;
+    tem_core_destroy(fx.core);
+    fx_config(&cfg);
+    cfg.max_decisions = 64;
+    fx.core = tem_core_create(&cfg);
+
+    uint32_t id = sum_event();
+    /* 64 pending keys fill the table; the 65th is dropped and counted. */
+    for (int i = 0; i < 65; i++) {
+        char dst[32];
+        snprintf(dst, sizeof dst, "10.1.0.%d", i);
+        satisfy("a", id, 1, dst, 40);
+    }
+    struct tem_stats st;
+    tem_core_get_stats(fx.core, &st);
+    ck_assert_uint_eq(st.decisions, 64);
+    ck_assert_uint_eq(st.decisions_full, 1);
+
+    /* Decided keys make room again once they expire. */
+    fx.now += 100 * MS;
+    step();
+    tem_core_get_stats(fx.core, &st);
+    ck_assert_uint_eq(st.decided_deadline, 64);
+    satisfy("a", id, 2, "10.1.0.1", 40);
+    tem_core_get_stats(fx.core, &st);
+    ck_assert_uint_eq(st.decisions, 65);
+}
+END_TEST
+
+int
+main(void)
+{
+    Suite *s = suite_create("tem");
+    TCase *tc = tcase_create("tem");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_split_equal);
+    tcase_add_test(tc, test_split_weighted);
+    tcase_add_test(tc, test_install_prefixes);
+    tcase_add_test(tc, test_poll_all_reply);
+    tcase_add_test(tc, test_poll_not_yet);
+    tcase_add_test(tc, test_poll_deadline);
+    tcase_add_test(tc, test_host_gone);
+    tcase_add_test(tc, test_below_threshold);
+    tcase_add_test(tc, test_atleast_and_max);
+    tcase_add_test(tc, test_drilldown);
+    tcase_add_test(tc, test_persistence);
+    tcase_add_test(tc, test_event_errors);
+    tcase_add_test(tc, test_sessions);
+    tcase_add_test(tc, test_invalid_messages);
+    tcase_add_test(tc, test_many_decisions);
+    suite_add_tcase(s, tc);
+    return test_run_suite(s);
+}
