@@ -4,7 +4,8 @@
 # applies the patch series of ovs-patches/series (call sites only, with
 # --fuzz=0 so a patch that no longer fits fails loudly), links the glue
 # (ovs-patches/tpm-ovs.[ch]) into its lib/, configures it with DPDK
-# against libtpm, and builds it: ovs/vswitchd/ovs-vswitchd.
+# against libtpm and libtproto (the host agent that talks to the TEM), and
+# builds it: ovs/vswitchd/ovs-vswitchd.
 OVS_PATCHES = \
 	ovs-patches/0001-dpif-netdev-call-the-Trumpet-packet-monitor.patch
 EXTRA_DIST += ovs-patches/series $(OVS_PATCHES) \
@@ -12,7 +13,12 @@ EXTRA_DIST += ovs-patches/series $(OVS_PATCHES) \
 
 OVS_TREE = $(abs_builddir)/ovs
 OVS_TPM_LIBS = $(abs_builddir)/tpm/.libs/libtpm.a \
-	$(abs_builddir)/lib/.libs/libtpmcommon.a -lm
+	$(abs_builddir)/lib/.libs/libtproto.a \
+	$(abs_builddir)/lib/.libs/libtpmcommon.a \
+	$(ZMQ_LIBS) $(PROTOBUF_C_LIBS) -lpthread -lm
+OVS_TPM_CPPFLAGS = -I$(abs_top_srcdir)/lib -I$(abs_top_srcdir)/tpm \
+	-I$(abs_builddir)/proto $(ZMQ_CFLAGS) $(PROTOBUF_C_CFLAGS)
+OVS_TPM_LTLIBS = tpm/libtpm.la lib/libtproto.la lib/libtpmcommon.la
 
 if HAVE_OVS_SOURCE
 ovs/.patched: $(srcdir)/ovs-patches/series $(OVS_PATCHES)
@@ -33,13 +39,17 @@ ovs/.patched: $(srcdir)/ovs-patches/series $(OVS_PATCHES)
 	touch ovs.tmp/.patched
 	mv ovs.tmp ovs
 
+# configure links its test programs with LIBS: the archives (and the
+# generated protocol header) must exist first, but rebuilding them later
+# must not reconfigure OVS.
 ovs/Makefile: ovs/.patched
+	$(MAKE) $(AM_MAKEFLAGS) $(BUILT_SOURCES)
+	$(MAKE) $(AM_MAKEFLAGS) $(OVS_TPM_LTLIBS)
 	cd ovs && ./configure --quiet --with-dpdk=shared \
-	    CPPFLAGS='-I$(abs_top_srcdir)/lib -I$(abs_top_srcdir)/tpm' \
-	    LIBS='$(OVS_TPM_LIBS)'
+	    CPPFLAGS='$(OVS_TPM_CPPFLAGS)' LIBS='$(OVS_TPM_LIBS)'
 
 # OVS's makefiles do not know our archives: relink when they change.
-ovs/.tpm-libs: tpm/libtpm.la lib/libtpmcommon.la ovs/Makefile
+ovs/.tpm-libs: $(OVS_TPM_LTLIBS) ovs/Makefile
 	rm -f ovs/vswitchd/ovs-vswitchd
 	touch $@
 

@@ -14,21 +14,38 @@
  * Commands wait (bounded by tpm-command-timeout) for every PMD's answer
  * before replying, so a reply says what really happened; an add that some
  * PMD refuses is rolled back everywhere.
+ *
+ * The TEM.  With other_config:tpm-controller set, a host agent (lib/
+ * agent.h: its own thread and socket) connects to the TEM, and the main
+ * thread executes the TEM's commands in tpm_ovs_run().  An event the TEM
+ * installs is a host event like the others (split over the PMDs, local
+ * TEM), named "tem:NAME" (event names cannot contain ':', so the two
+ * namespaces never meet) and carrying the TEM's id; its host-level
+ * satisfactions go to the TEM.  The TEM's polls are answered
+ * asynchronously: each is a pending entry whose PMD polls are matched to
+ * their replies by cookie while tpm_ovs_run() drains the PMDs' reports.
+ * The PMDs only ever see their rings, so a TEM that misbehaves or goes
+ * away cannot stall them.
  */
 #include <config.h>
 
 #include "tpm-ovs.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
+#include <poll.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "coverage.h"
 #include "dp-packet.h"
+#include "hash.h"
 #include "openvswitch/dynamic-string.h"
+#include "openvswitch/hmap.h"
 #include "openvswitch/json.h"
 #include "openvswitch/list.h"
 #include "openvswitch/vlog.h"
@@ -41,6 +58,7 @@
 #include "util.h"
 
 /* libtpm. */
+#include "agent.h"
 #include "clock.h"
 #include "event.h"
 #include "split.h"
@@ -52,6 +70,15 @@ VLOG_DEFINE_THIS_MODULE(tpm);
 COVERAGE_DEFINE(tpm_satisfaction);
 COVERAGE_DEFINE(tpm_poll_timeout);
 COVERAGE_DEFINE(tpm_pmd_create_failed);
+COVERAGE_DEFINE(tpm_agent_restart);
+COVERAGE_DEFINE(tpm_agent_create_failed);
+COVERAGE_DEFINE(tpm_agent_command);
+COVERAGE_DEFINE(tpm_agent_nack);
+COVERAGE_DEFINE(tpm_agent_send_dropped);
+COVERAGE_DEFINE(tpm_tem_poll);
+COVERAGE_DEFINE(tpm_tem_poll_incomplete);
+COVERAGE_DEFINE(tpm_tem_poll_not_yet);
+COVERAGE_DEFINE(tpm_tem_poll_cancelled);
 
 /* Knobs (ovsdb Open_vSwitch other_config), with their current values. */
 struct tpm_knobs {
@@ -67,6 +94,7 @@ struct tpm_knobs {
 struct tpm_pmd {
     struct ovs_list node;       /* In 'pmds', under 'pmds_mutex'. */
     unsigned core_id;
+    uint64_t serial;            /* Unique for the process' life. */
     struct tpm *tpm;
 
     /* PMD thread only. */
@@ -87,6 +115,7 @@ static struct ovs_list pmds OVS_GUARDED_BY(pmds_mutex)
     = OVS_LIST_INITIALIZER(&pmds);
 static uint64_t pmds_gen OVS_GUARDED_BY(pmds_mutex);  /* Bumped on every
                                                         * change. */
+static uint64_t pmds_serial OVS_GUARDED_BY(pmds_mutex);
 
 /* Knobs the PMD threads read on every sweep step, so a change applies at
  * once (the others apply to PMD threads created later). */
@@ -108,15 +137,27 @@ static uint32_t next_event_id = 1;
 
 struct host_event {
     struct ovs_list node;       /* In 'host_events', in order of adding. */
-    char *name;
-    uint32_t id;
-    struct tpm_event *def;      /* As parsed (full threshold). */
+    char *name;                 /* "tem:NAME" for a TEM event. */
+    uint32_t id;                /* Ours, on the PMDs (host and TEM events
+                                 * share this space). */
+    struct tpm_event *def;      /* As parsed (full threshold; for a TEM
+                                 * event, the host's share of the TEM's
+                                 * split threshold). */
     bool split;                 /* Threshold split over the PMDs. */
     const char *no_split_why;
     uint64_t n_reports;         /* Host-level satisfactions. */
     bool has_last;              /* The latest satisfaction: */
     uint64_t last_epoch;
     struct tpm_key last_group;
+
+    /* Installed by the TEM. */
+    bool tem;
+    uint32_t tem_id;            /* The TEM's id for it. */
+    bool has_share;             /* Threshold replaced by the TEM. */
+    double share;
+    uint64_t n_sent;            /* Satisfactions handed to the agent. */
+    uint64_t n_send_dropped;    /* ... that it refused (queue full, no
+                                 * session). */
 };
 
 static struct ovs_list host_events = OVS_LIST_INITIALIZER(&host_events);
@@ -139,6 +180,76 @@ struct decision_ctx {
     struct tpm_pmd **parts;
     uint64_t *poll_cookies;
 };
+
+/* The host agent (other_config:tpm-controller).  'agent_cfg' is the
+ * configuration in force (validated); the agent announced the PMDs
+ * 'agent_pmd_ids' in its Hello. */
+struct agent_cfg {
+    char *endpoint;             /* NULL: no agent. */
+    char *host_id;              /* NULL: the system's hostname. */
+    char *prefixes;             /* As given; "" if unset. */
+    uint32_t queue_size;
+    uint64_t backoff_max_ns;
+    uint64_t epoch_ns;
+};
+static struct agent_cfg agent_cfg;
+static struct tpm_agent *agent;
+static uint32_t *agent_pmd_ids;
+static size_t agent_n_pmds;
+static uint64_t agent_pmds_gen;     /* 'pmds_gen' last compared. */
+static uint64_t agent_restarts;     /* Since ovs-vswitchd started. */
+static uint64_t agent_started_ns;
+
+/* What the main thread did for the agent since it (re)started. */
+struct agent_counters {
+    uint64_t installs, removes, polls, resyncs;
+    uint64_t nacks;
+    uint64_t satisfactions, satisfactions_dropped;
+    uint64_t replies, replies_dropped;  /* Acks, nacks, poll replies. */
+    uint64_t polls_incomplete, polls_not_yet, polls_cancelled;
+};
+static struct agent_counters actr;
+static bool agent_backlog;      /* tpm_ovs_run() left commands queued. */
+
+/* Largest number of agent commands executed per tpm_ovs_run() call (the
+ * rest wait for the next, which comes at once). */
+#define TPM_AGENT_CMDS_PER_RUN 256
+
+/* The TEM's polls being answered.  Each part is one PMD's poll; a part
+ * whose poll is in a PMD's ring is in 'tem_poll_parts' under the cookie
+ * of that poll. */
+enum tem_part_state {
+    TEM_PART_SUBMIT,            /* To (re)submit. */
+    TEM_PART_WAITING,           /* Submitted, in 'tem_poll_parts'. */
+    TEM_PART_DONE,              /* 'status' and 'value' final. */
+    TEM_PART_MISSING,           /* Its PMD is gone. */
+};
+
+struct tem_poll_part {
+    struct hmap_node node;      /* In 'tem_poll_parts', by 'cookie'. */
+    uint64_t pmd_serial;
+    uint64_t cookie;
+    enum tem_part_state state;
+    bool not_yet;               /* The PMD answered NOT_YET last. */
+    enum tpm_poll_status status;
+    double value;
+};
+
+struct tem_poll {
+    struct ovs_list node;       /* In 'tem_polls', oldest first. */
+    uint64_t cookie;            /* The TEM's. */
+    uint32_t tem_id;
+    uint32_t event_id;          /* Ours. */
+    uint64_t epoch;
+    struct tpm_key group;
+    uint64_t deadline_ns;
+    size_t n_parts;
+    struct tem_poll_part *parts;
+};
+
+static struct ovs_list tem_polls = OVS_LIST_INITIALIZER(&tem_polls);
+static size_t tem_polls_n;
+static struct hmap tem_poll_parts = HMAP_INITIALIZER(&tem_poll_parts);
 
 static uint64_t
 now_ns(void)
@@ -240,6 +351,7 @@ tpm_ovs_pmd_create(unsigned core_id, unsigned non_pmd_id)
     atomic_init(&p->steps_forced, 0);
     atomic_init(&p->last_iteration_ns, 0);
     ovs_mutex_lock(&pmds_mutex);
+    p->serial = ++pmds_serial;
     ovs_list_push_back(&pmds, &p->node);
     pmds_gen++;
     ovs_mutex_unlock(&pmds_mutex);
@@ -392,10 +504,37 @@ number_json(double v)
            : json_real_create(v);
 }
 
+/* Sends host-level satisfaction of TEM event 'he' to the TEM. */
+static void
+tem_send_satisfaction(struct host_event *he, uint64_t epoch,
+                      const struct tpm_key *group, double value,
+                      uint32_t flags, int n_pmds, int n_missing)
+{
+    static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(5, 20);
+
+    if (agent && tpm_agent_send_satisfaction(agent, he->tem_id, epoch,
+                                             group, value, flags,
+                                             n_pmds + n_missing,
+                                             n_missing)) {
+        he->n_sent++;
+        actr.satisfactions++;
+        return;
+    }
+    he->n_send_dropped++;
+    actr.satisfactions_dropped++;
+    COVERAGE_INC(tpm_agent_send_dropped);
+    VLOG_WARN_RL(&rl, "%s: satisfaction for epoch %"PRIu64" not sent to "
+                 "the TEM (%s)", he->name, epoch,
+                 agent ? "agent queue full or no session" : "no agent");
+}
+
+/* Reports host event 'he' satisfied: logs it, keeps it in the report log
+ * and, for a TEM event, sends it to the TEM.  'n_pmds' PMDs answered,
+ * 'n_missing' did not (local TEM); 'flags' are TPM_REPORT_*. */
 static void
 host_report(struct host_event *he, uint64_t epoch,
-            const struct tpm_key *group, double value, int n_pmds,
-            int n_missing)
+            const struct tpm_key *group, double value, uint32_t flags,
+            int n_pmds, int n_missing)
 {
     static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(10, 50);
     struct tpm_key_field f[5];
@@ -418,6 +557,9 @@ host_report(struct host_event *he, uint64_t epoch,
     if (n_missing) {
         json_object_put(o, "missing", json_integer_create(n_missing));
     }
+    if (he->tem) {
+        json_object_put(o, "tem_id", json_integer_create(he->tem_id));
+    }
     char *line = json_to_string(o, JSSF_SORT);
     json_destroy(o);
 
@@ -427,6 +569,10 @@ host_report(struct host_event *he, uint64_t epoch,
     he->last_group = *group;
     COVERAGE_INC(tpm_satisfaction);
     VLOG_INFO_RL(&rl, "satisfied: %s", line);
+    if (he->tem) {
+        tem_send_satisfaction(he, epoch, group, value, flags, n_pmds,
+                              n_missing);
+    }
 
     if (!report_log_size) {
         free(line);
@@ -490,12 +636,37 @@ decision_finish(struct tpm_decision *d, void *aux OVS_UNUSED)
         COVERAGE_INC(tpm_poll_timeout);
     }
     if (tpm_split_holds(he->def, total, he->def->threshold->num)) {
-        host_report(he, d->epoch, &d->group, total, d->n_parts - missing,
-                    missing);
+        host_report(he, d->epoch, &d->group, total, 0,
+                    d->n_parts - missing, missing);
     }
     d->decided = true;
     d->expires_ns = now + MAX(4 * knobs.poll_timeout_ns,
                               4 * he->def->interval_ns);
+}
+
+/* If 'r' answers a PMD poll of one of the TEM's polls, records it and
+ * returns true. */
+static bool
+tem_poll_reply(const struct tpm_report *r)
+{
+    struct tem_poll_part *pp;
+    HMAP_FOR_EACH_WITH_HASH (pp, node, hash_uint64(r->cookie),
+                             &tem_poll_parts) {
+        if (pp->cookie == r->cookie) {
+            hmap_remove(&tem_poll_parts, &pp->node);
+            if (r->status == TPM_POLL_NOT_YET) {
+                /* Not swept yet: tem_polls_run() asks again. */
+                pp->state = TEM_PART_SUBMIT;
+                pp->not_yet = true;
+            } else {
+                pp->state = TEM_PART_DONE;
+                pp->status = r->status;
+                pp->value = r->value;
+            }
+            return true;
+        }
+    }
+    return false;
 }
 
 /* Handles one report popped from PMD number 'part' of 'parts'. */
@@ -504,6 +675,9 @@ handle_report(struct tpm_pmd **parts, size_t n_parts, size_t part,
               const struct tpm_report *r, struct reply *waiting,
               size_t n_waiting)
 {
+    if (r->type == TPM_REPORT_POLL_REPLY && tem_poll_reply(r)) {
+        return;
+    }
     if (r->type != TPM_REPORT_SATISFIED) {
         for (size_t i = 0; i < n_waiting; i++) {
             if (waiting[i].cookie == r->cookie && !waiting[i].done) {
@@ -551,7 +725,7 @@ handle_report(struct tpm_pmd **parts, size_t n_parts, size_t part,
         return;
     }
     if (!he->split || n_parts < 2) {
-        host_report(he, r->epoch, &r->group, r->value, 1, 0);
+        host_report(he, r->epoch, &r->group, r->value, r->flags, 1, 0);
         return;
     }
     struct tpm_decision *d = tpm_decision_find(decisions, r->event_id,
@@ -686,6 +860,9 @@ reshare(struct tpm_pmd **parts, size_t n)
     }
 }
 
+static void agent_check_pmds(struct tpm_pmd **, size_t n);
+static void agent_run(struct tpm_pmd **, size_t n);
+
 void
 tpm_ovs_run(void)
 {
@@ -693,6 +870,8 @@ tpm_ovs_run(void)
     struct tpm_pmd **parts = pmds_snapshot(&n);
     drain_all(parts, n, NULL, 0);
     reshare(parts, n);
+    agent_check_pmds(parts, n);
+    agent_run(parts, n);
     free(parts);
 }
 
@@ -702,6 +881,24 @@ tpm_ovs_wait(void)
     if (!ovs_list_is_empty(&host_events)) {
         /* Pick up satisfactions at least once per epoch. */
         poll_timer_wait(MAX(1, knobs.params.epoch_ns / 1000000));
+    }
+    if (agent) {
+        if (agent_backlog) {
+            poll_immediate_wake();
+        } else if (tem_polls_n < agent_cfg.queue_size) {
+            /* A command from the TEM wakes us at once. */
+            poll_fd_wait(tpm_agent_fd(agent), POLLIN);
+        }
+        if (tem_polls_n) {
+            /* PMDs answer polls within an iteration. */
+            poll_timer_wait(1);
+        }
+        ovs_mutex_lock(&pmds_mutex);
+        bool pmds_changed = pmds_gen != agent_pmds_gen;
+        ovs_mutex_unlock(&pmds_mutex);
+        if (pmds_changed) {
+            poll_immediate_wake();
+        }
     }
 }
 
@@ -758,11 +955,11 @@ knobs_default(struct tpm_knobs *k)
     k->report_log = 1024;
 }
 
-/* Recreates every PMD's monitor with 'params'.  Runs only while no PMD
- * thread exists (at start, before PMDs are created) or logs that a
- * restart of the PMDs (e.g. changing pmd-cpu-mask) applies it. */
-void
-tpm_ovs_set_config(const struct smap *cfg)
+/* Reads the monitor's knobs.  Monitor parameters apply to PMD threads
+ * created from now on (running ones keep theirs; a restart of the PMDs,
+ * e.g. changing pmd-cpu-mask, applies them). */
+static void
+monitor_set_config(const struct smap *cfg)
 {
     struct tpm_knobs k;
     bool ok = true;
@@ -852,6 +1049,15 @@ tpm_ovs_set_config(const struct smap *cfg)
     atomic_store_relaxed(&live_sweep_every, k.sweep_every);
 }
 
+static void agent_set_config(const struct smap *);
+
+void
+tpm_ovs_set_config(const struct smap *cfg)
+{
+    monitor_set_config(cfg);
+    agent_set_config(cfg);
+}
+
 /* Commands. */
 
 /* Installs host event 'he' on monitor 'tpm' with 'threshold' (the share
@@ -882,21 +1088,94 @@ host_event_free(struct host_event *he)
     }
 }
 
+/* Submits deletion of the 'n_ids' events 'ids' to 'parts' and waits for
+ * the answers (once for all). */
+static void
+delete_many(struct tpm_pmd **parts, size_t n, const uint32_t *ids,
+            size_t n_ids)
+{
+    size_t nw = n * n_ids;
+    struct reply *w = xcalloc(MAX(nw, 1), sizeof *w);
+    for (size_t j = 0; j < n_ids; j++) {
+        for (size_t i = 0; i < n; i++) {
+            struct reply *x = &w[j * n + i];
+            x->cookie = next_cookie++;
+            x->part = i;
+            if (!submit_bounded(parts, n, i, TPM_REPORT_DEL_DONE, NULL,
+                                ids[j], x->cookie)) {
+                x->done = true;
+            }
+        }
+    }
+    wait_replies(parts, n, w, nw);
+    free(w);
+}
+
 /* Submits deletion of event 'id' to 'parts' and waits. */
 static void
 delete_on(struct tpm_pmd **parts, size_t n, uint32_t id)
 {
-    struct reply *w = xcalloc(MAX(n, 1), sizeof *w);
-    for (size_t i = 0; i < n; i++) {
-        w[i].cookie = next_cookie++;
-        w[i].part = i;
-        if (!submit_bounded(parts, n, i, TPM_REPORT_DEL_DONE, NULL, id,
-                            w[i].cookie)) {
-            w[i].done = true;
-        }
+    delete_many(parts, n, &id, 1);
+}
+
+/* Checks what the PMDs' monitors would refuse about 'ev' beyond its
+ * syntax.  Returns NULL or an error message (caller frees). */
+static char *
+event_check(const struct tpm_event *ev)
+{
+    if (tpm_event_needs_tcp_state(ev)) {
+        return xstrdup("the predicate uses TCP-state variables (is_lost, "
+                       "is_burst, rtt, seq, ack, dup), which the monitor "
+                       "does not track yet");
     }
-    wait_replies(parts, n, w, n);
-    free(w);
+    if (ev->interval_ns % knobs.params.epoch_ns) {
+        char a[32], b[32];
+        return xasprintf("interval %s is not a multiple of the epoch %s "
+                         "(other_config:tpm-epoch)",
+                         tpm_time_format(ev->interval_ns, a, sizeof a),
+                         tpm_time_format(knobs.params.epoch_ns, b,
+                                         sizeof b));
+    }
+    return NULL;
+}
+
+/* Creates host event 'name' (as shown) of definition 'ev' (taken). */
+static struct host_event *
+host_event_create(const char *name, struct tpm_event *ev)
+{
+    struct host_event *he = xzalloc(sizeof *he);
+    he->name = xstrdup(name);
+    he->id = next_event_id++;
+    he->def = ev;
+    he->split = tpm_split_supported(ev, &he->no_split_why);
+    return he;
+}
+
+/* Adds 'he' on every PMD of 'parts' and to 'host_events'.  Returns NULL,
+ * or an error (caller frees) after freeing 'he'. */
+static char *
+host_event_install(struct host_event *he, struct tpm_pmd **parts, size_t n)
+{
+    /* Wake the PMDs' monitors before the event reaches them. */
+    atomic_store_relaxed(&n_watch, ovs_list_size(&host_events) + 1);
+    char *error = add_on(parts, n, he);
+    if (error) {
+        host_event_free(he);
+    } else {
+        ovs_list_push_back(&host_events, &he->node);
+    }
+    atomic_store_relaxed(&n_watch, ovs_list_size(&host_events));
+    return error;
+}
+
+/* Removes 'he' from the PMDs of 'parts' and frees it. */
+static void
+host_event_remove(struct host_event *he, struct tpm_pmd **parts, size_t n)
+{
+    delete_on(parts, n, he->id);
+    ovs_list_remove(&he->node);
+    host_event_free(he);
+    atomic_store_relaxed(&n_watch, ovs_list_size(&host_events));
 }
 
 static void
@@ -924,45 +1203,22 @@ tpm_unixctl_event_add(struct unixctl_conn *conn, int argc,
         tpm_event_destroy(ev);
         return;
     }
-    if (tpm_event_needs_tcp_state(ev)) {
-        unixctl_command_reply_error(conn, "the predicate uses TCP-state "
-                                    "variables (is_lost, is_burst, rtt, "
-                                    "seq, ack, dup), which the monitor "
-                                    "does not track yet");
-        tpm_event_destroy(ev);
-        return;
-    }
-    if (ev->interval_ns % knobs.params.epoch_ns) {
-        char a[32], b[32];
-        char *msg = xasprintf("interval %s is not a multiple of the epoch "
-                              "%s (other_config:tpm-epoch)",
-                              tpm_time_format(ev->interval_ns, a, sizeof a),
-                              tpm_time_format(knobs.params.epoch_ns, b,
-                                              sizeof b));
-        unixctl_command_reply_error(conn, msg);
-        free(msg);
-        tpm_event_destroy(ev);
-        return;
-    }
-
-    struct host_event *he = xzalloc(sizeof *he);
-    he->name = xstrdup(argv[1]);
-    he->id = next_event_id++;
-    he->def = ev;
-    he->split = tpm_split_supported(ev, &he->no_split_why);
-
-    size_t n;
-    struct tpm_pmd **parts = pmds_snapshot(&n);
-    /* Wake the PMDs' monitors before the event reaches them. */
-    atomic_store_relaxed(&n_watch, ovs_list_size(&host_events) + 1);
-    error = add_on(parts, n, he);
+    error = event_check(ev);
     if (error) {
         unixctl_command_reply_error(conn, error);
         free(error);
-        host_event_free(he);
-        atomic_store_relaxed(&n_watch, ovs_list_size(&host_events));
+        tpm_event_destroy(ev);
+        return;
+    }
+
+    struct host_event *he = host_event_create(argv[1], ev);
+    size_t n;
+    struct tpm_pmd **parts = pmds_snapshot(&n);
+    error = host_event_install(he, parts, n);
+    if (error) {
+        unixctl_command_reply_error(conn, error);
+        free(error);
     } else {
-        ovs_list_push_back(&host_events, &he->node);
         struct ds reply = DS_EMPTY_INITIALIZER;
         ds_put_format(&reply, "event %s added on %"PRIuSIZE" PMD thread%s",
                       he->name, n, n == 1 ? "" : "s");
@@ -1036,13 +1292,18 @@ tpm_unixctl_event_del(struct unixctl_conn *conn, int argc OVS_UNUSED,
     if (!he) {
         return;
     }
+    if (he->tem) {
+        char *msg = xasprintf("event %s was installed by the TEM (its id "
+                              "%"PRIu32"): remove it there", he->name,
+                              he->tem_id);
+        unixctl_command_reply_error(conn, msg);
+        free(msg);
+        return;
+    }
     size_t n;
     struct tpm_pmd **parts = pmds_snapshot(&n);
-    delete_on(parts, n, he->id);
+    host_event_remove(he, parts, n);
     free(parts);
-    ovs_list_remove(&he->node);
-    host_event_free(he);
-    atomic_store_relaxed(&n_watch, ovs_list_size(&host_events));
     unixctl_command_reply(conn, NULL);
 }
 
@@ -1060,6 +1321,15 @@ format_event(struct ds *s, const struct host_event *he)
         ds_put_format(s, " (%s)", he->no_split_why);
     }
     ds_put_format(s, ", %"PRIu64" satisfactions\n", he->n_reports);
+    if (he->tem) {
+        ds_put_format(s, "  installed by the TEM: id %"PRIu32", ",
+                      he->tem_id);
+        if (he->has_share) {
+            ds_put_format(s, "threshold share %.17g of its split, ",
+                          he->share);
+        }
+        ds_put_format(s, "%"PRIu64" sent to it\n", he->n_sent);
+    }
     free(group);
 }
 
@@ -1244,6 +1514,8 @@ tpm_unixctl_reports(struct unixctl_conn *conn, int argc, const char *argv[],
     ds_destroy(&s);
 }
 
+static void format_agent_summary(struct ds *);
+
 static void
 tpm_unixctl_stats(struct unixctl_conn *conn, int argc OVS_UNUSED,
                   const char *argv[] OVS_UNUSED, void *aux OVS_UNUSED)
@@ -1259,6 +1531,7 @@ tpm_unixctl_stats(struct unixctl_conn *conn, int argc OVS_UNUSED,
     ds_put_format(&s, "events: %"PRIuSIZE", local-TEM decisions pending: "
                   "%"PRIuSIZE"\n", ovs_list_size(&host_events),
                   decisions ? tpm_decisions_count(decisions) : 0);
+    format_agent_summary(&s);
     for (size_t i = 0; i < n; i++) {
         const struct tpm_params *pp = tpm_get_params(parts[i]->tpm);
         struct tpm_stats st;
@@ -1374,6 +1647,836 @@ tpm_unixctl_flows(struct unixctl_conn *conn, int argc, const char *argv[],
     free(parts);
 }
 
+/* The TEM. */
+
+static struct host_event *
+tem_event_find(uint32_t tem_id)
+{
+    struct host_event *he;
+    LIST_FOR_EACH (he, node, &host_events) {
+        if (he->tem && he->tem_id == tem_id) {
+            return he;
+        }
+    }
+    return NULL;
+}
+
+static const char *
+agent_cmd_name(enum tpm_agent_cmd_type type)
+{
+    switch (type) {
+    case TPM_AGENT_INSTALL:
+        return "install";
+    case TPM_AGENT_REMOVE:
+        return "remove";
+    case TPM_AGENT_POLL:
+        return "poll";
+    case TPM_AGENT_RESYNC:
+        return "resync";
+    default:
+        return "?";
+    }
+}
+
+/* Counts a message the agent did not take. */
+static void
+agent_send_dropped(const char *what, uint32_t tem_id)
+{
+    static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(5, 20);
+    COVERAGE_INC(tpm_agent_send_dropped);
+    VLOG_WARN_RL(&rl, "%s for TEM event id %"PRIu32" not sent: agent queue "
+                 "full or no session", what, tem_id);
+}
+
+/* Acks 'cmd', or nacks it with 'error' (cut to what the protocol
+ * carries). */
+static void
+tem_reply(const struct tpm_agent_cmd *cmd, const char *error)
+{
+    static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(5, 20);
+    bool sent;
+
+    if (error) {
+        char reason[TPROTO_MAX_REASON + 1];
+        ovs_strlcpy(reason, error, sizeof reason);
+        actr.nacks++;
+        COVERAGE_INC(tpm_agent_nack);
+        VLOG_WARN_RL(&rl, "TEM %s of event id %"PRIu32" (%s) refused: %s",
+                     agent_cmd_name(cmd->type), cmd->event_id,
+                     cmd->name ? cmd->name : "-", error);
+        sent = tpm_agent_send_nack(agent, cmd->cookie, cmd->event_id,
+                                   reason);
+    } else {
+        sent = tpm_agent_send_ack(agent, cmd->cookie, cmd->event_id);
+    }
+    if (sent) {
+        actr.replies++;
+    } else {
+        actr.replies_dropped++;
+        agent_send_dropped(error ? "nack" : "ack", cmd->event_id);
+    }
+}
+
+/* Installs the TEM's event of 'cmd' on the PMDs 'parts'.  An install for
+ * an id already installed with the same name, definition and threshold
+ * share changes nothing; with anything different it replaces it.  Returns
+ * NULL or an error (caller frees). */
+static char *
+tem_install(const struct tpm_agent_cmd *cmd, struct tpm_pmd **parts,
+            size_t n)
+{
+    struct tpm_event *ev;
+    char *error = tpm_event_parse(cmd->name, cmd->definition, &ev);
+    if (error) {
+        return error;
+    }
+    if (cmd->has_threshold && !tpm_event_set_threshold(ev, cmd->threshold)) {
+        tpm_event_destroy(ev);
+        return xstrdup("a threshold share was given but the predicate has "
+                       "no constant threshold to replace");
+    }
+    error = event_check(ev);
+    if (error) {
+        tpm_event_destroy(ev);
+        return error;
+    }
+
+    char *name = xasprintf("tem:%s", cmd->name);
+    struct host_event *old = tem_event_find(cmd->event_id);
+    struct host_event *other = host_event_find(name);
+    if (other && other != old) {
+        error = xasprintf("event name %s is already used by TEM event id "
+                          "%"PRIu32, cmd->name, other->tem_id);
+    } else if (old && old == other && !strcmp(old->def->text, ev->text)
+               && old->has_share == cmd->has_threshold
+               && (!cmd->has_threshold || old->share == cmd->threshold)) {
+        /* Installed already, as asked (a retried install). */
+        tpm_event_destroy(ev);
+        free(name);
+        return NULL;
+    }
+    if (error) {
+        tpm_event_destroy(ev);
+        free(name);
+        return error;
+    }
+    if (old) {
+        VLOG_INFO("TEM event id %"PRIu32" (%s) replaced by a new install",
+                  old->tem_id, old->name);
+        host_event_remove(old, parts, n);
+    }
+
+    struct host_event *he = host_event_create(name, ev);
+    free(name);
+    he->tem = true;
+    he->tem_id = cmd->event_id;
+    he->has_share = cmd->has_threshold;
+    he->share = cmd->threshold;
+    return host_event_install(he, parts, n);
+}
+
+/* Removes every event the TEM installed. */
+static void
+tem_events_remove_all(struct tpm_pmd **parts, size_t n)
+{
+    uint32_t *ids = NULL;
+    size_t n_ids = 0, cap = 0;
+    struct host_event *he;
+
+    LIST_FOR_EACH (he, node, &host_events) {
+        if (he->tem) {
+            if (n_ids == cap) {
+                ids = x2nrealloc(ids, &cap, sizeof *ids);
+            }
+            ids[n_ids++] = he->id;
+        }
+    }
+    if (!n_ids) {
+        return;
+    }
+    delete_many(parts, n, ids, n_ids);
+    free(ids);
+    LIST_FOR_EACH_SAFE (he, node, &host_events) {
+        if (he->tem) {
+            ovs_list_remove(&he->node);
+            host_event_free(he);
+        }
+    }
+    atomic_store_relaxed(&n_watch, ovs_list_size(&host_events));
+}
+
+static void
+tem_poll_answer(uint64_t cookie, uint32_t tem_id, uint64_t epoch,
+                Trumpet__PollStatus status, double value)
+{
+    if (agent && tpm_agent_send_poll_reply(agent, cookie, tem_id, epoch,
+                                           status, value)) {
+        actr.replies++;
+    } else {
+        actr.replies_dropped++;
+        agent_send_dropped("poll reply", tem_id);
+    }
+}
+
+static void
+tem_poll_free(struct tem_poll *p)
+{
+    for (size_t i = 0; i < p->n_parts; i++) {
+        if (p->parts[i].state == TEM_PART_WAITING) {
+            hmap_remove(&tem_poll_parts, &p->parts[i].node);
+        }
+    }
+    ovs_list_remove(&p->node);
+    tem_polls_n--;
+    free(p->parts);
+    free(p);
+}
+
+/* Forgets every pending poll of the TEM without answering (the session
+ * they belong to is over).  Late PMD replies to them are ignored. */
+static void
+tem_polls_cancel_all(void)
+{
+    struct tem_poll *p;
+    LIST_FOR_EACH_SAFE (p, node, &tem_polls) {
+        actr.polls_cancelled++;
+        COVERAGE_INC(tpm_tem_poll_cancelled);
+        tem_poll_free(p);
+    }
+}
+
+static struct tpm_pmd *
+pmd_by_serial(struct tpm_pmd **parts, size_t n, uint64_t serial)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (parts[i]->serial == serial) {
+            return parts[i];
+        }
+    }
+    return NULL;
+}
+
+/* Submits the PMD polls of 'p' that are due; a part whose PMD left is
+ * missing.  A poll that finds a PMD's command ring full is tried again
+ * on the next call. */
+static void
+tem_poll_submit(struct tem_poll *p, struct tpm_pmd **parts, size_t n)
+{
+    for (size_t i = 0; i < p->n_parts; i++) {
+        struct tem_poll_part *pp = &p->parts[i];
+        if (pp->state != TEM_PART_SUBMIT && pp->state != TEM_PART_WAITING) {
+            continue;
+        }
+        struct tpm_pmd *pmd = pmd_by_serial(parts, n, pp->pmd_serial);
+        if (!pmd) {
+            if (pp->state == TEM_PART_WAITING) {
+                hmap_remove(&tem_poll_parts, &pp->node);
+            }
+            pp->state = TEM_PART_MISSING;
+        } else if (pp->state == TEM_PART_SUBMIT) {
+            uint64_t cookie = next_cookie++;
+            if (tpm_submit_poll(pmd->tpm, p->event_id, &p->group, p->epoch,
+                                cookie)) {
+                pp->cookie = cookie;
+                pp->state = TEM_PART_WAITING;
+                hmap_insert(&tem_poll_parts, &pp->node,
+                            hash_uint64(cookie));
+            }
+        }
+    }
+}
+
+/* Answers 'p' from what its parts got, and frees it. */
+static void
+tem_poll_finish(struct tem_poll *p)
+{
+    static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(5, 20);
+    size_t expired = 0, no_event = 0, not_yet = 0, missing = 0;
+    double sum = 0;
+
+    for (size_t i = 0; i < p->n_parts; i++) {
+        const struct tem_poll_part *pp = &p->parts[i];
+        if (pp->state == TEM_PART_DONE) {
+            if (pp->status == TPM_POLL_OK) {
+                sum += pp->value;
+            } else if (pp->status == TPM_POLL_EXPIRED) {
+                expired++;
+            } else if (pp->status == TPM_POLL_NO_EVENT) {
+                no_event++;
+            }
+        } else if (pp->state != TEM_PART_MISSING && pp->not_yet) {
+            not_yet++;
+        } else {
+            missing++;
+        }
+    }
+
+    Trumpet__PollStatus status;
+    if (expired) {
+        status = TRUMPET__POLL_STATUS__POLL_EXPIRED;
+    } else if (p->n_parts && no_event == p->n_parts) {
+        status = TRUMPET__POLL_STATUS__POLL_NO_EVENT;
+    } else if (not_yet) {
+        status = TRUMPET__POLL_STATUS__POLL_NOT_YET;
+        actr.polls_not_yet++;
+        COVERAGE_INC(tpm_tem_poll_not_yet);
+        VLOG_DBG_RL(&rl, "TEM poll of event id %"PRIu32" epoch %"PRIu64": "
+                    "%"PRIuSIZE" PMDs had not swept it by "
+                    "tpm-poll-timeout", p->tem_id, p->epoch, not_yet);
+    } else if (missing || no_event) {
+        status = TRUMPET__POLL_STATUS__POLL_INCOMPLETE;
+        actr.polls_incomplete++;
+        COVERAGE_INC(tpm_tem_poll_incomplete);
+        VLOG_WARN_RL(&rl, "TEM poll of event id %"PRIu32" epoch %"PRIu64": "
+                     "%"PRIuSIZE" of %"PRIuSIZE" PMDs did not answer by "
+                     "tpm-poll-timeout or lack the event; answering the sum "
+                     "of the others", p->tem_id, p->epoch,
+                     missing + no_event, p->n_parts);
+    } else {
+        status = TRUMPET__POLL_STATUS__POLL_OK;
+    }
+    tem_poll_answer(p->cookie, p->tem_id, p->epoch, status, sum);
+    tem_poll_free(p);
+}
+
+/* Starts answering the TEM's poll 'cmd' over the PMDs 'parts'. */
+static void
+tem_poll_start(const struct tpm_agent_cmd *cmd, struct tpm_pmd **parts,
+               size_t n)
+{
+    struct host_event *he = tem_event_find(cmd->event_id);
+    COVERAGE_INC(tpm_tem_poll);
+    if (!he) {
+        tem_poll_answer(cmd->cookie, cmd->event_id, cmd->epoch,
+                        TRUMPET__POLL_STATUS__POLL_NO_EVENT, 0);
+        return;
+    }
+
+    uint64_t now = now_ns();
+    struct tem_poll *p = xzalloc(sizeof *p);
+    p->cookie = cmd->cookie;
+    p->tem_id = cmd->event_id;
+    p->event_id = he->id;
+    p->epoch = cmd->epoch;
+    p->group = cmd->group;
+    p->deadline_ns = now + knobs.poll_timeout_ns;
+    p->n_parts = n;
+    p->parts = xcalloc(MAX(n, 1), sizeof *p->parts);
+    for (size_t i = 0; i < n; i++) {
+        struct tem_poll_part *pp = &p->parts[i];
+        struct tpm_stats st;
+        pp->pmd_serial = parts[i]->serial;
+        tpm_get_stats(parts[i]->tpm, &st);
+        if (!st.packets && pmd_parked(parts[i], now)) {
+            /* No rx queue ever: its share is exactly zero. */
+            pp->state = TEM_PART_DONE;
+            pp->status = TPM_POLL_NO_GROUP;
+        } else {
+            pp->state = TEM_PART_SUBMIT;
+        }
+    }
+    ovs_list_push_back(&tem_polls, &p->node);
+    tem_polls_n++;
+    tem_poll_submit(p, parts, n);
+}
+
+/* Submits what is due for the pending polls and answers those that are
+ * complete or past their deadline. */
+static void
+tem_polls_run(struct tpm_pmd **parts, size_t n)
+{
+    uint64_t now = now_ns();
+    struct tem_poll *p;
+
+    LIST_FOR_EACH_SAFE (p, node, &tem_polls) {
+        tem_poll_submit(p, parts, n);
+        bool complete = true;
+        for (size_t i = 0; i < p->n_parts; i++) {
+            if (p->parts[i].state != TEM_PART_DONE
+                && p->parts[i].state != TEM_PART_MISSING) {
+                complete = false;
+                break;
+            }
+        }
+        if (complete || now >= p->deadline_ns) {
+            tem_poll_finish(p);
+        }
+    }
+}
+
+/* Executes the TEM's commands queued by the agent (a bounded number),
+ * then advances the pending polls. */
+static void
+agent_run(struct tpm_pmd **parts, size_t n)
+{
+    agent_backlog = false;
+    if (!agent) {
+        return;
+    }
+    for (int i = 0; tem_polls_n < agent_cfg.queue_size; i++) {
+        struct tpm_agent_cmd cmd;
+        char *error;
+
+        if (i >= TPM_AGENT_CMDS_PER_RUN) {
+            agent_backlog = true;
+            break;
+        }
+        if (!tpm_agent_recv(agent, &cmd)) {
+            break;
+        }
+        COVERAGE_INC(tpm_agent_command);
+        switch (cmd.type) {
+        case TPM_AGENT_INSTALL:
+            actr.installs++;
+            error = tem_install(&cmd, parts, n);
+            tem_reply(&cmd, error);
+            free(error);
+            break;
+        case TPM_AGENT_REMOVE: {
+            struct host_event *he = tem_event_find(cmd.event_id);
+            actr.removes++;
+            if (he) {
+                host_event_remove(he, parts, n);
+                tem_reply(&cmd, NULL);
+            } else {
+                error = xasprintf("no event of TEM id %"PRIu32" installed",
+                                  cmd.event_id);
+                tem_reply(&cmd, error);
+                free(error);
+            }
+            break;
+        }
+        case TPM_AGENT_POLL:
+            actr.polls++;
+            tem_poll_start(&cmd, parts, n);
+            break;
+        case TPM_AGENT_RESYNC:
+        default:
+            /* A new session: the TEM installs its events again. */
+            actr.resyncs++;
+            tem_polls_cancel_all();
+            tem_events_remove_all(parts, n);
+            VLOG_INFO("TEM session started: its previous events were "
+                      "removed, it installs them again");
+            break;
+        }
+        tpm_agent_cmd_free(&cmd);
+    }
+    tem_polls_run(parts, n);
+}
+
+/* The agent's lifecycle. */
+
+static void
+agent_cfg_destroy(struct agent_cfg *c)
+{
+    free(c->endpoint);
+    free(c->host_id);
+    free(c->prefixes);
+    memset(c, 0, sizeof *c);
+}
+
+static bool
+agent_cfg_equal(const struct agent_cfg *a, const struct agent_cfg *b)
+{
+    return nullable_string_is_equal(a->endpoint, b->endpoint)
+           && nullable_string_is_equal(a->host_id, b->host_id)
+           && nullable_string_is_equal(a->prefixes, b->prefixes)
+           && a->queue_size == b->queue_size
+           && a->backoff_max_ns == b->backoff_max_ns
+           && a->epoch_ns == b->epoch_ns;
+}
+
+static int
+compare_u32(const void *a_, const void *b_)
+{
+    uint32_t a = *(const uint32_t *) a_, b = *(const uint32_t *) b_;
+    return a < b ? -1 : a > b;
+}
+
+/* Returns the core ids of 'parts', sorted (caller frees). */
+static uint32_t *
+pmd_core_ids(struct tpm_pmd **parts, size_t n)
+{
+    uint32_t *ids = xmalloc(MAX(n, 1) * sizeof *ids);
+    for (size_t i = 0; i < n; i++) {
+        ids[i] = parts[i]->core_id;
+    }
+    qsort(ids, n, sizeof *ids, compare_u32);
+    return ids;
+}
+
+/* Stops the agent, if any, and forgets the TEM's events and polls: a TEM
+ * event on a host that cannot report it would only cost. */
+static void
+agent_stop(struct tpm_pmd **parts, size_t n)
+{
+    if (!agent) {
+        return;
+    }
+    tem_polls_cancel_all();
+    tem_events_remove_all(parts, n);
+    tpm_agent_destroy(agent);
+    agent = NULL;
+    free(agent_pmd_ids);
+    agent_pmd_ids = NULL;
+    agent_n_pmds = 0;
+}
+
+/* Starts an agent for 'c' that announces the PMDs 'parts'.  Returns NULL
+ * or an error (caller frees). */
+static char *
+agent_start(const struct agent_cfg *c, struct tpm_pmd **parts, size_t n)
+{
+    struct tpm_agent_config ac;
+    char host[256];
+
+    tpm_agent_config_init(&ac);
+    if (c->host_id) {
+        ac.host_id = c->host_id;
+    } else if (gethostname(host, sizeof host)) {
+        return xasprintf("cannot read the hostname (%s): set "
+                         "other_config:tpm-host-id", ovs_strerror(errno));
+    } else {
+        host[MIN(sizeof host - 1, TPROTO_MAX_ID)] = '\0';
+        ac.host_id = host;
+    }
+
+    struct tpm_prefix *prefixes;
+    size_t n_prefixes;
+    char *error = tpm_prefix_parse_list(c->prefixes, &prefixes,
+                                        &n_prefixes);
+    if (error) {
+        return error;
+    }
+    uint32_t *ids = pmd_core_ids(parts, n);
+    ac.endpoint = c->endpoint;
+    ac.prefixes = prefixes;
+    ac.n_prefixes = n_prefixes;
+    ac.epoch_ns = c->epoch_ns;
+    ac.pmd_ids = ids;
+    ac.n_pmds = n;
+    ac.software = "ovs-vswitchd " VERSION;
+    ac.queue_size = c->queue_size;
+    ac.backoff_max_ns = c->backoff_max_ns;
+    agent = tpm_agent_create(&ac, &error);
+    free(prefixes);
+    if (!agent) {
+        free(ids);
+        COVERAGE_INC(tpm_agent_create_failed);
+        return error;
+    }
+    agent_pmd_ids = ids;
+    agent_n_pmds = n;
+    agent_pmds_gen = snapshot_gen;
+    agent_started_ns = now_ns();
+    memset(&actr, 0, sizeof actr);
+    VLOG_INFO("TEM agent started: controller %s, host id %s, %"PRIuSIZE
+              " prefixes, %"PRIuSIZE" PMD threads", c->endpoint, ac.host_id,
+              n_prefixes, n);
+    return NULL;
+}
+
+/* Restarts the agent with 'agent_cfg' (if one is configured): it says
+ * Hello again with the current PMDs. */
+static void
+agent_restart(struct tpm_pmd **parts, size_t n, const char *why)
+{
+    agent_stop(parts, n);
+    if (agent_cfg.endpoint) {
+        VLOG_INFO("restarting the TEM agent: %s", why);
+        agent_restarts++;
+        COVERAGE_INC(tpm_agent_restart);
+        char *error = agent_start(&agent_cfg, parts, n);
+        if (error) {
+            VLOG_ERR("TEM agent not restarted: %s", error);
+            free(error);
+        }
+    }
+}
+
+/* Restarts the agent when the PMD threads changed since its Hello. */
+static void
+agent_check_pmds(struct tpm_pmd **parts, size_t n)
+{
+    if (!agent || agent_pmds_gen == snapshot_gen) {
+        return;
+    }
+    agent_pmds_gen = snapshot_gen;
+    uint32_t *ids = pmd_core_ids(parts, n);
+    bool same = n == agent_n_pmds
+                && !memcmp(ids, agent_pmd_ids, n * sizeof *ids);
+    free(ids);
+    if (!same) {
+        agent_restart(parts, n, "the PMD threads changed");
+    }
+}
+
+/* Returns true if 's' is a valid host id (lib/agent.h). */
+static bool
+host_id_valid(const char *s)
+{
+    size_t len = strlen(s);
+    if (!len || len > TPROTO_MAX_ID) {
+        return false;
+    }
+    for (; *s; s++) {
+        if (!isalnum((unsigned char) *s) && !strchr("_.:-", *s)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Reads the agent's knobs.  Any change restarts the agent; an invalid
+ * value is logged and the previous settings stay. */
+static void
+agent_set_config(const struct smap *cfg)
+{
+    static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 5);
+    struct tpm_agent_config defaults;
+    struct agent_cfg c;
+    bool ok = true;
+
+    tpm_agent_config_init(&defaults);
+    memset(&c, 0, sizeof c);
+    c.queue_size = defaults.queue_size;
+    c.backoff_max_ns = defaults.backoff_max_ns;
+    c.epoch_ns = knobs.params.epoch_ns;
+
+    const char *endpoint = smap_get(cfg, "tpm-controller");
+    size_t max_endpoint = MEMBER_SIZEOF(struct tpm_agent_status,
+                                        endpoint) - 1;
+    if (endpoint && strlen(endpoint) > max_endpoint) {
+        VLOG_WARN_RL(&rl, "other_config:tpm-controller rejected: longer "
+                     "than %"PRIuSIZE" characters", max_endpoint);
+        ok = false;
+    } else if (endpoint && endpoint[0]) {
+        c.endpoint = xstrdup(endpoint);
+    }
+
+    const char *host_id = smap_get(cfg, "tpm-host-id");
+    if (host_id && !host_id_valid(host_id)) {
+        VLOG_WARN_RL(&rl, "other_config:tpm-host-id=\"%s\" rejected: "
+                     "expected 1 to %d characters from [A-Za-z0-9_.:-]",
+                     host_id, TPROTO_MAX_ID);
+        ok = false;
+    } else if (host_id) {
+        c.host_id = xstrdup(host_id);
+    }
+
+    const char *prefixes = smap_get_def(cfg, "tpm-prefixes", "");
+    struct tpm_prefix *parsed;
+    size_t n_parsed;
+    char *error = tpm_prefix_parse_list(prefixes, &parsed, &n_parsed);
+    if (error) {
+        VLOG_WARN_RL(&rl, "other_config:tpm-prefixes=\"%s\" rejected: %s",
+                     prefixes, error);
+        free(error);
+        ok = false;
+    } else {
+        free(parsed);
+        if (n_parsed > TPROTO_MAX_PREFIXES) {
+            VLOG_WARN_RL(&rl, "other_config:tpm-prefixes rejected: %"PRIuSIZE
+                         " prefixes, at most %d", n_parsed,
+                         TPROTO_MAX_PREFIXES);
+            ok = false;
+        }
+        c.prefixes = xstrdup(prefixes);
+    }
+
+    ok &= knob_uint(cfg, "tpm-agent-queue", 16, 1u << 20, &c.queue_size);
+    uint64_t backoff = c.backoff_max_ns;
+    if (knob_time(cfg, "tpm-agent-backoff-max", &backoff)) {
+        if (backoff < defaults.backoff_min_ns
+            || backoff > 3600ULL * 1000 * 1000 * 1000) {
+            char a[32];
+            VLOG_WARN_RL(&rl, "other_config:tpm-agent-backoff-max rejected: "
+                         "expected %s to 1h",
+                         tpm_time_format(defaults.backoff_min_ns, a,
+                                         sizeof a));
+            ok = false;
+        }
+        c.backoff_max_ns = backoff;
+    } else {
+        ok = false;
+    }
+
+    if (!ok) {
+        VLOG_WARN_RL(&rl, "keeping the previous TEM agent settings");
+        agent_cfg_destroy(&c);
+        return;
+    }
+    if (agent_cfg_equal(&c, &agent_cfg)) {
+        agent_cfg_destroy(&c);
+        return;
+    }
+
+    size_t n;
+    struct tpm_pmd **parts = pmds_snapshot(&n);
+    bool was_running = agent != NULL;
+    agent_stop(parts, n);
+    error = c.endpoint ? agent_start(&c, parts, n) : NULL;
+    if (error) {
+        VLOG_ERR("TEM agent for other_config:tpm-controller=\"%s\" not "
+                 "started: %s; keeping the previous settings", c.endpoint,
+                 error);
+        free(error);
+        agent_cfg_destroy(&c);
+        if (was_running) {
+            agent_restart(parts, n, "new settings rejected");
+        }
+    } else {
+        if (was_running && c.endpoint) {
+            agent_restarts++;
+            COVERAGE_INC(tpm_agent_restart);
+        } else if (was_running) {
+            VLOG_INFO("TEM agent stopped (other_config:tpm-controller "
+                      "unset)");
+        }
+        agent_cfg_destroy(&agent_cfg);
+        agent_cfg = c;
+    }
+    free(parts);
+}
+
+/* Appends to 's' a line on the agent for tpm/stats. */
+static void
+format_agent_summary(struct ds *s)
+{
+    if (!agent) {
+        ds_put_cstr(s, "controller: none\n");
+        return;
+    }
+    struct tpm_agent_status st;
+    size_t n_tem = 0;
+    struct host_event *he;
+    LIST_FOR_EACH (he, node, &host_events) {
+        n_tem += he->tem;
+    }
+    tpm_agent_get_status(agent, &st);
+    ds_put_format(s, "controller: %s, %s; messages in %"PRIu64", out "
+                  "%"PRIu64", dropped in %"PRIu64", out %"PRIu64"; TEM "
+                  "events %"PRIuSIZE", polls pending %"PRIuSIZE"\n",
+                  st.endpoint, tpm_agent_state_name(st.state), st.msgs_in,
+                  st.msgs_out, st.drops_in, st.drops_out, n_tem,
+                  tem_polls_n);
+}
+
+/* Formats an age in seconds ("never" if 'then' is 0). */
+static void
+format_age(struct ds *s, uint64_t then, uint64_t now)
+{
+    if (!then) {
+        ds_put_cstr(s, "never");
+    } else {
+        ds_put_format(s, "%.1f s ago",
+                      now > then ? (now - then) / 1e9 : 0.0);
+    }
+}
+
+static void
+tpm_unixctl_controller_show(struct unixctl_conn *conn, int argc OVS_UNUSED,
+                            const char *argv[] OVS_UNUSED,
+                            void *aux OVS_UNUSED)
+{
+    struct ds s = DS_EMPTY_INITIALIZER;
+
+    if (!agent) {
+        ds_put_cstr(&s, "no controller (other_config:tpm-controller is not "
+                    "set)\n");
+        unixctl_command_reply(conn, ds_cstr(&s));
+        ds_destroy(&s);
+        return;
+    }
+
+    struct tpm_agent_status st;
+    uint64_t now = now_ns();
+    char t[32];
+    tpm_agent_get_status(agent, &st);
+    ds_put_format(&s, "controller: %s\n", st.endpoint);
+    ds_put_format(&s, "state: %s\n", tpm_agent_state_name(st.state));
+    ds_put_format(&s, "host id: %s\n", st.host_id);
+    ds_put_format(&s, "tem id: %s, protocol version: %"PRIu32"\n",
+                  st.tem_id[0] ? st.tem_id : "-", st.version);
+    ds_put_format(&s, "prefixes: %s\n",
+                  agent_cfg.prefixes[0] ? agent_cfg.prefixes : "-");
+    ds_put_format(&s, "epoch: %s, PMD cores:",
+                  tpm_time_format(agent_cfg.epoch_ns, t, sizeof t));
+    for (size_t i = 0; i < agent_n_pmds; i++) {
+        ds_put_format(&s, " %"PRIu32, agent_pmd_ids[i]);
+    }
+    ds_put_format(&s, "%s\n", agent_n_pmds ? "" : " none");
+    ds_put_format(&s, "sessions: %"PRIu64", reconnects: %"PRIu64", agent "
+                  "restarts: %"PRIu64" (started ", st.sessions,
+                  st.reconnects, agent_restarts);
+    format_age(&s, agent_started_ns, now);
+    ds_put_cstr(&s, ")\n");
+    ds_put_format(&s, "frames in: %"PRIu64", out: %"PRIu64"\n",
+                  st.frames_in, st.frames_out);
+    ds_put_format(&s, "messages in: %"PRIu64", out: %"PRIu64"\n",
+                  st.msgs_in, st.msgs_out);
+    ds_put_format(&s, "invalid in: %"PRIu64"\n", st.invalid_in);
+    ds_put_format(&s, "drops in: %"PRIu64" (command queue full), out: "
+                  "%"PRIu64" (queue full or no session)\n", st.drops_in,
+                  st.drops_out);
+    ds_put_cstr(&s, "last message in: ");
+    format_age(&s, st.last_rx_ns, now);
+    ds_put_cstr(&s, "\nlast error: ");
+    if (st.last_error[0]) {
+        ds_put_format(&s, "%s (", st.last_error);
+        format_age(&s, st.last_error_ns, now);
+        ds_put_cstr(&s, ")\n");
+    } else {
+        ds_put_cstr(&s, "none\n");
+    }
+    ds_put_format(&s, "commands: installs %"PRIu64", removes %"PRIu64
+                  ", polls %"PRIu64", resyncs %"PRIu64", refused (nacks) "
+                  "%"PRIu64"\n", actr.installs, actr.removes, actr.polls,
+                  actr.resyncs, actr.nacks);
+    ds_put_format(&s, "sent: satisfactions %"PRIu64" (dropped %"PRIu64
+                  "), replies %"PRIu64" (dropped %"PRIu64")\n",
+                  actr.satisfactions, actr.satisfactions_dropped,
+                  actr.replies, actr.replies_dropped);
+    ds_put_format(&s, "polls: pending %"PRIuSIZE", answered incomplete "
+                  "%"PRIu64", not yet %"PRIu64", cancelled %"PRIu64"\n",
+                  tem_polls_n, actr.polls_incomplete, actr.polls_not_yet,
+                  actr.polls_cancelled);
+
+    size_t n;
+    struct tpm_pmd **parts = pmds_snapshot(&n);
+    struct ds ev = DS_EMPTY_INITIALIZER;
+    size_t n_tem = 0;
+    struct host_event *he;
+    LIST_FOR_EACH (he, node, &host_events) {
+        if (!he->tem) {
+            continue;
+        }
+        n_tem++;
+        ds_put_format(&ev, "  %s (TEM id %"PRIu32"): ", he->name,
+                      he->tem_id);
+        if (he->has_share) {
+            ds_put_format(&ev, "threshold share %.17g", he->share);
+        } else {
+            ds_put_cstr(&ev, "whole threshold");
+        }
+        if (he->split && n > 1) {
+            ds_put_format(&ev, ", split over %"PRIuSIZE" PMDs", n);
+        } else if (!he->split) {
+            ds_put_format(&ev, ", not split (%s)",
+                          he->no_split_why ? he->no_split_why : "-");
+        }
+        ds_put_format(&ev, ", satisfactions %"PRIu64", sent %"PRIu64
+                      " (dropped %"PRIu64")\n", he->n_reports, he->n_sent,
+                      he->n_send_dropped);
+    }
+    free(parts);
+    ds_put_format(&s, "TEM events: %"PRIuSIZE"\n%s", n_tem, ds_cstr(&ev));
+    ds_destroy(&ev);
+    unixctl_command_reply(conn, ds_cstr(&s));
+    ds_destroy(&s);
+}
+
 void
 tpm_ovs_init(void)
 {
@@ -1405,5 +2508,7 @@ tpm_ovs_init(void)
                              tpm_unixctl_stats, NULL);
     unixctl_command_register("tpm/flows", "[FILTER]", 0, 1,
                              tpm_unixctl_flows, NULL);
+    unixctl_command_register("tpm/controller-show", "", 0, 0,
+                             tpm_unixctl_controller_show, NULL);
     ovsthread_once_done(&once);
 }
