@@ -146,26 +146,30 @@ usage(void)
 }
 
 static void
-die(const char *format, ...)
+vwarn(const char *format, va_list args)
 {
-    va_list args;
-    va_start(args, format);
     fputs("tpm-replay: ", stderr);
     vfprintf(stderr, format, args);
     fputc('\n', stderr);
-    va_end(args);
-    exit(EXIT_FAILURE);
 }
 
-static void
+static void __attribute__((format(printf, 1, 2)))
 warn(const char *format, ...)
 {
     va_list args;
     va_start(args, format);
-    fputs("tpm-replay: ", stderr);
-    vfprintf(stderr, format, args);
-    fputc('\n', stderr);
+    vwarn(format, args);
     va_end(args);
+}
+
+static void __attribute__((format(printf, 1, 2), noreturn))
+die(const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    vwarn(format, args);
+    va_end(args);
+    exit(EXIT_FAILURE);
 }
 
 static uint64_t
@@ -811,11 +815,7 @@ main(int argc, char *argv[])
             }
             break;
         case OPT_BUDGET:
-            if (!strcmp(optarg, "0")) {
-                r.budget_ns = 0;
-            } else if ((error = tpm_parse_time(optarg, &r.budget_ns))) {
-                die("--sweep-budget: %s", error);
-            }
+            r.budget_ns = parse_time_opt("--sweep-budget", optarg);
             params.sweep_budget_ns = r.budget_ns;
             break;
         case OPT_FT:
