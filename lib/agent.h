@@ -31,9 +31,9 @@
 #include "tproto.h"
 
 struct tpm_agent_config {
-    const char *endpoint;       /* TEM address: "tcp:HOST:PORT" (OVS
-                                 * style) or ZeroMQ "tcp://HOST:PORT",
-                                 * "ipc://PATH". */
+    const char *endpoint;       /* TEM address: "tcp:HOST:PORT",
+                                 * "unix:PATH" (OVS style) or ZeroMQ
+                                 * "tcp://HOST:PORT", "ipc://PATH". */
     const char *host_id;        /* 1..63 chars [A-Za-z0-9_.:-]. */
     const struct tpm_prefix *prefixes;  /* Served addresses (copied). */
     size_t n_prefixes;
@@ -64,7 +64,9 @@ char *tpm_agent_parse_endpoint(const char *endpoint, char **zmq_endpointp)
     __attribute__((warn_unused_result));
 
 /* Starts the agent thread.  Returns NULL and an error in '*errp' (caller
- * frees) for a bad endpoint or host id. */
+ * frees) for a bad endpoint, host id, knob out of range, or a Hello the
+ * TEM would reject (tproto_validate(): e.g. epoch_ns 0, a prefix with
+ * host bits set, duplicate monitor ids). */
 struct tpm_agent *tpm_agent_create(const struct tpm_agent_config *,
                                    char **errp);
 
