@@ -2,4 +2,5 @@ EXTRA_DIST += \
 	docs/architecture.md \
 	docs/benchmarks.md \
 	docs/event-language.md \
-	docs/operations.md
+	docs/operations.md \
+	docs/tem.md
