@@ -235,6 +235,15 @@ struct repoll {
     uint32_t slot, gen, part;
 };
 
+/* A growable string for alerts, reused from one alert to the next: the
+ * alert path builds its JSON by hand (json-c objects cost about 10 us an
+ * alert).  Every string written is an event name, host id or group field,
+ * whose characters need no JSON escaping. */
+struct sbuf {
+    char *s;
+    size_t len, cap;
+};
+
 struct tem_core {
     struct tem_config cfg;
     uint64_t start_ns;
@@ -271,7 +280,10 @@ struct tem_core {
 
     /* Alerts. */
     char **history;             /* Ring of 'alert_history' JSON lines. */
-    char **history_event;
+    char (*history_event)[TPROTO_MAX_ID + 1];   /* Event names. */
+    struct sbuf alert_buf;
+    char time_cache[32];        /* Formatted second of 'time_cache_secs'. */
+    time_t time_cache_secs;
     size_t n_history, history_next;
 
     uint64_t next_hk_ns;        /* Housekeeping. */
@@ -419,8 +431,8 @@ tem_core_destroy(struct tem_core *core)
     }
     for (size_t i = 0; i < core->cfg.alert_history; i++) {
         free(core->history[i]);
-        free(core->history_event[i]);
     }
+    free(core->alert_buf.s);
     free(core->history);
     free(core->history_event);
     free(core->repolls);
@@ -1070,26 +1082,142 @@ part_holds(const struct tem_event *e, const struct tem_part *p)
 }
 
 static void
-format_time(uint64_t ns, char *buf, size_t size)
+sbuf_reserve(struct sbuf *b, size_t n)
 {
-    time_t secs = ns / NS_PER_S;
-    struct tm tm;
-    gmtime_r(&secs, &tm);
-    size_t n = strftime(buf, size, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(buf + n, size - n, ".%06uZ",
-             (unsigned int) (ns % NS_PER_S / 1000));
+    if (b->len + n + 1 > b->cap) {
+        b->cap = MAX(2 * b->cap, b->len + n + 1);
+        b->s = xrealloc(b->s, b->cap);
+    }
 }
 
 static void
-ring_put(char **ring, char **names, size_t cap, size_t *n, size_t *next,
-         const char *json, const char *name)
+sbuf_put(struct sbuf *b, const char *s, size_t n)
 {
-    free(ring[*next]);
-    ring[*next] = xstrdup(json);
-    if (names) {
-        free(names[*next]);
-        names[*next] = xstrdup(name);
+    sbuf_reserve(b, n);
+    memcpy(b->s + b->len, s, n);
+    b->len += n;
+    b->s[b->len] = '\0';
+}
+
+static void
+sbuf_str(struct sbuf *b, const char *s)
+{
+    sbuf_put(b, s, strlen(s));
+}
+
+/* Appends '"s"'. */
+static void
+sbuf_quoted(struct sbuf *b, const char *s)
+{
+    sbuf_put(b, "\"", 1);
+    sbuf_str(b, s);
+    sbuf_put(b, "\"", 1);
+}
+
+static void
+sbuf_int(struct sbuf *b, int64_t v)
+{
+    char buf[24], *p = buf + sizeof buf;
+    uint64_t u = v < 0 ? -(uint64_t) v : (uint64_t) v;
+    do {
+        *--p = '0' + u % 10;
+        u /= 10;
+    } while (u);
+    if (v < 0) {
+        *--p = '-';
     }
+    sbuf_put(b, p, buf + sizeof buf - p);
+}
+
+/* Appends 'v' as tpm_number_to_json() would: an integer if integral. */
+static void
+sbuf_number(struct sbuf *b, double v)
+{
+    if (v == floor(v) && fabs(v) < 9007199254740992.0) {
+        sbuf_int(b, (int64_t) v);
+    } else if (isfinite(v)) {
+        char buf[32];
+        sbuf_put(b, buf, snprintf(buf, sizeof buf, "%.17g", v));
+    } else {
+        sbuf_str(b, "null");
+    }
+}
+
+/* Appends '"key":'. */
+static void
+sbuf_key(struct sbuf *b, const char *key)
+{
+    sbuf_quoted(b, key);
+    sbuf_put(b, ":", 1);
+}
+
+/* Appends time 'ns' as "2026-11-22T05:21:15.496845Z" (the formatted
+ * second is cached). */
+static void
+sbuf_time(struct tem_core *core, struct sbuf *b, uint64_t ns)
+{
+    time_t secs = ns / NS_PER_S;
+    if (secs != core->time_cache_secs || !core->time_cache[0]) {
+        struct tm tm;
+        gmtime_r(&secs, &tm);
+        strftime(core->time_cache, sizeof core->time_cache,
+                 "%Y-%m-%dT%H:%M:%S", &tm);
+        core->time_cache_secs = secs;
+    }
+    char frac[16];
+    snprintf(frac, sizeof frac, ".%06uZ",
+             (unsigned int) (ns % NS_PER_S / 1000));
+    sbuf_put(b, "\"", 1);
+    sbuf_str(b, core->time_cache);
+    sbuf_str(b, frac);
+    sbuf_put(b, "\"", 1);
+}
+
+/* Appends the ids of the parts of 'd' for which 'pred' is true as a JSON
+ * array. */
+static void
+sbuf_hosts(const struct tem_core *core, struct sbuf *b,
+           const struct tem_event *e, const struct tem_decision *d,
+           bool (*pred)(const struct tem_event *, const struct tem_part *))
+{
+    bool first = true;
+    sbuf_put(b, "[", 1);
+    for (uint32_t i = 0; i < d->n_parts; i++) {
+        if (pred(e, &d->parts[i])) {
+            if (!first) {
+                sbuf_put(b, ",", 1);
+            }
+            first = false;
+            sbuf_quoted(b, core->hosts[d->parts[i].host_slot]->id);
+        }
+    }
+    sbuf_put(b, "]", 1);
+}
+
+static bool
+part_missing(const struct tem_event *e, const struct tem_part *p)
+{
+    return p->state != TEM_PART_VALUE;
+}
+
+static bool
+part_incomplete(const struct tem_event *e, const struct tem_part *p)
+{
+    return p->state == TEM_PART_VALUE && (p->flags & PART_INCOMPLETE);
+}
+
+/* Copies 'len' bytes of 's' into ring slot '*slot' (reusing its
+ * memory). */
+static void
+ring_put(char **slot, const char *s, size_t len)
+{
+    *slot = xrealloc(*slot, len + 1);
+    memcpy(*slot, s, len + 1);
+}
+
+static void
+ring_advance(size_t cap, size_t *n, size_t *next)
+{
     *next = (*next + 1) % cap;
     if (*n < cap) {
         (*n)++;
@@ -1104,74 +1232,94 @@ raise_alert(struct tem_core *core, struct tem_event *e,
             const struct tem_decision *d, double value, double threshold,
             bool has_threshold, bool deadline, uint64_t now)
 {
-    struct json_object *a = json_object_new_object();
-    struct json_object *hosts = json_object_new_object();
-    struct json_object *missing = json_object_new_array();
-    struct json_object *incomplete = json_object_new_array();
-    struct json_object *holding = NULL;
-    char tbuf[64];
+    struct sbuf *b = &core->alert_buf;
+    struct tpm_key_field fields[5];
+    int n_fields = tpm_key_fields(&e->ev->group, &d->group, fields);
+    bool first;
 
-    json_object_object_add(a, "event", json_object_new_string(e->name));
-    json_object_object_add(a, "id", json_object_new_int64(e->id));
-    json_object_object_add(a, "epoch", json_object_new_int64(d->epoch));
-    json_object_object_add(a, "interval_ns",
-                           json_object_new_int64(e->ev->interval_ns));
-    json_object_object_add(a, "group", tpm_group_to_json(&e->ev->group,
-                                                         &d->group));
-    json_object_object_add(a, "value", tpm_number_to_json(value));
-    json_object_object_add(a, "threshold", has_threshold
-                           ? tpm_number_to_json(threshold) : NULL);
-    json_object_object_add(a, "across",
-                           json_object_new_string(across_names[e->across]));
-    if (e->across == TEM_ACROSS_ATLEAST || e->across == TEM_ACROSS_MAX) {
-        holding = json_object_new_array();
-    }
-    for (uint32_t i = 0; i < d->n_parts; i++) {
-        const struct tem_part *p = &d->parts[i];
-        const char *id = core->hosts[p->host_slot]->id;
-        if (p->state == TEM_PART_VALUE) {
-            json_object_object_add(hosts, id, tpm_number_to_json(p->value));
-            if (p->flags & PART_INCOMPLETE) {
-                json_object_array_add(incomplete,
-                                      json_object_new_string(id));
-            }
-            if (holding && part_holds(e, p)) {
-                json_object_array_add(holding, json_object_new_string(id));
-            }
+    b->len = 0;
+    sbuf_put(b, "{", 1);
+    sbuf_key(b, "event");
+    sbuf_quoted(b, e->name);
+    sbuf_str(b, ",\"id\":");
+    sbuf_int(b, e->id);
+    sbuf_str(b, ",\"epoch\":");
+    sbuf_int(b, d->epoch);
+    sbuf_str(b, ",\"interval_ns\":");
+    sbuf_int(b, e->ev->interval_ns);
+    sbuf_str(b, ",\"group\":{");
+    for (int i = 0; i < n_fields; i++) {
+        if (i) {
+            sbuf_put(b, ",", 1);
+        }
+        sbuf_key(b, fields[i].name);
+        if (fields[i].is_int) {
+            sbuf_int(b, fields[i].int_value);
         } else {
-            json_object_array_add(missing, json_object_new_string(id));
+            sbuf_quoted(b, fields[i].str_value);
         }
     }
-    json_object_object_add(a, "hosts", hosts);
-    json_object_object_add(a, "missing", missing);
-    json_object_object_add(a, "incomplete", incomplete);
-    if (holding) {
-        json_object_object_add(a, "holding", holding);
+    sbuf_str(b, "},\"value\":");
+    sbuf_number(b, value);
+    sbuf_str(b, ",\"threshold\":");
+    if (has_threshold) {
+        sbuf_number(b, threshold);
+    } else {
+        sbuf_str(b, "null");
+    }
+    sbuf_str(b, ",\"across\":");
+    sbuf_quoted(b, across_names[e->across]);
+
+    sbuf_str(b, ",\"hosts\":{");
+    first = true;
+    for (uint32_t i = 0; i < d->n_parts; i++) {
+        const struct tem_part *p = &d->parts[i];
+        if (p->state == TEM_PART_VALUE) {
+            if (!first) {
+                sbuf_put(b, ",", 1);
+            }
+            first = false;
+            sbuf_key(b, core->hosts[p->host_slot]->id);
+            sbuf_number(b, p->value);
+        }
+    }
+    sbuf_str(b, "},\"missing\":");
+    sbuf_hosts(core, b, e, d, part_missing);
+    sbuf_str(b, ",\"incomplete\":");
+    sbuf_hosts(core, b, e, d, part_incomplete);
+    if (e->across == TEM_ACROSS_ATLEAST || e->across == TEM_ACROSS_MAX) {
+        sbuf_str(b, ",\"holding\":");
+        sbuf_hosts(core, b, e, d, part_holds);
     }
     if (e->across == TEM_ACROSS_ATLEAST) {
-        json_object_object_add(a, "host_threshold", e->has_threshold
-                               ? tpm_number_to_json(e->threshold) : NULL);
+        sbuf_str(b, ",\"host_threshold\":");
+        if (e->has_threshold) {
+            sbuf_number(b, e->threshold);
+        } else {
+            sbuf_str(b, "null");
+        }
     }
-    json_object_object_add(a, "deadline", json_object_new_boolean(deadline));
-    json_object_object_add(a, "latency_us",
-                           json_object_new_int64((now - d->started_ns)
-                                                 / 1000));
-    format_time(now, tbuf, sizeof tbuf);
-    json_object_object_add(a, "time", json_object_new_string(tbuf));
-    json_object_object_add(a, "time_ns", json_object_new_int64(now));
+    sbuf_str(b, deadline ? ",\"deadline\":true" : ",\"deadline\":false");
+    sbuf_str(b, ",\"latency_us\":");
+    sbuf_int(b, (now - d->started_ns) / 1000);
+    sbuf_str(b, ",\"time\":");
+    sbuf_time(core, b, now);
+    sbuf_str(b, ",\"time_ns\":");
+    sbuf_int(b, now);
+    sbuf_put(b, "}", 1);
 
-    const char *s = json_object_to_json_string_ext(
-        a, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
     core->stats.alerts++;
     e->stats.alerts++;
-    ring_put(e->recent, NULL, core->cfg.recent_alerts, &e->n_recent,
-             &e->recent_next, s, NULL);
-    ring_put(core->history, core->history_event, core->cfg.alert_history,
-             &core->n_history, &core->history_next, s, e->name);
+    ring_put(&e->recent[e->recent_next], b->s, b->len);
+    ring_advance(core->cfg.recent_alerts, &e->n_recent, &e->recent_next);
+    ring_put(&core->history[core->history_next], b->s, b->len);
+    snprintf(core->history_event[core->history_next],
+             sizeof core->history_event[0], "%s", e->name);
+    ring_advance(core->cfg.alert_history, &core->n_history,
+                 &core->history_next);
     if (core->cfg.alert) {
-        core->cfg.alert(core->cfg.aux, e->name, s);
+        core->cfg.alert(core->cfg.aux, e->name, b->s);
     }
-    json_object_put(a);
 
     if (e->then_name) {
         drilldown(core, e, d, now);
