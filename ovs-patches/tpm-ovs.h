@@ -10,7 +10,9 @@
  * for non-PMD ports are not monitored: they are counted
  * ("non_pmd_skipped" in tpm/stats).  Host-level events, the ovs-appctl tpm/
  * commands, ovsdb knobs and the local TEM (threshold split over the PMDs,
- * polls when one reports) run in the main thread.
+ * polls when one reports) run in the main thread, and so do the commands
+ * of the network-wide TEM, which the host agent (lib/agent.h, a thread of
+ * its own, started by other_config:tpm-controller) hands over.
  *
  * Thread-safety: tpm_ovs_rx() and tpm_ovs_pmd_iteration() run in the
  * PMD thread that owns the 'struct tpm_pmd'; tpm_ovs_pmd_create() and
@@ -50,7 +52,8 @@ void tpm_ovs_rx(struct tpm_pmd *, const struct dp_packet_batch *);
 void tpm_ovs_pmd_iteration(struct tpm_pmd *, uint64_t rx_packets);
 
 /* dpif_netdev_run() / dpif_netdev_wait(): main-thread work (reports,
- * polls, decisions, knob changes) and its wake-up. */
+ * polls, decisions, knob changes, the TEM's commands and polls) and its
+ * wake-up. */
 void tpm_ovs_run(void);
 void tpm_ovs_wait(void);
 
