@@ -20,3 +20,7 @@ lib_libtproto_la_SOURCES = \
 lib_libtproto_la_CFLAGS = $(AM_CFLAGS) $(PROTOBUF_C_CFLAGS) $(ZMQ_CFLAGS)
 lib_libtproto_la_LIBADD = lib/libtpmcommon.la $(PROTOBUF_C_LIBS) \
 	$(ZMQ_LIBS) -lpthread
+
+# Objects that include the generated header (BUILT_SOURCES covers "make"
+# and "make all" only, not "make lib/libtproto.la" in a fresh tree).
+lib/libtproto_la-tproto.lo lib/libtproto_la-agent.lo: $(PROTO_GEN)
