@@ -70,6 +70,9 @@ case $target in
         echo "# The events that need TCP-state variables parse but are refused:"
         "$build/tpm/tpm-replay" -f "$top/tests/data/table2-tcp.events" \
             "$tmp/table2.pcap" 2>&1 | sed 's/^/#   /' || true
+        echo
+        echo "# Network-wide: the TEM over two hosts (tests/demo-tem.sh)"
+        sh "$top/tests/demo-tem.sh" "$build" "$top"
         ;;
     check)
         make -C "$build" -j"$jobs" check || {
