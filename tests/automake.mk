@@ -97,4 +97,4 @@ tests_test_tem_LDADD = tem/libtemcore.la $(TEST_LDADD) $(JSON_C_LIBS) \
 	$(PROTOBUF_C_LIBS)
 tests/test_tem-test-tem.$(OBJEXT): $(PROTO_GEN)
 TESTS += tests/test-tem
-EXTRA_DIST += tests/demo-tem.sh
+EXTRA_DIST += tests/demo-tem.sh tests/tem-trace.py
