@@ -63,6 +63,7 @@ struct replay {
     uint64_t budget_ns;
     uint64_t n_reports;
     bool realtime;
+    uint64_t start_ns;          /* --start-at: earliest wall-clock start. */
 
     /* The monitor's clock. */
     bool started;
@@ -115,6 +116,10 @@ usage(void)
            "  --realtime              pace packets by their timestamps on "
            "the wall clock,\n"
            "                          the first packet being now\n"
+           "  --start-at NS           with --realtime: the first packet "
+           "not before wall-clock\n"
+           "                          NS (ns since 1970), e.g. to start "
+           "several hosts together\n"
            "  --loop N                replay the capture N times, each "
            "pass after the\n"
            "                          previous one in time (1)\n"
@@ -599,11 +604,14 @@ replay_pass(struct replay *r, const char *file, int64_t *shift,
         }
         *last_ns = MAX(*last_ns, cap_ns);
         if (!*have_shift) {
-            /* Now, rounded up so that intervals keep their phase. */
+            /* Now (or --start-at, if later), rounded up so that intervals
+             * keep their phase: hosts given the same --start-at and
+             * captures with the same first timestamp start in the same
+             * interval. */
             uint64_t align = interval_lcm(r);
+            uint64_t start = MAX(tpm_clock_real_ns(), r->start_ns);
             *shift = r->realtime
-                     ? (int64_t) (ROUND_UP(tpm_clock_real_ns() - cap_ns,
-                                           align))
+                     ? (int64_t) (ROUND_UP(start - cap_ns, align))
                      : 0;
             *have_shift = true;
         }
@@ -745,7 +753,7 @@ main(int argc, char *argv[])
         OPT_EPOCH = 256, OPT_BUDGET, OPT_FT, OPT_PROBE, OPT_DOS, OPT_HIST,
         OPT_TRIG, OPT_STATS, OPT_CONTROLLER, OPT_HOST_ID, OPT_PREFIX,
         OPT_REALTIME, OPT_LINGER, OPT_LOOP, OPT_CONNECT_TIMEOUT, OPT_SETTLE,
-        OPT_REQUIRE,
+        OPT_REQUIRE, OPT_START_AT,
     };
     static const struct option options[] = {
         { "event", required_argument, NULL, 'e' },
@@ -762,6 +770,7 @@ main(int argc, char *argv[])
         { "host-id", required_argument, NULL, OPT_HOST_ID },
         { "prefix", required_argument, NULL, OPT_PREFIX },
         { "realtime", no_argument, NULL, OPT_REALTIME },
+        { "start-at", required_argument, NULL, OPT_START_AT },
         { "linger", required_argument, NULL, OPT_LINGER },
         { "loop", required_argument, NULL, OPT_LOOP },
         { "connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT },
@@ -869,6 +878,9 @@ main(int argc, char *argv[])
         case OPT_REALTIME:
             r.realtime = true;
             break;
+        case OPT_START_AT:
+            r.start_ns = parse_uint("--start-at", optarg, 0, UINT64_MAX);
+            break;
         case OPT_LINGER:
             linger_ns = parse_time_opt("--linger", optarg);
             linger_set = true;
@@ -899,6 +911,9 @@ main(int argc, char *argv[])
     }
     if (optind != argc - 1) {
         die("exactly one PCAP file expected (try --help)");
+    }
+    if (r.start_ns && !r.realtime) {
+        die("--start-at needs --realtime");
     }
     if (!controller && controller_only) {
         die("%s needs --controller", controller_only);
