@@ -98,3 +98,9 @@ tests_test_tem_LDADD = tem/libtemcore.la $(TEST_LDADD) $(JSON_C_LIBS) \
 tests/test_tem-test-tem.$(OBJEXT): $(PROTO_GEN)
 TESTS += tests/test-tem
 EXTRA_DIST += tests/demo-tem.sh tests/tem-trace.py
+
+# The TEM daemon and tem-ctl with tpm-replay hosts (no switch, no root):
+# exit codes, the wire checked with hand-encoded protobuf, decisions
+# against traces of known volume, persistence.
+TESTS += tests/tem-replay.sh
+EXTRA_DIST += tests/tem-replay.sh tests/tem-wire.py

@@ -1,0 +1,245 @@
+#!/bin/bash
+# The TEM with tpm-replay hosts, no switch and no root needed: the daemon,
+# its client, its protocol checks, persistence, and network-wide decisions
+# checked against traces whose volume per interval is known exactly
+# (tests/tem-trace.py).  The same TEM with our OVS as a host is
+# tests/tem-integration.sh.
+#
+#   1. tem-ctl exit codes: 2 usage, 3 TEM unreachable, 1 error reply (an
+#      unknown event, a definition error with its column, an across=sum
+#      over a non-additive predicate).
+#   2. The wire (tests/tem-wire.py, protobuf encoded by hand): garbage
+#      frames are counted, not fatal; a Hello of another protocol version
+#      or epoch is refused with a reason naming both sides; invalid
+#      messages in a live session are dropped and counted, the session
+#      goes on.
+#   3. Two hosts, h1 (80 KB per 100 ms interval) and h2 (50 KB), started
+#      together (--start-at) for 10 intervals:
+#        net_sum   (sum > 120 KB, 60 KB each): 10 alerts, each 130000 with
+#                  h1 80000 and h2 50000, nobody missing;
+#        net_quiet (sum > 140 KB): h1 exceeds its 70 KB share in every
+#                  interval and the TEM polls h2, but the total (130 KB)
+#                  stays below: 0 alerts;
+#        net_both  (at least 2 hosts over 40 KB): 10 alerts of value 2;
+#        net_flows (standby, then= of net_sum for 300 ms): installed on
+#                  both hosts, which report their flows (h1: 2 x 40000,
+#                  h2: 50000).
+#   4. Restart: the TEM stopped and started again on the same state file
+#      has the same events with the same ids; a bad state file stops it
+#      with exit status 1 and a message naming the problem.
+#
+# Automake test protocol: 0 pass, 1 fail, 77 skip (python3-zmq missing).
+set -euo pipefail
+
+top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
+top_builddir=${top_builddir:-$top_srcdir/build}
+PY=${PYTHON3:-python3}
+TEM=$top_builddir/tem/trumpet-tem
+CTL=$top_builddir/tem/tem-ctl
+REPLAY=$top_builddir/tpm/tpm-replay
+
+"$PY" -c 'import zmq' 2>/dev/null \
+    || { echo "SKIP: python3-zmq not available to $PY"; exit 77; }
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/tem-replay.XXXXXX")
+pids=()
+tem_pid=
+cleanup() {
+    local rc=$? p
+    for p in "${pids[@]}" $tem_pid; do
+        kill "$p" 2>/dev/null || true
+    done
+    for p in "${pids[@]}" $tem_pid; do
+        wait "$p" 2>/dev/null || true
+    done
+    if [ $rc != 0 ] && [ -f "$tmp/tem.log" ]; then
+        echo "--- TEM log:"
+        tail -n 30 "$tmp/tem.log"
+    fi
+    rm -rf "$tmp"
+    exit $rc
+}
+trap cleanup EXIT
+
+fail() {
+    echo "FAIL: $*"
+    exit 1
+}
+
+ctl() {
+    "$CTL" --ctl="ipc://$tmp/ctl" "$@"
+}
+
+start_tem() {
+    "$TEM" --listen="ipc://$tmp/tem" --pub="ipc://$tmp/pub" \
+        --ctl="ipc://$tmp/ctl" --state-file="$tmp/events.json" \
+        --alert-file="$tmp/alerts.json" --no-alerts-stdout \
+        --heartbeat=200ms --poll-deadline=1s 2>>"$tmp/tem.log" &
+    tem_pid=$!
+    local i
+    for ((i = 0; i < 100; i++)); do
+        ctl --timeout=100ms status >/dev/null 2>&1 && return 0
+        kill -0 "$tem_pid" 2>/dev/null || fail "the TEM exited at start"
+    done
+    fail "the TEM does not answer tem-ctl"
+}
+
+stop_tem() {
+    kill "$tem_pid"
+    wait "$tem_pid" || fail "the TEM exited with status $? on SIGTERM"
+    tem_pid=
+}
+
+# counter NAME: a counter of "tem-ctl status".
+counter() {
+    ctl --json status | "$PY" -c \
+        "import json,sys; print(json.load(sys.stdin)['counters']['$1'])"
+}
+
+# expect_rc RC PATTERN COMMAND...: COMMAND exits RC and its stderr matches
+# PATTERN (grep -E).
+expect_rc() {
+    local want=$1 pat=$2 rc=0
+    shift 2
+    "$@" >"$tmp/out" 2>"$tmp/err" || rc=$?
+    [ "$rc" = "$want" ] \
+        || fail "'$*' exited $rc, expected $want: $(cat "$tmp/err")"
+    grep -Eq -- "$pat" "$tmp/err" \
+        || fail "'$*': stderr '$(cat "$tmp/err")' does not match '$pat'"
+}
+
+# --- 1. tem-ctl ---------------------------------------------------------
+start_tem
+expect_rc 2 'missing command' "$CTL"
+expect_rc 3 'did not answer' "$CTL" --ctl="ipc://$tmp/none" --timeout=200ms status
+expect_rc 1 'no_such' ctl event-del no_such
+expect_rc 1 'predicate: column [0-9]+' ctl event-add bad 'filter=udp predicate=sum(volume) >'
+expect_rc 1 'across=sum needs' ctl event-add bad 'filter=udp predicate=avg(volume) > 5' across=sum
+echo "PASS: tem-ctl exit codes and error messages"
+
+# --- 2. The wire ---------------------------------------------------------
+"$PY" "$top_srcdir/tests/tem-wire.py" "ipc://$tmp/tem" garbage >/dev/null
+for c in version epoch hello; do
+    out=$("$PY" "$top_srcdir/tests/tem-wire.py" "ipc://$tmp/tem" $c) \
+        || fail "wire case $c: $out"
+done
+for i in $(seq 50); do
+    [ "$(counter invalid_frames)" = 2 ] && break
+    sleep 0.1
+done
+[ "$(counter invalid_frames)" = 2 ] \
+    || fail "invalid_frames $(counter invalid_frames), expected 2"
+[ "$(counter invalid_msgs)" = 1 ] \
+    || fail "invalid_msgs $(counter invalid_msgs), expected 1"
+[ "$(counter refused)" = 2 ] || fail "refused $(counter refused), expected 2"
+[ "$(counter sat_unknown)" = 1 ] \
+    || fail "sat_unknown $(counter sat_unknown), expected 1"
+echo "PASS: garbage counted, versions and epochs refused with reasons," \
+     "invalid messages dropped in a live session"
+
+# --- 3. Two hosts -------------------------------------------------------
+f="filter=udp,nw_dst=10.99.0.2 interval=100ms"
+ctl event-add net_flows "$f" 'predicate=sum(volume) > 20KB' group=5tuple \
+    standby=yes >/dev/null
+f="$f group=nw_dst"
+ctl event-add net_sum "$f" 'predicate=sum(volume) > 120KB' across=sum \
+    then=net_flows:300ms >/dev/null
+ctl event-add net_quiet "$f" 'predicate=sum(volume) > 140KB' across=sum \
+    >/dev/null
+ctl event-add net_both "$f" 'predicate=sum(volume) > 40KB' \
+    across=atleast:2 >/dev/null
+"$PY" "$top_srcdir/tests/tem-trace.py" --out "$tmp/h1.pcap" --epochs 100 \
+    --per-epoch 8 --size 1000 --src 10.99.1.1 --flows 2 >"$tmp/h1.json"
+"$PY" "$top_srcdir/tests/tem-trace.py" --out "$tmp/h2.pcap" --epochs 100 \
+    --per-epoch 5 --size 1000 --src 10.99.2.1 >"$tmp/h2.json"
+polls0=$(counter polls_sent)
+# Both start on the same 100 ms boundary, after their sessions are up.
+start=$(( ($(date +%s%N) / 100000000 + 15) * 100000000 ))
+hpids=()
+for h in h1 h2; do
+    "$REPLAY" --controller "ipc://$tmp/tem" --host-id $h \
+        --prefix 10.99.0.0/24 --realtime --start-at $start \
+        --require-controller --stats "$tmp/$h.pcap" \
+        >"$tmp/$h.out" 2>"$tmp/$h.err" &
+    pids+=($!)
+    hpids+=($!)
+done
+for p in "${hpids[@]}"; do
+    wait "$p" || fail "a tpm-replay host failed: $(cat "$tmp"/h?.err)"
+done
+"$PY" - "$tmp/alerts.json" "$tmp/h1.out" "$tmp/h2.out" <<'PYEOF' || exit 1
+import json, sys
+from collections import Counter
+alerts = [json.loads(l) for l in open(sys.argv[1])]
+by = {}
+for a in alerts:
+    by.setdefault(a["event"], []).append(a)
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+s = by.get("net_sum", [])
+if len(s) != 10:
+    fail("net_sum: %d alerts, expected 10" % len(s))
+for a in s:
+    if (a["value"] != 130000 or a["hosts"] != {"h1": 80000, "h2": 50000}
+            or a["missing"] or a["deadline"] or a["threshold"] != 120000):
+        fail("net_sum alert %s" % json.dumps(a))
+if len({a["epoch"] for a in s}) != 10:
+    fail("net_sum: alerts not in 10 distinct intervals")
+if "net_quiet" in by:
+    fail("net_quiet alerted: %s" % json.dumps(by["net_quiet"][0]))
+b = by.get("net_both", [])
+if len(b) != 10 or any(a["value"] != 2 or sorted(a["holding"]) != ["h1", "h2"]
+                       for a in b):
+    fail("net_both: %d alerts %s" % (len(b), b[:1]))
+# The hosts' own reports: h1 exceeded its net_quiet share (70 KB) in every
+# interval, with exactly its 80000; the drill-down reached both hosts.
+for host, out, flows in (("h1", sys.argv[2], {7000: 40000, 7001: 40000}),
+                         ("h2", sys.argv[3], {7000: 50000})):
+    reps = [json.loads(l) for l in open(out)]
+    q = [r for r in reps if r["event"] == "net_quiet"]
+    if host == "h1" and (len(q) != 10 or any(r["value"] != 80000 for r in q)):
+        fail("h1 net_quiet reports: %s" % q)
+    if host == "h2" and q:
+        fail("h2 reported net_quiet (50000 < its 70000 share)")
+    fl = [r for r in reps if r["event"] == "net_flows"]
+    if not fl:
+        fail("%s: no net_flows report: the drill-down did not reach it" % host)
+    for r in fl:
+        if r["value"] != flows.get(r["group"]["tp_src"]) and not r.get("partial"):
+            fail("%s: net_flows report %s" % (host, r))
+print("PASS: net_sum 10 x 130000 (h1 80000 + h2 50000), net_quiet 0 alerts "
+      "(h1 reported 10 x 80000 over its share), net_both 10 x 2 hosts, "
+      "drill-down net_flows on both hosts")
+PYEOF
+polls=$(( $(counter polls_sent) - polls0 ))
+[ "$polls" -ge 20 ] \
+    || fail "the TEM sent $polls polls, expected at least 20 (net_sum, net_quiet)"
+
+# --- 4. Restart and persistence -----------------------------------------
+ctl --json event-list >"$tmp/before.json"
+stop_tem
+start_tem
+ctl --json event-list >"$tmp/after.json"
+"$PY" - "$tmp/before.json" "$tmp/after.json" <<'PYEOF' || exit 1
+import json, sys
+def events(path):
+    return sorted((e["id"], e["name"], e["definition"])
+                  for e in json.load(open(path))["events"])
+a, b = events(sys.argv[1]), events(sys.argv[2])
+if a != b or len(a) != 4:
+    print("FAIL: events after restart %s, before %s" % (b, a))
+    sys.exit(1)
+print("PASS: restart: the 4 events come back with their ids")
+PYEOF
+stop_tem
+echo '{"format":1,"next_id":2,"events":[{"id":1,"name":"x","definition":"filter=udp predicate=sum(volume) >"}]}' \
+    >"$tmp/events.json"
+rc=0
+"$TEM" --listen="ipc://$tmp/tem" --pub="ipc://$tmp/pub" \
+    --ctl="ipc://$tmp/ctl" --state-file="$tmp/events.json" \
+    >/dev/null 2>"$tmp/bad.err" || rc=$?
+[ $rc = 1 ] || fail "a bad state file: exit status $rc, expected 1"
+grep -q 'predicate' "$tmp/bad.err" \
+    || fail "a bad state file: message '$(cat "$tmp/bad.err")'"
+echo "PASS: a bad state file stops the TEM: $(tail -n 1 "$tmp/bad.err")"

@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""Talks to a TEM's host socket at the wire level, as a misbehaving host.
+
+    tem-wire.py ENDPOINT CASE
+
+Encodes protobuf by hand (a few lines: varints and length-delimited
+fields, following proto/trumpet.proto), independently of the protobuf-c
+code the TEM and the agent use, and checks what the TEM answers:
+
+    garbage         random bytes and a truncated Hello: no answer is
+                    expected; the TEM counts them (checked by the caller)
+    version         Hello for versions 99..99: a Refuse whose reason
+                    names both version ranges
+    epoch           Hello with 20 ms epochs: a Refuse naming the epoch
+    hello           a valid Hello: a Welcome with version 1 and a
+                    heartbeat; then a Satisfaction with an unknown event
+                    id and one with a 5-byte address (invalid): the session
+                    survives (a Heartbeat is still answered by the TEM's
+                    own heartbeats / no Bye)
+
+Prints one line "ok: ..." and exits 0, or prints the problem and exits 1.
+Uses python3-zmq.
+"""
+import sys
+import time
+
+import zmq
+
+
+def varint(n):
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def field_varint(num, value):
+    return varint(num << 3) + varint(value)
+
+
+def field_bytes(num, data):
+    if isinstance(data, str):
+        data = data.encode()
+    return varint(num << 3 | 2) + varint(len(data)) + data
+
+
+def frame(version, *messages):
+    out = field_varint(1, version)
+    for m in messages:
+        out += field_bytes(2, m)
+    return out
+
+
+def hello(vmin, vmax, host, epoch_ns):
+    body = (field_varint(1, vmin) + field_varint(2, vmax)
+            + field_bytes(3, host)
+            + field_bytes(4, field_varint(1, 4) + field_bytes(2, bytes([10, 99, 0, 0]))
+                          + field_varint(3, 24))
+            + field_varint(5, epoch_ns) + field_varint(6, time.time_ns()))
+    return field_bytes(1, body)         # Message.hello = 1
+
+
+def satisfaction(event_id, addr):
+    key = (field_varint(1, 4) + field_bytes(2, addr) + field_bytes(3, addr)
+           + field_varint(4, 1) + field_varint(5, 2) + field_varint(6, 17))
+    body = (field_varint(1, event_id) + field_varint(2, 1000)
+            + field_bytes(3, key) + varint(4 << 3 | 1) + b"\0" * 8)
+    return field_bytes(8, body)         # Message.satisfaction = 8
+
+
+def parse(data):
+    """Decodes one protobuf message into {field: [values]}."""
+    fields, i = {}, 0
+    while i < len(data):
+        key, i = read_varint(data, i)
+        num, wt = key >> 3, key & 7
+        if wt == 0:
+            v, i = read_varint(data, i)
+        elif wt == 2:
+            n, i = read_varint(data, i)
+            v, i = data[i:i + n], i + n
+        elif wt == 1:
+            v, i = data[i:i + 8], i + 8
+        elif wt == 5:
+            v, i = data[i:i + 4], i + 4
+        else:
+            raise ValueError("wire type %d" % wt)
+        fields.setdefault(num, []).append(v)
+    return fields
+
+
+def read_varint(data, i):
+    n = shift = 0
+    while True:
+        b = data[i]
+        i += 1
+        n |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            return n, i
+
+
+def answers(sock, timeout_ms=2000):
+    """Returns the messages of the next frame as (body field, fields)."""
+    if not sock.poll(timeout_ms):
+        return None
+    f = parse(sock.recv())
+    out = []
+    for m in f.get(2, []):
+        body = parse(m)
+        (num, vals), = body.items()
+        out.append((num, parse(vals[0])))
+    return out
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def main():
+    endpoint, case = sys.argv[1], sys.argv[2]
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 2000)
+    sock.connect(endpoint)
+    if case == "garbage":
+        sock.send(b"\xff\x00garbage\x13\x37" * 3)
+        sock.send(frame(1, hello(1, 1, "g1", 10_000_000))[:-5])
+        print("ok: sent 2 invalid frames")
+    elif case in ("version", "epoch"):
+        v, ep = (99, 10_000_000) if case == "version" else (1, 20_000_000)
+        sock.send(frame(v, hello(v, v, "bad-" + case, ep)))
+        got = answers(sock)
+        if not got:
+            fail("no answer to the Hello")
+        num, f = got[0]
+        if num != 3:                    # Message.refuse = 3
+            fail("expected Refuse, got body field %d" % num)
+        reason = f[1][0].decode()
+        want = (["99..99", "1..1"] if case == "version"
+                else ["20ms", "10ms"])
+        for w in want:
+            if w not in reason:
+                fail("Refuse reason %r does not name %r" % (reason, w))
+        print("ok: refused: " + reason)
+    elif case == "hello":
+        sock.send(frame(1, hello(1, 1, "wire1", 10_000_000)))
+        got = answers(sock)
+        if not got or got[0][0] != 2:   # Message.welcome = 2
+            fail("expected Welcome, got %r" % (got,))
+        f = got[0][1]
+        if f[1][0] != 1 or f[4][0] <= 0:
+            fail("Welcome version %r heartbeat %r" % (f[1], f[4]))
+        sock.send(frame(1, satisfaction(4242, bytes([10, 99, 0, 2])),
+                        satisfaction(1, bytes([10, 99, 0, 2, 9]))))
+        # The session survives: the TEM's next heartbeat (or any message)
+        # comes, and no Bye.
+        deadline = time.time() + 5
+        while time.time() < deadline:
+            got = answers(sock, 500)
+            for num, _ in got or []:
+                if num == 12:           # Message.bye
+                    fail("the TEM said Bye after the invalid messages")
+                if num == 11:           # Message.heartbeat
+                    sock.send(frame(1, field_bytes(12, b"")))   # Bye
+                    print("ok: welcomed, session alive after invalid "
+                          "messages")
+                    return
+        fail("no heartbeat from the TEM within 5 s")
+    else:
+        fail("unknown case " + case)
+
+
+if __name__ == "__main__":
+    main()
