@@ -2021,8 +2021,8 @@ split_clauses__(struct definition *def)
     return NULL;
 }
 
-static bool
-is_valid_name__(const char *name)
+bool
+tpm_event_name_valid(const char *name)
 {
     size_t len = name ? strlen(name) : 0;
     if (len < 1 || len > 63) {
@@ -2051,7 +2051,7 @@ tpm_event_parse(const char *name, const char *text,
     char *error;
 
     *eventp = NULL;
-    if (!is_valid_name__(name)) {
+    if (!tpm_event_name_valid(name)) {
         return xasprintf("name: '%s' is not a valid event name: expected 1 "
                          "to 63 characters from A-Z, a-z, 0-9, '_', '.' "
                          "and '-'", name ? name : "");

@@ -177,6 +177,10 @@ char *tpm_event_parse(const char *name, const char *text,
 char *tpm_event_parse_line(const char *line, struct tpm_event **eventp)
     __attribute__((warn_unused_result));
 
+/* Returns true if 'name' is a valid event name: 1 to 63 characters from
+ * [A-Za-z0-9_.-] (NULL is not). */
+bool tpm_event_name_valid(const char *name);
+
 void tpm_event_destroy(struct tpm_event *);
 
 /* Returns a deep copy of 'event'. */

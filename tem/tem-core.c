@@ -2269,21 +2269,6 @@ collapse_space(const char *s)
     return out;
 }
 
-static bool
-valid_event_name(const char *name)
-{
-    size_t len = strlen(name);
-    if (len < 1 || len > 63) {
-        return false;
-    }
-    for (size_t i = 0; i < len; i++) {
-        if (!isalnum((unsigned char) name[i]) && !strchr("_.-", name[i])) {
-            return false;
-        }
-    }
-    return true;
-}
-
 /* Fills 'e''s network-wide settings from 'nc'.  Returns NULL or an
  * error. */
 static char *
@@ -2379,7 +2364,7 @@ parse_net_clauses(const struct tem_core *core, struct tem_event *e,
         const char *colon = strchr(v, ':');
         char *name = colon ? xstrndup(v, colon - v) : NULL;
         char *error = NULL;
-        if (!name || !valid_event_name(name)) {
+        if (!tpm_event_name_valid(name)) {
             error = xasprintf("then: column %d: '%s' is not NAME:DURATION: "
                               "expected an event name (1 to 63 characters "
                               "from A-Z a-z 0-9 _ . -), ':' and a time such "
