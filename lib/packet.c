@@ -1,6 +1,7 @@
 #include "packet.h"
 
 #include <arpa/inet.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -30,6 +31,36 @@ get_be32(const uint8_t *p)
            | (uint32_t) p[2] << 8 | p[3];
 }
 
+/* Reads the window-scale and MSS options of the TCP header at 'l4' of
+ * 'hlen' bytes, of which 'avail' were captured, into 'pkt'.  An option
+ * that is not wholly captured, or malformed, ends the walk. */
+static void
+parse_tcp_options__(const uint8_t *l4, uint32_t hlen, int avail,
+                    struct tpm_pkt *pkt)
+{
+    uint32_t end = MIN(hlen, (uint32_t) avail);
+
+    for (uint32_t i = 20; i < end;) {
+        uint8_t kind = l4[i];
+        if (kind == 0) {
+            break;              /* End of option list. */
+        } else if (kind == 1) {
+            i++;                /* No-operation. */
+            continue;
+        }
+        if (i + 1 >= end || l4[i + 1] < 2 || i + l4[i + 1] > end) {
+            break;
+        }
+        uint8_t len = l4[i + 1];
+        if (kind == 2 && len == 4) {
+            pkt->mss = get_be16(l4 + i + 2);
+        } else if (kind == 3 && len == 3) {
+            pkt->wscale = MIN(l4[i + 2], TPM_WSCALE_MAX);
+        }
+        i += len;
+    }
+}
+
 /* Parses the L4 header at 'l4' ('avail' captured bytes, 'l4len' bytes
  * according to the IP header) into 'pkt'.  'first_frag' is false for
  * non-first fragments, which carry no L4 header. */
@@ -52,6 +83,9 @@ parse_l4__(const uint8_t *l4, int avail, uint32_t l4len, bool first_frag,
         pkt->tcp_flags = l4[13];
         pkt->rwnd = get_be16(l4 + 14);
         pkt->volume = l4len > hlen ? l4len - hlen : 0;
+        if (pkt->tcp_flags & TPM_TCP_SYN) {
+            parse_tcp_options__(l4, hlen, avail, pkt);
+        }
     } else if (proto == IPPROTO_UDP && avail >= 8) {
         uint32_t ulen = get_be16(l4 + 4);
         pkt->key.sport = get_be16(l4);
@@ -78,8 +112,9 @@ tpm_packet_parse_full(const void *data, uint32_t caplen, uint32_t wirelen,
     const uint8_t *p = data;
     const uint8_t *end = p + caplen;
 
-    memset(pkt, 0, sizeof *pkt);
+    memset(pkt, 0, offsetof(struct tpm_pkt, v));
     pkt->bytes = wirelen;
+    pkt->wscale = TPM_WSCALE_NONE;
 
     if (caplen < ETH_HLEN) {
         return false;

@@ -40,6 +40,29 @@ _Static_assert(sizeof(struct tpm_key) == 40, "tpm_key is five words");
 #define TPM_TCP_PSH 0x08
 #define TPM_TCP_ACK 0x10
 
+/* 'wscale' of a packet without the TCP window-scale option. */
+#define TPM_WSCALE_NONE 0xff
+#define TPM_WSCALE_MAX 14       /* RFC 7323: larger shifts count as 14. */
+
+/* Values of the variables that need per-flow state (lib/event.h: is_lost,
+ * is_burst, rtt, seq, ack, dup, rwnd) for one packet.  The parser leaves
+ * them alone; the monitor fills them in for the packets of flows that keep
+ * state (tpm/tpm.c, docs/event-language.md for their exact meaning), and
+ * only those packets are ever evaluated against terms that use them. */
+struct tpm_pkt_vars {
+    uint64_t seq;               /* Highest sequence number sent by this
+                                 * direction (end of segment), unwrapped
+                                 * to 64 bits. */
+    uint64_t ack;               /* Highest acknowledgement received from
+                                 * the other direction, unwrapped; 0 none. */
+    uint64_t rtt;               /* Latest RTT sample, ns; 0 none yet. */
+    uint32_t rwnd;              /* Window scaled by the negotiated shift. */
+    uint32_t dup;               /* Duplicate-ACK byte estimate. */
+    uint8_t is_lost;            /* Retransmission: 1, else 0. */
+    uint8_t is_burst;           /* Within the burst gap of the previous
+                                 * packet of the flow: 1, else 0. */
+};
+
 struct tpm_pkt {
     struct tpm_key key;
     uint32_t hash;              /* Left 0 by the parser: the monitor
@@ -53,6 +76,11 @@ struct tpm_pkt {
     uint8_t ttl;                /* IPv4 TTL or IPv6 hop limit. */
     uint8_t ecn;                /* 1 if ECN field is CE, else 0. */
     uint8_t tcp_flags;          /* TCP flags, 0 if not TCP. */
+    uint8_t wscale;             /* TCP window-scale option of a SYN
+                                 * (shift, at most TPM_WSCALE_MAX), else
+                                 * TPM_WSCALE_NONE. */
+    uint16_t mss;               /* TCP MSS option of a SYN, else 0. */
+    struct tpm_pkt_vars v;      /* Filled in by the monitor, see above. */
 };
 
 /* Parses Ethernet frame 'data' of 'caplen' captured bytes whose length on
@@ -61,11 +89,13 @@ struct tpm_pkt {
  * carries ports), IPv6 (skipping hop-by-hop, routing, fragment and
  * destination-options extension headers), TCP, UDP, SCTP, ICMP and ICMPv6.
  * Returns true if the frame is IP, false otherwise (then 'pkt->key' is all
- * zero but 'bytes' is set).
+ * zero but 'bytes' is set).  TCP options are read only on SYN segments
+ * (window scale and MSS), and only as far as they were captured.
+ * 'pkt->v' is not touched.
  *
  * tpm_packet_parse() is inline: it handles the common case (untagged
- * IPv4 without options, first or only fragment, TCP or UDP, headers
- * captured) in a few dozen instructions and hands everything else to
+ * IPv4 without options, first or only fragment, TCP other than SYN or
+ * UDP, headers captured) in a few dozen instructions and hands everything else to
  * tpm_packet_parse_full(), which gives identical results for the common
  * case too (tests/test-packet.c checks both). */
 bool tpm_packet_parse_full(const void *data, uint32_t caplen,
@@ -104,8 +134,14 @@ tpm_packet_parse(const void *data, uint32_t caplen, uint32_t wirelen,
     pkt->bytes = wirelen;
     pkt->ttl = ip[8];
     pkt->ecn = (ip[1] & 3) == 3;
+    pkt->wscale = TPM_WSCALE_NONE;
+    pkt->mss = 0;
     if (ip[9] == 6) {
         uint32_t hlen = (l4[12] >> 4) * 4;
+        if (__builtin_expect(l4[13] & TPM_TCP_SYN, 0)) {
+            /* Options to read. */
+            return tpm_packet_parse_full(data, caplen, wirelen, pkt);
+        }
         pkt->seq = (uint32_t) l4[4] << 24 | l4[5] << 16 | l4[6] << 8 | l4[7];
         pkt->ack = (uint32_t) l4[8] << 24 | l4[9] << 16 | l4[10] << 8
                    | l4[11];

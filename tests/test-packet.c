@@ -142,6 +142,26 @@ tcp(struct fb *f, uint16_t sport, uint16_t dport, uint32_t seq, uint32_t ack,
     }
 }
 
+/* TCP header followed by the 'optlen' option bytes 'opts' (a multiple of
+ * four). */
+static void
+tcp_opts(struct fb *f, uint16_t sport, uint16_t dport, uint32_t seq,
+         uint32_t ack, uint8_t flags, uint16_t win, const uint8_t *opts,
+         uint32_t optlen)
+{
+    ck_assert_uint_eq(optlen % 4, 0);
+    put16(f, sport);
+    put16(f, dport);
+    put32(f, seq);
+    put32(f, ack);
+    put8(f, (uint8_t) ((5 + optlen / 4) << 4));
+    put8(f, flags);
+    put16(f, win);
+    put16(f, 0xcafe);
+    put16(f, 0);
+    putn(f, opts, optlen);
+}
+
 static void
 udp(struct fb *f, uint16_t sport, uint16_t dport, uint16_t len)
 {
@@ -162,12 +182,17 @@ struct expect {
     uint32_t volume, seq, ack;
     uint16_t rwnd;
     uint8_t ttl, ecn, flags;
+    uint8_t wscale;             /* TPM_WSCALE_NONE unless set. */
+    uint16_t mss;
     uint32_t wirelen;
     /* Offsets for the truncation test: the frame is IP from
      * 'l3off + l3len' captured bytes on; the L4 protocol is known from
      * 'l4off' on and the L4 fields from 'l4off + l4min' on (l4min 0: the
      * frame carries no parsed L4 header). */
     uint32_t l3off, l3len, l4off, l4min;
+    /* SYN options: read only once wholly captured, which they are from
+     * 'l4off + l4opt' on (0: no options to read). */
+    uint32_t l4opt;
 };
 
 /* Checks a parse against 'e', including addresses (from the frame's wire
@@ -205,6 +230,10 @@ check_pkt(const struct fb *f, const struct tpm_pkt *p, bool ret,
     ck_assert_msg(p->ecn == e->ecn, "%s: ecn %u", e->name, p->ecn);
     ck_assert_msg(p->tcp_flags == e->flags, "%s: flags %#x", e->name,
                   p->tcp_flags);
+    ck_assert_msg(p->wscale == e->wscale, "%s: wscale %u, expected %u",
+                  e->name, p->wscale, e->wscale);
+    ck_assert_msg(p->mss == e->mss, "%s: mss %u, expected %u", e->name,
+                  p->mss, e->mss);
     if (e->ipver == 4) {
         ck_assert_msg(!memcmp(&p->key.src[0], f->b + e->l3off + 12, 4),
                       "%s: src", e->name);
@@ -248,6 +277,7 @@ build_frame(int i, struct fb *f, struct expect *e)
     memset(e, 0, sizeof *e);
     e->ip = true;
     e->l3off = 14;
+    e->wscale = TPM_WSCALE_NONE;
 
     switch (i) {
     case 0:
@@ -647,6 +677,59 @@ build_frame(int i, struct fb *f, struct expect *e)
         e->l3len = 20; e->l4off = 34; e->l4min = 0;
         break;
 
+    case 27: {
+        /* IPv4 TCP SYN with MSS 1460, NOP, window scale 7, SACK permitted
+         * and timestamps: the options a Linux SYN carries. */
+        static const uint8_t opts[20] = {
+            2, 4, 0x05, 0xb4, 1, 3, 3, 7, 4, 2,
+            8, 10, 0, 0, 0, 1, 0, 0, 0, 0,
+        };
+        e->name = "ipv4-tcp-syn-options";
+        eth(f, 0x0800);
+        ipv4(f, 0, 20 + 40, 0x4000, 64, 6, 0);
+        tcp_opts(f, 40000, 5001, 0x89abcdef, 0, TPM_TCP_SYN, 64240, opts,
+                 sizeof opts);
+        e->ipver = 4; e->proto = 6; e->sport = 40000; e->dport = 5001;
+        e->seq = 0x89abcdef; e->rwnd = 64240; e->ttl = 64;
+        e->flags = TPM_TCP_SYN; e->wscale = 7; e->mss = 1460;
+        e->l3len = 20; e->l4off = 34; e->l4min = 20; e->l4opt = 40;
+        break;
+    }
+
+    case 28: {
+        /* IPv6 TCP SYN-ACK, MSS 8940, window scale 15 (taken as 14, RFC
+         * 7323), end of options. */
+        static const uint8_t opts[8] = { 2, 4, 0x22, 0xec, 3, 3, 15, 0 };
+        e->name = "ipv6-tcp-synack-options";
+        eth(f, 0x86dd);
+        ipv6(f, 0, 28, 6, 64);
+        tcp_opts(f, 5001, 40000, 7, 0x89abcdf0, TPM_TCP_SYN | TPM_TCP_ACK,
+                 65535, opts, sizeof opts);
+        e->ipver = 6; e->proto = 6; e->sport = 5001; e->dport = 40000;
+        e->seq = 7; e->ack = 0x89abcdf0; e->rwnd = 65535; e->ttl = 64;
+        e->flags = TPM_TCP_SYN | TPM_TCP_ACK; e->wscale = 14;
+        e->mss = 8940;
+        e->l3len = 40; e->l4off = 54; e->l4min = 20; e->l4opt = 28;
+        break;
+    }
+
+    case 29: {
+        /* IPv4 TCP SYN whose second option has length 0: the walk stops
+         * there, so the window scale after it is not read. */
+        static const uint8_t opts[12] = {
+            2, 4, 0x02, 0x18, 30, 0, 3, 3, 3, 0, 0, 0,
+        };
+        e->name = "ipv4-tcp-syn-bad-option";
+        eth(f, 0x0800);
+        ipv4(f, 0, 20 + 32, 0, 64, 6, 0);
+        tcp_opts(f, 1234, 80, 1, 0, TPM_TCP_SYN, 1024, opts, sizeof opts);
+        e->ipver = 4; e->proto = 6; e->sport = 1234; e->dport = 80;
+        e->seq = 1; e->rwnd = 1024; e->ttl = 64; e->flags = TPM_TCP_SYN;
+        e->mss = 536;
+        e->l3len = 20; e->l4off = 34; e->l4min = 20; e->l4opt = 32;
+        break;
+    }
+
     default:
         return false;
     }
@@ -672,6 +755,16 @@ check_frame(int i)
 START_TEST(test_ipv4_tcp_options)
 {
     check_frame(0);
+}
+END_TEST
+
+/* Window scale and MSS on SYNs (IPv4, IPv6), a shift above 14, and a
+ * malformed option that ends the walk. */
+START_TEST(test_tcp_syn_options)
+{
+    check_frame(27);
+    check_frame(28);
+    check_frame(29);
 }
 END_TEST
 
@@ -815,7 +908,8 @@ pkt_equal(const struct tpm_pkt *a, const struct tpm_pkt *b)
            && a->bytes == b->bytes && a->volume == b->volume
            && a->seq == b->seq && a->ack == b->ack && a->rwnd == b->rwnd
            && a->ttl == b->ttl && a->ecn == b->ecn
-           && a->tcp_flags == b->tcp_flags;
+           && a->tcp_flags == b->tcp_flags && a->wscale == b->wscale
+           && a->mss == b->mss;
 }
 
 /* Every prefix of every frame: no read beyond 'caplen' (valgrind), bytes
@@ -873,20 +967,35 @@ START_TEST(test_truncation)
                 ck_assert_msg(p.key.proto == e.proto, "%s/%u: proto %u",
                               e.name, len, p.key.proto);
             }
-            if (e.l4min && len >= e.l4off + e.l4min) {
+            if (e.l4min && len >= e.l4off + MAX(e.l4min, e.l4opt)) {
                 ck_assert_msg(pkt_equal(&p, &full),
+                              "%s/%u: differs from the full parse", e.name,
+                              len);
+            } else if (e.l4min && len >= e.l4off + e.l4min) {
+                /* Options partly captured: each one read whole or not
+                 * at all. */
+                struct tpm_pkt q = p;
+                ck_assert_msg(q.wscale == TPM_WSCALE_NONE
+                              || q.wscale == full.wscale,
+                              "%s/%u: wscale %u", e.name, len, q.wscale);
+                ck_assert_msg(q.mss == 0 || q.mss == full.mss,
+                              "%s/%u: mss %u", e.name, len, q.mss);
+                q.wscale = full.wscale;
+                q.mss = full.mss;
+                ck_assert_msg(pkt_equal(&q, &full),
                               "%s/%u: differs from the full parse", e.name,
                               len);
             } else {
                 ck_assert_msg(p.key.sport == 0 && p.key.dport == 0
                               && p.seq == 0 && p.ack == 0 && p.rwnd == 0
-                              && p.tcp_flags == 0,
+                              && p.tcp_flags == 0
+                              && p.wscale == TPM_WSCALE_NONE && p.mss == 0,
                               "%s/%u: L4 fields from uncaptured bytes",
                               e.name, len);
             }
         }
     }
-    ck_assert_int_ge(n_frames, 27);
+    ck_assert_int_ge(n_frames, 30);
 }
 END_TEST
 
@@ -1271,6 +1380,7 @@ packet_suite(void)
 
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_ipv4_tcp_options);
+    tcase_add_test(tc, test_tcp_syn_options);
     tcase_add_test(tc, test_ipv4_ip_options);
     tcase_add_test(tc, test_ipv4_udp);
     tcase_add_test(tc, test_eth_padding);
