@@ -23,3 +23,13 @@ tem_tem_ctl_CFLAGS = $(AM_CFLAGS) $(JSON_C_CFLAGS) $(ZMQ_CFLAGS)
 tem_tem_ctl_LDADD = lib/libtpmcommon.la $(ZMQ_LIBS) $(JSON_C_LIBS)
 tem/libtemcore_la-tem-core.lo tem/libtemcore_la-tem-state.lo \
 tem/trumpet_tem-tem.$(OBJEXT): $(PROTO_GEN)
+
+# tem-bench: throughput and latency of a running TEM with simulated hosts
+# (docs/benchmarks.md, section TEM; tem/bench-tem.sh runs the matrix).
+noinst_PROGRAMS += tem/tem-bench
+tem_tem_bench_SOURCES = tem/tem-bench.c
+tem_tem_bench_CFLAGS = $(AM_CFLAGS) $(JSON_C_CFLAGS) $(ZMQ_CFLAGS) \
+	$(PROTOBUF_C_CFLAGS)
+tem_tem_bench_LDADD = lib/libtproto.la $(ZMQ_LIBS) $(JSON_C_LIBS) \
+	-lpthread -lm
+tem/tem_bench-tem-bench.$(OBJEXT): $(PROTO_GEN)
