@@ -55,11 +55,11 @@ tpm_var_name(enum tpm_var var)
     return (unsigned) var < TPM_N_VARS ? var_names[var] : "?";
 }
 
-/* Returns true if 'var' needs per-connection TCP state. */
+/* Returns true if 'var' needs per-flow state. */
 bool
 tpm_var_needs_tcp_state(enum tpm_var var)
 {
-    return var >= TPM_VAR_IS_LOST && var < TPM_N_VARS;
+    return var >= TPM_VAR_RWND && var < TPM_N_VARS;
 }
 
 /* Returns the name of aggregate 'agg' ("last" for TPM_AGG_LAST, which is

@@ -27,8 +27,8 @@
  * == !=, && || !, parentheses, and aggregates over the packets of an
  * interval: sum(t) count() count(t) avg(t) min(t) max(t) stddev(t), where
  * the per-packet term t is an expression over per-packet variables
- * (Table 1: packets bytes volume ttl ecn rwnd, and the TCP-state ones
- * is_lost is_burst rtt seq ack dup), with the same operators ("count(t)"
+ * (Table 1: packets bytes volume ttl ecn, and those that need per-flow
+ * state: rwnd is_lost is_burst rtt seq ack dup), with the same operators ("count(t)"
  * counts packets where t is non-zero).  A variable outside an aggregate
  * means its last value in the interval; "ack_lastepoch" (any variable
  * with the suffix) is its last value in the previous interval, and
@@ -51,32 +51,38 @@
 
 #include "packet.h"
 
-/* Per-packet variables (paper Table 1). */
+/* Per-packet variables (paper Table 1; docs/event-language.md defines
+ * each exactly). */
 enum tpm_var {
     TPM_VAR_PACKETS,            /* 1 for every packet. */
     TPM_VAR_BYTES,              /* Frame length. */
     TPM_VAR_VOLUME,             /* L4 payload bytes. */
     TPM_VAR_TTL,                /* IPv4 TTL / IPv6 hop limit. */
     TPM_VAR_ECN,                /* 1 if CE-marked. */
-    TPM_VAR_RWND,               /* TCP raw receive window. */
-    /* TCP-state variables: parsed now, run once TCP state tracking is in
-     * (tpm_event_needs_tcp_state()). */
-    TPM_VAR_IS_LOST,
-    TPM_VAR_IS_BURST,
-    TPM_VAR_RTT,
-    TPM_VAR_SEQ,
-    TPM_VAR_ACK,
-    TPM_VAR_DUP,
+    /* Variables that need per-flow state (tpm_var_needs_tcp_state()):
+     * the monitor keeps it only for flows matched by an event that uses
+     * one of them, and fills in 'struct tpm_pkt_vars' for their
+     * packets. */
+    TPM_VAR_RWND,               /* TCP window, scaled. */
+    TPM_VAR_IS_LOST,            /* Retransmission. */
+    TPM_VAR_IS_BURST,           /* Close behind the flow's previous
+                                 * packet. */
+    TPM_VAR_RTT,                /* Latest RTT sample of this direction. */
+    TPM_VAR_SEQ,                /* Highest sequence number sent. */
+    TPM_VAR_ACK,                /* Highest ack received. */
+    TPM_VAR_DUP,                /* Duplicate-ACK byte estimate. */
     TPM_N_VARS
 };
 
 /* Returns the name of 'var' as written in the language. */
 const char *tpm_var_name(enum tpm_var var);
 
-/* Returns true if 'var' needs per-connection TCP state. */
+/* Returns true if 'var' needs per-flow state (rwnd and the TCP-state
+ * variables is_lost, is_burst, rtt, seq, ack, dup). */
 bool tpm_var_needs_tcp_state(enum tpm_var var);
 
-/* Value of 'var' for packet 'pkt' (TCP-state variables return 0). */
+/* Value of 'var' for packet 'pkt' (for the variables that need per-flow
+ * state, as filled in by the monitor in 'pkt->v'). */
 static inline uint64_t
 tpm_var_value(enum tpm_var var, const struct tpm_pkt *pkt)
 {
@@ -86,13 +92,13 @@ tpm_var_value(enum tpm_var var, const struct tpm_pkt *pkt)
     case TPM_VAR_VOLUME: return pkt->volume;
     case TPM_VAR_TTL: return pkt->ttl;
     case TPM_VAR_ECN: return pkt->ecn;
-    case TPM_VAR_RWND: return pkt->rwnd;
-    case TPM_VAR_SEQ: return pkt->seq;
-    case TPM_VAR_ACK: return pkt->ack;
-    case TPM_VAR_IS_LOST:
-    case TPM_VAR_IS_BURST:
-    case TPM_VAR_RTT:
-    case TPM_VAR_DUP:
+    case TPM_VAR_RWND: return pkt->v.rwnd;
+    case TPM_VAR_IS_LOST: return pkt->v.is_lost;
+    case TPM_VAR_IS_BURST: return pkt->v.is_burst;
+    case TPM_VAR_RTT: return pkt->v.rtt;
+    case TPM_VAR_SEQ: return pkt->v.seq;
+    case TPM_VAR_ACK: return pkt->v.ack;
+    case TPM_VAR_DUP: return pkt->v.dup;
     case TPM_N_VARS:
     default:
         return 0;
@@ -186,7 +192,8 @@ void tpm_event_destroy(struct tpm_event *);
 /* Returns a deep copy of 'event'. */
 struct tpm_event *tpm_event_clone(const struct tpm_event *);
 
-/* Returns true if the predicate uses a TCP-state variable. */
+/* Returns true if the predicate uses a variable that needs per-flow state
+ * (tpm_var_needs_tcp_state()). */
 bool tpm_event_needs_tcp_state(const struct tpm_event *);
 
 /* Replaces the event's threshold with 'value'.  Returns false if the

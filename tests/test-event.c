@@ -545,9 +545,16 @@ START_TEST(test_eval_pkt)
     pkt.volume = 60;
     pkt.ttl = 64;
     pkt.ecn = 1;
-    pkt.rwnd = 0;
+    pkt.rwnd = 5;               /* Raw window: terms read the scaled one. */
     pkt.seq = 7;
     pkt.ack = 9;
+    pkt.v.rwnd = 0;
+    pkt.v.seq = 5000000000ULL;  /* Unwrapped: above 2^32. */
+    pkt.v.ack = 4999999000ULL;
+    pkt.v.rtt = 250000;
+    pkt.v.dup = 2920;
+    pkt.v.is_lost = 1;
+    pkt.v.is_burst = 0;
 
     ck_assert_double_eq(eval_term("sum(packets) > 0", &pkt), 1);
     ck_assert_double_eq(eval_term("sum(bytes) > 0", &pkt), 100);
@@ -564,11 +571,13 @@ START_TEST(test_eval_pkt)
     ck_assert_double_eq(eval_term("count(ttl <= 63 || volume < 61) > 0",
                                   &pkt), 1);
     ck_assert_double_eq(eval_term("max(volume * 10KB) > 0", &pkt), 600000);
-    /* TCP-state variables are 0 until TCP state tracking lands; seq and
-     * ack come from the header. */
+    /* Variables that need per-flow state read what the monitor filled in
+     * 'pkt.v', not the raw header fields. */
     ck_assert_double_eq(eval_term("sum(is_lost + is_burst + rtt + dup) > 0",
-                                  &pkt), 0);
-    ck_assert_double_eq(eval_term("sum(seq * 10 + ack) > 0", &pkt), 79);
+                                  &pkt), 1 + 0 + 250000 + 2920);
+    ck_assert_double_eq(eval_term("sum(seq - ack) > 0", &pkt), 1000);
+    ck_assert_double_eq(eval_term("count(is_lost && !is_burst) > 0", &pkt),
+                        1);
 }
 END_TEST
 
@@ -1505,7 +1514,7 @@ START_TEST(test_names_tables)
     ck_assert_int_eq(sizeof vars / sizeof vars[0], TPM_N_VARS);
     for (int i = 0; i < TPM_N_VARS; i++) {
         ck_assert_str_eq(tpm_var_name(i), vars[i]);
-        ck_assert(tpm_var_needs_tcp_state(i) == (i >= TPM_VAR_IS_LOST));
+        ck_assert(tpm_var_needs_tcp_state(i) == (i >= TPM_VAR_RWND));
 
         /* Every variable parses, bare and inside an aggregate. */
         char *text = xasprintf("filter=tcp predicate=%s > 0 && "

@@ -677,7 +677,13 @@ END_TEST
 
 START_TEST(test_control_rings)
 {
-    struct tpm *tpm = new_tpm(NULL);
+    struct tpm_params p;
+    tpm_params_init(&p);
+    p.flow_table_size = 4096;
+    p.max_events = 64;
+    p.sweep_budget_ns = 0;
+    p.tcp_state_pool = 0;       /* Events needing per-flow state: refused. */
+    struct tpm *tpm = new_tpm(&p);
     struct tpm_event *ev;
     struct tpm_report r;
     struct frame f;
@@ -700,7 +706,7 @@ START_TEST(test_control_rings)
     ck_assert_ptr_null(r.error);
     ck_assert(tpm_pop_report(tpm, &r));
     ck_assert_uint_eq(r.cookie, 101);
-    ck_assert_ptr_nonnull(strstr(r.error, "TCP-state"));
+    ck_assert_ptr_nonnull(strstr(r.error, "tcp_state_pool=0"));
     free(r.error);
     ck_assert(tpm_pop_report(tpm, &r));
     ck_assert_uint_eq(r.cookie, 102);
@@ -935,6 +941,382 @@ START_TEST(test_full_table_never_fails)
 }
 END_TEST
 
+/* Per-flow state variables (docs/event-language.md).  A TCP connection
+ * from C = 10.0.0.1:40000 to S = 10.0.0.2:5001, built by hand. */
+
+#define C_ADDR ip4(10, 0, 0, 1)
+#define S_ADDR ip4(10, 0, 0, 2)
+#define US 1000ULL
+
+/* Builds an IPv4 TCP frame; a SYN carries MSS 'mss' and window scale
+ * 'wscale' options. */
+static void
+tcp_frame(struct frame *f, bool from_c, uint32_t seq, uint32_t ack,
+          uint8_t flags, uint16_t win, int payload, uint16_t mss,
+          uint8_t wscale, uint8_t tos)
+{
+    uint8_t *p = f->data;
+    int optlen = flags & TPM_TCP_SYN ? 8 : 0;
+    memset(f, 0, sizeof *f);
+    put16(p + 12, 0x0800);
+    uint8_t *ip = p + 14;
+    ip[0] = 0x45;
+    ip[1] = tos;
+    put16(ip + 2, 20 + 20 + optlen + payload);
+    ip[8] = 64;
+    ip[9] = 6;
+    uint32_t s = htonl(from_c ? C_ADDR : S_ADDR);
+    uint32_t d = htonl(from_c ? S_ADDR : C_ADDR);
+    memcpy(ip + 12, &s, 4);
+    memcpy(ip + 16, &d, 4);
+    uint8_t *tcp = ip + 20;
+    put16(tcp, from_c ? 40000 : 5001);
+    put16(tcp + 2, from_c ? 5001 : 40000);
+    put16(tcp + 4, seq >> 16);
+    put16(tcp + 6, seq);
+    put16(tcp + 8, ack >> 16);
+    put16(tcp + 10, ack);
+    tcp[12] = (uint8_t) ((5 + optlen / 4) << 4);
+    tcp[13] = flags;
+    put16(tcp + 14, win);
+    if (optlen) {
+        uint8_t *o = tcp + 20;
+        o[0] = 2;
+        o[1] = 4;
+        put16(o + 2, mss);
+        o[4] = 1;
+        o[5] = 3;
+        o[6] = 3;
+        o[7] = wscale;
+    }
+    f->len = MAX(60, 14 + 20 + 20 + optlen + payload);
+    ck_assert_uint_le(f->len, sizeof f->data);
+}
+
+/* Sends 'f' at time 'now' through tpm_process_batch_at(). */
+static void
+send_at(struct tpm *tpm, uint64_t now, const struct frame *f)
+{
+    struct tpm_frame fr = { f->data, f->len, f->len };
+    tpm_advance(tpm, now);
+    tpm_process_batch_at(tpm, &fr, &now, 1);
+}
+
+#define A TPM_TCP_ACK
+
+/* The connection's first epoch: handshake, data, a retransmission, a
+ * burst, two duplicate ACKs, an RTT sample spoilt by the retransmission
+ * (Karn) and a good one.  Payloads of at most 60 bytes fit 'struct
+ * frame'. */
+static void
+tcp_scenario(struct tpm *tpm)
+{
+    struct frame f;
+    const uint16_t syn = TPM_TCP_SYN, fin = TPM_TCP_FIN;
+    (void) fin;
+
+    tcp_frame(&f, true, 1000, 0, syn, 64240, 0, 1460, 7, 0);
+    send_at(tpm, T0, &f);                                   /* 1 */
+    tcp_frame(&f, false, 5000, 1001, syn | A, 65160, 0, 1400, 9, 0);
+    send_at(tpm, T0 + 100 * US, &f);                        /* 2 */
+    tcp_frame(&f, true, 1001, 5001, A, 501, 0, 0, 0, 0);
+    send_at(tpm, T0 + 200 * US, &f);                        /* 3 */
+    tcp_frame(&f, true, 1001, 5001, A, 501, 50, 0, 0, 0);
+    send_at(tpm, T0 + 300 * US, &f);                        /* 4 */
+    tcp_frame(&f, true, 1051, 5001, A, 501, 50, 0, 0, 0);
+    send_at(tpm, T0 + 305 * US, &f);                        /* 5 burst */
+    tcp_frame(&f, true, 1001, 5001, A, 501, 50, 0, 0, 3);
+    send_at(tpm, T0 + 400 * US, &f);                        /* 6 lost, CE */
+    tcp_frame(&f, false, 5001, 1051, A, 300, 0, 0, 0, 0);
+    send_at(tpm, T0 + 500 * US, &f);                        /* 7 */
+    tcp_frame(&f, false, 5001, 1051, A, 300, 0, 0, 0, 0);
+    send_at(tpm, T0 + 510 * US, &f);                        /* 8 dup */
+    tcp_frame(&f, false, 5001, 1051, A, 300, 0, 0, 0, 0);
+    send_at(tpm, T0 + 520 * US, &f);                        /* 9 dup */
+    tcp_frame(&f, true, 1101, 5001, A, 501, 50, 0, 0, 0);
+    send_at(tpm, T0 + 600 * US, &f);                        /* 10 */
+    tcp_frame(&f, false, 5001, 1151, A, 300, 0, 0, 0, 0);
+    send_at(tpm, T0 + 900 * US, &f);                        /* 11 */
+    tcp_frame(&f, true, 1151, 5001, A, 501, 0, 0, 0, 0);
+    send_at(tpm, T0 + 950 * US, &f);                        /* 12 */
+}
+
+/* C's events: value = the left operand, always satisfied. */
+static const char *const c_events[] = {
+    "lost filter=tcp,nw_src=10.0.0.1 predicate=sum(is_lost) >= 0",
+    "burst filter=tcp,nw_src=10.0.0.1 predicate=sum(is_burst) >= 0",
+    "seq filter=tcp,nw_src=10.0.0.1 predicate=seq >= 0",
+    "ack filter=tcp,nw_src=10.0.0.1 predicate=ack >= 0",
+    "dup filter=tcp,nw_src=10.0.0.1 predicate=dup >= 0",
+    "rtt filter=tcp,nw_src=10.0.0.1 predicate=rtt >= 0",
+    "rwnd filter=tcp,nw_src=10.0.0.1 predicate=rwnd >= 0",
+    "maxrwnd filter=tcp,nw_src=10.0.0.1 predicate=max(rwnd) >= 0",
+    "ndup filter=tcp,nw_src=10.0.0.1 predicate=count(dup) >= 0",
+    "lostce filter=tcp,nw_src=10.0.0.1 predicate=count(is_lost && ecn) >= 0",
+};
+/* Their values in the first epoch, worked out by hand from the packets:
+ * one retransmission (6, which is CE-marked), one burst (5: 5 us after
+ * 4), highest sequence end 1151, S acknowledged up to 1151, two
+ * duplicate ACKs of S's MSS (1400) each less the 100 bytes acknowledged
+ * after them, RTT 300 us (sent at 600 us, acknowledged at 900 us: the
+ * sample of 300 us was dropped by the retransmission), window 501 << 7,
+ * the SYN's window unscaled, two packets with dup != 0. */
+static const double c_values[] = {
+    1, 1, 1151, 1151, 2700, 300000, 501 << 7, 64240, 2, 1,
+};
+
+/* A flow keeps at most 7 summaries (tpm/flow-table.h): the events are
+ * checked in two halves, on two monitors. */
+#define C_HALF 5
+
+/* Adds the events of half 'half' of 'c_events' with ids 100 + index. */
+static void
+add_c_events(struct tpm *tpm, int half)
+{
+    size_t lo = half ? C_HALF : 0;
+    size_t hi = half ? ARRAY_SIZE(c_events) : C_HALF;
+    for (size_t i = lo; i < hi; i++) {
+        add(tpm, 100 + i, c_events[i]);
+    }
+}
+
+static void
+check_c_values(struct tpm *tpm, int half)
+{
+    struct reports *rs = xzalloc(sizeof *rs);
+    tpm_advance(tpm, T0 + 10 * MS);
+    sweep_all(tpm);
+    collect(tpm, rs);
+    size_t lo = half ? C_HALF : 0;
+    size_t hi = half ? ARRAY_SIZE(c_events) : C_HALF;
+    uint32_t base = 100;
+    for (size_t i = lo; i < hi; i++) {
+        const struct tpm_report *r = NULL;
+        for (int j = 0; j < rs->n; j++) {
+            if (rs->r[j].event_id == base + i
+                && rs->r[j].group.src[0] == htonl(C_ADDR)) {
+                ck_assert_msg(!r, "%s: two reports", c_events[i]);
+                r = &rs->r[j];
+            }
+        }
+        ck_assert_msg(r, "%s: no report", c_events[i]);
+        ck_assert_msg(r->value == c_values[i], "%s: %.17g, expected %.17g",
+                      c_events[i], r->value, c_values[i]);
+    }
+    free(rs);
+}
+
+START_TEST(test_tcp_vars)
+{
+    struct tpm *tpm = new_tpm(NULL);
+    add_c_events(tpm, 1);
+    tcp_scenario(tpm);
+    check_c_values(tpm, 1);
+    tpm_destroy(tpm);
+
+    tpm = new_tpm(NULL);
+    add_c_events(tpm, 0);
+    /* S's direction, matched too. */
+    add(tpm, 200, "srtt filter=tcp,nw_src=10.0.0.2 predicate=rtt >= 0");
+    add(tpm, 201, "sburst filter=tcp,nw_src=10.0.0.2 "
+        "predicate=sum(is_burst) >= 0");
+    add(tpm, 202, "srwnd filter=tcp,nw_src=10.0.0.2 "
+        "predicate=max(rwnd) >= 0");
+    tcp_scenario(tpm);
+    check_c_values(tpm, 0);
+
+    /* S: RTT of its SYN-ACK (sent at 100 us, acknowledged at 200 us),
+     * two bursts (8 and 9, 10 us apart), window 300 << 9. */
+    const struct tpm_event *ev = tpm_event_get(tpm, 200);
+    ck_assert_ptr_nonnull(ev);
+    struct tpm_key g;
+    memset(&g, 0, sizeof g);
+    g.ipver = 4;
+    g.proto = 6;
+    g.src[0] = htonl(S_ADDR);
+    g.dst[0] = htonl(C_ADDR);
+    g.sport = 5001;
+    g.dport = 40000;
+    double v;
+    uint64_t e0 = T0 / (10 * MS);
+    ck_assert_int_eq(tpm_poll(tpm, 200, &g, e0, &v), TPM_POLL_OK);
+    ck_assert_double_eq(v, 100000);
+    ck_assert_int_eq(tpm_poll(tpm, 201, &g, e0, &v), TPM_POLL_OK);
+    ck_assert_double_eq(v, 2);
+    ck_assert_int_eq(tpm_poll(tpm, 202, &g, e0, &v), TPM_POLL_OK);
+    ck_assert_double_eq(v, 300 << 9);
+
+    struct tpm_stats s;
+    stats(tpm, &s);
+    ck_assert_uint_eq(s.tcp_states, 1);     /* One connection, shared. */
+    ck_assert_uint_eq(s.tcp_state_exhausted, 0);
+    tpm_destroy(tpm);
+}
+END_TEST
+
+/* Only C's direction is matched: S's packets still feed C's ack, dup and
+ * rtt (S's flow joins C's connection when it appears). */
+START_TEST(test_tcp_vars_reverse_unmatched)
+{
+    for (int half = 0; half < 2; half++) {
+        struct tpm *tpm = new_tpm(NULL);
+        add_c_events(tpm, half);
+        tcp_scenario(tpm);
+        check_c_values(tpm, half);
+        tpm_destroy(tpm);
+    }
+}
+END_TEST
+
+/* Values of the previous interval: the congestion event of paper Table 2
+ * runs as written, and prev() of a state variable's aggregate. */
+START_TEST(test_tcp_vars_lastepoch)
+{
+    struct tpm *tpm = new_tpm(NULL);
+    struct frame f;
+    struct reports *rs = xzalloc(sizeof *rs);
+
+    add(tpm, 1, "cong filter=tcp,nw_src=10.0.0.1 predicate=1 - (ack - "
+        "ack_lastepoch + dup) / (seq_lastepoch - ack_lastepoch) > 0.5");
+    add(tpm, 2, "prevlost filter=tcp,nw_src=10.0.0.1 "
+        "predicate=prev(sum(is_lost)) + seq_lastepoch >= 0");
+    tcp_scenario(tpm);
+    /* Epoch 0 ends with seq 1151, ack 1151, dup 2700.  Epoch 1: C sends
+     * 50 bytes (seq 1201), S acknowledges 1161 (dup 2690): nothing was
+     * outstanding at the end of epoch 0, the denominator is 0 and the
+     * predicate 1 - x / 0 = 1 holds (as in epoch 0, with no previous
+     * epoch).  Epoch 2: C sends 50 more (1251), S acknowledges 1211 (dup
+     * 2640): 1 - (50 + 2640) / 40 < 0.5, silent. */
+    tpm_advance(tpm, T0 + 10 * MS);
+    sweep_all(tpm);
+    tcp_frame(&f, true, 1151, 5001, A, 501, 50, 0, 0, 0);
+    send_at(tpm, T0 + 10 * MS + 100 * US, &f);
+    tcp_frame(&f, false, 5001, 1161, A, 300, 0, 0, 0, 0);
+    send_at(tpm, T0 + 10 * MS + 200 * US, &f);
+    tcp_frame(&f, true, 1201, 5001, A, 501, 0, 0, 0, 0);
+    send_at(tpm, T0 + 10 * MS + 300 * US, &f);
+
+    tpm_advance(tpm, T0 + 20 * MS);
+    sweep_all(tpm);
+    tcp_frame(&f, true, 1201, 5001, A, 501, 50, 0, 0, 0);
+    send_at(tpm, T0 + 20 * MS + 100 * US, &f);
+    tcp_frame(&f, false, 5001, 1211, A, 300, 0, 0, 0, 0);
+    send_at(tpm, T0 + 20 * MS + 200 * US, &f);
+    tcp_frame(&f, true, 1251, 5001, A, 501, 0, 0, 0, 0);
+    send_at(tpm, T0 + 20 * MS + 300 * US, &f);
+    tpm_advance(tpm, T0 + 30 * MS);
+    sweep_all(tpm);
+    collect(tpm, rs);
+
+    uint64_t e0 = T0 / (10 * MS);
+    int n_cong = 0, n_prev = 0;
+    for (int i = 0; i < rs->n; i++) {
+        const struct tpm_report *r = &rs->r[i];
+        if (r->event_id == 1) {
+            n_cong++;
+            ck_assert(r->epoch == e0 || r->epoch == e0 + 1);
+            ck_assert_double_eq(r->value, 1);
+        } else if (r->event_id == 2) {
+            n_prev++;
+            if (r->epoch == e0 + 1) {
+                ck_assert_double_eq(r->value, 1 + 1151);
+            } else if (r->epoch == e0 + 2) {
+                ck_assert_double_eq(r->value, 0 + 1201);
+            } else {
+                ck_assert_uint_eq(r->epoch, e0);
+                ck_assert_double_eq(r->value, 0);
+            }
+        }
+    }
+    ck_assert_int_eq(n_cong, 2);
+    ck_assert_int_eq(n_prev, 3);
+    free(rs);
+    tpm_destroy(tpm);
+}
+END_TEST
+
+/* A pool of one connection: the second connection's matches are dropped
+ * and counted; once the first one's flow entries are freed, its entry
+ * returns to the pool and a new connection gets it. */
+START_TEST(test_tcp_state_pool)
+{
+    struct tpm_params p;
+    tpm_params_init(&p);
+    p.flow_table_size = 4096;
+    p.max_events = 64;
+    p.sweep_budget_ns = 0;
+    p.tcp_state_pool = 1;
+    p.idle_epochs = 2;
+    p.scrub_per_step = 4096;
+    struct tpm *tpm = new_tpm(&p);
+    struct frame f, g;
+    struct tpm_stats s;
+
+    add(tpm, 1, "lost filter=tcp predicate=sum(is_lost) >= 0");
+    tcp_frame(&f, true, 1000, 0, TPM_TCP_SYN, 100, 0, 1460, 0, 0);
+    send_at(tpm, T0, &f);
+    tcp_frame(&f, false, 1, 1001, TPM_TCP_SYN | A, 100, 0, 1460, 0, 0);
+    send_at(tpm, T0 + 1, &f);
+    /* Another connection (S's port 5002). */
+    tcp_frame(&g, true, 7, 0, TPM_TCP_SYN, 100, 0, 1460, 0, 0);
+    put16(g.data + 14 + 20 + 2, 5002);
+    send_at(tpm, T0 + 2, &g);
+    stats(tpm, &s);
+    ck_assert_uint_eq(s.tcp_states, 1);
+    ck_assert_uint_eq(s.tcp_state_exhausted, 1);
+    ck_assert_uint_eq(s.matches, 2);
+
+    /* Idle: the flow entries are freed, then the connection. */
+    for (int e = 1; e <= 8; e++) {
+        tpm_advance(tpm, T0 + e * 10 * MS);
+        sweep_all(tpm);
+    }
+    stats(tpm, &s);
+    ck_assert_uint_eq(s.tcp_states, 0);
+    ck_assert_uint_eq(s.tcp_state_freed, 1);
+    send_at(tpm, T0 + 80 * MS + 1, &g);
+    stats(tpm, &s);
+    ck_assert_uint_eq(s.tcp_states, 1);
+    ck_assert_uint_eq(s.tcp_state_exhausted, 1);
+    tpm_destroy(tpm);
+}
+END_TEST
+
+/* UDP flows keep state too, for is_burst (the TCP variables are 0); the
+ * gap is a knob: 'burst_gap_ns' 0 counts only packets of the same
+ * time. */
+START_TEST(test_burst_udp_gap)
+{
+    for (int k = 0; k < 2; k++) {
+        struct tpm_params p;
+        tpm_params_init(&p);
+        p.flow_table_size = 4096;
+        p.max_events = 64;
+        p.sweep_budget_ns = 0;
+        p.burst_gap_ns = k ? 0 : 20 * US;
+        struct tpm *tpm = new_tpm(&p);
+        struct reports rs = { .n = 0 };
+        struct frame f;
+
+        add(tpm, 1, "b filter=udp predicate=sum(is_burst) + sum(seq + rtt "
+            "+ is_lost + dup) >= 0");
+        udp_frame(&f, ip4(10, 99, 0, 1), ip4(10, 9, 0, 1), 1, 2, 10, 64);
+        /* Gaps: -, 20 us (burst unless the gap is 0), 0 (burst), 21 us
+         * (not), 5 us (burst unless 0). */
+        static const uint64_t t[] = { 0, 20, 20, 41, 46 };
+        for (int i = 0; i < 5; i++) {
+            send_at(tpm, T0 + t[i] * US, &f);
+        }
+        tpm_advance(tpm, T0 + 10 * MS);
+        sweep_all(tpm);
+        collect(tpm, &rs);
+        ck_assert_int_eq(rs.n, 1);
+        ck_assert_double_eq(rs.r[0].value, k ? 1 : 3);
+        tpm_destroy(tpm);
+    }
+}
+END_TEST
+
 static Suite *
 tpm_suite(void)
 {
@@ -955,6 +1337,11 @@ tpm_suite(void)
     tcase_add_test(tc, test_control_two_threads);
     tcase_add_test(tc, test_params_check);
     tcase_add_test(tc, test_full_table_never_fails);
+    tcase_add_test(tc, test_tcp_vars);
+    tcase_add_test(tc, test_tcp_vars_reverse_unmatched);
+    tcase_add_test(tc, test_tcp_vars_lastepoch);
+    tcase_add_test(tc, test_tcp_state_pool);
+    tcase_add_test(tc, test_burst_udp_gap);
     suite_add_tcase(s, tc);
     return s;
 }

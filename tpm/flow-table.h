@@ -51,6 +51,8 @@
 /* Summary slots per epoch buffer. */
 #define TPM_FLOW_SLOTS 7
 
+#define TPM_FLOW_MATCHED_MAX 127
+
 enum tpm_flow_state {
     TPM_FLOW_FREE = 0,          /* Never used: ends probe sequences. */
     TPM_FLOW_LIVE,              /* Matched against triggers. */
@@ -76,8 +78,11 @@ struct tpm_flow {
     uint32_t tag[2];            /* Epoch tag (epoch + 1) of stats[p]. */
     uint32_t sum_mask;          /* Summaries kept, by summary id. */
     uint8_t state;              /* enum tpm_flow_state. */
-    uint8_t n_matched;          /* Trigger instances this flow feeds
-                                 * (saturates at 255). */
+    uint8_t n_matched : 7;      /* Trigger instances this flow feeds
+                                 * (saturates at TPM_FLOW_MATCHED_MAX). */
+    uint8_t has_conn : 1;       /* Keeps per-flow state: the monitor's
+                                 * 'flow_conn' array names its connection
+                                 * (tpm-private.h). */
     uint16_t birth;             /* Monitor's event-add sequence number
                                  * when the flow was matched: events added
                                  * later backfill it, earlier ones did

@@ -24,6 +24,19 @@
  *   trigger index    tpm/trig-index.h: tuple space search over filters.
  *   filter table     DoS resilience (section 5.6): bytes per flow hash
  *                    bucket; flows are matched only past the threshold.
+ *   connection pool  per-flow state for the variables that need it (rwnd,
+ *                    is_lost, is_burst, rtt, seq, ack, dup), outside the
+ *                    flow table's hot lines: one 'struct tpm_conn' per
+ *                    connection, one half per direction, taken from a
+ *                    pre-allocated pool only for flows matched by an
+ *                    event that needs it (and for the reverse direction
+ *                    of such TCP flows, whose ACKs feed rtt, ack and
+ *                    dup).  A flow entry with 'has_conn' names its
+ *                    connection and half in 'flow_conn'; a half belongs
+ *                    to the flow entry that names it, so a reused or
+ *                    freed entry loses its half without any bookkeeping,
+ *                    and the scrubber returns connections whose two halves
+ *                    are orphaned to the pool.
  */
 #ifndef TPM_PRIVATE_H
 #define TPM_PRIVATE_H 1
@@ -99,6 +112,7 @@ struct tpm_ev {
     uint8_t n_aggs;
     struct tpm_ev_agg aggs[TPM_EV_MAX_AGGS];
     uint32_t n_children;
+    bool needs_state;           /* Uses per-flow state variables. */
     uint32_t backfill_left;     /* Flow slots still to backfill. */
     uint64_t first_full;        /* First fully observed epoch (rel). */
 } __attribute__((aligned(CACHE_LINE_SIZE)));
@@ -139,6 +153,42 @@ struct tpm_chunk {
     uint32_t gen[TPM_CHUNK_ITEMS];
 };
 BUILD_ASSERT_DECL(sizeof(struct tpm_chunk) == 8 * CACHE_LINE_SIZE);
+
+/* Per-flow state of one direction of a connection ("this" direction; the
+ * other half is the reverse direction).  Sequence numbers are unwrapped
+ * to 64 bits.  See docs/event-language.md for the variables. */
+struct tpm_half {
+    uint64_t snd_max;           /* Highest sequence end sent. */
+    uint64_t ack;               /* Highest ack received for this
+                                 * direction's data. */
+    uint64_t last_ns;           /* Time of the previous packet. */
+    uint64_t sample_ns;         /* RTT sample in flight: when sent. */
+    uint64_t sample_end;        /* Its sequence end: an ack at or beyond
+                                 * it completes the sample. */
+    uint64_t rtt;               /* Latest RTT sample, ns. */
+    uint32_t dup;               /* Duplicate-ACK byte estimate. */
+    uint32_t flow;              /* Owner flow entry, or TPM_NONE. */
+    uint16_t mss;               /* MSS option of this direction's SYN. */
+    uint16_t win;               /* Raw window of the previous packet. */
+    uint8_t wscale;             /* Window-scale option of this direction's
+                                 * SYN, or TPM_WSCALE_NONE. */
+    uint8_t flags;              /* TPM_HALF_*. */
+};
+
+#define TPM_HALF_PKT 0x01       /* A packet was seen (last_ns, win). */
+#define TPM_HALF_SEQ 0x02       /* 'snd_max' is set. */
+#define TPM_HALF_ACK 0x04       /* 'ack' is set. */
+#define TPM_HALF_SAMPLING 0x08  /* An RTT sample is in flight. */
+#define TPM_HALF_SYN 0x10       /* This direction's SYN was seen. */
+
+struct tpm_conn {
+    struct tpm_half h[2];
+} __attribute__((aligned(CACHE_LINE_SIZE)));
+BUILD_ASSERT_DECL(sizeof(struct tpm_half) <= CACHE_LINE_SIZE);
+BUILD_ASSERT_DECL(sizeof(struct tpm_conn) == 2 * CACHE_LINE_SIZE);
+
+/* 'flow_conn' entries: connection index << 1 | half. */
+#define TPM_CONN_REF(CONN, HALF) ((CONN) << 1 | (HALF))
 
 struct tpm_idmap_entry {
     uint32_t id;
@@ -204,6 +254,17 @@ struct tpm {
     struct tpm_huge_region chunk_region;
 
     uint64_t *dos;              /* Filter table: window << 32 | bytes. */
+
+    /* Connection pool (per-flow state). */
+    struct tpm_conn *conns;     /* p.tcp_state_pool entries. */
+    uint32_t *flow_conn;        /* Per flow entry with 'has_conn':
+                                 * TPM_CONN_REF(). */
+    uint32_t *conn_free;        /* Free entries (stack). */
+    uint32_t n_conn_free;
+    uint32_t conn_scrub_pos;    /* Reclaim cursor. */
+    uint32_t n_state_evs;       /* Installed events that need state. */
+    uint64_t now_ns;            /* Latest tpm_advance() time. */
+    struct tpm_huge_region conn_region;
 
     /* Last-flow cache. */
     struct tpm_flow *last_flow;

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,6 +33,8 @@ tpm_params_init(struct tpm_params *p)
     p->sweep_budget_ns = 10 * 1000;
     p->scrub_per_step = 256;
     p->ring_size = 4096;
+    p->tcp_state_pool = 16384;
+    p->burst_gap_ns = 20 * 1000;
 }
 
 static char *
@@ -79,6 +82,8 @@ tpm_params_check(const struct tpm_params *p)
     CHECK_RANGE(sweep_budget_ns, 0, 1000ULL * 1000 * 1000);
     CHECK_RANGE(scrub_per_step, 1, 1u << 20);
     CHECK_RANGE(ring_size, 2, 1u << 24);
+    CHECK_RANGE(tcp_state_pool, 0, 1u << 24);
+    CHECK_RANGE(burst_gap_ns, 0, 1000ULL * 1000 * 1000);
     return NULL;
 }
 
@@ -154,6 +159,25 @@ tpm_create(const struct tpm_params *params, char **errp)
     tpm->idmap_mask = idmap_size - 1;
     tpm->backfill = xcalloc(p->max_events, sizeof *tpm->backfill);
     tpm->dos = xcalloc(p->dos_table_size, sizeof *tpm->dos);
+    if (p->tcp_state_pool) {
+        if (tpm_huge_alloc(&tpm->conn_region,
+                           (size_t) p->tcp_state_pool * sizeof *tpm->conns,
+                           "per-flow state")) {
+            *errp = xasprintf("per-flow state pool of %u connections: out "
+                              "of memory", p->tcp_state_pool);
+            goto fail;
+        }
+        tpm->conns = tpm->conn_region.base;
+        tpm->conn_free = xmalloc(p->tcp_state_pool
+                                 * sizeof *tpm->conn_free);
+        for (uint32_t i = 0; i < p->tcp_state_pool; i++) {
+            tpm->conns[i].h[0].flow = tpm->conns[i].h[1].flow = TPM_NONE;
+            tpm->conn_free[i] = p->tcp_state_pool - 1 - i;
+        }
+        tpm->n_conn_free = p->tcp_state_pool;
+        tpm->flow_conn = xcalloc(p->flow_table_size,
+                                 sizeof *tpm->flow_conn);
+    }
     tpm->cmd_ring = spsc_create(p->ring_size, sizeof(struct tpm_report));
     tpm->report_ring = spsc_create(p->ring_size, sizeof(struct tpm_report));
     tpm->cycles_per_item = 20.0;
@@ -195,6 +219,9 @@ tpm_destroy(struct tpm *tpm)
     tpm_flow_table_destroy(&tpm->ft);
     tpm_huge_free(&tpm->child_region);
     tpm_huge_free(&tpm->chunk_region);
+    tpm_huge_free(&tpm->conn_region);
+    free(tpm->conn_free);
+    free(tpm->flow_conn);
     free(tpm->chunk_next);
     free(tpm->chunk_n);
     free(tpm->hist);
@@ -440,10 +467,12 @@ tpm_event_add(struct tpm *tpm, struct tpm_event *event, uint32_t id)
 {
     const struct tpm_params *p = &tpm->p;
 
-    if (tpm_event_needs_tcp_state(event)) {
-        return xasprintf("event %s: its predicate uses TCP-state variables "
-                         "(is_lost, is_burst, rtt, seq, ack, dup), which "
-                         "this monitor does not track yet", event->name);
+    bool needs_state = tpm_event_needs_tcp_state(event);
+    if (needs_state && !p->tcp_state_pool) {
+        return xasprintf("event %s: its predicate uses variables that need "
+                         "per-flow state (rwnd, is_lost, is_burst, rtt, "
+                         "seq, ack, dup), and this monitor keeps none "
+                         "(tcp_state_pool=0)", event->name);
     }
     if (!event->interval_ns || event->interval_ns % p->epoch_ns) {
         char a[32], b[32];
@@ -510,6 +539,8 @@ tpm_event_add(struct tpm *tpm, struct tpm_event *event, uint32_t id)
     ev->id = id;
     ev->seq = ++tpm->ev_seq;
     ev->interval = event->interval_ns / p->epoch_ns;
+    ev->needs_state = needs_state;
+    tpm->n_state_evs += needs_state;
     if (tpm->clock_started && tpm->ft.n_live) {
         /* Flows already in the table are matched by the backfill walk;
          * until it completes, intervals are only partly observed. */
@@ -537,6 +568,7 @@ tpm_event_del(struct tpm *tpm, uint32_t id)
     trig_index_remove(&tpm->index, &ev->def->filter,
                       (uint32_t) (ev - tpm->evs));
     ev_release__(tpm, ev);
+    tpm->n_state_evs -= ev->needs_state;
     if (ev->backfill_left) {
         ev->backfill_left = 0;
         backfill_cancel__(tpm, (uint32_t) (ev - tpm->evs));
@@ -749,6 +781,229 @@ flow_relayout__(struct tpm_flow *f, uint32_t mask)
     f->sum_mask = mask;
 }
 
+/* Per-flow state: the connection pool (tpm-private.h). */
+
+/* Returns true if half 'half' of connection 'ci' belongs to a flow entry
+ * that still names it. */
+static bool
+half_owned__(const struct tpm *tpm, uint32_t ci, int half)
+{
+    uint32_t fi = tpm->conns[ci].h[half].flow;
+    if (fi == TPM_NONE) {
+        return false;
+    }
+    const struct tpm_flow *f = &tpm->ft.flows[fi];
+    return f->has_conn
+           && (f->state == TPM_FLOW_LIVE || f->state == TPM_FLOW_PENDING)
+           && tpm->flow_conn[fi] == TPM_CONN_REF(ci, half);
+}
+
+/* Gives flow 'f' half 'half' of connection 'ci'.  The half keeps what an
+ * earlier entry of the same flow left in it. */
+static void
+conn_link__(struct tpm *tpm, struct tpm_flow *f, uint32_t ci, int half)
+{
+    uint32_t fi = tpm_flow_index(&tpm->ft, f);
+    tpm->conns[ci].h[half].flow = fi;
+    tpm->flow_conn[fi] = TPM_CONN_REF(ci, half);
+    f->has_conn = 1;
+}
+
+/* Returns the entry of the reverse direction of TCP flow 'f', or NULL if
+ * there is none (or 'f' is its own reverse). */
+static struct tpm_flow *
+flow_reverse__(const struct tpm *tpm, const struct tpm_flow *f)
+{
+    if (f->key.proto != IPPROTO_TCP) {
+        return NULL;
+    }
+    struct tpm_key r = f->key;
+    memcpy(r.src, f->key.dst, sizeof r.src);
+    memcpy(r.dst, f->key.src, sizeof r.dst);
+    r.sport = f->key.dport;
+    r.dport = f->key.sport;
+    struct tpm_flow *rf = tpm_flow_table_find(&tpm->ft, &r,
+                                              tpm_key_hash(&r));
+    return rf != f ? rf : NULL;
+}
+
+/* New flow entry 'f': if its reverse direction keeps state, 'f' takes the
+ * other half of that connection, so the ACKs it carries feed the reverse
+ * direction's rtt, ack and dup however the two were matched. */
+static void
+conn_join__(struct tpm *tpm, struct tpm_flow *f)
+{
+    struct tpm_flow *r = flow_reverse__(tpm, f);
+    if (r && r->has_conn) {
+        uint32_t ref = tpm->flow_conn[tpm_flow_index(&tpm->ft, r)];
+        conn_link__(tpm, f, ref >> 1, !(ref & 1));
+    }
+}
+
+/* Makes flow 'f' keep per-flow state, together with its reverse direction
+ * if TCP.  Returns false if the pool is empty (counted). */
+static bool
+conn_attach__(struct tpm *tpm, struct tpm_flow *f)
+{
+    if (f->has_conn) {
+        return true;
+    }
+    struct tpm_flow *r = flow_reverse__(tpm, f);
+    if (r && r->has_conn) {
+        conn_join__(tpm, f);
+        return true;
+    }
+    if (!tpm->n_conn_free) {
+        TPM_STAT_ADD(tpm, tcp_state_exhausted, 1);
+        return false;
+    }
+    uint32_t ci = tpm->conn_free[--tpm->n_conn_free];
+    struct tpm_conn *c = &tpm->conns[ci];
+    memset(c, 0, sizeof *c);
+    for (int i = 0; i < 2; i++) {
+        c->h[i].flow = TPM_NONE;
+        c->h[i].wscale = TPM_WSCALE_NONE;
+    }
+    conn_link__(tpm, f, ci, 0);
+    if (r) {
+        conn_link__(tpm, r, ci, 1);
+    }
+    TPM_STAT_SET(tpm, tcp_states, tpm->p.tcp_state_pool - tpm->n_conn_free);
+    return true;
+}
+
+/* Returns connections whose halves both lost their flow entries to the
+ * pool, visiting up to 'n' entries from the reclaim cursor. */
+static void
+conn_scrub__(struct tpm *tpm, uint32_t n)
+{
+    uint32_t pool = tpm->p.tcp_state_pool;
+    uint32_t freed = 0;
+
+    n = MIN(n, pool);
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t ci = tpm->conn_scrub_pos;
+        struct tpm_conn *c = &tpm->conns[ci];
+        tpm->conn_scrub_pos = ci + 1 < pool ? ci + 1 : 0;
+        if (c->h[0].flow == TPM_NONE && c->h[1].flow == TPM_NONE) {
+            continue;           /* Free. */
+        }
+        if (!half_owned__(tpm, ci, 0) && !half_owned__(tpm, ci, 1)) {
+            c->h[0].flow = c->h[1].flow = TPM_NONE;
+            tpm->conn_free[tpm->n_conn_free++] = ci;
+            freed++;
+        }
+    }
+    if (freed) {
+        TPM_STAT_ADD(tpm, tcp_state_freed, freed);
+        TPM_STAT_SET(tpm, tcp_states,
+                     tpm->p.tcp_state_pool - tpm->n_conn_free);
+    }
+}
+
+/* Returns 'raw', a 32-bit sequence number, unwrapped to the 64-bit value
+ * nearest to 'ref' (never below 0). */
+static inline uint64_t
+seq_unwrap__(uint64_t ref, uint32_t raw)
+{
+    int64_t v = (int64_t) ref + (int32_t) (raw - (uint32_t) ref);
+    return v > 0 ? (uint64_t) v : 0;
+}
+
+/* Updates the per-flow state of flow 'f' (which has a connection) with
+ * 'pkt', received at 'now', and fills in the packet's state variables
+ * 'pkt->v' (docs/event-language.md gives their exact meaning). */
+static void
+conn_update__(struct tpm *tpm, const struct tpm_flow *f, struct tpm_pkt *pkt,
+              uint64_t now)
+{
+    uint32_t ref = tpm->flow_conn[tpm_flow_index(&tpm->ft, f)];
+    struct tpm_conn *c = &tpm->conns[ref >> 1];
+    struct tpm_half *h = &c->h[ref & 1], *o = &c->h[!(ref & 1)];
+    struct tpm_pkt_vars *v = &pkt->v;
+
+    v->is_burst = (h->flags & TPM_HALF_PKT)
+                  && now <= h->last_ns + tpm->p.burst_gap_ns;
+    h->last_ns = now;
+    if (f->key.proto != IPPROTO_TCP) {
+        h->flags |= TPM_HALF_PKT;
+        v->seq = v->ack = v->rtt = 0;
+        v->rwnd = v->dup = 0;
+        v->is_lost = 0;
+        return;
+    }
+
+    uint8_t fl = pkt->tcp_flags;
+    uint32_t seglen = pkt->volume + !!(fl & TPM_TCP_SYN)
+                      + !!(fl & TPM_TCP_FIN);
+    if (fl & TPM_TCP_SYN) {
+        h->flags |= TPM_HALF_SYN;
+        h->wscale = pkt->wscale;
+        h->mss = pkt->mss;
+    }
+
+    /* This direction's data: retransmission, RTT sample (Karn: none
+     * across a retransmission), highest sequence. */
+    uint64_t seq = (h->flags & TPM_HALF_SEQ ? seq_unwrap__(h->snd_max,
+                                                           pkt->seq)
+                    : h->flags & TPM_HALF_ACK ? seq_unwrap__(h->ack, pkt->seq)
+                    : pkt->seq);
+    uint64_t end = seq + seglen;
+    bool lost = seglen && (h->flags & TPM_HALF_SEQ) && seq < h->snd_max;
+    if (lost) {
+        h->flags &= ~TPM_HALF_SAMPLING;
+    } else if (seglen && !(h->flags & TPM_HALF_SAMPLING)) {
+        h->sample_end = end;
+        h->sample_ns = now;
+        h->flags |= TPM_HALF_SAMPLING;
+    }
+    if (!(h->flags & TPM_HALF_SEQ) || end > h->snd_max) {
+        h->snd_max = end;
+    }
+    h->flags |= TPM_HALF_SEQ;
+
+    /* The other direction's data, which this packet acknowledges. */
+    if (fl & TPM_TCP_ACK) {
+        uint64_t a = (o->flags & TPM_HALF_SEQ ? seq_unwrap__(o->snd_max,
+                                                             pkt->ack)
+                      : o->flags & TPM_HALF_ACK ? seq_unwrap__(o->ack,
+                                                               pkt->ack)
+                      : pkt->ack);
+        if (!(o->flags & TPM_HALF_ACK)) {
+            o->ack = a;
+            o->flags |= TPM_HALF_ACK;
+        } else if (a > o->ack) {
+            uint64_t acked = a - o->ack;
+            o->dup = o->dup > acked ? (uint32_t) (o->dup - acked) : 0;
+            o->ack = a;
+        } else if (a == o->ack && !seglen && (h->flags & TPM_HALF_PKT)
+                   && pkt->rwnd == h->win && (o->flags & TPM_HALF_SEQ)
+                   && o->snd_max > a) {
+            /* Duplicate ACK (RFC 5681): one more segment of the other
+             * direction arrived beyond 'ack'. */
+            uint32_t mss = h->mss ? h->mss : 1460;
+            o->dup = o->dup <= UINT32_MAX - mss ? o->dup + mss : UINT32_MAX;
+        }
+        if ((o->flags & TPM_HALF_SAMPLING) && a >= o->sample_end) {
+            o->rtt = now > o->sample_ns ? now - o->sample_ns : 0;
+            o->flags &= ~TPM_HALF_SAMPLING;
+        }
+    }
+    h->win = pkt->rwnd;
+    h->flags |= TPM_HALF_PKT;
+
+    /* Window scaling applies once both SYNs carried the option, never to
+     * a SYN (RFC 7323). */
+    uint32_t shift = (!(fl & TPM_TCP_SYN) && h->wscale != TPM_WSCALE_NONE
+                      && o->wscale != TPM_WSCALE_NONE) ? h->wscale : 0;
+    v->rwnd = (uint32_t) pkt->rwnd << shift;
+    v->seq = h->snd_max;
+    v->ack = h->flags & TPM_HALF_ACK ? h->ack : 0;
+    v->rtt = h->rtt;
+    v->dup = h->dup;
+    v->is_lost = lost;
+}
+
 /* Makes flow 'f' feed event slot 'evi'.  Returns true on success. */
 static bool
 flow_attach__(struct tpm *tpm, struct tpm_flow *f, uint32_t evi)
@@ -760,6 +1015,9 @@ flow_attach__(struct tpm *tpm, struct tpm_flow *f, uint32_t evi)
         TPM_STAT_ADD(tpm, summary_overflow, 1);
         return false;
     }
+    if (ev->needs_state && !conn_attach__(tpm, f)) {
+        return false;
+    }
     struct tpm_key gkey;
     tpm_key_and(&gkey, &f->key, &ev->def->group);
     struct tpm_child *c = child_get__(tpm, evi, &gkey);
@@ -769,7 +1027,7 @@ flow_attach__(struct tpm *tpm, struct tpm_flow *f, uint32_t evi)
     if (mask != f->sum_mask) {
         flow_relayout__(f, mask);
     }
-    if (f->n_matched < UINT8_MAX) {
+    if (f->n_matched < TPM_FLOW_MATCHED_MAX) {
         f->n_matched++;
     }
     TPM_STAT_ADD(tpm, matches, 1);
@@ -870,6 +1128,9 @@ tpm_scrub_step__(struct tpm *tpm, uint32_t n)
 
     tpm_flow_table_scrub(ft, n, tpm->tag, tpm->p.idle_epochs,
                          scrub_flow__, tpm);
+    if (tpm->p.tcp_state_pool) {
+        conn_scrub__(tpm, n);
+    }
     if (ft->scrub_pos <= before) {
         tpm->scrub_pass++;
     }
@@ -949,8 +1210,11 @@ flow_pending__(struct tpm *tpm, struct tpm_flow *f, const struct tpm_pkt *pkt)
     flow_match__(tpm, f);
 }
 
-void
-tpm_process_batch(struct tpm *tpm, const struct tpm_frame *frames, int n)
+/* Phase 1 for 'n' frames, with arrival times 'ts' (NULL: the monitor's
+ * clock). */
+static inline void
+process_batch__(struct tpm *tpm, const struct tpm_frame *frames,
+                const uint64_t *ts, int n)
 {
     struct tpm_pkt pkts[TPM_BATCH_MAX];
     bool same[TPM_BATCH_MAX];
@@ -1022,6 +1286,9 @@ tpm_process_batch(struct tpm *tpm, const struct tpm_frame *frames, int n)
                 bool replaced;
                 f = tpm_flow_table_insert(&tpm->ft, &pkt->key, pkt->hash,
                                           tpm->tag, &replaced, NULL);
+                if (tpm->n_state_evs) {
+                    conn_join__(tpm, f);
+                }
                 if (tpm->p.dos_threshold || !tpm->n_evs) {
                     /* Unmatched until it passes the threshold, or until
                      * an event is added (backfill). */
@@ -1035,6 +1302,9 @@ tpm_process_batch(struct tpm *tpm, const struct tpm_frame *frames, int n)
         }
         if (OVS_UNLIKELY(f->state == TPM_FLOW_PENDING)) {
             flow_pending__(tpm, f, pkt);
+        }
+        if (OVS_UNLIKELY(f->has_conn)) {
+            conn_update__(tpm, f, pkt, ts ? ts[i] : tpm->now_ns);
         }
         flow_update__(tpm, f, pkt);
     }
@@ -1055,6 +1325,19 @@ tpm_process_batch(struct tpm *tpm, const struct tpm_frame *frames, int n)
     TPM_STAT_SET(tpm, flows_live, tpm->ft.n_live);
 }
 
+void
+tpm_process_batch(struct tpm *tpm, const struct tpm_frame *frames, int n)
+{
+    process_batch__(tpm, frames, NULL, n);
+}
+
+void
+tpm_process_batch_at(struct tpm *tpm, const struct tpm_frame *frames,
+                     const uint64_t *ts_ns, int n)
+{
+    process_batch__(tpm, frames, ts_ns, n);
+}
+
 /* Clock. */
 
 void
@@ -1062,6 +1345,7 @@ tpm_advance(struct tpm *tpm, uint64_t now_ns)
 {
     uint64_t abs = now_ns / tpm->p.epoch_ns;
 
+    tpm->now_ns = MAX(tpm->now_ns, now_ns);
     if (OVS_UNLIKELY(!tpm->clock_started)) {
         tpm->clock_started = true;
         tpm->base = abs;

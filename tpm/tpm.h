@@ -76,6 +76,14 @@ struct tpm_params {
                                  * backfilled per step (256). */
     uint32_t ring_size;         /* Command and report ring entries
                                  * (4096). */
+    uint32_t tcp_state_pool;    /* Connections whose per-flow state
+                                 * (rwnd is_lost is_burst rtt seq ack dup)
+                                 * the monitor can keep at once, both
+                                 * directions in one 128-byte entry
+                                 * (16384; 0: events that need it are
+                                 * refused). */
+    uint64_t burst_gap_ns;      /* is_burst: largest gap to the flow's
+                                 * previous packet (20 us). */
 };
 
 void tpm_params_init(struct tpm_params *);
@@ -107,6 +115,14 @@ struct tpm_frame {
 void tpm_process_batch(struct tpm *, const struct tpm_frame *frames,
                        int n);
 
+/* Same, with the arrival time of each frame in 'ts_ns' (the same clock as
+ * tpm_advance(), non-decreasing, all within the current epoch).  Only
+ * is_burst and rtt read packet times: tpm_process_batch() gives every
+ * frame the time of the last tpm_advance() call (in a PMD, the batch's
+ * receive time), a capture replay passes each packet's own. */
+void tpm_process_batch_at(struct tpm *, const struct tpm_frame *frames,
+                          const uint64_t *ts_ns, int n);
+
 /* Moves the monitor's clock to 'now_ns' (wall clock, or virtual time in
  * replay).  When this enters a new epoch, the sweep of the previous epoch
  * starts; a sweep still running for an older epoch is abandoned and
@@ -133,8 +149,8 @@ uint64_t tpm_current_epoch(const struct tpm *);
 /* Installs 'event' (ownership passes to the monitor on success) with
  * identifier 'id' chosen by the caller (unique among installed events;
  * reports carry it).  Returns NULL or an error message (then 'event' stays
- * the caller's): a TCP-state variable, an interval that is not a multiple
- * of the epoch, a full event table, too many summaries, a duplicate id. */
+ * the caller's): a variable that needs per-flow state while
+ * tcp_state_pool is 0, an interval that is not a multiple of the epoch, a full event table, too many summaries, a duplicate id. */
 char *tpm_event_add(struct tpm *, struct tpm_event *event, uint32_t id)
     __attribute__((warn_unused_result));
 
@@ -253,6 +269,13 @@ struct tpm_stats {
     uint64_t sweep_ns_p50;      /* Over the last 256 complete sweeps. */
     uint64_t sweep_ns_p99;
     uint64_t sweep_ns_max;
+    uint64_t tcp_states;        /* Gauge: connections with per-flow state
+                                 * (of tcp_state_pool). */
+    uint64_t tcp_state_exhausted; /* Matches dropped: an event needs
+                                   * per-flow state and the pool is
+                                   * empty. */
+    uint64_t tcp_state_freed;   /* Entries returned to the pool: both
+                                 * directions' flow entries gone. */
 };
 
 void tpm_get_stats(const struct tpm *, struct tpm_stats *);
