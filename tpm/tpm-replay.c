@@ -73,6 +73,7 @@ struct replay {
      * buffer for the next packet. */
     uint8_t (*bufs)[65536];
     struct tpm_frame batch[TPM_BATCH_MAX];
+    uint64_t batch_ts[TPM_BATCH_MAX];  /* Each packet's time. */
     int n;
     uint64_t batch_epoch;
     uint64_t last_ns;           /* Time of the latest packet fed. */
@@ -516,7 +517,7 @@ static void
 flush_batch(struct replay *r)
 {
     if (r->n) {
-        tpm_process_batch(r->tpm, r->batch, r->n);
+        tpm_process_batch_at(r->tpm, r->batch, r->batch_ts, r->n);
         r->n = 0;
         sweep(r);
     }
@@ -544,6 +545,7 @@ feed(struct replay *r, uint64_t ns, const struct pcap_pkthdr *hdr,
     r->batch[r->n].data = r->bufs[r->n];
     r->batch[r->n].caplen = caplen;
     r->batch[r->n].wirelen = hdr->len;
+    r->batch_ts[r->n] = ns;
     r->n++;
     r->last_ns = ns;
     r->n_packets++;
