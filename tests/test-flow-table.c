@@ -513,6 +513,47 @@ START_TEST(test_stale_reuse)
 }
 END_TEST
 
+/* A stale entry with per-flow state ('has_conn') is not reused: its
+ * connection may be waiting for a retransmission timeout.  When the window
+ * is full, it is the oldest and is evicted (counted). */
+START_TEST(test_stale_with_state_kept)
+{
+    enum { BUCKET = 9 };
+    struct tpm_flow_table ft;
+    struct test_rng rng;
+    struct tpm_key k[4], old;
+    uint32_t h[4];
+    bool replaced;
+
+    test_rng_seed(&rng, 0x5a7e);
+    ck_assert_int_eq(tpm_flow_table_init(&ft, 64, 2), 0);
+    colliding_keys(&rng, ft.mask, BUCKET, k, h, 4);
+
+    struct tpm_flow *f0 = insert_touch(&ft, &k[0], h[0], TAG0, &replaced,
+                                       &old);
+    f0->has_conn = 1;
+    uint32_t tag = TAG0 + 5;
+    ck_assert(!tpm_flow_is_recent(f0, tag));
+    struct tpm_flow *f1 = insert_touch(&ft, &k[1], h[1], tag, &replaced,
+                                       &old);
+    ck_assert(!replaced);
+    ck_assert_uint_eq(tpm_flow_index(&ft, f1), BUCKET + 1);
+    ck_assert_ptr_eq(tpm_flow_table_find(&ft, &k[0], h[0]), f0);
+    ck_assert_uint_eq(ft.stats.reuses, 0);
+
+    /* Window of two, both taken: the stale entry with state is the least
+     * recently updated and goes. */
+    struct tpm_flow *f2 = insert_touch(&ft, &k[2], h[2], tag, &replaced,
+                                       &old);
+    ck_assert(replaced);
+    ck_assert_ptr_eq(f2, f0);
+    ck_assert(tpm_key_equal(&old, &k[0]));
+    ck_assert_uint_eq(f2->has_conn, 0);
+    ck_assert_uint_eq(ft.stats.evictions, 1);
+    tpm_flow_table_destroy(&ft);
+}
+END_TEST
+
 /* tpm_flow_is_recent() and tpm_flow_last_tag() by hand. */
 START_TEST(test_recent_and_last_tag)
 {
@@ -1250,6 +1291,7 @@ flow_table_suite(void)
     tcase_add_test(tc, test_eviction_lru);
     tcase_add_test(tc, test_window_wraps);
     tcase_add_test(tc, test_stale_reuse);
+    tcase_add_test(tc, test_stale_with_state_kept);
     tcase_add_test(tc, test_recent_and_last_tag);
     tcase_add_test(tc, test_generations);
     tcase_add_test(tc, test_scrub_basic);

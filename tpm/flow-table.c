@@ -46,7 +46,8 @@ tpm_flow_table_insert(struct tpm_flow_table *ft, const struct tpm_key *key,
             free_slot = f;
             break;
         }
-        if (f->state == TPM_FLOW_DEAD || !tpm_flow_is_recent(f, tag)) {
+        if (f->state == TPM_FLOW_DEAD
+            || (!tpm_flow_is_recent(f, tag) && !f->has_conn)) {
             reuse = f;
             break;
         }

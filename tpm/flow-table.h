@@ -12,9 +12,12 @@
  * packet: an insertion examines at most 'probe_limit' consecutive slots and
  * takes the first one that is free, dead (freed by the scrubber) or stale
  * (not updated in the current or the previous epoch: its statistics were
- * already swept, so reusing it loses nothing).  When every slot of the
- * window holds a recent entry, it evicts the least recently updated one;
- * its unswept statistics are lost, and counted ('evictions').
+ * already swept, so reusing it loses nothing) and without per-flow state
+ * (a connection waiting for a retransmission timeout keeps its sequence
+ * space until the scrubber frees it).  When every slot of the window holds
+ * a recent entry or one with state, it evicts the least recently updated
+ * one; its unswept statistics or its state are lost, and counted
+ * ('evictions').
  *
  * Slots are never emptied once used (dead entries are tombstones), so
  * lookups stay correct without backward-shift deletion and entry indexes
