@@ -104,3 +104,14 @@ EXTRA_DIST += tests/demo-tem.sh tests/tem-trace.py
 # against traces of known volume, persistence.
 TESTS += tests/tem-replay.sh
 EXTRA_DIST += tests/tem-replay.sh tests/tem-wire.py
+
+# The TEM with two hosts: the patched ovs-vswitchd on the veth-DPDK test
+# bed and a tpm-replay (network-wide alerts checked against what was sent,
+# no alert below the total, drill-down, TEM restart).  It keeps a PMD
+# thread busy on core 1 like tests/ovs-integration.sh: run it after.
+if HAVE_OVS_SOURCE
+TESTS += tests/tem-integration.sh
+TEM_INTEGRATION_LOG = tests/tem-integration.sh.log
+$(TEM_INTEGRATION_LOG): tests/ovs-integration.sh.log
+endif
+EXTRA_DIST += tests/tem-integration.sh

@@ -35,6 +35,10 @@ TB_IP2=10.99.0.2
 TB_MAC1=02:99:00:00:00:01
 TB_MAC2=02:99:00:00:00:02
 
+# More other_config settings for tb_up, set before the switch starts (the
+# monitor's shape, e.g. tpm-history, applies to PMDs created after it).
+TB_OTHER_CONFIG=()
+
 # Background processes started by the test (PIDs), stopped at teardown.
 TB_BG_PIDS=()
 TB_UP=false
@@ -369,7 +373,8 @@ tb_up() {
     # makes about 100); the knob is read before any event exists.
     tb_vsctl --no-wait set Open_vSwitch . other_config:dpdk-init=true \
         "${TB_DPDK_CONFIG[@]}" other_config:pmd-cpu-mask=0x2 \
-        other_config:tpm-epoch=10ms other_config:tpm-report-log=100000
+        other_config:tpm-epoch=10ms other_config:tpm-report-log=100000 \
+        "${TB_OTHER_CONFIG[@]}"
 
     ip netns add "$TB_NSSW"
     ip -n "$TB_NSSW" link set lo up
