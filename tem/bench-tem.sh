@@ -20,6 +20,10 @@
 #   --epochs=R         latency: epochs per run (20)
 #   --no-throughput, --no-latency, --no-rtt   skip a part
 #   --pin              TEM on CPU 0, tem-bench on CPU 1 (taskset)
+#   --spin             keep every CPU busy with a spinning process at nice
+#                      19 (in a VM, a wakeup on an idle vCPU costs tens of
+#                      microseconds; spinners take ~1.5% of a CPU from a
+#                      nice-0 thread)
 #   --profile          run 1 of each throughput configuration: perf record
 #                      of the TEM during the measurement; prints the
 #                      split of its samples by library and the top symbols
@@ -39,6 +43,8 @@ do_tput=yes
 do_lat=yes
 do_rtt=yes
 pin=no
+spin=no
+spinners=
 profile=no
 results=
 keep=no
@@ -56,6 +62,7 @@ for arg; do
     --no-latency) do_lat=no ;;
     --no-rtt) do_rtt=no ;;
     --pin) pin=yes ;;
+    --spin) spin=yes ;;
     --profile) profile=yes ;;
     --results=*) results=${arg#*=} ;;
     --keep) keep=yes ;;
@@ -82,7 +89,7 @@ tem_pid=
 perf_pid=
 cleanup() {
     status=$?
-    for p in $perf_pid $tem_pid; do
+    for p in $perf_pid $tem_pid $spinners; do
         kill "$p" 2>/dev/null || true
         wait "$p" 2>/dev/null || true
     done
@@ -114,8 +121,14 @@ if [ $pin = yes ]; then
 fi
 out=$tmp/results.json
 : >"$out"
+if [ $spin = yes ]; then
+    for c in $(seq "$(nproc)"); do
+        nice -n 19 sh -c 'while :; do :; done' &
+        spinners="$spinners $!"
+    done
+fi
 
-echo "bench-tem: $(nproc) CPUs, $(git -C "$top" log -1 --format='commit %h (%s)' 2>/dev/null || echo 'no git'), load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "bench-tem: $(nproc) CPUs, spinners: $spin, $(git -C "$top" log -1 --format='commit %h (%s)' 2>/dev/null || echo 'no git'), load $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # Starts a TEM into $tem_pid (taskset execs it: the PID is the TEM's); its
 # control socket is $ctl.
@@ -246,17 +259,20 @@ g = groups("latency", lambda r: r["hosts"])
 if g:
     print("\nLatency, %d events satisfied per epoch (us; medians over runs "
           "of each run's figure)" % next(iter(g.values()))[0]["events"])
-    print("%5s %8s %6s %6s %6s | %8s %6s | %9s %9s %9s %9s | %5s %5s" % (
+    print("%5s %8s %6s %6s %6s | %8s %6s | %9s %9s %9s %9s | %8s %8s | "
+          "%5s %5s" % (
         "hosts", "avg", "p50", "p99", "max", "e2e avg", "e2e99",
-        "1st poll", "polls", "replies", "to alert", "other", "dl"))
+        "1st poll", "polls", "replies", "to alert", "TEM cpu", "bench",
+        "other", "dl"))
     for n, rs in sorted(g.items()):
         print("%5d %8.1f %6.0f %6.0f %6.0f | %8.1f %6.0f | %9.1f %9.1f "
-              "%9.1f %9.1f | %5.2f %5d" % (
+              "%9.1f %9.1f | %8.0f %8.0f | %5.2f %5d" % (
             n, med(rs, "avg_us"), med(rs, "p50_us"), med(rs, "p99_us"),
             med(rs, "max_us"), med(rs, "e2e_avg_us"), med(rs, "e2e_p99_us"),
             med(rs, "to_first_poll_us"), med(rs, "polls_us"),
             med(rs, "replies_us"), med(rs, "to_last_alert_us"),
-            med(rs, "other_cpu_util"),
+            med(rs, "tem_cpu_per_epoch_us"),
+            med(rs, "bench_cpu_per_epoch_us"), med(rs, "other_cpu_util"),
             sum(r["deadline"] + r["missing"] for r in rs)))
 
 g = groups("rtt", lambda r: 0)

@@ -1227,9 +1227,12 @@ latency(struct bench *b)
     if (b->opt.tem_pid) {
         tem_cpu(b->opt.tem_pid, &tem1, &main_ns);
     }
-    double other = MAX(0, busy1 - busy0 - (self_cpu_s() - self0)
-                          - (tem1 - tem0) / 1e9)
+    double self_s = self_cpu_s() - self0;
+    double other = MAX(0, busy1 - busy0 - self_s - (tem1 - tem0) / 1e9)
                    / ((mono_ns() - t0) / 1e9);
+    /* CPU time per epoch: the TEM's (all threads) and the bench's. */
+    double tem_round_us = (tem1 - tem0) / 1e3 / total;
+    double bench_round_us = self_s * 1e6 / total;
 
     size_t n = b->n_lat;
     double avg = mean(b->lat, n), e2e_avg = mean(b->e2e, n);
@@ -1250,13 +1253,16 @@ latency(struct bench *b)
                PRIu64",\"other\":%"PRIu64",\"warmup_alerts\":%"PRIu64","
                "\"round_us\":%.1f,\"to_first_poll_us\":%.1f,"
                "\"polls_us\":%.1f,\"replies_us\":%.1f,"
-               "\"to_last_alert_us\":%.1f,\"other_cpu_util\":%.2f}\n",
+               "\"to_last_alert_us\":%.1f,\"other_cpu_util\":%.2f,"
+               "\"tem_cpu_per_epoch_us\":%.1f,"
+               "\"bench_cpu_per_epoch_us\":%.1f}\n",
                o->n_hosts, e, o->epochs, n, avg, percentile(b->lat, n, 50),
                percentile(b->lat, n, 99), percentile(b->lat, n, 100),
                e2e_avg, percentile(b->e2e, n, 50),
                percentile(b->e2e, n, 99), percentile(b->e2e, n, 100),
                b->lat_deadline, b->lat_missing, b->lat_other, warm_lat,
-               ph_total, ph_poll, ph_polls, ph_reply, ph_decide, other);
+               ph_total, ph_poll, ph_polls, ph_reply, ph_decide, other,
+               tem_round_us, bench_round_us);
     } else {
         printf("latency: %"PRIu32" hosts, %"PRIu32" events satisfied in each "
                "of %"PRIu32" epochs: %zu alerts\n", o->n_hosts, e, o->epochs,
@@ -1275,7 +1281,9 @@ latency(struct bench *b)
         printf("  decided at the deadline %"PRIu64", alerts with missing "
                "hosts %"PRIu64", alerts of other epochs %"PRIu64"\n",
                b->lat_deadline, b->lat_missing, b->lat_other);
-        printf("  other processes used %.2f CPUs meanwhile\n", other);
+        printf("  CPU time per epoch: TEM %.1f us, bench %.1f us; other "
+               "processes used %.2f CPUs meanwhile\n", tem_round_us,
+               bench_round_us, other);
     }
     free(b->lat);
     free(b->e2e);
@@ -1299,9 +1307,11 @@ echo_main(void *e_)
         zmq_msg_init(&body);
         if (zmq_msg_recv(&id, e->router, 0) < 0
             || zmq_msg_recv(&body, e->router, 0) < 0) {
+            /* The context was shut down: the socket is ours to close. */
             zmq_msg_close(&id);
             zmq_msg_close(&body);
-            return NULL;        /* Context terminated. */
+            zmq_close(e->router);
+            return NULL;
         }
         zmq_msg_send(&id, e->router, ZMQ_SNDMORE);
         zmq_msg_send(&body, e->router, 0);
@@ -1347,7 +1357,6 @@ rtt(const struct options *o)
     }
     zmq_close(dealer);
     zmq_ctx_term(ctx);
-    zmq_close(e.router);
     zmq_ctx_shutdown(e.zctx);
     pthread_join(thread, NULL);
     zmq_ctx_term(e.zctx);
@@ -1394,7 +1403,7 @@ usage: tem-bench --ctl=EP [OPTIONS]\n\
   --events=E        events defined (throughput 16, latency 256)\n\
   --batch=B         throughput: keys per round, one frame (256)\n\
   --window=W        throughput: messages in flight at most, at least\n\
-                    two rounds (65536)\n\
+                    two rounds (16384)\n\
   --warmup=TIME     throughput: load before measuring (1s)\n\
   --seconds=TIME    throughput: measurement (3s)\n\
   --epochs=R        latency: epochs measured (20)\n\
@@ -1477,7 +1486,7 @@ parse_options(int argc, char *argv[], struct options *o)
     o->scenario = SC_ONE;
     o->n_hosts = 8;
     o->batch = 256;
-    o->window = 65536;
+    o->window = 16384;
     o->warmup_ns = NS_PER_S;
     o->seconds_ns = 3 * NS_PER_S;
     o->epochs = 20;
