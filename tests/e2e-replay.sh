@@ -22,7 +22,7 @@ top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
 top_builddir=${top_builddir:-.}
 PYTHON3=${PYTHON3:-python3}
 seeds=${E2E_SEEDS:-"1 2 3"}
-scenarios=${E2E_SCENARIOS:-"heavy agg interval ipv6 vars noise table2"}
+scenarios=${E2E_SCENARIOS:-"heavy agg interval ipv6 vars tcp noise table2"}
 
 if ! command -v "$PYTHON3" >/dev/null 2>&1; then
     echo "SKIP: python3 not found (PYTHON3=$PYTHON3)"

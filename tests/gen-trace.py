@@ -38,10 +38,32 @@ Semantics implemented by the ground truth (the contract tpm-replay honours):
     no filter matches, so its volume is never compared), never from
     caplen, so Ethernet padding and snaplen truncation do not matter;
     ttl = TTL / hop limit;
-    ecn = 1 iff the ECN bits are 11 (CE); rwnd = raw TCP window, 0 for
-    non-TCP.
+    ecn = 1 iff the ECN bits are 11 (CE).
+  * variables that need per-flow state (state_vars(), exactly as
+    docs/event-language.md defines them): a flow has state from its first
+    packet that matches an event using one of them, and a TCP flow shares
+    it with its reverse direction, whose packets feed it from then on.
+    Per packet of direction h (the other is o), at the packet's capture
+    time: is_burst = a previous packet of h was seen and the gap is at most
+    20 us (burst_gap_ns); for TCP, with seglen = payload + SYN + FIN and
+    sequence numbers unwrapped to 64 bits: is_lost = seglen > 0 and the
+    segment starts below h's highest sequence end; seq = h's highest
+    sequence end; an ACK advancing o's highest ack by n lowers o's dup by
+    n (floor 0), an ACK repeating it (no payload, no SYN/FIN, same raw
+    window as h's previous packet, o has data outstanding) adds the MSS
+    option of h's SYN (1460 without) to o's dup; ack = h's highest ack
+    received (0 before any), dup = h's dup; rtt = h's latest sample: a
+    segment with seglen > 0 that is not a retransmission starts a sample
+    when none is in flight, a retransmission cancels it (Karn), the first
+    ACK of o at or beyond its end completes it; rwnd = raw window << h's
+    SYN window scale when both SYNs carried the option and the packet is
+    not a SYN, else the raw window.  Other protocols: is_burst only, the
+    rest 0.
   * aggregates: sum, count() (packets), count(t) (packets with t != 0),
-    avg, min, max, stddev (population).  Division by zero yields 0.
+    avg, min, max, stddev (population); a bare variable is its last value
+    in the interval, VAR_lastepoch and prev(e) are evaluated over the
+    group's previous interval (0 when it had no packets).  Division by
+    zero yields 0.
   * reported value = left operand of the leftmost comparison of the
     predicate (pre-order, not descending into aggregate terms).
 
@@ -58,6 +80,7 @@ Only the Python standard library is used.
 """
 
 import argparse
+import heapq
 import ipaddress
 import json
 import math
@@ -99,7 +122,7 @@ class Flow:
 
     __slots__ = ('ipver', 'src', 'dst', 'proto', 'sport', 'dport', 'ttl',
                  'tos', 'rwnd', 'vlans', 'ip_opts', 'tcp_opts', 'noise',
-                 'seq')
+                 'seq', 'ack')
 
     def __init__(self, ipver, src, dst, proto, sport=0, dport=0, ttl=64,
                  tos=0, rwnd=65535, vlans=(), ip_opts=0, tcp_opts=0,
@@ -120,6 +143,7 @@ class Flow:
         self.tcp_opts = tcp_opts    # TCP option bytes (0 or 12).
         self.noise = noise          # Must never match any event filter.
         self.seq = 1000
+        self.ack = 0x5eed
 
     def reverse(self):
         """The opposite direction (for pure ACKs)."""
@@ -143,7 +167,8 @@ class Pkt:
 
     __slots__ = ('ts', 'kind', 'ipver', 'src', 'dst', 'proto', 'sport',
                  'dport', 'payload', 'ttl', 'tos', 'rwnd', 'vlans',
-                 'ip_opts', 'tcp_opts', 'flags', 'seq', 'noise')
+                 'ip_opts', 'tcp_opts', 'flags', 'seq', 'noise', 'ack',
+                 'syn_opt')
 
     def record(self):
         """The ground-truth view of this packet, derived from the fields
@@ -152,9 +177,9 @@ class Pkt:
         if self.kind != 'ip':
             size = 28 if self.kind == 'arp' else LLDP_LEN
             wire = max(MIN_FRAME, 14 + 4 * len(self.vlans) + size)
-            return (self.ts, 0, 0, 0, 0, 0, 0, wire, 0, 0, 0, 0)
+            return (self.ts, 0, 0, 0, 0, 0, 0, wire, 0, 0, 0, 0) + NO_TCP
         if self.proto == TCP:
-            l4 = 20 + self.tcp_opts
+            l4 = 20 + self.tcp_opts + (8 if self.syn_opt else 0)
         else:
             l4 = 8                  # UDP, ICMP echo.
         if self.ipver == 4:
@@ -164,17 +189,33 @@ class Pkt:
         wire = max(MIN_FRAME, 14 + 4 * len(self.vlans) + iplen)
         volume = self.payload if self.proto in (TCP, UDP) \
             else l4 + self.payload
+        tcp = NO_TCP
+        if self.proto == TCP:
+            wscale, mss = -1, 0
+            if self.syn_opt and self.flags & SYN:
+                mss = self.syn_opt[0]
+                if self.syn_opt[1] is not None:
+                    wscale = min(self.syn_opt[1], 14)
+            tcp = (self.seq & 0xffffffff, self.ack & 0xffffffff, self.flags,
+                   wscale, mss)
         return (self.ts, self.ipver, self.proto, self.src, self.dst,
                 self.sport, self.dport, wire, volume, self.ttl,
                 1 if self.tos & 3 == 3 else 0,
-                self.rwnd if self.proto == TCP else 0)
+                self.rwnd if self.proto == TCP else 0) + tcp
 
 
-# Indexes into a record tuple.
+# Indexes into a record tuple: what a packet's bytes say.  R_RWND is the
+# raw window; R_WSCALE and R_MSS are the options of a SYN (-1 and 0 when
+# absent or not a SYN).
 (R_TS, R_VER, R_PROTO, R_SRC, R_DST, R_SPORT, R_DPORT, R_BYTES, R_VOLUME,
- R_TTL, R_ECN, R_RWND) = range(12)
+ R_TTL, R_ECN, R_RWND, R_SEQ, R_ACK, R_FLAGS, R_WSCALE, R_MSS) = range(17)
 RECORD_FIELDS = ('ts', 'ipver', 'proto', 'src', 'dst', 'sport', 'dport',
-                 'bytes', 'volume', 'ttl', 'ecn', 'rwnd')
+                 'bytes', 'volume', 'ttl', 'ecn', 'rwnd', 'seq', 'ack',
+                 'flags', 'wscale', 'mss')
+NO_TCP = (0, 0, 0, -1, 0)
+FIN, SYN, ACK = 0x01, 0x02, 0x10
+# compute_truth() appends the per-flow state variables to each record.
+(S_RWND, S_IS_LOST, S_IS_BURST, S_RTT, S_SEQ, S_ACK, S_DUP) = range(17, 24)
 
 
 # ----------------------------------------------------------------------
@@ -223,13 +264,19 @@ def build_headers(p, ipid):
     src = p.src.to_bytes(alen, 'big')
     dst = p.dst.to_bytes(alen, 'big')
     if p.proto == TCP:
-        doff = (20 + p.tcp_opts) // 4
         opts = b''
+        if p.syn_opt:               # MSS, then NOP + window scale or NOPs.
+            mss, ws = p.syn_opt
+            opts += struct.pack('!BBH', 2, 4, mss)
+            opts += b'\x01\x01\x01\x01' if ws is None else \
+                struct.pack('!BBBB', 1, 3, 3, ws)
         if p.tcp_opts:
-            opts = b'\x01\x01\x08\x0a' + struct.pack('!II', p.seq & 0xffff,
-                                                     ipid)
+            opts += b'\x01\x01\x08\x0a' + struct.pack('!II', p.seq & 0xffff,
+                                                      ipid)
+        doff = (20 + len(opts)) // 4
         l4 = struct.pack('!HHIIBBHHH', p.sport, p.dport, p.seq & 0xffffffff,
-                         0x5eed, doff << 4, p.flags, p.rwnd, 0, 0) + opts
+                         p.ack & 0xffffffff, doff << 4, p.flags, p.rwnd, 0,
+                         0) + opts
     elif p.proto == UDP:
         l4 = struct.pack('!HHHH', p.sport, p.dport, 8 + p.payload, 0)
     else:                           # ICMP echo request (type 8, code 0).
@@ -322,7 +369,7 @@ def parse_frame(frame, wire, ts, num, errors):
     def err(msg):
         errors.append('frame %d: %s' % (num, msg))
 
-    non_ip = (ts, 0, 0, 0, 0, 0, 0, wire, 0, 0, 0, 0)
+    non_ip = (ts, 0, 0, 0, 0, 0, 0, wire, 0, 0, 0, 0) + NO_TCP
     ethertype = struct.unpack_from('!H', frame, 12)[0]
     o = 14
     for _ in range(2):
@@ -358,10 +405,29 @@ def parse_frame(frame, wire, ts, num, errors):
     if wire != max(MIN_FRAME, ip_end):
         err('wire length %d, but IP ends at %d' % (wire, ip_end))
     sport = dport = rwnd = 0
+    tcp = NO_TCP
     if proto == TCP:
-        sport, dport, _, _, doff, _, rwnd = \
+        sport, dport, seq, ack, doff, flags, rwnd = \
             struct.unpack_from('!HHIIBBH', frame, l4)
         volume = l4len - (doff >> 4) * 4
+        wscale, mss = -1, 0
+        if flags & SYN:
+            opts = frame[l4 + 20:l4 + (doff >> 4) * 4]
+            k = 0
+            while k < len(opts) and opts[k] != 0:
+                if opts[k] == 1:
+                    k += 1
+                    continue
+                if k + 1 >= len(opts) or opts[k + 1] < 2 \
+                        or k + opts[k + 1] > len(opts):
+                    err('malformed TCP option')
+                    break
+                if opts[k] == 2 and opts[k + 1] == 4:
+                    mss = struct.unpack_from('!H', opts, k + 2)[0]
+                elif opts[k] == 3 and opts[k + 1] == 3:
+                    wscale = min(opts[k + 2], 14)
+                k += opts[k + 1]
+        tcp = (seq, ack, flags, wscale, mss)
     elif proto == UDP:
         sport, dport, ulen = struct.unpack_from('!HHH', frame, l4)
         if ulen != l4len:
@@ -384,7 +450,7 @@ def parse_frame(frame, wire, ts, num, errors):
             err('bad L4 checksum')
     ver = 4 if ethertype == ETH_IP4 else 6
     return (ts, ver, proto, src, dst, sport, dport, wire, volume, ttl,
-            1 if tos & 3 == 3 else 0, rwnd)
+            1 if tos & 3 == 3 else 0, rwnd) + tcp
 
 
 # ----------------------------------------------------------------------
@@ -402,8 +468,13 @@ TOKEN_RE = re.compile(
     r'|(?P<op><=|>=|==|!=|&&|\|\||[-+*/()<>!]))')
 AGGS = ('sum', 'count', 'avg', 'min', 'max', 'stddev')
 VARS = {'packets': None, 'bytes': R_BYTES, 'volume': R_VOLUME, 'ttl': R_TTL,
-        'ecn': R_ECN, 'rwnd': R_RWND}
-TCP_STATE_VARS = ('is_lost', 'is_burst', 'rtt', 'seq', 'ack', 'dup')
+        'ecn': R_ECN, 'rwnd': S_RWND, 'is_lost': S_IS_LOST,
+        'is_burst': S_IS_BURST, 'rtt': S_RTT, 'seq': S_SEQ, 'ack': S_ACK,
+        'dup': S_DUP}
+# Variables that need per-flow state (see state_vars()).
+STATE_VARS = ('rwnd', 'is_lost', 'is_burst', 'rtt', 'seq', 'ack', 'dup')
+BURST_GAP_NS = 20_000           # libtpm's default burst_gap_ns.
+DUP_MSS = 1460                  # dup's increment without an MSS option.
 COMPARISONS = ('<', '<=', '>', '>=', '==', '!=')
 PROTO_SHORTHANDS = {'ip': (4, None), 'ipv6': (6, None), 'tcp': (4, TCP),
                     'udp': (4, UDP), 'icmp': (4, ICMP), 'sctp': (4, 132),
@@ -417,12 +488,14 @@ GROUP_ORDER = ('nw_proto', 'src', 'dst', 'tp_src', 'tp_dst')
 class Event:
     """A parsed event: name, filter (match function), group fields,
     interval and predicate AST.  'unsupported' names what the ground truth
-    cannot evaluate (TCP-state variables, prev(), _lastepoch)."""
+    cannot evaluate (nothing, now); 'needs_state' tells whether the
+    predicate uses a variable that needs per-flow state."""
 
     def __init__(self, name, text):
         self.name = name
         self.text = text
         self.unsupported = None
+        self.needs_state = False
         clauses = {'filter': '', 'predicate': None, 'group': '5tuple',
                    'interval': '10ms'}
         marks = list(CLAUSE_RE.finditer(text))
@@ -574,7 +647,10 @@ def group_key(group, r):
 class PredParser:
     """Recursive descent, C precedence: || < && < == != < < <= > >= <
     + - < * / < unary ! -.  Nodes: ('num', v), ('var', name),
-    ('agg', fn, term|None), ('neg', a), ('not', a), ('bin', op, a, b)."""
+    ('agg', fn, term|None), ('prev', a), ('neg', a), ('not', a),
+    ('bin', op, a, b).  Outside an aggregate, a bare variable V is
+    ('agg', 'last', ('var', V)) (its last value in the interval) and
+    V_lastepoch is ('prev', ('agg', 'last', ('var', V)))."""
 
     LEVELS = (('||',), ('&&',), ('==', '!='), ('<', '<=', '>', '>='),
               ('+', '-'), ('*', '/'))
@@ -583,6 +659,7 @@ class PredParser:
         self.text = text
         self.event = event
         self.toks = []
+        self.in_term = False        # Inside an aggregate's term.
         pos = 0
         while pos < len(text):
             m = TOKEN_RE.match(text, pos)
@@ -652,24 +729,34 @@ class PredParser:
         if kind == 'id':
             self.take()
             if v in AGGS or v == 'prev':
+                if self.in_term:
+                    raise ValueError('%s: %s() inside an aggregate'
+                                     % (self.event.name, v))
                 self.take('(')
                 arg = None
+                self.in_term = v != 'prev'
                 if self.peek() != ('op', ')'):
                     arg = self.binary(0)
+                self.in_term = False
                 self.take(')')
                 if v == 'prev':
-                    self.event.unsupported = 'prev()'
                     return ('prev', arg)
                 if arg is None and v != 'count':
                     raise ValueError('%s() needs a term' % v)
                 return ('agg', v, arg)
             base = v[:-len('_lastepoch')] if v.endswith('_lastepoch') else v
-            if base in TCP_STATE_VARS or base != v:
-                self.event.unsupported = v
-            elif v not in VARS:
+            if base not in VARS:
                 raise ValueError('%s: unknown variable %r'
                                  % (self.event.name, v))
-            return ('var', v)
+            if base in STATE_VARS:
+                self.event.needs_state = True
+            if self.in_term:
+                if base != v:
+                    raise ValueError('%s: %s inside an aggregate'
+                                     % (self.event.name, v))
+                return ('var', v)
+            last = ('agg', 'last', ('var', base))
+            return ('prev', last) if base != v else last
         raise ValueError('%s: unexpected %r in predicate %r'
                          % (self.event.name, v, self.text))
 
@@ -728,8 +815,6 @@ def compile_term(node):
         idx = VARS.get(node[1])
         if node[1] == 'packets':
             return lambda r: 1
-        if idx is None:
-            return lambda r: 0      # TCP-state variable (unsupported).
         return lambda r: r[idx]
     if kind == 'neg':
         a = compile_term(node[1])
@@ -761,6 +846,8 @@ def aggregate(fn, values):
     if fn == 'stddev':
         mean = math.fsum(values) / n
         return math.sqrt(math.fsum((v - mean) ** 2 for v in values) / n)
+    if fn == 'last':                # Values are in time order.
+        return values[-1]
     raise ValueError(fn)
 
 
@@ -773,14 +860,14 @@ def uses_stddev(node):
         return node[1] == 'stddev'
     if node[0] == 'bin':
         return uses_stddev(node[2]) or uses_stddev(node[3])
-    if node[0] in ('not', 'neg'):
+    if node[0] in ('not', 'neg', 'prev'):
         return uses_stddev(node[1])
     return False
 
 
-def eval_pred(node, aggv, strict):
-    """Evaluates an interval-level expression; 'aggv' maps aggregate nodes
-    to their values.  With 'strict', raises NearTie for a comparison with a
+def eval_pred(node, aggv, strict, prev=False):
+    """Evaluates an interval-level expression; 'aggv' maps (aggregate
+    node, under prev()) to their values.  With 'strict', raises NearTie for a comparison with a
     stddev() operand within 1e-7 relative of the other operand: libtpm may
     compute a standard deviation with different rounding (sum of squares),
     whereas sums, counts, min, max of integers and quotients of them are
@@ -789,14 +876,16 @@ def eval_pred(node, aggv, strict):
     if kind == 'num':
         return node[1]
     if kind == 'agg':
-        return aggv[node]
+        return aggv[(node, prev)]
+    if kind == 'prev':
+        return eval_pred(node[1], aggv, strict, True)
     if kind == 'neg':
-        return -eval_pred(node[1], aggv, strict)
+        return -eval_pred(node[1], aggv, strict, prev)
     if kind == 'not':
-        return int(not eval_pred(node[1], aggv, strict))
+        return int(not eval_pred(node[1], aggv, strict, prev))
     if kind == 'bin':
-        a = eval_pred(node[2], aggv, strict)
-        b = eval_pred(node[3], aggv, strict)
+        a = eval_pred(node[2], aggv, strict, prev)
+        b = eval_pred(node[3], aggv, strict, prev)
         if (strict and node[1] in COMPARISONS
                 and (uses_stddev(node[2]) or uses_stddev(node[3]))
                 and abs(a - b) <= 1e-7 * max(abs(a), abs(b), 1)):
@@ -805,11 +894,124 @@ def eval_pred(node, aggv, strict):
     raise ValueError('cannot evaluate %r outside a term' % (node,))
 
 
+def unwrap(ref, raw):
+    """The 64-bit sequence number nearest to 'ref' whose low 32 bits are
+    'raw' (never below 0)."""
+    d = (raw - ref) % 2**32
+    if d >= 2**31:
+        d -= 2**32
+    return max(0, ref + d)
+
+
+class Half:
+    """The state of one direction of a connection (docs/event-language.md,
+    "Variables that need per-flow state")."""
+
+    def __init__(self):
+        self.seen = False           # A packet of this direction was seen.
+        self.last_ts = 0
+        self.win = 0                # Raw window of the previous packet.
+        self.snd_max = None         # Highest sequence end sent.
+        self.ack = None             # Highest ack received for our data.
+        self.sample = None          # (sequence end, time sent).
+        self.rtt = 0
+        self.dup = 0
+        self.wscale = -1            # From our SYN.
+        self.mss = 0
+
+
+def state_vars(recs, events, gap_ns=BURST_GAP_NS):
+    """Returns, for every record, the values (rwnd, is_lost, is_burst, rtt,
+    seq, ack, dup) of the variables that need per-flow state, or None for
+    records of flows without state.  A flow has state from its first
+    packet that matches an event using one of them; a TCP flow shares it
+    with the reverse direction, whose packets feed it from then on
+    (whether or not they match an event themselves)."""
+    filters = [ev.match for ev in events if ev.needs_state]
+    conns = {}
+    out = []
+    for r in recs:
+        if not filters or r[R_VER] == 0:
+            out.append(None)
+            continue
+        fkey = (r[R_VER], r[R_PROTO], r[R_SRC], r[R_DST], r[R_SPORT],
+                r[R_DPORT])
+        tcp = r[R_PROTO] == TCP
+        rkey = (r[R_VER], r[R_PROTO], r[R_DST], r[R_SRC], r[R_DPORT],
+                r[R_SPORT]) if tcp else None
+        conn = conns.get(fkey)
+        if conn is None:
+            if not any(m(r) for m in filters):
+                out.append(None)
+                continue
+            conn = {fkey: Half()}
+            conns[fkey] = conn
+            if tcp:
+                conn[rkey] = Half()
+                conns[rkey] = conn
+        h = conn[fkey]
+        ts = r[R_TS]
+        burst = int(h.seen and ts - h.last_ts <= gap_ns)
+        h.last_ts = ts
+        if not tcp:
+            h.seen = True
+            out.append((0, 0, burst, 0, 0, 0, 0))
+            continue
+        o = conn[rkey]
+        flags = r[R_FLAGS]
+        seglen = r[R_VOLUME] + bool(flags & SYN) + bool(flags & FIN)
+        if flags & SYN:
+            h.wscale, h.mss = r[R_WSCALE], r[R_MSS]
+        # Our data.
+        if h.snd_max is not None:
+            seq = unwrap(h.snd_max, r[R_SEQ])
+        elif h.ack is not None:
+            seq = unwrap(h.ack, r[R_SEQ])
+        else:
+            seq = r[R_SEQ]
+        end = seq + seglen
+        lost = seglen > 0 and h.snd_max is not None and seq < h.snd_max
+        if lost:
+            h.sample = None         # Karn's rule.
+        elif seglen and h.sample is None:
+            h.sample = (end, ts)
+        h.snd_max = end if h.snd_max is None else max(h.snd_max, end)
+        # The other direction's data, acknowledged by this packet.
+        if flags & ACK:
+            if o.snd_max is not None:
+                a = unwrap(o.snd_max, r[R_ACK])
+            elif o.ack is not None:
+                a = unwrap(o.ack, r[R_ACK])
+            else:
+                a = r[R_ACK]
+            if o.ack is None:
+                o.ack = a
+            elif a > o.ack:
+                o.dup = max(0, o.dup - (a - o.ack))
+                o.ack = a
+            elif (a == o.ack and seglen == 0 and h.seen
+                  and r[R_RWND] == h.win and o.snd_max is not None
+                  and o.snd_max > a):
+                o.dup = min(2**32 - 1, o.dup + (h.mss or DUP_MSS))
+            if o.sample is not None and a >= o.sample[0]:
+                o.rtt = max(0, ts - o.sample[1])
+                o.sample = None
+        h.win = r[R_RWND]
+        h.seen = True
+        shift = h.wscale if (not flags & SYN and h.wscale >= 0
+                             and o.wscale >= 0) else 0
+        out.append((r[R_RWND] << shift, int(lost), burst, h.rtt, h.snd_max,
+                    h.ack if h.ack is not None else 0, h.dup))
+    return out
+
+
 def compute_truth(recs, events, epoch_ns=EPOCH_NS, strict=False):
     """Returns {(event name, report epoch, group key): (fired, value)} for
     every (event, interval, group) that had at least one matching
     packet."""
     evals = {}
+    states = state_vars(recs, events)
+    recs = [r + (st or (0,) * 7) for r, st in zip(recs, states)]
     for ev in events:
         if ev.unsupported:
             raise ValueError('%s: ground truth cannot evaluate %s'
@@ -831,8 +1033,14 @@ def compute_truth(recs, events, epoch_ns=EPOCH_NS, strict=False):
             for lst, (node, fn) in zip(acc, terms):
                 lst.append(fn(r) if fn else None)
         for (interval, gkey), acc in buckets.items():
-            aggv = {node: aggregate(node[1], lst)
+            aggv = {(node, False): aggregate(node[1], lst)
                     for (node, _), lst in zip(terms, acc)}
+            # prev(): the previous interval of the group, 0 if it had no
+            # packets.
+            pacc = buckets.get((interval - 1, gkey))
+            for i, (node, _) in enumerate(terms):
+                aggv[(node, True)] = aggregate(node[1], pacc[i]) \
+                    if pacc else 0
             fired = bool(eval_pred(ev.pred, aggv, strict))
             value = eval_pred(ev.value_node, aggv, False)
             evals[(ev.name, interval * m + m - 1, gkey)] = (fired, value)
@@ -905,8 +1113,9 @@ class TraceBuilder:
         p.kind = 'ip'
         for k in ('ipver', 'src', 'dst', 'proto', 'sport', 'dport', 'ttl',
                   'tos', 'rwnd', 'vlans', 'ip_opts', 'tcp_opts', 'noise',
-                  'seq'):
+                  'seq', 'ack'):
             setattr(p, k, getattr(flow, k))
+        p.syn_opt = None
         for k, v in over.items():
             setattr(p, k, v)
         p.payload = payload
@@ -922,6 +1131,7 @@ class TraceBuilder:
         """An ARP request or LLDP frame (never IP, never matched)."""
         p = Pkt()
         p.ts, p.kind, p.vlans, p.noise = ts, kind, tuple(vlans), True
+        p.syn_opt = None
         p.src = int(ipaddress.IPv4Address(src))
         p.dst = int(ipaddress.IPv4Address(dst))
         p.ipver = p.proto = p.sport = p.dport = p.payload = 0
@@ -1303,6 +1513,144 @@ def scen_vars(tb, ev):
     return active
 
 
+def tcp_pkt(tb, flow, ts, seq, ack, flags, payload=0, **over):
+    """One TCP segment of 'flow' with explicit sequence and ack numbers."""
+    return tb.add(flow, ts, payload, flags, seq=seq & 0xffffffff,
+                  ack=ack & 0xffffffff, **over)
+
+
+def sim_tcp(tb, c, s, epochs, rtt, straddle):
+    """A TCP connection seen at the client's host: client 'c' sends data in
+    rounds (bursts of back-to-back segments or paced ones) in 'epochs',
+    the server's ACKs come back 'rtt' ns after each segment.  Segments are
+    dropped at random (the server then repeats its ACK: duplicate ACKs; the
+    third one triggers a fast retransmit), the rest are retransmitted at
+    the next round (a timeout); some carry a CE mark.  Both SYNs may carry
+    a window scale; the client's initial sequence number is sometimes just
+    below the 2^32 wrap.  'straddle' holds epochs whose rounds may run
+    into the next epoch."""
+    rng = tb.rng
+    E = tb.E
+    ws_c = rng.choice((None, 0, 7, 7))
+    ws_s = rng.choice((None, 3, 9, 9))
+    mss_s = rng.choice((1460, 1460, 1400))
+    isn_c = rng.randrange(2**32) if rng.random() < 0.6 \
+        else 2**32 - rng.randrange(1, 30000)
+    isn_s = rng.randrange(2**32)
+
+    t = tb.span(epochs[0])[0] + rng.randrange(E // 2)
+    tcp_pkt(tb, c, t, isn_c, 0, SYN, rwnd=64240, syn_opt=(1460, ws_c))
+    tcp_pkt(tb, s, t + rtt, isn_s, isn_c + 1, SYN | ACK, rwnd=65160,
+            syn_opt=(mss_s, ws_s))
+    snd = isn_c + 1
+    ack_s = isn_s + 1               # What the client acknowledges.
+    tcp_pkt(tb, c, t + rtt + 15_000, snd, ack_s, ACK, rwnd=502)
+    una = snd
+    pending = []                    # Lost segments not yet repaired.
+    sent = {}                       # Segment start -> end.
+    recv = {}                       # Delivered: start -> end.
+    last_ack_t = t + rtt
+
+    for e in epochs[1:]:
+        lo, _ = tb.span(e)
+        room = E - (1_000_000 if e in straddle else 4_000_000)
+        for T in sorted(lo + rng.randrange(room)
+                        for _ in range(rng.randint(1, 3))):
+            T = max(T, last_ack_t + 1000)
+            paced = rng.random() < 0.4
+            gap = rng.randrange(25_000, 90_000) if paced \
+                else rng.randrange(500, 3000)
+            segs = []               # (start, end, time sent, dropped)
+            tt = T
+            for start, end in pending:      # Timeout retransmissions.
+                tcp_pkt(tb, c, tt, start, ack_s, 0x18, end - start,
+                        rwnd=502)
+                segs.append((start, end, tt, False))
+                tt += gap
+            pending = []
+            for _ in range(rng.randint(1, 8)):
+                size = min(MSS, mss_s) if rng.random() < 0.8 \
+                    else rng.randrange(1, min(MSS, mss_s))
+                tcp_pkt(tb, c, tt, snd, ack_s, 0x18, size, rwnd=502,
+                        tos=3 if rng.random() < 0.12 else 0)
+                segs.append((snd, snd + size, tt, rng.random() < 0.12))
+                sent[snd] = snd + size
+                snd += size
+                tt += gap
+            # The server's ACKs, in the order they come back.
+            win = rng.choice((80, 600, 3000))
+            heap = [(st + rtt + rng.randrange(0, rtt // 10 + 1), a, b)
+                    for a, b, st, dropped in segs if not dropped]
+            heapq.heapify(heap)
+            dups = 0
+            fast = set()
+            ta = T
+            while heap:
+                ta, a, b = heapq.heappop(heap)
+                ta = max(ta, last_ack_t + 1)
+                last_ack_t = ta
+                recv[a] = b
+                before = una
+                while una in recv:
+                    una = recv[una]
+                if rng.random() < 0.1:
+                    win = rng.choice((80, 600, 3000))
+                tcp_pkt(tb, s, ta, ack_s, una, ACK, rwnd=win)
+                if una == before and una < snd:
+                    dups += 1
+                    if dups == 3 and una not in fast:
+                        fast.add(una)
+                        tcp_pkt(tb, c, ta + 2000, una, ack_s, 0x18,
+                                sent[una] - una, rwnd=502)
+                        heapq.heappush(heap, (ta + 2000 + rtt, una,
+                                              sent[una]))
+                else:
+                    dups = 0
+            pending = sorted((a, b) for a, b in sent.items()
+                             if a >= una and a not in recv)
+    # Close: FIN from the client, FIN-ACK from the server, last ACK.
+    lo, _ = tb.span(epochs[-1])
+    t = max(lo + E - 2_000_000, last_ack_t + 1000)
+    tcp_pkt(tb, c, t, snd, ack_s, FIN | ACK, rwnd=502)
+    tcp_pkt(tb, s, t + rtt, ack_s, snd + 1, FIN | ACK, rwnd=600)
+    tcp_pkt(tb, c, t + rtt + 10_000, snd + 1, ack_s + 1, ACK, rwnd=502)
+
+
+def scen_tcp(tb, ev):
+    """TCP connections from a rack (10.0.128.0/24) to a service
+    (10.20.93.0/24) and elsewhere, for the variables that need per-flow
+    state: losses (fast retransmits, timeouts after 4 silent epochs),
+    bursts, RTT samples from the reverse ACKs, duplicate ACKs, window
+    scaling, ECN CE marks, a sequence-number wrap, and the paper's Table 2
+    congestion and loss events."""
+    rng = tb.rng
+    gaps = set(range(8, 12))
+    active = [e for e in range(18) if e not in gaps]
+    straddle = {e for e in active if e + 1 in active}
+    for i in range(10):
+        dst = '10.20.93.%d' % (1 + i % 3) if i < 7 else '10.30.0.%d' % i
+        c = Flow(4, '10.0.128.%d' % (10 + i), dst, TCP, tb.port(), 5001)
+        s = Flow(4, dst, '10.0.128.%d' % (10 + i), TCP, 5001, c.sport)
+        start = rng.randrange(0, 4)
+        epochs = [e for e in active if e >= start]
+        sim_tcp(tb, c, s, epochs, rng.randrange(100_000, 700_000), straddle)
+
+    # max(rtt) > 400us: a handshake whose SYN-ACK comes back after exactly
+    # 400 us is silent, 1 ns more fires (the ACK carries the sample).
+    for i, rtt, fires in ((0, 400_000, False), (1, 400_001, True)):
+        c = Flow(4, '10.0.128.%d' % (200 + i), '10.20.93.200', TCP,
+                 44000 + i, 5001)
+        s = Flow(4, '10.20.93.200', '10.0.128.%d' % (200 + i), TCP, 5001,
+                 44000 + i)
+        t = tb.span(5)[0] + 100_000
+        tcp_pkt(tb, c, t, 7, 0, SYN, rwnd=1000, syn_opt=(1460, None))
+        tcp_pkt(tb, s, t + rtt, 70, 8, SYN | ACK, rwnd=1000,
+                syn_opt=(1460, None))
+        tcp_pkt(tb, c, t + rtt + 10_000, 8, 71, ACK, rwnd=1000)
+        tb.check('slowrtt', tb.abs(5), c.group5(), fires)
+    return active
+
+
 def scen_noise(tb, ev):
     """A little real traffic drowned in near-misses that must never match:
     wrong protocol, port, direction, prefix, IP version, and non-IP."""
@@ -1507,6 +1855,25 @@ SCENARIOS = {
         'udpmix filter=udp,nw_dst=10.99.5.0/24 '
         'predicate=sum(volume) / count() > 800 && max(ttl) < 100 '
         'group=5tuple interval=10ms',
+    ]),
+    'tcp': (scen_tcp, 65535, 1.0, [
+        'lossburst filter=tcp,nw_src=10.0.128.0/24 '
+        'predicate=avg(is_lost && is_burst) > 10% group=5tuple '
+        'interval=10ms',
+        'congestion filter=tcp,nw_src=10.0.128.0/24 predicate=1 - (ack - '
+        'ack_lastepoch + dup) / (seq_lastepoch - ack_lastepoch) > 0.5 '
+        'group=5tuple interval=10ms',
+        'slowrtt filter=tcp,nw_src=10.0.128.0/24 predicate=max(rtt) > 400us '
+        'group=5tuple interval=10ms',
+        'reachability filter=tcp,nw_src=10.0.128.0/24,nw_dst=10.20.93.0/24 '
+        'predicate=count(is_lost) > 2 group=nw_src,nw_dst interval=20ms',
+        'ecnloss filter=tcp,nw_src=10.0.128.0/24 '
+        'predicate=count(ecn) + prev(count(is_lost)) >= 3 group=5tuple '
+        'interval=10ms',
+        'smallwin filter=tcp,nw_dst=10.0.128.0/24 predicate=min(rwnd) < '
+        '300KB group=5tuple interval=10ms',
+        'ackburst filter=tcp,nw_dst=10.0.128.0/24 predicate=count(is_burst) '
+        '> 4 group=nw_dst interval=10ms',
     ]),
     'noise': (scen_noise, 65535, 2.0, [
         'n_tcp80 filter=tcp,nw_dst=10.99.1.0/24,tp_dst=80 '
