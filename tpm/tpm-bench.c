@@ -389,6 +389,12 @@ struct wl_opts {
     uint32_t idle_epochs;
     uint32_t scrub_per_step;
     bool phase1_only;
+    bool tcp;                   /* TCP frames (sequence advancing) instead
+                                 * of UDP. */
+    bool state_vars;            /* One event of each prefix uses every
+                                 * variable that needs per-flow state. */
+    bool plain_vars;            /* The same event shape over variables
+                                 * that need no state (the control). */
     bool instr;
 };
 
@@ -413,6 +419,7 @@ static const struct wl_template {
 
 struct wl_flow {
     uint8_t frame[64];
+    uint32_t seq;               /* --tcp: next sequence number. */
 };
 
 struct wl_result {
@@ -448,8 +455,12 @@ wl_prefix_addr(uint32_t p)
     return 10u << 24 | (p & 0xffff) << 8;     /* 10.x.y.0/24 */
 }
 
+/* TCP frames: 20-byte header, ACK, 6 bytes of payload (60 bytes). */
+#define WL_TCP_PAYLOAD (FRAME_CAPLEN - 14 - 20 - 20)
+
 static void
-wl_new_flow(struct wl_flow *f, struct rng *r, uint32_t n_prefixes)
+wl_new_flow(struct wl_flow *f, struct rng *r, uint32_t n_prefixes,
+            bool tcp)
 {
     uint32_t dst = wl_prefix_addr(rng_below(r, n_prefixes))
                    | (1 + rng_below(r, 254));
@@ -458,13 +469,33 @@ wl_new_flow(struct wl_flow *f, struct rng *r, uint32_t n_prefixes)
     uint16_t dport = 1 + rng_below(r, 65535);
     uint8_t ttl = 32 + rng_below(r, 64);
     frame_build(f->frame, src, dst, sport, dport, ttl);
+    if (tcp) {
+        uint8_t *ip = f->frame + 14, *th = ip + 20;
+        ip[9] = 6;
+        f->seq = (uint32_t) rng_below(r, UINT32_MAX);
+        memset(th, 0, 20);
+        put_be16(th, sport);
+        put_be16(th + 2, dport);
+        put_be32(th + 8, (uint32_t) rng_below(r, UINT32_MAX));
+        th[12] = 5 << 4;
+        th[13] = 0x10;          /* ACK. */
+        put_be16(th + 14, 1024);
+    }
+}
+
+/* --tcp: stamps the next sequence number into flow 'f''s frame. */
+static void
+wl_tcp_next(struct wl_flow *f)
+{
+    put_be32(f->frame + 14 + 20 + 4, f->seq);
+    f->seq += WL_TCP_PAYLOAD;
 }
 
 static void
 wl_install(struct tpm *tpm, const struct wl_opts *o, uint32_t n_prefixes,
            struct rng *r)
 {
-    char text[256], pred[64], name[32], iv[32];
+    char text[320], pred[128], name[32], iv[32];
 
     tpm_time_format(o->epoch_ns, iv, sizeof iv);
     for (uint32_t p = 0; p < n_prefixes; p++) {
@@ -473,14 +504,28 @@ wl_install(struct tpm *tpm, const struct wl_opts *o, uint32_t n_prefixes,
             const struct wl_template *t
                 = &wl_templates[j % ARRAY_SIZE(wl_templates)];
             uint32_t id = p * o->per_prefix + j;
-            snprintf(pred, sizeof pred, "%s > %u", t->agg,
-                     t->lo + rng_below(r, t->span));
+            const char *group = t->group;
+            if ((o->state_vars || o->plain_vars) && j == o->per_prefix - 1) {
+                /* Every variable that needs per-flow state, in 5 per-flow
+                 * summaries (with volume and TTL, 7: a flow's maximum),
+                 * or the same shape over variables that need none; a
+                 * threshold no flow reaches. */
+                snprintf(pred, sizeof pred, o->state_vars
+                         ? "sum(is_lost + is_burst) + max(rtt + rwnd) + "
+                           "seq - ack + dup > 1e15"
+                         : "sum(ecn + packets) + max(ttl + bytes) + "
+                           "bytes - ttl + ecn > 1e15");
+                group = "5tuple";
+            } else {
+                snprintf(pred, sizeof pred, "%s > %u", t->agg,
+                         t->lo + rng_below(r, t->span));
+            }
             snprintf(name, sizeof name, "e%u", id);
             snprintf(text, sizeof text,
-                     "filter=udp,nw_dst=%u.%u.%u.0/24 predicate=%s "
-                     "group=%s interval=%s",
+                     "filter=%s,nw_dst=%u.%u.%u.0/24 predicate=%s "
+                     "group=%s interval=%s", o->tcp ? "tcp" : "udp",
                      a >> 24, (a >> 16) & 0xff, (a >> 8) & 0xff, pred,
-                     t->group, iv);
+                     group, iv);
 
             struct tpm_event *ev;
             char *error = tpm_event_parse(name, text, &ev);
@@ -561,7 +606,7 @@ wl_run(const struct wl_opts *o, uint64_t seed, struct wl_result *res)
         die("out of memory for %u flows", o->flows);
     }
     for (uint32_t i = 0; i < o->flows; i++) {
-        wl_new_flow(&flows[i], &r, n_prefixes);
+        wl_new_flow(&flows[i], &r, n_prefixes, o->tcp);
     }
 
     const double pkt_ns = 1000.0 / o->rate_mpps;
@@ -605,7 +650,8 @@ wl_run(const struct wl_opts *o, uint64_t seed, struct wl_result *res)
 
         /* New flows replace random active ones. */
         while (next_arrival <= t) {
-            wl_new_flow(&flows[rng_below(&r, o->flows)], &r, n_prefixes);
+            wl_new_flow(&flows[rng_below(&r, o->flows)], &r, n_prefixes,
+                        o->tcp);
             next_arrival += rng_exp(&r, o->arrival_ns);
             new_flows++;
         }
@@ -613,6 +659,9 @@ wl_run(const struct wl_opts *o, uint64_t seed, struct wl_result *res)
         /* Burst size 1: round robin over the active flows. */
         int n = (int) MIN((uint64_t) o->batch, total - i);
         for (int k = 0; k < n; k++) {
+            if (o->tcp) {
+                wl_tcp_next(&flows[rr]);
+            }
             frames[k].data = flows[rr].frame;
             frames[k].caplen = FRAME_CAPLEN;
             frames[k].wirelen = FRAME_WIRELEN;
@@ -750,6 +799,18 @@ wl_usage(void)
            "libtpm's default)\n"
            "  --phase1-only      one event that no flow matches: the flow\n"
            "                     table alone\n"
+           "  --tcp              TCP frames (sequence numbers advancing, "
+           "ACK set)\n"
+           "                     instead of UDP\n"
+           "  --state-vars       with --tcp: the last event of each prefix "
+           "uses every\n"
+           "                     variable that needs per-flow state (rwnd "
+           "is_lost\n"
+           "                     is_burst rtt seq ack dup), so every flow "
+           "keeps it\n"
+           "  --plain-vars       the control for --state-vars: the same "
+           "summaries\n"
+           "                     over variables that need no state\n"
            "  --instr            fixed seed and packet count (1M), no "
            "timing: for\n"
            "                     valgrind --tool=callgrind "
@@ -768,15 +829,17 @@ wl_print_header(const struct wl_opts *o)
             o->phase1_only ? 0 : o->n_events, n_prefixes, o->per_prefix,
             o->flows,
             tpm_time_format((uint64_t) o->arrival_ns, a, sizeof a));
-    tprintf("          64-byte UDP frames at %.2f Mpps simulated (%.1f "
+    tprintf("          64-byte %s frames at %.2f Mpps simulated (%.1f "
             "ns/packet), epoch %s, batch %d, sweep budget %s\n",
-            o->rate_mpps, 1000.0 / o->rate_mpps,
+            o->tcp ? "TCP" : "UDP", o->rate_mpps, 1000.0 / o->rate_mpps,
             tpm_time_format(o->epoch_ns, e, sizeof e), o->batch,
             tpm_time_format(o->budget_ns, b, sizeof b));
     tprintf("          warm-up %s simulated, then %"PRIu64" packets, "
-            "%d run(s)%s\n",
+            "%d run(s)%s%s\n",
             tpm_time_format(o->warmup_ns, w, sizeof w), o->packets, o->runs,
-            o->phase1_only ? "; PHASE 1 ONLY (no events)" : "");
+            o->phase1_only ? "; PHASE 1 ONLY (no events)" : "",
+            o->state_vars ? "; per-flow state variables on every flow"
+            : o->plain_vars ? "; the same summaries without state" : "");
 }
 
 static void
@@ -789,6 +852,9 @@ wl_json(const char *run, uint64_t seed, const struct wl_result *r,
     jl_num(&j, "seed", seed);
     jl_num(&j, "events", o->phase1_only ? 0 : o->n_events);
     jl_num(&j, "flows", o->flows);
+    jl_str(&j, "frames", o->tcp ? "tcp" : "udp");
+    jl_num(&j, "state_vars", o->state_vars);
+    jl_num(&j, "plain_vars", o->plain_vars);
     jl_num(&j, "packets", o->packets);
     jl_num(&j, "rate_mpps", o->rate_mpps);
     jl_num(&j, "p1_cycles_per_pkt", r->p1_cycles_clean);
@@ -864,7 +930,7 @@ cmd_workload(int argc, char *argv[])
         OPT_PACKETS = 256, OPT_WARMUP, OPT_RUNS, OPT_SEED, OPT_EVENTS,
         OPT_PER_PREFIX, OPT_FLOWS, OPT_ARRIVAL, OPT_RATE, OPT_EPOCH,
         OPT_BATCH, OPT_BUDGET, OPT_TABLE, OPT_IDLE, OPT_SCRUB, OPT_P1,
-        OPT_INSTR, OPT_JSON,
+        OPT_TCP, OPT_STATE_VARS, OPT_PLAIN_VARS, OPT_INSTR, OPT_JSON,
     };
     static const struct option longopts[] = {
         { "packets", required_argument, NULL, OPT_PACKETS },
@@ -883,6 +949,9 @@ cmd_workload(int argc, char *argv[])
         { "idle-epochs", required_argument, NULL, OPT_IDLE },
         { "scrub-per-step", required_argument, NULL, OPT_SCRUB },
         { "phase1-only", no_argument, NULL, OPT_P1 },
+        { "tcp", no_argument, NULL, OPT_TCP },
+        { "state-vars", no_argument, NULL, OPT_STATE_VARS },
+        { "plain-vars", no_argument, NULL, OPT_PLAIN_VARS },
         { "instr", no_argument, NULL, OPT_INSTR },
         { "json", no_argument, NULL, OPT_JSON },
         { "help", no_argument, NULL, 'h' },
@@ -949,6 +1018,15 @@ cmd_workload(int argc, char *argv[])
         case OPT_P1:
             o.phase1_only = true;
             break;
+        case OPT_TCP:
+            o.tcp = true;
+            break;
+        case OPT_STATE_VARS:
+            o.state_vars = true;
+            break;
+        case OPT_PLAIN_VARS:
+            o.plain_vars = true;
+            break;
         case OPT_INSTR:
             o.instr = true;
             break;
@@ -968,6 +1046,11 @@ cmd_workload(int argc, char *argv[])
     if (o.n_events % o.per_prefix || o.n_events / o.per_prefix > 65536) {
         die("--events must be a multiple of --per-prefix, with at most "
             "65536 prefixes");
+    }
+    if ((o.state_vars || o.plain_vars)
+        && (!o.tcp || o.phase1_only || (o.state_vars && o.plain_vars))) {
+        die("--state-vars or --plain-vars (one of them) needs --tcp and "
+            "events (not --phase1-only)");
     }
     if (o.instr) {
         o.runs = 1;
