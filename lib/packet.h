@@ -95,9 +95,9 @@ struct tpm_pkt {
  *
  * tpm_packet_parse() is inline: it handles the common case (untagged
  * IPv4 without options, first or only fragment, TCP other than SYN or
- * UDP, headers captured) in a few dozen instructions and hands everything else to
- * tpm_packet_parse_full(), which gives identical results for the common
- * case too (tests/test-packet.c checks both). */
+ * UDP, headers captured) in a few dozen instructions and hands everything
+ * else to tpm_packet_parse_full(), which gives identical results for the
+ * common case too (tests/test-packet.c checks both). */
 bool tpm_packet_parse_full(const void *data, uint32_t caplen,
                            uint32_t wirelen, struct tpm_pkt *pkt);
 

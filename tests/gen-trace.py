@@ -867,8 +867,9 @@ def uses_stddev(node):
 
 def eval_pred(node, aggv, strict, prev=False):
     """Evaluates an interval-level expression; 'aggv' maps (aggregate
-    node, under prev()) to their values.  With 'strict', raises NearTie for a comparison with a
-    stddev() operand within 1e-7 relative of the other operand: libtpm may
+    node, under prev()) to their values.  With 'strict', raises NearTie
+    for a comparison with a stddev() operand within 1e-7 relative of the
+    other operand: libtpm may
     compute a standard deviation with different rounding (sum of squares),
     whereas sums, counts, min, max of integers and quotients of them are
     exact or correctly rounded in both implementations."""

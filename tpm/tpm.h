@@ -150,7 +150,8 @@ uint64_t tpm_current_epoch(const struct tpm *);
  * identifier 'id' chosen by the caller (unique among installed events;
  * reports carry it).  Returns NULL or an error message (then 'event' stays
  * the caller's): a variable that needs per-flow state while
- * tcp_state_pool is 0, an interval that is not a multiple of the epoch, a full event table, too many summaries, a duplicate id. */
+ * tcp_state_pool is 0, an interval that is not a multiple of the epoch, a
+ * full event table, too many summaries, a duplicate id. */
 char *tpm_event_add(struct tpm *, struct tpm_event *event, uint32_t id)
     __attribute__((warn_unused_result));
 
