@@ -506,15 +506,17 @@ wl_install(struct tpm *tpm, const struct wl_opts *o, uint32_t n_prefixes,
             uint32_t id = p * o->per_prefix + j;
             const char *group = t->group;
             if ((o->state_vars || o->plain_vars) && j == o->per_prefix - 1) {
-                /* Every variable that needs per-flow state, in 5 per-flow
-                 * summaries (with volume and TTL, 7: a flow's maximum),
-                 * or the same shape over variables that need none; a
-                 * threshold no flow reaches. */
+                /* Five per-flow summaries of variables that need
+                 * per-flow state (with volume and TTL, 7: a flow's
+                 * maximum; the monitor computes all seven such variables
+                 * for every packet of a flow with state, whichever are
+                 * summarised), or the same five summaries of variables
+                 * that need none; a threshold no flow reaches. */
                 snprintf(pred, sizeof pred, o->state_vars
-                         ? "sum(is_lost + is_burst) + max(rtt + rwnd) + "
-                           "seq - ack + dup > 1e15"
-                         : "sum(ecn + packets) + max(ttl + bytes) + "
-                           "bytes - ttl + ecn > 1e15");
+                         ? "sum(is_lost) + max(rtt) + seq - ack + dup "
+                           "> 1e15"
+                         : "sum(ecn) + max(bytes) + ttl - volume + "
+                           "packets > 1e15");
                 group = "5tuple";
             } else {
                 snprintf(pred, sizeof pred, "%s > %u", t->agg,
