@@ -74,19 +74,26 @@ quiet_log(enum tpm_log_level level, const char *msg)
     (void) msg;
 }
 
+/* The tests' default parameters: small tables, unbounded sweep steps. */
+static void
+test_params(struct tpm_params *p)
+{
+    tpm_params_init(p);
+    p->flow_table_size = 4096;
+    p->max_triggers = 16384;
+    p->max_events = 64;
+    p->max_chunks = 1024;
+    p->dos_table_size = 1024;
+    p->sweep_budget_ns = 0;
+}
+
 static struct tpm *
 new_tpm(struct tpm_params *p)
 {
     struct tpm_params def;
     char *error = NULL;
     if (!p) {
-        tpm_params_init(&def);
-        def.flow_table_size = 4096;
-        def.max_triggers = 16384;
-        def.max_events = 64;
-        def.max_chunks = 1024;
-        def.dos_table_size = 1024;
-        def.sweep_budget_ns = 0;
+        test_params(&def);
         p = &def;
     }
     tpm_log_set_hook(quiet_log);
@@ -678,10 +685,7 @@ END_TEST
 START_TEST(test_control_rings)
 {
     struct tpm_params p;
-    tpm_params_init(&p);
-    p.flow_table_size = 4096;
-    p.max_events = 64;
-    p.sweep_budget_ns = 0;
+    test_params(&p);
     p.tcp_state_pool = 0;       /* Events needing per-flow state: refused. */
     struct tpm *tpm = new_tpm(&p);
     struct tpm_event *ev;
@@ -1187,23 +1191,18 @@ START_TEST(test_tcp_vars_lastepoch)
      * predicate 1 - x / 0 = 1 holds (as in epoch 0, with no previous
      * epoch).  Epoch 2: C sends 50 more (1251), S acknowledges 1211 (dup
      * 2640): 1 - (50 + 2640) / 40 < 0.5, silent. */
-    tpm_advance(tpm, T0 + 10 * MS);
-    sweep_all(tpm);
-    tcp_frame(&f, true, 1151, 5001, A, 501, 50, 0, 0, 0);
-    send_at(tpm, T0 + 10 * MS + 100 * US, &f);
-    tcp_frame(&f, false, 5001, 1161, A, 300, 0, 0, 0, 0);
-    send_at(tpm, T0 + 10 * MS + 200 * US, &f);
-    tcp_frame(&f, true, 1201, 5001, A, 501, 0, 0, 0, 0);
-    send_at(tpm, T0 + 10 * MS + 300 * US, &f);
-
-    tpm_advance(tpm, T0 + 20 * MS);
-    sweep_all(tpm);
-    tcp_frame(&f, true, 1201, 5001, A, 501, 50, 0, 0, 0);
-    send_at(tpm, T0 + 20 * MS + 100 * US, &f);
-    tcp_frame(&f, false, 5001, 1211, A, 300, 0, 0, 0, 0);
-    send_at(tpm, T0 + 20 * MS + 200 * US, &f);
-    tcp_frame(&f, true, 1251, 5001, A, 501, 0, 0, 0, 0);
-    send_at(tpm, T0 + 20 * MS + 300 * US, &f);
+    for (int e = 1; e <= 2; e++) {
+        uint64_t t = T0 + e * 10 * MS;
+        uint32_t seq = 1151 + (e - 1) * 50;
+        tpm_advance(tpm, t);
+        sweep_all(tpm);
+        tcp_frame(&f, true, seq, 5001, A, 501, 50, 0, 0, 0);
+        send_at(tpm, t + 100 * US, &f);
+        tcp_frame(&f, false, 5001, seq + 10, A, 300, 0, 0, 0, 0);
+        send_at(tpm, t + 200 * US, &f);
+        tcp_frame(&f, true, seq + 50, 5001, A, 501, 0, 0, 0, 0);
+        send_at(tpm, t + 300 * US, &f);
+    }
     tpm_advance(tpm, T0 + 30 * MS);
     sweep_all(tpm);
     collect(tpm, rs);
@@ -1241,10 +1240,7 @@ END_TEST
 START_TEST(test_tcp_state_pool)
 {
     struct tpm_params p;
-    tpm_params_init(&p);
-    p.flow_table_size = 4096;
-    p.max_events = 64;
-    p.sweep_budget_ns = 0;
+    test_params(&p);
     p.tcp_state_pool = 1;
     p.idle_epochs = 2;
     p.scrub_per_step = 4096;
@@ -1289,10 +1285,7 @@ START_TEST(test_burst_udp_gap)
 {
     for (int k = 0; k < 2; k++) {
         struct tpm_params p;
-        tpm_params_init(&p);
-        p.flow_table_size = 4096;
-        p.max_events = 64;
-        p.sweep_budget_ns = 0;
+        test_params(&p);
         p.burst_gap_ns = k ? 0 : 20 * US;
         struct tpm *tpm = new_tpm(&p);
         struct reports rs = { .n = 0 };
