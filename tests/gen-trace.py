@@ -948,7 +948,9 @@ def state_vars(recs, events, gap_ns=BURST_GAP_NS):
             conn = {fkey: Half()}
             conns[fkey] = conn
             if tcp:
-                conn[rkey] = Half()
+                # A 5-tuple that is its own reverse (a connection to
+                # itself) is one direction; the other half stays unseen.
+                conn[rkey if rkey != fkey else None] = Half()
                 conns[rkey] = conn
         h = conn[fkey]
         ts = r[R_TS]
@@ -958,7 +960,7 @@ def state_vars(recs, events, gap_ns=BURST_GAP_NS):
             h.seen = True
             out.append((0, 0, burst, 0, 0, 0, 0))
             continue
-        o = conn[rkey]
+        o = conn[rkey if rkey != fkey else None]
         flags = r[R_FLAGS]
         seglen = r[R_VOLUME] + bool(flags & SYN) + bool(flags & FIN)
         if flags & SYN:
