@@ -1234,6 +1234,64 @@ START_TEST(test_tcp_vars_lastepoch)
 }
 END_TEST
 
+/* An event added while the connection runs: the backfill attaches C's
+ * flow and links S's existing one; the state starts then (the packets
+ * before are not known to it). */
+START_TEST(test_tcp_vars_backfill)
+{
+    struct tpm *tpm = new_tpm(NULL);
+    struct reports *rs = xzalloc(sizeof *rs);
+    struct frame f;
+
+    add(tpm, 1, "other filter=udp predicate=count() > 0");
+    tcp_frame(&f, true, 1000, 0, TPM_TCP_SYN, 64240, 0, 1460, 7, 0);
+    send_at(tpm, T0, &f);
+    tcp_frame(&f, false, 5000, 1001, TPM_TCP_SYN | A, 65160, 0, 1400, 9, 0);
+    send_at(tpm, T0 + 100 * US, &f);
+    tcp_frame(&f, true, 1001, 5001, A, 501, 50, 0, 0, 0);
+    send_at(tpm, T0 + 300 * US, &f);
+
+    add(tpm, 2, "rtt filter=tcp,nw_src=10.0.0.1 predicate=rtt >= 0");
+    add(tpm, 3, "ack filter=tcp,nw_src=10.0.0.1 predicate=ack + seq >= 0");
+    add(tpm, 4, "rwnd filter=tcp,nw_src=10.0.0.1 predicate=rwnd >= 0");
+    sweep_all(tpm);             /* The backfill. */
+
+    /* S acknowledges C's first segment (state: C's ack 1051), C sends
+     * 50 bytes (new data: sample to 1101 at 600 us), S acknowledges them
+     * at 900 us (RTT 300 us), C's pure ACK carries the values.  Neither
+     * SYN was seen by the state: the window is not scaled. */
+    tcp_frame(&f, false, 5001, 1051, A, 300, 0, 0, 0, 0);
+    send_at(tpm, T0 + 500 * US, &f);
+    tcp_frame(&f, true, 1051, 5001, A, 501, 50, 0, 0, 0);
+    send_at(tpm, T0 + 600 * US, &f);
+    tcp_frame(&f, false, 5001, 1101, A, 300, 0, 0, 0, 0);
+    send_at(tpm, T0 + 900 * US, &f);
+    tcp_frame(&f, true, 1101, 5001, A, 501, 0, 0, 0, 0);
+    send_at(tpm, T0 + 950 * US, &f);
+    tpm_advance(tpm, T0 + 10 * MS);
+    sweep_all(tpm);
+    collect(tpm, rs);
+
+    static const double want[] = { 300000, 1101 + 1101, 501 };
+    int seen = 0;
+    for (int i = 0; i < rs->n; i++) {
+        const struct tpm_report *r = &rs->r[i];
+        if (r->event_id >= 2 && r->event_id <= 4) {
+            ck_assert_msg(r->value == want[r->event_id - 2],
+                          "event %u: %.17g", r->event_id, r->value);
+            ck_assert_uint_eq(r->flags, TPM_REPORT_PARTIAL);
+            seen++;
+        }
+    }
+    ck_assert_int_eq(seen, 3);
+    struct tpm_stats st;
+    stats(tpm, &st);
+    ck_assert_uint_eq(st.tcp_states, 1);
+    free(rs);
+    tpm_destroy(tpm);
+}
+END_TEST
+
 /* A pool of one connection: the second connection's matches are dropped
  * and counted; once the first one's flow entries are freed, its entry
  * returns to the pool and a new connection gets it. */
@@ -1333,6 +1391,7 @@ tpm_suite(void)
     tcase_add_test(tc, test_tcp_vars);
     tcase_add_test(tc, test_tcp_vars_reverse_unmatched);
     tcase_add_test(tc, test_tcp_vars_lastepoch);
+    tcase_add_test(tc, test_tcp_vars_backfill);
     tcase_add_test(tc, test_tcp_state_pool);
     tcase_add_test(tc, test_burst_udp_gap);
     suite_add_tcase(s, tc);
