@@ -173,6 +173,8 @@ struct bench {
     uint64_t sent_ns;
     double *lat, *e2e;
     size_t n_lat, cap_lat;
+    size_t lat_expected;        /* 'n_lat' once this round's alerts are
+                                 * in. */
     uint64_t lat_deadline, lat_missing, lat_other;
     /* Phases of the current round, monotonic ns (0: not yet). */
     uint64_t first_poll_ns, last_poll_ns, last_reply_ns;
@@ -1135,12 +1137,10 @@ throughput_report(const struct bench *b, const struct tput_result *r)
 /* ---------------------------------------------------------------------- */
 /* Latency. */
 
-static uint32_t lat_expected;
-
 static bool
 round_complete(struct bench *b)
 {
-    return b->n_lat >= lat_expected;
+    return b->n_lat >= b->lat_expected;
 }
 
 static int
@@ -1204,7 +1204,7 @@ latency(struct bench *b)
             b->lat_deadline = b->lat_missing = b->lat_other = 0;
         }
         b->round_epoch = ep - 1;
-        lat_expected = b->n_lat + e;
+        b->lat_expected = b->n_lat + e;
         b->rounds_sent = 0;     /* Host bh0 sends. */
         b->first_poll_ns = b->last_poll_ns = b->last_reply_ns = 0;
         b->first_alert_ns = b->last_alert_ns = 0;
