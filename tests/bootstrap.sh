@@ -67,9 +67,13 @@ case $target in
         echo "# Satisfactions, one JSON line each:"
         "$build/tpm/tpm-replay" --stats -f "$top/tests/data/table2.events" \
             "$tmp/table2.pcap"
-        echo "# The events that need TCP-state variables parse but are refused:"
+        echo "# The Table 2 events with TCP per-flow state variables, reports"
+        echo "# per event (tests/data/table2-tcp.events):"
         "$build/tpm/tpm-replay" -f "$top/tests/data/table2-tcp.events" \
-            "$tmp/table2.pcap" 2>&1 | sed 's/^/#   /' || true
+            "$tmp/table2.pcap" | python3 -c 'import json, sys, collections
+c = collections.Counter(json.loads(l)["event"] for l in sys.stdin)
+for e, n in sorted(c.items()):
+    print("#   %-12s %d" % (e, n))'
         echo
         echo "# Network-wide: the TEM over two hosts (tests/demo-tem.sh)"
         sh "$top/tests/demo-tem.sh" "$build" "$top"
