@@ -316,7 +316,8 @@ ctl_call(struct bench *b, struct json_object *req)
         die("control socket: cannot receive: %s", zmq_strerror(errno));
     }
     struct json_tokener *tok = json_tokener_new();
-    struct json_object *r = json_tokener_parse_ex(tok, zmq_msg_data(&msg), zmq_msg_size(&msg));
+    struct json_object *r = json_tokener_parse_ex(tok, zmq_msg_data(&msg),
+                                                  zmq_msg_size(&msg));
     json_tokener_free(tok);
     zmq_msg_close(&msg);
 
@@ -969,7 +970,8 @@ throughput_run(struct bench *b, uint64_t until, struct tproto_batch *batch)
             die("no decision for %"PRIu64" ms with %"PRIu64" keys in "
                 "flight (alerts received %"PRIu64", polls %"PRIu64"); see "
                 "the TEM's counters (tem-ctl status)",
-                (uint64_t) (b->opt.timeout_ns / NS_PER_MS), b->keys_sent - b->keys_done,
+                (uint64_t) (b->opt.timeout_ns / NS_PER_MS),
+                b->keys_sent - b->keys_done,
                 b->alerts_rx, b->polls_rx);
         }
     }
