@@ -1,5 +1,6 @@
 #include "util.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,4 +58,17 @@ tpm_log(enum tpm_log_level level, const char *format, ...)
     va_end(args);
     log_hook(level, msg);
     free(msg);
+}
+
+bool
+tpm_parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *v)
+{
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(s, &end, 10);
+    if (errno || end == s || *end || s[0] == '-' || x < min || x > max) {
+        return false;
+    }
+    *v = x;
+    return true;
 }

@@ -1436,10 +1436,8 @@ die_usage(const char *format, ...)
 static uint64_t
 parse_uint(const char *name, const char *arg, uint64_t min, uint64_t max)
 {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(arg, &end, 10);
-    if (errno || end == arg || *end || arg[0] == '-' || v < min || v > max) {
+    uint64_t v;
+    if (!tpm_parse_uint(arg, min, max, &v)) {
         die_usage("--%s: '%s' is not an integer from %"PRIu64" to %"PRIu64,
                   name, arg, min, max);
     }

@@ -181,10 +181,8 @@ die(const char *format, ...)
 static uint64_t
 parse_uint(const char *opt, const char *s, uint64_t min, uint64_t max)
 {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 0);
-    if (errno || end == s || *end || s[0] == '-' || v < min || v > max) {
+    uint64_t v;
+    if (!tpm_parse_uint(s, min, max, &v)) {
         die("%s: '%s' is not an integer in [%"PRIu64", %"PRIu64"]", opt, s,
             min, max);
     }
