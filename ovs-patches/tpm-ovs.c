@@ -982,6 +982,10 @@ monitor_set_config(const struct smap *cfg)
     ok &= knob_uint(cfg, "tpm-dos-threshold", 0, UINT32_MAX,
                     &k.params.dos_threshold);
     ok &= knob_uint(cfg, "tpm-history", 1, 1024, &k.params.history_len);
+    ok &= knob_uint(cfg, "tpm-tcp-state-pool", 0, 1u << 24,
+                    &k.params.tcp_state_pool);
+    uint64_t burst_gap = k.params.burst_gap_ns;
+    ok &= knob_time(cfg, "tpm-burst-gap", &burst_gap);
     ok &= knob_uint(cfg, "tpm-sweep-every", 1, 1u << 20, &k.sweep_every);
     ok &= knob_uint(cfg, "tpm-report-log", 0, 1u << 20, &k.report_log);
     uint64_t ct = k.command_timeout_ns, pt = k.poll_timeout_ns;
@@ -989,6 +993,7 @@ monitor_set_config(const struct smap *cfg)
     ok &= knob_time(cfg, "tpm-poll-timeout", &pt);
     k.params.epoch_ns = epoch;
     k.params.sweep_budget_ns = budget;
+    k.params.burst_gap_ns = burst_gap;
     k.params.max_children = MIN(k.params.max_children,
                                 k.params.max_triggers);
     k.command_timeout_ns = ct;
@@ -1123,10 +1128,10 @@ delete_on(struct tpm_pmd **parts, size_t n, uint32_t id)
 static char *
 event_check(const struct tpm_event *ev)
 {
-    if (tpm_event_needs_tcp_state(ev)) {
-        return xstrdup("the predicate uses TCP-state variables (is_lost, "
-                       "is_burst, rtt, seq, ack, dup), which the monitor "
-                       "does not track yet");
+    if (tpm_event_needs_tcp_state(ev) && !knobs.params.tcp_state_pool) {
+        return xstrdup("the predicate uses TCP-state variables (rwnd, "
+                       "is_lost, is_burst, rtt, seq, ack, dup) and "
+                       "other_config:tpm-tcp-state-pool is 0");
     }
     if (ev->interval_ns % knobs.params.epoch_ns) {
         char a[32], b[32];
@@ -1572,6 +1577,10 @@ tpm_unixctl_stats(struct unixctl_conn *conn, int argc OVS_UNUSED,
                       "; epochs %"PRIu64", skipped %"PRIu64"\n",
                       st.reports, st.reports_dropped, st.epochs,
                       st.epochs_skipped);
+        ds_put_format(&s, "  tcp state: %"PRIu64" connections of %"PRIu32
+                      ", pool exhausted %"PRIu64", freed %"PRIu64"\n",
+                      st.tcp_states, pp->tcp_state_pool,
+                      st.tcp_state_exhausted, st.tcp_state_freed);
     }
     unixctl_command_reply(conn, ds_cstr(&s));
     ds_destroy(&s);

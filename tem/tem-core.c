@@ -2409,11 +2409,6 @@ parse_net_clauses(const struct tem_core *core, struct tem_event *e,
                          "the monitors check aggregates at epoch "
                          "boundaries", a, b);
     }
-    if (tpm_event_needs_tcp_state(e->ev)) {
-        return xstrdup("predicate: uses TCP-state variables (is_lost, "
-                       "is_burst, rtt, seq, ack, dup), which the monitors "
-                       "cannot install until TCP state tracking lands");
-    }
     return NULL;
 }
 

@@ -371,8 +371,19 @@ scenario_delete_and_errors() {
         "interval 15ms is not a multiple of the epoch 10ms" \
         tpm/event-add s4-bad-interval "$filter" "predicate=count() > 1" \
         interval=15ms
-    expect_error "TCP-state predicate" "TCP-state variables" \
+    # TCP-state variables with no connection pool: refused, naming the knob.
+    tb_vsctl set Open_vSwitch . other_config:tpm-tcp-state-pool=0
+    expect_error "TCP-state predicate without a pool" \
+        "other_config:tpm-tcp-state-pool is 0" \
         tpm/event-add s4-bad-tcp filter=tcp "predicate=sum(is_lost) > 1"
+    # (An unset monitor knob keeps its last value: set the default back.)
+    tb_vsctl set Open_vSwitch . other_config:tpm-tcp-state-pool=16384
+    # A bad knob value is rejected and the previous one kept.
+    tb_vsctl set Open_vSwitch . other_config:tpm-burst-gap=soon
+    tb_wait_for 10 grep -q 'other_config:tpm-burst-gap="soon" rejected' \
+        "$TB_DIR/vswitchd.log" \
+        || tb_fail "scenario 4: tpm-burst-gap=soon not rejected in the log"
+    tb_vsctl remove Open_vSwitch . other_config tpm-burst-gap
     expect_error "predicate syntax" "predicate: column 35: unexpected '>>'" \
         tpm/event-add s4-bad-syntax filter=ip "predicate=sum(volume) > >> 125KB"
     local list
@@ -387,7 +398,8 @@ scenario_delete_and_errors() {
     tb_event_del s4-dup
     tb_check_sweeps "scenario 4"
     tb_log "PASS: 4b bad definitions refused (misspelled field with column," \
-           "duplicate name, 15ms interval, TCP-state predicate, syntax)," \
+           "duplicate name, 15ms interval, TCP-state predicate with" \
+           "tpm-tcp-state-pool=0, syntax, tpm-burst-gap=soon)," \
            "ovs-appctl exit status non-zero"
 }
 

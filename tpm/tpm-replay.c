@@ -113,6 +113,11 @@ usage(void)
            "off)\n"
            "  --history N             values kept per trigger (8)\n"
            "  --max-triggers N        trigger instances (131072)\n"
+           "  --tcp-state-pool N      connections with per-flow TCP state "
+           "(16384)\n"
+           "  --burst-gap TIME        is_burst: largest gap to the flow's "
+           "previous packet\n"
+           "                          (20us)\n"
            "Timing:\n"
            "  --realtime              pace packets by their timestamps on "
            "the wall clock,\n"
@@ -697,6 +702,7 @@ print_stats(const struct replay *r)
     STAT(sweep_stale_items); STAT(epochs); STAT(epochs_skipped);
     STAT(reports); STAT(reports_dropped); STAT(triggers); STAT(events);
     STAT(sweep_ns_p50); STAT(sweep_ns_p99); STAT(sweep_ns_max);
+    STAT(tcp_states); STAT(tcp_state_exhausted); STAT(tcp_state_freed);
 #undef STAT
 
     if (r->agent) {
@@ -753,7 +759,7 @@ main(int argc, char *argv[])
         OPT_EPOCH = 256, OPT_BUDGET, OPT_FT, OPT_PROBE, OPT_DOS, OPT_HIST,
         OPT_TRIG, OPT_STATS, OPT_CONTROLLER, OPT_HOST_ID, OPT_PREFIX,
         OPT_REALTIME, OPT_LINGER, OPT_LOOP, OPT_CONNECT_TIMEOUT, OPT_SETTLE,
-        OPT_REQUIRE, OPT_START_AT,
+        OPT_REQUIRE, OPT_START_AT, OPT_TCP_POOL, OPT_BURST_GAP,
     };
     static const struct option options[] = {
         { "event", required_argument, NULL, 'e' },
@@ -765,6 +771,8 @@ main(int argc, char *argv[])
         { "dos-threshold", required_argument, NULL, OPT_DOS },
         { "history", required_argument, NULL, OPT_HIST },
         { "max-triggers", required_argument, NULL, OPT_TRIG },
+        { "tcp-state-pool", required_argument, NULL, OPT_TCP_POOL },
+        { "burst-gap", required_argument, NULL, OPT_BURST_GAP },
         { "stats", no_argument, NULL, OPT_STATS },
         { "controller", required_argument, NULL, OPT_CONTROLLER },
         { "host-id", required_argument, NULL, OPT_HOST_ID },
@@ -848,6 +856,13 @@ main(int argc, char *argv[])
                                              UINT32_MAX);
             params.max_children = MIN(params.max_children,
                                       params.max_triggers);
+            break;
+        case OPT_TCP_POOL:
+            params.tcp_state_pool = parse_uint("--tcp-state-pool", optarg,
+                                               0, UINT32_MAX);
+            break;
+        case OPT_BURST_GAP:
+            params.burst_gap_ns = parse_time_opt("--burst-gap", optarg);
             break;
         case OPT_STATS:
             stats = true;
