@@ -503,6 +503,9 @@ START_TEST(test_unfinished_sweep)
     }
     tpm_advance(tpm, T0 + 10 * MS);
     ck_assert(tpm_sweep_step(tpm, 1));      /* Partly done... */
+    for (int ms = 11; ms < 20; ms++) {      /* ...a busy caller... */
+        tpm_advance(tpm, T0 + ms * MS);
+    }
     tpm_advance(tpm, T0 + 20 * MS);         /* ...when the next epoch came. */
     sweep_all(tpm);
     tpm_advance(tpm, T0 + 30 * MS);
@@ -516,6 +519,42 @@ START_TEST(test_unfinished_sweep)
      * instances the sweep did not reach are marked partial in their
      * history (they saw no packets after, so they report nothing). */
     ck_assert_int_lt(rs.n, 2000);
+    tpm_destroy(tpm);
+}
+END_TEST
+
+/* The same, but the caller was away (a descheduled thread) from the
+ * first step until the next epoch: the sweep is finished, not dropped. */
+START_TEST(test_sweep_after_absence)
+{
+    struct tpm_params p;
+    tpm_params_init(&p);
+    p.flow_table_size = 8192;
+    p.max_chunks = 256;
+    p.dos_table_size = 1024;
+    struct tpm *tpm = new_tpm(&p);
+    struct reports rs = { .n = 0 };
+
+    add(tpm, 1, "five filter=udp predicate=count() > 0");
+    for (int i = 0; i < 2000; i++) {
+        struct frame f;
+        udp_frame(&f, ip4(10, 99, 0, 1), ip4(10, 4, i / 256, i % 256), i, 7,
+                  10, 64);
+        send1(tpm, T0 + i, &f);
+    }
+    tpm_advance(tpm, T0 + 10 * MS);
+    ck_assert(tpm_sweep_step(tpm, 1));
+    tpm_advance(tpm, T0 + 20 * MS);         /* No call for 10 ms. */
+    sweep_all(tpm);
+    tpm_advance(tpm, T0 + 30 * MS);
+    sweep_all(tpm);
+    collect(tpm, &rs);
+
+    struct tpm_stats s;
+    stats(tpm, &s);
+    ck_assert_uint_eq(s.sweeps_unfinished, 0);
+    ck_assert_uint_eq(s.sweeps_forced, 1);
+    ck_assert_int_eq(rs.n, 2000);
     tpm_destroy(tpm);
 }
 END_TEST
@@ -1380,6 +1419,7 @@ tpm_suite(void)
     tcase_add_test(tc, test_interval_and_lazy_reset);
     tcase_add_test(tc, test_sweep_budget_resume);
     tcase_add_test(tc, test_unfinished_sweep);
+    tcase_add_test(tc, test_sweep_after_absence);
     tcase_add_test(tc, test_runtime_add_backfill);
     tcase_add_test(tc, test_dos_threshold);
     tcase_add_test(tc, test_poll_history);
