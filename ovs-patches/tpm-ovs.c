@@ -84,7 +84,8 @@ COVERAGE_DEFINE(tpm_tem_poll_cancelled);
 struct tpm_knobs {
     struct tpm_params params;
     uint32_t sweep_every;       /* Forced sweep step every N busy
-                                 * iterations. */
+                                 * iterations... */
+    uint64_t sweep_gap_ns;      /* ...or when the last step is this old. */
     uint64_t command_timeout_ns;
     uint64_t poll_timeout_ns;
     uint32_t report_log;        /* Host satisfactions kept. */
@@ -100,6 +101,7 @@ struct tpm_pmd {
     /* PMD thread only. */
     bool full_batch;            /* A full rx batch in this iteration. */
     uint32_t busy_iterations;   /* Since the last sweep step. */
+    uint64_t last_step_ns;      /* Time of the last sweep step. */
     uint32_t unwatched_iterations;  /* While no event is installed. */
     uint64_t now;               /* Clock read for the latest rx batch. */
 
@@ -121,6 +123,7 @@ static uint64_t pmds_serial OVS_GUARDED_BY(pmds_mutex);
  * once (the others apply to PMD threads created later). */
 static atomic_uint64_t live_sweep_budget_ns = 10 * 1000;
 static atomic_uint32_t live_sweep_every = 64;
+static atomic_uint64_t live_sweep_gap_ns = 500 * 1000;
 
 /* Host events installed or being installed: with none, the PMDs skip the
  * monitor entirely (no clock read, no parsing). */
@@ -435,14 +438,19 @@ tpm_ovs_pmd_iteration(struct tpm_pmd *p, uint64_t rx_packets)
 
     /* Queue-adaptive (paper algorithm 2): a step when every queue came
      * back short; when the PMD is saturated, still one bounded step every
-     * 'sweep_every' iterations so each sweep completes within its
-     * epoch. */
+     * 'sweep_every' iterations, or once the last step is 'sweep_gap_ns'
+     * old (iterations that transmit to kernel devices can take
+     * milliseconds), so each sweep completes within its epoch. */
     uint32_t every;
+    uint64_t gap;
     atomic_read_relaxed(&live_sweep_every, &every);
+    atomic_read_relaxed(&live_sweep_gap_ns, &gap);
     bool drained = !p->full_batch;
     p->full_batch = false;
-    if (drained || ++p->busy_iterations >= every) {
+    if (drained || ++p->busy_iterations >= every
+        || now - p->last_step_ns >= gap) {
         p->busy_iterations = 0;
+        p->last_step_ns = now;
         if (tpm_sweep_pending(p->tpm)) {
             uint64_t orig;
             atomic_add_relaxed(drained ? &p->steps_idle : &p->steps_forced,
@@ -950,6 +958,7 @@ knobs_default(struct tpm_knobs *k)
 {
     tpm_params_init(&k->params);
     k->sweep_every = 64;
+    k->sweep_gap_ns = 500 * 1000;
     k->command_timeout_ns = 1000ULL * 1000 * 1000;
     k->poll_timeout_ns = 100ULL * 1000 * 1000;
     k->report_log = 1024;
@@ -987,6 +996,14 @@ monitor_set_config(const struct smap *cfg)
     uint64_t burst_gap = k.params.burst_gap_ns;
     ok &= knob_time(cfg, "tpm-burst-gap", &burst_gap);
     ok &= knob_uint(cfg, "tpm-sweep-every", 1, 1u << 20, &k.sweep_every);
+    uint64_t sweep_gap = k.sweep_gap_ns;
+    ok &= knob_time(cfg, "tpm-sweep-gap", &sweep_gap);
+    if (sweep_gap < 1000 || sweep_gap > 1000ULL * 1000 * 1000) {
+        VLOG_WARN("other_config:tpm-sweep-gap=\"%s\" rejected: expected "
+                  "a time in [1us, 1s]; keeping the previous value",
+                  smap_get_def(cfg, "tpm-sweep-gap", ""));
+        ok = false;
+    }
     ok &= knob_uint(cfg, "tpm-report-log", 0, 1u << 20, &k.report_log);
     uint64_t ct = k.command_timeout_ns, pt = k.poll_timeout_ns;
     ok &= knob_time(cfg, "tpm-command-timeout", &ct);
@@ -994,6 +1011,7 @@ monitor_set_config(const struct smap *cfg)
     k.params.epoch_ns = epoch;
     k.params.sweep_budget_ns = budget;
     k.params.burst_gap_ns = burst_gap;
+    k.sweep_gap_ns = sweep_gap;
     k.params.max_children = MIN(k.params.max_children,
                                 k.params.max_triggers);
     k.command_timeout_ns = ct;
@@ -1052,6 +1070,7 @@ monitor_set_config(const struct smap *cfg)
     knobs = k;
     atomic_store_relaxed(&live_sweep_budget_ns, k.params.sweep_budget_ns);
     atomic_store_relaxed(&live_sweep_every, k.sweep_every);
+    atomic_store_relaxed(&live_sweep_gap_ns, k.sweep_gap_ns);
 }
 
 static void agent_set_config(const struct smap *);

@@ -115,3 +115,19 @@ TEM_INTEGRATION_LOG = tests/tem-integration.sh.log
 $(TEM_INTEGRATION_LOG): tests/ovs-integration.sh.log
 endif
 EXTRA_DIST += tests/tem-integration.sh
+
+# The TCP per-flow state variables against the namespaces' kernel TCP
+# (loss, RTT through a delay line, ECN, window) and the paper's TCP use
+# cases, on the veth-DPDK test bed; after the TEM integration test (one
+# PMD thread busy on core 1 at a time).  tests/nfq-delay is its delay line
+# (the kernel has no netem).
+check_PROGRAMS += tests/nfq-delay
+tests_nfq_delay_SOURCES = tests/nfq-delay.c
+tests_nfq_delay_CFLAGS = $(AM_CFLAGS) $(NFQ_CFLAGS)
+tests_nfq_delay_LDADD = $(NFQ_LIBS)
+if HAVE_OVS_SOURCE
+TESTS += tests/tcp-kernel.sh
+TCP_KERNEL_LOG = tests/tcp-kernel.sh.log
+$(TCP_KERNEL_LOG): tests/tem-integration.sh.log
+endif
+EXTRA_DIST += tests/tcp-kernel.sh tests/tcp-flow.py tests/pcap-tcp.py

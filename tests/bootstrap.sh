@@ -18,13 +18,15 @@ jobs=${JOBS:-$(nproc)}
 
 # Build: autotools, libpcap and json-c for the tools, ZeroMQ and
 # protobuf-c (with protoc-c) for the TPM <-> TEM protocol, python3-zmq for
-# its test helpers, Check for the unit tests; Open vSwitch 3.1.0 source and DPDK 22.11 for the patched
-# ovs-vswitchd; iproute2, ethtool, ping and tcpdump for the veth-DPDK
-# testbed.
+# its test helpers, Check for the unit tests; Open vSwitch 3.1.0 source and
+# DPDK 22.11 for the patched ovs-vswitchd; iproute2, ethtool, ping and
+# tcpdump for the veth-DPDK testbed; iptables and libnetfilter-queue for
+# the TCP test's impairments (loss, CE marks, policers, a delay line).
 packages="autoconf automake libtool pkg-config make gcc patch check
 libpcap-dev libjson-c-dev libzmq3-dev libprotobuf-c-dev protobuf-c-compiler
 python3 python3-zmq valgrind openvswitch-source libdpdk-dev
-dpdk-dev iproute2 ethtool iputils-ping tcpdump"
+dpdk-dev iproute2 ethtool iputils-ping tcpdump iptables
+libnetfilter-queue-dev util-linux"
 
 if [ "${SKIP_APT:-0}" != 1 ]; then
     missing=
