@@ -965,6 +965,10 @@ def state_vars(recs, events, gap_ns=BURST_GAP_NS):
         seglen = r[R_VOLUME] + bool(flags & SYN) + bool(flags & FIN)
         if flags & SYN:
             h.wscale, h.mss = r[R_WSCALE], r[R_MSS]
+            # A SYN-ACK with the option: the SYN had it (RFC 7323 2.2),
+            # with a shift unseen (-2) if it came before the state.
+            if flags & ACK and r[R_WSCALE] >= 0 and o.wscale == -1:
+                o.wscale = -2
         # Our data.
         if h.snd_max is not None:
             seq = unwrap(h.snd_max, r[R_SEQ])
@@ -1002,7 +1006,7 @@ def state_vars(recs, events, gap_ns=BURST_GAP_NS):
         h.win = r[R_RWND]
         h.seen = True
         shift = h.wscale if (not flags & SYN and h.wscale >= 0
-                             and o.wscale >= 0) else 0
+                             and o.wscale != -1) else 0
         out.append((r[R_RWND] << shift, int(lost), burst, h.rtt, h.snd_max,
                     h.ack if h.ack is not None else 0, h.dup))
     return out

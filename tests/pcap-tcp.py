@@ -8,8 +8,8 @@ docs/event-language.md.
 
     pcap-tcp.py --src A --sport P --dst A --dport P FILE.pcap
 
-FILE holds both directions (the window scale of each side comes from its
-SYN).  Prints one JSON object about the packets from --src:--sport to
+FILE (Ethernet, or Linux cooked v1 or v2 from `tcpdump -i any`) holds both
+directions (the window scale of each side comes from its SYN).  Prints one JSON object about the packets from --src:--sport to
 --dst:--dport:
 
     {"packets": N, "lost": N, "ce": N, "rwnd": [W, ...]}
@@ -27,6 +27,10 @@ import socket
 import struct
 import sys
 
+# Link type -> (header length, offset of the EtherType): Ethernet, Linux
+# cooked v1 and v2 (tcpdump -i any).
+LINK_HEADER = {1: (14, 12), 113: (16, 14), 276: (20, 0)}
+
 
 def frames(path):
     with open(path, "rb") as f:
@@ -34,14 +38,19 @@ def frames(path):
         if len(head) < 24 or head[:4] not in (b"\xd4\xc3\xb2\xa1",
                                               b"\x4d\x3c\xb2\xa1"):
             raise ValueError("%s: not a little-endian classic pcap" % path)
-        if struct.unpack("<I", head[20:24])[0] != 1:
-            raise ValueError("%s: link type is not Ethernet" % path)
+        link = struct.unpack("<I", head[20:24])[0] & 0xffff
+        if link not in LINK_HEADER:
+            raise ValueError("%s: link type %d is neither Ethernet nor "
+                             "Linux cooked (tcpdump -i any)" % (path, link))
+        off, etype = LINK_HEADER[link]
         while True:
             rec = f.read(16)
             if len(rec) < 16:
                 return
             caplen = struct.unpack("<IIII", rec)[2]
-            yield f.read(caplen)
+            data = f.read(caplen)
+            # (EtherType, IP packet)
+            yield data[etype:etype + 2], data[off:]
 
 
 def wscale_option(opts):
@@ -76,10 +85,9 @@ def main():
     pkts = []                   # (window, is_syn) of the forward direction.
     out = {"packets": 0, "lost": 0, "ce": 0}
     high = None
-    for data in frames(args.pcap):
-        if len(data) < 34 or data[12:14] != b"\x08\x00":
+    for ethertype, ip in frames(args.pcap):
+        if ethertype != b"\x08\x00" or len(ip) < 20:
             continue
-        ip = data[14:]
         ihl = (ip[0] & 0x0f) * 4
         if ip[9] != socket.IPPROTO_TCP or len(ip) < ihl + 20:
             continue

@@ -22,9 +22,9 @@
 #   2. RTT: a 20 ms delay line on the data direction; request/response
 #      traffic.  Every rtt the monitor reports is >= 20 ms and their
 #      median is within 2 ms of 20 ms and of the `ss -ti` rtt.
-#   3. ECN: ECN on in both namespaces, every 10th ECT(0) data packet
-#      marked CE by the sender's namespace: the sum of ecn equals the
-#      marking rule's packet counter and the capture's CE count, exactly.
+#   3. ECN: ECN on in both namespaces, every 10th ECT(0) send buffer
+#      marked CE by the sender's namespace: the sum of ecn equals, exactly,
+#      the CE-marked packets of a capture of what the switch received.
 #   4. Window: min(rwnd) and max(rwnd) of the receiver's ACKs equal the
 #      capture's scaled windows (window scale from the SYNs), and every
 #      reported value is a window the receiver advertised.
@@ -88,24 +88,34 @@ client() {
         || tb_fail "$label: tcp-flow.py client $* failed: $(cat "$out.err")"
 }
 
-# capture OUT FILTER: tcpdump on switch-side interface of namespace 1's
-# veth (what the switch receives from it and sends to it); returns when
-# it listens (its PID in CAPTURE_PID).
+# capture OUT FILTER...: tcpdump of what the switch receives, from both
+# namespaces (-i any in the switch's namespace: the switch transmits
+# bypassing the taps, so each packet appears once); returns when it
+# listens (its PID in CAPTURE_PID).
 capture() {
-    local out=$1 ifname=$2
-    shift 2
-    tb_bg "$out.log" taskset -c "$TB_HELPER_CPU" ip netns exec "$TB_NSSW" tcpdump -i "$ifname" -U -n -s 128 \
-        -B 16384 -w "$out" "$@"
+    local out=$1
+    shift
+    tb_bg "$out.log" taskset -c "$TB_HELPER_CPU" \
+        ip netns exec "$TB_NSSW" tcpdump -i any -U -n -s 128 -B 16384 \
+        -w "$out" "$@"
     CAPTURE_PID=$TB_BG_PID
     tb_wait_for 10 grep -q 'listening on' "$out.log.err" \
         || tb_fail "tcpdump: $(cat "$out.log.err")"
 }
 
+# capture_stop OUT: stops the capture once it has read everything (the
+# packets it captured are all those its filter received, none dropped).
 capture_stop() {
-    sleep 0.2
+    sleep 1
     tb_bg_stop "$CAPTURE_PID" INT || true
-    grep -q ' 0 packets dropped by kernel' "$1.log.err" \
-        || tb_fail "tcpdump dropped packets: $(cat "$1.log.err")"
+    tb_wait_for 5 grep -q 'dropped by kernel' "$1.log.err" || true
+    local err=$1.log.err captured received dropped
+    captured=$(sed -n 's/^\([0-9]*\) packets\{0,1\} captured$/\1/p' "$err")
+    received=$(sed -n 's/^\([0-9]*\) packets\{0,1\} received by filter$/\1/p' "$err")
+    dropped=$(sed -n 's/^\([0-9]*\) packets\{0,1\} dropped by kernel$/\1/p' "$err")
+    [ -n "$captured" ] && [ "$captured" = "$received" ] \
+        && [ "$dropped" = 0 ] \
+        || tb_fail "tcpdump did not capture everything: $(cat "$err")"
 }
 
 # values EVENT: the values of EVENT's reports, one per line.
@@ -132,6 +142,23 @@ ipt_count() {
         | awk 'NR == 3 { print $1 }'
 }
 
+# pin_stacks: the namespaces' receive processing on the helpers' CPU
+# (RPS).  A veth delivers on the transmitting CPU: ACKs that the PMD
+# (CPU 1) sends into namespace 1 would otherwise be processed there, and
+# TCP would transmit from both CPUs at once (from the application on one,
+# from the ACK's softirq on the other); the two CPUs' backlogs then
+# reorder first transmissions on their way to the switch, which is_lost
+# rightly counts but the sender's kernel does not.
+pin_stacks() {
+    local mask ns_if
+    mask=$(printf '%x' $((1 << TB_HELPER_CPU)))
+    for ns_if in "$TB_NS1 $TB_IF1" "$TB_NS2 $TB_IF2"; do
+        set -- $ns_if
+        ip netns exec "$1" sh -c "echo $mask > /sys/class/net/$2/queues/rx-0/rps_cpus" \
+            || tb_fail "cannot set RPS on $2 in $1"
+    done
+}
+
 # --- Scenario 1: loss ------------------------------------------------------
 scenario_loss() {
     local port=5001 out=$TB_DIR/s1.json pcap=$TB_DIR/s1.pcap
@@ -141,7 +168,7 @@ scenario_loss() {
         --dport "$port" -m length --length 1000:65535 \
         -m statistic --mode nth --every 25 --packet 0 -j DROP
     server "$port"
-    capture "$pcap" "$TB_HIF1" tcp port "$port"
+    capture "$pcap" tcp port "$port"
     client "$out" "scenario 1" --port "$port" --bytes 4000000
     capture_stop "$pcap"
     tb_bg_stop "$SERVER_PID" || true
@@ -229,7 +256,7 @@ scenario_ecn() {
         -d "$TB_IP2" -p tcp --dport "$port" -m ecn --ecn-ip-ect 2 \
         -m statistic --mode nth --every 10 --packet 0 -j ECN --ecn-ip-ect 3
     server "$port"
-    capture "$pcap" "$TB_HIF1" tcp port "$port"
+    capture "$pcap" tcp port "$port"
     client "$out" "scenario 3" --port "$port" --bytes 2000000
     capture_stop "$pcap"
     tb_bg_stop "$SERVER_PID" || true
@@ -242,9 +269,14 @@ scenario_ecn() {
     wire=$(in_ns "$TB_NSSW" "$TB_PY" "$PCAP_TCP" --src "$TB_IP1" \
            --sport "$sport" --dst "$TB_IP2" --dport "$port" "$pcap")
     wire=$("$TB_PY" -c 'import json, sys; print(json.loads(sys.argv[1])["ce"])' "$wire")
-    local summary="sum(ecn) $tpm, marked by the sender's rule $marked,"
-    summary="$summary CE in the capture $wire"
-    [ "$marked" -ge 50 ] && [ "$tpm" = "$marked" ] && [ "$tpm" = "$wire" ] \
+    local summary="sum(ecn) $tpm, CE in the capture $wire, sender's rule"
+    summary="$summary fired $marked times"
+    # The rule sees the sender's TCP segmentation-offload super-packets
+    # (GSO is segmented below netfilter, as the device transmits): one
+    # match marks every wire packet cut from that buffer, so the rule's
+    # counter is a lower bound and the capture is the count.
+    [ "$marked" -ge 1 ] && [ "$wire" -ge "$marked" ] && [ "$wire" -ge 20 ] \
+        && [ "$tpm" = "$wire" ] \
         || tb_fail "scenario 3: $summary"
     for ns in "$TB_NS1" "$TB_NS2"; do
         ip netns exec "$ns" sysctl -qw net.ipv4.tcp_ecn=2
@@ -263,7 +295,7 @@ scenario_rwnd() {
     tb_event_add s4-min "$f" "predicate=min(rwnd) >= 0" group=5tuple \
         interval=10ms
     server "$port"
-    capture "$pcap" "$TB_HIF1" tcp port "$port"
+    capture "$pcap" tcp port "$port"
     # Small writes with pauses: the receiver's window moves as its
     # application reads.
     client "$out" "scenario 4" --port "$port" --bytes 3000000 \
@@ -446,6 +478,7 @@ main() {
             || tb_skip "$tool not found (packages iptables, util-linux)"
     done
     tb_up
+    pin_stacks
     tb_log "test bed up in $((SECONDS - t0)) s (DPDK memory: $TB_DPDK_MODE)"
     scenario_loss
     scenario_rtt

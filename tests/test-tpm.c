@@ -1211,6 +1211,47 @@ START_TEST(test_tcp_vars_reverse_unmatched)
 }
 END_TEST
 
+/* Only S's direction is matched when the handshake passes: the state
+ * starts at S's SYN-ACK, whose window-scale option says C's SYN had one
+ * too (RFC 7323 2.2), so S's windows are scaled; C's own shift was not
+ * seen, so C's windows (its event added later) stay raw. */
+START_TEST(test_tcp_rwnd_from_synack)
+{
+    struct tpm *tpm = new_tpm(NULL);
+    struct reports *rs = xzalloc(sizeof *rs);
+    struct frame f;
+
+    add(tpm, 1, "srwnd filter=tcp,nw_src=10.0.0.2 predicate=max(rwnd) >= 0");
+    tcp_frame(&f, true, 1000, 0, TPM_TCP_SYN, 64240, 0, 1460, 7, 0);
+    send_at(tpm, T0, &f);
+    tcp_frame(&f, false, 5000, 1001, TPM_TCP_SYN | A, 65160, 0, 1400, 9, 0);
+    send_at(tpm, T0 + 100 * US, &f);
+    tcp_frame(&f, true, 1001, 5001, A, 501, 0, 0, 0, 0);
+    send_at(tpm, T0 + 300 * US, &f);
+    add(tpm, 2, "crwnd filter=tcp,nw_src=10.0.0.1 predicate=max(rwnd) >= 0");
+    sweep_all(tpm);             /* The backfill. */
+    tcp_frame(&f, false, 5001, 1001, A, 300, 0, 0, 0, 0);
+    send_at(tpm, T0 + 500 * US, &f);
+    tcp_frame(&f, true, 1001, 5001, A, 501, 0, 0, 0, 0);
+    send_at(tpm, T0 + 600 * US, &f);
+    tpm_advance(tpm, T0 + 10 * MS);
+    sweep_all(tpm);
+    collect(tpm, rs);
+
+    int seen = 0;
+    for (int i = 0; i < rs->n; i++) {
+        const struct tpm_report *r = &rs->r[i];
+        double want = r->event_id == 1 ? 300 << 9 : 501;
+        ck_assert_msg(r->value == want, "event %u: %.17g, expected %.17g",
+                      r->event_id, r->value, want);
+        seen |= 1 << r->event_id;
+    }
+    ck_assert_int_eq(seen, 6);
+    free(rs);
+    tpm_destroy(tpm);
+}
+END_TEST
+
 /* Values of the previous interval: the congestion event of paper Table 2
  * runs as written, and prev() of a state variable's aggregate. */
 START_TEST(test_tcp_vars_lastepoch)
@@ -1430,6 +1471,7 @@ tpm_suite(void)
     tcase_add_test(tc, test_full_table_never_fails);
     tcase_add_test(tc, test_tcp_vars);
     tcase_add_test(tc, test_tcp_vars_reverse_unmatched);
+    tcase_add_test(tc, test_tcp_rwnd_from_synack);
     tcase_add_test(tc, test_tcp_vars_lastepoch);
     tcase_add_test(tc, test_tcp_vars_backfill);
     tcase_add_test(tc, test_tcp_state_pool);

@@ -171,9 +171,14 @@ struct tpm_half {
     uint16_t mss;               /* MSS option of this direction's SYN. */
     uint16_t win;               /* Raw window of the previous packet. */
     uint8_t wscale;             /* Window-scale option of this direction's
-                                 * SYN, or TPM_WSCALE_NONE. */
+                                 * SYN (0..TPM_WSCALE_MAX), TPM_WSCALE_NONE,
+                                 * or TPM_WSCALE_UNSEEN: the SYN carried it
+                                 * (the SYN-ACK did) but came before the
+                                 * state. */
     uint8_t flags;              /* TPM_HALF_*. */
 };
+
+#define TPM_WSCALE_UNSEEN 0xfe  /* Beside lib/packet.h's TPM_WSCALE_*. */
 
 #define TPM_HALF_PKT 0x01       /* A packet was seen (last_ns, win). */
 #define TPM_HALF_SEQ 0x02       /* 'snd_max' is set. */

@@ -940,6 +940,13 @@ conn_update__(struct tpm *tpm, const struct tpm_flow *f, struct tpm_pkt *pkt,
         h->flags |= TPM_HALF_SYN;
         h->wscale = pkt->wscale;
         h->mss = pkt->mss;
+        /* A SYN-ACK carries the option only if the SYN did (RFC 7323
+         * 2.2): the other direction scales, by a shift this state did not
+         * see if its SYN came before the state existed. */
+        if (fl & TPM_TCP_ACK && pkt->wscale != TPM_WSCALE_NONE
+            && o->wscale == TPM_WSCALE_NONE) {
+            o->wscale = TPM_WSCALE_UNSEEN;
+        }
     }
 
     /* This direction's data: retransmission, RTT sample (Karn: none
@@ -993,8 +1000,9 @@ conn_update__(struct tpm *tpm, const struct tpm_flow *f, struct tpm_pkt *pkt,
     h->flags |= TPM_HALF_PKT;
 
     /* Window scaling applies once both SYNs carried the option, never to
-     * a SYN (RFC 7323). */
-    uint32_t shift = (!(fl & TPM_TCP_SYN) && h->wscale != TPM_WSCALE_NONE
+     * a SYN (RFC 7323); a direction whose own shift was not seen stays
+     * unscaled. */
+    uint32_t shift = (!(fl & TPM_TCP_SYN) && h->wscale <= TPM_WSCALE_MAX
                       && o->wscale != TPM_WSCALE_NONE) ? h->wscale : 0;
     v->rwnd = (uint32_t) pkt->rwnd << shift;
     v->seq = h->snd_max;
