@@ -1,5 +1,5 @@
 /*
- * nfq-delay: a constant-delay line for the TCP integration tests.
+ * nfq-delay: a delay line and bottleneck for the TCP integration tests.
  *
  * The test machines' kernel has no netem qdisc, so tests/tcp-kernel.sh
  * delays packets with netfilter instead: an nftables rule in the
@@ -9,17 +9,22 @@
  * packets leave in arrival order (a FIFO); nothing is reordered or lost
  * unless the queue overflows, which is counted.
  *
- *     nfq-delay --queue N --delay TIME [--max-queued N]
+ *     nfq-delay --queue N --delay TIME [--rate PPS] [--max-queued N]
  *
- * TIME takes a unit (us, ms, s).  Runs until SIGTERM or SIGINT, then
- * accepts what it still holds, prints one JSON line with its counters on
- * stdout and exits 0:
+ * TIME takes a unit (us, ms, s).  With --rate, it is also a bottleneck: a
+ * FIFO served at PPS packets per second (each packet leaves DELAY after
+ * the later of its arrival and the previous packet's departure), and a
+ * packet that finds --max-queued packets held is dropped (tail drop), as
+ * at a router's queue.  Runs until SIGTERM or SIGINT, then accepts what it
+ * still holds, prints one JSON line with its counters on stdout and exits
+ * 0:
  *
- *     {"packets": N, "late_us_max": U, "overflows": N}
+ *     {"packets": N, "late_us_max": U, "overflows": N, "dropped": N}
  *
  * "late_us_max" is the largest lateness of a verdict beyond its due time
- * (scheduling); "overflows" counts packets that found the FIFO full (they
- * are accepted at once, undelayed).  Exit status 1 on a setup error (no
+ * (scheduling); "overflows" counts packets that found the FIFO full
+ * without --rate (they are accepted at once, undelayed); "dropped" those
+ * dropped by the bottleneck's full queue.  Exit status 1 on a setup error (no
  * NFQUEUE support, queue already bound), with the reason on stderr.
  */
 #define _GNU_SOURCE
@@ -46,7 +51,9 @@ struct held {
 static struct held *fifo;
 static size_t fifo_size, fifo_head, fifo_len;
 static uint64_t delay_ns;
-static uint64_t n_packets, n_overflows, late_ns_max;
+static uint64_t service_ns;     /* 1 / rate, or 0 (no bottleneck). */
+static uint64_t last_due_ns;    /* Departure of the last packet queued. */
+static uint64_t n_packets, n_overflows, n_dropped, late_ns_max;
 static volatile sig_atomic_t stopping;
 
 static uint64_t
@@ -77,12 +84,24 @@ on_packet(struct nfq_q_handle *qh, struct nfgenmsg *msg,
     uint32_t id = ntohl(ph->packet_id);
     n_packets++;
     if (fifo_len == fifo_size) {
+        if (service_ns) {
+            n_dropped++;
+            return nfq_set_verdict(qh, id, NF_DROP, 0, NULL);
+        }
         n_overflows++;
         return nfq_set_verdict(qh, id, NF_ACCEPT, 0, NULL);
     }
     struct held *h = &fifo[(fifo_head + fifo_len++) % fifo_size];
+    uint64_t now = now_ns();
     h->id = id;
-    h->due_ns = now_ns() + delay_ns;
+    if (service_ns) {
+        /* Served after the previous packet, one service time each. */
+        last_due_ns = (last_due_ns > now + delay_ns ? last_due_ns
+                       : now + delay_ns) + service_ns;
+        h->due_ns = last_due_ns;
+    } else {
+        h->due_ns = now + delay_ns;
+    }
     return 0;
 }
 
@@ -128,7 +147,7 @@ static void
 usage_error(const char *msg, const char *arg)
 {
     fprintf(stderr, "nfq-delay: %s '%s' (usage: nfq-delay --queue N "
-            "--delay TIME [--max-queued N])\n", msg, arg);
+            "--delay TIME [--rate PPS] [--max-queued N])\n", msg, arg);
     exit(1);
 }
 
@@ -139,6 +158,7 @@ main(int argc, char *argv[])
         { "queue", required_argument, NULL, 'q' },
         { "delay", required_argument, NULL, 'd' },
         { "max-queued", required_argument, NULL, 'm' },
+        { "rate", required_argument, NULL, 'r' },
         { NULL, 0, NULL, 0 },
     };
     unsigned long queue = 0;
@@ -161,6 +181,15 @@ main(int argc, char *argv[])
             }
             have_delay = true;
             break;
+        case 'r': {
+            unsigned long rate = strtoul(optarg, &end, 10);
+            if (*end || end == optarg || !rate || rate > 100000000) {
+                usage_error("bad --rate (packets per second, 1 .. 1e8)",
+                            optarg);
+            }
+            service_ns = 1000000000 / rate;
+            break;
+        }
         case 'm':
             fifo_size = strtoul(optarg, &end, 10);
             if (*end || end == optarg || !fifo_size || fifo_size > 1 << 24) {
@@ -192,7 +221,9 @@ main(int argc, char *argv[])
         return 1;
     }
     if (nfq_set_mode(qh, NFQNL_COPY_META, 0) < 0
-        || nfq_set_queue_maxlen(qh, fifo_size) < 0) {
+        /* Room beyond the FIFO, so that this program, not the kernel,
+         * sees (and counts) the packets that find it full. */
+        || nfq_set_queue_maxlen(qh, fifo_size + 64) < 0) {
         fprintf(stderr, "nfq-delay: queue setup: %s\n", strerror(errno));
         return 1;
     }
@@ -231,8 +262,8 @@ main(int argc, char *argv[])
     }
     release(qh, now_ns(), true);
     printf("{\"packets\": %"PRIu64", \"late_us_max\": %"PRIu64
-           ", \"overflows\": %"PRIu64"}\n", n_packets, late_ns_max / 1000,
-           n_overflows);
+           ", \"overflows\": %"PRIu64", \"dropped\": %"PRIu64"}\n",
+           n_packets, late_ns_max / 1000, n_overflows, n_dropped);
     nfq_destroy_queue(qh);
     nfq_close(h);
     free(fifo);

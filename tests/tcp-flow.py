@@ -30,7 +30,8 @@ Prints one JSON object on stdout:
      "ss": {...}}, ...], "retrans_segs": N, "out_segs": N}
 
 t_first/t_last are wall-clock (CLOCK_REALTIME, the monitor's clock)
-nanoseconds before the first and after the last write; "ss" holds what
+nanoseconds before the first and after the last write; the client then
+waits until everything written is acknowledged (SIOCOUTQ 0); "ss" holds what
 `ss -tin` reports for the connection just before it closes ("rtt_ms",
 "rttvar_ms", "retrans_total", "segs_out", "wscale_rcv", ...);
 retrans_segs and out_segs are the namespace's /proc/net/snmp Tcp
@@ -38,12 +39,15 @@ RetransSegs and OutSegs counters over the run (the kernel's count of
 retransmitted segments; the namespace has no other TCP traffic).
 """
 import argparse
+import fcntl
 import json
 import re
 import signal
 import socket
+import struct
 import subprocess
 import sys
+import termios
 import threading
 import time
 
@@ -73,6 +77,12 @@ def ss_info(dst, dport, sport):
         if m:
             info[key] = int(m[1])
     return info
+
+
+def outq(sock):
+    """Bytes written but not yet acknowledged (SIOCOUTQ)."""
+    return struct.unpack("i", fcntl.ioctl(sock, termios.TIOCOUTQ,
+                                          b"\0" * 4))[0]
 
 
 def recv_exact(sock, n):
@@ -153,6 +163,14 @@ def client(args):
     for t in threads:
         t.join()
     t_last = time.time_ns()
+    # Everything written acknowledged (else the kernel would go on sending
+    # and retransmitting after close, into the next test's time).
+    deadline = time.monotonic() + 60
+    for s in socks:
+        while outq(s) and time.monotonic() < deadline:
+            time.sleep(0.001)
+        if outq(s):
+            raise OSError("data still unacknowledged after 60 s")
     time.sleep(args.linger_ms / 1000.0)
     for s, r in zip(socks, results):
         r["ss"] = ss_info(args.dst, args.port, r["sport"])
