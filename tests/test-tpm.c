@@ -533,28 +533,6 @@ START_TEST(test_unfinished_sweep)
 }
 END_TEST
 
-/* The same, but the caller was away (a descheduled thread) from the
- * first step until the next epoch: the sweep is finished, not dropped. */
-START_TEST(test_sweep_after_absence)
-{
-    struct tpm *tpm = sweep_partly_done();
-    struct reports rs = { .n = 0 };
-
-    tpm_advance(tpm, T0 + 20 * MS);         /* No call for 10 ms. */
-    sweep_all(tpm);
-    tpm_advance(tpm, T0 + 30 * MS);
-    sweep_all(tpm);
-    collect(tpm, &rs);
-
-    struct tpm_stats s;
-    stats(tpm, &s);
-    ck_assert_uint_eq(s.sweeps_unfinished, 0);
-    ck_assert_uint_eq(s.sweeps_forced, 1);
-    ck_assert_int_eq(rs.n, 2000);
-    tpm_destroy(tpm);
-}
-END_TEST
-
 START_TEST(test_runtime_add_backfill)
 {
     struct tpm *tpm = new_tpm(NULL);
@@ -1456,7 +1434,6 @@ tpm_suite(void)
     tcase_add_test(tc, test_interval_and_lazy_reset);
     tcase_add_test(tc, test_sweep_budget_resume);
     tcase_add_test(tc, test_unfinished_sweep);
-    tcase_add_test(tc, test_sweep_after_absence);
     tcase_add_test(tc, test_runtime_add_backfill);
     tcase_add_test(tc, test_dos_threshold);
     tcase_add_test(tc, test_poll_history);

@@ -1352,7 +1352,6 @@ void
 tpm_advance(struct tpm *tpm, uint64_t now_ns)
 {
     uint64_t abs = now_ns / tpm->p.epoch_ns;
-    uint64_t last_ns = tpm->now_ns;
 
     tpm->now_ns = MAX(tpm->now_ns, now_ns);
     if (OVS_UNLIKELY(!tpm->clock_started)) {
@@ -1369,16 +1368,11 @@ tpm_advance(struct tpm *tpm, uint64_t now_ns)
 
     uint64_t next = abs - tpm->base;
     if (tpm->sw.active) {
-        if (next == tpm->cur + 1 && now_ns - last_ns < tpm->p.epoch_ns / 2) {
-            /* The sweep of cur - 1 did not finish within epoch cur although
-             * the caller kept calling (overload): its statistics are about
-             * to be overwritten, and finishing it now would stall the
-             * caller at the worst time.  Abandon it. */
+        if (next == tpm->cur + 1) {
+            /* The sweep of cur - 1 did not finish within epoch cur; its
+             * statistics are about to be overwritten. */
             tpm_sweep_abandon__(tpm);
         } else {
-            /* A jump, or the caller was away half an epoch or more (a
-             * thread descheduled: the sweep starved for want of calls, not
-             * of time).  cur - 1's statistics are still intact: finish. */
             tpm_sweep_run__(tpm, 0);
             TPM_STAT_ADD(tpm, sweeps_forced, 1);
         }

@@ -126,11 +126,9 @@ void tpm_process_batch_at(struct tpm *, const struct tpm_frame *frames,
 /* Moves the monitor's clock to 'now_ns' (wall clock, or virtual time in
  * replay).  When this enters a new epoch, the sweep of the previous epoch
  * starts; a sweep still running for an older epoch is abandoned and
- * counted as unfinished, unless the previous call was half an epoch ago or
- * more (the caller was descheduled, not overloaded).  Then, and when time
- * jumps by two epochs or more (no call in between), pending sweeps are
- * completed at once so no statistics are overwritten (counted as
- * 'sweeps_forced'). */
+ * counted as unfinished.  When time jumps by two epochs or more (no call
+ * in between), pending sweeps are completed at once so no statistics are
+ * overwritten (counted as 'sweeps_forced'). */
 void tpm_advance(struct tpm *, uint64_t now_ns);
 
 /* Runs one step of background work: scrubs and backfills a bounded number
@@ -255,8 +253,7 @@ struct tpm_stats {
     uint64_t sweeps_started;
     uint64_t sweeps_done;
     uint64_t sweeps_unfinished; /* Abandoned at the next epoch. */
-    uint64_t sweeps_forced;     /* Completed at once after a time jump or
-                                 * a caller away half an epoch. */
+    uint64_t sweeps_forced;     /* Completed at once after a time jump. */
     uint64_t sweep_steps;
     uint64_t sweep_flows;       /* Flow-list items visited. */
     uint64_t sweep_stale_items; /* List items dropped: flow gone. */
