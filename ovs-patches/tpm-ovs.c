@@ -912,22 +912,31 @@ tpm_ovs_wait(void)
 
 /* Knobs. */
 
-/* Reads knob 'key' of 'cfg' as a time into '*ns'.  Returns false (and
- * logs) if it is set but invalid. */
+/* Reads knob 'key' of 'cfg' as a time in ['min', 'max'] into '*ns'.
+ * Returns false (and logs) if it is set but invalid. */
 static bool
-knob_time(const struct smap *cfg, const char *key, uint64_t *ns)
+knob_time(const struct smap *cfg, const char *key, uint64_t min,
+          uint64_t max, uint64_t *ns)
 {
     const char *s = smap_get(cfg, key);
     if (!s) {
         return true;
     }
-    char *error = tpm_parse_time(s, ns);
+    uint64_t v;
+    char *error = tpm_parse_time(s, &v);
+    if (!error && (v < min || v > max)) {
+        char a[32], b[32];
+        error = xasprintf("expected a time in [%s, %s]",
+                          tpm_time_format(min, a, sizeof a),
+                          tpm_time_format(max, b, sizeof b));
+    }
     if (error) {
         VLOG_WARN("other_config:%s=\"%s\" rejected: %s; keeping the "
                   "previous value", key, s, error);
         free(error);
         return false;
     }
+    *ns = v;
     return true;
 }
 
@@ -980,8 +989,8 @@ monitor_set_config(const struct smap *cfg)
     }
     k = knobs;
     uint64_t epoch = k.params.epoch_ns, budget = k.params.sweep_budget_ns;
-    ok &= knob_time(cfg, "tpm-epoch", &epoch);
-    ok &= knob_time(cfg, "tpm-sweep-budget", &budget);
+    ok &= knob_time(cfg, "tpm-epoch", 0, UINT64_MAX, &epoch);
+    ok &= knob_time(cfg, "tpm-sweep-budget", 0, UINT64_MAX, &budget);
     ok &= knob_uint(cfg, "tpm-flow-table-size", 64, 1u << 28,
                     &k.params.flow_table_size);
     ok &= knob_uint(cfg, "tpm-max-events", 1, 1u << 20,
@@ -994,20 +1003,15 @@ monitor_set_config(const struct smap *cfg)
     ok &= knob_uint(cfg, "tpm-tcp-state-pool", 0, 1u << 24,
                     &k.params.tcp_state_pool);
     uint64_t burst_gap = k.params.burst_gap_ns;
-    ok &= knob_time(cfg, "tpm-burst-gap", &burst_gap);
+    ok &= knob_time(cfg, "tpm-burst-gap", 0, UINT64_MAX, &burst_gap);
     ok &= knob_uint(cfg, "tpm-sweep-every", 1, 1u << 20, &k.sweep_every);
     uint64_t sweep_gap = k.sweep_gap_ns;
-    ok &= knob_time(cfg, "tpm-sweep-gap", &sweep_gap);
-    if (sweep_gap < 1000 || sweep_gap > 1000ULL * 1000 * 1000) {
-        VLOG_WARN("other_config:tpm-sweep-gap=\"%s\" rejected: expected "
-                  "a time in [1us, 1s]; keeping the previous value",
-                  smap_get_def(cfg, "tpm-sweep-gap", ""));
-        ok = false;
-    }
+    ok &= knob_time(cfg, "tpm-sweep-gap", 1000, 1000ULL * 1000 * 1000,
+                    &sweep_gap);
     ok &= knob_uint(cfg, "tpm-report-log", 0, 1u << 20, &k.report_log);
     uint64_t ct = k.command_timeout_ns, pt = k.poll_timeout_ns;
-    ok &= knob_time(cfg, "tpm-command-timeout", &ct);
-    ok &= knob_time(cfg, "tpm-poll-timeout", &pt);
+    ok &= knob_time(cfg, "tpm-command-timeout", 0, UINT64_MAX, &ct);
+    ok &= knob_time(cfg, "tpm-poll-timeout", 0, UINT64_MAX, &pt);
     k.params.epoch_ns = epoch;
     k.params.sweep_budget_ns = budget;
     k.params.burst_gap_ns = burst_gap;
@@ -2315,20 +2319,9 @@ agent_set_config(const struct smap *cfg)
 
     ok &= knob_uint(cfg, "tpm-agent-queue", 16, 1u << 20, &c.queue_size);
     uint64_t backoff = c.backoff_max_ns;
-    if (knob_time(cfg, "tpm-agent-backoff-max", &backoff)) {
-        if (backoff < defaults.backoff_min_ns
-            || backoff > 3600ULL * 1000 * 1000 * 1000) {
-            char a[32];
-            VLOG_WARN_RL(&rl, "other_config:tpm-agent-backoff-max rejected: "
-                         "expected %s to 1h",
-                         tpm_time_format(defaults.backoff_min_ns, a,
-                                         sizeof a));
-            ok = false;
-        }
-        c.backoff_max_ns = backoff;
-    } else {
-        ok = false;
-    }
+    ok &= knob_time(cfg, "tpm-agent-backoff-max", defaults.backoff_min_ns,
+                    3600ULL * 1000 * 1000 * 1000, &backoff);
+    c.backoff_max_ns = backoff;
 
     if (!ok) {
         VLOG_WARN_RL(&rl, "keeping the previous TEM agent settings");

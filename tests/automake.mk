@@ -124,7 +124,7 @@ EXTRA_DIST += tests/tem-integration.sh
 check_PROGRAMS += tests/nfq-delay
 tests_nfq_delay_SOURCES = tests/nfq-delay.c
 tests_nfq_delay_CFLAGS = $(AM_CFLAGS) $(NFQ_CFLAGS)
-tests_nfq_delay_LDADD = $(NFQ_LIBS)
+tests_nfq_delay_LDADD = lib/libtpmcommon.la $(NFQ_LIBS) -lm
 if HAVE_OVS_SOURCE
 TESTS += tests/tcp-kernel.sh
 TCP_KERNEL_LOG = tests/tcp-kernel.sh.log

@@ -9,13 +9,14 @@
  * packets leave in arrival order (a FIFO); nothing is reordered or lost
  * unless the queue overflows, which is counted.
  *
- *     nfq-delay --queue N --delay TIME [--rate PPS] [--max-queued N]
+ *     nfq-delay --queue N [--delay TIME] [--rate PPS] [--max-queued N]
  *
- * TIME takes a unit (us, ms, s).  With --rate, it is also a bottleneck: a
- * FIFO served at PPS packets per second (each packet leaves DELAY after
- * the later of its arrival and the previous packet's departure), and a
- * packet that finds --max-queued packets held is dropped (tail drop), as
- * at a router's queue.  Runs until SIGTERM or SIGINT, then accepts what it
+ * TIME as in the event language (a number and a unit: 20ms, 500us; 0
+ * without --delay).  With --rate, it is also a bottleneck: a FIFO served
+ * at PPS packets per second (each packet leaves DELAY after the later of
+ * its arrival and the previous packet's departure), and a packet that
+ * finds --max-queued packets held is dropped (tail drop), as at a
+ * router's queue.  Runs until SIGTERM or SIGINT, then accepts what it
  * still holds, prints one JSON line with its counters on stdout and exits
  * 0:
  *
@@ -42,6 +43,7 @@
 #include <string.h>
 #include <time.h>
 #include <libnetfilter_queue/libnetfilter_queue.h>
+#include "event.h"
 
 struct held {
     uint32_t id;                /* Packet id for the verdict. */
@@ -123,31 +125,12 @@ release(struct nfq_q_handle *qh, uint64_t now, bool all)
     }
 }
 
-/* Parses "N" followed by us, ms or s. */
-static bool
-parse_time(const char *s, uint64_t *ns)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s || s[0] == '-') {
-        return false;
-    }
-    uint64_t mul = !strcmp(end, "us") ? 1000
-                   : !strcmp(end, "ms") ? 1000000
-                   : !strcmp(end, "s") ? 1000000000 : 0;
-    if (!mul || v > UINT64_MAX / mul) {
-        return false;
-    }
-    *ns = v * mul;
-    return true;
-}
-
 static void
 usage_error(const char *msg, const char *arg)
 {
-    fprintf(stderr, "nfq-delay: %s '%s' (usage: nfq-delay --queue N "
-            "--delay TIME [--rate PPS] [--max-queued N])\n", msg, arg);
+    fprintf(stderr, "nfq-delay: %s%s%s%s (usage: nfq-delay --queue N "
+            "[--delay TIME] [--rate PPS] [--max-queued N])\n", msg,
+            *arg ? " '" : "", arg, *arg ? "'" : "");
     exit(1);
 }
 
@@ -175,12 +158,14 @@ main(int argc, char *argv[])
                 usage_error("bad queue number", optarg);
             }
             break;
-        case 'd':
-            if (!parse_time(optarg, &delay_ns)) {
-                usage_error("bad delay (a number and us, ms or s)", optarg);
+        case 'd': {
+            char *error = tpm_parse_time(optarg, &delay_ns);
+            if (error) {
+                usage_error(error, "");
             }
             have_delay = true;
             break;
+        }
         case 'r': {
             unsigned long rate = strtoul(optarg, &end, 10);
             if (*end || end == optarg || !rate || rate > 100000000) {
@@ -200,8 +185,9 @@ main(int argc, char *argv[])
             usage_error("bad option", argv[optind - 1]);
         }
     }
-    if (!have_delay || optind != argc) {
-        usage_error("--delay is required, no arguments", "");
+    if ((!have_delay && !service_ns) || optind != argc) {
+        usage_error("--delay or --rate is required, and there are no "
+                    "arguments", "");
     }
     fifo = calloc(fifo_size, sizeof *fifo);
     if (!fifo) {

@@ -8,8 +8,9 @@ docs/event-language.md.
 
     pcap-tcp.py --src A --sport P --dst A --dport P FILE.pcap
 
-FILE (Ethernet, or Linux cooked v1 or v2 from `tcpdump -i any`) holds both
-directions (the window scale of each side comes from its SYN).  Prints one JSON object about the packets from --src:--sport to
+FILE (Ethernet, or Linux cooked v1 or v2 from `tcpdump -i any`) holds
+both directions (the window scale of each side comes from its SYN).
+Prints one JSON object about the packets from --src:--sport to
 --dst:--dport:
 
     {"packets": N, "lost": N, "ce": N, "rwnd": [W, ...]}

@@ -63,11 +63,19 @@ SEND=$top_srcdir/tests/udp-send.py
 NFQ_DELAY=$top_builddir/tests/nfq-delay
 TB_HELPER_CPU=${TB_HELPER_CPU:-0}
 
-# in_ns NS COMMAND...: COMMAND in namespace NS, on the helpers' CPU.
-in_ns() {
-    local ns=$1
+# "${IN_NS[@]}" NS COMMAND...: COMMAND in namespace NS, on the helpers'
+# CPU (a command prefix, not a function, so that tb_bg records the PID of
+# COMMAND itself: taskset and ip netns exec both exec).
+IN_NS=(taskset -c "$TB_HELPER_CPU" ip netns exec)
+
+# wire FIELD SRC SPORT DST DPORT PCAP: FIELD of tests/pcap-tcp.py's
+# figures for that direction of a captured connection.
+wire() {
+    local field=$1
     shift
-    taskset -c "$TB_HELPER_CPU" ip netns exec "$ns" "$@"
+    "$TB_PY" "$PCAP_TCP" --src "$1" --sport "$2" --dst "$3" --dport "$4" \
+        "$5" | "$TB_PY" -c 'import json, sys
+print(json.dumps(json.load(sys.stdin)[sys.argv[1]]))' "$field"
 }
 
 # server PORT [ARGS...]: a tcp-flow.py server in namespace 2; returns when
@@ -75,8 +83,8 @@ in_ns() {
 server() {
     local port=$1 out=$TB_DIR/server-$1
     shift
-    tb_bg "$out" taskset -c "$TB_HELPER_CPU" ip netns exec "$TB_NS2" "$TB_PY" "$FLOW" server --addr "$TB_IP2" \
-        --port "$port" "$@"
+    tb_bg "$out" "${IN_NS[@]}" "$TB_NS2" "$TB_PY" "$FLOW" server \
+        --addr "$TB_IP2" --port "$port" "$@"
     SERVER_PID=$TB_BG_PID
     tb_wait_for 10 grep -q listening "$out.err" \
         || tb_fail "tcp-flow.py server on port $port: $(cat "$out.err")"
@@ -86,7 +94,7 @@ server() {
 client() {
     local out=$1 label=$2
     shift 2
-    in_ns "$TB_NS1" "$TB_PY" "$FLOW" client --dst "$TB_IP2" "$@" \
+    "${IN_NS[@]}" "$TB_NS1" "$TB_PY" "$FLOW" client --dst "$TB_IP2" "$@" \
         >"$out" 2>"$out.err" \
         || tb_fail "$label: tcp-flow.py client $* failed: $(cat "$out.err")"
 }
@@ -98,8 +106,8 @@ client() {
 capture() {
     local out=$1
     shift
-    tb_bg "$out.log" taskset -c "$TB_HELPER_CPU" \
-        ip netns exec "$TB_NSSW" tcpdump -i any -U -n -s 128 -B 16384 \
+    tb_bg "$out.log" "${IN_NS[@]}" \
+        "$TB_NSSW" tcpdump -i any -U -n -s 128 -B 16384 \
         -w "$out" "$@"
     CAPTURE_PID=$TB_BG_PID
     tb_wait_for 10 grep -q 'listening on' "$out.log.err" \
@@ -113,12 +121,25 @@ capture_stop() {
     tb_bg_stop "$CAPTURE_PID" INT || true
     tb_wait_for 5 grep -q 'dropped by kernel' "$1.log.err" || true
     local err=$1.log.err captured received dropped
-    captured=$(sed -n 's/^\([0-9]*\) packets\{0,1\} captured$/\1/p' "$err")
-    received=$(sed -n 's/^\([0-9]*\) packets\{0,1\} received by filter$/\1/p' "$err")
-    dropped=$(sed -n 's/^\([0-9]*\) packets\{0,1\} dropped by kernel$/\1/p' "$err")
+    captured=$(sed -n 's/^\([0-9]*\) packets\{0,1\} captured$/\1/p' \
+               "$err")
+    received=$(sed -n \
+               's/^\([0-9]*\) packets\{0,1\} received by filter$/\1/p' "$err")
+    dropped=$(sed -n 's/^\([0-9]*\) packets\{0,1\} dropped by kernel$/\1/p' \
+              "$err")
     [ -n "$captured" ] && [ "$captured" = "$received" ] \
         && [ "$dropped" = 0 ] \
         || tb_fail "tcpdump did not capture everything: $(cat "$err")"
+}
+
+# reports EVENT ARGS...: tests/tpm-reports.py over the switch's reports of
+# EVENT (prints its summary "count=N sum=S ..."; fails if a check ARGS
+# fails, with the reason on stderr).
+reports() {
+    local ev=$1
+    shift
+    tb_appctl tpm/reports | "$TB_PY" "$top_srcdir/tests/tpm-reports.py" \
+        --event "$ev" "$@"
 }
 
 # values EVENT: the values of EVENT's reports, one per line.
@@ -157,7 +178,8 @@ pin_stacks() {
     mask=$(printf '%x' $((1 << TB_HELPER_CPU)))
     for ns_if in "$TB_NS1 $TB_IF1" "$TB_NS2 $TB_IF2"; do
         set -- $ns_if
-        ip netns exec "$1" sh -c "echo $mask > /sys/class/net/$2/queues/rx-0/rps_cpus" \
+        ip netns exec "$1" \
+            sh -c "echo $mask > /sys/class/net/$2/queues/rx-0/rps_cpus" \
             || tb_fail "cannot set RPS on $2 in $1"
     done
 }
@@ -180,9 +202,7 @@ scenario_loss() {
     local tpm wire drops kernel ss sport
     tpm=$(stat "$(values s1-lost)" 'int(sum(v))')
     sport=$(tb_json "$out" "d['conns'][0]['sport']")
-    wire=$(in_ns "$TB_NSSW" "$TB_PY" "$PCAP_TCP" --src "$TB_IP1" \
-           --sport "$sport" --dst "$TB_IP2" --dport "$port" "$pcap")
-    wire=$("$TB_PY" -c 'import json, sys; print(json.loads(sys.argv[1])["lost"])' "$wire")
+    wire=$(wire lost "$TB_IP1" "$sport" "$TB_IP2" "$port" "$pcap")
     drops=$(ipt_count "$TB_NS2" filter INPUT)
     kernel=$(tb_json "$out" "d['retrans_segs']")
     ss=$(tb_json "$out" "d['conns'][0]['ss']['retrans_total']")
@@ -212,7 +232,7 @@ scenario_rtt() {
         "predicate=max(rtt) > 0" group=5tuple interval=10ms
     ip netns exec "$TB_NS2" iptables -A INPUT -s "$TB_IP1" -p tcp \
         --dport "$port" -j NFQUEUE --queue-num 7
-    tb_bg "$TB_DIR/nfq" taskset -c "$TB_HELPER_CPU" ip netns exec "$TB_NS2" "$NFQ_DELAY" --queue 7 \
+    tb_bg "$TB_DIR/nfq" "${IN_NS[@]}" "$TB_NS2" "$NFQ_DELAY" --queue 7 \
         --delay "${delay_ms}ms"
     local nfq=$TB_BG_PID
     tb_wait_for 10 grep -q 'nfq-delay: queue' "$TB_DIR/nfq.err" \
@@ -269,9 +289,7 @@ scenario_ecn() {
     tpm=$(stat "$(values s3-ce)" 'int(sum(v))')
     marked=$(ipt_count "$TB_NS1" mangle POSTROUTING)
     sport=$(tb_json "$out" "d['conns'][0]['sport']")
-    wire=$(in_ns "$TB_NSSW" "$TB_PY" "$PCAP_TCP" --src "$TB_IP1" \
-           --sport "$sport" --dst "$TB_IP2" --dport "$port" "$pcap")
-    wire=$("$TB_PY" -c 'import json, sys; print(json.loads(sys.argv[1])["ce"])' "$wire")
+    wire=$(wire ce "$TB_IP1" "$sport" "$TB_IP2" "$port" "$pcap")
     local summary="sum(ecn) $tpm, CE in the capture $wire, sender's rule"
     summary="$summary fired $marked times"
     # The rule sees the sender's TCP segmentation-offload super-packets
@@ -309,11 +327,10 @@ scenario_rwnd() {
 
     local sport wire
     sport=$(tb_json "$out" "d['conns'][0]['sport']")
-    wire=$(in_ns "$TB_NSSW" "$TB_PY" "$PCAP_TCP" --src "$TB_IP2" \
-           --sport "$port" --dst "$TB_IP1" --dport "$sport" "$pcap")
+    wire=$(wire rwnd "$TB_IP2" "$port" "$TB_IP1" "$sport" "$pcap")
     local summary
     summary=$("$TB_PY" -c 'import json, sys
-w = json.loads(sys.argv[1])["rwnd"]
+w = json.loads(sys.argv[1])
 mx = [int(x) for x in sys.argv[2].split()]
 mn = [int(x) for x in sys.argv[3].split()]
 ok = mx and mn and max(mx) == max(w) and min(mn) == min(w) \
@@ -400,8 +417,10 @@ scenario_congestion() {
     # Table 2's congestion predicate, and a guard: with nothing outstanding
     # at the end of the last epoch the division is 0/0, which the language
     # defines as 0, so the paper's predicate alone holds for an idle flow.
+    local pred="1 - (ack - ack_lastepoch + dup)"
+    pred="$pred / (seq_lastepoch - ack_lastepoch) > 0.5"
     tb_event_add s6-congestion "filter=tcp,nw_src=$TB_IP1,tp_dst=$port" \
-        "predicate=1 - (ack - ack_lastepoch + dup) / (seq_lastepoch - ack_lastepoch) > 0.5 && seq_lastepoch > ack_lastepoch" \
+        "predicate=$pred && seq_lastepoch > ack_lastepoch" \
         group=5tuple interval=10ms
     # One bottleneck for both flows: a FIFO of 100 packets served at 1500
     # packets/s (at most 67 ms of queueing), tail drop.
@@ -411,9 +430,8 @@ scenario_congestion() {
         ip netns exec "$TB_NS2" iptables -A INPUT -s "$TB_IP1" $match \
             -j NFQUEUE --queue-num 8
     done
-    tb_bg "$TB_DIR/s6-nfq" taskset -c "$TB_HELPER_CPU" \
-        ip netns exec "$TB_NS2" "$NFQ_DELAY" --queue 8 --delay 0us \
-        --rate 1500 --max-queued 100
+    tb_bg "$TB_DIR/s6-nfq" "${IN_NS[@]}" \
+        "$TB_NS2" "$NFQ_DELAY" --queue 8 --rate 1500 --max-queued 100
     local nfq=$TB_BG_PID
     tb_wait_for 10 grep -q 'nfq-delay: queue' "$TB_DIR/s6-nfq.err" \
         || tb_fail "scenario 6: nfq-delay: $(cat "$TB_DIR/s6-nfq.err")"
@@ -421,13 +439,13 @@ scenario_congestion() {
     # TCP: one segment every millisecond (at most 1000 packets/s, under
     # the policer's rate) for 4 s; UDP: 3000 datagrams/s for 2 s from
     # 1.5 s on, which leaves TCP about a quarter of the tokens.
-    tb_bg "$TB_DIR/s6-tcp.json" taskset -c "$TB_HELPER_CPU" \
-        ip netns exec "$TB_NS1" "$TB_PY" "$FLOW" client --dst "$TB_IP2" \
+    tb_bg "$TB_DIR/s6-tcp.json" "${IN_NS[@]}" \
+        "$TB_NS1" "$TB_PY" "$FLOW" client --dst "$TB_IP2" \
         --port "$port" --duration 4 --chunk 1448 --gap-ms 1 --nodelay
     local tcp_pid=$TB_BG_PID t0
     t0=$(tb_now_ns)
     local t_udp=$((t0 + 1500000000))
-    tb_bg "$TB_DIR/s6-udp.json" taskset -c "$TB_HELPER_CPU" ip netns exec "$TB_NS1" "$TB_PY" "$SEND" \
+    tb_bg "$TB_DIR/s6-udp.json" "${IN_NS[@]}" "$TB_NS1" "$TB_PY" "$SEND" \
         --src "$TB_IP1" --dst "$TB_IP2" \
         --flow "7006:$udp_port:6000:1000:333" --start-ns "$t_udp"
     local udp_pid=$TB_BG_PID
@@ -438,18 +456,16 @@ scenario_congestion() {
     tb_bg_stop "$nfq" || tb_fail "scenario 6: nfq-delay failed"
     ipt_clear "$TB_NS2"
 
-    local e_udp before after
+    local e_udp before after ok=true
     e_udp=$(tb_epoch "$(tb_json "$TB_DIR/s6-udp.json" "d['t_first']")")
-    before=$(tb_appctl tpm/reports | "$TB_PY" "$top_srcdir/tests/tpm-reports.py" \
-             --event s6-congestion --until $((e_udp - 1)) | cut -d' ' -f1)
-    after=$(tb_appctl tpm/reports | "$TB_PY" "$top_srcdir/tests/tpm-reports.py" \
-            --event s6-congestion --since "$e_udp" | cut -d' ' -f1)
-    local summary="congestion reports while alone: ${before#count=},"
-    summary="$summary after the UDP flow started: ${after#count=}"
+    before=$(reports s6-congestion --until $((e_udp - 1)) --max-count 0) \
+        || ok=false
+    after=$(reports s6-congestion --since "$e_udp" --min-count 10) || ok=false
+    local summary="congestion reports while alone: ${before%% *},"
+    summary="$summary after the UDP flow started: ${after%% *}"
     summary="$summary (TCP retransmissions $(tb_json "$TB_DIR/s6-tcp.json" \
         "d['retrans_segs']"); bottleneck: $(cat "$TB_DIR/s6-nfq"))"
-    [ "$before" = count=0 ] && [ "${after#count=}" -ge 10 ] \
-        || tb_fail "scenario 6: $summary"
+    $ok || tb_fail "scenario 6: $summary"
     tb_event_del s6-congestion
     tb_check_sweeps "scenario 6"
     tb_log "PASS: 6 congestion: $summary"
@@ -461,7 +477,7 @@ scenario_reachability() {
     tb_event_add s7-reach "filter=tcp,nw_src=$TB_IP1,nw_dst=$TB_IP2" \
         "predicate=sum(is_lost) > 5" group=nw_src,nw_dst interval=500ms
     server "$port"
-    tb_bg "$TB_DIR/s7.json" taskset -c "$TB_HELPER_CPU" ip netns exec "$TB_NS1" "$TB_PY" "$FLOW" client \
+    tb_bg "$TB_DIR/s7.json" "${IN_NS[@]}" "$TB_NS1" "$TB_PY" "$FLOW" client \
         --dst "$TB_IP2" --port "$port" --conns 8 --duration 30 \
         --chunk 1000 --gap-ms 20 --nodelay
     local client_pid=$TB_BG_PID
@@ -478,14 +494,11 @@ scenario_reachability() {
     group=$(printf '{"nw_dst":"%s","nw_src":"%s"}' "$TB_IP2" "$TB_IP1")
     local e_cut before after
     e_cut=$(tb_epoch "$t_cut")
-    before=$(tb_appctl tpm/reports | "$TB_PY" "$top_srcdir/tests/tpm-reports.py" \
-             --event s7-reach --until $((e_cut - 1)) | cut -d' ' -f1)
-    after=$(tb_appctl tpm/reports | "$TB_PY" "$top_srcdir/tests/tpm-reports.py" \
-            --event s7-reach --since "$e_cut" --group "$group" \
+    before=$(reports s7-reach --until $((e_cut - 1)) --max-count 0) \
+        || tb_fail "scenario 7: reports before the cut: $before"
+    after=$(reports s7-reach --since "$e_cut" --group "$group" \
             --value-gt 5 --min-count 1) \
         || tb_fail "scenario 7: no report after the cut: $after"
-    [ "$before" = count=0 ] \
-        || tb_fail "scenario 7: reports before the cut: $before"
     tb_event_del s7-reach
     tb_check_sweeps "scenario 7"
     tb_log "PASS: 7 reachability loss: none before the cut; after: $after"
