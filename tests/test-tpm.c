@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "event.h"
+#include "packet.h"
 #include "tpm.h"
 #include "util.h"
 
@@ -613,6 +614,112 @@ START_TEST(test_dos_threshold)
     /* Counted from the packet that passed the threshold: 21 packets. */
     ck_assert_double_eq(rs.r[0].value, 21);
     ck_assert_uint_eq(rs.r[0].group.dst[0], htonl(ip4(10, 6, 0, 1)));
+    tpm_destroy(tpm);
+}
+END_TEST
+
+/* Returns the flow hash of frame 'f'. */
+static uint32_t
+frame_hash(const struct frame *f)
+{
+    struct tpm_pkt pkt;
+    ck_assert(tpm_packet_parse(f->data, f->len, f->len, &pkt));
+    return tpm_key_hash(&pkt.key);
+}
+
+/* Finds a UDP frame to 10.6.1.x whose flow hash, masked with 'mask', is
+ * (or, if 'equal' is false, is not) that of 'like'; with 'dos_mask', also
+ * a filter-table counter other than like's. */
+static void
+frame_colliding(struct frame *out, const struct frame *like, uint32_t mask,
+                bool equal, uint32_t dos_mask)
+{
+    uint32_t h = frame_hash(like);
+    for (int x = 1; x < 65536; x++) {
+        udp_frame(out, ip4(10, 99, 0, 9), ip4(10, 6, 1 + x / 256, x % 256),
+                  1, 2, 58, 64);
+        uint32_t g = frame_hash(out);
+        if (((g & mask) == (h & mask)) == equal
+            && (g & dos_mask) != (h & dos_mask)) {
+            return;
+        }
+    }
+    ck_abort_msg("no frame found");
+}
+
+/* Flows below the DoS threshold are removed when a new flow collides with
+ * them and when the sweep finds them without a packet; their bytes live on
+ * in the filter table, so a flow removed on the way still passes. */
+START_TEST(test_dos_removals)
+{
+    struct tpm_params p;
+    tpm_params_init(&p);
+    p.flow_table_size = 64;
+    p.flow_probe_limit = 8;
+    p.dos_table_size = 1024;
+    p.max_chunks = 64;
+    p.dos_threshold = 1000;
+    p.sweep_budget_ns = 0;
+    struct tpm *tpm = new_tpm(&p);
+    struct reports rs = { .n = 0 };
+    struct tpm_stats s;
+    struct frame a, b, c, d;
+
+    add(tpm, 1, "any filter=udp predicate=count() > 0");
+    udp_frame(&a, ip4(10, 99, 0, 1), ip4(10, 6, 0, 1), 1, 2, 58, 64);
+    frame_colliding(&b, &a, 63, true, 1023);     /* A's home slot. */
+    frame_colliding(&c, &a, 63, false, 1023);
+    frame_colliding(&d, &c, 63, false, 1023);
+    ck_assert_uint_eq(a.len, 100);
+
+    /* A: 500 bytes, pending; B takes its slot; A comes back, takes B's,
+     * and passes 1000 bytes with its 10th packet. */
+    uint64_t t = T0;
+    for (int i = 0; i < 5; i++) {
+        send1(tpm, t++, &a);
+    }
+    send1(tpm, t++, &b);
+    stats(tpm, &s);
+    ck_assert_uint_eq(s.dos_removed_collision, 1);
+    for (int i = 0; i < 5; i++) {
+        send1(tpm, t++, &a);
+    }
+    stats(tpm, &s);
+    ck_assert_uint_eq(s.dos_removed_collision, 2);
+    ck_assert_uint_eq(s.dos_passed, 1);
+    ck_assert_uint_eq(s.dos_skipped_pkts, 9 + 1);
+    ck_assert_uint_eq(s.matches, 1);
+    for (int i = 0; i < 10; i++) {
+        send1(tpm, t++, &a);
+    }
+    send1(tpm, t++, &c);                /* Pending, not colliding. */
+
+    /* Next epoch: the sweep reports A (from its 10th packet: 11) and its
+     * scrubber frees C, which sent nothing since. */
+    t = T0 + 10 * MS;
+    tpm_advance(tpm, t);
+    sweep_all(tpm);
+    collect(tpm, &rs);
+    stats(tpm, &s);
+    ck_assert_uint_eq(s.dos_removed_sweep, 1);
+    ck_assert_uint_eq(s.flows_live, 1);
+    ck_assert_int_eq(rs.n, 1);
+    ck_assert_double_eq(rs.r[0].value, 11);
+
+    /* Lowered to 0 at run time: D, pending, is matched at its next
+     * packet, with this epoch's packets. */
+    send1(tpm, t++, &d);
+    tpm_set_dos_threshold(tpm, 0);
+    send1(tpm, t++, &d);
+    stats(tpm, &s);
+    ck_assert_uint_eq(s.matches, 2);
+    ck_assert_uint_eq(s.dos_skipped_pkts, 9 + 1 + 1 + 1);
+    tpm_advance(tpm, T0 + 20 * MS);
+    sweep_all(tpm);
+    rs.n = 0;
+    collect(tpm, &rs);
+    ck_assert_int_eq(rs.n, 1);
+    ck_assert_double_eq(rs.r[0].value, 2);
     tpm_destroy(tpm);
 }
 END_TEST
@@ -1436,6 +1543,7 @@ tpm_suite(void)
     tcase_add_test(tc, test_unfinished_sweep);
     tcase_add_test(tc, test_runtime_add_backfill);
     tcase_add_test(tc, test_dos_threshold);
+    tcase_add_test(tc, test_dos_removals);
     tcase_add_test(tc, test_poll_history);
     tcase_add_test(tc, test_poll_quiet_group);
     tcase_add_test(tc, test_control_rings);

@@ -47,7 +47,9 @@ tpm_flow_table_insert(struct tpm_flow_table *ft, const struct tpm_key *key,
             break;
         }
         if (f->state == TPM_FLOW_DEAD
-            || (!tpm_flow_is_recent(f, tag) && !f->has_conn)) {
+            || (!f->has_conn && (!tpm_flow_is_recent(f, tag)
+                                 || (ft->dos_mode
+                                     && f->state == TPM_FLOW_PENDING)))) {
             reuse = f;
             break;
         }
@@ -63,6 +65,9 @@ tpm_flow_table_insert(struct tpm_flow_table *ft, const struct tpm_key *key,
     if (reuse) {
         f = reuse;
         ft->stats.reuses++;
+        if (f->state == TPM_FLOW_PENDING && tpm_flow_is_recent(f, tag)) {
+            ft->stats.pending_reused++;
+        }
         if (f->state != TPM_FLOW_DEAD) {
             *replaced = true;
             ft->n_live--;
@@ -106,7 +111,13 @@ tpm_flow_table_scrub(struct tpm_flow_table *ft, uint32_t n, uint32_t tag,
         if (f->state != TPM_FLOW_LIVE && f->state != TPM_FLOW_PENDING) {
             continue;
         }
-        if (tag - tpm_flow_last_tag(f) > idle) {
+        uint32_t age = tag - tpm_flow_last_tag(f);
+        bool below = ft->dos_mode && f->state == TPM_FLOW_PENDING
+                     && !f->has_conn && age;
+        if (age > idle || below) {
+            if (below && age <= idle) {
+                ft->stats.pending_freed++;
+            }
             f->state = TPM_FLOW_DEAD;
             f->gen++;
             f->sum_mask = 0;

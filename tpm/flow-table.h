@@ -103,6 +103,10 @@ struct tpm_flow_table_stats {
     uint64_t evictions;         /* Insertions that evicted a recent
                                  * entry, losing unswept statistics. */
     uint64_t freed;             /* Entries freed by the scrubber. */
+    uint64_t pending_reused;    /* PENDING entries replaced by a colliding
+                                 * new flow ('dos_mode'). */
+    uint64_t pending_freed;     /* PENDING entries freed by the scrubber
+                                 * for no packet this epoch ('dos_mode'). */
 };
 
 struct tpm_flow_table {
@@ -112,6 +116,12 @@ struct tpm_flow_table {
     uint32_t n_used;            /* Slots ever used (not FREE). */
     uint32_t n_live;            /* LIVE or PENDING entries. */
     uint32_t scrub_pos;         /* Scrubber cursor. */
+    bool dos_mode;              /* PENDING entries are below the DoS
+                                 * threshold and disposable: a new flow
+                                 * probing past one takes its slot, and the
+                                 * scrubber frees those without a packet
+                                 * in the current epoch.  Their bytes live
+                                 * on in the filter table (tpm.c). */
     struct tpm_flow_table_stats stats;
     struct tpm_huge_region region;
 };
@@ -169,7 +179,10 @@ tpm_flow_table_find(const struct tpm_flow_table *ft,
 }
 
 /* Inserts 'key', which must not be in the table, at the current epoch tag
- * 'tag'.  Never fails: see the replacement order above.  The new entry is
+ * 'tag'.  Never fails: it takes the first slot of the probe window that is
+ * free, dead, stale (no update in this epoch or the last, and no
+ * connection state) or, in 'dos_mode', PENDING without connection state;
+ * failing those, it evicts the least recently updated entry.  The new entry is
  * in state PENDING with no summaries; the caller sets it up.  If a live
  * entry was evicted or reused, '*old_key' receives its key (for callers
  * that track keys, such as tests) and '*replaced' is set to true. */
@@ -181,7 +194,8 @@ struct tpm_flow *tpm_flow_table_insert(struct tpm_flow_table *ft,
 
 /* Scrubs up to 'n' slots from the scrubber's cursor: frees LIVE and
  * PENDING entries whose last update is more than 'idle' epochs before
- * 'tag', and calls 'cb' (if nonnull) on each LIVE entry visited so the
+ * 'tag' (in 'dos_mode', PENDING entries without connection state as soon
+ * as they missed epoch 'tag'), and calls 'cb' (if nonnull) on each LIVE entry visited so the
  * caller can drop retired summaries.  Returns the number of slots
  * visited; the cursor wraps around. */
 uint32_t tpm_flow_table_scrub(struct tpm_flow_table *ft, uint32_t n,

@@ -108,6 +108,7 @@ tpm_create(const struct tpm_params *params, char **errp)
                           p->flow_table_size, strerror(err));
         goto fail;
     }
+    tpm->ft.dos_mode = p->dos_threshold > 0;
 
     /* Trigger repository (children) and chunk pool in huge pages. */
     size_t child_bytes = (size_t) p->max_triggers * sizeof *tpm->children;
@@ -238,6 +239,13 @@ const struct tpm_params *
 tpm_get_params(const struct tpm *tpm)
 {
     return &tpm->p;
+}
+
+void
+tpm_set_dos_threshold(struct tpm *tpm, uint32_t bytes)
+{
+    tpm->p.dos_threshold = bytes;
+    tpm->ft.dos_mode = bytes > 0;
 }
 
 uint64_t
@@ -1143,6 +1151,7 @@ tpm_scrub_step__(struct tpm *tpm, uint32_t n)
         tpm->scrub_pass++;
     }
     TPM_STAT_SET(tpm, flows_freed, ft->stats.freed);
+    TPM_STAT_SET(tpm, dos_removed_sweep, ft->stats.pending_freed);
     TPM_STAT_SET(tpm, flows_live, ft->n_live);
 }
 
@@ -1214,6 +1223,7 @@ flow_pending__(struct tpm *tpm, struct tpm_flow *f, const struct tpm_pkt *pkt)
         /* Statistics gathered below the threshold are not the triggers'
          * (paper 5.6): start the epoch afresh. */
         f->tag[tpm->tag & 1] = 0;
+        TPM_STAT_ADD(tpm, dos_passed, 1);
     }
     flow_match__(tpm, f);
 }
@@ -1330,6 +1340,7 @@ process_batch__(struct tpm *tpm, const struct tpm_frame *frames,
     TPM_STAT_SET(tpm, flow_inserts, fs->inserts);
     TPM_STAT_SET(tpm, flow_reuses, fs->reuses);
     TPM_STAT_SET(tpm, flow_evictions, fs->evictions);
+    TPM_STAT_SET(tpm, dos_removed_collision, fs->pending_reused);
     TPM_STAT_SET(tpm, flows_live, tpm->ft.n_live);
 }
 

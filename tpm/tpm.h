@@ -100,6 +100,11 @@ void tpm_destroy(struct tpm *);
 
 const struct tpm_params *tpm_get_params(const struct tpm *);
 
+/* Owner thread: sets the DoS threshold (bytes a flow must send before it is
+ * matched; 0: off) from now on.  Flows already matched stay matched; flows
+ * below a lowered threshold are matched at their next packet. */
+void tpm_set_dos_threshold(struct tpm *, uint32_t bytes);
+
 /* A received frame. */
 struct tpm_frame {
     const void *data;
@@ -245,6 +250,12 @@ struct tpm_stats {
     uint64_t summary_overflow;  /* Matches dropped: flow out of slots. */
     uint64_t dos_skipped_pkts;  /* Packets of flows below the DoS
                                  * threshold (not matched). */
+    uint64_t dos_passed;        /* Flows matched on passing it. */
+    uint64_t dos_removed_collision; /* Flow entries below it taken by a
+                                 * colliding new flow. */
+    uint64_t dos_removed_sweep; /* Flow entries below it freed by the
+                                 * sweep's scrubber (no packet in the
+                                 * epoch). */
     uint64_t children_created;
     uint64_t children_dropped;  /* Over max_children or max_triggers. */
     uint64_t children_expired;
