@@ -105,6 +105,78 @@ parse_l4__(const uint8_t *l4, int avail, uint32_t l4len, bool first_frag,
     }
 }
 
+static void
+put_be16__(uint8_t *p, uint16_t v)
+{
+    p[0] = v >> 8;
+    p[1] = v;
+}
+
+uint32_t
+tpm_frame_build(void *buf, uint32_t cap, const struct tpm_key *key,
+                uint32_t len)
+{
+    uint32_t l3 = key->ipver == 4 ? 20 : key->ipver == 6 ? 40 : 0;
+    uint32_t l4;
+    switch (key->proto) {
+    case IPPROTO_TCP: l4 = 20; break;
+    case IPPROTO_SCTP: l4 = 12; break;
+    default: l4 = 8; break;
+    }
+    len = MAX(len, MAX(60, 14 + l3 + l4));
+    if (!l3 || cap < len) {
+        return 0;
+    }
+
+    uint8_t *f = buf;
+    memset(f, 0, len);
+    f[5] = 1;                           /* Locally administered MACs. */
+    f[11] = 2;
+    f[0] = f[6] = 0x02;
+    uint8_t *ip = f + 14, *p4 = ip + l3;
+    if (key->ipver == 4) {
+        put_be16__(f + 12, ETH_TYPE_IP);
+        ip[0] = 0x45;
+        put_be16__(ip + 2, len - 14);
+        ip[8] = 64;
+        ip[9] = key->proto;
+        memcpy(ip + 12, &key->src[0], 4);
+        memcpy(ip + 16, &key->dst[0], 4);
+    } else {
+        put_be16__(f + 12, ETH_TYPE_IPV6);
+        ip[0] = 0x60;
+        put_be16__(ip + 4, len - 14 - 40);
+        ip[6] = key->proto;
+        ip[7] = 64;
+        memcpy(ip + 8, key->src, 16);
+        memcpy(ip + 24, key->dst, 16);
+    }
+    switch (key->proto) {
+    case IPPROTO_TCP:
+        put_be16__(p4, key->sport);
+        put_be16__(p4 + 2, key->dport);
+        p4[12] = 5 << 4;
+        p4[13] = TPM_TCP_ACK;
+        put_be16__(p4 + 14, 65535);
+        break;
+    case IPPROTO_UDP:
+        put_be16__(p4, key->sport);
+        put_be16__(p4 + 2, key->dport);
+        put_be16__(p4 + 4, len - 14 - l3);
+        break;
+    case IPPROTO_SCTP:
+        put_be16__(p4, key->sport);
+        put_be16__(p4 + 2, key->dport);
+        break;
+    case IPPROTO_ICMP:
+    case IPPROTO_ICMPV6:
+        p4[0] = key->sport;
+        p4[1] = key->dport;
+        break;
+    }
+    return len;
+}
+
 bool
 tpm_packet_parse_full(const void *data, uint32_t caplen, uint32_t wirelen,
                       struct tpm_pkt *pkt)

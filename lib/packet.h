@@ -101,6 +101,16 @@ struct tpm_pkt {
 bool tpm_packet_parse_full(const void *data, uint32_t caplen,
                            uint32_t wirelen, struct tpm_pkt *pkt);
 
+/* Writes into 'buf' ('cap' bytes) an Ethernet frame of 'len' bytes
+ * (without FCS; raised to the smallest frame that holds the headers) whose
+ * key parses back as 'key': IPv4 or IPv6 per key->ipver, then a TCP
+ * (ACK only), UDP, SCTP or ICMP header carrying the ports (ICMP type and
+ * code), zero payload.  Returns the frame's length, or 0 if 'key' is not
+ * IP or 'cap' is too small.  For synthetic traffic (calibration,
+ * benchmarks, tests). */
+uint32_t tpm_frame_build(void *buf, uint32_t cap, const struct tpm_key *key,
+                         uint32_t len);
+
 static inline bool
 tpm_packet_parse(const void *data, uint32_t caplen, uint32_t wirelen,
                  struct tpm_pkt *pkt)

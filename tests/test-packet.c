@@ -1317,6 +1317,56 @@ END_TEST
 /* ---------------------------------------------------------------------- */
 /* Formatting. */
 
+/* tpm_frame_build() writes frames that parse back into their key, for
+ * every protocol shape, IPv4 and IPv6, at the requested length. */
+START_TEST(test_frame_build)
+{
+    static const uint8_t protos[] = { 6, 17, 132, 1, 58, 47 };
+    uint8_t buf[2048];
+    uint64_t r = 12345;
+    for (int i = 0; i < 600; i++) {
+        struct tpm_key k;
+        memset(&k, 0, sizeof k);
+        k.ipver = i & 1 ? 6 : 4;
+        k.proto = protos[i % ARRAY_SIZE(protos)];
+        if (k.ipver == 4 && k.proto == 58) {
+            k.proto = 1;
+        } else if (k.ipver == 6 && k.proto == 1) {
+            k.proto = 58;
+        }
+        for (int w = 0; w < (k.ipver == 4 ? 1 : 4); w++) {
+            r = r * 6364136223846793005ULL + 1442695040888963407ULL;
+            k.src[w] = r >> 32;
+            k.dst[w] = (uint32_t) r;
+        }
+        r = r * 6364136223846793005ULL + 1442695040888963407ULL;
+        if (k.proto == 6 || k.proto == 17 || k.proto == 132) {
+            k.sport = r >> 48;
+            k.dport = r >> 32;
+        } else if (k.proto == 1 || k.proto == 58) {
+            k.sport = (r >> 48) & 0xff;
+            k.dport = (r >> 32) & 0xff;
+        }
+        uint32_t want = 60 + (i * 7) % 1400;
+        uint32_t len = tpm_frame_build(buf, sizeof buf, &k, want);
+        ck_assert_uint_ge(len, want);
+        ck_assert_uint_le(len, MAX(want, 14 + 40 + 20));
+
+        struct tpm_pkt a, b;
+        ck_assert(tpm_packet_parse_full(buf, len, len, &a));
+        ck_assert(tpm_packet_parse(buf, len, len, &b));
+        ck_assert_mem_eq(&a.key, &k, sizeof k);
+        ck_assert_mem_eq(&b.key, &k, sizeof k);
+        ck_assert_uint_eq(a.bytes, len);
+    }
+    struct tpm_key none;
+    memset(&none, 0, sizeof none);
+    ck_assert_uint_eq(tpm_frame_build(buf, sizeof buf, &none, 64), 0);
+    struct tpm_key v6 = { .ipver = 6, .proto = 6 };
+    ck_assert_uint_eq(tpm_frame_build(buf, 60, &v6, 60), 0);   /* 74. */
+}
+END_TEST
+
 START_TEST(test_key_format)
 {
     struct fb f;
@@ -1401,6 +1451,7 @@ packet_suite(void)
     tcase_add_test(th, test_hash_uniform);
     tcase_add_test(th, test_hash_structured_keys);
     tcase_add_test(th, test_key_format);
+    tcase_add_test(th, test_frame_build);
     suite_add_tcase(s, th);
     return s;
 }
