@@ -1,5 +1,6 @@
 #include "trig-index.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +52,385 @@ table_free__(struct trig_pattern *pat)
     pat->tags = NULL;
 }
 
+/* ----------------------------------------------------------------------
+ * Prefix tries (see "Prefix tries" in trig-index.h).
+ *
+ * An address is handled as an unsigned 128-bit integer whose most
+ * significant bit is the address's first bit. */
+
+typedef unsigned __int128 trig_addr;
+
+/* Returns the address in 'words' (network byte order). */
+static inline trig_addr
+addr_get__(const uint32_t words[4])
+{
+    return ((trig_addr) ntohl(words[0]) << 96
+            | (trig_addr) ntohl(words[1]) << 64
+            | (trig_addr) ntohl(words[2]) << 32
+            | ntohl(words[3]));
+}
+
+/* Returns the 64 bits of 'a' from bit 'ofs' (< 128) on, left-aligned. */
+static inline uint64_t
+addr_bits__(trig_addr a, unsigned int ofs)
+{
+    return (uint64_t) ((a << ofs) >> 64);
+}
+
+/* Returns bit 'ofs' (< 128) of 'a'. */
+static inline unsigned int
+addr_bit__(trig_addr a, unsigned int ofs)
+{
+    return (unsigned int) ((a << ofs) >> 127);
+}
+
+/* Returns the number of leading one bits of the address mask 'words'. */
+static unsigned int
+addr_plen__(const uint32_t words[4])
+{
+    trig_addr inv = ~addr_get__(words);
+    uint64_t hi = (uint64_t) (inv >> 64), lo = (uint64_t) inv;
+
+    return (hi ? __builtin_clzll(hi)
+            : lo ? 64 + __builtin_clzll(lo)
+            : 128);
+}
+
+/* Returns the first 'plen' bits of 'a', the rest cleared. */
+static trig_addr
+addr_prefix__(trig_addr a, unsigned int plen)
+{
+    return plen ? a & ~(trig_addr) 0 << (128 - plen) : 0;
+}
+
+/* Returns a 64-bit mask of the first 'n' (1 to 64) bits. */
+static inline uint64_t
+top_bits__(unsigned int n)
+{
+    return ~0ull << (64 - n);
+}
+
+static inline void
+bit_assign__(uint64_t *map, uint32_t bit, bool value)
+{
+    if (bit < TRIG_INDEX_TRIE_PATTERNS) {
+        if (value) {
+            *map |= 1ull << bit;
+        } else {
+            *map &= ~(1ull << bit);
+        }
+    }
+}
+
+/* Returns the patterns with a rule whose prefix in trie 't' agrees with
+ * address 'a'. */
+static inline uint64_t
+trie_lookup__(const struct trig_trie *t, trig_addr a)
+{
+    uint64_t patterns = 0;
+    unsigned int ofs = 0;
+
+    for (uint32_t i = t->root; i;) {
+        const struct trig_trie_node *node = &t->nodes[i];
+        uint64_t diff = addr_bits__(a, ofs) ^ node->prefix;
+        if (node->n_bits && diff >> (64 - node->n_bits)) {
+            break;
+        }
+        patterns |= node->patterns;
+        ofs += node->n_bits;
+        if (ofs >= 128) {
+            break;
+        }
+        i = node->child[addr_bit__(a, ofs)];
+    }
+    return patterns;
+}
+
+/* Makes room in 't' for 'n' more nodes (allocated from the end). */
+static void
+trie_reserve__(struct trig_trie *t, uint32_t n)
+{
+    if (t->n_nodes + 1 + n <= t->cap_nodes) {
+        return;
+    }
+    uint32_t cap = MAX(16, 2 * t->cap_nodes);
+    while (cap < t->n_nodes + 1 + n) {
+        cap *= 2;
+    }
+    struct trig_trie_node *nodes = xzalloc_aligned(cap * sizeof *nodes,
+                                                   CACHE_LINE_SIZE);
+    if (t->nodes) {
+        memcpy(nodes, t->nodes, (t->n_nodes + 1) * sizeof *nodes);
+        free(t->nodes);
+    }
+    t->nodes = nodes;
+    t->refs = xrealloc(t->refs, cap * sizeof *t->refs);
+    memset(&t->refs[t->cap_nodes], 0,
+           (cap - t->cap_nodes) * sizeof *t->refs);
+    t->cap_nodes = cap;
+}
+
+/* Returns a new node of 't' (room reserved) with 'n_bits' bits 'prefix'. */
+static uint32_t
+trie_node_new__(struct trig_trie *t, uint64_t prefix, unsigned int n_bits)
+{
+    uint32_t i = t->free_list;
+    if (i) {
+        t->free_list = t->nodes[i].child[0];
+    } else {
+        i = ++t->n_nodes;
+    }
+    struct trig_trie_node *node = &t->nodes[i];
+    memset(node, 0, sizeof *node);
+    node->prefix = n_bits ? prefix & top_bits__(n_bits) : 0;
+    node->n_bits = n_bits;
+    t->n_live++;
+    return i;
+}
+
+static void
+trie_node_free__(struct trig_trie *t, uint32_t i)
+{
+    struct trig_trie_refs *r = &t->refs[i];
+    free(r->refs);
+    memset(r, 0, sizeof *r);
+    memset(&t->nodes[i], 0, sizeof t->nodes[i]);
+    t->nodes[i].child[0] = t->free_list;
+    t->free_list = i;
+    t->n_live--;
+}
+
+static void
+trie_destroy__(struct trig_trie *t)
+{
+    if (t->refs) {
+        for (uint32_t i = 0; i <= t->n_nodes; i++) {
+            free(t->refs[i].refs);
+        }
+    }
+    free(t->refs);
+    free(t->nodes);
+    memset(t, 0, sizeof *t);
+}
+
+/* Adds 'delta' (1 or -1) to the rules of 'pattern' that end at node 'i'
+ * of 't', and keeps the node's bitmap in step. */
+static void
+trie_ref__(struct trig_trie *t, uint32_t i, uint32_t pattern, int delta)
+{
+    struct trig_trie_refs *r = &t->refs[i];
+    uint32_t j;
+
+    for (j = 0; j < r->n && r->refs[j].pattern != pattern; j++) {
+        continue;
+    }
+    if (j == r->n) {
+        if (delta < 0) {
+            return;
+        }
+        if (r->n == r->cap) {
+            r->cap = r->cap ? 2 * r->cap : 2;
+            r->refs = xrealloc(r->refs, r->cap * sizeof *r->refs);
+        }
+        r->refs[r->n].pattern = pattern;
+        r->refs[r->n].n_rules = 0;
+        r->n++;
+    }
+    r->refs[j].n_rules += delta;
+    if (!r->refs[j].n_rules) {
+        r->refs[j] = r->refs[--r->n];
+        bit_assign__(&t->nodes[i].patterns, pattern, false);
+    } else {
+        bit_assign__(&t->nodes[i].patterns, pattern, true);
+    }
+}
+
+/* Replaces node '*slot' of 't' by a new node holding its first 'n' bits
+ * (fewer than it has), whose only child is the rest.  Returns the new
+ * node. */
+static uint32_t
+trie_split__(struct trig_trie *t, uint32_t *slot, unsigned int n)
+{
+    uint32_t old = *slot;
+    uint32_t up = trie_node_new__(t, t->nodes[old].prefix, n);
+    struct trig_trie_node *rest = &t->nodes[old];
+
+    rest->prefix <<= n;
+    rest->n_bits -= n;
+    t->nodes[up].child[rest->prefix >> 63] = old;
+    *slot = up;
+    return up;
+}
+
+/* Adds a rule of 'pattern' with the 'plen' (1 to 128) bit prefix 'a' to
+ * 't'. */
+static void
+trie_insert__(struct trig_trie *t, trig_addr a, unsigned int plen,
+              uint32_t pattern)
+{
+    uint32_t *slot = &t->root;
+    unsigned int ofs = 0;
+    uint32_t i;
+
+    /* A split and two nodes for up to 128 new bits; then no reallocation
+     * moves 'slot'. */
+    trie_reserve__(t, 3);
+    for (;;) {
+        i = *slot;
+        if (!i) {
+            /* A chain of new nodes for the rest of the prefix. */
+            for (;;) {
+                unsigned int n = MIN(64, plen - ofs);
+                i = trie_node_new__(t, addr_bits__(a, ofs), n);
+                *slot = i;
+                ofs += n;
+                if (ofs == plen) {
+                    break;
+                }
+                slot = &t->nodes[i].child[addr_bit__(a, ofs)];
+            }
+            break;
+        }
+
+        const struct trig_trie_node *node = &t->nodes[i];
+        uint64_t diff = addr_bits__(a, ofs) ^ node->prefix;
+        unsigned int same = diff ? __builtin_clzll(diff) : 64;
+        unsigned int n = MIN(MIN(same, plen - ofs), node->n_bits);
+        if (n < node->n_bits) {
+            i = trie_split__(t, slot, n);
+        }
+        ofs += n;
+        if (ofs == plen) {
+            break;
+        }
+        slot = &t->nodes[i].child[addr_bit__(a, ofs)];
+    }
+    trie_ref__(t, i, pattern, 1);
+}
+
+/* Removes node '*slot' of 't' if no rule ends there and it has no child,
+ * or merges it into its only child if their bits fit in one node. */
+static void
+trie_prune__(struct trig_trie *t, uint32_t *slot)
+{
+    uint32_t i = *slot;
+    struct trig_trie_node *node = &t->nodes[i];
+
+    if (t->refs[i].n || (node->child[0] && node->child[1])) {
+        return;
+    }
+    uint32_t c = node->child[0] | node->child[1];
+    if (!c) {
+        *slot = 0;
+        trie_node_free__(t, i);
+    } else if (node->n_bits + t->nodes[c].n_bits <= 64) {
+        struct trig_trie_node *child = &t->nodes[c];
+        child->prefix = node->prefix | child->prefix >> node->n_bits;
+        child->n_bits += node->n_bits;
+        *slot = c;
+        trie_node_free__(t, i);
+    }
+}
+
+/* Removes a rule of 'pattern' with the 'plen' (1 to 128) bit prefix 'a'
+ * from 't', which has it. */
+static void
+trie_remove__(struct trig_trie *t, trig_addr a, unsigned int plen,
+              uint32_t pattern)
+{
+    uint32_t *path[128 + 1];    /* Every node but the root has a bit. */
+    uint32_t *slot = &t->root;
+    unsigned int ofs = 0, depth = 0;
+    uint32_t i;
+
+    for (;;) {
+        i = *slot;
+        if (!i || depth == ARRAY_SIZE(path)) {
+            return;             /* Not there: cannot happen. */
+        }
+        path[depth++] = slot;
+        ofs += t->nodes[i].n_bits;
+        if (ofs >= plen) {
+            break;
+        }
+        slot = &t->nodes[i].child[addr_bit__(a, ofs)];
+    }
+    if (ofs != plen) {
+        return;                 /* Not there: cannot happen. */
+    }
+    trie_ref__(t, i, pattern, -1);
+    while (depth) {
+        trie_prune__(t, path[--depth]);
+    }
+    if (!t->root) {
+        trie_destroy__(t);
+    }
+}
+
+/* Renames pattern 'from' to 'to' in every node of 't'. */
+static void
+trie_rename__(struct trig_trie *t, uint32_t from, uint32_t to)
+{
+    for (uint32_t i = 1; i <= t->n_nodes; i++) {
+        struct trig_trie_refs *r = &t->refs[i];
+        for (uint32_t j = 0; j < r->n; j++) {
+            if (r->refs[j].pattern == from) {
+                r->refs[j].pattern = to;
+                bit_assign__(&t->nodes[i].patterns, from, false);
+                bit_assign__(&t->nodes[i].patterns, to, true);
+                break;
+            }
+        }
+    }
+}
+
+/* Adds (delta 1) or removes (-1) masked key 'key' of pattern 'p' of 'ti'
+ * to or from the tries. */
+static void
+tries_update__(struct trig_index *ti, uint32_t p, const struct tpm_key *key,
+               int delta)
+{
+    const struct trig_pattern *pat = &ti->patterns[p];
+
+    if (pat->src_plen) {
+        trig_addr a = addr_prefix__(addr_get__(key->src), pat->src_plen);
+        if (delta > 0) {
+            trie_insert__(&ti->src_trie, a, pat->src_plen, p);
+        } else {
+            trie_remove__(&ti->src_trie, a, pat->src_plen, p);
+        }
+    }
+    if (pat->dst_plen) {
+        trig_addr a = addr_prefix__(addr_get__(key->dst), pat->dst_plen);
+        if (delta > 0) {
+            trie_insert__(&ti->dst_trie, a, pat->dst_plen, p);
+        } else {
+            trie_remove__(&ti->dst_trie, a, pat->dst_plen, p);
+        }
+    }
+}
+
+/* Returns the patterns below TRIG_INDEX_TRIE_PATTERNS that may match
+ * 'key'. */
+static inline uint64_t
+candidates__(const struct trig_index *ti, const struct tpm_key *key)
+{
+    uint64_t dst = ti->wild_dst;
+    if (ti->dst_trie.root) {
+        dst |= trie_lookup__(&ti->dst_trie, addr_get__(key->dst));
+    }
+    if (!dst) {
+        return 0;
+    }
+    uint64_t src = ti->wild_src;
+    if (ti->src_trie.root) {
+        src |= trie_lookup__(&ti->src_trie, addr_get__(key->src));
+    }
+    return dst & src;
+}
+
+/* ---------------------------------------------------------------------- */
+
 void
 trig_index_init(struct trig_index *ti)
 {
@@ -73,6 +453,8 @@ trig_index_destroy(struct trig_index *ti)
         table_free__(pat);
     }
     free(ti->patterns);
+    trie_destroy__(&ti->src_trie);
+    trie_destroy__(&ti->dst_trie);
     memset(ti, 0, sizeof *ti);
 }
 
@@ -151,9 +533,14 @@ trig_index_insert(struct trig_index *ti, const struct tpm_match *match,
             ti->patterns = xrealloc(ti->patterns,
                                     ti->cap_patterns * sizeof *pat);
         }
-        pat = &ti->patterns[ti->n_patterns++];
+        uint32_t p = ti->n_patterns++;
+        pat = &ti->patterns[p];
         memset(pat, 0, sizeof *pat);
         pat->mask = match->mask;
+        pat->src_plen = addr_plen__(match->mask.src);
+        pat->dst_plen = addr_plen__(match->mask.dst);
+        bit_assign__(&ti->wild_src, p, !pat->src_plen);
+        bit_assign__(&ti->wild_dst, p, !pat->dst_plen);
         pattern_resize__(pat, TRIG_INDEX_MIN_TABLE);
     }
 
@@ -173,6 +560,7 @@ trig_index_insert(struct trig_index *ti, const struct tpm_match *match,
         r->n_ids = 1;
         pat->tags[slot] = TRIG_INDEX_TAG(hash);
         pat->n_rules++;
+        tries_update__(ti, pat - ti->patterns, &key, 1);
     } else {
         struct trig_index_rule *r = &pat->rules[slot];
         if (r->n_ids - 1 == r->cap_more) {
@@ -253,11 +641,25 @@ trig_index_remove(struct trig_index *ti, const struct tpm_match *match,
     pat->n_ids--;
     ti->n_ids--;
     if (!r->n_ids) {
+        uint32_t p = pat - ti->patterns;
         free(r->more);
         rule_delete__(pat, slot);
+        tries_update__(ti, p, &key, -1);
         if (!pat->n_rules) {
+            uint32_t tail = --ti->n_patterns;
             table_free__(pat);
-            *pat = ti->patterns[--ti->n_patterns];
+            bit_assign__(&ti->wild_src, p, false);
+            bit_assign__(&ti->wild_dst, p, false);
+            if (p != tail) {
+                /* Move the last pattern into the hole, bits and all. */
+                *pat = ti->patterns[tail];
+                bit_assign__(&ti->wild_src, p, !pat->src_plen);
+                bit_assign__(&ti->wild_dst, p, !pat->dst_plen);
+                bit_assign__(&ti->wild_src, tail, false);
+                bit_assign__(&ti->wild_dst, tail, false);
+                trie_rename__(&ti->src_trie, tail, p);
+                trie_rename__(&ti->dst_trie, tail, p);
+            }
         }
     } else if (r->n_ids == 1 && r->more) {
         free(r->more);
@@ -312,6 +714,87 @@ masked_hash__(const struct tpm_key *key, const struct tpm_key *mask)
     return tpm_key_hash((const struct tpm_key *) masked);
 }
 
+/* Probes pattern 'pat' for 'key', whose masked hash is 'hash', and
+ * appends the ids found to 'ids' (room for 'max', 'n' used or counted).
+ * Returns the new count. */
+static inline uint32_t
+pattern_probe__(const struct trig_pattern *pat, const struct tpm_key *key,
+                uint32_t hash, uint32_t *ids, uint32_t n, uint32_t max)
+{
+    uint32_t tag = TRIG_INDEX_TAG(hash);
+
+    for (uint32_t i = hash & pat->table_mask;;
+         i = (i + 1) & pat->table_mask) {
+        uint32_t t = pat->tags[i];
+        if (t == tag) {
+            const struct trig_index_rule *r = &pat->rules[i];
+            if (OVS_LIKELY(rule_key_matches__(&r->key, key, &pat->mask))) {
+                if (n < max) {
+                    ids[n] = r->id;
+                }
+                n++;
+                if (OVS_UNLIKELY(r->n_ids > 1)) {
+                    n = rule_more_ids__(r, ids, n, max);
+                }
+                return n;
+            }
+        } else if (!t) {
+            return n;
+        }
+    }
+}
+
+/* Probes patterns 'begin' to 'end' - 1 of 'ti' (at least one) for 'key';
+ * otherwise as pattern_probe__().
+ *
+ * Software pipelined: pattern p + 1's key is hashed, and its home tags
+ * prefetched, before pattern p is probed.  The probe's branches are
+ * unpredictable (hit, miss, or one more slot), and this way the next hash
+ * is older than them, so a misprediction does not discard it. */
+static uint32_t
+match_range__(const struct trig_index *ti, const struct tpm_key *key,
+              uint32_t begin, uint32_t end, uint32_t *ids, uint32_t n,
+              uint32_t max)
+{
+    const struct trig_pattern *pat = &ti->patterns[begin];
+    uint32_t next = masked_hash__(key, &pat->mask);
+
+    for (uint32_t p = begin; p < end; p++, pat++) {
+        uint32_t hash = next;
+        if (p + 1 < end) {
+            next = masked_hash__(key, &pat[1].mask);
+            tpm_prefetch(&pat[1].tags[next & pat[1].table_mask]);
+        }
+        n = pattern_probe__(pat, key, hash, ids, n, max);
+    }
+    return n;
+}
+
+/* Probes the patterns of 'ti' in bitmap 'patterns' (not empty) for 'key',
+ * pipelined as match_range__(); otherwise as pattern_probe__(). */
+static uint32_t
+match_bitmap__(const struct trig_index *ti, const struct tpm_key *key,
+               uint64_t patterns, uint32_t *ids, uint32_t n, uint32_t max)
+{
+    const struct trig_pattern *pat
+        = &ti->patterns[__builtin_ctzll(patterns)];
+    uint32_t next = masked_hash__(key, &pat->mask);
+
+    for (patterns &= patterns - 1;; patterns &= patterns - 1) {
+        uint32_t hash = next;
+        const struct trig_pattern *cur = pat;
+        if (patterns) {
+            pat = &ti->patterns[__builtin_ctzll(patterns)];
+            next = masked_hash__(key, &pat->mask);
+            tpm_prefetch(&pat->tags[next & pat->table_mask]);
+        }
+        n = pattern_probe__(cur, key, hash, ids, n, max);
+        if (!patterns) {
+            return n;
+        }
+    }
+}
+
 uint32_t
 trig_index_match(const struct trig_index *ti, const struct tpm_key *key,
                  uint32_t *ids, uint32_t max)
@@ -321,41 +804,30 @@ trig_index_match(const struct trig_index *ti, const struct tpm_key *key,
     if (!ti->n_patterns) {
         return 0;
     }
+    if (ti->linear) {
+        return match_range__(ti, key, 0, ti->n_patterns, ids, 0, max);
+    }
 
-    /* Software pipelined: pattern p + 1's key is hashed, and its home tags
-     * prefetched, before pattern p is probed.  The probe's branches are
-     * unpredictable (hit, miss, or one more slot), and this way the next
-     * hash is older than them, so a misprediction does not discard it. */
-    const struct trig_pattern *pat = ti->patterns;
-    uint32_t next = masked_hash__(key, &pat->mask);
-    for (uint32_t p = 0; p < ti->n_patterns; p++, pat++) {
-        uint32_t hash = next;
-        if (p + 1 < ti->n_patterns) {
-            next = masked_hash__(key, &pat[1].mask);
-            tpm_prefetch(&pat[1].tags[next & pat[1].table_mask]);
-        }
-
-        uint32_t tag = TRIG_INDEX_TAG(hash);
-        for (uint32_t i = hash & pat->table_mask;;
-             i = (i + 1) & pat->table_mask) {
-            uint32_t t = pat->tags[i];
-            if (t == tag) {
-                const struct trig_index_rule *r = &pat->rules[i];
-                if (OVS_LIKELY(rule_key_matches__(&r->key, key,
-                                                  &pat->mask))) {
-                    if (n < max) {
-                        ids[n] = r->id;
-                    }
-                    n++;
-                    if (OVS_UNLIKELY(r->n_ids > 1)) {
-                        n = rule_more_ids__(r, ids, n, max);
-                    }
-                    break;
-                }
-            } else if (!t) {
-                break;
-            }
-        }
+    uint64_t patterns = candidates__(ti, key);
+    if (patterns) {
+        n = match_bitmap__(ti, key, patterns, ids, n, max);
+    }
+    if (OVS_UNLIKELY(ti->n_patterns > TRIG_INDEX_TRIE_PATTERNS)) {
+        n = match_range__(ti, key, TRIG_INDEX_TRIE_PATTERNS, ti->n_patterns,
+                          ids, n, max);
     }
     return n;
+}
+
+bool
+trig_index_may_match(const struct trig_index *ti, const struct tpm_key *key)
+{
+    return (ti->n_patterns > TRIG_INDEX_TRIE_PATTERNS
+            || (ti->n_patterns && candidates__(ti, key)));
+}
+
+void
+trig_index_set_linear(struct trig_index *ti, bool linear)
+{
+    ti->linear = linear;
 }

@@ -24,11 +24,57 @@
  * half full; insertion and removal are control-path operations run by the
  * owning thread between batches.
  *
+ * Prefix tries: skipping patterns that cannot match
+ * -------------------------------------------------
+ *
+ * Probing every pattern makes a match cost linear in the number of
+ * patterns (~32 cycles each, docs/benchmarks.md section 2).  As in Open
+ * vSwitch's classifier (lib/classifier.c, "prefix tries"), the index also
+ * keeps one path-compressed binary trie over nw_dst and one over nw_src,
+ * each over the field's 128 bits (an IPv4 address is the first 32; IPv4
+ * and IPv6 rules share the tries, and the probe tells them apart).  A
+ * pattern's "prefix length"
+ * for a field is the number of leading one bits of its mask there (the
+ * whole mask for CIDR prefixes; for other masks the leading run, which is
+ * still a necessary condition).  Every rule of a pattern with a non-zero
+ * prefix length puts its masked prefix in the trie, and the node where the
+ * prefix ends records, per pattern, how many of that pattern's rules end
+ * there (control path) and a 64-bit bitmap of the patterns with at least
+ * one (match path).  Walking a flow's address down a trie ORs the bitmaps
+ * of the nodes on its path: the patterns with a rule whose prefix agrees
+ * with the address.  Patterns with prefix length 0 for a field are always
+ * candidates for it.  A flow's candidates are the intersection of the
+ * nw_src and nw_dst candidates, and only they are probed, so a match
+ * costs two trie walks (depth bounded by the distinct prefixes, not by
+ * the patterns) plus one probe per candidate pattern.  The answer is the
+ * same as probing every pattern.
+ *
+ * Only patterns 0 to TRIG_INDEX_TRIE_PATTERNS - 1 have a bit: further
+ * patterns are probed on every match, as before.  Removing a pattern's
+ * last rule removes the pattern and moves the last pattern into its
+ * place; the tries' counts are kept for every pattern, so the moved
+ * pattern's bits follow it (and it gains bits if it moves below 64).
+ *
+ * The same candidate set is the paper's "cheap pre-check against a few
+ * coarse filters before full matching" (section 7.2, DoS):
+ * trig_index_may_match() returns false when no pattern is a candidate, so
+ * that a flow that cannot match any trigger costs two trie walks.
+ *
+ * trig_index_set_linear() switches matching back to probing every pattern
+ * (the tries are still maintained), so that both can be compared on the
+ * same index.
+ *
+ * Memory: a trie has at most two nodes per distinct prefix plus one per
+ * 64 bits of a long prefix (32 bytes each, plus a small count array per
+ * node); its arrays grow to the peak and are freed when it empties.
+ * Nothing is allocated on the match path.
+ *
  * Thread-safety: single-threaded; owned by one monitor.
  */
 #ifndef TPM_TRIG_INDEX_H
 #define TPM_TRIG_INDEX_H 1
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "event.h"
@@ -63,9 +109,50 @@ struct trig_pattern {
     /* Control path. */
     uint32_t n_rules;
     uint32_t n_ids;
+    uint8_t src_plen;           /* Leading one bits of mask.src (0-128). */
+    uint8_t dst_plen;           /* Leading one bits of mask.dst. */
     struct tpm_huge_region region;  /* 'tags' and 'rules' if huge, else
                                      * region.base is NULL and 'rules'
                                      * points to one malloc'd block. */
+};
+
+/* Patterns with a bit in the tries' bitmaps; the rest are always probed. */
+#define TRIG_INDEX_TRIE_PATTERNS 64
+
+/* A trie node: 32 bytes, two per cache line. */
+struct trig_trie_node {
+    uint64_t prefix;            /* 'n_bits' bits, left-aligned; rest 0. */
+    uint64_t patterns;          /* Bit p: pattern p has a rule whose
+                                 * prefix ends here. */
+    uint32_t child[2];          /* By the bit after 'prefix'; 0: none.  A
+                                 * child's prefix starts with that bit. */
+    uint32_t n_bits;            /* 1 to 64; the root may have 0. */
+    uint32_t pad;
+};
+_Static_assert(sizeof(struct trig_trie_node) == 32,
+               "two trie nodes per cache line");
+
+/* Control path: per node, the number of rules of each pattern (any index,
+ * also >= TRIG_INDEX_TRIE_PATTERNS) whose prefix ends there. */
+struct trig_trie_ref {
+    uint32_t pattern;
+    uint32_t n_rules;
+};
+
+struct trig_trie_refs {
+    struct trig_trie_ref *refs;
+    uint32_t n, cap;
+};
+
+struct trig_trie {
+    struct trig_trie_node *nodes;   /* nodes[0] unused: 0 means none. */
+    struct trig_trie_refs *refs;    /* Parallel to 'nodes'. */
+    uint32_t root;
+    uint32_t n_nodes;           /* High water: nodes[1..n_nodes] used or
+                                 * free. */
+    uint32_t cap_nodes;         /* Room in 'nodes', nodes[0] included. */
+    uint32_t n_live;            /* Nodes in the trie. */
+    uint32_t free_list;         /* Free nodes, chained through child[0]. */
 };
 
 struct trig_index {
@@ -73,6 +160,13 @@ struct trig_index {
     uint32_t n_patterns;
     uint32_t cap_patterns;
     uint32_t n_ids;
+    bool linear;                /* Probe every pattern (for comparison). */
+
+    /* Candidate patterns (see "Prefix tries" above). */
+    uint64_t wild_src;          /* Patterns with nw_src prefix length 0. */
+    uint64_t wild_dst;          /* Patterns with nw_dst prefix length 0. */
+    struct trig_trie src_trie;
+    struct trig_trie dst_trie;
 };
 
 void trig_index_init(struct trig_index *);
@@ -94,5 +188,19 @@ int trig_index_remove(struct trig_index *, const struct tpm_match *match,
 uint32_t trig_index_match(const struct trig_index *,
                           const struct tpm_key *key, uint32_t *ids,
                           uint32_t max);
+
+/* Returns false if no trigger's filter can match 'key', true if some may:
+ * the paper's cheap pre-check before full matching (section 7.2), two
+ * trie walks and no hash probe.  False is exact (trig_index_match() would
+ * return 0); true is not a promise (the probes may still miss).  Always
+ * true while the index has more than TRIG_INDEX_TRIE_PATTERNS patterns. */
+bool trig_index_may_match(const struct trig_index *,
+                          const struct tpm_key *key);
+
+/* With 'linear' true, trig_index_match() probes every pattern (the
+ * search before the tries); with false (the default after
+ * trig_index_init()), only the tries' candidates.  The answers are the
+ * same; this exists to measure one against the other. */
+void trig_index_set_linear(struct trig_index *, bool linear);
 
 #endif /* trig-index.h */
