@@ -7,6 +7,16 @@
 
 #include "util.h"
 
+static __thread bool quiet__;
+
+bool
+tpm_huge_set_quiet(bool quiet)
+{
+    bool old = quiet__;
+    quiet__ = quiet;
+    return old;
+}
+
 int
 tpm_huge_alloc(struct tpm_huge_region *region, size_t size, const char *what)
 {
@@ -56,7 +66,7 @@ tpm_huge_alloc(struct tpm_huge_region *region, size_t size, const char *what)
             ((volatile char *) p)[off] = 0;
         }
     }
-    tpm_log(TPM_LOG_WARN, "%s: no 2 MB huge pages reserved for %zu bytes "
+    tpm_log(quiet__ ? TPM_LOG_DBG : TPM_LOG_WARN, "%s: no 2 MB huge pages reserved for %zu bytes "
             "(%s); using %s (see docs/operations.md, 'Huge pages')",
             what, hsize, strerror(hugeerr),
             thp ? "transparent huge pages where the kernel grants them"

@@ -30,6 +30,12 @@ struct tpm_huge_region {
 int tpm_huge_alloc(struct tpm_huge_region *region, size_t size,
                    const char *what);
 
+/* While 'quiet' is true, the calling thread's fallbacks are logged at
+ * debug level instead of as warnings (for short-lived monitors such as the
+ * DoS model's calibration, which would otherwise warn on every run).
+ * Returns the previous setting. */
+bool tpm_huge_set_quiet(bool quiet);
+
 /* Unmaps 'region' (NULL or never allocated: no-op). */
 void tpm_huge_free(struct tpm_huge_region *region);
 

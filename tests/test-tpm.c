@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "dos-model.h"
 #include "event.h"
 #include "packet.h"
 #include "tpm.h"
@@ -721,6 +722,103 @@ START_TEST(test_dos_removals)
     ck_assert_int_eq(rs.n, 1);
     ck_assert_double_eq(rs.r[0].value, 2);
     tpm_destroy(tpm);
+}
+END_TEST
+
+/* The cost model: the arithmetic of its equations on fixed costs, the
+ * threshold search, and a profile whose triggers per flow is known. */
+START_TEST(test_dos_model)
+{
+    struct tpm_params p;
+    tpm_params_init(&p);
+    p.epoch_ns = 10 * MS;
+    p.dos_window = 100;                     /* 1 s. */
+    p.dos_table_size = 65536;
+
+    struct tpm_dos_costs c = {
+        .hz = 1e9, .pkt_pending = 100, .pkt_matched = 50, .match = 400,
+        .sweep_item = 20, .triggers_per_flow = 8, .switch_pkt = 60,
+    };
+    struct tpm_dos_traffic t;
+    tpm_dos_traffic_init(&t);
+    t.rate_dos = 4e6;
+    t.rate_good = 2e5;
+    t.syn = false;
+    struct tpm_dos_load l;
+
+    /* Threshold attack at 640 bytes: 10 packets of 64 per flow, 4e5
+     * flows/s passing; good flows pass at their first packet (2e4/s). */
+    tpm_dos_predict(&c, &p, &t, 640, &l);
+    double pass = 4e5 + 2e4;
+    double want = (4.2e6 * 60 + (4e6 - 4e5) * 100 + (2e5 + 4e5) * 50
+                   + pass * 400 + 1.5 * pass * 8 * 20) / 1e9;
+    ck_assert_double_eq_tol(l.load, want, 1e-12);
+    ck_assert_double_eq_tol(l.dos_flows_passing, 4e5, 1e-6);
+    ck_assert(!l.good_unmonitored);
+
+    /* Above 15000 bytes the good flows are not monitored any more, and
+     * their packets all cost the pending path. */
+    tpm_dos_predict(&c, &p, &t, 20000, &l);
+    ck_assert(l.good_unmonitored);
+    ck_assert_double_eq_tol(l.pending_share,
+                            (2e5 + 4e6 - 4e6 * 64 / 20000.0) * 100 / 1e9,
+                            1e-12);
+
+    /* SYN attack: 4e6 x 64 B/s + 2e5 x 1500 B/s over a 1 s window and
+     * 65536 counters = 8483.4 bytes per counter; at 4000 bytes,
+     * 1 - 4000 / 8483.4 of the attack flows pass as false positives. */
+    t.syn = true;
+    tpm_dos_predict(&c, &p, &t, 4000, &l);
+    double b = (4e6 * 64 + 2e5 * 1500) * 1.0 / 65536;
+    ck_assert_double_eq_tol(l.dos_flows_passing, 4e6 * (1 - 4000 / b),
+                            1e-3);
+    tpm_dos_predict(&c, &p, &t, 9000, &l);
+    ck_assert_double_eq(l.dos_flows_passing, 0);
+
+    /* The smallest threshold within budget: within at it, over below. */
+    t.syn = false;
+    uint32_t th = tpm_dos_min_threshold(&c, &p, &t, 1.0, 15000, &l);
+    ck_assert_uint_gt(th, 0);
+    ck_assert_uint_lt(th, 15000);
+    ck_assert_double_le(l.load, 1.0);
+    struct tpm_dos_load below;
+    tpm_dos_predict(&c, &p, &t, th - 1, &below);
+    ck_assert_double_gt(below.load, 1.0);
+    t.rate_dos = 1e3;
+    ck_assert_uint_eq(tpm_dos_min_threshold(&c, &p, &t, 1.0, 15000, &l), 0);
+    t.rate_dos = 1e9;
+    ck_assert_uint_eq(tpm_dos_min_threshold(&c, &p, &t, 1.0, 15000, &l),
+                      UINT32_MAX);
+
+    /* Profile: four events on the same filter, so every calibration flow
+     * feeds four triggers. */
+    struct tpm_event *evs[4];
+    for (int i = 0; i < 4; i++) {
+        char name[8];
+        snprintf(name, sizeof name, "e%d", i);
+        char *error = tpm_event_parse(name, "filter=udp,nw_dst=10.9.0.0/16 "
+                                      "predicate=count() > 100", &evs[i]);
+        ck_assert_msg(!error, "%s", error);
+    }
+    struct tpm_params q;
+    tpm_params_init(&q);
+    q.flow_table_size = 16384;
+    q.max_chunks = 4096;
+    ck_assert(!tpm_dos_profile(&q, evs, 4, 2048, 3, &c));
+    ck_assert_double_eq(c.triggers_per_flow, 4);
+    ck_assert_uint_eq(c.n_patterns, 1);
+    ck_assert_uint_eq(c.n_flows, 2048);
+    ck_assert_double_gt(c.pkt_pending, 0);
+    ck_assert_double_gt(c.pkt_matched, 0);
+    ck_assert_double_gt(c.match, 0);
+    ck_assert_double_gt(c.sweep_item, 0);
+    ck_assert_double_gt(c.hz, 1e8);
+    char *error = tpm_dos_profile(&q, evs, 0, 2048, 3, &c);
+    ck_assert_ptr_nonnull(strstr(error, "no event installed"));
+    free(error);
+    for (int i = 0; i < 4; i++) {
+        tpm_event_destroy(evs[i]);
+    }
 }
 END_TEST
 
@@ -1544,6 +1642,7 @@ tpm_suite(void)
     tcase_add_test(tc, test_runtime_add_backfill);
     tcase_add_test(tc, test_dos_threshold);
     tcase_add_test(tc, test_dos_removals);
+    tcase_add_test(tc, test_dos_model);
     tcase_add_test(tc, test_poll_history);
     tcase_add_test(tc, test_poll_quiet_group);
     tcase_add_test(tc, test_control_rings);

@@ -1,5 +1,6 @@
 noinst_LTLIBRARIES += tpm/libtpm.la
 tpm_libtpm_la_SOURCES = \
+	tpm/dos-model.c tpm/dos-model.h \
 	tpm/flow-table.c tpm/flow-table.h \
 	tpm/sweep.c \
 	tpm/tpm.c tpm/tpm.h tpm/tpm-private.h \

@@ -1,0 +1,132 @@
+/*
+ * The DoS cost model (paper section 6, "DoS resiliency", equations 1-4),
+ * profiled on this machine against this build.
+ *
+ * tpm_dos_profile() measures, with rdtsc on a private monitor built with
+ * the caller's parameters and clones of the caller's events, what each
+ * packet-processing operation costs:
+ *
+ *   pkt_pending   a packet of a flow below the DoS threshold (the paper's
+ *                 T_P per packet: parse, hash, probe, insert or find,
+ *                 filter-table count); every packet a new flow, as in a
+ *                 SYN flood
+ *   match         a flow passing the threshold: matching against the
+ *                 trigger index and entering the triggers' flow lists
+ *                 (the paper's Match(#patterns), for the installed set)
+ *   pkt_matched   a packet of a matched flow (T_P plus the paper's Update)
+ *   sweep_item    one flow of one trigger's list in a sweep (the paper's
+ *                 Sweep)
+ *
+ * The calibration flows are drawn from the events' own filters (random
+ * values in the wildcarded fields), so they match what an attacker aiming
+ * at monitored addresses would match; 'triggers_per_flow' is what they
+ * fed on average.  The switch's own cost per packet (receive, classify,
+ * send) is not the monitor's to measure: callers inside a switch pass it
+ * in 'switch_pkt' (tpm-ovs.c measures it on its PMDs), others leave 0.
+ *
+ * tpm_dos_predict() turns the costs into the fraction of one core that a
+ * given attack and good traffic would take at a given threshold:
+ *
+ *   load = [ (rate_dos + rate_good) * switch_pkt
+ *            + packets below the threshold * pkt_pending
+ *            + packets of matched flows * pkt_matched
+ *            + flows passing * match
+ *            + 1.5 * flows passing * triggers_per_flow * sweep_item ] / hz
+ *
+ * with, per second, for good flows of 'pkts_per_flow' packets of
+ * 'good_bytes' (they pass at packet ceil(threshold / good_bytes), or never
+ * if they are smaller than the threshold), and attack packets of
+ * 'dos_bytes':
+ *   - threshold attack: flows of exactly the threshold (at least one
+ *     packet), rate_dos * dos_bytes / max(threshold, dos_bytes) passing;
+ *   - SYN attack: one packet per flow, passing only if the packet is the
+ *     threshold's size or more, or as a false positive of the filter
+ *     table: a counter collects every flow hashed to it for a window of
+ *     'dos_window' epochs, B = (attack + good bytes per second) * window /
+ *     dos_table_size bytes on average, and once it reaches the threshold
+ *     the flows that follow in that window pass; the fraction that pass is
+ *     max(0, 1 - threshold / B).  This is why the paper's SYN line sits
+ *     above one packet (its section 7.2).
+ * The factor 1.5 is the paper's: a sweep in steps also meets flows of the
+ * next epoch.
+ *
+ * Thread-safety: tpm_dos_profile() uses only its private monitors (their
+ * huge-page fallbacks are logged at debug level) and may
+ * run in any thread (it takes tens of milliseconds of one CPU); the rest
+ * are pure functions.
+ */
+#ifndef TPM_DOS_MODEL_H
+#define TPM_DOS_MODEL_H 1
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct tpm_event;
+struct tpm_params;
+
+struct tpm_dos_costs {
+    double hz;                  /* TSC cycles per second. */
+    double pkt_pending;         /* Cycles, see above. */
+    double pkt_matched;
+    double match;
+    double sweep_item;
+    double triggers_per_flow;
+    double switch_pkt;          /* Set by the caller (0: not known). */
+    uint32_t n_flows;           /* Calibration flows per round. */
+    uint32_t n_events;
+    uint32_t n_patterns;        /* Distinct filter masks. */
+};
+
+/* Measures 'c' for a monitor with parameters 'p' (the DoS threshold and
+ * sweep budget are the profile's own) and the 'n_evs' events 'evs' (at
+ * least one), with 'n_flows' flows per round (at most a quarter of the
+ * flow table is used) over 'rounds' rounds, keeping the medians.  Leaves
+ * c->switch_pkt at 0.  Returns NULL, or a malloc()'d error message. */
+char *tpm_dos_profile(const struct tpm_params *p,
+                      struct tpm_event *const *evs, size_t n_evs,
+                      uint32_t n_flows, int rounds,
+                      struct tpm_dos_costs *c);
+
+struct tpm_dos_traffic {
+    double rate_dos;            /* Attack packets per second. */
+    double rate_good;           /* Good packets per second. */
+    uint32_t dos_bytes;         /* Attack packet size (64). */
+    uint32_t good_bytes;        /* Good packet size (1500). */
+    uint32_t pkts_per_flow;     /* Good packets per flow (10). */
+    bool syn;                   /* SYN attack, else threshold attack. */
+};
+
+/* Fills 't' with the defaults above and no traffic. */
+void tpm_dos_traffic_init(struct tpm_dos_traffic *t);
+
+struct tpm_dos_load {
+    double load;                /* Fraction of one core: feasible <= 1. */
+    double switch_share;        /* Parts of 'load'. */
+    double pending_share;
+    double matched_share;
+    double match_share;
+    double sweep_share;
+    double dos_flows_passing;   /* Attack flows matched per second. */
+    double good_flows_passing;  /* Good flows matched per second. */
+    bool good_unmonitored;      /* Good flows are below the threshold. */
+};
+
+/* Predicts the load of traffic 't' on a monitor with parameters 'p' (its
+ * epoch, dos_window and dos_table_size) and costs 'c' at DoS threshold
+ * 'threshold' bytes (0: off). */
+void tpm_dos_predict(const struct tpm_dos_costs *c,
+                     const struct tpm_params *p,
+                     const struct tpm_dos_traffic *t, uint32_t threshold,
+                     struct tpm_dos_load *out);
+
+/* Returns the smallest threshold in [0, max] (bytes) whose predicted load
+ * is at most 'budget' (1: the whole core), or UINT32_MAX if there is none
+ * (the load at 'max', stored in '*out', is still over). */
+uint32_t tpm_dos_min_threshold(const struct tpm_dos_costs *c,
+                               const struct tpm_params *p,
+                               const struct tpm_dos_traffic *t,
+                               double budget, uint32_t max,
+                               struct tpm_dos_load *out);
+
+#endif /* dos-model.h */
