@@ -9,6 +9,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -992,6 +993,394 @@ START_TEST(test_churn_one_pattern)
 }
 END_TEST
 
+/* ---------------------------------------------------------------------- */
+/* Prefix tries: every pattern count from 1 to 80 against the reference. */
+
+/* Returns bit 'i' (0: first) of address 'w' (network byte order). */
+static int
+addr_bit(const uint32_t w[4], int i)
+{
+    return (ntohl(w[i / 32]) >> (31 - i % 32)) & 1;
+}
+
+/* Leading one bits of address mask 'w', computed bit by bit. */
+static int
+addr_plen(const uint32_t w[4])
+{
+    int n = 0;
+    while (n < 128 && addr_bit(w, n)) {
+        n++;
+    }
+    return n;
+}
+
+/* A rule prefix that the tries must hold: 'n' rules of pattern 'pattern'
+ * whose address starts with the 'plen' bits 'bits'. */
+struct want_prefix {
+    uint32_t pattern;
+    int plen;
+    uint8_t bits[128];
+    uint32_t n;
+    bool seen;
+};
+
+struct trie_walk {
+    const struct trig_trie *t;
+    struct want_prefix *want;
+    uint32_t n_want;
+    uint32_t n_nodes;
+    uint8_t path[128];
+};
+
+static void
+trie_walk_node(struct trie_walk *w, uint32_t i, int depth, bool root)
+{
+    const struct trig_trie_node *node = &w->t->nodes[i];
+    const struct trig_trie_refs *refs = &w->t->refs[i];
+
+    w->n_nodes++;
+    TCHECK(node->n_bits <= 64 && (root || node->n_bits >= 1),
+           "node %u: %u bits", i, node->n_bits);
+    TCHECK(depth + (int) node->n_bits <= 128, "node %u too deep", i);
+    TCHECK(node->n_bits == 64 || !(node->prefix << node->n_bits),
+           "node %u: bits beyond its prefix", i);
+    for (uint32_t b = 0; b < node->n_bits; b++) {
+        w->path[depth + b] = (node->prefix >> (63 - b)) & 1;
+    }
+    depth += node->n_bits;
+
+    uint64_t bits = 0;
+    for (uint32_t j = 0; j < refs->n; j++) {
+        const struct trig_trie_ref *ref = &refs->refs[j];
+        TCHECK(ref->n_rules > 0, "node %u: empty count kept", i);
+        if (ref->pattern < TRIG_INDEX_TRIE_PATTERNS) {
+            bits |= 1ull << ref->pattern;
+        }
+        bool found = false;
+        for (uint32_t k = 0; k < w->n_want && !found; k++) {
+            struct want_prefix *p = &w->want[k];
+            if (p->pattern == ref->pattern && p->plen == depth
+                && !memcmp(p->bits, w->path, depth)) {
+                TCHECK(!p->seen, "prefix of pattern %u twice", p->pattern);
+                TCHECK(p->n == ref->n_rules,
+                       "pattern %u /%d: %u rules in the trie, reference %u",
+                       p->pattern, depth, ref->n_rules, p->n);
+                p->seen = found = true;
+            }
+        }
+        TCHECK(found, "node %u: pattern %u /%d not in the reference", i,
+               ref->pattern, depth);
+    }
+    TCHECK(node->patterns == bits, "node %u: bitmap %"PRIx64", counts say "
+           "%"PRIx64, i, node->patterns, bits);
+
+    int n_children = 0;
+    for (int b = 0; b < 2; b++) {
+        uint32_t c = node->child[b];
+        if (c) {
+            n_children++;
+            TCHECK(depth < 128, "node %u: child beyond 128 bits", i);
+            TCHECK((int) (w->t->nodes[c].prefix >> 63) == b,
+                   "node %u: child %d starts with the other bit", i, b);
+            trie_walk_node(w, c, depth, false);
+        }
+    }
+    /* Pruned: no empty leaf, and a node with one child and no rule only
+     * if the two do not fit in one node. */
+    if (!refs->n) {
+        TCHECK(n_children == 2
+               || (n_children == 1
+                   && node->n_bits + w->t->nodes[node->child[0]
+                                                 | node->child[1]].n_bits
+                      > 64),
+               "node %u: no rule and %d children (%u bits, depth %d, root %d, child bits %u)", i, n_children, node->n_bits, depth, root, n_children ? w->t->nodes[node->child[0] | node->child[1]].n_bits : 0);
+    }
+}
+
+/* Checks trie 'src' ? nw_src : nw_dst of 'ti' against the rules of 'r'. */
+static void
+check_trie(const struct trig_index *ti, const struct ref *r, bool src)
+{
+    const struct trig_trie *t = src ? &ti->src_trie : &ti->dst_trie;
+    struct want_prefix *want = calloc(r->n + 1, sizeof *want);
+    uint32_t n_want = 0;
+    uint64_t wild = 0;
+
+    ck_assert_ptr_nonnull(want);
+    for (uint32_t p = 0; p < ti->n_patterns; p++) {
+        const struct tpm_key *mask = &ti->patterns[p].mask;
+        int plen = addr_plen(src ? mask->src : mask->dst);
+        TCHECK(plen == (src ? ti->patterns[p].src_plen
+                            : ti->patterns[p].dst_plen),
+               "pattern %u: prefix length %d", p, plen);
+        if (!plen) {
+            if (p < TRIG_INDEX_TRIE_PATTERNS) {
+                wild |= 1ull << p;
+            }
+            continue;
+        }
+        /* One count per distinct filter (rule) of the pattern. */
+        for (uint32_t i = 0; i < r->n; i++) {
+            const struct tpm_match *m = &r->pairs[i].m;
+            bool first = same_key(&m->mask, mask);
+            for (uint32_t j = 0; j < i && first; j++) {
+                first = !same_match(&r->pairs[j].m, m);
+            }
+            if (!first) {
+                continue;
+            }
+            struct want_prefix w;
+            memset(&w, 0, sizeof w);
+            w.pattern = p;
+            w.plen = plen;
+            for (int b = 0; b < plen; b++) {
+                w.bits[b] = addr_bit(src ? m->key.src : m->key.dst, b);
+            }
+            uint32_t k;
+            for (k = 0; k < n_want; k++) {
+                if (want[k].pattern == p
+                    && !memcmp(want[k].bits, w.bits, plen)) {
+                    break;
+                }
+            }
+            if (k == n_want) {
+                want[n_want++] = w;
+            }
+            want[k].n++;
+        }
+    }
+    TCHECK(wild == (src ? ti->wild_src : ti->wild_dst),
+           "wildcard bitmap %"PRIx64", reference %"PRIx64,
+           src ? ti->wild_src : ti->wild_dst, wild);
+
+    struct trie_walk w = { .t = t, .want = want, .n_want = n_want };
+    if (t->root) {
+        trie_walk_node(&w, t->root, 0, true);
+    }
+    for (uint32_t k = 0; k < n_want; k++) {
+        TCHECK(want[k].seen, "pattern %u /%d missing from the trie",
+               want[k].pattern, want[k].plen);
+    }
+    TCHECK(w.n_nodes == t->n_live, "%u nodes reachable, %u live",
+           w.n_nodes, t->n_live);
+    /* Bounded: at most a split node and two chain nodes per prefix. */
+    TCHECK(t->n_live <= 3 * n_want, "%u nodes for %u prefixes", t->n_live,
+           n_want);
+    if (!n_want) {
+        TCHECK(!t->root && !t->nodes && !t->n_nodes,
+               "empty trie keeps its memory");
+    }
+    free(want);
+}
+
+/* Checks 'key' in both modes and the pre-check.  Returns the number of
+ * matches; counts in '*n_pruned' the keys trig_index_may_match() rejected. */
+static uint32_t
+check_key_all(struct trig_index *ti, const struct ref *r,
+              const struct tpm_key *key, uint32_t *n_pruned)
+{
+    uint32_t n = check_key(ti, r, key);
+    trig_index_set_linear(ti, true);
+    TCHECK(check_key(ti, r, key) == n, "linear mode differs");
+    trig_index_set_linear(ti, false);
+    bool may = trig_index_may_match(ti, key);
+    TCHECK(may || !n, "may_match false for a key with %u matches", n);
+    if (ti->n_patterns > TRIG_INDEX_TRIE_PATTERNS) {
+        TCHECK(may, "may_match false with %u patterns", ti->n_patterns);
+    }
+    *n_pruned += !may;
+    return n;
+}
+
+/* A mask for the prefix-trie tests: independent prefix lengths on nw_src
+ * and nw_dst of any length for the key's IP version (sometimes with
+ * bits after a gap, so the leading run is shorter than the mask), proto
+ * and port shapes, and some masks without addresses at all. */
+static struct tpm_key
+trie_mask(struct test_rng *rng)
+{
+    struct tpm_key m;
+
+    memset(&m, 0, sizeof m);
+    int max = 32;
+    switch (test_rng_range(rng, 3)) {
+    case 0:
+        m.ipver = 0xff;
+        break;
+    case 1:
+        m.ipver = 0xff;
+        max = 128;
+        break;
+    default:
+        max = 16;
+        break;
+    }
+    for (int f = 0; f < 2; f++) {
+        uint32_t *w = f ? m.src : m.dst;
+        int plen = test_rng_range(rng, 4) == 0 ? 0
+                   : (int) test_rng_range(rng, max + 1);
+        prefix_mask(w, plen);
+        if (plen + 2 < max && test_rng_range(rng, 8) == 0) {
+            int gap = plen + 1 + test_rng_range(rng, max - plen - 1);
+            w[gap / 32] |= htonl(1u << (31 - gap % 32));
+        }
+    }
+    m.proto = test_rng_range(rng, 2) ? 0xff : 0;
+    m.sport = random_port_mask(rng);
+    m.dport = random_port_mask(rng);
+    return m;
+}
+
+/* A key for the prefix-trie tests: like random_key(), but with random
+ * bits far into the addresses, so that long prefixes split. */
+static struct tpm_key
+trie_key(struct test_rng *rng)
+{
+    struct tpm_key k = random_key(rng);
+    int bits = k.ipver == 4 ? 32 : 128;
+
+    for (int f = 0; f < 2; f++) {
+        uint32_t *w = f ? k.src : k.dst;
+        for (int n = test_rng_range(rng, 3); n > 0; n--) {
+            int b = test_rng_range(rng, bits);
+            w[b / 32] ^= htonl(1u << (31 - b % 32));
+        }
+    }
+    return k;
+}
+
+/* 'key' with one random address bit flipped: a near miss. */
+static struct tpm_key
+flip_addr_bit(struct test_rng *rng, struct tpm_key key)
+{
+    uint32_t *w = test_rng_range(rng, 2) ? key.src : key.dst;
+    int b = test_rng_range(rng, key.ipver == 6 ? 128 : 32);
+    w[b / 32] ^= htonl(1u << (31 - b % 32));
+    return key;
+}
+
+/* Queries 'n' keys, half of them built to match a present filter and a
+ * third of those then pushed one address bit away. */
+static void
+trie_queries(struct trig_index *ti, const struct ref *r,
+             struct test_rng *rng, int n, uint64_t *total,
+             uint32_t *n_pruned)
+{
+    for (int q = 0; q < n; q++) {
+        struct tpm_key k;
+        if (r->n && q % 2) {
+            k = key_matching(rng, &r->pairs[test_rng_range(rng, r->n)].m);
+            if (test_rng_range(rng, 3) == 0) {
+                k = flip_addr_bit(rng, k);
+            }
+        } else {
+            k = trie_key(rng);
+        }
+        *total += check_key_all(ti, r, &k, n_pruned);
+    }
+}
+
+/* Builds an index with exactly 'n_masks' patterns, checks it, churns it
+ * with inserts and removes (patterns go away and come back, and the last
+ * pattern moves into the hole), and drains it. */
+static void
+run_trie(uint64_t seed, int n_masks)
+{
+    struct trig_index ti;
+    struct test_rng rng;
+    struct ref r = { NULL, 0, 0 };
+    struct tpm_key masks[96];
+    uint32_t next_id = 1, n_pruned = 0;
+    uint64_t total = 0;
+
+    ck_assert_int_le(n_masks, (int) ARRAY_SIZE(masks));
+    test_rng_seed(&rng, seed);
+    trig_index_init(&ti);
+    for (int i = 0; i < n_masks; i++) {
+        bool dup;
+        do {
+            masks[i] = trie_mask(&rng);
+            dup = false;
+            for (int j = 0; j < i; j++) {
+                dup |= same_key(&masks[i], &masks[j]);
+            }
+        } while (dup);
+    }
+
+    /* Every mask gets 1 to 6 filters, some with several ids. */
+    for (int i = 0; i < n_masks; i++) {
+        for (int n = 1 + test_rng_range(&rng, 6); n > 0; n--) {
+            struct tpm_match m = random_match(&rng, &masks[i]);
+            for (int ids = test_rng_range(&rng, 4) ? 1 : 3; ids > 0;
+                 ids--) {
+                if (ref_find(&r, &m, next_id) < 0) {
+                    trig_index_insert(&ti, &m, next_id);
+                    ref_add(&r, &m, next_id);
+                }
+                next_id++;
+            }
+        }
+    }
+    ck_assert_uint_eq(ti.n_patterns, n_masks);
+    check_counts(&ti, &r);
+    check_trie(&ti, &r, true);
+    check_trie(&ti, &r, false);
+    trie_queries(&ti, &r, &rng, 400, &total, &n_pruned);
+
+    /* Churn: whole patterns disappear (their last rule removed) and
+     * reappear. */
+    for (int op = 0; op < 300; op++) {
+        if (r.n && test_rng_range(&rng, 2)) {
+            uint32_t i = test_rng_range(&rng, r.n);
+            TCHECK(!trig_index_remove(&ti, &r.pairs[i].m, r.pairs[i].id),
+                   "removing present id %u", r.pairs[i].id);
+            ref_del(&r, i);
+        } else {
+            struct tpm_match m = random_match(
+                &rng, &masks[test_rng_range(&rng, n_masks)]);
+            trig_index_insert(&ti, &m, next_id);
+            ref_add(&r, &m, next_id);
+            next_id++;
+        }
+        if (op % 25 == 0) {
+            check_counts(&ti, &r);
+            check_trie(&ti, &r, true);
+            check_trie(&ti, &r, false);
+            trie_queries(&ti, &r, &rng, 40, &total, &n_pruned);
+        }
+    }
+
+    /* Drain. */
+    while (r.n) {
+        uint32_t i = test_rng_range(&rng, r.n);
+        ck_assert_int_eq(trig_index_remove(&ti, &r.pairs[i].m,
+                                           r.pairs[i].id), 0);
+        ref_del(&r, i);
+        if (r.n % 8 == 0) {
+            check_counts(&ti, &r);
+            check_trie(&ti, &r, true);
+            check_trie(&ti, &r, false);
+            trie_queries(&ti, &r, &rng, 10, &total, &n_pruned);
+        }
+    }
+    ck_assert_uint_eq(ti.n_patterns, 0);
+    ck_assert_uint_eq(ti.src_trie.n_live + ti.dst_trie.n_live, 0);
+    ck_assert_uint_eq(ti.wild_src | ti.wild_dst, 0);
+
+    /* Meaningful only if keys match, and if the pre-check rejects some. */
+    TCHECK(total > 100, "%d patterns: only %"PRIu64" matches", n_masks,
+           total);
+    TCHECK(n_pruned > 0, "%d patterns: may_match never false", n_masks);
+    free(r.pairs);
+    trig_index_destroy(&ti);
+}
+
+START_TEST(test_trie_random)
+{
+    run_trie(0x7e1e + _i, _i);
+}
+END_TEST
+
 static Suite *
 trig_index_suite(void)
 {
@@ -1014,6 +1403,7 @@ trig_index_suite(void)
     tcase_add_test(tr, test_random_few_patterns);
     tcase_add_test(tr, test_random_many_patterns);
     tcase_add_test(tr, test_random_long);
+    tcase_add_loop_test(tr, test_trie_random, 1, 81);
     suite_add_tcase(s, tr);
     return s;
 }

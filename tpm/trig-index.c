@@ -245,71 +245,11 @@ trie_ref__(struct trig_trie *t, uint32_t i, uint32_t pattern, int delta)
     }
 }
 
-/* Replaces node '*slot' of 't' by a new node holding its first 'n' bits
- * (fewer than it has), whose only child is the rest.  Returns the new
- * node. */
-static uint32_t
-trie_split__(struct trig_trie *t, uint32_t *slot, unsigned int n)
-{
-    uint32_t old = *slot;
-    uint32_t up = trie_node_new__(t, t->nodes[old].prefix, n);
-    struct trig_trie_node *rest = &t->nodes[old];
-
-    rest->prefix <<= n;
-    rest->n_bits -= n;
-    t->nodes[up].child[rest->prefix >> 63] = old;
-    *slot = up;
-    return up;
-}
-
-/* Adds a rule of 'pattern' with the 'plen' (1 to 128) bit prefix 'a' to
- * 't'. */
-static void
-trie_insert__(struct trig_trie *t, trig_addr a, unsigned int plen,
-              uint32_t pattern)
-{
-    uint32_t *slot = &t->root;
-    unsigned int ofs = 0;
-    uint32_t i;
-
-    /* A split and two nodes for up to 128 new bits; then no reallocation
-     * moves 'slot'. */
-    trie_reserve__(t, 3);
-    for (;;) {
-        i = *slot;
-        if (!i) {
-            /* A chain of new nodes for the rest of the prefix. */
-            for (;;) {
-                unsigned int n = MIN(64, plen - ofs);
-                i = trie_node_new__(t, addr_bits__(a, ofs), n);
-                *slot = i;
-                ofs += n;
-                if (ofs == plen) {
-                    break;
-                }
-                slot = &t->nodes[i].child[addr_bit__(a, ofs)];
-            }
-            break;
-        }
-
-        const struct trig_trie_node *node = &t->nodes[i];
-        uint64_t diff = addr_bits__(a, ofs) ^ node->prefix;
-        unsigned int same = diff ? __builtin_clzll(diff) : 64;
-        unsigned int n = MIN(MIN(same, plen - ofs), node->n_bits);
-        if (n < node->n_bits) {
-            i = trie_split__(t, slot, n);
-        }
-        ofs += n;
-        if (ofs == plen) {
-            break;
-        }
-        slot = &t->nodes[i].child[addr_bit__(a, ofs)];
-    }
-    trie_ref__(t, i, pattern, 1);
-}
 
 /* Removes node '*slot' of 't' if no rule ends there and it has no child,
- * or merges it into its only child if their bits fit in one node. */
+ * or merges it into its only child if their bits fit in one node.  Run
+ * after every insertion and removal, along its path, so that every node
+ * without a rule has two children or one it cannot merge with. */
 static void
 trie_prune__(struct trig_trie *t, uint32_t *slot)
 {
@@ -332,13 +272,100 @@ trie_prune__(struct trig_trie *t, uint32_t *slot)
     }
 }
 
+/* Replaces node '*slot' of 't' by a new node holding its first 'n' bits
+ * (fewer than it has), whose only child is the rest.  Returns the new
+ * node. */
+static uint32_t
+trie_split__(struct trig_trie *t, uint32_t *slot, unsigned int n)
+{
+    uint32_t old = *slot;
+    uint32_t up = trie_node_new__(t, t->nodes[old].prefix, n);
+    struct trig_trie_node *rest = &t->nodes[old];
+    uint32_t *rest_slot = &t->nodes[up].child[rest->prefix << n >> 63];
+
+    rest->prefix <<= n;
+    rest->n_bits -= n;
+    *rest_slot = old;
+    *slot = up;
+
+    /* The rest, shorter now, may merge into its only child. */
+    trie_prune__(t, rest_slot);
+    return up;
+}
+
+/* Prunes the 'depth' nodes at 'path' (slots from the root down),
+ * bottom-up: a merge frees only the node of the slot it prunes, so the
+ * slots above stay valid. */
+static void
+trie_prune_path__(struct trig_trie *t, uint32_t **path, unsigned int depth)
+{
+    while (depth) {
+        trie_prune__(t, path[--depth]);
+    }
+}
+
+/* Most nodes on a path: every node but the root has at least one bit. */
+#define TRIE_MAX_DEPTH (128 + 1)
+
+/* Adds a rule of 'pattern' with the 'plen' (1 to 128) bit prefix 'a' to
+ * 't'. */
+static void
+trie_insert__(struct trig_trie *t, trig_addr a, unsigned int plen,
+              uint32_t pattern)
+{
+    uint32_t *path[TRIE_MAX_DEPTH];
+    uint32_t *slot = &t->root;
+    unsigned int ofs = 0, depth = 0;
+    uint32_t i;
+
+    /* A split and two nodes for up to 128 new bits; then no reallocation
+     * moves 'slot'. */
+    trie_reserve__(t, 3);
+    for (;;) {
+        i = *slot;
+        if (!i) {
+            /* A chain of new nodes for the rest of the prefix. */
+            for (;;) {
+                unsigned int n = MIN(64, plen - ofs);
+                i = trie_node_new__(t, addr_bits__(a, ofs), n);
+                *slot = i;
+                path[depth++] = slot;
+                ofs += n;
+                if (ofs == plen) {
+                    break;
+                }
+                slot = &t->nodes[i].child[addr_bit__(a, ofs)];
+            }
+            break;
+        }
+
+        const struct trig_trie_node *node = &t->nodes[i];
+        uint64_t diff = addr_bits__(a, ofs) ^ node->prefix;
+        unsigned int same = diff ? __builtin_clzll(diff) : 64;
+        unsigned int n = MIN(MIN(same, plen - ofs), node->n_bits);
+        if (n < node->n_bits) {
+            i = trie_split__(t, slot, n);
+        }
+        path[depth++] = slot;
+        ofs += n;
+        if (ofs == plen) {
+            break;
+        }
+        slot = &t->nodes[i].child[addr_bit__(a, ofs)];
+    }
+    trie_ref__(t, i, pattern, 1);
+
+    /* A split shortened a node, whose parent may now merge into it. */
+    trie_prune_path__(t, path, depth);
+}
+
 /* Removes a rule of 'pattern' with the 'plen' (1 to 128) bit prefix 'a'
  * from 't', which has it. */
 static void
 trie_remove__(struct trig_trie *t, trig_addr a, unsigned int plen,
               uint32_t pattern)
 {
-    uint32_t *path[128 + 1];    /* Every node but the root has a bit. */
+    uint32_t *path[TRIE_MAX_DEPTH];
     uint32_t *slot = &t->root;
     unsigned int ofs = 0, depth = 0;
     uint32_t i;
@@ -359,9 +386,7 @@ trie_remove__(struct trig_trie *t, trig_addr a, unsigned int plen,
         return;                 /* Not there: cannot happen. */
     }
     trie_ref__(t, i, pattern, -1);
-    while (depth) {
-        trie_prune__(t, path[--depth]);
-    }
+    trie_prune_path__(t, path, depth);
     if (!t->root) {
         trie_destroy__(t);
     }
