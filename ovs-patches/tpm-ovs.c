@@ -60,6 +60,7 @@
 /* libtpm. */
 #include "agent.h"
 #include "clock.h"
+#include "dos-model.h"
 #include "event.h"
 #include "split.h"
 #include "tpm-log.h"
@@ -104,13 +105,25 @@ struct tpm_pmd {
     uint64_t last_step_ns;      /* Time of the last sweep step. */
     uint32_t unwatched_iterations;  /* While no event is installed. */
     uint64_t now;               /* Clock read for the latest rx batch. */
+    /* Cycle accounting, one iteration in CYCLE_SAMPLE_EVERY: the
+     * iteration's cycles from the end of the previous one, and the
+     * monitor's share of them. */
+    bool sampling;
+    uint32_t sample_countdown;
+    uint64_t iter_tsc;
+    uint64_t iter_monitor;
 
     /* Written by the PMD, read by others. */
     atomic_uint64_t steps_idle;     /* Sweep steps in drained slots. */
     atomic_uint64_t steps_forced;   /* Sweep steps forced while
                                      * saturated. */
     atomic_uint64_t last_iteration_ns;
+    atomic_uint64_t busy_cycles;    /* Sampled iterations with packets: */
+    atomic_uint64_t busy_monitor;   /* ... their monitor cycles, */
+    atomic_uint64_t busy_packets;   /* ... and packets. */
 };
+
+#define CYCLE_SAMPLE_EVERY 16
 
 static struct ovs_mutex pmds_mutex = OVS_MUTEX_INITIALIZER;
 static struct ovs_list pmds OVS_GUARDED_BY(pmds_mutex)
@@ -125,6 +138,11 @@ static atomic_uint64_t live_sweep_budget_ns = 10 * 1000;
 static atomic_uint32_t live_sweep_every = 64;
 static atomic_uint64_t live_sweep_gap_ns = 500 * 1000;
 
+/* The DoS threshold is live too: each PMD applies it at its next sweep
+ * step.  The last writer wins: other_config:tpm-dos-threshold when its
+ * value changes, tpm/dos-threshold, or the TEM. */
+static atomic_uint32_t live_dos_threshold = 0;
+
 /* Host events installed or being installed: with none, the PMDs skip the
  * monitor entirely (no clock read, no parsing). */
 static atomic_uint32_t n_watch = 0;
@@ -135,6 +153,17 @@ static atomic_uint64_t non_pmd_skipped = 0;
 /* Main-thread state. */
 static struct tpm_knobs knobs;
 static bool knobs_set;
+
+/* Who set the live DoS threshold, and the knob's value last seen. */
+static const char *dos_threshold_by = "default";
+static bool dos_knob_seen;
+static uint32_t dos_knob_value;
+
+/* The DoS model's latest profile (tpm/dos-profile). */
+static struct tpm_dos_costs dos_costs;
+static bool dos_costs_valid;
+static uint64_t dos_costs_events;  /* Signature of the events profiled. */
+static long long int dos_costs_when;
 static uint64_t next_cookie = 1;
 static uint32_t next_event_id = 1;
 
@@ -353,6 +382,10 @@ tpm_ovs_pmd_create(unsigned core_id, unsigned non_pmd_id)
     atomic_init(&p->steps_idle, 0);
     atomic_init(&p->steps_forced, 0);
     atomic_init(&p->last_iteration_ns, 0);
+    atomic_init(&p->busy_cycles, 0);
+    atomic_init(&p->busy_monitor, 0);
+    atomic_init(&p->busy_packets, 0);
+    p->sample_countdown = CYCLE_SAMPLE_EVERY;
     ovs_mutex_lock(&pmds_mutex);
     p->serial = ++pmds_serial;
     ovs_list_push_back(&pmds, &p->node);
@@ -397,6 +430,7 @@ tpm_ovs_rx(struct tpm_pmd *p, const struct dp_packet_batch *batch)
         return;
     }
 
+    uint64_t t0 = p->sampling ? tpm_rdtsc() : 0;
     struct tpm_frame frames[NETDEV_MAX_BURST];
     struct dp_packet *packet;
     DP_PACKET_BATCH_FOR_EACH (i, packet, batch) {
@@ -409,6 +443,9 @@ tpm_ovs_rx(struct tpm_pmd *p, const struct dp_packet_batch *batch)
     tpm_process_batch(p->tpm, frames, n);
     if (n == NETDEV_MAX_BURST) {
         p->full_batch = true;
+    }
+    if (p->sampling) {
+        p->iter_monitor += tpm_rdtsc() - t0;
     }
 }
 
@@ -423,6 +460,7 @@ tpm_ovs_pmd_iteration(struct tpm_pmd *p, uint64_t rx_packets)
     if (!watch) {
         /* No event: only commands (the first add) need this PMD. */
         p->full_batch = false;
+        p->sampling = false;
         tpm_run_control(p->tpm, 16);
         if (!(++p->unwatched_iterations & 1023)) {
             /* Alive, for pmd_parked(): a clock read every 1024 loops. */
@@ -430,6 +468,7 @@ tpm_ovs_pmd_iteration(struct tpm_pmd *p, uint64_t rx_packets)
         }
         return;
     }
+    uint64_t t0 = p->sampling ? tpm_rdtsc() : 0;
     /* The clock was read for the last batch; read it only if none came. */
     uint64_t now = rx_packets ? p->now : now_ns();
     if (!rx_packets) {
@@ -458,10 +497,33 @@ tpm_ovs_pmd_iteration(struct tpm_pmd *p, uint64_t rx_packets)
         }
         uint64_t budget;
         atomic_read_relaxed(&live_sweep_budget_ns, &budget);
+        uint32_t dos;
+        atomic_read_relaxed(&live_dos_threshold, &dos);
+        if (dos != tpm_get_params(p->tpm)->dos_threshold) {
+            tpm_set_dos_threshold(p->tpm, dos);
+        }
         tpm_sweep_step(p->tpm, budget);
         tpm_run_control(p->tpm, 16);
     }
     atomic_store_relaxed(&p->last_iteration_ns, now);
+
+    if (p->sampling) {
+        uint64_t t1 = tpm_rdtsc();
+        if (rx_packets && p->iter_tsc) {
+            uint64_t orig;
+            atomic_add_relaxed(&p->busy_cycles, t1 - p->iter_tsc, &orig);
+            atomic_add_relaxed(&p->busy_monitor,
+                               p->iter_monitor + (t1 - t0), &orig);
+            atomic_add_relaxed(&p->busy_packets, rx_packets, &orig);
+        }
+        p->sampling = false;
+    }
+    if (!--p->sample_countdown) {
+        p->sample_countdown = CYCLE_SAMPLE_EVERY;
+        p->sampling = true;
+        p->iter_monitor = 0;
+        p->iter_tsc = tpm_rdtsc();
+    }
 }
 
 /* Main thread: reports from the PMDs. */
@@ -962,6 +1024,21 @@ knob_uint(const struct smap *cfg, const char *key, uint64_t min,
     return true;
 }
 
+/* Sets the live DoS threshold to 'bytes' on behalf of 'by' (a static
+ * string).  Main thread. */
+static void
+dos_threshold_set(uint32_t bytes, const char *by)
+{
+    uint32_t old = knobs.params.dos_threshold;
+    knobs.params.dos_threshold = bytes;
+    dos_threshold_by = by;
+    atomic_store_relaxed(&live_dos_threshold, bytes);
+    if (old != bytes) {
+        VLOG_INFO("DoS threshold %"PRIu32" bytes (was %"PRIu32"), set by %s",
+                  bytes, old, by);
+    }
+}
+
 static void
 knobs_default(struct tpm_knobs *k)
 {
@@ -997,8 +1074,8 @@ monitor_set_config(const struct smap *cfg)
                     &k.params.max_events);
     ok &= knob_uint(cfg, "tpm-max-triggers", 1, 1u << 26,
                     &k.params.max_triggers);
-    ok &= knob_uint(cfg, "tpm-dos-threshold", 0, UINT32_MAX,
-                    &k.params.dos_threshold);
+    uint32_t dos = dos_knob_value;
+    ok &= knob_uint(cfg, "tpm-dos-threshold", 0, UINT32_MAX, &dos);
     ok &= knob_uint(cfg, "tpm-history", 1, 1024, &k.params.history_len);
     ok &= knob_uint(cfg, "tpm-tcp-state-pool", 0, 1u << 24,
                     &k.params.tcp_state_pool);
@@ -1041,6 +1118,10 @@ monitor_set_config(const struct smap *cfg)
         }
     }
 
+    /* Live, not a PMD-creation parameter: applied below. */
+    bool dos_changed = smap_get(cfg, "tpm-dos-threshold")
+                       && (!dos_knob_seen || dos != dos_knob_value);
+    k.params.dos_threshold = knobs.params.dos_threshold;
     if (memcmp(&k.params, &knobs.params, sizeof k.params)) {
         size_t n;
         struct tpm_pmd **parts = pmds_snapshot(&n);
@@ -1072,6 +1153,11 @@ monitor_set_config(const struct smap *cfg)
         report_log_next = size ? keep % size : 0;
     }
     knobs = k;
+    if (dos_changed) {
+        dos_knob_seen = true;
+        dos_knob_value = dos;
+        dos_threshold_set(dos, "other_config:tpm-dos-threshold");
+    }
     atomic_store_relaxed(&live_sweep_budget_ns, k.params.sweep_budget_ns);
     atomic_store_relaxed(&live_sweep_every, k.sweep_every);
     atomic_store_relaxed(&live_sweep_gap_ns, k.sweep_gap_ns);
@@ -1544,6 +1630,297 @@ tpm_unixctl_reports(struct unixctl_conn *conn, int argc, const char *argv[],
 
 static void format_agent_summary(struct ds *);
 
+/* Stores in '*sw' and '*mon' the cycles per packet that PMD 'p' spent in
+ * the switch and in the monitor, over its sampled busy iterations.
+ * Returns false if none was sampled yet. */
+static bool
+pmd_cycles_per_packet(struct tpm_pmd *p, double *sw, double *mon)
+{
+    uint64_t cycles, monitor, packets;
+    atomic_read_relaxed(&p->busy_cycles, &cycles);
+    atomic_read_relaxed(&p->busy_monitor, &monitor);
+    atomic_read_relaxed(&p->busy_packets, &packets);
+    if (!packets) {
+        return false;
+    }
+    *mon = (double) monitor / packets;
+    *sw = cycles > monitor ? (double) (cycles - monitor) / packets : 0;
+    return true;
+}
+
+/* The switch's cycles per packet, over every PMD's samples (0 if none). */
+static double
+switch_cycles_per_packet(void)
+{
+    size_t n;
+    struct tpm_pmd **parts = pmds_snapshot(&n);
+    uint64_t cycles = 0, monitor = 0, packets = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t c, m, k;
+        atomic_read_relaxed(&parts[i]->busy_cycles, &c);
+        atomic_read_relaxed(&parts[i]->busy_monitor, &m);
+        atomic_read_relaxed(&parts[i]->busy_packets, &k);
+        cycles += c;
+        monitor += m;
+        packets += k;
+    }
+    free(parts);
+    return packets && cycles > monitor
+           ? (double) (cycles - monitor) / packets : 0;
+}
+
+static void
+tpm_unixctl_dos_threshold(struct unixctl_conn *conn, int argc,
+                          const char *argv[], void *aux OVS_UNUSED)
+{
+    uint32_t old = knobs.params.dos_threshold;
+    if (argc > 1) {
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(argv[1], &end, 10);
+        if (errno || end == argv[1] || *end || argv[1][0] == '-'
+            || v > UINT32_MAX) {
+            char *msg = xasprintf("\"%s\": expected bytes, an integer in "
+                                  "[0, %"PRIu32"] (0: off)", argv[1],
+                                  UINT32_MAX);
+            unixctl_command_reply_error(conn, msg);
+            free(msg);
+            return;
+        }
+        dos_threshold_set(v, "tpm/dos-threshold");
+    }
+    char *msg = argc > 1
+        ? xasprintf("DoS threshold: %"PRIu32" bytes (was %"PRIu32")",
+                    knobs.params.dos_threshold, old)
+        : xasprintf("DoS threshold: %"PRIu32" bytes (set by %s)",
+                    knobs.params.dos_threshold, dos_threshold_by);
+    unixctl_command_reply(conn, msg);
+    free(msg);
+}
+
+/* A signature of the installed host events, to tell whether the DoS
+ * profile is still theirs. */
+static uint64_t
+host_events_signature(void)
+{
+    uint64_t sig = ovs_list_size(&host_events);
+    struct host_event *he;
+    LIST_FOR_EACH (he, node, &host_events) {
+        sig = sig * 0x100000001b3ULL ^ he->id;
+    }
+    return sig;
+}
+
+/* Profiles the DoS model's costs with the installed events.  Returns NULL
+ * or an error (caller frees). */
+static char *
+dos_profile_run(uint32_t n_flows, int rounds)
+{
+    size_t n = ovs_list_size(&host_events), i = 0;
+    struct tpm_event **evs = xcalloc(MAX(n, 1), sizeof *evs);
+    struct host_event *he;
+    LIST_FOR_EACH (he, node, &host_events) {
+        evs[i++] = he->def;
+    }
+    struct tpm_dos_costs c;
+    char *error = tpm_dos_profile(&knobs.params, evs, n, n_flows, rounds,
+                                  &c);
+    free(evs);
+    if (!error) {
+        c.switch_pkt = switch_cycles_per_packet();
+        dos_costs = c;
+        dos_costs_valid = true;
+        dos_costs_events = host_events_signature();
+        dos_costs_when = time_wall_msec();
+    }
+    return error;
+}
+
+static void
+format_dos_costs(struct ds *s)
+{
+    const struct tpm_dos_costs *c = &dos_costs;
+    ds_put_format(s, "profile: %"PRIu32" events, %"PRIu32" patterns, "
+                  "%"PRIu32" flows per round, taken ", c->n_events,
+                  c->n_patterns, c->n_flows);
+    ds_put_strftime_msec(s, "%Y-%m-%d %H:%M:%S.###", dos_costs_when, true);
+    ds_put_format(s, "\ntsc_hz: %.0f\n", c->hz);
+    ds_put_format(s, "switch_cycles_per_packet: %.1f%s\n", c->switch_pkt,
+                  c->switch_pkt ? "" : " (no traffic sampled yet)");
+    ds_put_format(s, "pending_cycles_per_packet: %.1f\n", c->pkt_pending);
+    ds_put_format(s, "matched_cycles_per_packet: %.1f\n", c->pkt_matched);
+    ds_put_format(s, "match_cycles_per_flow: %.1f\n", c->match);
+    ds_put_format(s, "sweep_cycles_per_item: %.1f\n", c->sweep_item);
+    ds_put_format(s, "triggers_per_flow: %.2f\n", c->triggers_per_flow);
+}
+
+/* Parses 'arg' as an unsigned integer in [min, max] into '*v'; on error
+ * replies on 'conn' and returns false. */
+static bool
+unixctl_uint_arg(struct unixctl_conn *conn, const char *what,
+                 const char *arg, uint64_t min, uint64_t max, uint64_t *v)
+{
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(arg, &end, 10);
+    if (errno || end == arg || *end || arg[0] == '-' || x < min
+        || x > max) {
+        char *msg = xasprintf("%s \"%s\": expected an integer in "
+                              "[%"PRIu64", %"PRIu64"]", what, arg, min, max);
+        unixctl_command_reply_error(conn, msg);
+        free(msg);
+        return false;
+    }
+    *v = x;
+    return true;
+}
+
+static bool
+unixctl_double_arg(struct unixctl_conn *conn, const char *what,
+                   const char *arg, double min, double max, double *v)
+{
+    char *end;
+    errno = 0;
+    double x = strtod(arg, &end);
+    if (errno || end == arg || *end || !(x >= min && x <= max)) {
+        char *msg = xasprintf("%s \"%s\": expected a number in [%g, %g]",
+                              what, arg, min, max);
+        unixctl_command_reply_error(conn, msg);
+        free(msg);
+        return false;
+    }
+    *v = x;
+    return true;
+}
+
+static void
+tpm_unixctl_dos_profile(struct unixctl_conn *conn, int argc,
+                        const char *argv[], void *aux OVS_UNUSED)
+{
+    uint64_t flows = 16384, rounds = 5;
+    if ((argc > 1 && !unixctl_uint_arg(conn, "FLOWS", argv[1], 64,
+                                       1u << 22, &flows))
+        || (argc > 2 && !unixctl_uint_arg(conn, "ROUNDS", argv[2], 1, 15,
+                                          &rounds))) {
+        return;
+    }
+    char *error = dos_profile_run(flows, rounds);
+    if (error) {
+        unixctl_command_reply_error(conn, error);
+        free(error);
+        return;
+    }
+    struct ds s = DS_EMPTY_INITIALIZER;
+    format_dos_costs(&s);
+    unixctl_command_reply(conn, ds_cstr(&s));
+    ds_destroy(&s);
+}
+
+static void
+tpm_unixctl_dos_model(struct unixctl_conn *conn, int argc,
+                      const char *argv[], void *aux OVS_UNUSED)
+{
+    struct tpm_dos_traffic t;
+    tpm_dos_traffic_init(&t);
+    double budget = 1.0;
+    uint64_t threshold = UINT64_MAX, v;
+
+    if (!unixctl_double_arg(conn, "RATE_DOS", argv[1], 0, 1e12,
+                            &t.rate_dos)
+        || !unixctl_double_arg(conn, "RATE_GOOD", argv[2], 0, 1e12,
+                               &t.rate_good)) {
+        return;
+    }
+    for (int i = 3; i < argc; i++) {
+        const char *eq = strchr(argv[i], '=');
+        char *key = eq ? xmemdup0(argv[i], eq - argv[i]) : xstrdup(argv[i]);
+        const char *val = eq ? eq + 1 : "";
+        bool ok = true;
+        if (!strcmp(key, "attack")) {
+            if (!strcmp(val, "syn") || !strcmp(val, "threshold")) {
+                t.syn = !strcmp(val, "syn");
+            } else {
+                unixctl_command_reply_error(conn, "attack: expected syn or "
+                                            "threshold");
+                ok = false;
+            }
+        } else if (!strcmp(key, "dos-bytes")) {
+            ok = unixctl_uint_arg(conn, key, val, 60, 65535, &v);
+            t.dos_bytes = v;
+        } else if (!strcmp(key, "good-bytes")) {
+            ok = unixctl_uint_arg(conn, key, val, 60, 65535, &v);
+            t.good_bytes = v;
+        } else if (!strcmp(key, "pkts-per-flow")) {
+            ok = unixctl_uint_arg(conn, key, val, 1, UINT32_MAX, &v);
+            t.pkts_per_flow = v;
+        } else if (!strcmp(key, "threshold")) {
+            ok = unixctl_uint_arg(conn, key, val, 0, UINT32_MAX - 1,
+                                  &threshold);
+        } else if (!strcmp(key, "budget")) {
+            ok = unixctl_double_arg(conn, key, val, 0.01, 1, &budget);
+        } else {
+            char *msg = xasprintf("unknown option \"%s\": expected attack=, "
+                                  "dos-bytes=, good-bytes=, pkts-per-flow=, "
+                                  "threshold= or budget=", argv[i]);
+            unixctl_command_reply_error(conn, msg);
+            free(msg);
+            ok = false;
+        }
+        free(key);
+        if (!ok) {
+            return;
+        }
+    }
+
+    if (!dos_costs_valid || dos_costs_events != host_events_signature()) {
+        char *error = dos_profile_run(16384, 5);
+        if (error) {
+            unixctl_command_reply_error(conn, error);
+            free(error);
+            return;
+        }
+    } else {
+        /* The switch's share from the latest samples. */
+        double sw = switch_cycles_per_packet();
+        if (sw) {
+            dos_costs.switch_pkt = sw;
+        }
+    }
+
+    struct tpm_dos_load l;
+    uint32_t th;
+    if (threshold != UINT64_MAX) {
+        th = threshold;
+        tpm_dos_predict(&dos_costs, &knobs.params, &t, th, &l);
+    } else {
+        th = tpm_dos_min_threshold(&dos_costs, &knobs.params, &t, budget,
+                                   t.good_bytes * t.pkts_per_flow, &l);
+    }
+    struct ds s = DS_EMPTY_INITIALIZER;
+    format_dos_costs(&s);
+    ds_put_format(&s, "attack: %s, %.0f pps of %"PRIu32" bytes; good: %.0f "
+                  "pps of %"PRIu32" bytes, %"PRIu32" packets per flow\n",
+                  t.syn ? "syn" : "threshold", t.rate_dos, t.dos_bytes,
+                  t.rate_good, t.good_bytes, t.pkts_per_flow);
+    if (th == UINT32_MAX) {
+        ds_put_format(&s, "threshold: none (over budget %.2f even at the "
+                      "good flows' size)\n", budget);
+    } else {
+        ds_put_format(&s, "threshold: %"PRIu32"\n", th);
+    }
+    ds_put_format(&s, "load: %.3f\n", l.load);
+    ds_put_format(&s, "load_parts: switch %.3f, below threshold %.3f, "
+                  "matched packets %.3f, matching %.3f, sweep %.3f\n",
+                  l.switch_share, l.pending_share, l.matched_share,
+                  l.match_share, l.sweep_share);
+    ds_put_format(&s, "flows_passing_per_second: attack %.0f, good %.0f%s\n",
+                  l.dos_flows_passing, l.good_flows_passing,
+                  l.good_unmonitored ? " (good flows below the threshold: "
+                  "not monitored)" : "");
+    unixctl_command_reply(conn, ds_cstr(&s));
+    ds_destroy(&s);
+}
+
 static void
 tpm_unixctl_stats(struct unixctl_conn *conn, int argc OVS_UNUSED,
                   const char *argv[] OVS_UNUSED, void *aux OVS_UNUSED)
@@ -1580,10 +1957,19 @@ tpm_unixctl_stats(struct unixctl_conn *conn, int argc OVS_UNUSED,
                       st.flow_inserts, st.flow_reuses, st.flow_evictions,
                       st.flows_freed, st.flows_retired);
         ds_put_format(&s, "  matches: %"PRIu64", over max_matches %"PRIu64
-                      ", out of summary slots %"PRIu64", below DoS "
-                      "threshold (packets) %"PRIu64"\n", st.matches,
-                      st.match_overflow, st.summary_overflow,
-                      st.dos_skipped_pkts);
+                      ", out of summary slots %"PRIu64"\n", st.matches,
+                      st.match_overflow, st.summary_overflow);
+        ds_put_format(&s, "  dos: threshold %"PRIu32" bytes, skipped packets "
+                      "%"PRIu64", flows passed %"PRIu64", removed on "
+                      "collision %"PRIu64", removed by sweep %"PRIu64"\n",
+                      pp->dos_threshold, st.dos_skipped_pkts, st.dos_passed,
+                      st.dos_removed_collision, st.dos_removed_sweep);
+        double sw_pkt, mon_pkt;
+        if (pmd_cycles_per_packet(parts[i], &sw_pkt, &mon_pkt)) {
+            ds_put_format(&s, "  cycles per packet (sampled busy "
+                          "iterations): switch %.1f, monitor %.1f\n",
+                          sw_pkt, mon_pkt);
+        }
         ds_put_format(&s, "  triggers: %"PRIu64" instances, created %"PRIu64
                       ", expired %"PRIu64", refused %"PRIu64", chunks "
                       "exhausted %"PRIu64"\n", st.triggers,
@@ -2529,6 +2915,15 @@ tpm_ovs_init(void)
                              tpm_unixctl_stats, NULL);
     unixctl_command_register("tpm/flows", "[FILTER]", 0, 1,
                              tpm_unixctl_flows, NULL);
+    unixctl_command_register("tpm/dos-threshold", "[BYTES]", 0, 1,
+                             tpm_unixctl_dos_threshold, NULL);
+    unixctl_command_register("tpm/dos-profile", "[FLOWS [ROUNDS]]", 0, 2,
+                             tpm_unixctl_dos_profile, NULL);
+    unixctl_command_register("tpm/dos-model",
+                             "RATE_DOS RATE_GOOD [attack=syn|threshold] "
+                             "[dos-bytes=N] [good-bytes=N] "
+                             "[pkts-per-flow=N] [threshold=N] [budget=X]",
+                             2, 8, tpm_unixctl_dos_model, NULL);
     unixctl_command_register("tpm/controller-show", "", 0, 0,
                              tpm_unixctl_controller_show, NULL);
     ovsthread_once_done(&once);
