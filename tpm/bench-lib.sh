@@ -33,6 +33,7 @@
 #   bench_add_output BR RULE  netdev bridge BR with p2 = net_null0 and the
 #                             OpenFlow rule RULE, waits for PMD core 1
 #   bench_port_errors PORT... dies on an Interface error
+#   bench_pmd_nice N          renices the current run's PMD threads
 #   run_down                  stops the current run's daemons and netns
 #   vsctl, appctl, ofctl      on the current run's daemons
 #   wait_for SECONDS CMD...   polls CMD every 0.1 s
@@ -351,6 +352,26 @@ bench_start() {
     VSWITCHD_PID=$(cat "$out/ovs-vswitchd.pid")
     CTL=$out/ovs-vswitchd.$VSWITCHD_PID.ctl
     OUR_PIDS+="$VSWITCHD_PID "
+}
+
+# pmd_tids: the thread ids of the current ovs-vswitchd's PMD threads.
+pmd_tids() {
+    local t
+    for t in /proc/"$VSWITCHD_PID"/task/*; do
+        case $(cat "$t/comm" 2>/dev/null) in
+        pmd*) echo "${t##*/}" ;;
+        esac
+    done
+}
+# bench_pmd_nice N: gives the current run's PMD threads nice value N (the
+# PMD owns its core as in a deployment with isolated cores: another process
+# that lands on core 1 takes little from it).  Only our threads.
+bench_pmd_nice() {
+    local t
+    for t in $(pmd_tids); do
+        renice -n "$1" -p "$t" >/dev/null \
+            || log "warning: cannot renice PMD thread $t"
+    done
 }
 
 # bench_add_output BR RULE: a netdev bridge BR (fail_mode=secure) with the

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Helper of tpm/bench-ovs.sh (python3 standard library only).
+"""Helper of tpm/bench-ovs.sh and tpm/bench-feasibility.sh (python3
+standard library only).
 
   pcap FILE            writes the traffic: N UDP/IPv4 flows of 64-byte
                        frames, round-robin (one packet per flow in turn)
@@ -8,6 +9,10 @@
                        protocol of ovs-appctl, one connection for all)
   parse ...            turns one run's outputs into one JSON line
   table RESULTS        prints the per-run table, medians and ratios
+  probe ...            one rate probe of bench-feasibility.sh: a JSON
+                       line from pmd-perf-show and tpm/stats before/after
+  feas-table RESULTS   bench-feasibility.sh's table (medians of repeats)
+  feas-plot RESULTS PNG  its plot (python3-matplotlib)
 
 Addresses are only written into the pcap file and into event filters;
 nothing is sent anywhere.
@@ -23,15 +28,17 @@ import sys
 import time
 
 
-# Flow i goes to 10.(100 + i // 256).(i % 256).D, i.e. prefix i of the
-# events' 512 nw_dst/24 prefixes (flows and prefixes: the same numbering).
+# Flow i goes to 10.(100 + k // 256).(k % 256).D with k = i % prefixes,
+# i.e. prefix k of the events' nw_dst/24 prefixes (flows and prefixes: the
+# same numbering while flows <= prefixes).
 def prefix(k):
     return "10.%d.%d.0/24" % (100 + k // 256, k % 256)
 
 
-def flow_addrs(i):
+def flow_addrs(i, prefixes=65536):
+    k = i % prefixes
     src = bytes((10, 1, i // 200, 1 + i % 200))
-    dst = bytes((10, 100 + i // 256, i % 256, 1 + (i * 7) % 250))
+    dst = bytes((10, 100 + k // 256, k % 256, 1 + (i * 7) % 250))
     return src, dst, 10000 + i, 20000 + i % 1000
 
 
@@ -42,8 +49,8 @@ def ip_checksum(hdr):
     return (~s) & 0xffff
 
 
-def frame(i, size):
-    src, dst, sport, dport = flow_addrs(i)
+def frame(i, size, prefixes=65536):
+    src, dst, sport, dport = flow_addrs(i, prefixes)
     ip_len = size - 14
     udp_len = ip_len - 20
     eth = bytes.fromhex("020000000002" "020000000001" "0800")
@@ -61,15 +68,17 @@ def cmd_pcap(a):
         f.write(struct.pack("<IHHiIII", 0xa1b2c3d4, 2, 4, 0, 0, 65535, 1))
         for r in range(a.repeat):
             for i in range(a.flows):
-                p = frame(i, a.size)
+                p = frame(i, a.size, a.prefixes)
                 f.write(struct.pack("<IIII", 0, r * a.flows + i, len(p),
                                     len(p)))
                 f.write(p)
 
 
-# The 8 events of one prefix P: count(), sum(volume) and max(ttl), per
-# 5-tuple and per nw_dst/24, with thresholds no 10 ms of this traffic
-# reaches (so reports stay out of the measurement).
+# The events of one prefix P (the first --per-prefix of these): count(),
+# sum(volume) and max(ttl) (three summaries per flow in all), per 5-tuple,
+# nw_dst/24, nw_src/24 and nw_dst, with thresholds no interval of this
+# traffic reaches (so reports stay out of the measurement).  bench-ovs.sh
+# uses the first 8, bench-feasibility.sh up to 16.
 EVENT_KINDS = [
     ("c5", "ip", "count() > 1000000000", "5tuple"),
     ("cd", "ip", "count() > 1000000000", "nw_dst/24"),
@@ -79,10 +88,18 @@ EVENT_KINDS = [
     ("td", "ip", "max(ttl) > 255", "nw_dst/24"),
     ("uc5", "udp", "count() > 1000000000", "5tuple"),
     ("uvd", "udp", "sum(volume) > 1000GB", "nw_dst/24"),
+    ("cs", "ip", "count() > 1000000000", "nw_src/24"),
+    ("vs", "ip", "sum(volume) > 1000GB", "nw_src/24"),
+    ("ts", "ip", "max(ttl) > 255", "nw_src/24"),
+    ("c32", "ip", "count() > 1000000000", "nw_dst"),
+    ("v32", "ip", "sum(volume) > 1000GB", "nw_dst"),
+    ("uv5", "udp", "sum(volume) > 1000GB", "5tuple"),
+    ("ucd", "udp", "count() > 1000000000", "nw_dst/24"),
+    ("utd", "udp", "max(ttl) > 255", "nw_dst/24"),
 ]
 
 
-def event_defs(n_prefixes, per_prefix):
+def event_defs(n_prefixes, per_prefix, interval="10ms"):
     if per_prefix > len(EVENT_KINDS):
         sys.exit("bench-ovs.py: at most %d events per prefix"
                  % len(EVENT_KINDS))
@@ -91,7 +108,7 @@ def event_defs(n_prefixes, per_prefix):
             yield ("p%d_%s" % (k, name),
                    ["filter=%s,nw_dst=%s" % (proto, prefix(k)),
                     "predicate=%s" % pred, "group=%s" % group,
-                    "interval=10ms"])
+                    "interval=%s" % interval])
 
 
 class Unixctl:
@@ -131,7 +148,7 @@ def cmd_events(a):
     c = Unixctl(a.ctl)
     t0 = time.monotonic()
     n = 0
-    for name, words in event_defs(a.prefixes, a.per_prefix):
+    for name, words in event_defs(a.prefixes, a.per_prefix, a.interval):
         result, error = c.call("tpm/event-add", [name] + words)
         if error:
             sys.exit("tpm/event-add %s %s: %s"
@@ -295,6 +312,194 @@ def cmd_table(a):
               % (p50, p99, done, unf))
 
 
+# tpm/stats counters that bench-feasibility.sh and bench-dos.sh take
+# differences of (the counters are cumulative since the PMD started).
+TPM_DELTA_RE = {
+    "packets": r"packets: (\d+) \(non-IP \d+\)",
+    "bytes": r"packets: \d+ \(non-IP \d+\), bytes: (\d+)",
+    "matches": r"matches: (\d+),",
+    "dos_skipped_pkts": r"below DoS threshold \(packets\) (\d+)",
+    "flow_inserts": r"inserts (\d+),",
+    "flow_evictions": r"evictions (\d+),",
+    "sweeps_done": r"sweeps: done (\d+),",
+    "sweeps_unfinished": r"sweeps: done \d+, unfinished (\d+),",
+    "sweeps_forced": r"unfinished \d+, forced (\d+);",
+    "steps_idle": r"steps idle (\d+),",
+    "steps_saturated": r"steps while saturated (\d+)",
+    "reports": r"reports: (\d+),",
+    "reports_dropped": r"reports: \d+, dropped (\d+);",
+    "epochs": r"; epochs (\d+),",
+    "epochs_skipped": r"; epochs \d+, skipped (\d+)",
+    "dos_flows_passed": r"dos: .*flows passed (\d+)",
+    "dos_skipped": r"dos: .*skipped packets (\d+)",
+    "dos_removed_collision": r"dos: .*removed on collision (\d+)",
+    "dos_removed_sweep": r"dos: .*removed by sweep (\d+)",
+}
+# tpm/stats values that are not counters (taken at the end).
+TPM_LEVEL_RE = {
+    "flows_live": r"flows: (\d+) live",
+    "triggers": r"triggers: (\d+) instances",
+    "sweep_ns": r"sweep time: p50 (\d+) ns, p99 (\d+) ns, max (\d+) ns",
+    "events": r"events: (\d+),",
+    "dos_threshold": r"dos: threshold (\d+) bytes",
+}
+
+
+def pmd1(text):
+    """The part of tpm/stats about PMD core 1 (and the header lines)."""
+    head, _, rest = text.partition("pmd core 1:")
+    return head + rest
+
+
+def tpm_delta(before, after):
+    b, a = pmd1(before), pmd1(after)
+    out = {}
+    for key, rx in TPM_DELTA_RE.items():
+        mb, ma = re.search(rx, b), re.search(rx, a)
+        if ma:
+            out[key] = int(ma.group(1)) - (int(mb.group(1)) if mb else 0)
+    lv = grab(a, TPM_LEVEL_RE)
+    out.update(lv)
+    return out
+
+
+def iface_stats(text):
+    """ovs-vsctl get Interface P statistics: {k=v, ...} into a dict."""
+    return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", text)}
+
+
+def cmd_probe(a):
+    """One probe: a JSON line with the configuration (--set K=V, numbers
+    where they parse), pmd-perf-show over the window, tpm/stats and the
+    input port's statistics as differences."""
+    r = {}
+    for kv in a.set or []:
+        k, _, v = kv.partition("=")
+        try:
+            r[k] = int(v)
+        except ValueError:
+            try:
+                r[k] = float(v)
+            except ValueError:
+                r[k] = v
+    p = grab(open(a.perf).read(), PERF_RE)
+    if "rx" not in p:
+        r["error"] = "no Rx packets line in pmd-perf-show"
+    else:
+        r["rx_packets"], r["kpps"], r["cpp"] = p["rx"]
+        r["duration_s"] = p.get("duration_s")
+        r["us_per_it"] = p["iterations"][1]
+        r["busy_it_pct"] = p["busy_it"][1]
+        r["used_tsc_pct"] = p.get("used_tsc_pct")
+        if r["duration_s"]:
+            r["pps"] = r["rx_packets"] / r["duration_s"]
+    if a.tpm_before and a.tpm_after:
+        r["tpm"] = tpm_delta(open(a.tpm_before).read(),
+                             open(a.tpm_after).read())
+    if a.port_before and a.port_after:
+        b = iface_stats(open(a.port_before).read())
+        e = iface_stats(open(a.port_after).read())
+        r["port"] = {k: e[k] - b.get(k, 0) for k in e}
+    if a.out_before and a.out_after:
+        b = iface_stats(open(a.out_before).read())
+        e = iface_stats(open(a.out_after).read())
+        r["out"] = {k: e[k] - b.get(k, 0) for k in e
+                    if k in ("tx_packets", "tx_bytes", "tx_dropped")}
+    if a.steal is not None:
+        r["steal_pct"] = a.steal
+    if a.other_load is not None:
+        r["other_load_pct"] = a.other_load
+    target = r.get("target_pps")
+    t = r.get("tpm", {})
+    if "pps" in r and target:
+        r["rate_kept"] = r["pps"] >= a.keep_ratio * target
+    if t.get("events"):
+        r["sweeps_ok"] = (t.get("sweeps_unfinished", 0) == 0
+                          and t.get("sweeps_done", 0) > 0)
+    print(json.dumps(r, sort_keys=True))
+
+
+def load(path):
+    return [json.loads(l) for l in open(path) if l.strip()]
+
+
+def cmd_feas_table(a):
+    runs = load(a.results)
+    bounds = [r for r in runs if r.get("kind") == "boundary"]
+    unpol = [r for r in runs if r.get("kind") == "unpoliced"]
+    base = [r for r in runs if r.get("kind") == "baseline"]
+    keys = sorted({(r["flows"], r["interval_ms"], r["per_flow"])
+                   for r in bounds})
+    print("| active flows | interval (ms) | triggers per flow | triggers "
+          "| feasible Mpps (median) | runs (Mpps) | unpoliced Mpps (median)"
+          " | cycles/pkt at boundary | sweep p50 / p99 / max (us) "
+          "| sweep steps idle / saturated per s | matches per s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for key in keys:
+        rs = [r for r in bounds
+              if (r["flows"], r["interval_ms"], r["per_flow"]) == key]
+        us = [r for r in unpol
+              if (r["flows"], r["interval_ms"], r["per_flow"]) == key]
+        ok = [r for r in rs if "pps" in r]
+        m = med([r["pps"] for r in ok]) / 1e6 if ok else float("nan")
+        # The repeat whose boundary is the median (or the nearest).
+        rep = min(ok, key=lambda r: abs(r["pps"] / 1e6 - m)) if ok else {}
+        t = rep.get("tpm", {})
+        ns = t.get("sweep_ns", [0, 0, 0])
+        d = rep.get("duration_s") or 1
+        print("| %d | %s | %d | %d | **%.2f** | %s | %.2f | %s "
+              "| %.0f / %.0f / %.0f | %.0f / %.0f | %.2fM |"
+              % (key[0], key[1], key[2], rep.get("triggers_total", 0), m,
+                 ", ".join("%.2f" % (r["pps"] / 1e6) for r in ok),
+                 med([r["pps"] for r in us if "pps" in r]) / 1e6,
+                 rep.get("cpp", "?"), ns[0] / 1e3, ns[1] / 1e3,
+                 ns[2] / 1e3, t.get("steps_idle", 0) / d,
+                 t.get("steps_saturated", 0) / d,
+                 t.get("matches", 0) / d / 1e6))
+    if base:
+        print()
+        print("No events (config B), unpoliced: " + "; ".join(
+            "%d flows: %.2f Mpps, %s cycles/pkt"
+            % (f, med([r["pps"] for r in base if r["flows"] == f]) / 1e6,
+               med([r["cpp"] for r in base if r["flows"] == f]))
+            for f in sorted({r["flows"] for r in base})))
+
+
+def cmd_feas_plot(a):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        sys.exit("bench-ovs.py feas-plot: matplotlib is missing: "
+                 "apt-get install -y python3-matplotlib; no plot written")
+    runs = [r for r in load(a.results)
+            if r.get("kind") == "boundary" and "pps" in r]
+    flows = sorted({r["flows"] for r in runs})
+    fig, axes = plt.subplots(1, len(flows), figsize=(5 * len(flows), 4),
+                             sharey=True, squeeze=False)
+    for ax, f in zip(axes[0], flows):
+        for iv in sorted({r["interval_ms"] for r in runs}):
+            ks = sorted({r["per_flow"] for r in runs
+                         if r["flows"] == f and r["interval_ms"] == iv})
+            ys = [med([r["pps"] for r in runs if r["flows"] == f
+                       and r["interval_ms"] == iv and r["per_flow"] == k])
+                  / 1e6 for k in ks]
+            ax.plot(ks, ys, marker="o", label="%s ms" % iv)
+        ax.set_title("%d active flows" % f)
+        ax.set_xlabel("triggers per flow")
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(ks)
+        ax.set_xticklabels([str(k) for k in ks])
+        ax.grid(True, alpha=0.3)
+    axes[0][0].set_ylabel("highest feasible rate (Mpps, median)")
+    axes[0][0].legend(title="time interval")
+    fig.suptitle("TPM feasibility region in an OVS-DPDK PMD (64 B frames)")
+    fig.tight_layout()
+    fig.savefig(a.png, dpi=100)
+    print("wrote %s" % a.png)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawTextHelpFormatter)
@@ -305,10 +510,13 @@ def main():
     p.add_argument("--size", type=int, default=64)
     p.add_argument("--repeat", type=int, default=1,
                    help="rounds of the flows written (1)")
+    p.add_argument("--prefixes", type=int, default=65536,
+                   help="flow i goes to prefix i %% PREFIXES")
     p = sub.add_parser("events")
     p.add_argument("ctl")
     p.add_argument("--prefixes", type=int, default=512)
     p.add_argument("--per-prefix", type=int, default=8)
+    p.add_argument("--interval", default="10ms")
     p = sub.add_parser("parse")
     p.add_argument("--round", type=int, required=True)
     p.add_argument("--config", required=True)
@@ -322,9 +530,27 @@ def main():
     p = sub.add_parser("table")
     p.add_argument("results")
     p.add_argument("--events", default="4096")
+    p = sub.add_parser("probe")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE")
+    p.add_argument("--perf", required=True)
+    p.add_argument("--tpm-before")
+    p.add_argument("--tpm-after")
+    p.add_argument("--port-before")
+    p.add_argument("--port-after")
+    p.add_argument("--out-before")
+    p.add_argument("--out-after")
+    p.add_argument("--steal", type=float)
+    p.add_argument("--other-load", type=float)
+    p.add_argument("--keep-ratio", type=float, default=0.98)
+    p = sub.add_parser("feas-table")
+    p.add_argument("results")
+    p = sub.add_parser("feas-plot")
+    p.add_argument("results")
+    p.add_argument("png")
     a = ap.parse_args()
     {"pcap": cmd_pcap, "events": cmd_events, "parse": cmd_parse,
-     "table": cmd_table}[a.cmd](a)
+     "table": cmd_table, "probe": cmd_probe, "feas-table": cmd_feas_table,
+     "feas-plot": cmd_feas_plot}[a.cmd](a)
 
 
 if __name__ == "__main__":
