@@ -695,7 +695,9 @@ print_stats(const struct replay *r)
     STAT(flow_evictions); STAT(flows_freed); STAT(flows_retired);
     STAT(flows_live);
     STAT(matches); STAT(match_overflow); STAT(summary_overflow);
-    STAT(dos_skipped_pkts); STAT(children_created); STAT(children_dropped);
+    STAT(dos_skipped_pkts); STAT(dos_passed); STAT(dos_removed_collision);
+    STAT(dos_removed_sweep);
+    STAT(children_created); STAT(children_dropped);
     STAT(children_expired); STAT(chunks_exhausted); STAT(backfilled);
     STAT(sweeps_started); STAT(sweeps_done); STAT(sweeps_unfinished);
     STAT(sweeps_forced); STAT(sweep_steps); STAT(sweep_flows);
