@@ -1037,17 +1037,18 @@ trie_walk_node(struct trie_walk *w, uint32_t i, int depth, bool root)
 {
     const struct trig_trie_node *node = &w->t->nodes[i];
     const struct trig_trie_refs *refs = &w->t->refs[i];
+    uint64_t prefix = node->prefix & ~(uint64_t) TRIG_TRIE_LEN_MASK;
+    int len = node->prefix & TRIG_TRIE_LEN_MASK;
 
     w->n_nodes++;
-    TCHECK(node->n_bits <= 64 && (root || node->n_bits >= 1),
-           "node %u: %u bits", i, node->n_bits);
-    TCHECK(depth + (int) node->n_bits <= 128, "node %u too deep", i);
-    TCHECK(node->n_bits == 64 || !(node->prefix << node->n_bits),
-           "node %u: bits beyond its prefix", i);
-    for (uint32_t b = 0; b < node->n_bits; b++) {
-        w->path[depth + b] = (node->prefix >> (63 - b)) & 1;
+    TCHECK(len <= TRIG_TRIE_NODE_BITS && (root || len >= 1),
+           "node %u: %d bits", i, len);
+    TCHECK(depth + len <= 128, "node %u too deep", i);
+    TCHECK(!(prefix << len), "node %u: bits beyond its prefix", i);
+    for (int b = 0; b < len; b++) {
+        w->path[depth + b] = (prefix >> (63 - b)) & 1;
     }
-    depth += node->n_bits;
+    depth += len;
 
     uint64_t bits = 0;
     for (uint32_t j = 0; j < refs->n; j++) {
@@ -1075,6 +1076,7 @@ trie_walk_node(struct trie_walk *w, uint32_t i, int depth, bool root)
            "%"PRIx64, i, node->patterns, bits);
 
     int n_children = 0;
+    uint64_t below = bits;
     for (int b = 0; b < 2; b++) {
         uint32_t c = node->child[b];
         if (c) {
@@ -1083,17 +1085,21 @@ trie_walk_node(struct trie_walk *w, uint32_t i, int depth, bool root)
             TCHECK((int) (w->t->nodes[c].prefix >> 63) == b,
                    "node %u: child %d starts with the other bit", i, b);
             trie_walk_node(w, c, depth, false);
+            below |= w->t->nodes[c].below;
         }
     }
+    TCHECK(node->below == below, "node %u: below %"PRIx64", subtree has "
+           "%"PRIx64, i, node->below, below);
     /* Pruned: no empty leaf, and a node with one child and no rule only
      * if the two do not fit in one node. */
     if (!refs->n) {
+        uint32_t c = node->child[0] | node->child[1];
         TCHECK(n_children == 2
                || (n_children == 1
-                   && node->n_bits + w->t->nodes[node->child[0]
-                                                 | node->child[1]].n_bits
-                      > 64),
-               "node %u: no rule and %d children (%u bits, depth %d, root %d, child bits %u)", i, n_children, node->n_bits, depth, root, n_children ? w->t->nodes[node->child[0] | node->child[1]].n_bits : 0);
+                   && len + (int) (w->t->nodes[c].prefix
+                                   & TRIG_TRIE_LEN_MASK)
+                      > TRIG_TRIE_NODE_BITS),
+               "node %u: no rule and %d children", i, n_children);
     }
 }
 
@@ -1163,9 +1169,9 @@ check_trie(const struct trig_index *ti, const struct ref *r, bool src)
     }
     TCHECK(w.n_nodes == t->n_live, "%u nodes reachable, %u live",
            w.n_nodes, t->n_live);
-    /* Bounded: at most a split node and two chain nodes per prefix. */
-    TCHECK(t->n_live <= 3 * n_want, "%u nodes for %u prefixes", t->n_live,
-           n_want);
+    /* Bounded: at most a split node and a chain per prefix. */
+    TCHECK(t->n_live <= (2 + 128 / TRIG_TRIE_NODE_BITS) * n_want,
+           "%u nodes for %u prefixes", t->n_live, n_want);
     if (!n_want) {
         TCHECK(!t->root && !t->nodes && !t->n_nodes,
                "empty trie keeps its memory");
@@ -1381,6 +1387,81 @@ START_TEST(test_trie_random)
 }
 END_TEST
 
+/* More patterns than the bitmaps have bits: patterns 64 and up are always
+ * probed, trig_index_may_match() is always true, and a pattern moved from
+ * beyond 64 into a hole below gains its bits. */
+START_TEST(test_trie_overflow_patterns)
+{
+    enum { N = TRIG_INDEX_TRIE_PATTERNS + 6 };
+    struct trig_index ti;
+    struct ref r = { NULL, 0, 0 };
+    struct tpm_match m[N];
+    uint32_t n_pruned = 0;
+    uint32_t ids[8];
+
+    trig_index_init(&ti);
+    /* Pattern i: nw_dst 10.0.0.0/8 + i, one rule each, so every rule is
+     * 10.0.0.0 under its own prefix length: nested prefixes. */
+    for (int i = 0; i < N; i++) {
+        memset(&m[i], 0, sizeof m[i]);
+        m[i].mask.ipver = 0xff;
+        m[i].key.ipver = 4;
+        if (i < 25) {
+            prefix_mask(m[i].mask.dst, 8 + i);
+            m[i].key.dst[0] = htonl(0x0a000000);
+        } else {
+            /* The rest differ in tp_dst masks over nw_dst /32. */
+            prefix_mask(m[i].mask.dst, 32);
+            m[i].key.dst[0] = htonl(0x0a000000);
+            m[i].mask.proto = 0xff;
+            m[i].key.proto = 17;
+            m[i].mask.dport = (uint16_t) (0xffff << (i % 16));
+            m[i].mask.sport = (uint16_t) (0xffff << (i / 16));
+        }
+        trig_index_insert(&ti, &m[i], i);
+        ref_add(&r, &m[i], i);
+    }
+    ck_assert_uint_eq(ti.n_patterns, N);
+    check_trie(&ti, &r, true);
+    check_trie(&ti, &r, false);
+
+    struct tpm_key k;
+    memset(&k, 0, sizeof k);
+    k.ipver = 4;
+    k.proto = 17;
+    k.dst[0] = htonl(0x0a000000);
+    ck_assert_uint_eq(check_key_all(&ti, &r, &k, &n_pruned), N);
+    k.dst[0] = htonl(0x0b000000);
+    ck_assert_uint_eq(check_key_all(&ti, &r, &k, &n_pruned), 0);
+    ck_assert(trig_index_may_match(&ti, &k));
+
+    /* Removing pattern 0 moves pattern N - 1 into index 0. */
+    ck_assert_int_eq(trig_index_remove(&ti, &m[0], 0), 0);
+    ref_del(&r, 0);
+    ck_assert(same_key(&ti.patterns[0].mask, &m[N - 1].mask));
+    check_trie(&ti, &r, true);
+    check_trie(&ti, &r, false);
+    ck_assert(ti.dst_trie.nodes[ti.dst_trie.root].below & 1);
+    k.dst[0] = htonl(0x0a000000);
+    k.sport = k.dport = 0;
+    ck_assert_uint_eq(trig_index_match(&ti, &k, ids, 8), N - 1);
+
+    /* Down to 64 patterns: the pre-check rejects again. */
+    for (int i = 1; ti.n_patterns > TRIG_INDEX_TRIE_PATTERNS; i++) {
+        ck_assert_int_eq(trig_index_remove(&ti, &m[i], i), 0);
+        ref_del(&r, (uint32_t) ref_find(&r, &m[i], i));
+        check_trie(&ti, &r, true);
+        check_trie(&ti, &r, false);
+    }
+    k.dst[0] = htonl(0x0b000000);
+    ck_assert(!trig_index_may_match(&ti, &k));
+    ck_assert_uint_eq(check_key_all(&ti, &r, &k, &n_pruned), 0);
+    ck_assert_uint_eq(n_pruned, 1);
+    free(r.pairs);
+    trig_index_destroy(&ti);
+}
+END_TEST
+
 static Suite *
 trig_index_suite(void)
 {
@@ -1404,6 +1485,7 @@ trig_index_suite(void)
     tcase_add_test(tr, test_random_many_patterns);
     tcase_add_test(tr, test_random_long);
     tcase_add_loop_test(tr, test_trie_random, 1, 81);
+    tcase_add_test(tr, test_trie_overflow_patterns);
     suite_add_tcase(s, tr);
     return s;
 }

@@ -122,8 +122,29 @@ bit_assign__(uint64_t *map, uint32_t bit, bool value)
     }
 }
 
+/* A node's prefix bits, left-aligned, and their number. */
+static inline uint64_t
+node_bits__(const struct trig_trie_node *node)
+{
+    return node->prefix & ~(uint64_t) TRIG_TRIE_LEN_MASK;
+}
+
+static inline unsigned int
+node_len__(const struct trig_trie_node *node)
+{
+    return node->prefix & TRIG_TRIE_LEN_MASK;
+}
+
+static inline void
+node_set__(struct trig_trie_node *node, uint64_t bits, unsigned int len)
+{
+    node->prefix = (len ? bits & top_bits__(len) : 0) | len;
+}
+
 /* Returns the patterns with a rule whose prefix in trie 't' agrees with
- * address 'a'. */
+ * address 'a', and perhaps one more pattern: the walk stops where at most
+ * one pattern it has not found yet has rules further down, and counts
+ * that pattern in (its probe costs less than the rest of the walk). */
 static inline uint64_t
 trie_lookup__(const struct trig_trie *t, trig_addr a)
 {
@@ -133,14 +154,16 @@ trie_lookup__(const struct trig_trie *t, trig_addr a)
     for (uint32_t i = t->root; i;) {
         const struct trig_trie_node *node = &t->nodes[i];
         uint64_t diff = addr_bits__(a, ofs) ^ node->prefix;
-        if (node->n_bits && diff >> (64 - node->n_bits)) {
+        unsigned int len = node_len__(node);
+        if (len && diff >> (64 - len)) {
             break;
         }
         patterns |= node->patterns;
-        ofs += node->n_bits;
-        if (ofs >= 128) {
-            break;
+        uint64_t more = node->below & ~patterns;
+        if (!(more & (more - 1))) {
+            return patterns | more;
         }
+        ofs += len;
         i = node->child[addr_bit__(a, ofs)];
     }
     return patterns;
@@ -170,9 +193,10 @@ trie_reserve__(struct trig_trie *t, uint32_t n)
     t->cap_nodes = cap;
 }
 
-/* Returns a new node of 't' (room reserved) with 'n_bits' bits 'prefix'. */
+/* Returns a new node of 't' (room reserved) with the first 'len' bits of
+ * 'bits'. */
 static uint32_t
-trie_node_new__(struct trig_trie *t, uint64_t prefix, unsigned int n_bits)
+trie_node_new__(struct trig_trie *t, uint64_t bits, unsigned int len)
 {
     uint32_t i = t->free_list;
     if (i) {
@@ -182,8 +206,7 @@ trie_node_new__(struct trig_trie *t, uint64_t prefix, unsigned int n_bits)
     }
     struct trig_trie_node *node = &t->nodes[i];
     memset(node, 0, sizeof *node);
-    node->prefix = n_bits ? prefix & top_bits__(n_bits) : 0;
-    node->n_bits = n_bits;
+    node_set__(node, bits, len);
     t->n_live++;
     return i;
 }
@@ -213,8 +236,29 @@ trie_destroy__(struct trig_trie *t)
     memset(t, 0, sizeof *t);
 }
 
+/* Sets the 'below' bitmap of node 'i' of 't' from its own and its
+ * children's. */
+static void
+trie_below__(struct trig_trie *t, uint32_t i)
+{
+    struct trig_trie_node *node = &t->nodes[i];
+    node->below = (node->patterns | t->nodes[node->child[0]].below
+                   | t->nodes[node->child[1]].below);
+}
+
+/* Recomputes 'below' in the subtree of node 'i' of 't'. */
+static void
+trie_below_all__(struct trig_trie *t, uint32_t i)
+{
+    if (i) {
+        trie_below_all__(t, t->nodes[i].child[0]);
+        trie_below_all__(t, t->nodes[i].child[1]);
+        trie_below__(t, i);
+    }
+}
+
 /* Adds 'delta' (1 or -1) to the rules of 'pattern' that end at node 'i'
- * of 't', and keeps the node's bitmap in step. */
+ * of 't', and keeps the node's bitmap in step (not 'below'). */
 static void
 trie_ref__(struct trig_trie *t, uint32_t i, uint32_t pattern, int delta)
 {
@@ -245,7 +289,6 @@ trie_ref__(struct trig_trie *t, uint32_t i, uint32_t pattern, int delta)
     }
 }
 
-
 /* Removes node '*slot' of 't' if no rule ends there and it has no child,
  * or merges it into its only child if their bits fit in one node.  Run
  * after every insertion and removal, along its path, so that every node
@@ -263,28 +306,32 @@ trie_prune__(struct trig_trie *t, uint32_t *slot)
     if (!c) {
         *slot = 0;
         trie_node_free__(t, i);
-    } else if (node->n_bits + t->nodes[c].n_bits <= 64) {
+    } else if (node_len__(node) + node_len__(&t->nodes[c])
+               <= TRIG_TRIE_NODE_BITS) {
         struct trig_trie_node *child = &t->nodes[c];
-        child->prefix = node->prefix | child->prefix >> node->n_bits;
-        child->n_bits += node->n_bits;
+        unsigned int len = node_len__(node);
+        node_set__(child, node_bits__(node) | node_bits__(child) >> len,
+                   len + node_len__(child));
         *slot = c;
         trie_node_free__(t, i);
     }
 }
 
-/* Replaces node '*slot' of 't' by a new node holding its first 'n' bits
+/* Replaces node '*slot' of 't' by a new node holding its first 'len' bits
  * (fewer than it has), whose only child is the rest.  Returns the new
  * node. */
 static uint32_t
-trie_split__(struct trig_trie *t, uint32_t *slot, unsigned int n)
+trie_split__(struct trig_trie *t, uint32_t *slot, unsigned int len)
 {
     uint32_t old = *slot;
-    uint32_t up = trie_node_new__(t, t->nodes[old].prefix, n);
     struct trig_trie_node *rest = &t->nodes[old];
-    uint32_t *rest_slot = &t->nodes[up].child[rest->prefix << n >> 63];
+    uint64_t bits = node_bits__(rest);
+    unsigned int rest_len = node_len__(rest) - len;
+    uint32_t up = trie_node_new__(t, bits, len);
+    uint32_t *rest_slot = &t->nodes[up].child[bits << len >> 63];
 
-    rest->prefix <<= n;
-    rest->n_bits -= n;
+    node_set__(rest, bits << len, rest_len);
+    t->nodes[up].below = rest->below;
     *rest_slot = old;
     *slot = up;
 
@@ -293,14 +340,18 @@ trie_split__(struct trig_trie *t, uint32_t *slot, unsigned int n)
     return up;
 }
 
-/* Prunes the 'depth' nodes at 'path' (slots from the root down),
- * bottom-up: a merge frees only the node of the slot it prunes, so the
- * slots above stay valid. */
+/* Prunes the 'depth' nodes at 'path' (slots from the root down) and
+ * recomputes their 'below', bottom-up: a merge frees only the node of the
+ * slot it prunes, so the slots above stay valid. */
 static void
-trie_prune_path__(struct trig_trie *t, uint32_t **path, unsigned int depth)
+trie_fix_path__(struct trig_trie *t, uint32_t **path, unsigned int depth)
 {
     while (depth) {
-        trie_prune__(t, path[--depth]);
+        uint32_t *slot = path[--depth];
+        trie_prune__(t, slot);
+        if (*slot) {
+            trie_below__(t, *slot);
+        }
     }
 }
 
@@ -318,19 +369,20 @@ trie_insert__(struct trig_trie *t, trig_addr a, unsigned int plen,
     unsigned int ofs = 0, depth = 0;
     uint32_t i;
 
-    /* A split and two nodes for up to 128 new bits; then no reallocation
-     * moves 'slot'. */
-    trie_reserve__(t, 3);
+    /* A split and a chain of nodes for up to 128 new bits; then no
+     * reallocation moves 'slot'. */
+    trie_reserve__(t, 1 + (128 + TRIG_TRIE_NODE_BITS - 1)
+                      / TRIG_TRIE_NODE_BITS);
     for (;;) {
         i = *slot;
         if (!i) {
             /* A chain of new nodes for the rest of the prefix. */
             for (;;) {
-                unsigned int n = MIN(64, plen - ofs);
-                i = trie_node_new__(t, addr_bits__(a, ofs), n);
+                unsigned int len = MIN(TRIG_TRIE_NODE_BITS, plen - ofs);
+                i = trie_node_new__(t, addr_bits__(a, ofs), len);
                 *slot = i;
                 path[depth++] = slot;
-                ofs += n;
+                ofs += len;
                 if (ofs == plen) {
                     break;
                 }
@@ -340,14 +392,14 @@ trie_insert__(struct trig_trie *t, trig_addr a, unsigned int plen,
         }
 
         const struct trig_trie_node *node = &t->nodes[i];
-        uint64_t diff = addr_bits__(a, ofs) ^ node->prefix;
+        uint64_t diff = addr_bits__(a, ofs) ^ node_bits__(node);
         unsigned int same = diff ? __builtin_clzll(diff) : 64;
-        unsigned int n = MIN(MIN(same, plen - ofs), node->n_bits);
-        if (n < node->n_bits) {
-            i = trie_split__(t, slot, n);
+        unsigned int len = MIN(MIN(same, plen - ofs), node_len__(node));
+        if (len < node_len__(node)) {
+            i = trie_split__(t, slot, len);
         }
         path[depth++] = slot;
-        ofs += n;
+        ofs += len;
         if (ofs == plen) {
             break;
         }
@@ -356,7 +408,7 @@ trie_insert__(struct trig_trie *t, trig_addr a, unsigned int plen,
     trie_ref__(t, i, pattern, 1);
 
     /* A split shortened a node, whose parent may now merge into it. */
-    trie_prune_path__(t, path, depth);
+    trie_fix_path__(t, path, depth);
 }
 
 /* Removes a rule of 'pattern' with the 'plen' (1 to 128) bit prefix 'a'
@@ -376,7 +428,7 @@ trie_remove__(struct trig_trie *t, trig_addr a, unsigned int plen,
             return;             /* Not there: cannot happen. */
         }
         path[depth++] = slot;
-        ofs += t->nodes[i].n_bits;
+        ofs += node_len__(&t->nodes[i]);
         if (ofs >= plen) {
             break;
         }
@@ -386,13 +438,14 @@ trie_remove__(struct trig_trie *t, trig_addr a, unsigned int plen,
         return;                 /* Not there: cannot happen. */
     }
     trie_ref__(t, i, pattern, -1);
-    trie_prune_path__(t, path, depth);
+    trie_fix_path__(t, path, depth);
     if (!t->root) {
         trie_destroy__(t);
     }
 }
 
-/* Renames pattern 'from' to 'to' in every node of 't'. */
+/* Renames pattern 'from' to 'to' (which has no rule) in every node of
+ * 't'. */
 static void
 trie_rename__(struct trig_trie *t, uint32_t from, uint32_t to)
 {
@@ -407,6 +460,7 @@ trie_rename__(struct trig_trie *t, uint32_t from, uint32_t to)
             }
         }
     }
+    trie_below_all__(t, t->root);
 }
 
 /* Adds (delta 1) or removes (-1) masked key 'key' of pattern 'p' of 'ti'
