@@ -1960,10 +1960,12 @@ tpm_unixctl_stats(struct unixctl_conn *conn, int argc OVS_UNUSED,
                       ", out of summary slots %"PRIu64"\n", st.matches,
                       st.match_overflow, st.summary_overflow);
         ds_put_format(&s, "  dos: threshold %"PRIu32" bytes, skipped packets "
-                      "%"PRIu64", flows passed %"PRIu64", removed on "
-                      "collision %"PRIu64", removed by sweep %"PRIu64"\n",
-                      pp->dos_threshold, st.dos_skipped_pkts, st.dos_passed,
-                      st.dos_removed_collision, st.dos_removed_sweep);
+                      "%"PRIu64" (pre-check %"PRIu64"), flows passed "
+                      "%"PRIu64", removed on collision %"PRIu64", removed "
+                      "by sweep %"PRIu64"\n", pp->dos_threshold,
+                      st.dos_skipped_pkts, st.dos_precheck_pkts,
+                      st.dos_passed, st.dos_removed_collision,
+                      st.dos_removed_sweep);
         double sw_pkt, mon_pkt;
         if (pmd_cycles_per_packet(parts[i], &sw_pkt, &mon_pkt)) {
             ds_put_format(&s, "  cycles per packet (sampled busy "

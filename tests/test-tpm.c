@@ -725,6 +725,40 @@ START_TEST(test_dos_removals)
 }
 END_TEST
 
+/* The pre-check: a flow below the threshold that no trigger can match
+ * is not counted in the filter table, so it never passes; without the
+ * pre-check it passes and is matched to nothing. */
+START_TEST(test_dos_precheck)
+{
+    for (int precheck = 0; precheck <= 1; precheck++) {
+        struct tpm_params p;
+        tpm_params_init(&p);
+        p.flow_table_size = 1024;
+        p.dos_table_size = 1024;
+        p.max_chunks = 64;
+        p.dos_threshold = 1000;
+        p.dos_precheck = precheck;
+        struct tpm *tpm = new_tpm(&p);
+        struct frame in, out;
+        struct tpm_stats s;
+
+        add(tpm, 1, "in filter=udp,nw_dst=10.6.0.0/16 predicate=count() > 0");
+        udp_frame(&in, ip4(10, 99, 0, 1), ip4(10, 6, 0, 1), 1, 2, 58, 64);
+        udp_frame(&out, ip4(10, 99, 0, 1), ip4(10, 7, 0, 1), 1, 2, 58, 64);
+        for (int i = 0; i < 20; i++) {
+            send1(tpm, T0 + 2 * i, &in);
+            send1(tpm, T0 + 2 * i + 1, &out);
+        }
+        stats(tpm, &s);
+        ck_assert_uint_eq(s.matches, 1);
+        ck_assert_uint_eq(s.dos_passed, precheck ? 1 : 2);
+        ck_assert_uint_eq(s.dos_precheck_pkts, precheck ? 20 : 0);
+        ck_assert_uint_eq(s.dos_skipped_pkts, precheck ? 9 + 20 : 9 + 9);
+        tpm_destroy(tpm);
+    }
+}
+END_TEST
+
 /* The cost model: the arithmetic of its equations on fixed costs, the
  * threshold search, and a profile whose triggers per flow is known. */
 START_TEST(test_dos_model)
@@ -1643,6 +1677,7 @@ tpm_suite(void)
     tcase_add_test(tc, test_dos_threshold);
     tcase_add_test(tc, test_dos_removals);
     tcase_add_test(tc, test_dos_model);
+    tcase_add_test(tc, test_dos_precheck);
     tcase_add_test(tc, test_poll_history);
     tcase_add_test(tc, test_poll_quiet_group);
     tcase_add_test(tc, test_control_rings);

@@ -111,6 +111,9 @@ usage(void)
            "  --probe-limit N         linear-probing window (32)\n"
            "  --dos-threshold BYTES   match flows only past BYTES (0: "
            "off)\n"
+           "  --no-dos-precheck       count flows that no trigger can "
+           "match\n"
+           "                          in the filter table too\n"
            "  --history N             values kept per trigger (8)\n"
            "  --max-triggers N        trigger instances (131072)\n"
            "  --tcp-state-pool N      connections with per-flow TCP state "
@@ -695,7 +698,8 @@ print_stats(const struct replay *r)
     STAT(flow_evictions); STAT(flows_freed); STAT(flows_retired);
     STAT(flows_live);
     STAT(matches); STAT(match_overflow); STAT(summary_overflow);
-    STAT(dos_skipped_pkts); STAT(dos_passed); STAT(dos_removed_collision);
+    STAT(dos_skipped_pkts); STAT(dos_passed); STAT(dos_precheck_pkts);
+    STAT(dos_removed_collision);
     STAT(dos_removed_sweep);
     STAT(children_created); STAT(children_dropped);
     STAT(children_expired); STAT(chunks_exhausted); STAT(backfilled);
@@ -758,7 +762,7 @@ int
 main(int argc, char *argv[])
 {
     enum {
-        OPT_EPOCH = 256, OPT_BUDGET, OPT_FT, OPT_PROBE, OPT_DOS, OPT_HIST,
+        OPT_EPOCH = 256, OPT_BUDGET, OPT_FT, OPT_PROBE, OPT_DOS, OPT_NO_PRECHECK, OPT_HIST,
         OPT_TRIG, OPT_STATS, OPT_CONTROLLER, OPT_HOST_ID, OPT_PREFIX,
         OPT_REALTIME, OPT_LINGER, OPT_LOOP, OPT_CONNECT_TIMEOUT, OPT_SETTLE,
         OPT_REQUIRE, OPT_START_AT, OPT_TCP_POOL, OPT_BURST_GAP,
@@ -771,6 +775,7 @@ main(int argc, char *argv[])
         { "flow-table-size", required_argument, NULL, OPT_FT },
         { "probe-limit", required_argument, NULL, OPT_PROBE },
         { "dos-threshold", required_argument, NULL, OPT_DOS },
+        { "no-dos-precheck", no_argument, NULL, OPT_NO_PRECHECK },
         { "history", required_argument, NULL, OPT_HIST },
         { "max-triggers", required_argument, NULL, OPT_TRIG },
         { "tcp-state-pool", required_argument, NULL, OPT_TCP_POOL },
@@ -844,6 +849,9 @@ main(int argc, char *argv[])
         case OPT_PROBE:
             params.flow_probe_limit = parse_uint("--probe-limit", optarg,
                                                  0, UINT32_MAX);
+            break;
+        case OPT_NO_PRECHECK:
+            params.dos_precheck = 0;
             break;
         case OPT_DOS:
             params.dos_threshold = parse_uint("--dos-threshold", optarg,

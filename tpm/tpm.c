@@ -29,6 +29,7 @@ tpm_params_init(struct tpm_params *p)
     p->dos_threshold = 0;
     p->dos_table_size = 65536;
     p->dos_window = 100;
+    p->dos_precheck = 1;
     p->idle_epochs = 500;
     p->sweep_budget_ns = 10 * 1000;
     p->scrub_per_step = 256;
@@ -78,6 +79,7 @@ tpm_params_check(const struct tpm_params *p)
     CHECK_RANGE(dos_table_size, 64, 1u << 28);
     CHECK_POW2(dos_table_size);
     CHECK_RANGE(dos_window, 1, 1u << 30);
+    CHECK_RANGE(dos_precheck, 0, 1);
     CHECK_RANGE(idle_epochs, 2, 1u << 30);
     CHECK_RANGE(sweep_budget_ns, 0, 1000ULL * 1000 * 1000);
     CHECK_RANGE(scrub_per_step, 1, 1u << 20);
@@ -1210,6 +1212,14 @@ static void
 flow_pending__(struct tpm *tpm, struct tpm_flow *f, const struct tpm_pkt *pkt)
 {
     if (tpm->p.dos_threshold) {
+        if (tpm->p.dos_precheck
+            && !trig_index_may_match(&tpm->index, &pkt->key)) {
+            /* No trigger can match it: leave the filter table alone (no
+             * memory touched, no false positive for the others). */
+            TPM_STAT_ADD(tpm, dos_precheck_pkts, 1);
+            TPM_STAT_ADD(tpm, dos_skipped_pkts, 1);
+            return;
+        }
         uint64_t *d = &tpm->dos[pkt->hash & (tpm->p.dos_table_size - 1)];
         uint64_t window = tpm_abs_epoch(tpm, tpm->cur) / tpm->p.dos_window;
         uint64_t bytes = (*d >> 32) == (window & 0xffffffff)

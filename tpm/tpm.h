@@ -68,6 +68,11 @@ struct tpm_params {
                                  * (65536). */
     uint32_t dos_window;        /* Epochs after which the filter table's
                                  * counts restart (100). */
+    uint32_t dos_precheck;      /* 1: a flow below the threshold that no
+                                 * trigger can match (the trigger index's
+                                 * coarse pre-check) is not counted in the
+                                 * filter table, so it can never pass
+                                 * (1). */
     uint32_t idle_epochs;       /* Idle epochs before a flow entry is
                                  * freed (500). */
     uint64_t sweep_budget_ns;   /* Time bound of one sweep step (10 us;
@@ -251,6 +256,8 @@ struct tpm_stats {
     uint64_t dos_skipped_pkts;  /* Packets of flows below the DoS
                                  * threshold (not matched). */
     uint64_t dos_passed;        /* Flows matched on passing it. */
+    uint64_t dos_precheck_pkts; /* Packets below it that the pre-check
+                                 * found could match no trigger. */
     uint64_t dos_removed_collision; /* Flow entries below it taken by a
                                  * colliding new flow. */
     uint64_t dos_removed_sweep; /* Flow entries below it freed by the
