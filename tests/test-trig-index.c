@@ -1032,12 +1032,16 @@ struct trie_walk {
     uint8_t path[128];
 };
 
-static void
-trie_walk_node(struct trie_walk *w, uint32_t i, int depth, bool root)
+/* Checks node 'i' of 'w->t' and its subtree ('depth' bits down, under
+ * ancestors with rules of the patterns in 'above').  Returns its height. */
+static uint32_t
+trie_walk_node(struct trie_walk *w, uint32_t i, int depth, bool root,
+               uint64_t above)
 {
     const struct trig_trie_node *node = &w->t->nodes[i];
     const struct trig_trie_refs *refs = &w->t->refs[i];
-    uint64_t prefix = node->prefix & ~(uint64_t) TRIG_TRIE_LEN_MASK;
+    uint64_t prefix = node->prefix & ~(uint64_t) (TRIG_TRIE_LEN_MASK
+                                                  | TRIG_TRIE_STOP);
     int len = node->prefix & TRIG_TRIE_LEN_MASK;
 
     w->n_nodes++;
@@ -1077,6 +1081,7 @@ trie_walk_node(struct trie_walk *w, uint32_t i, int depth, bool root)
 
     int n_children = 0;
     uint64_t below = bits;
+    uint32_t height = 0;
     for (int b = 0; b < 2; b++) {
         uint32_t c = node->child[b];
         if (c) {
@@ -1084,12 +1089,23 @@ trie_walk_node(struct trie_walk *w, uint32_t i, int depth, bool root)
             TCHECK(depth < 128, "node %u: child beyond 128 bits", i);
             TCHECK((int) (w->t->nodes[c].prefix >> 63) == b,
                    "node %u: child %d starts with the other bit", i, b);
-            trie_walk_node(w, c, depth, false);
+            uint32_t h = trie_walk_node(w, c, depth, false, above | bits);
+            height = MAX(height, h);
             below |= w->t->nodes[c].below;
         }
     }
     TCHECK(node->below == below, "node %u: below %"PRIx64", subtree has "
            "%"PRIx64, i, node->below, below);
+    TCHECK(refs->height == height + 1, "node %u: height %u, subtree %u", i,
+           refs->height, height + 1);
+    /* The walk stops here iff probing the patterns below that are not
+     * above costs no more than walking the levels below. */
+    int more = __builtin_popcountll(below & ~(above | bits));
+    bool stop = more * TRIG_TRIE_PROBE_COST
+                <= (int) height * TRIG_TRIE_LEVEL_COST;
+    TCHECK(!(node->prefix & TRIG_TRIE_STOP) == !stop,
+           "node %u: stop flag %d, expected %d", i,
+           !!(node->prefix & TRIG_TRIE_STOP), stop);
     /* Pruned: no empty leaf, and a node with one child and no rule only
      * if the two do not fit in one node. */
     if (!refs->n) {
@@ -1101,6 +1117,7 @@ trie_walk_node(struct trie_walk *w, uint32_t i, int depth, bool root)
                       > TRIG_TRIE_NODE_BITS),
                "node %u: no rule and %d children", i, n_children);
     }
+    return height + 1;
 }
 
 /* Checks trie 'src' ? nw_src : nw_dst of 'ti' against the rules of 'r'. */
@@ -1161,7 +1178,7 @@ check_trie(const struct trig_index *ti, const struct ref *r, bool src)
 
     struct trie_walk w = { .t = t, .want = want, .n_want = n_want };
     if (t->root) {
-        trie_walk_node(&w, t->root, 0, true);
+        trie_walk_node(&w, t->root, 0, true, 0);
     }
     for (uint32_t k = 0; k < n_want; k++) {
         TCHECK(want[k].seen, "pattern %u /%d missing from the trie",

@@ -126,7 +126,7 @@ bit_assign__(uint64_t *map, uint32_t bit, bool value)
 static inline uint64_t
 node_bits__(const struct trig_trie_node *node)
 {
-    return node->prefix & ~(uint64_t) TRIG_TRIE_LEN_MASK;
+    return node->prefix & ~(uint64_t) (TRIG_TRIE_LEN_MASK | TRIG_TRIE_STOP);
 }
 
 static inline unsigned int
@@ -135,18 +135,21 @@ node_len__(const struct trig_trie_node *node)
     return node->prefix & TRIG_TRIE_LEN_MASK;
 }
 
+/* Sets the bits of 'node' to the first 'len' of 'bits' (keeps its stop
+ * flag). */
 static inline void
 node_set__(struct trig_trie_node *node, uint64_t bits, unsigned int len)
 {
-    node->prefix = (len ? bits & top_bits__(len) : 0) | len;
+    node->prefix = ((len ? bits & top_bits__(len) : 0) | len
+                    | (node->prefix & TRIG_TRIE_STOP));
 }
 
 /* Returns the patterns with a rule whose prefix in trie 't' agrees with
- * address 'a', and perhaps one more pattern: the walk stops where at most
- * one pattern it has not found yet has rules further down, and counts
- * that pattern in (its probe costs less than the rest of the walk). */
+ * address 'a'.  If 'exact' is false, perhaps also some patterns without:
+ * the walk stops at a node with TRIG_TRIE_STOP and takes every pattern
+ * below it (see trie_below__()). */
 static inline uint64_t
-trie_lookup__(const struct trig_trie *t, trig_addr a)
+trie_lookup__(const struct trig_trie *t, trig_addr a, bool exact)
 {
     uint64_t patterns = 0;
     unsigned int ofs = 0;
@@ -159,9 +162,9 @@ trie_lookup__(const struct trig_trie *t, trig_addr a)
             break;
         }
         patterns |= node->patterns;
-        uint64_t more = node->below & ~patterns;
-        if (!(more & (more - 1))) {
-            return patterns | more;
+        if (exact ? !(node->below & ~patterns)
+                  : node->prefix & TRIG_TRIE_STOP) {
+            return patterns | node->below;
         }
         ofs += len;
         i = node->child[addr_bit__(a, ofs)];
@@ -236,17 +239,36 @@ trie_destroy__(struct trig_trie *t)
     memset(t, 0, sizeof *t);
 }
 
-/* Sets the 'below' bitmap of node 'i' of 't' from its own and its
- * children's. */
+/* Sets the 'below' bitmap, the height and the stop flag of node 'i' of
+ * 't' from its own and its children's.
+ *
+ * The walk stops at a node if probing the patterns with rules below it
+ * costs no more than walking its height (see TRIG_TRIE_PROBE_COST in
+ * trig-index.h), so that the walk of a key that stays in one pattern's
+ * rules, or in rules shared by a few patterns, ends high up in the trie.
+ * All the rules of a pattern end at the same depth, so the patterns below
+ * a node are never on the walk's way to it: the flag depends only on the
+ * subtree. */
 static void
 trie_below__(struct trig_trie *t, uint32_t i)
 {
     struct trig_trie_node *node = &t->nodes[i];
-    node->below = (node->patterns | t->nodes[node->child[0]].below
-                   | t->nodes[node->child[1]].below);
+    uint32_t c0 = node->child[0], c1 = node->child[1];
+    uint64_t more = t->nodes[c0].below | t->nodes[c1].below;
+    uint32_t height = 1 + MAX(c0 ? t->refs[c0].height : 0,
+                              c1 ? t->refs[c1].height : 0);
+
+    node->below = node->patterns | more;
+    t->refs[i].height = height;
+    if (__builtin_popcountll(more & ~node->patterns) * TRIG_TRIE_PROBE_COST
+        <= (height - 1) * TRIG_TRIE_LEVEL_COST) {
+        node->prefix |= TRIG_TRIE_STOP;
+    } else {
+        node->prefix &= ~(uint64_t) TRIG_TRIE_STOP;
+    }
 }
 
-/* Recomputes 'below' in the subtree of node 'i' of 't'. */
+/* Recomputes trie_below__() in the subtree of node 'i' of 't'. */
 static void
 trie_below_all__(struct trig_trie *t, uint32_t i)
 {
@@ -341,7 +363,7 @@ trie_split__(struct trig_trie *t, uint32_t *slot, unsigned int len)
 }
 
 /* Prunes the 'depth' nodes at 'path' (slots from the root down) and
- * recomputes their 'below', bottom-up: a merge frees only the node of the
+ * recomputes their trie_below__(), bottom-up: a merge frees only the node of the
  * slot it prunes, so the slots above stay valid. */
 static void
 trie_fix_path__(struct trig_trie *t, uint32_t **path, unsigned int depth)
@@ -490,20 +512,22 @@ tries_update__(struct trig_index *ti, uint32_t p, const struct tpm_key *key,
 }
 
 /* Returns the patterns below TRIG_INDEX_TRIE_PATTERNS that may match
- * 'key'. */
+ * 'key': those whose rules agree with its addresses, and with 'exact'
+ * false perhaps more (see trie_lookup__()). */
 static inline uint64_t
-candidates__(const struct trig_index *ti, const struct tpm_key *key)
+candidates__(const struct trig_index *ti, const struct tpm_key *key,
+             bool exact)
 {
     uint64_t dst = ti->wild_dst;
     if (ti->dst_trie.root) {
-        dst |= trie_lookup__(&ti->dst_trie, addr_get__(key->dst));
+        dst |= trie_lookup__(&ti->dst_trie, addr_get__(key->dst), exact);
     }
     if (!dst) {
         return 0;
     }
     uint64_t src = ti->wild_src;
     if (ti->src_trie.root) {
-        src |= trie_lookup__(&ti->src_trie, addr_get__(key->src));
+        src |= trie_lookup__(&ti->src_trie, addr_get__(key->src), exact);
     }
     return dst & src;
 }
@@ -887,7 +911,7 @@ trig_index_match(const struct trig_index *ti, const struct tpm_key *key,
         return match_range__(ti, key, 0, ti->n_patterns, ids, 0, max);
     }
 
-    uint64_t patterns = candidates__(ti, key);
+    uint64_t patterns = candidates__(ti, key, false);
     if (patterns) {
         n = match_bitmap__(ti, key, patterns, ids, n, max);
     }
@@ -902,7 +926,7 @@ bool
 trig_index_may_match(const struct trig_index *ti, const struct tpm_key *key)
 {
     return (ti->n_patterns > TRIG_INDEX_TRIE_PATTERNS
-            || (ti->n_patterns && candidates__(ti, key)));
+            || (ti->n_patterns && candidates__(ti, key, true)));
 }
 
 void

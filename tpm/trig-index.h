@@ -49,14 +49,16 @@
  * the patterns) plus one probe per candidate pattern.  The answer is the
  * same as probing every pattern.
  *
- * A walk stops early where it cannot learn much: each node also has the
- * bitmap of the patterns with rules in its subtree, and where at most one
- * pattern not yet found has rules below, the walk takes that pattern as a
- * candidate and stops (one probe, ~30 cycles, costs less than walking a
- * subtree of one pattern's rules, one dependent load per level).  With
- * one pattern the walk stops at the root; with patterns in different
- * address ranges it stops where the ranges part.  Candidates are thus a
- * superset of the exact ones, by at most one pattern per trie.
+ * A match's walk stops early where it cannot gain much: each node also
+ * has the bitmap of the patterns with rules in its subtree, and the
+ * control path flags the nodes where probing the patterns below that the
+ * walk has not found yet costs no more than walking on (~30 cycles a
+ * probe, ~20 a level: one dependent load each).  The walk takes those
+ * patterns as candidates and stops.  With one pattern the walk stops at
+ * the root (after checking the rules' common prefix); with patterns in
+ * different address ranges it stops where the ranges part; with a few
+ * patterns over the same prefixes, at the top.  The candidates are then a
+ * superset of the exact ones; trig_index_may_match() walks to the end.
  *
  * Only patterns 0 to TRIG_INDEX_TRIE_PATTERNS - 1 have a bit: further
  * patterns are probed on every match, as before.  Removing a pattern's
@@ -133,10 +135,11 @@ struct trig_pattern {
 struct trig_trie_node {
     uint64_t prefix;            /* The node's bits, left-aligned (at most
                                  * TRIG_TRIE_NODE_BITS), then zeros; their
-                                 * number in the TRIG_TRIE_LEN_MASK bits.
-                                 * Only the root may have none; any other
-                                 * node starts with the bit that leads to
-                                 * it from its parent. */
+                                 * number in the TRIG_TRIE_LEN_MASK bits
+                                 * and the TRIG_TRIE_STOP flag.  Only the
+                                 * root may have no bits; any other node
+                                 * starts with the bit that leads to it
+                                 * from its parent. */
     uint64_t patterns;          /* Bit p: pattern p has a rule whose
                                  * prefix ends here. */
     uint64_t below;             /* 'patterns' of this node and all below. */
@@ -145,7 +148,16 @@ struct trig_trie_node {
 _Static_assert(sizeof(struct trig_trie_node) == 32,
                "two trie nodes per cache line");
 #define TRIG_TRIE_NODE_BITS 56
-#define TRIG_TRIE_LEN_MASK 0xff
+#define TRIG_TRIE_LEN_MASK 0x7f
+#define TRIG_TRIE_STOP 0x80     /* A match's walk ends here (with the
+                                 * node's 'below'). */
+
+/* Costs, in cycles, that decide where TRIG_TRIE_STOP goes: a probe of one
+ * pattern, and one level of a trie walk (a dependent load that mostly
+ * hits L1 or L2), as measured by tpm-bench match (docs/benchmarks.md
+ * section 2). */
+#define TRIG_TRIE_PROBE_COST 30
+#define TRIG_TRIE_LEVEL_COST 20
 
 /* Control path: per node, the number of rules of each pattern (any index,
  * also >= TRIG_INDEX_TRIE_PATTERNS) whose prefix ends there. */
@@ -157,6 +169,8 @@ struct trig_trie_ref {
 struct trig_trie_refs {
     struct trig_trie_ref *refs;
     uint32_t n, cap;
+    uint32_t height;            /* Nodes on the longest path down from
+                                 * here, this one included. */
 };
 
 struct trig_trie {
