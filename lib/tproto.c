@@ -688,12 +688,16 @@ tproto_validate(const Trumpet__Message *msg)
         return validate_install__(msg->install);
     case TRUMPET__MESSAGE__BODY_REMOVE:
         return !msg->remove->event_id ? "remove: event_id is 0" : NULL;
+    case TRUMPET__MESSAGE__BODY_CONFIGURE:
+        /* Its one setting takes any uint32; a Configure must set
+         * something. */
+        return (!msg->configure->has_dos_threshold
+                ? "configure: no setting given (dos_threshold missing)"
+                : NULL);
     case TRUMPET__MESSAGE__BODY_ACK:
-        return !msg->ack->event_id ? "ack: event_id is 0" : NULL;
+        /* event_id 0: the ack of a Configure. */
+        return NULL;
     case TRUMPET__MESSAGE__BODY_NACK:
-        if (!msg->nack->event_id) {
-            return "nack: event_id is 0";
-        }
         e = str_check__(msg->nack->reason, 1, TPROTO_MAX_REASON, STR_TEXT);
         return nack_reason[e];
     case TRUMPET__MESSAGE__BODY_SATISFACTION:
@@ -734,6 +738,7 @@ tproto_body_name(Trumpet__Message__BodyCase c)
     case TRUMPET__MESSAGE__BODY_POLL_REPLY: return "poll_reply";
     case TRUMPET__MESSAGE__BODY_HEARTBEAT: return "heartbeat";
     case TRUMPET__MESSAGE__BODY_BYE: return "bye";
+    case TRUMPET__MESSAGE__BODY_CONFIGURE: return "configure";
     default: return "unknown";
     }
 }
@@ -974,6 +979,20 @@ tproto_add_remove(struct tproto_batch *b, uint64_t cookie, uint32_t event_id)
     trumpet__remove__init(r);
     r->cookie = cookie;
     r->event_id = event_id;
+}
+
+void
+tproto_add_configure(struct tproto_batch *b, uint64_t cookie,
+                     bool has_dos_threshold, uint32_t dos_threshold)
+{
+    char *x;
+    Trumpet__Configure *c = append__(b, TRUMPET__MESSAGE__BODY_CONFIGURE,
+                                     sizeof *c, 0, &x);
+
+    trumpet__configure__init(c);
+    c->cookie = cookie;
+    c->has_dos_threshold = has_dos_threshold;
+    c->dos_threshold = has_dos_threshold ? dos_threshold : 0;
 }
 
 void

@@ -38,9 +38,14 @@
 #include "trumpet.pb-c.h"
 
 /* Versions this build speaks.  Frames carry the sender's version; Hello
- * carries a range and Welcome the version chosen. */
+ * carries a range and Welcome the version chosen.  Version 2 added
+ * Configure (and Ack/Nack with event_id 0 answering it): only send it in
+ * a session of version TPROTO_VERSION_CONFIGURE or later, since an older
+ * peer drops a message of a kind it does not know without answering (it
+ * decodes as a message with no body, see proto/trumpet.proto). */
 #define TPROTO_VERSION_MIN 1
-#define TPROTO_VERSION_MAX 1
+#define TPROTO_VERSION_MAX 2
+#define TPROTO_VERSION_CONFIGURE 2
 
 /* Largest frame accepted (bytes) and messages per frame.  Larger frames
  * are dropped unread. */
@@ -116,7 +121,8 @@ void tproto_free(Trumpet__Frame *);
 
 /* Checks one decoded message.  Returns NULL if it is valid, otherwise a
  * static string saying what is wrong ("hello: host_id empty", "poll: bad
- * group key length"...).  A message with no body is invalid. */
+ * group key length"...).  A message with no body is invalid: that is
+ * also how a message of a kind newer than this build decodes. */
 const char *tproto_validate(const Trumpet__Message *);
 
 /* Short name of a message's body case ("hello", "poll_reply"...). */
@@ -158,6 +164,13 @@ void tproto_add_install(struct tproto_batch *, uint64_t cookie,
                         double threshold);
 void tproto_add_remove(struct tproto_batch *, uint64_t cookie,
                        uint32_t event_id);
+/* A Configure: 'has_dos_threshold' says whether it sets the DoS
+ * threshold to 'dos_threshold' bytes (a Configure that sets nothing is
+ * invalid: the receiver drops it). */
+void tproto_add_configure(struct tproto_batch *, uint64_t cookie,
+                          bool has_dos_threshold, uint32_t dos_threshold);
+/* Ack and Nack of an Install or Remove carry its event id; those of a
+ * Configure event id 0. */
 void tproto_add_ack(struct tproto_batch *, uint64_t cookie,
                     uint32_t event_id);
 void tproto_add_nack(struct tproto_batch *, uint64_t cookie,

@@ -775,18 +775,18 @@ START_TEST(test_refuse)
     tproto_free(f);
     struct tproto_batch b;
     tproto_batch_init(&b);
-    tproto_add_refuse(&b, "protocol version 1 not in 2..3");
+    tproto_add_refuse(&b, "protocol versions 1..2 not in 3..4");
     b.msgs[0]->refuse->has_version_min = true;
-    b.msgs[0]->refuse->version_min = 2;
+    b.msgs[0]->refuse->version_min = 3;
     b.msgs[0]->refuse->has_version_max = true;
-    b.msgs[0]->refuse->version_max = 3;
+    b.msgs[0]->refuse->version_max = 4;
     tem_send(&t, &b);
 
     wait_state(a, TPM_AGENT_REFUSED);
     struct tpm_agent_status s = status(a);
-    ck_assert_msg(strstr(s.last_error, "TEM refused: protocol version 1 "
-                         "not in 2..3 (TEM speaks protocol versions 2..3, "
-                         "this host 1..1)"), "%s", s.last_error);
+    ck_assert_msg(strstr(s.last_error, "TEM refused: protocol versions "
+                         "1..2 not in 3..4 (TEM speaks protocol versions "
+                         "3..4, this host 1..2)"), "%s", s.last_error);
     ck_assert_uint_eq(s.sessions, 0);
     ck_assert_uint_eq(s.version, 0);
     ck_assert(!tpm_agent_send_ack(a, 1, 1));
@@ -803,13 +803,13 @@ START_TEST(test_refuse)
     tem_send(&t, &b);
     f = tem_expect(&t, TRUMPET__MESSAGE__BODY_BYE);
     ck_assert_msg(strstr(f->messages[0]->bye->reason,
-                         "protocol version 7 not in 1..1"), "%s",
+                         "protocol version 7 not in 1..2"), "%s",
                   f->messages[0]->bye->reason);
     tproto_free(f);
     wait_state(a, TPM_AGENT_REFUSED);
     s = status(a);
     ck_assert_msg(strstr(s.last_error, "TEM tem-future chose protocol "
-                         "version 7 not in 1..1"), "%s", s.last_error);
+                         "version 7 not in 1..2"), "%s", s.last_error);
     ck_assert_uint_eq(s.sessions, 0);
 
     /* And then a proper session. */

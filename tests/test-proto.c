@@ -121,7 +121,12 @@ START_TEST(test_round_trip_all)
     tproto_add_heartbeat(&b, 1700000001000000000ULL, 12345678901ULL);
     tproto_add_bye(&b, "shutting down");
     tproto_add_bye(&b, NULL);
-    ck_assert_uint_eq(tproto_batch_count(&b), 17);
+    tproto_add_configure(&b, 82, true, 4000);
+    tproto_add_configure(&b, 83, true, UINT32_MAX);
+    tproto_add_configure(&b, 84, true, 0);
+    tproto_add_ack(&b, 82, 0);
+    tproto_add_nack(&b, 83, 0, "DoS threshold not supported here");
+    ck_assert_uint_eq(tproto_batch_count(&b), 22);
     for (size_t i = 0; i < b.n; i++) {
         const char *why = tproto_validate(b.msgs[i]);
         ck_assert_msg(!why, "message %zu as built: %s", i, why);
@@ -129,7 +134,7 @@ START_TEST(test_round_trip_all)
 
     Trumpet__Frame *f = round_trip(&b, 0);
     ck_assert_uint_eq(f->version, TPROTO_VERSION_MAX);
-    ck_assert_uint_eq(f->n_messages, 17);
+    ck_assert_uint_eq(f->n_messages, 22);
     for (size_t i = 0; i < f->n_messages; i++) {
         const char *why = tproto_validate(f->messages[i]);
         ck_assert_msg(!why, "message %zu decoded: %s", i, why);
@@ -238,6 +243,23 @@ START_TEST(test_round_trip_all)
     ck_assert_int_eq(m[15]->body_case, TRUMPET__MESSAGE__BODY_BYE);
     ck_assert_str_eq(m[15]->bye->reason, "shutting down");
     ck_assert_ptr_null(m[16]->bye->reason);
+
+    ck_assert_int_eq(m[17]->body_case, TRUMPET__MESSAGE__BODY_CONFIGURE);
+    ck_assert_uint_eq(m[17]->configure->cookie, 82);
+    ck_assert(m[17]->configure->has_dos_threshold);
+    ck_assert_uint_eq(m[17]->configure->dos_threshold, 4000);
+    ck_assert_uint_eq(m[18]->configure->cookie, 83);
+    ck_assert_uint_eq(m[18]->configure->dos_threshold, UINT32_MAX);
+    ck_assert(m[19]->configure->has_dos_threshold);
+    ck_assert_uint_eq(m[19]->configure->dos_threshold, 0);
+    ck_assert_int_eq(m[20]->body_case, TRUMPET__MESSAGE__BODY_ACK);
+    ck_assert_uint_eq(m[20]->ack->cookie, 82);
+    ck_assert_uint_eq(m[20]->ack->event_id, 0);
+    ck_assert_int_eq(m[21]->body_case, TRUMPET__MESSAGE__BODY_NACK);
+    ck_assert_uint_eq(m[21]->nack->cookie, 83);
+    ck_assert_uint_eq(m[21]->nack->event_id, 0);
+    ck_assert_str_eq(m[21]->nack->reason,
+                     "DoS threshold not supported here");
 
     tproto_free(f);
     tproto_batch_destroy(&b);
@@ -364,6 +386,12 @@ make_remove(struct tproto_batch *b)
 }
 
 static void
+make_configure(struct tproto_batch *b)
+{
+    tproto_add_configure(b, 1, true, 4000);
+}
+
+static void
 make_ack(struct tproto_batch *b)
 {
     tproto_add_ack(b, 1, 2);
@@ -483,8 +511,7 @@ MUTATOR(install_nan, m->install->threshold = NAN)
 MUTATOR(install_inf, m->install->threshold = INFINITY)
 MUTATOR(install_negative, m->install->threshold = -1)
 MUTATOR(remove_id0, m->remove->event_id = 0)
-MUTATOR(ack_id0, m->ack->event_id = 0)
-MUTATOR(nack_id0, m->nack->event_id = 0)
+MUTATOR(configure_nothing, m->configure->has_dos_threshold = false)
 MUTATOR(nack_null, m->nack->reason = NULL)
 MUTATOR(nack_empty, m->nack->reason[0] = '\0')
 MUTATOR(sat_id0, m->satisfaction->event_id = 0)
@@ -570,8 +597,8 @@ static const struct reject_case {
     { make_install, install_inf, true, "install: threshold not finite" },
     { make_install, install_negative, true, "install: threshold negative" },
     { make_remove, remove_id0, true, "remove: event_id is 0" },
-    { make_ack, ack_id0, true, "ack: event_id is 0" },
-    { make_nack, nack_id0, true, "nack: event_id is 0" },
+    { make_configure, configure_nothing, true,
+      "configure: no setting given (dos_threshold missing)" },
     { make_nack, nack_null, false, "nack: reason missing" },
     { make_nack, nack_empty, true, "nack: reason empty" },
     { make_satisfaction, sat_id0, true, "satisfaction: event_id is 0" },
@@ -921,6 +948,70 @@ START_TEST(test_version)
 }
 END_TEST
 
+/* A Configure built by hand on the wire: without its required cookie the
+ * frame is not decodable; without a setting it decodes and is rejected
+ * saying so. */
+START_TEST(test_configure_wire)
+{
+    /* Frame { version 2, messages { configure (13) { ... } } }. */
+    static const uint8_t no_cookie[] = {
+        0x08, 0x02, 0x12, 0x04, 0x6a, 0x02, 0x10, 0x05,
+    };
+    static const uint8_t no_setting[] = {
+        0x08, 0x02, 0x12, 0x04, 0x6a, 0x02, 0x08, 0x07,
+    };
+    static const uint8_t ok[] = {
+        0x08, 0x02, 0x12, 0x07, 0x6a, 0x05, 0x08, 0x07, 0x10, 0xa0, 0x1f,
+    };
+    const char *why;
+    Trumpet__Frame *f;
+
+    ck_assert_ptr_null(tproto_decode(no_cookie, sizeof no_cookie, &why));
+    ck_assert_ptr_nonnull(strstr(why, "required field missing"));
+
+    f = tproto_decode(no_setting, sizeof no_setting, &why);
+    ck_assert_msg(f != NULL, "%s", why);
+    ck_assert_int_eq(f->messages[0]->body_case,
+                     TRUMPET__MESSAGE__BODY_CONFIGURE);
+    ck_assert_uint_eq(f->messages[0]->configure->cookie, 7);
+    ck_assert_str_eq(tproto_validate(f->messages[0]),
+                     "configure: no setting given (dos_threshold missing)");
+    tproto_free(f);
+
+    f = tproto_decode(ok, sizeof ok, &why);
+    ck_assert_msg(f != NULL, "%s", why);
+    ck_assert_ptr_null(tproto_validate(f->messages[0]));
+    ck_assert_uint_eq(f->messages[0]->configure->dos_threshold, 4000);
+    tproto_free(f);
+}
+END_TEST
+
+/* How a peer sees a message of a kind it does not know (what a version 1
+ * host makes of a Configure): a message with no body, rejected on its own;
+ * the other messages of the frame are read. */
+START_TEST(test_unknown_kind)
+{
+    /* Frame { version 1, messages { field 99 { } },
+     *         messages { heartbeat { clock_ns 1, seq 2 } } }. */
+    static const uint8_t frame[] = {
+        0x08, 0x01,
+        0x12, 0x03, 0x9a, 0x06, 0x00,
+        0x12, 0x06, 0x5a, 0x04, 0x08, 0x01, 0x10, 0x02,
+    };
+    const char *why;
+    Trumpet__Frame *f = tproto_decode(frame, sizeof frame, &why);
+
+    ck_assert_msg(f != NULL, "%s", why);
+    ck_assert_uint_eq(f->n_messages, 2);
+    ck_assert_int_eq(f->messages[0]->body_case,
+                     TRUMPET__MESSAGE__BODY__NOT_SET);
+    ck_assert_str_eq(tproto_validate(f->messages[0]), "message has no body");
+    ck_assert_ptr_null(tproto_validate(f->messages[1]));
+    ck_assert_uint_eq(f->messages[1]->heartbeat->seq, 2);
+    tproto_free(f);
+}
+END_TEST
+
 START_TEST(test_body_name)
 {
     ck_assert_str_eq(tproto_body_name(TRUMPET__MESSAGE__BODY_HELLO),
@@ -930,6 +1021,8 @@ START_TEST(test_body_name)
     ck_assert_str_eq(tproto_body_name(TRUMPET__MESSAGE__BODY_SATISFACTION),
                      "satisfaction");
     ck_assert_str_eq(tproto_body_name(TRUMPET__MESSAGE__BODY_BYE), "bye");
+    ck_assert_str_eq(tproto_body_name(TRUMPET__MESSAGE__BODY_CONFIGURE),
+                     "configure");
     ck_assert_str_eq(tproto_body_name(TRUMPET__MESSAGE__BODY__NOT_SET),
                      "none");
     ck_assert_str_eq(tproto_body_name(99), "unknown");
@@ -1211,6 +1304,8 @@ main(void)
     tcase_add_test(tc, test_garbage);
     tcase_add_test(tc, test_limits);
     tcase_add_test(tc, test_version);
+    tcase_add_test(tc, test_configure_wire);
+    tcase_add_test(tc, test_unknown_kind);
     tcase_add_test(tc, test_body_name);
     tcase_add_test(tc, test_key_conversion);
     tcase_add_test(tc, test_prefix_parse);
