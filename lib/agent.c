@@ -635,6 +635,7 @@ agent_out_add(struct tproto_batch *b, const struct agent_out *m)
     case TRUMPET__MESSAGE__BODY_POLL:
     case TRUMPET__MESSAGE__BODY_HEARTBEAT:
     case TRUMPET__MESSAGE__BODY_BYE:
+    case TRUMPET__MESSAGE__BODY_CONFIGURE:
     default:
         abort();
     }
@@ -935,6 +936,7 @@ agent_on_message(struct tpm_agent *a, const Trumpet__Message *m)
     case TRUMPET__MESSAGE__BODY_INSTALL:
     case TRUMPET__MESSAGE__BODY_REMOVE:
     case TRUMPET__MESSAGE__BODY_POLL:
+    case TRUMPET__MESSAGE__BODY_CONFIGURE:
         if (!a->s.welcomed) {
             agent_invalid(a, "%s from TEM before welcome",
                           tproto_body_name(m->body_case));
@@ -954,6 +956,12 @@ agent_on_message(struct tpm_agent *a, const Trumpet__Message *m)
             cmd.type = TPM_AGENT_REMOVE;
             cmd.cookie = m->remove->cookie;
             cmd.event_id = m->remove->event_id;
+        } else if (m->body_case == TRUMPET__MESSAGE__BODY_CONFIGURE) {
+            const Trumpet__Configure *c = m->configure;
+            cmd.type = TPM_AGENT_CONFIGURE;
+            cmd.cookie = c->cookie;
+            cmd.has_dos_threshold = c->has_dos_threshold;
+            cmd.dos_threshold = c->dos_threshold;
         } else {
             const Trumpet__Poll *p = m->poll;
             cmd.type = TPM_AGENT_POLL;

@@ -6,8 +6,9 @@
  * (and says Hello again, so the TEM re-installs this host's triggers),
  * and moves messages between the socket and two bounded queues:
  *
- *   - commands from the TEM (install, remove, poll, and "resync" when a
- *     new session starts) that the host takes with tpm_agent_recv();
+ *   - commands from the TEM (install, remove, poll, configure, and
+ *     "resync" when a new session starts) that the host takes with
+ *     tpm_agent_recv();
  *   - messages to the TEM (acks, satisfactions, poll replies) that the
  *     host queues with tpm_agent_send_*(), sent in batches.
  *
@@ -82,6 +83,8 @@ enum tpm_agent_cmd_type {
     TPM_AGENT_RESYNC,           /* A new session was welcomed: forget
                                  * every trigger the TEM installed; it
                                  * installs them again. */
+    TPM_AGENT_CONFIGURE,        /* Host settings: apply those present,
+                                 * then ack (event_id 0) or nack. */
 };
 
 struct tpm_agent_cmd {
@@ -94,6 +97,8 @@ struct tpm_agent_cmd {
     double threshold;
     uint64_t epoch;             /* POLL. */
     struct tpm_key group;       /* POLL. */
+    bool has_dos_threshold;     /* CONFIGURE: set the DoS threshold... */
+    uint32_t dos_threshold;     /* ...to this many bytes (0: off). */
 };
 
 /* Takes the oldest command, if any (never blocks).  Free it with
@@ -105,7 +110,9 @@ void tpm_agent_cmd_free(struct tpm_agent_cmd *);
  * host's poll loop). */
 int tpm_agent_fd(const struct tpm_agent *);
 
-/* Messages to the TEM.  Each returns false if the outgoing queue is full
+/* Messages to the TEM.  An ack or nack echoes the command's cookie and
+ * event id (0 for CONFIGURE).  Each returns false if the outgoing queue is
+ * full
  * (the message is dropped and counted) or no session is open (satisfactions
  * and replies for a session that ended are dropped and counted: the TEM
  * re-installs and re-polls). */

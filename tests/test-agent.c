@@ -759,6 +759,105 @@ START_TEST(test_invalid)
 }
 END_TEST
 
+/* Configure in a version 2 session: relayed as TPM_AGENT_CONFIGURE with
+ * its setting, in order with the other commands; one that sets nothing is
+ * dropped and counted as invalid; the host's ack and nack go back with
+ * event id 0. */
+START_TEST(test_configure)
+{
+    struct tem t;
+    tem_init(&t, 1000);
+    struct tpm_agent_config c;
+    agent_config(&c, t.endpoint);
+    struct tpm_agent *a = agent_start(&c);
+
+    Trumpet__Frame *f = tem_expect(&t, TRUMPET__MESSAGE__BODY_HELLO);
+    ck_assert_uint_ge(f->messages[0]->hello->version_max,
+                      TPROTO_VERSION_CONFIGURE);
+    tproto_free(f);
+    struct tproto_batch b;
+    tproto_batch_init(&b);
+    tproto_add_welcome(&b, TPROTO_VERSION_CONFIGURE, "tem-test",
+                       tpm_clock_real_ns(), t.heartbeat_ms);
+    tem_send(&t, &b);
+    struct tpm_agent_cmd cmd;
+    wait_cmd(a, &cmd);
+    ck_assert_int_eq(cmd.type, TPM_AGENT_RESYNC);
+    ck_assert_uint_eq(status(a).version, TPROTO_VERSION_CONFIGURE);
+
+    tproto_add_configure(&b, 201, true, 4000);
+    tproto_add_remove(&b, 202, 9);
+    tproto_add_configure(&b, 203, false, 0);        /* Sets nothing. */
+    tproto_add_configure(&b, 204, true, 0);
+    tproto_add_configure(&b, 205, true, UINT32_MAX);
+    tem_send(&t, &b);
+
+    wait_cmd(a, &cmd);
+    ck_assert_int_eq(cmd.type, TPM_AGENT_CONFIGURE);
+    ck_assert_uint_eq(cmd.cookie, 201);
+    ck_assert_uint_eq(cmd.event_id, 0);
+    ck_assert(cmd.has_dos_threshold);
+    ck_assert_uint_eq(cmd.dos_threshold, 4000);
+    ck_assert_ptr_null(cmd.name);
+    tpm_agent_cmd_free(&cmd);
+    wait_cmd(a, &cmd);
+    ck_assert_int_eq(cmd.type, TPM_AGENT_REMOVE);
+    ck_assert_uint_eq(cmd.cookie, 202);
+    ck_assert(!cmd.has_dos_threshold);
+    tpm_agent_cmd_free(&cmd);
+    wait_cmd(a, &cmd);
+    ck_assert_int_eq(cmd.type, TPM_AGENT_CONFIGURE);
+    ck_assert_uint_eq(cmd.cookie, 204);
+    ck_assert(cmd.has_dos_threshold);
+    ck_assert_uint_eq(cmd.dos_threshold, 0);
+    tpm_agent_cmd_free(&cmd);
+    wait_cmd(a, &cmd);
+    ck_assert_int_eq(cmd.type, TPM_AGENT_CONFIGURE);
+    ck_assert_uint_eq(cmd.cookie, 205);
+    ck_assert_uint_eq(cmd.dos_threshold, UINT32_MAX);
+    tpm_agent_cmd_free(&cmd);
+    ck_assert(!tpm_agent_recv(a, &cmd));
+
+    struct tpm_agent_status s = status(a);
+    ck_assert_uint_eq(s.invalid_in, 1);
+    ck_assert_msg(strstr(s.last_error, "invalid message from TEM: "
+                         "configure: no setting given (dos_threshold "
+                         "missing)"), "%s", s.last_error);
+    ck_assert_int_eq(s.state, TPM_AGENT_CONNECTED);
+
+    ck_assert(tpm_agent_send_ack(a, 201, 0));
+    ck_assert(tpm_agent_send_nack(a, 204, 0, "DoS threshold locked"));
+    size_t got = 0;
+    while (got < 2) {
+        f = tem_recv_data(&t, WAIT_MS);
+        ck_assert_msg(f, "only %zu of 2 replies arrived", got);
+        ck_assert_uint_eq(f->version, TPROTO_VERSION_CONFIGURE);
+        for (size_t i = 0; i < f->n_messages; i++) {
+            const Trumpet__Message *m = f->messages[i];
+            if (m->body_case == TRUMPET__MESSAGE__BODY_HEARTBEAT) {
+                continue;
+            }
+            ck_assert_ptr_null(tproto_validate(m));
+            if (got++ == 0) {
+                ck_assert_int_eq(m->body_case, TRUMPET__MESSAGE__BODY_ACK);
+                ck_assert_uint_eq(m->ack->cookie, 201);
+                ck_assert_uint_eq(m->ack->event_id, 0);
+            } else {
+                ck_assert_int_eq(m->body_case, TRUMPET__MESSAGE__BODY_NACK);
+                ck_assert_uint_eq(m->nack->cookie, 204);
+                ck_assert_uint_eq(m->nack->event_id, 0);
+                ck_assert_str_eq(m->nack->reason, "DoS threshold locked");
+            }
+        }
+        tproto_free(f);
+    }
+
+    tproto_batch_destroy(&b);
+    tpm_agent_destroy(a);
+    tem_destroy(&t);
+}
+END_TEST
+
 /* Refuse, and a Welcome with a version we do not speak: REFUSED with a
  * clear last_error, then a new Hello after the backoff. */
 START_TEST(test_refuse)
@@ -1038,6 +1137,7 @@ agent_suite(void)
     tcase_add_test(tc, test_session);
     tcase_add_test(tc, test_batching);
     tcase_add_test(tc, test_invalid);
+    tcase_add_test(tc, test_configure);
     tcase_add_test(tc, test_refuse);
     tcase_add_test(tc, test_reconnect);
     tcase_add_test(tc, test_queue_full);
