@@ -1033,8 +1033,8 @@ struct trie_walk {
 };
 
 /* Checks node 'i' of 'w->t' and its subtree ('depth' bits down, under
- * ancestors with rules of the patterns in 'above').  Returns its height. */
-static uint32_t
+ * ancestors with rules of the patterns in 'above'). */
+static void
 trie_walk_node(struct trie_walk *w, uint32_t i, int depth, bool root,
                uint64_t above)
 {
@@ -1081,7 +1081,7 @@ trie_walk_node(struct trie_walk *w, uint32_t i, int depth, bool root,
 
     int n_children = 0;
     uint64_t below = bits;
-    uint32_t height = 0;
+    uint32_t walk = 0;
     for (int b = 0; b < 2; b++) {
         uint32_t c = node->child[b];
         if (c) {
@@ -1089,20 +1089,24 @@ trie_walk_node(struct trie_walk *w, uint32_t i, int depth, bool root,
             TCHECK(depth < 128, "node %u: child beyond 128 bits", i);
             TCHECK((int) (w->t->nodes[c].prefix >> 63) == b,
                    "node %u: child %d starts with the other bit", i, b);
-            uint32_t h = trie_walk_node(w, c, depth, false, above | bits);
-            height = MAX(height, h);
+            trie_walk_node(w, c, depth, false, above | bits);
+            /* A walk that goes on visits 'c', and below it unless it
+             * stops there. */
+            uint32_t levels = 1 + (w->t->nodes[c].prefix & TRIG_TRIE_STOP
+                                   ? 0 : w->t->refs[c].walk);
+            walk = MAX(walk, levels);
             below |= w->t->nodes[c].below;
         }
     }
     TCHECK(node->below == below, "node %u: below %"PRIx64", subtree has "
            "%"PRIx64, i, node->below, below);
-    TCHECK(refs->height == height + 1, "node %u: height %u, subtree %u", i,
-           refs->height, height + 1);
+    TCHECK(refs->walk == walk, "node %u: walk %u, subtree says %u", i,
+           refs->walk, walk);
     /* The walk stops here iff probing the patterns below that are not
-     * above costs no more than walking the levels below. */
+     * above costs no more than walking on. */
     int more = __builtin_popcountll(below & ~(above | bits));
     bool stop = more * TRIG_TRIE_PROBE_COST
-                <= (int) height * TRIG_TRIE_LEVEL_COST;
+                <= (int) walk * TRIG_TRIE_LEVEL_COST;
     TCHECK(!(node->prefix & TRIG_TRIE_STOP) == !stop,
            "node %u: stop flag %d, expected %d", i,
            !!(node->prefix & TRIG_TRIE_STOP), stop);
@@ -1117,7 +1121,6 @@ trie_walk_node(struct trie_walk *w, uint32_t i, int depth, bool root,
                       > TRIG_TRIE_NODE_BITS),
                "node %u: no rule and %d children", i, n_children);
     }
-    return height + 1;
 }
 
 /* Checks trie 'src' ? nw_src : nw_dst of 'ti' against the rules of 'r'. */

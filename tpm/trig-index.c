@@ -239,11 +239,13 @@ trie_destroy__(struct trig_trie *t)
     memset(t, 0, sizeof *t);
 }
 
-/* Sets the 'below' bitmap, the height and the stop flag of node 'i' of
- * 't' from its own and its children's.
+/* Sets the 'below' bitmap, the walk length and the stop flag of node 'i'
+ * of 't' from its own and its children's.
  *
- * The walk stops at a node if probing the patterns with rules below it
- * costs no more than walking its height (see TRIG_TRIE_PROBE_COST in
+ * A node's walk length is the most levels a walk that does not stop there
+ * visits below it (down to the next nodes where walks stop).  The walk
+ * stops at a node if probing the patterns with rules below it costs no
+ * more than walking those levels (see TRIG_TRIE_PROBE_COST in
  * trig-index.h), so that the walk of a key that stays in one pattern's
  * rules, or in rules shared by a few patterns, ends high up in the trie.
  * All the rules of a pattern end at the same depth, so the patterns below
@@ -253,15 +255,22 @@ static void
 trie_below__(struct trig_trie *t, uint32_t i)
 {
     struct trig_trie_node *node = &t->nodes[i];
-    uint32_t c0 = node->child[0], c1 = node->child[1];
-    uint64_t more = t->nodes[c0].below | t->nodes[c1].below;
-    uint32_t height = 1 + MAX(c0 ? t->refs[c0].height : 0,
-                              c1 ? t->refs[c1].height : 0);
+    uint64_t more = 0;
+    uint32_t walk = 0;
 
+    for (int b = 0; b < 2; b++) {
+        uint32_t c = node->child[b];
+        if (c) {
+            const struct trig_trie_node *child = &t->nodes[c];
+            more |= child->below;
+            walk = MAX(walk, 1 + (child->prefix & TRIG_TRIE_STOP
+                                  ? 0 : t->refs[c].walk));
+        }
+    }
     node->below = node->patterns | more;
-    t->refs[i].height = height;
+    t->refs[i].walk = walk;
     if (__builtin_popcountll(more & ~node->patterns) * TRIG_TRIE_PROBE_COST
-        <= (height - 1) * TRIG_TRIE_LEVEL_COST) {
+        <= walk * TRIG_TRIE_LEVEL_COST) {
         node->prefix |= TRIG_TRIE_STOP;
     } else {
         node->prefix &= ~(uint64_t) TRIG_TRIE_STOP;

@@ -52,8 +52,8 @@
  * A match's walk stops early where it cannot gain much: each node also
  * has the bitmap of the patterns with rules in its subtree, and the
  * control path flags the nodes where probing the patterns below that the
- * walk has not found yet costs no more than walking on (~30 cycles a
- * probe, ~20 a level: one dependent load each).  The walk takes those
+ * walk has not found yet costs no more than walking on to the next such
+ * node (~30 cycles a probe, ~20 a level: one dependent load each).  The walk takes those
  * patterns as candidates and stops.  With one pattern the walk stops at
  * the root (after checking the rules' common prefix); with patterns in
  * different address ranges it stops where the ranges part; with a few
@@ -169,8 +169,8 @@ struct trig_trie_ref {
 struct trig_trie_refs {
     struct trig_trie_ref *refs;
     uint32_t n, cap;
-    uint32_t height;            /* Nodes on the longest path down from
-                                 * here, this one included. */
+    uint32_t walk;              /* Most levels a walk visits below here
+                                 * if it does not stop here. */
 };
 
 struct trig_trie {
