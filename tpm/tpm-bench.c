@@ -1173,15 +1173,26 @@ struct match_opts {
                                          * triggers over N patterns. */
     int n_patterns;
     uint32_t pattern_triggers;
+    uint32_t tries[MATCH_MAX_LIST];     /* Series 3: linear vs tries over
+                                         * 'pattern_triggers' triggers. */
+    int n_tries;
+    uint32_t same_addr[MATCH_MAX_LIST]; /* Series 4: as 3, patterns that
+                                         * differ only in ports. */
+    int n_same_addr;
+    bool run_linear;            /* Series 3 and 4 run linear search, */
+    bool run_tries;             /* ...and the tries. */
     bool instr;
 };
 
-/* A trigger's filter: udp, nw_dst=addr/plen, and tp_dst=port if port >=
- * 0.  Host byte order. */
+/* A trigger's filter: udp, nw_dst=addr/plen, tp_dst=port/port_mask if
+ * port >= 0, tp_src=sport/sport_mask if sport >= 0.  Host byte order. */
 struct match_spec {
     uint32_t addr;
     int plen;
     int port;
+    int sport;
+    uint16_t port_mask;
+    uint16_t sport_mask;
 };
 
 static uint32_t
@@ -1199,6 +1210,8 @@ match_specs_one_pattern(uint32_t n)
         s[t].addr = 10u << 24 | t << 8;
         s[t].plen = 24;
         s[t].port = 1024 + (t & 15);
+        s[t].port_mask = 0xffff;
+        s[t].sport = -1;
     }
     return s;
 }
@@ -1224,6 +1237,76 @@ match_specs_patterns(uint32_t n, uint32_t n_pat)
             s[i].addr = j << 27 | t << (32 - plen);
             s[i].plen = plen;
             s[i].port = j >= 16 ? (int) (1024 + (t & 15)) : -1;
+            s[i].port_mask = 0xffff;
+            s[i].sport = -1;
+        }
+    }
+    return s;
+}
+
+/* Bits that number 'n' regions. */
+static int
+region_bits(uint32_t n)
+{
+    return n > 1 ? 32 - __builtin_clz(n - 1) : 0;
+}
+
+/* Series 3: 'n' triggers spread over 'n_pat' (up to 64) patterns.
+ * Pattern j masks nw_dst with prefix length 16 + j % 16 and, by j / 16,
+ * nothing else, tp_dst, tp_src, or both.  Pattern j's triggers sit in
+ * region j of the address space (as many regions as patterns, rounded up
+ * to a power of two), so that a key matches one pattern's triggers at
+ * most and the nw_dst trie tells the patterns apart. */
+static struct match_spec *
+match_specs_tries(uint32_t n, uint32_t n_pat)
+{
+    struct match_spec *s = xcalloc(n, sizeof *s);
+    int bits = region_bits(n_pat);
+    uint32_t i = 0;
+
+    for (uint32_t j = 0; j < n_pat; j++) {
+        uint32_t count = n / n_pat + (j < n % n_pat);
+        int plen = 16 + j % 16;
+        if (count > 1ull << (plen - bits)) {
+            die("%u triggers over %u patterns: too many for a /%d pattern",
+                n, n_pat, plen);
+        }
+        for (uint32_t t = 0; t < count; t++, i++) {
+            s[i].addr = (bits ? j << (32 - bits) : 0) | t << (32 - plen);
+            s[i].plen = plen;
+            s[i].port = j / 16 & 1 ? (int) (1024 + (t & 15)) : -1;
+            s[i].port_mask = 0xffff;
+            s[i].sport = j / 16 & 2 ? (int) (2048 + (t & 7)) : -1;
+            s[i].sport_mask = 0xffff;
+        }
+    }
+    return s;
+}
+
+/* Series 4, where the tries cannot help: 'n' triggers over 'n_pat' (up to
+ * 64) patterns that all mask nw_dst with /24 and differ only in ports:
+ * pattern j masks tp_dst with the top 16 - j % 16 bits and, by j / 16,
+ * tp_src not at all, exactly, with the top 8 bits or with the top 12.
+ * Every pattern has triggers on the same /24s (as many as each pattern
+ * has triggers), so that every pattern is a candidate for every key
+ * whose address is in one of them: with match_keys()' 'on_rules', all. */
+static struct match_spec *
+match_specs_same_addr(uint32_t n, uint32_t n_pat)
+{
+    static const uint16_t sport_masks[] = { 0, 0xffff, 0xff00, 0xfff0 };
+    struct match_spec *s = xcalloc(n, sizeof *s);
+    uint32_t i = 0;
+
+    for (uint32_t j = 0; j < n_pat; j++) {
+        uint32_t count = n / n_pat + (j < n % n_pat);
+        uint16_t sport_mask = sport_masks[j / 16 % 4];
+        for (uint32_t t = 0; t < count; t++, i++) {
+            s[i].addr = 10u << 24 | t << 8;
+            s[i].plen = 24;
+            s[i].port = 1024 + (t & 15);
+            s[i].port_mask = 0xffff << (j % 16);
+            s[i].sport = sport_mask ? (int) (2048 + (t & 7)) : -1;
+            s[i].sport_mask = sport_mask;
         }
     }
     return s;
@@ -1237,16 +1320,23 @@ match_build(struct trig_index *ti, const struct match_spec *specs, uint32_t n)
     trig_index_init(ti);
     for (uint32_t i = 0; i < n; i++) {
         const struct match_spec *s = &specs[i];
-        char text[160], port[24] = "";
+        char text[200], port[32] = "", sport[32] = "";
         struct tpm_event *ev;
 
         if (s->port >= 0) {
-            snprintf(port, sizeof port, ",tp_dst=%d", s->port);
+            snprintf(port, sizeof port, ",tp_dst=%d/0x%x", s->port,
+                     s->port_mask);
+        }
+        if (s->sport >= 0) {
+            snprintf(sport, sizeof sport, ",tp_src=%d/0x%x", s->sport,
+                     s->sport_mask);
         }
         snprintf(text, sizeof text,
-                 "filter=udp,nw_dst=%u.%u.%u.%u/%d%s predicate=count() > 0",
+                 "filter=udp,nw_dst=%u.%u.%u.%u/%d%s%s "
+                 "predicate=count() > 0",
                  s->addr >> 24, (s->addr >> 16) & 0xff,
-                 (s->addr >> 8) & 0xff, s->addr & 0xff, s->plen, port);
+                 (s->addr >> 8) & 0xff, s->addr & 0xff, s->plen, port,
+                 sport);
         char *error = tpm_event_parse("m", text, &ev);
         if (error) {
             die("%s: %s", text, error);
@@ -1263,10 +1353,12 @@ match_build(struct trig_index *ti, const struct match_spec *specs, uint32_t n)
 }
 
 /* Fills 'keys' with random UDP/IPv4 keys, each matching a random trigger
- * of 'specs' with probability 1/2; the others are TCP and match none. */
+ * of 'specs' with probability 1/2; the others are TCP and match none.
+ * Their nw_dst is random, or with 'on_rules' in a random trigger's
+ * prefix. */
 static void
 match_keys(struct tpm_key *keys, uint32_t n, const struct match_spec *specs,
-           uint32_t n_specs, struct rng *r)
+           uint32_t n_specs, bool on_rules, struct rng *r)
 {
     for (uint32_t i = 0; i < n; i++) {
         struct tpm_key *k = &keys[i];
@@ -1281,9 +1373,17 @@ match_keys(struct tpm_key *keys, uint32_t n, const struct match_spec *specs,
             k->dst[0] = htonl(s->addr | host);
             k->dport = s->port >= 0 ? (uint16_t) s->port
                                     : 1 + rng_below(r, 65535);
+            if (s->sport >= 0) {
+                k->sport = s->sport;
+            }
         } else {
             k->proto = 6;
             k->dst[0] = htonl((uint32_t) rng_next(r));
+            if (on_rules) {
+                const struct match_spec *s = &specs[rng_below(r, n_specs)];
+                uint32_t host = ntohl(k->dst[0]) & ~plen_mask(s->plen);
+                k->dst[0] = htonl(s->addr | host);
+            }
             k->dport = 1 + rng_below(r, 65535);
         }
     }
@@ -1307,13 +1407,19 @@ match_run(const struct trig_index *ti, const struct tpm_key *keys,
     return hits;
 }
 
-/* One configuration: an index and the specs it was built from. */
+/* One configuration: an index, the specs it was built from, and the
+ * search to measure.  Series 3 and 4 measure linear search and the tries
+ * as two configurations on one index, one after the other in every run. */
 struct match_cfg {
     const char *series;
     uint32_t triggers;
     uint32_t patterns;
-    struct match_spec *specs;
-    struct trig_index ti;
+    struct match_spec *specs;   /* Owned unless 'shared'. */
+    struct trig_index *ti;      /* Owned unless 'shared'. */
+    bool shared;                /* 'specs' and 'ti' belong to the previous
+                                 * configuration. */
+    bool linear;                /* trig_index_set_linear() argument. */
+    bool on_rules;              /* match_keys() argument. */
     double *cycles;             /* Per run. */
     uint64_t hits;              /* Over all runs. */
     uint64_t n_ids;
@@ -1347,19 +1453,21 @@ match_measure_all(const struct match_opts *o, struct match_cfg *cfgs,
             struct rng r = { o->seed + run };
             uint64_t n_ids = 0, hits = 0;
 
-            match_keys(keys, o->n_keys, cfg->specs, cfg->triggers, &r);
+            match_keys(keys, o->n_keys, cfg->specs, cfg->triggers,
+                       cfg->on_rules, &r);
+            trig_index_set_linear(cfg->ti, cfg->linear);
             if (o->instr) {
-                cfg->hits += match_run(&cfg->ti, keys, o->n_keys,
+                cfg->hits += match_run(cfg->ti, keys, o->n_keys,
                                        &cfg->n_ids);
                 cfg->n_keys += o->n_keys;
                 continue;
             }
-            match_run(&cfg->ti, keys, o->n_keys, &n_ids);  /* Warm up. */
+            match_run(cfg->ti, keys, o->n_keys, &n_ids);  /* Warm up. */
             for (int c = 0; c < n_chunks; c++) {
                 uint32_t start = c * MATCH_CHUNK;
                 uint32_t n = MIN(MATCH_CHUNK, o->n_keys - start);
                 uint64_t c0 = tpm_rdtsc();
-                hits += match_run(&cfg->ti, keys + start, n, &cfg->n_ids);
+                hits += match_run(cfg->ti, keys + start, n, &cfg->n_ids);
                 uint64_t c1 = tpm_rdtsc();
                 chunk[c] = (double) (c1 - c0) / n;
             }
@@ -1425,6 +1533,44 @@ parse_list(const char *opt, const char *s, uint32_t *out, uint64_t min,
     return n;
 }
 
+/* Prints and emits series 3 or 4's row for 'patterns': linear search
+ * ('lin', NULL if not run) against the tries ('trie', NULL if not run),
+ * same index, same keys. */
+static void
+match_compare_report(const struct match_opts *o, const char *series,
+                     uint32_t triggers, uint32_t patterns,
+                     const struct match_result *lin,
+                     const struct match_result *trie)
+{
+    const struct match_result *any = lin ? lin : trie;
+    double ratio = lin && trie ? trie->cycles / lin->cycles : NAN;
+    struct jline j;
+
+    tprintf("%-9s %9u %8u %8.1f %8.1f %8.1f %8.1f %6.2f %6.1f %7.2f\n",
+            series, triggers, patterns, lin ? lin->ns : NAN,
+            lin ? lin->cycles : NAN, trie ? trie->ns : NAN,
+            trie ? trie->cycles : NAN, ratio, 100 * any->hit_rate,
+            any->ids_per_key);
+    jl_begin(&j, "match_compare");
+    jl_str(&j, "series", series);
+    jl_num(&j, "triggers", triggers);
+    jl_num(&j, "patterns", patterns);
+    jl_num(&j, "keys", o->n_keys);
+    jl_num(&j, "runs", o->runs);
+    if (lin) {
+        jl_num(&j, "linear_ns_per_match", lin->ns);
+        jl_num(&j, "linear_cycles_per_match", lin->cycles);
+    }
+    if (trie) {
+        jl_num(&j, "tries_ns_per_match", trie->ns);
+        jl_num(&j, "tries_cycles_per_match", trie->cycles);
+    }
+    jl_num(&j, "tries_to_linear", ratio);
+    jl_num(&j, "hit_rate", any->hit_rate);
+    jl_num(&j, "ids_per_key", any->ids_per_key);
+    jl_end(&j);
+}
+
 static void
 match_usage(void)
 {
@@ -1435,6 +1581,17 @@ match_usage(void)
            "(16,256,4096,65536)\n"
            "  --patterns LIST    pattern counts (1,4,8,16,32; 'none' "
            "skips a series)\n"
+           "  --tries LIST       pattern counts, linear search vs the "
+           "tries\n"
+           "                     (1,2,4,8,16,32,48,64; at most 64)\n"
+           "  --same-addr LIST   the same where the tries cannot help: "
+           "patterns\n"
+           "                     differing only in ports "
+           "(1,2,4,8,16,32,48,64)\n"
+           "  --search WHICH     linear, tries or both (default) in "
+           "--tries and\n"
+           "                     --same-addr; the other series use the "
+           "default (tries)\n"
            "  --pattern-triggers N  triggers spread over the patterns "
            "(4096)\n"
            "  --keys N           random keys per run, half matching "
@@ -1460,14 +1617,24 @@ cmd_match(int argc, char *argv[])
         .patterns = { 1, 4, 8, 16, 32 },
         .n_patterns = 5,
         .pattern_triggers = 4096,
+        .tries = { 1, 2, 4, 8, 16, 32, 48, 64 },
+        .n_tries = 8,
+        .same_addr = { 1, 2, 4, 8, 16, 32, 48, 64 },
+        .n_same_addr = 8,
+        .run_linear = true,
+        .run_tries = true,
     };
     enum {
-        OPT_TRIGGERS = 256, OPT_PATTERNS, OPT_PTRIG, OPT_KEYS, OPT_RUNS,
-        OPT_SEED, OPT_INSTR, OPT_JSON,
+        OPT_TRIGGERS = 256, OPT_PATTERNS, OPT_TRIES, OPT_SAME_ADDR,
+        OPT_SEARCH, OPT_PTRIG, OPT_KEYS, OPT_RUNS, OPT_SEED, OPT_INSTR,
+        OPT_JSON,
     };
     static const struct option longopts[] = {
         { "triggers", required_argument, NULL, OPT_TRIGGERS },
         { "patterns", required_argument, NULL, OPT_PATTERNS },
+        { "tries", required_argument, NULL, OPT_TRIES },
+        { "same-addr", required_argument, NULL, OPT_SAME_ADDR },
+        { "search", required_argument, NULL, OPT_SEARCH },
         { "pattern-triggers", required_argument, NULL, OPT_PTRIG },
         { "keys", required_argument, NULL, OPT_KEYS },
         { "runs", required_argument, NULL, OPT_RUNS },
@@ -1491,6 +1658,22 @@ cmd_match(int argc, char *argv[])
         case OPT_PATTERNS:
             o.n_patterns = parse_list("patterns", optarg, o.patterns, 1,
                                       32);
+            break;
+        case OPT_TRIES:
+            o.n_tries = parse_list("tries", optarg, o.tries, 1, 64);
+            break;
+        case OPT_SAME_ADDR:
+            o.n_same_addr = parse_list("same-addr", optarg, o.same_addr, 1,
+                                       64);
+            break;
+        case OPT_SEARCH:
+            if (!strcmp(optarg, "linear") || !strcmp(optarg, "tries")
+                || !strcmp(optarg, "both")) {
+                o.run_linear = strcmp(optarg, "tries") != 0;
+                o.run_tries = strcmp(optarg, "linear") != 0;
+            } else {
+                die("--search: '%s' is not linear, tries or both", optarg);
+            }
             break;
         case OPT_PTRIG:
             o.pattern_triggers = parse_count("pattern-triggers", optarg, 1,
@@ -1532,11 +1715,11 @@ cmd_match(int argc, char *argv[])
             "       configurations side by side in each run; a run's cost "
             "is its median over chunks of %d keys\n",
             o.n_keys, o.runs, MATCH_CHUNK);
-    tprintf("\n%-9s %9s %8s %9s %9s %6s %7s %7s\n", "series", "triggers",
-            "patterns", "ns/match", "cyc/match", "hit%", "ids/key",
-            "ratio");
 
-    int n_cfgs = o.n_triggers + o.n_patterns;
+    /* Series 1 and 2 one configuration per count; 3 and 4 one or two. */
+    int per_cmp = o.run_linear + o.run_tries;
+    int n_old = o.n_triggers + o.n_patterns;
+    int n_cfgs = n_old + per_cmp * (o.n_tries + o.n_same_addr);
     struct match_cfg *cfgs = xcalloc(n_cfgs, sizeof *cfgs);
     for (int i = 0; i < n_cfgs; i++) {
         struct match_cfg *cfg = &cfgs[i];
@@ -1545,19 +1728,48 @@ cmd_match(int argc, char *argv[])
             cfg->triggers = o.triggers[i];
             cfg->patterns = 1;
             cfg->specs = match_specs_one_pattern(cfg->triggers);
-        } else {
+        } else if (i < n_old) {
             cfg->series = "patterns";
             cfg->triggers = o.pattern_triggers;
             cfg->patterns = o.patterns[i - o.n_triggers];
             cfg->specs = match_specs_patterns(cfg->triggers, cfg->patterns);
+        } else {
+            int k = (i - n_old) / per_cmp;
+            bool same = k >= o.n_tries;
+            cfg->series = same ? "same-addr" : "tries";
+            cfg->triggers = o.pattern_triggers;
+            cfg->patterns = same ? o.same_addr[k - o.n_tries] : o.tries[k];
+            cfg->on_rules = same;
+            cfg->linear = o.run_linear && (i - n_old) % per_cmp == 0;
+            if ((i - n_old) % per_cmp) {
+                cfg->shared = true;
+                cfg->specs = cfg[-1].specs;
+                cfg->ti = cfg[-1].ti;
+            } else {
+                cfg->specs = (same ? match_specs_same_addr
+                                   : match_specs_tries)(cfg->triggers,
+                                                        cfg->patterns);
+            }
         }
-        match_build(&cfg->ti, cfg->specs, cfg->triggers);
+        if (!cfg->shared) {
+            cfg->ti = xmalloc(sizeof *cfg->ti);
+            match_build(cfg->ti, cfg->specs, cfg->triggers);
+            if (cfg->ti->n_patterns != cfg->patterns) {
+                die("%s: %u patterns built, %u intended", cfg->series,
+                    cfg->ti->n_patterns, cfg->patterns);
+            }
+        }
         cfg->cycles = xcalloc(o.runs, sizeof *cfg->cycles);
     }
     match_measure_all(&o, cfgs, n_cfgs);
 
+    if (n_old) {
+        tprintf("\n%-9s %9s %8s %9s %9s %6s %7s %7s\n", "series",
+                "triggers", "patterns", "ns/match", "cyc/match", "hit%",
+                "ids/key", "ratio");
+    }
     double first = 0, last = 0;
-    for (int i = 0; i < n_cfgs; i++) {
+    for (int i = 0; i < n_old; i++) {
         const struct match_cfg *cfg = &cfgs[i];
         struct match_result r;
 
@@ -1581,7 +1793,7 @@ cmd_match(int argc, char *argv[])
                     o.triggers[o.n_triggers - 1], o.triggers[0], ratio,
                     ratio <= 1.2 ? "MET" : "MISSED");
         }
-        if (i == n_cfgs - 1 && o.n_patterns > 1 && !o.instr) {
+        if (i == n_old - 1 && o.n_patterns > 1 && !o.instr) {
             uint32_t p0 = o.patterns[0], p1 = o.patterns[o.n_patterns - 1];
             if (p1 > p0) {
                 double slope = (last - first) / (p1 - p0);
@@ -1591,14 +1803,76 @@ cmd_match(int argc, char *argv[])
             }
         }
     }
+
+    if (n_cfgs > n_old) {
+        tprintf("\nlinear: every pattern probed; tries: only the "
+                "candidates of the nw_src and nw_dst tries\n"
+                "%-9s %9s %8s %8s %8s %8s %8s %6s %6s %7s\n", "series",
+                "triggers", "patterns", "lin ns", "lin cyc", "trie ns",
+                "trie cyc", "t/l", "hit%", "ids/key");
+    }
+    struct match_result lin0 = { 0 }, trie0 = { 0 }, lin1, trie1;
+    for (int i = n_old; i < n_cfgs; i += per_cmp) {
+        const struct match_cfg *cfg = &cfgs[i];
+        bool same = !strcmp(cfg->series, "same-addr");
+        struct match_result lin = { 0 }, trie = { 0 };
+
+        if (same && i > n_old && strcmp(cfg[-1].series, "same-addr")) {
+            tprintf("\n");
+        }
+        match_result(&o, cfg, o.run_linear ? &lin : &trie);
+        if (per_cmp == 2) {
+            match_result(&o, &cfg[1], &trie);
+        }
+        match_compare_report(&o, cfg->series, cfg->triggers, cfg->patterns,
+                             o.run_linear ? &lin : NULL,
+                             o.run_tries ? &trie : NULL);
+        if (o.instr) {
+            tprintf("instr: %"PRIu64" calls of trig_index_match() in "
+                    "match_run() per search\n", cfg->n_keys);
+        }
+        bool first_of = i == n_old || (same && strcmp(cfg[-1].series,
+                                                      "same-addr"));
+        bool last_of = i + per_cmp == n_cfgs
+                       || (!same && !strcmp(cfg[per_cmp].series,
+                                            "same-addr"));
+        if (first_of) {
+            lin0 = lin;
+            trie0 = trie;
+        }
+        lin1 = lin;
+        trie1 = trie;
+        int n_series = same ? o.n_same_addr : o.n_tries;
+        const uint32_t *counts = same ? o.same_addr : o.tries;
+        if (last_of && !o.instr && n_series > 1
+            && counts[n_series - 1] > counts[0]) {
+            uint32_t dp = counts[n_series - 1] - counts[0];
+            tprintf("cost per additional pattern, %u to %u:", counts[0],
+                    counts[n_series - 1]);
+            if (o.run_linear) {
+                tprintf(" linear %.1f cycles", (lin1.cycles - lin0.cycles)
+                                               / dp);
+            }
+            if (o.run_tries) {
+                tprintf(" tries %.1f cycles", (trie1.cycles - trie0.cycles)
+                                              / dp);
+            }
+            tprintf("\n");
+        }
+    }
     if (o.instr && n_cfgs > 1) {
         tprintf("instr: %d configurations ran: callgrind's count for "
                 "match_run() is their sum (give one with --triggers N "
-                "--patterns none)\n", n_cfgs);
+                "--patterns none --tries none --same-addr none, or "
+                "--tries N --search linear|tries and the others none)\n",
+                n_cfgs);
     }
     for (int i = 0; i < n_cfgs; i++) {
-        trig_index_destroy(&cfgs[i].ti);
-        free(cfgs[i].specs);
+        if (!cfgs[i].shared) {
+            trig_index_destroy(cfgs[i].ti);
+            free(cfgs[i].ti);
+            free(cfgs[i].specs);
+        }
         free(cfgs[i].cycles);
     }
     free(cfgs);
