@@ -234,7 +234,7 @@ static uint64_t agent_started_ns;
 
 /* What the main thread did for the agent since it (re)started. */
 struct agent_counters {
-    uint64_t installs, removes, polls, resyncs;
+    uint64_t installs, removes, polls, resyncs, configures;
     uint64_t nacks;
     uint64_t satisfactions, satisfactions_dropped;
     uint64_t replies, replies_dropped;  /* Acks, nacks, poll replies. */
@@ -2093,6 +2093,8 @@ agent_cmd_name(enum tpm_agent_cmd_type type)
         return "poll";
     case TPM_AGENT_RESYNC:
         return "resync";
+    case TPM_AGENT_CONFIGURE:
+        return "configure";
     default:
         return "?";
     }
@@ -2470,6 +2472,15 @@ agent_run(struct tpm_pmd **parts, size_t n)
             actr.polls++;
             tem_poll_start(&cmd, parts, n);
             break;
+        case TPM_AGENT_CONFIGURE:
+            /* Every PMD applies it at its next sweep step.  The agent
+             * passes on only a Configure that sets something. */
+            actr.configures++;
+            if (cmd.has_dos_threshold) {
+                dos_threshold_set(cmd.dos_threshold, "TEM");
+            }
+            tem_reply(&cmd, NULL);
+            break;
         case TPM_AGENT_RESYNC:
         default:
             /* A new session: the TEM installs its events again. */
@@ -2840,9 +2851,10 @@ tpm_unixctl_controller_show(struct unixctl_conn *conn, int argc OVS_UNUSED,
         ds_put_cstr(&s, "none\n");
     }
     ds_put_format(&s, "commands: installs %"PRIu64", removes %"PRIu64
-                  ", polls %"PRIu64", resyncs %"PRIu64", refused (nacks) "
-                  "%"PRIu64"\n", actr.installs, actr.removes, actr.polls,
-                  actr.resyncs, actr.nacks);
+                  ", polls %"PRIu64", resyncs %"PRIu64", configures %"PRIu64
+                  ", refused (nacks) %"PRIu64"\n", actr.installs,
+                  actr.removes, actr.polls, actr.resyncs, actr.configures,
+                  actr.nacks);
     ds_put_format(&s, "sent: satisfactions %"PRIu64" (dropped %"PRIu64
                   "), replies %"PRIu64" (dropped %"PRIu64")\n",
                   actr.satisfactions, actr.satisfactions_dropped,

@@ -10,11 +10,12 @@
  * end of every open interval so the last intervals are evaluated too.
  *
  * Controller mode (--controller): the replay is also a host of a TEM
- * (lib/agent.h).  It installs, removes and polls the TEM's triggers between
- * batches and while it waits, sends their satisfactions to the TEM (and
- * prints them, marked "tem":true), and keeps answering polls for --linger
- * after the capture.  Local events (-e, -f) keep working beside them; they
- * use event ids from LOCAL_ID_BASE up, which the TEM may not use.
+ * (lib/agent.h).  It installs, removes and polls the TEM's triggers, and
+ * takes the TEM's DoS threshold, between batches and while it waits; it
+ * sends their satisfactions to the TEM (and prints them, marked
+ * "tem":true), and keeps answering polls for --linger after the capture.
+ * Local events (-e, -f) keep working beside them; they use event ids from
+ * LOCAL_ID_BASE up, which the TEM may not use.
  *
  * --realtime paces packets by their timestamps against the wall clock,
  * shifted so that the first packet is "now": the monitor's clock is then
@@ -87,6 +88,7 @@ struct replay {
         uint64_t installs, install_errors, removes, remove_errors;
         uint64_t polls, resyncs, reports, reports_dropped;
         uint64_t reports_unknown;
+        uint64_t configures;
     } tem;
 };
 
@@ -425,6 +427,21 @@ tem_poll(struct replay *r, const struct tpm_agent_cmd *cmd)
                               value);
 }
 
+/* Applies the TEM's settings to the monitor (this thread owns it: the
+ * replay has no other) and acks. */
+static void
+tem_configure(struct replay *r, const struct tpm_agent_cmd *cmd)
+{
+    r->tem.configures++;
+    if (cmd->has_dos_threshold) {
+        tpm_set_dos_threshold(r->tpm, cmd->dos_threshold);
+        /* What the monitor now uses. */
+        warn("DoS threshold: %"PRIu32" bytes (set by TEM)",
+             tpm_get_params(r->tpm)->dos_threshold);
+    }
+    tpm_agent_send_ack(r->agent, cmd->cookie, cmd->event_id);
+}
+
 /* A new session: forget the TEM's events, it installs them again. */
 static void
 tem_resync(struct replay *r)
@@ -460,6 +477,9 @@ handle_commands(struct replay *r)
             break;
         case TPM_AGENT_RESYNC:
             tem_resync(r);
+            break;
+        case TPM_AGENT_CONFIGURE:
+            tem_configure(r, &cmd);
             break;
         default:
             break;
@@ -701,6 +721,8 @@ print_stats(const struct replay *r)
     STAT(dos_skipped_pkts); STAT(dos_passed); STAT(dos_precheck_pkts);
     STAT(dos_removed_collision);
     STAT(dos_removed_sweep);
+    json_object_object_add(o, "dos_threshold", json_object_new_int64(
+                               tpm_get_params(r->tpm)->dos_threshold));
     STAT(children_created); STAT(children_dropped);
     STAT(children_expired); STAT(chunks_exhausted); STAT(backfilled);
     STAT(sweeps_started); STAT(sweeps_done); STAT(sweeps_unfinished);
@@ -728,7 +750,7 @@ print_stats(const struct replay *r)
                                       json_object_new_int64(r->tem.F))
         TST(installs); TST(install_errors); TST(removes);
         TST(remove_errors); TST(polls); TST(resyncs); TST(reports);
-        TST(reports_dropped); TST(reports_unknown);
+        TST(reports_dropped); TST(reports_unknown); TST(configures);
 #undef TST
         json_object_object_add(t, "last_error", json_object_new_string(
                                    a.last_error));
