@@ -96,6 +96,22 @@ struct tem_host_stats {
     uint64_t sessions;
 };
 
+/* Where a host stands with the DoS threshold the TEM sets on it
+ * (tem_core_set_dos_threshold()). */
+enum tem_dos_state {
+    TEM_DOS_NONE,               /* The TEM sets none on this host. */
+    TEM_DOS_PENDING,            /* Configure sent, no answer yet. */
+    TEM_DOS_ACKED,
+    TEM_DOS_NACKED,             /* 'dos_reason' says why. */
+    TEM_DOS_UNSUPPORTED,        /* Session of a protocol version without
+                                 * Configure: not sent. */
+    TEM_DOS_WAITING,            /* Not connected: sent when it is. */
+};
+
+static const char *const dos_state_names[] = {
+    "none", "pending", "acked", "nacked", "unsupported", "waiting",
+};
+
 struct tem_host {
     uint32_t slot;
     enum tem_host_state state;
@@ -112,6 +128,16 @@ struct tem_host {
     uint64_t connected_ns, last_rx_ns, last_hb_tx_ns, gone_ns;
     uint64_t hb_seq;
     char gone_reason[160];
+
+    /* DoS threshold: this host's own value (tem-ctl dos-threshold HOST),
+     * else the TEM's value for all hosts if there is one. */
+    bool dos_own;
+    uint32_t dos_own_bytes;
+    enum tem_dos_state dos_state;
+    uint32_t dos_sent;          /* Value of the last Configure. */
+    uint64_t dos_cookie;        /* ... its cookie ... */
+    uint32_t dos_session;       /* ... and session. */
+    char dos_reason[256];       /* Nack reason. */
 
     struct tproto_batch out;    /* Queued for the next flush. */
     size_t out_bytes;           /* Estimated size of 'out'. */
@@ -285,6 +311,11 @@ struct tem_core {
     char time_cache[32];        /* Formatted second of 'time_cache_secs'. */
     time_t time_cache_secs;
     size_t n_history, history_next;
+
+    /* DoS threshold for every host without its own (tem-ctl
+     * dos-threshold BYTES). */
+    bool dos_all;
+    uint32_t dos_all_bytes;
 
     uint64_t next_hk_ns;        /* Housekeeping. */
     struct tproto_batch tmp;    /* For peers without a session. */
@@ -1653,6 +1684,135 @@ handle_poll_reply(struct tem_core *core, struct tem_host *h,
 }
 
 /* ---------------------------------------------------------------------- */
+/* DoS threshold. */
+
+/* Returns true if the TEM sets a DoS threshold on 'h', in '*bytes'. */
+static bool
+host_dos_wanted(const struct tem_core *core, const struct tem_host *h,
+                uint32_t *bytes)
+{
+    if (h->dos_own) {
+        *bytes = h->dos_own_bytes;
+        return true;
+    } else if (core->dos_all) {
+        *bytes = core->dos_all_bytes;
+        return true;
+    }
+    return false;
+}
+
+/* Sends 'h' the DoS threshold the TEM wants on it, if any and if its
+ * session speaks Configure; updates its state either way. */
+static void
+host_dos_send(struct tem_core *core, struct tem_host *h)
+{
+    uint32_t bytes;
+
+    h->dos_reason[0] = '\0';
+    if (!host_dos_wanted(core, h, &bytes)) {
+        h->dos_state = TEM_DOS_NONE;
+    } else if (!host_connected(h)) {
+        h->dos_state = TEM_DOS_WAITING;
+    } else if (h->version < TPROTO_VERSION_CONFIGURE) {
+        h->dos_state = TEM_DOS_UNSUPPORTED;
+        tem_log_rl(core, &core->rl_install, TPM_LOG_WARN, "host %s speaks "
+                   "protocol version %"PRIu32": cannot set its DoS "
+                   "threshold (Configure needs version %d)", h->id,
+                   h->version, TPROTO_VERSION_CONFIGURE);
+    } else {
+        h->dos_state = TEM_DOS_PENDING;
+        h->dos_sent = bytes;
+        h->dos_cookie = core->next_cookie++;
+        h->dos_session = h->session;
+        tproto_add_configure(host_out(core, h, 24), h->dos_cookie, true,
+                             bytes);
+        core->stats.configures++;
+    }
+}
+
+/* The answer of 'h' to Configure 'cookie': 'reason' NULL for an ack.
+ * Returns false if it answers no Configure of this session. */
+static bool
+host_dos_answer(struct tem_core *core, struct tem_host *h, uint64_t cookie,
+                const char *reason)
+{
+    if (h->dos_state != TEM_DOS_PENDING || h->dos_cookie != cookie
+        || h->dos_session != h->session) {
+        return false;
+    }
+    if (reason) {
+        h->dos_state = TEM_DOS_NACKED;
+        snprintf(h->dos_reason, sizeof h->dos_reason, "%s", reason);
+        tem_log_rl(core, &core->rl_install, TPM_LOG_WARN, "host %s refused "
+                   "DoS threshold %"PRIu32": %s", h->id, h->dos_sent,
+                   reason);
+    } else {
+        h->dos_state = TEM_DOS_ACKED;
+    }
+    return true;
+}
+
+char *
+tem_core_set_dos_threshold(struct tem_core *core, const char *host,
+                           uint32_t bytes, struct json_object **resultp)
+{
+    struct tem_host *only = NULL;
+
+    *resultp = NULL;
+    if (host) {
+        only = host_by_id(core, host);
+        if (!only) {
+            return xasprintf("no host '%s' (tem-ctl hosts lists them)",
+                             host);
+        }
+        if (host_connected(only)
+            && only->version < TPROTO_VERSION_CONFIGURE) {
+            return xasprintf("host %s speaks protocol version %"PRIu32": "
+                             "it cannot take a DoS threshold from the TEM "
+                             "(Configure needs version %d); set it on the "
+                             "host", host, only->version,
+                             TPROTO_VERSION_CONFIGURE);
+        }
+        only->dos_own = true;
+        only->dos_own_bytes = bytes;
+    } else {
+        /* Every host, those to come too; the last word wins over values
+         * set for single hosts. */
+        core->dos_all = true;
+        core->dos_all_bytes = bytes;
+    }
+
+    struct json_object *a = json_object_new_array();
+    for (uint32_t i = 0; i < core->n_host_slots; i++) {
+        struct tem_host *h = core->hosts[i];
+        if (!h || h->state == TEM_HOST_FREE || (only && h != only)) {
+            continue;
+        }
+        h->dos_own = only != NULL;
+        host_dos_send(core, h);
+
+        struct json_object *o = json_object_new_object();
+        json_object_object_add(o, "host", json_object_new_string(h->id));
+        json_object_object_add(o, "state", json_object_new_string(
+                                   dos_state_names[h->dos_state]));
+        json_object_object_add(o, "version",
+                               json_object_new_int64(h->version));
+        json_object_array_add(a, o);
+    }
+    tem_log_rl(core, &core->rl_misc, TPM_LOG_INFO, "DoS threshold %"PRIu32
+               " bytes for %s%s", bytes, only ? "host " : "all hosts",
+               only ? only->id : "");
+
+    struct json_object *r = json_object_new_object();
+    json_object_object_add(r, "host", only ? json_object_new_string(host)
+                                           : NULL);
+    json_object_object_add(r, "dos_threshold", json_object_new_int64(bytes));
+    json_object_object_add(r, "hosts", a);
+    *resultp = r;
+    return NULL;
+}
+
+/* ---------------------------------------------------------------------- */
 /* Sessions. */
 
 /* Ends 'h''s session; the caller reconciles the events. */
@@ -1814,6 +1974,9 @@ handle_hello(struct tem_core *core, const void *peer, size_t peer_len,
                "prefixes, %"PRIu32" monitors%s%s)", h->id, version,
                h->n_prefixes, h->n_pmds, h->software ? ", " : "",
                h->software ? h->software : "");
+    /* The host may have restarted: its DoS threshold again, before its
+     * triggers. */
+    host_dos_send(core, h);
     reconcile_all(core, now);
     return;
 
@@ -1837,6 +2000,15 @@ handle_ack(struct tem_core *core, struct tem_host *h, uint64_t cookie,
     } else {
         core->stats.acks++;
         h->stats.acks++;
+    }
+    if (!event_id) {
+        /* The answer to a Configure. */
+        if (!host_dos_answer(core, h, cookie, reason) && reason) {
+            tem_log_rl(core, &core->rl_install, TPM_LOG_WARN,
+                       "host %s refused configure %"PRIu64" (since "
+                       "superseded): %s", h->id, cookie, reason);
+        }
+        return;
     }
     if (idx < 0 || e->members[idx].cookie != cookie
         || e->members[idx].session != h->session) {
@@ -1896,6 +2068,7 @@ handle_message(struct tem_core *core, struct tem_host *h,
     case TRUMPET__MESSAGE__BODY_INSTALL:
     case TRUMPET__MESSAGE__BODY_REMOVE:
     case TRUMPET__MESSAGE__BODY_POLL:
+    case TRUMPET__MESSAGE__BODY_CONFIGURE:
     case TRUMPET__MESSAGE__BODY__NOT_SET:
     case _TRUMPET__MESSAGE__BODY__CASE_IS_INT_SIZE:
     default:
@@ -2928,6 +3101,19 @@ tem_core_hosts_json(const struct tem_core *core)
             json_object_object_add(o, "gone_s", json_object_new_int64(
                                        (now - h->gone_ns) / NS_PER_S));
         }
+        uint32_t dos;
+        bool has_dos = host_dos_wanted(core, h, &dos);
+        json_object_object_add(o, "dos_threshold", has_dos
+                               ? json_object_new_int64(dos) : NULL);
+        json_object_object_add(o, "dos_scope", !has_dos ? NULL
+                               : json_object_new_string(h->dos_own ? "host"
+                                                        : "all"));
+        json_object_object_add(o, "dos_state", json_object_new_string(
+                                   dos_state_names[h->dos_state]));
+        if (h->dos_state == TEM_DOS_NACKED) {
+            json_object_object_add(o, "dos_reason",
+                                   json_object_new_string(h->dos_reason));
+        }
         host_stats_json(o, &h->stats);
         json_object_array_add(a, o);
     }
@@ -2979,6 +3165,9 @@ tem_core_status_json(const struct tem_core *core)
                                core->dh_count - n_decided));
     json_object_object_add(o, "decisions_kept",
                            json_object_new_int64(n_decided));
+    json_object_object_add(o, "dos_threshold_all", core->dos_all
+                           ? json_object_new_int64(core->dos_all_bytes)
+                           : NULL);
 
     struct json_object *c = json_object_new_object();
 #define STAT(NAME) \
@@ -3008,6 +3197,7 @@ tem_core_status_json(const struct tem_core *core)
     STAT(alerts);
     STAT(installs);
     STAT(removes);
+    STAT(configures);
     STAT(acks);
     STAT(nacks);
     STAT(drilldowns);

@@ -142,6 +142,20 @@ char *tem_core_events_from_json(struct tem_core *,
                                 const struct json_object *obj)
     __attribute__((warn_unused_result));
 
+/* Sets the DoS threshold of host 'host' (NULL: of every host, those that
+ * connect later too, replacing the values set for single hosts) to
+ * 'bytes' (0: off), sends it to the connected hosts whose protocol
+ * version has Configure, and remembers it: a host gets it again whenever
+ * it opens a session.  Answers are tracked per host (tem_core_hosts_json():
+ * "dos_threshold", "dos_state": pending, acked, nacked, unsupported,
+ * waiting).  Returns NULL and in '*resultp' {"host", "dos_threshold",
+ * "hosts": [{"host", "state", "version"}]}, or an error (caller frees)
+ * and changes nothing: no host 'host', or it is connected with a protocol
+ * version without Configure. */
+char *tem_core_set_dos_threshold(struct tem_core *, const char *host,
+                                 uint32_t bytes, struct json_object **resultp)
+    __attribute__((warn_unused_result));
+
 /* Views for the control socket, as JSON (docs/tem.md, "tem-ctl"). */
 struct json_object *tem_core_event_list_json(const struct tem_core *);
 /* Returns NULL and an error in '*errp' if there is no event 'name'. */
@@ -175,6 +189,7 @@ struct tem_stats {
     uint64_t missing_parts;     /* Hosts listed as missing in decisions. */
     uint64_t alerts;
     uint64_t installs, removes, acks, nacks;
+    uint64_t configures;        /* Configure messages sent. */
     uint64_t drilldowns;        /* Standby installs caused by alerts. */
     uint64_t drilldown_errors;  /* then= target missing or not standby. */
     uint64_t rebalances;

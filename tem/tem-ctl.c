@@ -55,6 +55,8 @@ Commands:\n\
   event-list                     every event, with install counts\n\
   event-show NAME                definition, hosts, shares, recent alerts\n\
   hosts                          hosts with state, prefixes, counters\n\
+  dos-threshold [HOST] BYTES     set the DoS threshold of HOST, or of every\n\
+                                 host (0: off)\n\
   alerts [--follow] [--count=N] [EVENT]\n\
                                  the last N alerts (100) as JSON lines;\n\
                                  --follow then prints new ones as they come\n\
@@ -273,21 +275,59 @@ print_hosts(struct json_object *r)
     struct json_object *hosts = get(r, "hosts");
     size_t n = json_object_array_length(hosts);
 
-    printf("%-20s %-9s %-24s %9s %6s %10s %10s %8s %s\n", "HOST", "STATE",
-           "PREFIXES", "LAST-RX", "EVENTS", "SATISFIED", "REPLIES",
-           "INVALID", "NOTE");
+    printf("%-20s %-9s %-24s %9s %6s %10s %10s %8s %-22s %s\n", "HOST",
+           "STATE", "PREFIXES", "LAST-RX", "EVENTS", "SATISFIED", "REPLIES",
+           "INVALID", "DOS-THRESHOLD", "NOTE");
     for (size_t i = 0; i < n; i++) {
         struct json_object *h = json_object_array_get_idx(hosts, i);
         char *prefixes = join(get(h, "prefixes"));
-        char rx[32];
+        char rx[32], dos[64], note[512];
         snprintf(rx, sizeof rx, "%"PRId64"ms", num(h, "last_rx_ms"));
+        if (get(h, "dos_threshold")) {
+            snprintf(dos, sizeof dos, "%"PRId64" (%s)",
+                     num(h, "dos_threshold"), str(h, "dos_state"));
+        } else {
+            snprintf(dos, sizeof dos, "-");
+        }
+        snprintf(note, sizeof note, "%s%s%s",
+                 get(h, "gone_reason") ? str(h, "gone_reason") : "",
+                 get(h, "gone_reason") && get(h, "dos_reason") ? "; " : "",
+                 get(h, "dos_reason") ? str(h, "dos_reason") : "");
         printf("%-20s %-9s %-24s %9s %6"PRId64" %10"PRId64" %10"PRId64
-               " %8"PRId64" %s\n", str(h, "host"), str(h, "state"),
+               " %8"PRId64" %-22s %s\n", str(h, "host"), str(h, "state"),
                prefixes, rx, num(h, "events"), num(h, "satisfactions"),
                num(h, "poll_replies"),
-               num(h, "invalid_frames") + num(h, "invalid_msgs"),
-               get(h, "gone_reason") ? str(h, "gone_reason") : "");
+               num(h, "invalid_frames") + num(h, "invalid_msgs"), dos,
+               note);
         free(prefixes);
+    }
+}
+
+static void
+print_dos_threshold(struct json_object *r)
+{
+    struct json_object *hosts = get(r, "hosts");
+    size_t n = json_object_array_length(hosts);
+
+    if (get(r, "host")) {
+        printf("DoS threshold %"PRId64" bytes for host %s\n",
+               num(r, "dos_threshold"), str(r, "host"));
+    } else {
+        printf("DoS threshold %"PRId64" bytes for all hosts (and hosts "
+               "that connect later)\n", num(r, "dos_threshold"));
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct json_object *h = json_object_array_get_idx(hosts, i);
+        const char *state = str(h, "state");
+        if (!strcmp(state, "pending")) {
+            printf("  %-20s sent\n", str(h, "host"));
+        } else if (!strcmp(state, "unsupported")) {
+            printf("  %-20s not sent: protocol version %"PRId64" has no "
+                   "Configure\n", str(h, "host"), num(h, "version"));
+        } else {
+            printf("  %-20s not connected: sent when it connects\n",
+                   str(h, "host"));
+        }
     }
 }
 
@@ -307,6 +347,12 @@ print_status(struct json_object *r)
     printf("  hosts:              %"PRId64" connected, %"PRId64" known\n",
            num(r, "hosts_connected"), num(r, "hosts_known"));
     printf("  events:             %"PRId64"\n", num(r, "events"));
+    if (get(r, "dos_threshold_all")) {
+        printf("  DoS threshold:      %"PRId64" bytes (all hosts)\n",
+               num(r, "dos_threshold_all"));
+    } else {
+        printf("  DoS threshold:      not set by the TEM\n");
+    }
     printf("  decisions:          %"PRId64" pending, %"PRId64" kept\n",
            num(r, "decisions_pending"), num(r, "decisions_kept"));
     printf("counters:\n");
@@ -430,6 +476,23 @@ main(int argc, char *argv[])
     } else if (!strcmp(cmd, "event-list") || !strcmp(cmd, "hosts")
                || !strcmp(cmd, "status")) {
         need_args(cmd, n, 0, 0, "");
+    } else if (!strcmp(cmd, "dos-threshold")) {
+        need_args(cmd, n, 1, 2, "[HOST] BYTES");
+        const char *b = args[n - 1];
+        char *end;
+        errno = 0;
+        unsigned long long bytes = strtoull(b, &end, 10);
+        if (!*b || *end || errno || b[strspn(b, "0123456789")]
+            || bytes > UINT32_MAX) {
+            die(EXIT_USAGE, "dos-threshold: '%s' is not a number of bytes: "
+                "expected an integer in [0, %"PRIu32"] (0: off)", b,
+                UINT32_MAX);
+        }
+        if (n == 2) {
+            json_object_object_add(req, "host",
+                                   json_object_new_string(args[0]));
+        }
+        json_object_object_add(req, "bytes", json_object_new_int64(bytes));
     } else if (!strcmp(cmd, "alerts")) {
         int64_t count = 100;
         for (int i = 0; i < n; i++) {
@@ -456,8 +519,8 @@ main(int argc, char *argv[])
         }
     } else {
         die(EXIT_USAGE, "unknown command '%s': expected event-add, "
-            "event-del, event-list, event-show, hosts, alerts or status "
-            "(try --help)", cmd);
+            "event-del, event-list, event-show, hosts, dos-threshold, "
+            "alerts or status (try --help)", cmd);
     }
 
     struct json_object *reply = request(req);
@@ -494,6 +557,8 @@ main(int argc, char *argv[])
         print_event_show(reply);
     } else if (!strcmp(cmd, "hosts")) {
         print_hosts(reply);
+    } else if (!strcmp(cmd, "dos-threshold")) {
+        print_dos_threshold(reply);
     } else if (!strcmp(cmd, "status")) {
         print_status(reply);
     }

@@ -255,6 +255,38 @@ ctl_event_del(struct tem_daemon *d, struct json_object *req)
     return reply_ok(NULL);
 }
 
+/* {"command":"dos-threshold","bytes":N[,"host":"ID"]}: 'bytes' an integer
+ * in [0, 2^32-1]; without "host", every host. */
+static struct json_object *
+ctl_dos_threshold(struct tem_daemon *d, struct json_object *req)
+{
+    struct json_object *v, *result;
+    const char *host = get_string(req, "host");
+
+    if (!json_object_object_get_ex(req, "bytes", &v)
+        || !json_object_is_type(v, json_type_int)) {
+        return reply_error("dos-threshold needs \"bytes\", an integer in "
+                           "[0, %"PRIu32"] (0: off)", UINT32_MAX);
+    }
+    /* Past INT64_MAX, json-c gives INT64_MAX: out of range too. */
+    int64_t bytes = json_object_get_int64(v);
+    if (bytes < 0 || bytes > UINT32_MAX) {
+        return reply_error("dos-threshold: bytes %s out of range [0, "
+                           "%"PRIu32"] (0: off)", json_object_get_string(v),
+                           UINT32_MAX);
+    }
+    if (json_object_object_get_ex(req, "host", &v) && !host) {
+        return reply_error("dos-threshold: \"host\" is not a string");
+    }
+    char *error = tem_core_set_dos_threshold(d->core, host, bytes, &result);
+    if (error) {
+        struct json_object *r = reply_error("%s", error);
+        free(error);
+        return r;
+    }
+    return reply_ok(result);
+}
+
 static struct json_object *
 ctl_status(struct tem_daemon *d)
 {
@@ -322,10 +354,12 @@ ctl_dispatch(struct tem_daemon *d, const char *text, size_t len)
         json_object_object_add(r, "pub", json_object_new_string(d->pub_ep));
     } else if (!strcmp(cmd, "status")) {
         r = ctl_status(d);
+    } else if (!strcmp(cmd, "dos-threshold")) {
+        r = ctl_dos_threshold(d, req);
     } else {
         r = reply_error("unknown command '%s': expected event-add, "
-                        "event-del, event-list, event-show, hosts, alerts "
-                        "or status", cmd);
+                        "event-del, event-list, event-show, hosts, "
+                        "dos-threshold, alerts or status", cmd);
     }
 
 out:

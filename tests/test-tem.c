@@ -1083,6 +1083,249 @@ START_TEST(test_invalid_messages)
 }
 END_TEST
 
+/* Host 'id''s entry of tem_core_hosts_json() as "THRESHOLD STATE SCOPE"
+ * ("null" for what is null), and its nack reason in 'reason' if any. */
+static char *
+host_dos(const char *id, char *reason, size_t size)
+{
+    struct json_object *r = tem_core_hosts_json(fx.core);
+    struct json_object *hosts = field(r, "hosts");
+    char *s = NULL;
+
+    for (size_t i = 0; i < json_object_array_length(hosts); i++) {
+        struct json_object *h = json_object_array_get_idx(hosts, i);
+        struct json_object *why;
+        if (strcmp(json_object_get_string(field(h, "host")), id)) {
+            continue;
+        }
+        struct json_object *t = field(h, "dos_threshold");
+        struct json_object *scope = field(h, "dos_scope");
+        s = xasprintf("%s %s %s",
+                      t ? json_object_get_string(t) : "null",
+                      json_object_get_string(field(h, "dos_state")),
+                      scope ? json_object_get_string(scope) : "null");
+        snprintf(reason, size, "%s",
+                 json_object_object_get_ex(h, "dos_reason", &why)
+                 ? json_object_get_string(why) : "");
+    }
+    ck_assert_msg(s, "no host %s", id);
+    json_object_put(r);
+    return s;
+}
+
+#define CHECK_DOS(ID, EXPECT, REASON)                                   \
+    do {                                                                \
+        char reason_[256];                                              \
+        char *got_ = host_dos(ID, reason_, sizeof reason_);             \
+        ck_assert_str_eq(got_, EXPECT);                                 \
+        ck_assert_str_eq(reason_, REASON);                              \
+        free(got_);                                                     \
+    } while (0)
+
+/* The 'k'th Configure sent to 'peer' sets 'bytes'; returns its cookie. */
+static uint64_t
+configure_sent(const char *peer, size_t k, uint32_t bytes)
+{
+    const Trumpet__Configure *c = get_sent(
+        peer, TRUMPET__MESSAGE__BODY_CONFIGURE, k)->configure;
+    ck_assert(c->has_dos_threshold);
+    ck_assert_uint_eq(c->dos_threshold, bytes);
+    return c->cookie;
+}
+
+static void
+dos_answer(const char *peer, uint64_t cookie, const char *nack)
+{
+    struct tproto_batch b;
+    tproto_batch_init(&b);
+    if (nack) {
+        tproto_add_nack(&b, cookie, 0, nack);
+    } else {
+        tproto_add_ack(&b, cookie, 0);
+    }
+    input(peer, &b);
+    tproto_batch_destroy(&b);
+}
+
+static void
+host_bye(const char *peer)
+{
+    struct tproto_batch b;
+    tproto_batch_init(&b);
+    tproto_add_bye(&b, "restarting");
+    input(peer, &b);
+    tproto_batch_destroy(&b);
+}
+
+/* Returns the result of tem_core_set_dos_threshold() as
+ * "HOST:STATE,..." and frees it; checks its other fields. */
+static char *
+set_dos(const char *host, uint32_t bytes)
+{
+    struct json_object *r;
+    char *error = tem_core_set_dos_threshold(fx.core, host, bytes, &r);
+    ck_assert_msg(!error, "%s", error);
+    tem_core_flush(fx.core);
+    ck_assert_int_eq(json_object_get_int64(field(r, "dos_threshold")),
+                     bytes);
+    struct json_object *h = field(r, "host");
+    if (host) {
+        ck_assert_str_eq(json_object_get_string(h), host);
+    } else {
+        ck_assert_ptr_null(h);
+    }
+    struct json_object *hosts = field(r, "hosts");
+    char *s = xstrdup("");
+    for (size_t i = 0; i < json_object_array_length(hosts); i++) {
+        struct json_object *o = json_object_array_get_idx(hosts, i);
+        char *t = xasprintf("%s%s%s:%s", s, i ? "," : "",
+                            json_object_get_string(field(o, "host")),
+                            json_object_get_string(field(o, "state")));
+        free(s);
+        s = t;
+    }
+    json_object_put(r);
+    return s;
+}
+
+#define CHECK_SET(HOST, BYTES, EXPECT)                                  \
+    do {                                                                \
+        char *got_ = set_dos(HOST, BYTES);                              \
+        ck_assert_str_eq(got_, EXPECT);                                 \
+        free(got_);                                                     \
+    } while (0)
+
+static uint64_t
+stat_configures(void)
+{
+    struct tem_stats st;
+    tem_core_get_stats(fx.core, &st);
+    return st.configures;
+}
+
+/* The DoS threshold: refused for an unknown host or a host too old for
+ * Configure, changing nothing; sent to every host that speaks it, acks and
+ * nacks tracked per host, stale answers ignored; a host's own value over
+ * the value for all hosts until the next value for all; sent again on
+ * every new session, and to a host that was gone when it was set. */
+START_TEST(test_dos_threshold)
+{
+    struct tproto_batch b;
+    struct json_object *r = NULL;
+    char *error;
+
+    hello("a", "10.1.0.0/24");
+    hello("b", "10.1.1.0/24");
+    /* A host of protocol version 1. */
+    tproto_batch_init(&b);
+    tproto_add_hello(&b, "old", NULL, 0, EPOCH_NS, fx.now, NULL, 0, NULL);
+    b.msgs[0]->hello->version_max = 1;
+    input("p-old", &b);
+    ck_assert_uint_eq(get_sent("p-old", TRUMPET__MESSAGE__BODY_WELCOME,
+                               0)->welcome->version, 1);
+    ck_assert_uint_eq(get_sent("p-a", TRUMPET__MESSAGE__BODY_WELCOME,
+                               0)->welcome->version, 2);
+    fx_clear_sent();
+    CHECK_DOS("a", "null none null", "");
+
+    /* Errors change nothing. */
+    error = tem_core_set_dos_threshold(fx.core, "nohost", 4000, &r);
+    ck_assert_str_eq(error, "no host 'nohost' (tem-ctl hosts lists them)");
+    ck_assert_ptr_null(r);
+    free(error);
+    error = tem_core_set_dos_threshold(fx.core, "old", 4000, &r);
+    ck_assert_str_eq(error, "host old speaks protocol version 1: it cannot "
+                     "take a DoS threshold from the TEM (Configure needs "
+                     "version 2); set it on the host");
+    ck_assert_ptr_null(r);
+    free(error);
+    tem_core_flush(fx.core);
+    ck_assert_uint_eq(fx.n_sent, 0);
+    CHECK_DOS("old", "null none null", "");
+    r = tem_core_status_json(fx.core);
+    ck_assert_ptr_null(field(r, "dos_threshold_all"));
+    json_object_put(r);
+
+    /* Every host. */
+    CHECK_SET(NULL, 4000, "a:pending,b:pending,old:unsupported");
+    ck_assert_uint_eq(count_sent(NULL, TRUMPET__MESSAGE__BODY_CONFIGURE), 2);
+    uint64_t ca = configure_sent("p-a", 0, 4000);
+    uint64_t cb = configure_sent("p-b", 0, 4000);
+    ck_assert_uint_ne(ca, cb);
+    ck_assert_uint_eq(stat_configures(), 2);
+    CHECK_DOS("a", "4000 pending all", "");
+    CHECK_DOS("old", "4000 unsupported all", "");
+    r = tem_core_status_json(fx.core);
+    ck_assert_int_eq(json_object_get_int64(field(r, "dos_threshold_all")),
+                     4000);
+    ck_assert_int_eq(json_object_get_int64(
+                         field(field(r, "counters"), "configures")), 2);
+    json_object_put(r);
+
+    /* Answers: a stale one (wrong cookie) changes nothing. */
+    dos_answer("p-a", cb, NULL);
+    CHECK_DOS("a", "4000 pending all", "");
+    dos_answer("p-a", ca, NULL);
+    dos_answer("p-b", cb, "DoS threshold locked by the operator");
+    CHECK_DOS("a", "4000 acked all", "");
+    CHECK_DOS("b", "4000 nacked all", "DoS threshold locked by the operator");
+    struct tem_stats st;
+    tem_core_get_stats(fx.core, &st);
+    ck_assert_uint_eq(st.acks, 2);
+    ck_assert_uint_eq(st.nacks, 1);
+    ck_assert_uint_eq(st.invalid_msgs, 0);
+
+    /* One host: its own value, the others untouched. */
+    fx_clear_sent();
+    CHECK_SET("a", 0, "a:pending");
+    ck_assert_uint_eq(count_sent(NULL, TRUMPET__MESSAGE__BODY_CONFIGURE), 1);
+    ca = configure_sent("p-a", 0, 0);
+    dos_answer("p-a", ca, NULL);
+    CHECK_DOS("a", "0 acked host", "");
+    CHECK_DOS("b", "4000 nacked all", "DoS threshold locked by the operator");
+
+    /* A new session gets the host's value again, before its triggers; a
+     * new host gets the value for all. */
+    add_event("e", "filter=ip predicate=count() > 1");
+    fx_clear_sent();
+    host_bye("p-a");
+    CHECK_DOS("a", "0 acked host", "");
+    hello("a", "10.1.0.0/24");
+    ck_assert_uint_eq(count_sent("p-a", TRUMPET__MESSAGE__BODY_CONFIGURE), 1);
+    configure_sent("p-a", 0, 0);
+    const Trumpet__Frame *f = fx.sent[fx.n_sent - 1].frame;
+    ck_assert_uint_eq(f->n_messages, 3);
+    ck_assert_int_eq(f->messages[0]->body_case,
+                     TRUMPET__MESSAGE__BODY_WELCOME);
+    ck_assert_int_eq(f->messages[1]->body_case,
+                     TRUMPET__MESSAGE__BODY_CONFIGURE);
+    ck_assert_int_eq(f->messages[2]->body_case,
+                     TRUMPET__MESSAGE__BODY_INSTALL);
+    CHECK_DOS("a", "0 pending host", "");
+    hello("c", "10.1.2.0/24");
+    configure_sent("p-c", 0, 4000);
+    CHECK_DOS("c", "4000 pending all", "");
+
+    /* A gone host gets the next value when it is back; the value for all
+     * replaces a host's own. */
+    host_bye("p-b");
+    fx_clear_sent();
+    CHECK_SET(NULL, 6000, "a:pending,b:waiting,old:unsupported,c:pending");
+    ck_assert_uint_eq(count_sent("p-b", TRUMPET__MESSAGE__BODY_CONFIGURE), 0);
+    configure_sent("p-a", 0, 6000);
+    CHECK_DOS("a", "6000 pending all", "");
+    CHECK_DOS("b", "6000 waiting all", "");
+    CHECK_SET("b", 7000, "b:waiting");
+    hello("b", "10.1.1.0/24");
+    ck_assert_uint_eq(count_sent("p-b", TRUMPET__MESSAGE__BODY_CONFIGURE), 1);
+    configure_sent("p-b", 0, 7000);
+    CHECK_DOS("b", "7000 pending host", "");
+    ck_assert_uint_eq(count_sent("p-old", TRUMPET__MESSAGE__BODY_CONFIGURE),
+                      0);
+    tproto_batch_destroy(&b);
+}
+END_TEST
+
 START_TEST(test_many_decisions)
 {
     struct tem_config cfg;
@@ -1135,6 +1378,7 @@ main(void)
     tcase_add_test(tc, test_event_errors);
     tcase_add_test(tc, test_sessions);
     tcase_add_test(tc, test_invalid_messages);
+    tcase_add_test(tc, test_dos_threshold);
     tcase_add_test(tc, test_many_decisions);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
