@@ -28,6 +28,13 @@
 #      (its tpm/reports has 25000 for that epoch, its agent sent the
 #      satisfaction), the TEM polls replay1 and decides, but 25000 + Y is
 #      below 40000: no alert.
+#   5. DoS threshold from the TEM (run before 4): "tem-ctl dos-threshold
+#      4000" is acked by both hosts (tem-ctl hosts); ovs1's
+#      tpm/dos-threshold says "4000 bytes (set by TEM)" and every PMD's
+#      tpm/stats dos line has it; replay1 logs the threshold its monitor
+#      now uses.  Bad input (not a number, too large, unknown host)
+#      changes nothing.  "tem-ctl dos-threshold ovs1 0" sets ovs1 only,
+#      then "tem-ctl dos-threshold 0" both: back to 0 everywhere.
 #   4. TEM restart: SIGTERM (exit 0), started again with the same state
 #      file and endpoints: the same events with the same ids, the state
 #      file's events unchanged; both hosts come back by themselves (agent
@@ -642,6 +649,95 @@ s3_decided() {
       = "($1, 0)" ]
 }
 
+# --- Scenario 5: the TEM sets the hosts' DoS threshold ----------------------
+# dos_acked HOST BYTES: the TEM shows HOST's DoS threshold BYTES, acked.
+dos_acked() {
+    temctl --json hosts >"$TB_DIR/dos-hosts.json" 2>/dev/null || return 1
+    [ "$(tb_json "$TB_DIR/dos-hosts.json" \
+         "[(h['dos_threshold'], h['dos_state']) for h in d['hosts'] if h['host'] == '$1']")" \
+      = "[($2, 'acked')]" ]
+}
+
+# ovs_dos BYTES: ovs1's live threshold is BYTES, set by the TEM, and every
+# PMD uses it (applied at its next sweep step; an event is installed).
+ovs_dos() {
+    local stats n_pmd n_dos
+    [ "$(tb_appctl tpm/dos-threshold)" \
+      = "DoS threshold: $1 bytes (set by TEM)" ] || return 1
+    stats=$(tb_appctl tpm/stats) || return 1
+    n_pmd=$(grep -c '^pmd core' <<<"$stats" || true)
+    n_dos=$(grep -c "^  dos: threshold $1 bytes," <<<"$stats" || true)
+    [ "$n_pmd" -ge 1 ] && [ "$n_dos" = "$n_pmd" ]
+}
+
+# replay_dos N BYTES: replay1 logged at least N times that its monitor's
+# threshold is now BYTES, set by the TEM.
+replay_dos() {
+    [ "$(grep -c "^tpm-replay: DoS threshold: $2 bytes (set by TEM)\$" \
+         "$TB_DIR/replay.out.err" || true)" -ge "$1" ]
+}
+
+scenario_dos() {
+    local out rc bad
+
+    # Bad input: refused, nothing sent.
+    for bad in "abc" "-5" "4294967296" "ovs1 4e3"; do
+        rc=0
+        # shellcheck disable=SC2086
+        out=$(temctl dos-threshold $bad 2>&1) || rc=$?
+        [ "$rc" = 2 ] && grep -q "is not a number of bytes" <<<"$out" \
+            || tb_fail "scenario 5: tem-ctl dos-threshold $bad: exit $rc," \
+                       "$out"
+    done
+    rc=0
+    out=$(temctl dos-threshold nohost 4000 2>&1) || rc=$?
+    [ "$rc" = 1 ] \
+        && [ "$out" = "tem-ctl: dos-threshold: no host 'nohost' (tem-ctl hosts lists them)" ] \
+        || tb_fail "scenario 5: unknown host: exit $rc, $out"
+    tem_json "$TB_DIR/dos-none.json" hosts
+    [ "$(tb_json "$TB_DIR/dos-none.json" "sorted((h['host'], h['dos_threshold'], h['dos_state']) for h in d['hosts'])")" \
+      = "[('ovs1', None, 'none'), ('replay1', None, 'none')]" ] \
+        || tb_fail "scenario 5: DoS threshold set after bad input:" \
+                   "$(cat "$TB_DIR/dos-none.json")"
+
+    # Every host.
+    out=$(temctl dos-threshold 4000 2>&1) \
+        || tb_fail "scenario 5: tem-ctl dos-threshold 4000: $out"
+    [ "$out" = "DoS threshold 4000 bytes for all hosts (and hosts that connect later)
+  ovs1                 sent
+  replay1              sent" ] \
+        || tb_fail "scenario 5: tem-ctl dos-threshold 4000 replied: $out"
+    tb_wait_for 5 dos_acked ovs1 4000 && tb_wait_for 5 dos_acked replay1 4000 \
+        || tb_fail "scenario 5: threshold 4000 not acked by both hosts:" \
+                   "$(temctl hosts)"
+    tb_wait_for 3 ovs_dos 4000 \
+        || tb_fail "scenario 5: ovs1 does not use 4000: $(tb_appctl tpm/dos-threshold);" \
+                   "$(tb_appctl tpm/stats | grep -E '^pmd core|dos:')"
+    tb_wait_for 3 replay_dos 1 4000 \
+        || tb_fail "scenario 5: replay1 did not apply 4000:" \
+                   "$(grep 'DoS' "$TB_DIR/replay.out.err")"
+    temctl hosts | grep -q '^ovs1 .* 4000 (acked) ' \
+        || tb_fail "scenario 5: tem-ctl hosts: $(temctl hosts)"
+
+    # One host, then every host again.
+    out=$(temctl dos-threshold ovs1 0 2>&1) \
+        || tb_fail "scenario 5: tem-ctl dos-threshold ovs1 0: $out"
+    tb_wait_for 5 dos_acked ovs1 0 && tb_wait_for 3 ovs_dos 0 \
+        || tb_fail "scenario 5: ovs1 not back to 0:" \
+                   "$(tb_appctl tpm/dos-threshold)"
+    dos_acked replay1 4000 && ! replay_dos 1 0 \
+        || tb_fail "scenario 5: setting ovs1 changed replay1: $(temctl hosts)"
+    out=$(temctl dos-threshold 0 2>&1) \
+        || tb_fail "scenario 5: tem-ctl dos-threshold 0: $out"
+    tb_wait_for 5 dos_acked replay1 0 && tb_wait_for 3 replay_dos 1 0 \
+        && dos_acked ovs1 0 && ovs_dos 0 \
+        || tb_fail "scenario 5: not back to 0 on both hosts: $(temctl hosts)"
+    tb_log "PASS: 5 DoS threshold from the TEM: bad input refused" \
+           "(nothing set), 4000 acked by ovs1 (tpm/dos-threshold and every" \
+           "PMD's tpm/stats: 4000, set by TEM) and replay1 (its monitor" \
+           "took 4000), ovs1 alone back to 0, then both back to 0"
+}
+
 # --- Scenario 4: TEM restart -------------------------------------------------
 # events_of FILE: "id name definition standby" of the events in a tem-ctl
 # --json event-list reply or a state file.
@@ -773,6 +869,7 @@ main() {
     scenario_fires
     scenario_drilldown
     scenario_no_fire
+    scenario_dos
     scenario_restart
     ping_check
     final_checks
