@@ -372,8 +372,8 @@ trie_split__(struct trig_trie *t, uint32_t *slot, unsigned int len)
 }
 
 /* Prunes the 'depth' nodes at 'path' (slots from the root down) and
- * recomputes their trie_below__(), bottom-up: a merge frees only the node of the
- * slot it prunes, so the slots above stay valid. */
+ * recomputes their trie_below__(), bottom-up: a merge frees only the node
+ * of the slot it prunes, so the slots above stay valid. */
 static void
 trie_fix_path__(struct trig_trie *t, uint32_t **path, unsigned int depth)
 {

@@ -53,12 +53,13 @@
  * has the bitmap of the patterns with rules in its subtree, and the
  * control path flags the nodes where probing the patterns below that the
  * walk has not found yet costs no more than walking on to the next such
- * node (~30 cycles a probe, ~20 a level: one dependent load each).  The walk takes those
- * patterns as candidates and stops.  With one pattern the walk stops at
- * the root (after checking the rules' common prefix); with patterns in
- * different address ranges it stops where the ranges part; with a few
- * patterns over the same prefixes, at the top.  The candidates are then a
- * superset of the exact ones; trig_index_may_match() walks to the end.
+ * node (~30 cycles a probe, ~20 a level: one dependent load each).  The
+ * walk takes those patterns as candidates and stops.  With one pattern
+ * the walk stops at the root (after checking the rules' common prefix);
+ * with patterns in different address ranges it stops where the ranges
+ * part; with a few patterns sharing their prefixes, near the top.  The
+ * candidates are then a superset of the exact ones;
+ * trig_index_may_match() walks to the end.
  *
  * Only patterns 0 to TRIG_INDEX_TRIE_PATTERNS - 1 have a bit: further
  * patterns are probed on every match, as before.  Removing a pattern's
