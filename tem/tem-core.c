@@ -1828,6 +1828,10 @@ host_gone__(struct tem_core *core, struct tem_host *h, const char *reason,
     h->out_bytes = 0;
     h->state = TEM_HOST_GONE;
     h->gone_ns = now;
+    if (h->dos_state != TEM_DOS_NONE) {
+        /* Sent again when it is back. */
+        h->dos_state = TEM_DOS_WAITING;
+    }
     snprintf(h->gone_reason, sizeof h->gone_reason, "%s", reason);
     core->stats.hosts_gone++;
 }

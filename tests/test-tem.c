@@ -1289,7 +1289,7 @@ START_TEST(test_dos_threshold)
     add_event("e", "filter=ip predicate=count() > 1");
     fx_clear_sent();
     host_bye("p-a");
-    CHECK_DOS("a", "0 acked host", "");
+    CHECK_DOS("a", "0 waiting host", "");
     hello("a", "10.1.0.0/24");
     ck_assert_uint_eq(count_sent("p-a", TRUMPET__MESSAGE__BODY_CONFIGURE), 1);
     configure_sent("p-a", 0, 0);
