@@ -328,6 +328,15 @@ echo "Machine: $(nproc) CPUs, $(awk -F': ' '/^model name/ { print $2; exit }' \
 echo
 "$PY" "$helper" feas-table "$results" | tee "${table_out:-/dev/null}"
 if [ -n "$plot" ]; then
-    "$PY" "$helper" feas-plot "$results" "$plot" \
+    # matplotlib may be Debian's (python3-matplotlib) while $PY is another
+    # python3.
+    plot_py=$PY
+    for p in "$PY" /usr/bin/python3; do
+        if "$p" -c 'import matplotlib' 2>/dev/null; then
+            plot_py=$p
+            break
+        fi
+    done
+    "$plot_py" "$helper" feas-plot "$results" "$plot" \
         || log "no plot: see the message above"
 fi
