@@ -20,3 +20,9 @@ tpm_libtpmjson_la_SOURCES = tpm/report-json.c tpm/report-json.h
 tpm_libtpmjson_la_CFLAGS = $(AM_CFLAGS) $(JSON_C_CFLAGS)
 tpm_tpm_bench_SOURCES = tpm/tpm-bench.c tpm/cuckoo.c tpm/cuckoo.h
 tpm_tpm_bench_LDADD = tpm/libtpm.la
+
+# The OVS-DPDK experiment harness (docs/benchmarks.md, sections 6 and 7):
+# run by hand as root; dos-feeder.c is built by bench-dos.sh against
+# libdpdk (pkg-config), like the OVS build, not by automake.
+EXTRA_DIST += tpm/bench-lib.sh tpm/bench-dos.sh tpm/bench-feasibility.sh \
+	tpm/dos-feeder.c

@@ -13,6 +13,10 @@ standard library only).
                        line from pmd-perf-show and tpm/stats before/after
   feas-table RESULTS   bench-feasibility.sh's table (medians of repeats)
   feas-plot RESULTS PNG  its plot (python3-matplotlib)
+  dos-events CTL       installs bench-dos.sh's events (attack patterns and
+                       the legitimate prefixes' events)
+  dos-probe ...        one probe of bench-dos.sh: a JSON line
+  dos-table RESULTS    bench-dos.sh's table
 
 Addresses are only written into the pcap file and into event filters;
 nothing is sent anywhere.
@@ -342,6 +346,8 @@ TPM_LEVEL_RE = {
     "sweep_ns": r"sweep time: p50 (\d+) ns, p99 (\d+) ns, max (\d+) ns",
     "events": r"events: (\d+),",
     "dos_threshold": r"dos: threshold (\d+) bytes",
+    "sampled_cpp": r"cycles per packet \(sampled busy iterations\): "
+                   r"switch ([\d.]+), monitor ([\d.]+)",
 }
 
 
@@ -433,8 +439,9 @@ def cmd_feas_table(a):
     print("| active flows | interval (ms) | triggers per flow | triggers "
           "| feasible Mpps (median) | runs (Mpps) | unpoliced Mpps (median)"
           " | cycles/pkt at boundary | sweep p50 / p99 / max (us) "
-          "| sweep steps idle / saturated per s | matches per s |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "| sweep steps idle / saturated per s | matches per s "
+          "| sampled cycles/pkt switch / monitor |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for key in keys:
         rs = [r for r in bounds
               if (r["flows"], r["interval_ms"], r["per_flow"]) == key]
@@ -447,15 +454,17 @@ def cmd_feas_table(a):
         t = rep.get("tpm", {})
         ns = t.get("sweep_ns", [0, 0, 0])
         d = rep.get("duration_s") or 1
+        sc = t.get("sampled_cpp")
         print("| %d | %s | %d | %d | **%.2f** | %s | %.2f | %s "
-              "| %.0f / %.0f / %.0f | %.0f / %.0f | %.2fM |"
+              "| %.0f / %.0f / %.0f | %.0f / %.0f | %.2fM | %s |"
               % (key[0], key[1], key[2], rep.get("triggers_total", 0), m,
                  ", ".join("%.2f" % (r["pps"] / 1e6) for r in ok),
                  med([r["pps"] for r in us if "pps" in r]) / 1e6,
                  rep.get("cpp", "?"), ns[0] / 1e3, ns[1] / 1e3,
                  ns[2] / 1e3, t.get("steps_idle", 0) / d,
                  t.get("steps_saturated", 0) / d,
-                 t.get("matches", 0) / d / 1e6))
+                 t.get("matches", 0) / d / 1e6,
+                 "%.0f / %.0f" % tuple(sc) if sc else "n/a"))
     if base:
         print()
         print("No events (config B), unpoliced: " + "; ".join(
@@ -498,6 +507,188 @@ def cmd_feas_plot(a):
     fig.tight_layout()
     fig.savefig(a.png, dpi=100)
     print("wrote %s" % a.png)
+
+
+# bench-dos.sh's attack filters: each a different pattern (fields and
+# masks), each covering all the attack traffic of tpm/dos-feeder.c
+# (UDP 10.64.0.0/10 -> 10.50.0.0/16 port 9) and none of the legitimate
+# traffic (10.1.0.0/16 -> 10.200.0.0/16 port 5001).
+DOS_PATTERNS = [
+    "ip,nw_dst=10.50.0.0/16",
+    "udp,nw_src=10.64.0.0/10",
+    "ip,nw_src=10.64.0.0/10,nw_dst=10.50.0.0/16",
+    "udp,tp_dst=9",
+    "udp,nw_dst=10.50.0.0/16,tp_dst=9",
+    "ip,nw_dst=10.48.0.0/12",
+    "udp,nw_src=10.64.0.0/10,tp_dst=9",
+    "ip,nw_dst=10.50.0.0/15",
+    "udp,nw_src=10.64.0.0/10,nw_dst=10.50.0.0/16,tp_dst=9",
+    "ip,nw_dst=10.50.0.0/14",
+    "udp,nw_dst=10.48.0.0/12",
+    "udp,nw_dst=10.50.0.0/15,tp_dst=9",
+    "ip,nw_src=10.64.0.0/11",
+    "udp,nw_src=10.64.0.0/11,nw_dst=10.48.0.0/12",
+    "ip,nw_src=10.64.0.0/10,nw_dst=10.48.0.0/12",
+    "udp,nw_src=10.64.0.0/10,nw_dst=10.50.0.0/15",
+]
+
+
+def dos_event_defs(a):
+    if a.patterns > len(DOS_PATTERNS):
+        sys.exit("bench-ovs.py: at most %d patterns" % len(DOS_PATTERNS))
+    for j in range(a.patterns):
+        yield ("dos%d" % j, ["filter=%s" % DOS_PATTERNS[j],
+                             "predicate=sum(volume) > 1000GB",
+                             "group=nw_dst/24", "interval=%s" % a.interval])
+    for k in range(a.legit_prefixes):
+        yield ("legit%d" % k, ["filter=ip,nw_dst=10.200.%d.0/24" % k,
+                               "predicate=sum(volume) > %d" % a.legit_bytes,
+                               "group=nw_dst/24",
+                               "interval=%s" % a.interval])
+
+
+def cmd_dos_events(a):
+    c = Unixctl(a.ctl)
+    n = 0
+    for name, words in dos_event_defs(a):
+        result, error = c.call("tpm/event-add", [name] + words)
+        if error:
+            sys.exit("tpm/event-add %s %s: %s"
+                     % (name, " ".join(words), error))
+        n += 1
+    print("%d events installed (%d attack patterns, %d legitimate prefixes)"
+          % (n, a.patterns, a.legit_prefixes))
+
+
+def feeder_stats(path):
+    v = [int(x) for x in open(path).read().split()]
+    keys = ("tsc", "hz", "offered", "sent", "ring_drops",
+            "late_skipped", "alloc_fail")
+    return dict(zip(keys, v))
+
+
+def legit_detection(before, after, names):
+    """Per legitimate event: the share of the window's epochs with a
+    report.  The window's epochs: after the latest report before it, up to
+    the latest report after it."""
+    def parse(text):
+        out = []
+        for line in text.splitlines():
+            line = line.strip()
+            if line.startswith("{"):
+                try:
+                    out.append(json.loads(line))
+                except ValueError:
+                    pass
+        return out
+    b, e = parse(before), parse(after)
+    e0 = max([r["epoch"] for r in b], default=None)
+    win = [r for r in e if e0 is None or r["epoch"] > e0]
+    if not win:
+        return {n: 0.0 for n in names}, 0
+    lo = min(r["epoch"] for r in win) if e0 is None else e0 + 1
+    hi = max(r["epoch"] for r in win)
+    n_ep = hi - lo + 1
+    out = {}
+    for n in names:
+        eps = {r["epoch"] for r in win if r.get("event") == n}
+        out[n] = len(eps) / n_ep
+    return out, n_ep
+
+
+def cmd_dos_probe(a):
+    r = {}
+    for kv in a.set or []:
+        k, _, v = kv.partition("=")
+        try:
+            r[k] = int(v)
+        except ValueError:
+            try:
+                r[k] = float(v)
+            except ValueError:
+                r[k] = v
+    p = grab(open(a.perf).read(), PERF_RE)
+    if "rx" in p:
+        r["rx_packets"], r["kpps"], r["cpp"] = p["rx"]
+        r["duration_s"] = p.get("duration_s")
+        r["pps"] = r["rx_packets"] / r["duration_s"]
+    else:
+        r["error"] = "no Rx packets line in pmd-perf-show"
+    r["tpm"] = tpm_delta(open(a.tpm_before).read(),
+                         open(a.tpm_after).read())
+    f0, f1 = feeder_stats(a.feeder_before), feeder_stats(a.feeder_after)
+    dt = (f1["tsc"] - f0["tsc"]) / f1["hz"]
+    fd = {k: f1[k] - f0[k] for k in f1 if k not in ("tsc", "hz")}
+    fd["seconds"] = dt
+    r["feeder"] = fd
+    r["offered_pps"] = fd["offered"] / dt if dt > 0 else 0
+    names = ["legit%d" % k for k in range(a.legit_prefixes)]
+    det, n_ep = legit_detection(open(a.reports_before).read(),
+                                open(a.reports_after).read(), names)
+    r["legit_detect"] = det
+    r["window_epochs"] = n_ep
+    r["legit_min"] = min(det.values()) if det else 0
+    # The measured mix, from the monitor's counters over the window:
+    # packets n = nd + ng, bytes b = 64 nd + 1500 ng.
+    t = r["tpm"]
+    n, b = t.get("packets", 0), t.get("bytes", 0)
+    ng = max(0.0, (b - 64 * n) / (1500 - 64)) if n else 0
+    nd = n - ng
+    if n:
+        r["dos_pkt_frac"] = nd / n
+        wire_d, wire_g = nd * 84, ng * 1520
+        r["dos_byte_frac"] = wire_d / (wire_d + wire_g)
+        # tpm/stats was read just around the feeder's two readings.
+        r["wire_gbps"] = (wire_d + wire_g) * 8 / dt / 1e9 if dt > 0 else 0
+    fed = fd["offered"]
+    r["rate_kept"] = (fd["ring_drops"] <= (1 - a.keep_ratio) * fed
+                      and "pps" in r)
+    r["feeder_ok"] = fd["late_skipped"] <= 0.05 * max(fed, 1)
+    r["sweeps_ok"] = (t.get("sweeps_unfinished", 0) == 0
+                      and t.get("sweeps_done", 0) > 0)
+    r["legit_ok"] = r["legit_min"] >= a.detect
+    r["feasible"] = (r["rate_kept"] and r["sweeps_ok"] and r["legit_ok"])
+    print(json.dumps(r, sort_keys=True))
+
+
+def cmd_dos_table(a):
+    runs = load(a.results)
+    bounds = [r for r in runs if r.get("kind") == "boundary"]
+    print("| threshold (B) | attack | max DoS fraction, bytes "
+          "| max DoS fraction, packets | model prediction (bytes) "
+          "| measured rate: Mpps, Gb/s on the wire | ring drops "
+          "| unfinished sweeps | legit detected (min) "
+          "| dos: skipped pkts / flows passed / removed collision / "
+          "removed sweep (per s) | matches per s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in sorted(bounds, key=lambda r: (r["attack"], r["threshold"])):
+        t = r.get("tpm", {})
+        d = r.get("duration_s") or 1
+        model = r.get("model_fraction")
+        if r.get("none_feasible"):
+            print("| %d | %s | none feasible (f=0 failed: %s) | | %s "
+                  "| | | | | | |"
+                  % (r["threshold"], r["attack"], r.get("why", "?"),
+                     "%.3f" % model if model is not None else "n/a"))
+            continue
+        dos = ("%.2fM / %.0fk / %.0fk / %.0fk"
+               % (t.get("dos_skipped", t.get("dos_skipped_pkts", 0))
+                  / d / 1e6, t.get("dos_flows_passed", 0) / d / 1e3,
+                  t.get("dos_removed_collision", 0) / d / 1e3,
+                  t.get("dos_removed_sweep", 0) / d / 1e3)
+               if "dos_flows_passed" in t else
+               "%.2fM skipped / n/a" % (t.get("dos_skipped_pkts", 0)
+                                        / d / 1e6))
+        print("| %d | %s | **%.3f** (offered %.3f) | %.3f (offered %.3f) "
+              "| %s | %.2f, %.2f | %d | %d | %.2f | %s | %.2fM |"
+              % (r["threshold"], r["attack"], r.get("dos_byte_frac", 0),
+                 r["fraction"], r.get("dos_pkt_frac", 0),
+                 r.get("pkt_fraction", 0),
+                 "%.3f" % model if model is not None else "n/a",
+                 r.get("pps", 0) / 1e6, r.get("wire_gbps", 0),
+                 r["feeder"]["ring_drops"],
+                 t.get("sweeps_unfinished", 0), r.get("legit_min", 0),
+                 dos, t.get("matches", 0) / d / 1e6))
 
 
 def main():
@@ -547,8 +738,29 @@ def main():
     p = sub.add_parser("feas-plot")
     p.add_argument("results")
     p.add_argument("png")
+    p = sub.add_parser("dos-events")
+    p.add_argument("ctl")
+    p.add_argument("--patterns", type=int, default=8)
+    p.add_argument("--legit-prefixes", type=int, default=4)
+    p.add_argument("--legit-bytes", type=int, default=1000)
+    p.add_argument("--interval", default="10ms")
+    p = sub.add_parser("dos-probe")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE")
+    p.add_argument("--perf", required=True)
+    p.add_argument("--tpm-before", required=True)
+    p.add_argument("--tpm-after", required=True)
+    p.add_argument("--feeder-before", required=True)
+    p.add_argument("--feeder-after", required=True)
+    p.add_argument("--reports-before", required=True)
+    p.add_argument("--reports-after", required=True)
+    p.add_argument("--legit-prefixes", type=int, default=4)
+    p.add_argument("--keep-ratio", type=float, default=0.98)
+    p.add_argument("--detect", type=float, default=0.95)
+    p = sub.add_parser("dos-table")
+    p.add_argument("results")
     a = ap.parse_args()
-    {"pcap": cmd_pcap, "events": cmd_events, "parse": cmd_parse,
+    {"dos-events": cmd_dos_events, "dos-probe": cmd_dos_probe,
+     "dos-table": cmd_dos_table, "pcap": cmd_pcap, "events": cmd_events, "parse": cmd_parse,
      "table": cmd_table, "probe": cmd_probe, "feas-table": cmd_feas_table,
      "feas-plot": cmd_feas_plot}[a.cmd](a)
 
