@@ -46,6 +46,7 @@ usage: $0 [OPTIONS]   (as root)
   --legit-prefixes N legitimate /24 prefixes, one event each (4)
   --legit-bytes N    their predicate: sum(volume) > N (1000)
   --steps N          probes per bisection on f after f=0 (6)
+  --f-max F          upper end of the bisection on f (1)
   --seconds S        window per probe (2)
   --warmup S         from the feeder's start to the window (1)
   --pool-size N      flows sent in turn (burst 1) per kind (256)
@@ -69,6 +70,7 @@ patterns=8
 legit_prefixes=4
 legit_bytes=1000
 steps=6
+f_max=1
 seconds=2
 warmup=1
 pool_size=256
@@ -86,6 +88,7 @@ while [ $# -gt 0 ]; do
     --legit-prefixes) legit_prefixes=$2; shift ;;
     --legit-bytes) legit_bytes=$2; shift ;;
     --steps) steps=$2; shift ;;
+    --f-max) f_max=$2; shift ;;
     --seconds) seconds=$2; shift ;;
     --warmup) warmup=$2; shift ;;
     --pool-size) pool_size=$2; shift ;;
@@ -320,7 +323,7 @@ for th in $thresholds; do
             save_results
             continue
         fi
-        hi=1
+        hi=$f_max
         for i in $(seq "$steps"); do
             mid=$(awk -v a="$lo" -v b="$hi" \
                   'BEGIN { printf "%.4f", (a + b) / 2 }')
