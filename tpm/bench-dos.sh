@@ -27,8 +27,9 @@
 # offered (the PMD kept up), no sweep was unfinished, and every
 # legitimate event was reported in >= 95% of the window's epochs
 # (tpm/reports: epochs after the latest report before the window, up to
-# the latest after it).  The probes at f are invalid if the feeder itself
-# fell behind its schedule (core 0 busy): then the probe is repeated once.
+# the latest after it).  An infeasible probe is taken again (at most
+# twice) if the feeder itself fell behind its schedule by more than 5%
+# (core 0 busy) or other processes used more than --max-other % of a CPU.
 #
 # Beside each boundary: the model's prediction (ovs-appctl tpm/dos-model
 # RATE_DOS RATE_GOOD attack=A threshold=T ...: the largest f with
@@ -38,7 +39,8 @@ set -euo pipefail
 usage() {
     cat <<EOF
 usage: $0 [OPTIONS]   (as root)
-  --thresholds LIST  DoS thresholds, bytes ("0 64 128 256 384 512 832 1024 1500")
+  --thresholds LIST  DoS thresholds, bytes
+                     ("0 64 128 256 384 512 832 1024 1500")
   --attacks LIST     attack types ("syn threshold")
   --line-rate BITS   line rate, bits/s with 20 bytes of preamble and gap
                      per frame (10e9)
@@ -58,8 +60,9 @@ usage: $0 [OPTIONS]   (as root)
   --keep             keep the work directory
   --no-wait          do not wait for other benchmarks to finish
 Environment: BUILD_DIR (default: build next to this script's tree),
-PYTHON3, CC.  Needs 2 MB huge pages (the feeder shares ovs-vswitchd's
-DPDK memory) and libdpdk-dev (pkg-config libdpdk) to build the feeder.
+PYTHON3, CC.  Needs 2 MB huge pages (for ovs-vswitchd and the feeder,
+whose virtio-user memory the switch maps) and libdpdk-dev (pkg-config
+libdpdk) to build the feeder.
 EOF
 }
 
@@ -239,7 +242,8 @@ probe() {
     read -r steal other < <(cpu_load "$t0" "$t1")
     # Less the feeder's own CPU (a whole one).
     other=$(echo "$t0 $t1 $j0 $j1 $other" | awk -v ncpu="$(nproc)" '{
-        d = $7 - $2; printf "%.1f\n", $13 - (d > 0 ? ncpu * 100 * ($12 - $11) / d : 0) }')
+        d = $7 - $2; f = d > 0 ? ncpu * 100 * ($12 - $11) / d : 0;
+        printf "%.1f\n", $13 - f }')
     appctl tpm/stats >"$d.tpm1"
     appctl tpm/reports >"$d.rep1"
     kill "$FEEDER_PID" 2>/dev/null || true
@@ -306,19 +310,22 @@ for th in $thresholds; do
     log "threshold $th"
     start_switch "$th"
     for attack in $attacks; do
-        mf=$(model_fraction "$th" "$attack")
-        log "  $attack: model's largest feasible fraction: ${mf:-n/a}"
         lo=
         best=
         if probe_retry "$th" "$attack" 0 kind=probe; then
             lo=0
             best=$(tail -n 1 "$results")
         fi
+        # After the f=0 probe: the model takes the switch's own cycles per
+        # packet from the traffic it sampled (none on a fresh switch).
+        mf=$(model_fraction "$th" "$attack")
+        log "  $attack: model's largest feasible fraction: ${mf:-n/a}"
         if [ -z "$lo" ]; then
             log "  infeasible even without attack at $line_rate b/s"
             echo "{\"kind\": \"boundary\", \"threshold\": $th," \
                  "\"attack\": \"$attack\", \"none_feasible\": true," \
-                 "\"why\": \"f=0 infeasible\"${mf:+, \"model_fraction\": $mf}}" \
+                 "\"why\": \"f=0 infeasible\"" \
+                 "${mf:+, \"model_fraction\": $mf}}" \
                 >>"$results"
             save_results
             continue
@@ -344,7 +351,8 @@ print(json.dumps(r, sort_keys=True))' "${mf:-}" >>"$results"
     done
     run_down
 done
-log "done in $(( (SECONDS - t_start) / 60 )) min $(( (SECONDS - t_start) % 60 )) s"
+el=$((SECONDS - t_start))
+log "done in $((el / 60)) min $((el % 60)) s"
 
 save_results
 echo

@@ -247,9 +247,9 @@ start_switch() {
             || die "$tag: installing events failed: $(cat "$out/events.log")"
         log "  $(cat "$out/events.log")"
     fi
+    local devargs=net_pcap0,rx_pcap=$WORK/flows$nflows.pcap,infinite_rx=1
     vsctl add-port br0 p1 -- set Interface p1 type=dpdk \
-        "options:dpdk-devargs=net_pcap0,rx_pcap=$WORK/flows$nflows.pcap,infinite_rx=1" \
-        ofport_request=1
+        "options:dpdk-devargs=$devargs" ofport_request=1
     bench_port_errors p1 p2
     wait_for 60 pmd_receiving || die "$tag: PMD not receiving after 60 s"
     sleep "$warmup"
@@ -316,7 +316,8 @@ for rep in $(seq "$repeats"); do
         done
     done
 done
-log "done in $(( (SECONDS - t_start) / 60 )) min $(( (SECONDS - t_start) % 60 )) s"
+el=$((SECONDS - t_start))
+log "done in $((el / 60)) min $((el % 60)) s"
 
 if [ -n "$results_out" ]; then
     cp "$results" "$results_out"

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared daemon management of the OVS-DPDK benchmarks (tpm/bench-ovs.sh,
 # tpm/bench-feasibility.sh, tpm/bench-dos.sh).  Sourced, not run; bash.
 #
@@ -8,7 +9,6 @@
 # and may set afterwards (defaults in brackets):
 #   keep         true: keep the work directory on exit [false]
 #   wait_quiet   false: do not wait for other benchmarks [true]
-#   BENCH_DPDK_EXTRA  more EAL arguments for ovs-vswitchd [none]
 #   mem          DPDK memory: auto, huge or nohuge [auto]
 #
 # What it gives:
@@ -333,10 +333,10 @@ bench_start() {
         --detach --no-chdir --log-file="$out/ovsdb.log" "$out/conf.db"
     vsctl --no-wait init
     if [ "$mem" = huge ]; then
-        dpdk=("other_config:dpdk-extra=--no-pci --file-prefix=$tag${BENCH_DPDK_EXTRA:+ $BENCH_DPDK_EXTRA}"
+        dpdk=("other_config:dpdk-extra=--no-pci --file-prefix=$tag"
               other_config:dpdk-socket-mem=512)
     else
-        dpdk=("other_config:dpdk-extra=--no-pci --no-huge -m 1024 --legacy-mem --no-shconf --file-prefix=$tag${BENCH_DPDK_EXTRA:+ $BENCH_DPDK_EXTRA}")
+        dpdk=("other_config:dpdk-extra=--no-pci --no-huge -m 1024 --legacy-mem --no-shconf --file-prefix=$tag")
     fi
     for kv in "$@"; do
         dpdk+=("other_config:$kv")

@@ -760,7 +760,8 @@ def main():
     p.add_argument("results")
     a = ap.parse_args()
     {"dos-events": cmd_dos_events, "dos-probe": cmd_dos_probe,
-     "dos-table": cmd_dos_table, "pcap": cmd_pcap, "events": cmd_events, "parse": cmd_parse,
+     "dos-table": cmd_dos_table, "pcap": cmd_pcap, "events": cmd_events,
+     "parse": cmd_parse,
      "table": cmd_table, "probe": cmd_probe, "feas-table": cmd_feas_table,
      "feas-plot": cmd_feas_plot}[a.cmd](a)
 
