@@ -66,8 +66,9 @@ tpm_huge_alloc(struct tpm_huge_region *region, size_t size, const char *what)
             ((volatile char *) p)[off] = 0;
         }
     }
-    tpm_log(quiet__ ? TPM_LOG_DBG : TPM_LOG_WARN, "%s: no 2 MB huge pages reserved for %zu bytes "
-            "(%s); using %s (see docs/operations.md, 'Huge pages')",
+    tpm_log(quiet__ ? TPM_LOG_DBG : TPM_LOG_WARN, "%s: no 2 MB huge pages "
+            "reserved for %zu bytes (%s); using %s (see "
+            "docs/operations.md, 'Huge pages')",
             what, hsize, strerror(hugeerr),
             thp ? "transparent huge pages where the kernel grants them"
                 : "normal pages, expect more TLB misses");

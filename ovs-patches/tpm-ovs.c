@@ -1002,6 +1002,21 @@ knob_time(const struct smap *cfg, const char *key, uint64_t min,
     return true;
 }
 
+/* Parses 's' as a decimal integer in ['min', 'max'] into '*v'.  Returns
+ * false, leaving '*v' alone, on anything else. */
+static bool
+parse_uint_range(const char *s, uint64_t min, uint64_t max, uint64_t *v)
+{
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(s, &end, 10);
+    if (errno || end == s || *end || s[0] == '-' || x < min || x > max) {
+        return false;
+    }
+    *v = x;
+    return true;
+}
+
 /* Reads knob 'key' as an unsigned integer in ['min', 'max']. */
 static bool
 knob_uint(const struct smap *cfg, const char *key, uint64_t min,
@@ -1011,10 +1026,8 @@ knob_uint(const struct smap *cfg, const char *key, uint64_t min,
     if (!s) {
         return true;
     }
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s || *end || s[0] == '-' || v < min || v > max) {
+    uint64_t v;
+    if (!parse_uint_range(s, min, max, &v)) {
         VLOG_WARN("other_config:%s=\"%s\" rejected: expected an integer "
                   "in [%"PRIu64", %"PRIu64"]; keeping the previous value",
                   key, s, min, max);
@@ -1674,12 +1687,9 @@ tpm_unixctl_dos_threshold(struct unixctl_conn *conn, int argc,
                           const char *argv[], void *aux OVS_UNUSED)
 {
     uint32_t old = knobs.params.dos_threshold;
+    uint64_t v;
     if (argc > 1) {
-        char *end;
-        errno = 0;
-        unsigned long long v = strtoull(argv[1], &end, 10);
-        if (errno || end == argv[1] || *end || argv[1][0] == '-'
-            || v > UINT32_MAX) {
+        if (!parse_uint_range(argv[1], 0, UINT32_MAX, &v)) {
             char *msg = xasprintf("\"%s\": expected bytes, an integer in "
                                   "[0, %"PRIu32"] (0: off)", argv[1],
                                   UINT32_MAX);
@@ -1760,18 +1770,13 @@ static bool
 unixctl_uint_arg(struct unixctl_conn *conn, const char *what,
                  const char *arg, uint64_t min, uint64_t max, uint64_t *v)
 {
-    char *end;
-    errno = 0;
-    unsigned long long x = strtoull(arg, &end, 10);
-    if (errno || end == arg || *end || arg[0] == '-' || x < min
-        || x > max) {
+    if (!parse_uint_range(arg, min, max, v)) {
         char *msg = xasprintf("%s \"%s\": expected an integer in "
                               "[%"PRIu64", %"PRIu64"]", what, arg, min, max);
         unixctl_command_reply_error(conn, msg);
         free(msg);
         return false;
     }
-    *v = x;
     return true;
 }
 

@@ -80,8 +80,8 @@ pool_size=256
 max_other=30
 results_out=
 table_out=
-opt_keep=false
-opt_wait_quiet=true
+keep=false
+wait_quiet=true
 while [ $# -gt 0 ]; do
     case $1 in
     --thresholds) thresholds=$2; shift ;;
@@ -98,23 +98,17 @@ while [ $# -gt 0 ]; do
     --max-other) max_other=$2; shift ;;
     --results) results_out=$2; shift ;;
     --table-out) table_out=$2; shift ;;
-    --keep) opt_keep=true ;;
-    --no-wait) opt_wait_quiet=false ;;
+    --keep) keep=true ;;
+    --no-wait) wait_quiet=false ;;
     -h|--help) usage; exit 0 ;;
     *) echo "$0: unknown option $1" >&2; usage >&2; exit 2 ;;
     esac
     shift
 done
 
-top=$(cd "$(dirname "$0")/.." && pwd)
-build=${BUILD_DIR:-$top/build}
-PY=${PYTHON3:-python3}
-helper=$top/tpm/bench-ovs.py
 BENCH_NAME=bench-dos
 # shellcheck source=tpm/bench-lib.sh
-. "$top/tpm/bench-lib.sh"
-keep=$opt_keep
-wait_quiet=$opt_wait_quiet
+. "$(dirname "$0")/bench-lib.sh"
 mem=huge
 
 bench_check_root

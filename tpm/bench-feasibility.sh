@@ -81,9 +81,9 @@ baseline=true
 results_out=
 table_out=
 plot=
-opt_mem=auto
-opt_keep=false
-opt_wait_quiet=true
+mem=auto
+keep=false
+wait_quiet=true
 while [ $# -gt 0 ]; do
     case $1 in
     --per-flow) per_flow_list=$2; shift ;;
@@ -102,9 +102,9 @@ while [ $# -gt 0 ]; do
     --results) results_out=$2; shift ;;
     --table-out) table_out=$2; shift ;;
     --plot) plot=$2; shift ;;
-    --mem) opt_mem=$2; shift ;;
-    --keep) opt_keep=true ;;
-    --no-wait) opt_wait_quiet=false ;;
+    --mem) mem=$2; shift ;;
+    --keep) keep=true ;;
+    --no-wait) wait_quiet=false ;;
     -h|--help) usage; exit 0 ;;
     *) echo "$0: unknown option $1" >&2; usage >&2; exit 2 ;;
     esac
@@ -115,16 +115,9 @@ for k in $per_flow_list; do
         || { echo "$0: triggers per flow: 1 to 16" >&2; exit 2; }
 done
 
-top=$(cd "$(dirname "$0")/.." && pwd)
-build=${BUILD_DIR:-$top/build}
-PY=${PYTHON3:-python3}
-helper=$top/tpm/bench-ovs.py
 BENCH_NAME=bench-feasibility
 # shellcheck source=tpm/bench-lib.sh
-. "$top/tpm/bench-lib.sh"
-keep=$opt_keep
-wait_quiet=$opt_wait_quiet
-mem=$opt_mem
+. "$(dirname "$0")/bench-lib.sh"
 
 bench_check_root
 bench_check_builds "$build" ovs

@@ -4,12 +4,14 @@
 #
 # The caller sets, before sourcing:
 #   BENCH_NAME   tag of the log lines ("bench-ovs")
-# and, per run, RUN_LABEL (prefix of the errors of bench_add_output and
-# bench_port_errors, e.g. the configuration's name).
-# and may set afterwards (defaults in brackets):
+# and may set, before or after (defaults in brackets):
 #   keep         true: keep the work directory on exit [false]
 #   wait_quiet   false: do not wait for other benchmarks [true]
 #   mem          DPDK memory: auto, huge or nohuge [auto]
+# and, per run, RUN_LABEL (prefix of the errors of bench_add_output and
+# bench_port_errors, e.g. the configuration's name).  It sets top (the
+# source tree), build (BUILD_DIR, default build/ in it), PY (PYTHON3,
+# default python3) and helper (tpm/bench-ovs.py).
 #
 # What it gives:
 #   log, die                  messages on stderr
@@ -46,9 +48,11 @@
 # run directory: nothing not started here is ever signalled.
 
 : "${BENCH_NAME:=bench}"
-keep=false
-wait_quiet=true
-mem=auto
+: "${keep:=false}" "${wait_quiet:=true}" "${mem:=auto}"
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${BUILD_DIR:-$top/build}
+PY=${PYTHON3:-python3}
+helper=$top/tpm/bench-ovs.py
 
 # State for the cleanup.
 WORK=

@@ -66,12 +66,12 @@ configs=ABC
 flows=300
 prefixes=512
 per_prefix=8
-opt_mem=auto
+mem=auto
 rule=in_port=1,actions=output:2
 profile=false
 results_out=
-opt_keep=false
-opt_wait_quiet=true
+keep=false
+wait_quiet=true
 while [ $# -gt 0 ]; do
     case $1 in
     --rounds) rounds=$2; shift ;;
@@ -81,12 +81,12 @@ while [ $# -gt 0 ]; do
     --flows) flows=$2; shift ;;
     --prefixes) prefixes=$2; shift ;;
     --per-prefix) per_prefix=$2; shift ;;
-    --mem) opt_mem=$2; shift ;;
+    --mem) mem=$2; shift ;;
     --rule) rule=$2; shift ;;
     --profile) profile=true ;;
     --results) results_out=$2; shift ;;
-    --keep) opt_keep=true ;;
-    --no-wait) opt_wait_quiet=false ;;
+    --keep) keep=true ;;
+    --no-wait) wait_quiet=false ;;
     -h|--help) usage; exit 0 ;;
     *) echo "$0: unknown option $1" >&2; usage >&2; exit 2 ;;
     esac
@@ -100,16 +100,9 @@ if [ "$flows" -gt "$prefixes" ] && [[ $configs == *C* ]]; then
     exit 2
 fi
 
-top=$(cd "$(dirname "$0")/.." && pwd)
-build=${BUILD_DIR:-$top/build}
-PY=${PYTHON3:-python3}
-helper=$top/tpm/bench-ovs.py
 BENCH_NAME=bench-ovs
 # shellcheck source=tpm/bench-lib.sh
-. "$top/tpm/bench-lib.sh"
-keep=$opt_keep
-wait_quiet=$opt_wait_quiet
-mem=$opt_mem
+. "$(dirname "$0")/bench-lib.sh"
 
 # The builds the configurations need: A runs build/ovs-stock, B and C
 # build/ovs.

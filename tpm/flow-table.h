@@ -195,9 +195,9 @@ struct tpm_flow *tpm_flow_table_insert(struct tpm_flow_table *ft,
 /* Scrubs up to 'n' slots from the scrubber's cursor: frees LIVE and
  * PENDING entries whose last update is more than 'idle' epochs before
  * 'tag' (in 'dos_mode', PENDING entries without connection state as soon
- * as they missed epoch 'tag'), and calls 'cb' (if nonnull) on each LIVE entry visited so the
- * caller can drop retired summaries.  Returns the number of slots
- * visited; the cursor wraps around. */
+ * as they missed epoch 'tag'), and calls 'cb' (if nonnull) on each LIVE
+ * entry visited so the caller can drop retired summaries.  Returns the
+ * number of slots visited; the cursor wraps around. */
 uint32_t tpm_flow_table_scrub(struct tpm_flow_table *ft, uint32_t n,
                               uint32_t tag, uint32_t idle,
                               void (*cb)(struct tpm_flow *, void *aux),
