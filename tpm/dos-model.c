@@ -243,6 +243,62 @@ tpm_dos_traffic_init(struct tpm_dos_traffic *t)
     t->syn = true;
 }
 
+/* Returns the expected passes per counter and window for N ~
+ * Poisson('lambda') attack packets, g packets' worth of other bytes, and
+ * k packets per pass: floor((N + g) / k) if a pass clears the counter,
+ * else max(0, N + g - k + 1) (every packet from the k-th on). */
+static double
+poisson_passes__(double lambda, double g, double k, bool clear)
+{
+    if (lambda > 1e5) {
+        /* N is close to normal; floor() loses (k - 1) / 2k on average. */
+        return clear ? MAX(0, (lambda + g) / k - (k - 1) / (2 * k))
+                     : MAX(0, lambda + g - k + 1);
+    }
+    double sum = 0, pmf = exp(-lambda);
+    double n_max = lambda + 12 * sqrt(lambda) + 30;
+    for (double n = 0; n <= n_max; n++) {
+        if (n > 0) {
+            pmf *= lambda / n;
+        }
+        sum += pmf * (clear ? floor((n + g) / k) : MAX(0, n + g - k + 1));
+    }
+    return sum;
+}
+
+/* The fraction of a SYN flood's flows (one packet each, below the
+ * threshold 'th') that the filter table lets pass as false positives.  A
+ * counter takes N ~ Poisson(lambda) attack packets per window, lambda =
+ * attack packets per second * window / counters, plus g packets' worth of
+ * bytes that good flows leave there (their bytes up to and including the
+ * packet that passes, all of them if they never pass; none if a pass
+ * clears the counter and they pass).  A flow passes when its packet takes
+ * the counter to k = ceil(th / dos_bytes) packets or more. */
+static double
+syn_pass_fraction__(const struct tpm_params *p,
+                    const struct tpm_dos_traffic *t, double th)
+{
+    double dos_bytes = MAX(t->dos_bytes, 1);
+    double good_bytes = MAX(t->good_bytes, 1);
+    double ppf = MAX(t->pkts_per_flow, 1);
+    double window_s = (double) p->dos_window * p->epoch_ns / 1e9;
+    double lambda = t->rate_dos * window_s / p->dos_table_size;
+    if (lambda <= 0) {
+        return 0;
+    }
+    bool good_pass = th <= ppf * good_bytes;
+    double g = 0;
+    if (!p->dos_clear_on_pass || !good_pass) {
+        double counted = good_pass ? ceil(th / good_bytes) : ppf;
+        g = t->rate_good / ppf * counted * good_bytes * window_s
+            / p->dos_table_size / dos_bytes;
+    }
+    double passes = poisson_passes__(lambda, g, ceil(th / dos_bytes),
+                                     p->dos_clear_on_pass);
+    /* Shared by attack and good bytes in proportion. */
+    return MIN(1, passes / (lambda + g));
+}
+
 void
 tpm_dos_predict(const struct tpm_dos_costs *c, const struct tpm_params *p,
                 const struct tpm_dos_traffic *t, uint32_t threshold,
@@ -274,12 +330,7 @@ tpm_dos_predict(const struct tpm_dos_costs *c, const struct tpm_params *p,
     if (!threshold || (t->syn && dos_bytes >= th)) {
         dos_pass = t->rate_dos;
     } else if (t->syn) {
-        double window_s = (double) p->dos_window * p->epoch_ns / 1e9;
-        double per_counter = (t->rate_dos * dos_bytes
-                              + t->rate_good * good_bytes)
-                             * window_s / p->dos_table_size;
-        dos_pass = per_counter > th ? t->rate_dos * (1 - th / per_counter)
-                                    : 0;
+        dos_pass = t->rate_dos * syn_pass_fraction__(p, t, th);
     } else {
         dos_pass = t->rate_dos * dos_bytes / MAX(th, dos_bytes);
     }

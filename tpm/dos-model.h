@@ -41,12 +41,15 @@
  *     packet), rate_dos * dos_bytes / max(threshold, dos_bytes) passing;
  *   - SYN attack: one packet per flow, passing only if the packet is the
  *     threshold's size or more, or as a false positive of the filter
- *     table: a counter collects every flow hashed to it for a window of
- *     'dos_window' epochs, B = (attack + good bytes per second) * window /
- *     dos_table_size bytes on average, and once it reaches the threshold
- *     the flows that follow in that window pass; the fraction that pass is
- *     max(0, 1 - threshold / B).  This is why the paper's SYN line sits
- *     above one packet (its section 7.2).
+ *     table: a counter takes N ~ Poisson(lambda) attack packets per window
+ *     of 'dos_window' epochs (lambda = attack packets per second * window
+ *     / dos_table_size), plus the bytes good flows leave there, and a flow
+ *     passes when its packet takes the counter to the threshold.  With
+ *     'dos_clear_on_pass' a pass restarts the counter, so the passes per
+ *     window are floor(N / k) for k packets per threshold; without, every
+ *     packet from the k-th on passes.  This is why the paper's SYN line
+ *     sits above one packet (its section 7.2); tests/test-tpm.c checks the
+ *     sum against a monitor.
  * The factor 1.5 is the paper's: a sweep in steps also meets flows of the
  * next epoch.
  *

@@ -116,6 +116,14 @@ usage(void)
            "  --no-dos-precheck       count flows that no trigger can "
            "match\n"
            "                          in the filter table too\n"
+           "  --dos-table-size N      filter-table counters, a power of "
+           "two\n"
+           "                          (65536)\n"
+           "  --dos-window EPOCHS     filter-table counts restart every "
+           "EPOCHS (10)\n"
+           "  --no-dos-clear          a flow passing the threshold leaves "
+           "its\n"
+           "                          counter's bytes to the next flows\n"
            "  --history N             values kept per trigger (8)\n"
            "  --max-triggers N        trigger instances (131072)\n"
            "  --tcp-state-pool N      connections with per-flow TCP state "
@@ -785,7 +793,8 @@ main(int argc, char *argv[])
 {
     enum {
         OPT_EPOCH = 256, OPT_BUDGET, OPT_FT, OPT_PROBE, OPT_DOS,
-        OPT_NO_PRECHECK, OPT_HIST,
+        OPT_NO_PRECHECK, OPT_DOS_TABLE, OPT_DOS_WINDOW, OPT_NO_DOS_CLEAR,
+        OPT_HIST,
         OPT_TRIG, OPT_STATS, OPT_CONTROLLER, OPT_HOST_ID, OPT_PREFIX,
         OPT_REALTIME, OPT_LINGER, OPT_LOOP, OPT_CONNECT_TIMEOUT, OPT_SETTLE,
         OPT_REQUIRE, OPT_START_AT, OPT_TCP_POOL, OPT_BURST_GAP,
@@ -799,6 +808,9 @@ main(int argc, char *argv[])
         { "probe-limit", required_argument, NULL, OPT_PROBE },
         { "dos-threshold", required_argument, NULL, OPT_DOS },
         { "no-dos-precheck", no_argument, NULL, OPT_NO_PRECHECK },
+        { "dos-table-size", required_argument, NULL, OPT_DOS_TABLE },
+        { "dos-window", required_argument, NULL, OPT_DOS_WINDOW },
+        { "no-dos-clear", no_argument, NULL, OPT_NO_DOS_CLEAR },
         { "history", required_argument, NULL, OPT_HIST },
         { "max-triggers", required_argument, NULL, OPT_TRIG },
         { "tcp-state-pool", required_argument, NULL, OPT_TCP_POOL },
@@ -875,6 +887,17 @@ main(int argc, char *argv[])
             break;
         case OPT_NO_PRECHECK:
             params.dos_precheck = 0;
+            break;
+        case OPT_DOS_TABLE:
+            params.dos_table_size = parse_uint("--dos-table-size", optarg,
+                                               0, UINT32_MAX);
+            break;
+        case OPT_DOS_WINDOW:
+            params.dos_window = parse_uint("--dos-window", optarg, 0,
+                                           UINT32_MAX);
+            break;
+        case OPT_NO_DOS_CLEAR:
+            params.dos_clear_on_pass = 0;
             break;
         case OPT_DOS:
             params.dos_threshold = parse_uint("--dos-threshold", optarg,

@@ -28,7 +28,8 @@ tpm_params_init(struct tpm_params *p)
     p->history_len = 8;
     p->dos_threshold = 0;
     p->dos_table_size = 65536;
-    p->dos_window = 100;
+    p->dos_window = 10;
+    p->dos_clear_on_pass = 1;
     p->dos_precheck = 1;
     p->idle_epochs = 500;
     p->sweep_budget_ns = 10 * 1000;
@@ -79,6 +80,7 @@ tpm_params_check(const struct tpm_params *p)
     CHECK_RANGE(dos_table_size, 64, 1u << 28);
     CHECK_POW2(dos_table_size);
     CHECK_RANGE(dos_window, 1, 1u << 30);
+    CHECK_RANGE(dos_clear_on_pass, 0, 1);
     CHECK_RANGE(dos_precheck, 0, 1);
     CHECK_RANGE(idle_epochs, 2, 1u << 30);
     CHECK_RANGE(sweep_budget_ns, 0, 1000ULL * 1000 * 1000);
@@ -1229,6 +1231,11 @@ flow_pending__(struct tpm *tpm, struct tpm_flow *f, const struct tpm_pkt *pkt)
         if (bytes < tpm->p.dos_threshold) {
             TPM_STAT_ADD(tpm, dos_skipped_pkts, 1);
             return;
+        }
+        if (tpm->p.dos_clear_on_pass) {
+            /* The bytes were mostly this flow's: keep them from carrying
+             * the next flow hashed here past the threshold. */
+            *d = (window & 0xffffffff) << 32;
         }
         /* Statistics gathered below the threshold are not the triggers'
          * (paper 5.6): start the epoch afresh. */

@@ -67,7 +67,12 @@ struct tpm_params {
     uint32_t dos_table_size;    /* Filter-table counters, power of two
                                  * (65536). */
     uint32_t dos_window;        /* Epochs after which the filter table's
-                                 * counts restart (100). */
+                                 * counts restart (10). */
+    uint32_t dos_clear_on_pass; /* 1: a flow that passes the threshold
+                                 * takes its counter's bytes with it (the
+                                 * counter restarts at 0), so its bytes do
+                                 * not carry the flows hashed to the same
+                                 * counter past the threshold (1). */
     uint32_t dos_precheck;      /* 1: a flow below the threshold that no
                                  * trigger can match (the trigger index's
                                  * coarse pre-check) is not counted in the
