@@ -1037,6 +1037,23 @@ knob_uint(const struct smap *cfg, const char *key, uint64_t min,
     return true;
 }
 
+/* Reads knob 'key' as "true" or "false" into 'value' (1 or 0). */
+static bool
+knob_bool(const struct smap *cfg, const char *key, uint32_t *value)
+{
+    const char *s = smap_get(cfg, key);
+    if (!s) {
+        return true;
+    }
+    if (strcmp(s, "true") && strcmp(s, "false")) {
+        VLOG_WARN("other_config:%s=\"%s\" rejected: expected true or "
+                  "false; keeping the previous value", key, s);
+        return false;
+    }
+    *value = !strcmp(s, "true");
+    return true;
+}
+
 /* Sets the live DoS threshold to 'bytes' on behalf of 'by' (a static
  * string).  Main thread. */
 static void
@@ -1089,6 +1106,11 @@ monitor_set_config(const struct smap *cfg)
                     &k.params.max_triggers);
     uint32_t dos = dos_knob_value;
     ok &= knob_uint(cfg, "tpm-dos-threshold", 0, UINT32_MAX, &dos);
+    ok &= knob_uint(cfg, "tpm-dos-table-size", 64, 1u << 28,
+                    &k.params.dos_table_size);
+    ok &= knob_uint(cfg, "tpm-dos-window", 1, 1u << 30,
+                    &k.params.dos_window);
+    ok &= knob_bool(cfg, "tpm-dos-clear", &k.params.dos_clear_on_pass);
     ok &= knob_uint(cfg, "tpm-history", 1, 1024, &k.params.history_len);
     ok &= knob_uint(cfg, "tpm-tcp-state-pool", 0, 1u << 24,
                     &k.params.tcp_state_pool);
@@ -1967,10 +1989,14 @@ tpm_unixctl_stats(struct unixctl_conn *conn, int argc OVS_UNUSED,
         ds_put_format(&s, "  dos: threshold %"PRIu32" bytes, skipped packets "
                       "%"PRIu64" (pre-check %"PRIu64"), flows passed "
                       "%"PRIu64", removed on collision %"PRIu64", removed "
-                      "by sweep %"PRIu64"\n", pp->dos_threshold,
+                      "by sweep %"PRIu64"; filter table %"PRIu32
+                      " counters, window %"PRIu32" epochs, clear on pass "
+                      "%s\n", pp->dos_threshold,
                       st.dos_skipped_pkts, st.dos_precheck_pkts,
                       st.dos_passed, st.dos_removed_collision,
-                      st.dos_removed_sweep);
+                      st.dos_removed_sweep, pp->dos_table_size,
+                      pp->dos_window,
+                      pp->dos_clear_on_pass ? "yes" : "no");
         double sw_pkt, mon_pkt;
         if (pmd_cycles_per_packet(parts[i], &sw_pkt, &mon_pkt)) {
             ds_put_format(&s, "  cycles per packet (sampled busy "
