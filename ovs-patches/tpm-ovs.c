@@ -87,6 +87,8 @@ struct tpm_knobs {
     uint32_t sweep_every;       /* Forced sweep step every N busy
                                  * iterations... */
     uint64_t sweep_gap_ns;      /* ...or when the last step is this old. */
+    uint32_t sweep_catchup;     /* % of a saturated PMD a late sweep may
+                                 * take in forced steps. */
     uint64_t command_timeout_ns;
     uint64_t poll_timeout_ns;
     uint32_t report_log;        /* Host satisfactions kept. */
@@ -115,6 +117,8 @@ struct tpm_pmd {
 
     /* Written by the PMD, read by others. */
     atomic_uint64_t steps_idle;     /* Sweep steps in drained slots. */
+    atomic_uint64_t steps_catchup;  /* Forced steps lengthened because the
+                                     * sweep was behind its pace. */
     atomic_uint64_t steps_forced;   /* Sweep steps forced while
                                      * saturated. */
     atomic_uint64_t last_iteration_ns;
@@ -136,6 +140,7 @@ static uint64_t pmds_serial OVS_GUARDED_BY(pmds_mutex);
  * once (the others apply to PMD threads created later). */
 static atomic_uint64_t live_sweep_budget_ns = 10 * 1000;
 static atomic_uint32_t live_sweep_every = 64;
+static atomic_uint32_t live_sweep_catchup = 25;
 static atomic_uint64_t live_sweep_gap_ns = 500 * 1000;
 
 /* The DoS threshold is live too: each PMD applies it at its next sweep
@@ -381,6 +386,7 @@ tpm_ovs_pmd_create(unsigned core_id, unsigned non_pmd_id)
     p->tpm = tpm;
     atomic_init(&p->steps_idle, 0);
     atomic_init(&p->steps_forced, 0);
+    atomic_init(&p->steps_catchup, 0);
     atomic_init(&p->last_iteration_ns, 0);
     atomic_init(&p->busy_cycles, 0);
     atomic_init(&p->busy_monitor, 0);
@@ -488,15 +494,28 @@ tpm_ovs_pmd_iteration(struct tpm_pmd *p, uint64_t rx_packets)
     p->full_batch = false;
     if (drained || ++p->busy_iterations >= every
         || now - p->last_step_ns >= gap) {
+        uint64_t since = MIN(now - p->last_step_ns,
+                             tpm_get_params(p->tpm)->epoch_ns);
         p->busy_iterations = 0;
         p->last_step_ns = now;
+        uint64_t budget;
+        atomic_read_relaxed(&live_sweep_budget_ns, &budget);
         if (tpm_sweep_pending(p->tpm)) {
             uint64_t orig;
             atomic_add_relaxed(drained ? &p->steps_idle : &p->steps_forced,
                                1, &orig);
+            /* A saturated PMD's sweep behind its pace gets up to
+             * 'catchup' % of the time since the last step (so of the
+             * core), rather than the fixed budget, until back on pace. */
+            uint32_t catchup;
+            atomic_read_relaxed(&live_sweep_catchup, &catchup);
+            if (!drained && budget && catchup
+                && since * catchup / 100 > budget
+                && tpm_sweep_lateness(p->tpm, now) > 0) {
+                budget = since * catchup / 100;
+                atomic_add_relaxed(&p->steps_catchup, 1, &orig);
+            }
         }
-        uint64_t budget;
-        atomic_read_relaxed(&live_sweep_budget_ns, &budget);
         uint32_t dos;
         atomic_read_relaxed(&live_dos_threshold, &dos);
         if (dos != tpm_get_params(p->tpm)->dos_threshold) {
@@ -1074,6 +1093,7 @@ knobs_default(struct tpm_knobs *k)
 {
     tpm_params_init(&k->params);
     k->sweep_every = 64;
+    k->sweep_catchup = 25;
     k->sweep_gap_ns = 500 * 1000;
     k->command_timeout_ns = 1000ULL * 1000 * 1000;
     k->poll_timeout_ns = 100ULL * 1000 * 1000;
@@ -1117,6 +1137,7 @@ monitor_set_config(const struct smap *cfg)
     uint64_t burst_gap = k.params.burst_gap_ns;
     ok &= knob_time(cfg, "tpm-burst-gap", 0, UINT64_MAX, &burst_gap);
     ok &= knob_uint(cfg, "tpm-sweep-every", 1, 1u << 20, &k.sweep_every);
+    ok &= knob_uint(cfg, "tpm-sweep-catchup", 0, 90, &k.sweep_catchup);
     uint64_t sweep_gap = k.sweep_gap_ns;
     ok &= knob_time(cfg, "tpm-sweep-gap", 1000, 1000ULL * 1000 * 1000,
                     &sweep_gap);
@@ -1195,6 +1216,7 @@ monitor_set_config(const struct smap *cfg)
     }
     atomic_store_relaxed(&live_sweep_budget_ns, k.params.sweep_budget_ns);
     atomic_store_relaxed(&live_sweep_every, k.sweep_every);
+    atomic_store_relaxed(&live_sweep_catchup, k.sweep_catchup);
     atomic_store_relaxed(&live_sweep_gap_ns, k.sweep_gap_ns);
 }
 
@@ -1967,10 +1989,11 @@ tpm_unixctl_stats(struct unixctl_conn *conn, int argc OVS_UNUSED,
     for (size_t i = 0; i < n; i++) {
         const struct tpm_params *pp = tpm_get_params(parts[i]->tpm);
         struct tpm_stats st;
-        uint64_t idle, forced;
+        uint64_t idle, forced, catchup;
         tpm_get_stats(parts[i]->tpm, &st);
         atomic_read_relaxed(&parts[i]->steps_idle, &idle);
         atomic_read_relaxed(&parts[i]->steps_forced, &forced);
+        atomic_read_relaxed(&parts[i]->steps_catchup, &catchup);
 
         ds_put_format(&s, "pmd core %u:\n", parts[i]->core_id);
         ds_put_format(&s, "  packets: %"PRIu64" (non-IP %"PRIu64"), "
@@ -2010,8 +2033,9 @@ tpm_unixctl_stats(struct unixctl_conn *conn, int argc OVS_UNUSED,
                       st.children_dropped, st.chunks_exhausted);
         ds_put_format(&s, "  sweeps: done %"PRIu64", unfinished %"PRIu64
                       ", forced %"PRIu64"; steps idle %"PRIu64", steps "
-                      "while saturated %"PRIu64"\n", st.sweeps_done,
-                      st.sweeps_unfinished, st.sweeps_forced, idle, forced);
+                      "while saturated %"PRIu64" (catch-up %"PRIu64")\n",
+                      st.sweeps_done, st.sweeps_unfinished, st.sweeps_forced,
+                      idle, forced, catchup);
         ds_put_format(&s, "  sweep time: p50 %"PRIu64" ns, p99 %"PRIu64
                       " ns, max %"PRIu64" ns\n", st.sweep_ns_p50,
                       st.sweep_ns_p99, st.sweep_ns_max);

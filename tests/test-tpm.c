@@ -535,6 +535,25 @@ START_TEST(test_unfinished_sweep)
 }
 END_TEST
 
+/* Lateness: the share of the epoch gone minus the share of instances
+ * swept. */
+START_TEST(test_sweep_lateness)
+{
+    struct tpm *tpm = sweep_partly_done();
+    double at_start = tpm_sweep_lateness(tpm, T0 + 10 * MS);
+    double half = tpm_sweep_lateness(tpm, T0 + 15 * MS);
+    double late = tpm_sweep_lateness(tpm, T0 + 19 * MS);
+    ck_assert_double_eq(at_start, 0);
+    /* One 1 ns step swept a chunk at most: 2000 instances, 1 each. */
+    ck_assert_double_le(half, 0.5);
+    ck_assert_double_ge(half, 0.5 - 64.0 / 2000);
+    ck_assert_double_eq_tol(late - half, 0.4, 1e-9);
+    sweep_all(tpm);
+    ck_assert_double_eq(tpm_sweep_lateness(tpm, T0 + 19 * MS), 0);
+    tpm_destroy(tpm);
+}
+END_TEST
+
 START_TEST(test_runtime_add_backfill)
 {
     struct tpm *tpm = new_tpm(NULL);
@@ -1737,6 +1756,7 @@ tpm_suite(void)
     tcase_add_test(tc, test_dos_threshold);
     tcase_add_test(tc, test_dos_removals);
     tcase_add_test(tc, test_dos_model);
+    tcase_add_test(tc, test_sweep_lateness);
     tcase_add_test(tc, test_dos_syn_model);
     tcase_add_test(tc, test_dos_precheck);
     tcase_add_test(tc, test_poll_history);

@@ -1441,6 +1441,19 @@ tpm_sweep_pending(const struct tpm *tpm)
     return tpm->sw.active;
 }
 
+double
+tpm_sweep_lateness(const struct tpm *tpm, uint64_t now_ns)
+{
+    if (!tpm->sw.active || !tpm->n_children) {
+        return 0;
+    }
+    uint64_t start = tpm_abs_epoch(tpm, tpm->cur) * tpm->p.epoch_ns;
+    double elapsed = now_ns > start
+                     ? (double) (now_ns - start) / tpm->p.epoch_ns : 0;
+    double done = (double) tpm->sw.child / tpm->n_children;
+    return MAX(0, MIN(elapsed, 1) - done);
+}
+
 /* Reports and control. */
 
 void

@@ -155,6 +155,13 @@ bool tpm_sweep_step(struct tpm *, uint64_t budget_ns);
 /* Returns true if a sweep is in progress. */
 bool tpm_sweep_pending(const struct tpm *);
 
+/* Returns how far the sweep in progress is behind the pace that ends it
+ * with the epoch, at time 'now_ns': the share of the epoch gone minus the
+ * share of trigger instances swept, in [0, 1] (0 on pace, or no sweep).
+ * A caller that gives the sweep time only when it must (a saturated PMD)
+ * gives it more while this is above 0. */
+double tpm_sweep_lateness(const struct tpm *, uint64_t now_ns);
+
 /* Current epoch number (absolute: time / epoch length), or UINT64_MAX
  * before the first tpm_advance(). */
 uint64_t tpm_current_epoch(const struct tpm *);
