@@ -114,6 +114,7 @@ struct tpm_pmd {
     uint32_t sample_countdown;
     uint64_t iter_tsc;
     uint64_t iter_monitor;
+    uint64_t iter_bytes;
 
     /* Written by the PMD, read by others. */
     atomic_uint64_t steps_idle;     /* Sweep steps in drained slots. */
@@ -125,9 +126,29 @@ struct tpm_pmd {
     atomic_uint64_t busy_cycles;    /* Sampled iterations with packets: */
     atomic_uint64_t busy_monitor;   /* ... their monitor cycles, */
     atomic_uint64_t busy_packets;   /* ... and packets. */
+    /* Sampled saturated iterations (a full rx batch), by their mean frame
+     * size (size_bucket()): the switch's cycles (the monitor's taken
+     * out), packets and bytes, for the DoS model's switch term. */
+    struct {
+        atomic_uint64_t cycles;
+        atomic_uint64_t packets;
+        atomic_uint64_t bytes;
+    } sat[5];
 };
 
 #define CYCLE_SAMPLE_EVERY 16
+
+/* The 'sat' bucket of a mean frame size: < 128, < 256, < 512, < 1024,
+ * and the rest. */
+static int
+size_bucket(uint64_t bytes)
+{
+    int b = 0;
+    for (uint64_t edge = 128; b < 4 && bytes >= edge; edge *= 2) {
+        b++;
+    }
+    return b;
+}
 
 static struct ovs_mutex pmds_mutex = OVS_MUTEX_INITIALIZER;
 static struct ovs_list pmds OVS_GUARDED_BY(pmds_mutex)
@@ -387,6 +408,11 @@ tpm_ovs_pmd_create(unsigned core_id, unsigned non_pmd_id)
     atomic_init(&p->steps_idle, 0);
     atomic_init(&p->steps_forced, 0);
     atomic_init(&p->steps_catchup, 0);
+    for (size_t i = 0; i < ARRAY_SIZE(p->sat); i++) {
+        atomic_init(&p->sat[i].cycles, 0);
+        atomic_init(&p->sat[i].packets, 0);
+        atomic_init(&p->sat[i].bytes, 0);
+    }
     atomic_init(&p->last_iteration_ns, 0);
     atomic_init(&p->busy_cycles, 0);
     atomic_init(&p->busy_monitor, 0);
@@ -439,11 +465,14 @@ tpm_ovs_rx(struct tpm_pmd *p, const struct dp_packet_batch *batch)
     uint64_t t0 = p->sampling ? tpm_rdtsc() : 0;
     struct tpm_frame frames[NETDEV_MAX_BURST];
     struct dp_packet *packet;
+    uint64_t bytes = 0;
     DP_PACKET_BATCH_FOR_EACH (i, packet, batch) {
         frames[i].data = dp_packet_data(packet);
         frames[i].caplen = dp_packet_size(packet);
         frames[i].wirelen = dp_packet_size(packet);
+        bytes += frames[i].wirelen;
     }
+    p->iter_bytes += bytes;
     p->now = now_ns();
     tpm_advance(p->tpm, p->now);
     tpm_process_batch(p->tpm, frames, n);
@@ -534,6 +563,15 @@ tpm_ovs_pmd_iteration(struct tpm_pmd *p, uint64_t rx_packets)
             atomic_add_relaxed(&p->busy_monitor,
                                p->iter_monitor + (t1 - t0), &orig);
             atomic_add_relaxed(&p->busy_packets, rx_packets, &orig);
+            uint64_t cycles = t1 - p->iter_tsc;
+            uint64_t monitor = p->iter_monitor + (t1 - t0);
+            if (!drained && p->iter_bytes && cycles > monitor) {
+                int b = size_bucket(p->iter_bytes / rx_packets);
+                atomic_add_relaxed(&p->sat[b].cycles, cycles - monitor,
+                                   &orig);
+                atomic_add_relaxed(&p->sat[b].packets, rx_packets, &orig);
+                atomic_add_relaxed(&p->sat[b].bytes, p->iter_bytes, &orig);
+            }
         }
         p->sampling = false;
     }
@@ -541,6 +579,7 @@ tpm_ovs_pmd_iteration(struct tpm_pmd *p, uint64_t rx_packets)
         p->sample_countdown = CYCLE_SAMPLE_EVERY;
         p->sampling = true;
         p->iter_monitor = 0;
+        p->iter_bytes = 0;
         p->iter_tsc = tpm_rdtsc();
     }
 }
@@ -1726,6 +1765,63 @@ switch_cycles_per_packet(void)
            ? (double) (cycles - monitor) / packets : 0;
 }
 
+/* How the switch term of the DoS model was obtained. */
+static int dos_switch_sizes;    /* Frame-size buckets fitted (0: none). */
+static bool dos_switch_given;   /* switch-pkt= or switch-byte= given. */
+
+/* Sets c->switch_pkt and c->switch_byte from the PMDs' samples: a line
+ * cycles = a + b * bytes per packet, weighted least squares over the
+ * saturated iterations' frame-size buckets that have enough samples (the
+ * model is about a PMD at its limit, where rx batches are full and the
+ * per-iteration costs are spread over them).  With one bucket, or sizes
+ * too close to tell a slope, b = 0; with none, the figure of all busy
+ * iterations.  Main thread. */
+static void
+switch_cost_fit(struct tpm_dos_costs *c)
+{
+    size_t n;
+    struct tpm_pmd **parts = pmds_snapshot(&n);
+    double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+    int points = 0;
+    for (size_t b = 0; b < ARRAY_SIZE(parts[0]->sat) && n; b++) {
+        uint64_t cycles = 0, packets = 0, bytes = 0;
+        for (size_t i = 0; i < n; i++) {
+            uint64_t v;
+            atomic_read_relaxed(&parts[i]->sat[b].cycles, &v);
+            cycles += v;
+            atomic_read_relaxed(&parts[i]->sat[b].packets, &v);
+            packets += v;
+            atomic_read_relaxed(&parts[i]->sat[b].bytes, &v);
+            bytes += v;
+        }
+        if (packets < 1024) {
+            continue;
+        }
+        double w = packets, x = (double) bytes / packets;
+        double y = (double) cycles / packets;
+        sw += w;
+        sx += w * x;
+        sy += w * y;
+        sxx += w * x * x;
+        sxy += w * x * y;
+        points++;
+    }
+    free(parts);
+    dos_switch_sizes = points;
+    c->switch_byte = 0;
+    if (!points) {
+        c->switch_pkt = switch_cycles_per_packet();
+        return;
+    }
+    double mx = sx / sw, my = sy / sw;
+    double var = sxx / sw - mx * mx, cov = sxy / sw - mx * my;
+    c->switch_pkt = my;
+    if (points > 1 && var > 32 * 32 && cov > 0) {
+        c->switch_byte = cov / var;
+        c->switch_pkt = my - c->switch_byte * mx;
+    }
+}
+
 static void
 tpm_unixctl_dos_threshold(struct unixctl_conn *conn, int argc,
                           const char *argv[], void *aux OVS_UNUSED)
@@ -1781,7 +1877,8 @@ dos_profile_run(uint32_t n_flows, int rounds)
                                   &c);
     free(evs);
     if (!error) {
-        c.switch_pkt = switch_cycles_per_packet();
+        dos_switch_given = false;
+        switch_cost_fit(&c);
         dos_costs = c;
         dos_costs_valid = true;
         dos_costs_events = host_events_signature();
@@ -1799,8 +1896,13 @@ format_dos_costs(struct ds *s)
                   c->n_patterns, c->n_flows);
     ds_put_strftime_msec(s, "%Y-%m-%d %H:%M:%S.###", dos_costs_when, true);
     ds_put_format(s, "\ntsc_hz: %.0f\n", c->hz);
-    ds_put_format(s, "switch_cycles_per_packet: %.1f%s\n", c->switch_pkt,
-                  c->switch_pkt ? "" : " (no traffic sampled yet)");
+    ds_put_format(s, "switch_cycles_per_packet: %.1f + %.4f per byte (%s)\n",
+                  c->switch_pkt, c->switch_byte,
+                  dos_switch_given ? "given"
+                  : dos_switch_sizes > 1 ? "fitted over frame sizes"
+                  : dos_switch_sizes ? "one frame size sampled"
+                  : c->switch_pkt ? "no saturated iteration sampled"
+                  : "no traffic sampled yet");
     ds_put_format(s, "pending_cycles_per_packet: %.1f\n", c->pkt_pending);
     ds_put_format(s, "matched_cycles_per_packet: %.1f\n", c->pkt_matched);
     ds_put_format(s, "match_cycles_per_flow: %.1f\n", c->match);
@@ -1871,7 +1973,7 @@ tpm_unixctl_dos_model(struct unixctl_conn *conn, int argc,
 {
     struct tpm_dos_traffic t;
     tpm_dos_traffic_init(&t);
-    double budget = 1.0;
+    double budget = 1.0, switch_pkt = -1, switch_byte = -1;
     uint64_t threshold = UINT64_MAX, v;
 
     if (!unixctl_double_arg(conn, "RATE_DOS", argv[1], 0, 1e12,
@@ -1907,10 +2009,15 @@ tpm_unixctl_dos_model(struct unixctl_conn *conn, int argc,
                                   &threshold);
         } else if (!strcmp(key, "budget")) {
             ok = unixctl_double_arg(conn, key, val, 0.01, 1, &budget);
+        } else if (!strcmp(key, "switch-pkt")) {
+            ok = unixctl_double_arg(conn, key, val, 0, 1e7, &switch_pkt);
+        } else if (!strcmp(key, "switch-byte")) {
+            ok = unixctl_double_arg(conn, key, val, 0, 1e4, &switch_byte);
         } else {
             char *msg = xasprintf("unknown option \"%s\": expected attack=, "
                                   "dos-bytes=, good-bytes=, pkts-per-flow=, "
-                                  "threshold= or budget=", argv[i]);
+                                  "threshold=, budget=, switch-pkt= or "
+                                  "switch-byte=", argv[i]);
             unixctl_command_reply_error(conn, msg);
             free(msg);
             ok = false;
@@ -1929,20 +2036,38 @@ tpm_unixctl_dos_model(struct unixctl_conn *conn, int argc,
             return;
         }
     } else {
-        /* The switch's share from the latest samples. */
-        double sw = switch_cycles_per_packet();
-        if (sw) {
-            dos_costs.switch_pkt = sw;
-        }
+        /* The switch's term from the latest samples. */
+        switch_cost_fit(&dos_costs);
     }
+    dos_switch_given = switch_pkt >= 0 || switch_byte >= 0;
+    if (switch_pkt >= 0) {
+        dos_costs.switch_pkt = switch_pkt;
+    }
+    if (switch_byte >= 0) {
+        dos_costs.switch_byte = switch_byte;
+    }
+
+    /* The filter table of the running PMDs (the knobs apply to PMDs
+     * created from now on). */
+    struct tpm_params mp = knobs.params;
+    size_t n_pmds;
+    struct tpm_pmd **parts = pmds_snapshot(&n_pmds);
+    if (n_pmds) {
+        const struct tpm_params *pp = tpm_get_params(parts[0]->tpm);
+        mp.epoch_ns = pp->epoch_ns;
+        mp.dos_table_size = pp->dos_table_size;
+        mp.dos_window = pp->dos_window;
+        mp.dos_clear_on_pass = pp->dos_clear_on_pass;
+    }
+    free(parts);
 
     struct tpm_dos_load l;
     uint32_t th;
     if (threshold != UINT64_MAX) {
         th = threshold;
-        tpm_dos_predict(&dos_costs, &knobs.params, &t, th, &l);
+        tpm_dos_predict(&dos_costs, &mp, &t, th, &l);
     } else {
-        th = tpm_dos_min_threshold(&dos_costs, &knobs.params, &t, budget,
+        th = tpm_dos_min_threshold(&dos_costs, &mp, &t, budget,
                                    t.good_bytes * t.pkts_per_flow, &l);
     }
     struct ds s = DS_EMPTY_INITIALIZER;

@@ -432,6 +432,11 @@ scenario_dos() {
         tpm/dos-threshold 5kB
     expect_error "bad model option" "unknown option \"rate=1\"" \
         tpm/dos-model 1000 1000 rate=1
+    tb_vsctl set Open_vSwitch . other_config:tpm-dos-clear=maybe
+    tb_wait_for 10 grep -q 'other_config:tpm-dos-clear="maybe" rejected: expected true or false' \
+        "$TB_DIR/vswitchd.log" \
+        || tb_fail "scenario 6: tpm-dos-clear=maybe not rejected in the log"
+    tb_vsctl remove Open_vSwitch . other_config tpm-dos-clear
     tb_appctl tpm/dos-threshold "$th" >/dev/null
     tb_appctl tpm/dos-threshold | grep -q "^DoS threshold: $th bytes (set by tpm/dos-threshold)" \
         || tb_fail "scenario 6: tpm/dos-threshold: $(tb_appctl tpm/dos-threshold)"
@@ -440,6 +445,10 @@ scenario_dos() {
     # One event: every calibration flow feeds exactly one trigger.
     tb_appctl tpm/dos-profile 4096 3 | grep -q '^triggers_per_flow: 1.00$' \
         || tb_fail "scenario 6: tpm/dos-profile: $(tb_appctl tpm/dos-profile 4096 3)"
+    tb_appctl tpm/dos-model 1000 1000 switch-pkt=100 switch-byte=0.5 \
+        | grep -q '^switch_cycles_per_packet: 100.0 + 0.5000 per byte (given)$' \
+        || tb_fail "scenario 6: tpm/dos-model switch-pkt=, switch-byte=:" \
+                   "$(tb_appctl tpm/dos-model 1000 1000 switch-pkt=100)"
     # Frames of 1000-byte datagrams are 1042 bytes: the big flow passes
     # 5000 bytes at its 5th and is counted from there (96 of 100); the 20
     # small flows (3 x 142 bytes) never pass.  The filter table counts in

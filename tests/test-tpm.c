@@ -859,6 +859,13 @@ START_TEST(test_dos_model)
     ck_assert_double_eq_tol(l.load, want, 1e-12);
     ck_assert_double_eq_tol(l.dos_flows_passing, 4e5, 1e-6);
     ck_assert(!l.good_unmonitored);
+    /* The switch's cost per packet grows with the frame. */
+    c.switch_byte = 0.1;
+    tpm_dos_predict(&c, &p, &t, 640, &l);
+    ck_assert_double_eq_tol(l.switch_share, (4e6 * (60 + 6.4)
+                                             + 2e5 * (60 + 150)) / 1e9,
+                            1e-12);
+    c.switch_byte = 0;
 
     /* Above 15000 bytes the good flows are not monitored any more, and
      * their packets all cost the pending path. */

@@ -340,7 +340,11 @@ tpm_dos_predict(const struct tpm_dos_costs *c, const struct tpm_params *p,
 
     double passing = dos_pass + out->good_flows_passing;
     double hz = c->hz > 0 ? c->hz : 1;
-    out->switch_share = (t->rate_dos + t->rate_good) * c->switch_pkt / hz;
+    out->switch_share = (t->rate_dos * (c->switch_pkt
+                                        + c->switch_byte * dos_bytes)
+                         + t->rate_good * (c->switch_pkt
+                                           + c->switch_byte * good_bytes))
+                        / hz;
     out->pending_share = (good_pend + dos_pend) * c->pkt_pending / hz;
     out->matched_share = (good_matched + dos_pass) * c->pkt_matched / hz;
     out->match_share = passing * c->match / hz;

@@ -22,12 +22,13 @@
  * at monitored addresses would match; 'triggers_per_flow' is what they
  * fed on average.  The switch's own cost per packet (receive, classify,
  * send) is not the monitor's to measure: callers inside a switch pass it
- * in 'switch_pkt' (tpm-ovs.c measures it on its PMDs), others leave 0.
+ * as switch(bytes) = switch_pkt + switch_byte * bytes (tpm-ovs.c fits it
+ * on its PMDs' saturated iterations), others leave 0.
  *
  * tpm_dos_predict() turns the costs into the fraction of one core that a
  * given attack and good traffic would take at a given threshold:
  *
- *   load = [ (rate_dos + rate_good) * switch_pkt
+ *   load = [ rate_dos * switch(dos_bytes) + rate_good * switch(good_bytes)
  *            + packets below the threshold * pkt_pending
  *            + packets of matched flows * pkt_matched
  *            + flows passing * match
@@ -75,7 +76,9 @@ struct tpm_dos_costs {
     double match;
     double sweep_item;
     double triggers_per_flow;
-    double switch_pkt;          /* Set by the caller (0: not known). */
+    double switch_pkt;          /* Set by the caller (0: not known): the */
+    double switch_byte;         /* switch's cycles per packet are
+                                 * switch_pkt + switch_byte * bytes. */
     uint32_t n_flows;           /* Calibration flows per round. */
     uint32_t n_events;
     uint32_t n_patterns;        /* Distinct filter masks. */
@@ -85,7 +88,7 @@ struct tpm_dos_costs {
  * sweep budget are the profile's own) and the 'n_evs' events 'evs' (at
  * least one), with 'n_flows' flows per round (at most a quarter of the
  * flow table is used) over 'rounds' rounds, keeping the medians.  Leaves
- * c->switch_pkt at 0.  Returns NULL, or a malloc()'d error message. */
+ * c->switch_pkt and c->switch_byte at 0.  Returns NULL, or a malloc()'d error message. */
 char *tpm_dos_profile(const struct tpm_params *p,
                       struct tpm_event *const *evs, size_t n_evs,
                       uint32_t n_flows, int rounds,
