@@ -1768,6 +1768,7 @@ switch_cycles_per_packet(void)
 /* How the switch term of the DoS model was obtained. */
 static int dos_switch_sizes;    /* Frame-size buckets fitted (0: none). */
 static bool dos_switch_given;   /* switch-pkt= or switch-byte= given. */
+static char *dos_attack_event;  /* The profile's attacker's aim. */
 
 /* Sets c->switch_pkt and c->switch_byte from the PMDs' samples: a line
  * cycles = a + b * bytes per packet, weighted least squares over the
@@ -1877,6 +1878,13 @@ dos_profile_run(uint32_t n_flows, int rounds)
                                   &c);
     free(evs);
     if (!error) {
+        i = 0;
+        LIST_FOR_EACH (he, node, &host_events) {
+            if (i++ == c.attack_event) {
+                free(dos_attack_event);
+                dos_attack_event = xstrdup(he->name);
+            }
+        }
         dos_switch_given = false;
         switch_cost_fit(&c);
         dos_costs = c;
@@ -1908,6 +1916,10 @@ format_dos_costs(struct ds *s)
     ds_put_format(s, "match_cycles_per_flow: %.1f\n", c->match);
     ds_put_format(s, "sweep_cycles_per_item: %.1f\n", c->sweep_item);
     ds_put_format(s, "triggers_per_flow: %.2f\n", c->triggers_per_flow);
+    ds_put_format(s, "attack_match_cycles_per_flow: %.1f\n", c->attack_match);
+    ds_put_format(s, "attack_triggers_per_flow: %.2f (flows aimed at event "
+                  "%s)\n", c->attack_triggers_per_flow,
+                  dos_attack_event ? dos_attack_event : "?");
 }
 
 /* Parses 'arg' as an unsigned integer in [min, max] into '*v'; on error

@@ -910,14 +910,27 @@ START_TEST(test_dos_model)
     ck_assert_uint_eq(tpm_dos_min_threshold(&c, &p, &t, 1.0, 15000, &l),
                       UINT32_MAX);
 
-    /* Profile: four events on the same filter, so every calibration flow
-     * feeds four triggers. */
+    /* Attack flows are costed apart from good ones. */
+    c.attack_match = 4000;
+    c.attack_triggers_per_flow = 16;
+    t.syn = false;
+    t.rate_dos = 4e6;
+    tpm_dos_predict(&c, &p, &t, 640, &l);
+    ck_assert_double_eq_tol(l.match_share, (4e5 * 4000 + 2e4 * 400) / 1e9,
+                            1e-12);
+    ck_assert_double_eq_tol(l.sweep_share,
+                            1.5 * (4e5 * 16 + 2e4 * 8) * 20 / 1e9, 1e-12);
+
+    /* Profile: three events on one filter and one on another, so the
+     * calibration flows, drawn from the four in turn, feed 2.5 triggers on
+     * average, and an attacker's (from the first filter) three. */
     struct tpm_event *evs[4];
     for (int i = 0; i < 4; i++) {
-        char name[8];
+        char name[8], def[80];
         snprintf(name, sizeof name, "e%d", i);
-        char *error = tpm_event_parse(name, "filter=udp,nw_dst=10.9.0.0/16 "
-                                      "predicate=count() > 100", &evs[i]);
+        snprintf(def, sizeof def, "filter=udp,nw_dst=10.%d.0.0/16 "
+                 "predicate=count() > 100", i < 3 ? 9 : 8);
+        char *error = tpm_event_parse(name, def, &evs[i]);
         ck_assert_msg(!error, "%s", error);
     }
     struct tpm_params q;
@@ -925,7 +938,10 @@ START_TEST(test_dos_model)
     q.flow_table_size = 16384;
     q.max_chunks = 4096;
     ck_assert(!tpm_dos_profile(&q, evs, 4, 2048, 3, &c));
-    ck_assert_double_eq(c.triggers_per_flow, 4);
+    ck_assert_double_eq(c.triggers_per_flow, 2.5);
+    ck_assert_double_eq(c.attack_triggers_per_flow, 3);
+    ck_assert_uint_lt(c.attack_event, 3);
+    ck_assert_double_gt(c.attack_match, 0);
     ck_assert_uint_eq(c.n_patterns, 1);
     ck_assert_uint_eq(c.n_flows, 2048);
     ck_assert_double_gt(c.pkt_pending, 0);

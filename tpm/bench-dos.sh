@@ -55,6 +55,10 @@ usage: $0 [OPTIONS]   (as root)
   --max-other PCT    an infeasible probe during which other processes
                      (besides ovs-vswitchd and the feeder) used more than
                      PCT % of a CPU is repeated, up to twice (30)
+  --knob KEY=VALUE   an other_config knob for every switch, e.g.
+                     tpm-dos-window=100, tpm-dos-clear=false,
+                     tpm-sweep-catchup=0 (repeatable; recorded in the
+                     results)
   --results FILE     keep the JSON lines (one per probe) in FILE
   --table-out FILE   also write the markdown table to FILE
   --keep             keep the work directory
@@ -78,6 +82,7 @@ seconds=2
 warmup=1
 pool_size=256
 max_other=30
+knobs=()
 results_out=
 table_out=
 keep=false
@@ -96,6 +101,7 @@ while [ $# -gt 0 ]; do
     --warmup) warmup=$2; shift ;;
     --pool-size) pool_size=$2; shift ;;
     --max-other) max_other=$2; shift ;;
+    --knob) knobs+=("$2"); shift ;;
     --results) results_out=$2; shift ;;
     --table-out) table_out=$2; shift ;;
     --keep) keep=true ;;
@@ -150,7 +156,7 @@ start_switch() {
     tag=tpmbd$$t$th
     RUN_LABEL=t$th
     bench_start "$out" "$tag" ovs tpm-epoch=10ms tpm-dos-threshold="$th" \
-        tpm-report-log=65536
+        tpm-report-log=65536 "${knobs[@]}"
     bench_add_output br0 in_port=1,actions=output:2
     wait_for 30 tpm_pmd_ready || die "t$th: no monitor on PMD core 1"
     bench_pmd_nice -20
@@ -310,11 +316,8 @@ for th in $thresholds; do
             lo=0
             best=$(tail -n 1 "$results")
         fi
-        # After the f=0 probe: the model takes the switch's own cycles per
-        # packet from the traffic it sampled (none on a fresh switch).
-        mf=$(model_fraction "$th" "$attack")
-        log "  $attack: model's largest feasible fraction: ${mf:-n/a}"
         if [ -z "$lo" ]; then
+            mf=$(model_fraction "$th" "$attack")
             log "  infeasible even without attack at $line_rate b/s"
             echo "{\"kind\": \"boundary\", \"threshold\": $th," \
                  "\"attack\": \"$attack\", \"none_feasible\": true," \
@@ -335,12 +338,34 @@ for th in $thresholds; do
                 hi=$mid
             fi
         done
+        # The model, once the probes have shown the switch frames of
+        # several mean sizes at saturation (its switch term is a line in
+        # the frame size, fitted on them; the monitor's terms are profiled
+        # apart, and nothing is fitted on feasibility).
+        mf=$(model_fraction "$th" "$attack")
+        sw=$(appctl tpm/dos-model 1 1 2>/dev/null \
+             | sed -n 's/^switch_cycles_per_packet: //p')
+        # The model's terms at the boundary's own rates, beside the PMD's
+        # sampled cycles in the results (tpm.sampled_cpp).
+        read -r rd rg pf < <(rates "$lo")
+        appctl tpm/dos-model "$rd" "$rg" attack="$attack" dos-bytes=64 \
+            good-bytes=1500 pkts-per-flow=10 threshold="$th" \
+            >"$RUN_DIR/model-$attack.txt" 2>&1 || true
+        log "  $attack: model's largest feasible fraction: ${mf:-n/a}" \
+            "(switch cycles per packet: ${sw:-n/a})"
         echo "$best" | "$PY" -c 'import json, sys
 r = json.loads(sys.stdin.read())
 r["kind"] = "boundary"
 if sys.argv[1]:
     r["model_fraction"] = float(sys.argv[1])
-print(json.dumps(r, sort_keys=True))' "${mf:-}" >>"$results"
+if sys.argv[2]:
+    r["model_switch"] = sys.argv[2]
+r["model_at_boundary"] = dict(
+    line.split(": ", 1) for line in open(sys.argv[3]).read().splitlines()
+    if ": " in line)
+r["knobs"] = sys.argv[4:]
+print(json.dumps(r, sort_keys=True))' "${mf:-}" "${sw:-}" \
+            "$RUN_DIR/model-$attack.txt" "${knobs[@]}" >>"$results"
         save_results
     done
     run_down

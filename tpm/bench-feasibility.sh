@@ -54,6 +54,8 @@ usage: $0 [OPTIONS]   (as root)
   --max-other PCT   an infeasible probe during which other processes used
                     more than PCT % of a CPU is repeated, up to twice (30)
   --no-baseline     skip the config B (no event) probes
+  --knob KEY=VALUE  an other_config knob for every switch, e.g.
+                    tpm-sweep-catchup=0 (repeatable)
   --results FILE    keep the JSON lines (one per probe) in FILE
   --table-out FILE  also write the markdown table to FILE
   --plot FILE       write the plot (PNG, python3-matplotlib)
@@ -79,6 +81,7 @@ pmd_nice=-20
 max_other=30
 baseline=true
 results_out=
+knobs=()
 table_out=
 plot=
 mem=auto
@@ -100,6 +103,7 @@ while [ $# -gt 0 ]; do
     --max-other) max_other=$2; shift ;;
     --no-baseline) baseline=false ;;
     --results) results_out=$2; shift ;;
+    --knob) knobs+=("$2"); shift ;;
     --table-out) table_out=$2; shift ;;
     --plot) plot=$2; shift ;;
     --mem) mem=$2; shift ;;
@@ -206,7 +210,8 @@ probe__() {
         --out-before "$d.o0" --out-after "$d.o1" --steal "$steal" \
         --other-load "$other" --set target_pps="$pps" \
         --set policer_kbps=$(( (pps * frame_metered * 8 + 500) / 1000 )) \
-        --set burst_kb="$burst_kb" "${@/#/--set=}" >>"$results"
+        --set burst_kb="$burst_kb" --set "knobs=${knobs[*]}" \
+        "${@/#/--set=}" >>"$results"
     tail -n 1 "$results" | "$PY" -c 'import json, sys
 max_other = float(sys.argv[1])
 r = json.loads(sys.stdin.read())
@@ -230,7 +235,8 @@ start_switch() {
     out=$WORK/$tag
     mkdir -p "$out"
     RUN_LABEL=$tag
-    bench_start "$out" "tpmbf$$$tag" ovs tpm-epoch="${epoch}ms"
+    bench_start "$out" "tpmbf$$$tag" ovs tpm-epoch="${epoch}ms" \
+        "${knobs[@]}"
     bench_add_output br0 in_port=1,actions=output:2
     wait_for 30 tpm_pmd_ready || die "$tag: no monitor on PMD core 1"
     [ -z "$pmd_nice" ] || bench_pmd_nice "$pmd_nice"

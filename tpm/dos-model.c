@@ -64,6 +64,7 @@ key_from_filter__(struct tpm_key *key, const struct tpm_event *ev,
 
 struct profile_round {
     double pending, pass, matched, sweep_item, tpf;
+    double attack_pass, attack_tpf;
 };
 
 static struct tpm *
@@ -120,11 +121,74 @@ median__(double *v, int n)
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+/* Builds 'n' frames of new flows into 'bufs' and 'frames': keys drawn
+ * from the filter of event 'only', or in turn from every event's if
+ * 'only' is SIZE_MAX. */
+static void
+make_frames__(struct tpm_event *const *evs, size_t n_evs, size_t only,
+              uint32_t n, uint64_t *rng, uint8_t *bufs,
+              struct tpm_frame *frames)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        struct tpm_key key;
+        key_from_filter__(&key, evs[only != SIZE_MAX ? only : i % n_evs],
+                          rng);
+        uint8_t *b = bufs + (size_t) i * PROFILE_FRAME_MAX;
+        uint32_t len = tpm_frame_build(b, PROFILE_FRAME_MAX, &key,
+                                       PROFILE_WIRE_BYTES - 4);
+        frames[i].data = b;
+        frames[i].caplen = len;
+        frames[i].wirelen = len + 4;
+    }
+}
+
+/* Feeds new flows 'frames' to 'tpm' (threshold 1: each passes); returns
+ * the cycles per flow and stores in '*tpf' the triggers each fed. */
+static double
+profile_pass__(struct tpm *tpm, const struct tpm_frame *frames, uint32_t n,
+               double *tpf)
+{
+    struct tpm_stats s0, s1;
+    tpm_get_stats(tpm, &s0);
+    double cycles = profile_feed__(tpm, frames, n);
+    tpm_get_stats(tpm, &s1);
+    uint64_t passed = s1.dos_passed - s0.dos_passed;
+    *tpf = passed ? (double) (s1.matches - s0.matches) / passed : 0;
+    return cycles;
+}
+
+/* Returns the event whose filter's flows feed the most triggers (the
+ * attacker's best aim), from 'n' flows of each on one monitor. */
+static size_t
+worst_event__(const struct tpm_params *p, struct tpm_event *const *evs,
+              size_t n_evs, uint32_t n, uint64_t *rng, uint8_t *bufs,
+              struct tpm_frame *frames, char **errp)
+{
+    struct tpm *tpm = profile_monitor__(p, 1, evs, n_evs, errp);
+    if (!tpm) {
+        return 0;
+    }
+    tpm_advance(tpm, 1000 * p->epoch_ns);
+    size_t worst = 0;
+    double worst_tpf = -1;
+    for (size_t e = 0; e < n_evs; e++) {
+        double tpf;
+        make_frames__(evs, n_evs, e, n, rng, bufs, frames);
+        profile_pass__(tpm, frames, n, &tpf);
+        if (tpf > worst_tpf) {
+            worst_tpf = tpf;
+            worst = e;
+        }
+    }
+    tpm_destroy(tpm);
+    return worst;
+}
+
 /* One round on fresh monitors and fresh flows. */
 static char *
 profile_round__(const struct tpm_params *p, struct tpm_event *const *evs,
-                size_t n_evs, uint32_t n_flows, uint64_t *rng,
-                uint8_t *bufs, struct tpm_frame *frames,
+                size_t n_evs, size_t attack_ev, uint32_t n_flows,
+                uint64_t *rng, uint8_t *bufs, struct tpm_frame *frames,
                 struct profile_round *out, uint32_t *n_patterns)
 {
     char *error = NULL;
@@ -139,32 +203,19 @@ profile_round__(const struct tpm_params *p, struct tpm_event *const *evs,
     }
     *n_patterns = pass->index.n_patterns;
 
-    for (uint32_t i = 0; i < n_flows; i++) {
-        struct tpm_key key;
-        key_from_filter__(&key, evs[i % n_evs], rng);
-        uint8_t *b = bufs + (size_t) i * PROFILE_FRAME_MAX;
-        uint32_t len = tpm_frame_build(b, PROFILE_FRAME_MAX, &key,
-                                       PROFILE_WIRE_BYTES - 4);
-        frames[i].data = b;
-        frames[i].caplen = len;
-        frames[i].wirelen = len + 4;
-    }
+    make_frames__(evs, n_evs, SIZE_MAX, n_flows, rng, bufs, frames);
 
     uint64_t t = 1000 * p->epoch_ns;
     tpm_advance(below, t);
     tpm_advance(pass, t);
     out->pending = profile_feed__(below, frames, n_flows);
 
-    struct tpm_stats s0, s1;
-    tpm_get_stats(pass, &s0);
-    out->pass = profile_feed__(pass, frames, n_flows);
-    tpm_get_stats(pass, &s1);
-    uint64_t passed = s1.dos_passed - s0.dos_passed;
-    out->tpf = passed ? (double) (s1.matches - s0.matches) / passed : 0;
+    out->pass = profile_pass__(pass, frames, n_flows, &out->tpf);
     out->matched = profile_feed__(pass, frames, n_flows);
 
     /* The sweep of that epoch, unbounded, timed step by step. */
     tpm_advance(pass, t + p->epoch_ns);
+    struct tpm_stats s0, s1;
     tpm_get_stats(pass, &s0);
     uint64_t cycles = 0;
     bool more;
@@ -176,8 +227,19 @@ profile_round__(const struct tpm_params *p, struct tpm_event *const *evs,
     tpm_get_stats(pass, &s1);
     uint64_t items = s1.sweep_flows - s0.sweep_flows;
     out->sweep_item = items ? (double) cycles / items : 0;
+    tpm_destroy(pass);
 
+    /* The attacker's flows: all from the filter of 'attack_ev', on a
+     * fresh monitor (the 'below' one is done with). */
     tpm_destroy(below);
+    pass = profile_monitor__(p, 1, evs, n_evs, &error);
+    if (!pass) {
+        return error;
+    }
+    make_frames__(evs, n_evs, attack_ev, n_flows, rng, bufs, frames);
+    tpm_advance(pass, t);
+    out->attack_pass = profile_pass__(pass, frames, n_flows,
+                                      &out->attack_tpf);
     tpm_destroy(pass);
     return NULL;
 }
@@ -202,18 +264,24 @@ tpm_dos_profile(const struct tpm_params *p, struct tpm_event *const *evs,
     uint8_t *bufs = xmalloc((size_t) n_flows * PROFILE_FRAME_MAX);
     struct tpm_frame *frames = xcalloc(n_flows, sizeof *frames);
     double pending[15], pass[15], matched[15], item[15], tpf[15];
+    double a_pass[15], a_tpf[15];
     uint64_t rng = 0x5eed;
     char *error = NULL;
     bool quiet = tpm_huge_set_quiet(true);
+    size_t attack_ev = worst_event__(p, evs, n_evs, MIN(n_flows, 64), &rng,
+                                     bufs, frames, &error);
     for (int r = 0; r < rounds && !error; r++) {
-        struct profile_round pr = { 0, 0, 0, 0, 0 };
-        error = profile_round__(p, evs, n_evs, n_flows, &rng, bufs, frames,
-                                &pr, &c->n_patterns);
+        struct profile_round pr;
+        memset(&pr, 0, sizeof pr);
+        error = profile_round__(p, evs, n_evs, attack_ev, n_flows, &rng,
+                                bufs, frames, &pr, &c->n_patterns);
         pending[r] = pr.pending;
         pass[r] = pr.pass - pr.pending;
         matched[r] = pr.matched;
         item[r] = pr.sweep_item;
         tpf[r] = pr.tpf;
+        a_pass[r] = pr.attack_pass - pr.pending;
+        a_tpf[r] = pr.attack_tpf;
     }
     tpm_huge_set_quiet(quiet);
     free(bufs);
@@ -228,6 +296,9 @@ tpm_dos_profile(const struct tpm_params *p, struct tpm_event *const *evs,
     c->pkt_matched = median__(matched, rounds);
     c->sweep_item = median__(item, rounds);
     c->triggers_per_flow = median__(tpf, rounds);
+    c->attack_match = MAX(0, median__(a_pass, rounds));
+    c->attack_triggers_per_flow = median__(a_tpf, rounds);
+    c->attack_event = attack_ev;
     c->n_flows = n_flows;
     c->n_events = n_evs;
     return NULL;
@@ -338,7 +409,6 @@ tpm_dos_predict(const struct tpm_dos_costs *c, const struct tpm_params *p,
     double dos_pend = t->rate_dos - dos_pass;
     out->dos_flows_passing = dos_pass;
 
-    double passing = dos_pass + out->good_flows_passing;
     double hz = c->hz > 0 ? c->hz : 1;
     out->switch_share = (t->rate_dos * (c->switch_pkt
                                         + c->switch_byte * dos_bytes)
@@ -347,8 +417,17 @@ tpm_dos_predict(const struct tpm_dos_costs *c, const struct tpm_params *p,
                         / hz;
     out->pending_share = (good_pend + dos_pend) * c->pkt_pending / hz;
     out->matched_share = (good_matched + dos_pass) * c->pkt_matched / hz;
-    out->match_share = passing * c->match / hz;
-    out->sweep_share = 1.5 * passing * c->triggers_per_flow
+    /* Attack flows cost what flows of the attacker's best aim cost, good
+     * flows what the events' mix costs. */
+    double a_match = c->attack_triggers_per_flow ? c->attack_match
+                                                 : c->match;
+    double a_tpf = c->attack_triggers_per_flow ? c->attack_triggers_per_flow
+                                               : c->triggers_per_flow;
+    out->match_share = (dos_pass * a_match
+                        + out->good_flows_passing * c->match) / hz;
+    out->sweep_share = 1.5 * (dos_pass * a_tpf
+                              + out->good_flows_passing
+                                * c->triggers_per_flow)
                        * c->sweep_item / hz;
     out->load = out->switch_share + out->pending_share + out->matched_share
                 + out->match_share + out->sweep_share;

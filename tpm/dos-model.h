@@ -17,10 +17,13 @@
  *   sweep_item    one flow of one trigger's list in a sweep (the paper's
  *                 Sweep)
  *
- * The calibration flows are drawn from the events' own filters (random
- * values in the wildcarded fields), so they match what an attacker aiming
- * at monitored addresses would match; 'triggers_per_flow' is what they
- * fed on average.  The switch's own cost per packet (receive, classify,
+ * The calibration flows are drawn from the events' own filters in turn
+ * (random values in the wildcarded fields); 'triggers_per_flow' is what
+ * they fed on average, the cost of good flows.  An attacker who knows the
+ * design (paper section 5.6) aims at the filter whose flows feed the most
+ * triggers: the profile finds that event ('attack_event', from 64 flows
+ * of each) and measures 'attack_match' and 'attack_triggers_per_flow' on
+ * flows drawn from its filter alone; attack flows are costed with those.  The switch's own cost per packet (receive, classify,
  * send) is not the monitor's to measure: callers inside a switch pass it
  * as switch(bytes) = switch_pkt + switch_byte * bytes (tpm-ovs.c fits it
  * on its PMDs' saturated iterations), others leave 0.
@@ -33,6 +36,7 @@
  *            + packets of matched flows * pkt_matched
  *            + flows passing * match
  *            + 1.5 * flows passing * triggers_per_flow * sweep_item ] / hz
+ * (match and triggers_per_flow the attack's for attack flows)
  *
  * with, per second, for good flows of 'pkts_per_flow' packets of
  * 'good_bytes' (they pass at packet ceil(threshold / good_bytes), or never
@@ -76,6 +80,10 @@ struct tpm_dos_costs {
     double match;
     double sweep_item;
     double triggers_per_flow;
+    double attack_match;        /* Matching, and triggers per flow, for */
+    double attack_triggers_per_flow;  /* flows aimed as an attacker would
+                                 * (0: as the mix above). */
+    uint32_t attack_event;      /* Index in 'evs' of that aim. */
     double switch_pkt;          /* Set by the caller (0: not known): the */
     double switch_byte;         /* switch's cycles per packet are
                                  * switch_pkt + switch_byte * bytes. */
