@@ -937,6 +937,7 @@ START_TEST(test_dos_model)
     tpm_params_init(&q);
     q.flow_table_size = 16384;
     q.max_chunks = 4096;
+    q.max_children = 65536;         /* A full table of 5-tuple instances. */
     ck_assert(!tpm_dos_profile(&q, evs, 4, 2048, 3, &c));
     ck_assert_double_eq(c.triggers_per_flow, 2.5);
     ck_assert_double_eq(c.attack_triggers_per_flow, 3);

@@ -142,6 +142,27 @@ make_frames__(struct tpm_event *const *evs, size_t n_evs, size_t only,
     }
 }
 
+/* Fills 'tpm''s flow table with new flows (drawn as make_frames__()
+ * does, 'n' at a time) in the epoch before time 't', then moves it to 't'
+ * and completes that epoch's sweep: under a flood of new flows the table
+ * is full, and every insert probes and evicts as it does then. */
+static void
+fill__(struct tpm *tpm, const struct tpm_params *p,
+       struct tpm_event *const *evs, size_t n_evs, size_t only, uint32_t n,
+       uint64_t *rng, uint8_t *bufs, struct tpm_frame *frames, uint64_t t)
+{
+    tpm_advance(tpm, t - p->epoch_ns);
+    for (uint32_t done = 0; done < p->flow_table_size; done += n) {
+        uint32_t k = MIN(n, p->flow_table_size - done);
+        make_frames__(evs, n_evs, only, k, rng, bufs, frames);
+        profile_feed__(tpm, frames, k);
+    }
+    tpm_advance(tpm, t);
+    while (tpm_sweep_step(tpm, 0)) {
+        continue;
+    }
+}
+
 /* Feeds new flows 'frames' to 'tpm' (threshold 1: each passes); returns
  * the cycles per flow and stores in '*tpf' the triggers each fed. */
 static double
@@ -203,11 +224,10 @@ profile_round__(const struct tpm_params *p, struct tpm_event *const *evs,
     }
     *n_patterns = pass->index.n_patterns;
 
-    make_frames__(evs, n_evs, SIZE_MAX, n_flows, rng, bufs, frames);
-
     uint64_t t = 1000 * p->epoch_ns;
-    tpm_advance(below, t);
-    tpm_advance(pass, t);
+    fill__(below, p, evs, n_evs, SIZE_MAX, n_flows, rng, bufs, frames, t);
+    fill__(pass, p, evs, n_evs, SIZE_MAX, n_flows, rng, bufs, frames, t);
+    make_frames__(evs, n_evs, SIZE_MAX, n_flows, rng, bufs, frames);
     out->pending = profile_feed__(below, frames, n_flows);
 
     out->pass = profile_pass__(pass, frames, n_flows, &out->tpf);
@@ -236,8 +256,8 @@ profile_round__(const struct tpm_params *p, struct tpm_event *const *evs,
     if (!pass) {
         return error;
     }
+    fill__(pass, p, evs, n_evs, attack_ev, n_flows, rng, bufs, frames, t);
     make_frames__(evs, n_evs, attack_ev, n_flows, rng, bufs, frames);
-    tpm_advance(pass, t);
     out->attack_pass = profile_pass__(pass, frames, n_flows,
                                       &out->attack_tpf);
     tpm_destroy(pass);

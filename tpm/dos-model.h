@@ -17,6 +17,10 @@
  *   sweep_item    one flow of one trigger's list in a sweep (the paper's
  *                 Sweep)
  *
+ * Each monitor's flow table is first filled with other such flows (in
+ * the epoch before, swept), because under a flood of new flows the table
+ * is full: every insert probes a full window and evicts.
+ *
  * The calibration flows are drawn from the events' own filters in turn
  * (random values in the wildcarded fields); 'triggers_per_flow' is what
  * they fed on average, the cost of good flows.  An attacker who knows the
