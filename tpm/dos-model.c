@@ -142,20 +142,45 @@ make_frames__(struct tpm_event *const *evs, size_t n_evs, size_t only,
     }
 }
 
+/* Returns true if 'n' more new flows, each matching every event at
+ * worst, fit in 'tpm''s trigger instances and flow-list chunks (so the
+ * fill leaves room for the flows measured after it). */
+static bool
+fill_room__(const struct tpm *tpm, uint32_t n)
+{
+    uint64_t need = (uint64_t) n * tpm->n_evs;
+    if (tpm->n_children + need > tpm->p.max_triggers
+        || tpm->st.chunks_used + need / 32 + tpm->n_evs
+           > tpm->p.max_chunks) {
+        return false;
+    }
+    for (uint32_t i = 0; i < tpm->evs_hwm; i++) {
+        if (tpm->evs[i].n_children + n > tpm->p.max_children) {
+            return false;
+        }
+    }
+    return true;
+}
+
 /* Fills 'tpm''s flow table with new flows (drawn as make_frames__()
- * does, 'n' at a time) in the epoch before time 't', then moves it to 't'
- * and completes that epoch's sweep: under a flood of new flows the table
- * is full, and every insert probes and evicts as it does then. */
+ * does) in the epoch before time 't', then moves it to 't' and completes
+ * that epoch's sweep: under a flood of new flows the table is full, and
+ * every insert probes and evicts as it does then.  The fill stops 'n'
+ * flows short of the table, and before it could take the trigger
+ * instances or list chunks that 'n' flows measured after it need. */
 static void
 fill__(struct tpm *tpm, const struct tpm_params *p,
        struct tpm_event *const *evs, size_t n_evs, size_t only, uint32_t n,
        uint64_t *rng, uint8_t *bufs, struct tpm_frame *frames, uint64_t t)
 {
     tpm_advance(tpm, t - p->epoch_ns);
-    for (uint32_t done = 0; done < p->flow_table_size; done += n) {
-        uint32_t k = MIN(n, p->flow_table_size - done);
-        make_frames__(evs, n_evs, only, k, rng, bufs, frames);
-        profile_feed__(tpm, frames, k);
+    uint32_t step = MAX(n / 4, 1);
+    for (uint32_t done = 0; done + n < p->flow_table_size; done += step) {
+        if (!fill_room__(tpm, step + n)) {
+            break;
+        }
+        make_frames__(evs, n_evs, only, step, rng, bufs, frames);
+        profile_feed__(tpm, frames, step);
     }
     tpm_advance(tpm, t);
     while (tpm_sweep_step(tpm, 0)) {

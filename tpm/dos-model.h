@@ -19,7 +19,9 @@
  *
  * Each monitor's flow table is first filled with other such flows (in
  * the epoch before, swept), because under a flood of new flows the table
- * is full: every insert probes a full window and evicts.
+ * is full: every insert probes a full window and evicts.  The fill stops
+ * short of the trigger instances and list chunks the measured flows
+ * need.
  *
  * The calibration flows are drawn from the events' own filters in turn
  * (random values in the wildcarded fields); 'triggers_per_flow' is what
