@@ -465,14 +465,17 @@ tpm_ovs_rx(struct tpm_pmd *p, const struct dp_packet_batch *batch)
     uint64_t t0 = p->sampling ? tpm_rdtsc() : 0;
     struct tpm_frame frames[NETDEV_MAX_BURST];
     struct dp_packet *packet;
-    uint64_t bytes = 0;
     DP_PACKET_BATCH_FOR_EACH (i, packet, batch) {
         frames[i].data = dp_packet_data(packet);
         frames[i].caplen = dp_packet_size(packet);
         frames[i].wirelen = dp_packet_size(packet);
-        bytes += frames[i].wirelen;
     }
-    p->iter_bytes += bytes;
+    if (p->sampling) {
+        /* For the switch's cost per frame size (size_bucket()). */
+        for (size_t i = 0; i < n; i++) {
+            p->iter_bytes += frames[i].wirelen;
+        }
+    }
     p->now = now_ns();
     tpm_advance(p->tpm, p->now);
     tpm_process_batch(p->tpm, frames, n);

@@ -374,12 +374,10 @@ def iface_stats(text):
     return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", text)}
 
 
-def cmd_probe(a):
-    """One probe: a JSON line with the configuration (--set K=V, numbers
-    where they parse), pmd-perf-show over the window, tpm/stats and the
-    input port's statistics as differences."""
+def sets(kvs):
+    """--set K=V pairs as a dict, values as numbers where they parse."""
     r = {}
-    for kv in a.set or []:
+    for kv in kvs or []:
         k, _, v = kv.partition("=")
         try:
             r[k] = int(v)
@@ -388,6 +386,14 @@ def cmd_probe(a):
                 r[k] = float(v)
             except ValueError:
                 r[k] = v
+    return r
+
+
+def cmd_probe(a):
+    """One probe: a JSON line with the configuration (--set K=V, numbers
+    where they parse), pmd-perf-show over the window, tpm/stats and the
+    input port's statistics as differences."""
+    r = sets(a.set)
     p = grab(open(a.perf).read(), PERF_RE)
     if "rx" not in p:
         r["error"] = "no Rx packets line in pmd-perf-show"
@@ -597,16 +603,7 @@ def legit_detection(before, after, names):
 
 
 def cmd_dos_probe(a):
-    r = {}
-    for kv in a.set or []:
-        k, _, v = kv.partition("=")
-        try:
-            r[k] = int(v)
-        except ValueError:
-            try:
-                r[k] = float(v)
-            except ValueError:
-                r[k] = v
+    r = sets(a.set)
     p = grab(open(a.perf).read(), PERF_RE)
     if "rx" in p:
         r["rx_packets"], r["kpps"], r["cpp"] = p["rx"]

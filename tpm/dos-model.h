@@ -29,8 +29,9 @@
  * design (paper section 5.6) aims at the filter whose flows feed the most
  * triggers: the profile finds that event ('attack_event', from 64 flows
  * of each) and measures 'attack_match' and 'attack_triggers_per_flow' on
- * flows drawn from its filter alone; attack flows are costed with those.  The switch's own cost per packet (receive, classify,
- * send) is not the monitor's to measure: callers inside a switch pass it
+ * flows drawn from its filter alone; attack flows are costed with those.
+ * The switch's own cost per packet (receive, classify, send) is not the
+ * monitor's to measure: callers inside a switch pass it
  * as switch(bytes) = switch_pkt + switch_byte * bytes (tpm-ovs.c fits it
  * on its PMDs' saturated iterations), others leave 0.
  *
@@ -102,7 +103,8 @@ struct tpm_dos_costs {
  * sweep budget are the profile's own) and the 'n_evs' events 'evs' (at
  * least one), with 'n_flows' flows per round (at most a quarter of the
  * flow table is used) over 'rounds' rounds, keeping the medians.  Leaves
- * c->switch_pkt and c->switch_byte at 0.  Returns NULL, or a malloc()'d error message. */
+ * c->switch_pkt and c->switch_byte at 0.  Returns NULL, or a malloc()'d
+ * error message. */
 char *tpm_dos_profile(const struct tpm_params *p,
                       struct tpm_event *const *evs, size_t n_evs,
                       uint32_t n_flows, int rounds,
