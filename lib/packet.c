@@ -293,24 +293,10 @@ tpm_key_hash_portable(const struct tpm_key *key)
 }
 
 #if defined(__x86_64__)
-__attribute__((target("sse4.2")))
 uint32_t
 tpm_key_hash_crc32c(const struct tpm_key *key)
 {
-    const uint64_t *w = (const uint64_t *) key;
-    uint64_t a = 0x12345678, b = 0x9abcdef0;
-    /* Two independent CRC chains halve the dependency chain latency.  CRC
-     * is linear, and the multiply only carries bits upward, so the final
-     * xor-shift folds the high bits into the low ones that index tables
-     * (without it, keys differing only in a port fill half the buckets
-     * twice: tests/test-packet.c, test_hash_structured_keys). */
-    a = __builtin_ia32_crc32di(a, w[0]);
-    b = __builtin_ia32_crc32di(b, w[1]);
-    a = __builtin_ia32_crc32di(a, w[2]);
-    b = __builtin_ia32_crc32di(b, w[3]);
-    a = __builtin_ia32_crc32di(a, w[4]);
-    uint32_t h = (uint32_t) (a ^ (b << 17 | b >> 15)) * 0x9e3779b1u;
-    return h ^ (h >> 16);
+    return tpm_key_hash_crc32c_inline__(key);
 }
 #else
 uint32_t

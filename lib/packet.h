@@ -30,6 +30,8 @@ struct tpm_key {
     uint16_t pad;               /* Always zero. */
 } __attribute__((aligned(8)));  /* Read as 64-bit words. */
 _Static_assert(sizeof(struct tpm_key) == 40, "tpm_key is five words");
+_Static_assert(__builtin_offsetof(struct tpm_key, sport) == 32,
+               "ports, protocol and version are the last word");
 
 #define TPM_KEY_WORDS (sizeof(struct tpm_key) / sizeof(uint64_t))
 
@@ -111,6 +113,32 @@ bool tpm_packet_parse_full(const void *data, uint32_t caplen,
 uint32_t tpm_frame_build(void *buf, uint32_t cap, const struct tpm_key *key,
                          uint32_t len);
 
+/* The 64-bit word of a key holding the 32-bit value 'x' at its lowest
+ * address (an IPv4 address in src[0] or dst[0], the rest zero). */
+static inline uint64_t
+tpm_key_word_lo__(uint32_t x)
+{
+    uint64_t w = 0;
+    __builtin_memcpy(&w, &x, sizeof x);
+    return w;
+}
+
+/* The last 64-bit word of a key: ports, protocol, IP version, padding,
+ * composed in a register (built in memory from its fields, it would be
+ * read back across narrower stores, the stall avoided above). */
+static inline uint64_t
+tpm_key_word4__(uint16_t sport, uint16_t dport, uint8_t proto,
+                uint8_t ipver)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    return (uint64_t) sport | (uint64_t) dport << 16
+           | (uint64_t) proto << 32 | (uint64_t) ipver << 40;
+#else
+    return (uint64_t) sport << 48 | (uint64_t) dport << 32
+           | (uint64_t) proto << 24 | (uint64_t) ipver << 16;
+#endif
+}
+
 static inline bool
 tpm_packet_parse(const void *data, uint32_t caplen, uint32_t wirelen,
                  struct tpm_pkt *pkt)
@@ -131,15 +159,21 @@ tpm_packet_parse(const void *data, uint32_t caplen, uint32_t wirelen,
     }
     uint32_t l4len = tot - 20;
 
+    /* The key is written as five whole words: later 64-bit loads of it
+     * (the comparison with the previous packet's key, the hash) are
+     * forwarded from these stores, where narrower stores into the same
+     * words would stall each load until the stores retire. */
+    uint32_t src, dst;
+    __builtin_memcpy(&src, ip + 12, 4);
+    __builtin_memcpy(&dst, ip + 16, 4);
+    uint16_t sport = (uint16_t) (l4[0] << 8 | l4[1]);
+    uint16_t dport = (uint16_t) (l4[2] << 8 | l4[3]);
     uint64_t *k = (uint64_t *) &pkt->key;
-    k[0] = k[1] = k[2] = k[3] = 0;
-    __builtin_memcpy(&pkt->key.src[0], ip + 12, 4);
-    __builtin_memcpy(&pkt->key.dst[0], ip + 16, 4);
-    pkt->key.sport = (uint16_t) (l4[0] << 8 | l4[1]);
-    pkt->key.dport = (uint16_t) (l4[2] << 8 | l4[3]);
-    pkt->key.proto = ip[9];
-    pkt->key.ipver = 4;
-    pkt->key.pad = 0;
+    k[0] = tpm_key_word_lo__(src);
+    k[1] = 0;
+    k[2] = tpm_key_word_lo__(dst);
+    k[3] = 0;
+    k[4] = tpm_key_word4__(sport, dport, ip[9], 4);
     pkt->hash = 0;
     pkt->bytes = wirelen;
     pkt->ttl = ip[8];
@@ -179,11 +213,49 @@ uint32_t tpm_key_hash_crc32c(const struct tpm_key *);
 uint32_t tpm_key_hash_portable(const struct tpm_key *);
 extern bool tpm_key_hash_hw;    /* CPU has SSE4.2 CRC32 (set at load). */
 
+#if defined(__x86_64__)
+/* One step of CRC32-C over a 64-bit word.  Inline assembly rather than
+ * the SSE4.2 intrinsic: the intrinsic needs the whole calling function
+ * compiled for SSE4.2, which the packet path cannot assume (the caller
+ * checks 'tpm_key_hash_hw'), while the assembler takes the instruction in
+ * any function. */
+static inline uint64_t
+tpm_crc32c_u64__(uint64_t crc, uint64_t word)
+{
+    __asm__("crc32q %1, %0" : "+r" (crc) : "rm" (word));
+    return crc;
+}
+
+/* tpm_key_hash_crc32c(), inline: only where 'tpm_key_hash_hw' is true. */
+static inline uint32_t
+tpm_key_hash_crc32c_inline__(const struct tpm_key *key)
+{
+    const uint64_t *w = (const uint64_t *) key;
+    uint64_t a = 0x12345678, b = 0x9abcdef0;
+    /* Two independent CRC chains halve the dependency chain latency.  CRC
+     * is linear, and the multiply only carries bits upward, so the final
+     * xor-shift folds the high bits into the low ones that index tables
+     * (without it, keys differing only in a port fill half the buckets
+     * twice: tests/test-packet.c, test_hash_structured_keys). */
+    a = tpm_crc32c_u64__(a, w[0]);
+    b = tpm_crc32c_u64__(b, w[1]);
+    a = tpm_crc32c_u64__(a, w[2]);
+    b = tpm_crc32c_u64__(b, w[3]);
+    a = tpm_crc32c_u64__(a, w[4]);
+    uint32_t h = (uint32_t) (a ^ (b << 17 | b >> 15)) * 0x9e3779b1u;
+    return h ^ (h >> 16);
+}
+#endif
+
 static inline uint32_t
 tpm_key_hash(const struct tpm_key *key)
 {
-    return tpm_key_hash_hw ? tpm_key_hash_crc32c(key)
-                           : tpm_key_hash_portable(key);
+#if defined(__x86_64__)
+    if (__builtin_expect(tpm_key_hash_hw, 1)) {
+        return tpm_key_hash_crc32c_inline__(key);
+    }
+#endif
+    return tpm_key_hash_portable(key);
 }
 
 /* Returns the name of the hash implementation in use ("crc32c-sse4.2" or
