@@ -638,6 +638,45 @@ START_TEST(test_dos_threshold)
 }
 END_TEST
 
+/* A flow whose packets below the DoS threshold straddle an epoch boundary:
+ * it passes in epoch 1, before the sweep of epoch 0 has run, and the sweep
+ * must not gather its epoch-0 packets (they were below the threshold). */
+START_TEST(test_dos_pass_after_epoch)
+{
+    struct tpm_params p;
+    tpm_params_init(&p);
+    p.flow_table_size = 1024;
+    p.dos_table_size = 1024;
+    p.max_chunks = 64;
+    p.dos_threshold = 1000;                 /* Bytes. */
+    p.sweep_budget_ns = 0;
+    struct tpm *tpm = new_tpm(&p);
+    struct reports rs = { .n = 0 };
+    struct frame big;
+
+    add(tpm, 1, "any filter=udp predicate=count() > 0");
+    udp_frame(&big, ip4(10, 99, 0, 1), ip4(10, 6, 0, 1), 1, 2, 58, 64);
+    ck_assert_uint_eq(big.len, 100);
+    /* Epoch 0: 5 frames, 500 bytes.  Epoch 1: the 5th frame reaches 1000
+     * bytes (the filter table's window spans both epochs), so 6 of its 10
+     * are counted; the sweep of epoch 0 runs only after them. */
+    for (int i = 0; i < 5; i++) {
+        send1(tpm, T0 + i, &big);
+    }
+    for (int i = 0; i < 10; i++) {
+        send1(tpm, T0 + 10 * MS + i, &big);
+    }
+    sweep_all(tpm);
+    tpm_advance(tpm, T0 + 20 * MS);
+    sweep_all(tpm);
+    collect(tpm, &rs);
+
+    ck_assert_int_eq(rs.n, 1);
+    ck_assert_double_eq(rs.r[0].value, 6);
+    tpm_destroy(tpm);
+}
+END_TEST
+
 /* Returns the flow hash of frame 'f'. */
 static uint32_t
 frame_hash(const struct frame *f)
@@ -1778,6 +1817,7 @@ tpm_suite(void)
     tcase_add_test(tc, test_unfinished_sweep);
     tcase_add_test(tc, test_runtime_add_backfill);
     tcase_add_test(tc, test_dos_threshold);
+    tcase_add_test(tc, test_dos_pass_after_epoch);
     tcase_add_test(tc, test_dos_removals);
     tcase_add_test(tc, test_dos_model);
     tcase_add_test(tc, test_sweep_lateness);

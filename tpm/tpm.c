@@ -1238,8 +1238,10 @@ flow_pending__(struct tpm *tpm, struct tpm_flow *f, const struct tpm_pkt *pkt)
             *d = (window & 0xffffffff) << 32;
         }
         /* Statistics gathered below the threshold are not the triggers'
-         * (paper 5.6): start the epoch afresh. */
-        f->tag[tpm->tag & 1] = 0;
+         * (paper 5.6): start the epoch afresh, and void the previous
+         * epoch's too, which the sweep may not have reached yet (the
+         * flow joins trigger lists now, before it). */
+        f->tag[0] = f->tag[1] = 0;
         TPM_STAT_ADD(tpm, dos_passed, 1);
     }
     flow_match__(tpm, f);
