@@ -309,10 +309,94 @@ static struct ovs_list tem_polls = OVS_LIST_INITIALIZER(&tem_polls);
 static size_t tem_polls_n;
 static struct hmap tem_poll_parts = HMAP_INITIALIZER(&tem_poll_parts);
 
+/* The monitor's clock.
+ *
+ * Epoch numbers follow the wall clock, so that hosts whose clocks are
+ * synchronised agree on epoch boundaries (the TEM adds up their values per
+ * epoch).  The PMDs do not read it: they take OVS's own monotonic time of
+ * the batch, 'pmd->ctx.now' (microseconds, read once per received batch
+ * for OVS's own use), and add 'mono_to_wall_ns', the wall clock's lead
+ * over the monotonic clock.  So a packet costs no clock read, and the
+ * length of an epoch never depends on the wall clock's steps.
+ *
+ * The main thread measures the lead again about once a second
+ * (clock_check()).  It changes only when the wall clock is stepped
+ * (settimeofday(), an NTP daemon's step); slewing moves both clocks
+ * alike.  A forward step is followed (the epochs it skips are counted as
+ * skipped by the monitors, their sweeps forced, nothing lost), so epoch
+ * numbers stay those of the other hosts.  A backward step is not: epochs
+ * never run backwards, and an epoch stretched until the wall clock caught
+ * up would merge many epochs' packets into one.  The monitor's epochs then
+ * stay ahead of the wall clock by the step, shown by tpm/stats and
+ * logged.  Wall time of the start of epoch E in a report is E times the
+ * epoch length, in nanoseconds since the Unix epoch, in either case
+ * within the monotonic clock's rate error since the last step. */
+static atomic_uint64_t mono_to_wall_ns = 0;
+static uint64_t clock_checked_ns;       /* Monotonic, main thread. */
+static uint64_t clock_steps;            /* Forward steps followed. */
+static uint64_t clock_steps_back;       /* Backward steps not followed. */
+static int64_t clock_ahead_ns;          /* Monitor's lead over the wall
+                                         * clock after backward steps. */
+
+#define CLOCK_CHECK_NS (1000 * 1000 * 1000)
+#define CLOCK_STEP_NS (100 * 1000)      /* Smaller changes: rounding. */
+
+static uint64_t
+mono_to_wall__(void)
+{
+    uint64_t off;
+    atomic_read_relaxed(&mono_to_wall_ns, &off);
+    return off;
+}
+
+/* The monitor's time now, in wall-clock nanoseconds (see above). */
 static uint64_t
 now_ns(void)
 {
-    return tpm_clock_real_ns();
+    return tpm_clock_mono_ns() + mono_to_wall__();
+}
+
+/* The monitor's time of OVS's monotonic microseconds 'now_us'. */
+static uint64_t
+pmd_now_ns(long long int now_us)
+{
+    return (uint64_t) now_us * 1000 + mono_to_wall__();
+}
+
+/* Main thread: sets the wall clock's lead at start, follows forward steps
+ * and counts backward ones (see above). */
+static void
+clock_check(void)
+{
+    static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 5);
+    uint64_t mono = tpm_clock_mono_ns();
+    if (clock_checked_ns && mono - clock_checked_ns < CLOCK_CHECK_NS) {
+        return;
+    }
+    clock_checked_ns = mono;
+    uint64_t lead = tpm_clock_real_ns() - tpm_clock_mono_ns();
+    uint64_t off = mono_to_wall__();
+    int64_t d = (int64_t) (lead - off);
+    if (!off) {
+        atomic_store_relaxed(&mono_to_wall_ns, lead);
+    } else if (d >= CLOCK_STEP_NS) {
+        atomic_store_relaxed(&mono_to_wall_ns, lead);
+        clock_steps++;
+        clock_ahead_ns = 0;
+        VLOG_WARN_RL(&rl, "wall clock stepped forward by %"PRId64" us: "
+                     "epochs follow it (the skipped epochs are swept at "
+                     "once)", d / 1000);
+    } else if (d < 0) {
+        if (-d > clock_ahead_ns + CLOCK_STEP_NS) {
+            clock_steps_back++;
+            VLOG_WARN_RL(&rl, "wall clock stepped back: the monitor's "
+                         "epochs now run %"PRId64" us ahead of it (epochs "
+                         "never go back)", -d / 1000);
+        }
+        clock_ahead_ns = -d;
+    } else {
+        clock_ahead_ns = 0;
+    }
 }
 
 static void
@@ -446,7 +530,8 @@ tpm_ovs_pmd_destroy(struct tpm_pmd *p)
 /* PMD thread. */
 
 void
-tpm_ovs_rx(struct tpm_pmd *p, const struct dp_packet_batch *batch)
+tpm_ovs_rx(struct tpm_pmd *p, const struct dp_packet_batch *batch,
+           long long int now_us)
 {
     size_t n = dp_packet_batch_size(batch);
 
@@ -476,7 +561,7 @@ tpm_ovs_rx(struct tpm_pmd *p, const struct dp_packet_batch *batch)
             p->iter_bytes += frames[i].wirelen;
         }
     }
-    p->now = now_ns();
+    p->now = pmd_now_ns(now_us);
     tpm_advance(p->tpm, p->now);
     tpm_process_batch(p->tpm, frames, n);
     if (n == NETDEV_MAX_BURST) {
@@ -488,7 +573,8 @@ tpm_ovs_rx(struct tpm_pmd *p, const struct dp_packet_batch *batch)
 }
 
 void
-tpm_ovs_pmd_iteration(struct tpm_pmd *p, uint64_t rx_packets)
+tpm_ovs_pmd_iteration(struct tpm_pmd *p, uint64_t rx_packets,
+                      long long int now_us)
 {
     if (!p) {
         return;
@@ -502,13 +588,14 @@ tpm_ovs_pmd_iteration(struct tpm_pmd *p, uint64_t rx_packets)
         tpm_run_control(p->tpm, 16);
         if (!(++p->unwatched_iterations & 1023)) {
             /* Alive, for pmd_parked(): a clock read every 1024 loops. */
-            atomic_store_relaxed(&p->last_iteration_ns, now_ns());
+            atomic_store_relaxed(&p->last_iteration_ns,
+                                 pmd_now_ns(now_us));
         }
         return;
     }
     uint64_t t0 = p->sampling ? tpm_rdtsc() : 0;
-    /* The clock was read for the last batch; read it only if none came. */
-    uint64_t now = rx_packets ? p->now : now_ns();
+    /* OVS read its clock for the last batch, or after an empty poll. */
+    uint64_t now = pmd_now_ns(now_us);
     if (!rx_packets) {
         tpm_advance(p->tpm, now);
     }
@@ -997,6 +1084,7 @@ static void agent_run(struct tpm_pmd **, size_t n);
 void
 tpm_ovs_run(void)
 {
+    clock_check();
     size_t n;
     struct tpm_pmd **parts = pmds_snapshot(&n);
     drain_all(parts, n, NULL, 0);
@@ -2125,6 +2213,11 @@ tpm_unixctl_stats(struct unixctl_conn *conn, int argc OVS_UNUSED,
     ds_put_format(&s, "events: %"PRIuSIZE", local-TEM decisions pending: "
                   "%"PRIuSIZE"\n", ovs_list_size(&host_events),
                   decisions ? tpm_decisions_count(decisions) : 0);
+    ds_put_format(&s, "clock: OVS's monotonic time + %"PRIu64" ns "
+                  "(wall clock steps followed %"PRIu64", backward steps "
+                  "%"PRIu64", epochs ahead of the wall clock by %"PRId64
+                  " us)\n", mono_to_wall__(), clock_steps, clock_steps_back,
+                  clock_ahead_ns / 1000);
     format_agent_summary(&s);
     for (size_t i = 0; i < n; i++) {
         const struct tpm_params *pp = tpm_get_params(parts[i]->tpm);
@@ -3100,6 +3193,7 @@ tpm_ovs_init(void)
     if (!ovsthread_once_start(&once)) {
         return;
     }
+    clock_check();
     if (!knobs_set) {
         knobs_default(&knobs);
         knobs_set = true;

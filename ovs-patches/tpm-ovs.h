@@ -41,15 +41,19 @@ struct tpm_pmd *tpm_ovs_pmd_create(unsigned core_id, unsigned non_pmd_id);
 void tpm_ovs_pmd_destroy(struct tpm_pmd *);
 
 /* dp_netdev_process_rxq_port(): a received batch, before OVS classifies
- * it.  'pmd' may be NULL (non-PMD port): the packets are counted as
- * skipped. */
-void tpm_ovs_rx(struct tpm_pmd *, const struct dp_packet_batch *);
+ * it, with OVS's time of the batch 'now_us' (pmd->ctx.now: monotonic
+ * microseconds).  'pmd' may be NULL (non-PMD port): the packets are
+ * counted as skipped. */
+void tpm_ovs_rx(struct tpm_pmd *, const struct dp_packet_batch *,
+                long long int now_us);
 
 /* pmd_thread_main(): once per polling iteration, after the rx queues were
- * polled; 'rx_packets' is what the iteration received.  Runs a bounded
- * sweep step when the queues were drained (or every N iterations when
- * they never are) and executes control commands. */
-void tpm_ovs_pmd_iteration(struct tpm_pmd *, uint64_t rx_packets);
+ * polled; 'rx_packets' is what the iteration received, 'now_us' OVS's
+ * latest time (pmd->ctx.now).  Runs a bounded sweep step when the queues
+ * were drained (or every N iterations when they never are) and executes
+ * control commands. */
+void tpm_ovs_pmd_iteration(struct tpm_pmd *, uint64_t rx_packets,
+                           long long int now_us);
 
 /* dpif_netdev_run() / dpif_netdev_wait(): main-thread work (reports,
  * polls, decisions, knob changes, the TEM's commands and polls) and its
