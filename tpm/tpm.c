@@ -1254,7 +1254,6 @@ process_batch__(struct tpm *tpm, const struct tpm_frame *frames,
                 const uint64_t *ts, int n)
 {
     struct tpm_pkt pkts[TPM_BATCH_MAX];
-    bool same[TPM_BATCH_MAX];
     uint64_t bytes = 0;
     int non_ip = 0, hits = 0;
 
@@ -1277,30 +1276,29 @@ process_batch__(struct tpm *tpm, const struct tpm_frame *frames,
         tpm_prefetch(frames[i].data);
     }
 
-    /* Pass 2: parse, hash unless same flow as the previous packet, and
-     * prefetch the flow's home bucket and its statistics line. */
-    const struct tpm_key *prev = tpm->last_flow ? &tpm->last_flow->key
-                                                : NULL;
+    /* Pass 2: parse, hash, and prefetch the flow's home bucket and its
+     * statistics line (once for a run of packets of one flow). */
+    uint32_t prev_hash = tpm->last_flow ? tpm->last_flow->hash : 0;
     for (int i = 0; i < n; i++) {
         struct tpm_pkt *pkt = &pkts[i];
         bytes += frames[i].wirelen;
         if (!tpm_packet_parse(frames[i].data, frames[i].caplen,
                               frames[i].wirelen, pkt)) {
-            same[i] = false;
             non_ip++;
             continue;
         }
-        same[i] = prev && tpm_key_equal(prev, &pkt->key);
-        if (!same[i]) {
-            pkt->hash = tpm_key_hash(&pkt->key);
+        pkt->hash = tpm_key_hash(&pkt->key);
+        if (pkt->hash != prev_hash) {
             struct tpm_flow *b = tpm_flow_table_bucket(&tpm->ft, pkt->hash);
             tpm_prefetch(b);
             tpm_prefetch_write(&b->stats[tpm->tag & 1]);
+            prev_hash = pkt->hash;
         }
-        prev = &pkt->key;
     }
 
-    /* Pass 3: find or insert, then scatter. */
+    /* Pass 3: find or insert, then scatter.  A packet of the previous
+     * packet's flow needs no lookup: one comparison of the hash tells
+     * the other flows apart without touching their keys. */
     struct tpm_flow *f = tpm->last_flow;
     if (f && f->gen != tpm->last_gen) {
         f = NULL;               /* Reused since: the cache is void. */
@@ -1310,14 +1308,9 @@ process_batch__(struct tpm *tpm, const struct tpm_frame *frames,
         if (!pkt->key.ipver) {
             continue;
         }
-        if (same[i] && f) {
+        if (f && f->hash == pkt->hash && tpm_key_equal(&f->key, &pkt->key)) {
             hits++;
-            pkt->hash = f->hash;
         } else {
-            if (same[i]) {
-                /* Same key as the cached flow, whose entry was reused. */
-                pkt->hash = tpm_key_hash(&pkt->key);
-            }
             f = tpm_flow_table_find(&tpm->ft, &pkt->key, pkt->hash);
             if (!f) {
                 bool replaced;
