@@ -279,7 +279,11 @@ ref_cell(struct ref_cell *cells, int *n_cells, uint64_t iv, int group)
     return c;
 }
 
-START_TEST(test_aggregates_random)
+/* Sends 3000 packets in runs of 1 to 'max_run' packets of one flow (one
+ * batch per run, one packet per batch with 'max_run' 1) and checks every
+ * aggregate against a reference computed from the packets sent. */
+static void
+check_aggregates__(int max_run)
 {
     /* Events that always hold, so that every (group, interval) with
      * packets is reported with its value; compared with a reference
@@ -312,30 +316,40 @@ START_TEST(test_aggregates_random)
     }
 
     uint64_t now = T0 + 3 * MS;
-    for (int k = 0; k < 3000; k++) {
+    for (int k = 0; k < 3000;) {
         seed = seed * 1103515245 + 12345;
         int group = (seed >> 8) % 5;
         int host = (seed >> 12) % 7;
-        int payload = (seed >> 16) % 60;
-        int ttl = 1 + (seed >> 20) % 200;
-        struct frame f;
-        udp_frame(&f, ip4(10, 99, 0, host), ip4(10, 2, group, host), 5 + host,
-                  53, payload, ttl);
+        int run = 1 + (seed >> 4) % max_run;
+        static struct frame f[TPM_BATCH_MAX];
+        struct tpm_frame fr[TPM_BATCH_MAX];
         now += (seed >> 24) % 64 == 0 ? 47 * MS : 37000;
-        send1(tpm, now, &f);
-        sweep_all(tpm);
-        collect(tpm, &rs);
-
         struct ref_cell *c = ref_cell(cells, &n_cells,
                                       now / (30 * MS), group);
-        double bytes = f.len;
-        c->min = c->n ? MIN(c->min, ttl) : ttl;
-        c->max = c->n ? MAX(c->max, ttl) : ttl;
-        c->n++;
-        c->sum += payload;
-        c->sumsq += (double) payload * payload;
-        c->last += bytes;          /* Sum of bytes, for avg(bytes). */
-        c->nz += payload > 20;
+        for (int j = 0; j < run; j++, k++) {
+            /* One flow; payloads and TTLs vary within the run. */
+            if (j) {
+                seed = seed * 1103515245 + 12345;
+            }
+            int payload = (seed >> 16) % 60;
+            int ttl = 1 + (seed >> 20) % 200;
+            udp_frame(&f[j], ip4(10, 99, 0, host), ip4(10, 2, group, host),
+                      5 + host, 53, payload, ttl);
+            fr[j] = (struct tpm_frame) { f[j].data, f[j].len, f[j].len };
+
+            double bytes = f[j].len;
+            c->min = c->n ? MIN(c->min, ttl) : ttl;
+            c->max = c->n ? MAX(c->max, ttl) : ttl;
+            c->n++;
+            c->sum += payload;
+            c->sumsq += (double) payload * payload;
+            c->last += bytes;          /* Sum of bytes, for avg(bytes). */
+            c->nz += payload > 20;
+        }
+        tpm_advance(tpm, now);
+        tpm_process_batch(tpm, fr, run);
+        sweep_all(tpm);
+        collect(tpm, &rs);
     }
     tpm_advance(tpm, (now / (30 * MS) + 1) * 30 * MS);
     sweep_all(tpm);
@@ -366,7 +380,23 @@ START_TEST(test_aggregates_random)
     stats(tpm, &s);
     ck_assert_uint_eq(s.sweeps_unfinished, 0);
     ck_assert_uint_gt(s.epochs_skipped, 0);
+    if (max_run > 1) {
+        /* Runs were updated as runs. */
+        ck_assert_uint_gt(s.lastflow_hits, 1000);
+    }
     tpm_destroy(tpm);
+}
+
+START_TEST(test_aggregates_random)
+{
+    check_aggregates__(1);
+}
+END_TEST
+
+/* The same with runs of packets of one flow, updated once per run. */
+START_TEST(test_aggregates_runs)
+{
+    check_aggregates__(8);
 }
 END_TEST
 
@@ -1812,6 +1842,7 @@ tpm_suite(void)
     tcase_add_test(tc, test_heavy_5tuple);
     tcase_add_test(tc, test_group_aggregation);
     tcase_add_test(tc, test_aggregates_random);
+    tcase_add_test(tc, test_aggregates_runs);
     tcase_add_test(tc, test_interval_and_lazy_reset);
     tcase_add_test(tc, test_sweep_budget_resume);
     tcase_add_test(tc, test_unfinished_sweep);

@@ -384,6 +384,7 @@ struct wl_opts {
     double rate_mpps;
     uint64_t epoch_ns;
     int batch;
+    uint32_t burst;             /* Consecutive packets per flow. */
     uint64_t budget_ns;         /* Sweep step budget. */
     uint32_t table_size;
     uint32_t idle_epochs;
@@ -623,7 +624,7 @@ wl_run(const struct wl_opts *o, uint64_t seed, struct wl_result *res)
     long nivcsw = 0;
     double next_arrival = rng_exp(&r, o->arrival_ns);
     uint64_t p1 = 0, adv = 0, sweep = 0, new_flows = 0, n_reports = 0;
-    uint32_t rr = 0;
+    uint32_t rr = 0, in_burst = 0;
     struct tpm_stats st0;
     struct tpm_frame frames[TPM_BATCH_MAX];
 
@@ -658,7 +659,7 @@ wl_run(const struct wl_opts *o, uint64_t seed, struct wl_result *res)
             new_flows++;
         }
 
-        /* Burst size 1: round robin over the active flows. */
+        /* Round robin over the active flows, 'burst' packets each. */
         int n = (int) MIN((uint64_t) o->batch, total - i);
         for (int k = 0; k < n; k++) {
             if (o->tcp) {
@@ -667,7 +668,10 @@ wl_run(const struct wl_opts *o, uint64_t seed, struct wl_result *res)
             frames[k].data = flows[rr].frame;
             frames[k].caplen = FRAME_CAPLEN;
             frames[k].wirelen = FRAME_WIRELEN;
-            rr = rr + 1 < o->flows ? rr + 1 : 0;
+            if (++in_burst >= o->burst) {
+                in_burst = 0;
+                rr = rr + 1 < o->flows ? rr + 1 : 0;
+            }
         }
 
         if (o->instr) {
@@ -793,6 +797,8 @@ wl_usage(void)
            "  --rate MPPS        simulated packet rate (14.88)\n"
            "  --epoch TIME       epoch length (10ms)\n"
            "  --batch N          frames per tpm_process_batch() (32)\n"
+           "  --burst N          consecutive packets of each flow, as TCP\n"
+           "                     segmentation offload sends them (1)\n"
            "  --budget TIME      sweep step budget (10us; 0: unbounded)\n"
            "  --flow-table-size N  flow table entries (65536)\n"
            "  --idle-epochs N    epochs before an idle flow is freed "
@@ -827,10 +833,11 @@ wl_print_header(const struct wl_opts *o)
     uint32_t n_prefixes = o->n_events / o->per_prefix;
 
     tprintf("workload: %u events (%u nw_dst/24 prefixes x %u), %u active "
-            "flows, new flow every %s (mean, exponential), burst 1\n",
+            "flows, new flow every %s (mean, exponential), burst %u\n",
             o->phase1_only ? 0 : o->n_events, n_prefixes, o->per_prefix,
             o->flows,
-            tpm_time_format((uint64_t) o->arrival_ns, a, sizeof a));
+            tpm_time_format((uint64_t) o->arrival_ns, a, sizeof a),
+            o->burst);
     tprintf("          64-byte %s frames at %.2f Mpps simulated (%.1f "
             "ns/packet), epoch %s, batch %d, sweep budget %s\n",
             o->tcp ? "TCP" : "UDP", o->rate_mpps, 1000.0 / o->rate_mpps,
@@ -922,6 +929,7 @@ cmd_workload(int argc, char *argv[])
         .rate_mpps = 14.88,
         .epoch_ns = 10 * 1000 * 1000,
         .batch = 32,
+        .burst = 1,
         .budget_ns = 10 * 1000,
         .table_size = 65536,
         .idle_epochs = 500,
@@ -931,7 +939,7 @@ cmd_workload(int argc, char *argv[])
     enum {
         OPT_PACKETS = 256, OPT_WARMUP, OPT_RUNS, OPT_SEED, OPT_EVENTS,
         OPT_PER_PREFIX, OPT_FLOWS, OPT_ARRIVAL, OPT_RATE, OPT_EPOCH,
-        OPT_BATCH, OPT_BUDGET, OPT_TABLE, OPT_IDLE, OPT_SCRUB, OPT_P1,
+        OPT_BATCH, OPT_BURST, OPT_BUDGET, OPT_TABLE, OPT_IDLE, OPT_SCRUB, OPT_P1,
         OPT_TCP, OPT_STATE_VARS, OPT_PLAIN_VARS, OPT_INSTR, OPT_JSON,
     };
     static const struct option longopts[] = {
@@ -946,6 +954,7 @@ cmd_workload(int argc, char *argv[])
         { "rate", required_argument, NULL, OPT_RATE },
         { "epoch", required_argument, NULL, OPT_EPOCH },
         { "batch", required_argument, NULL, OPT_BATCH },
+        { "burst", required_argument, NULL, OPT_BURST },
         { "budget", required_argument, NULL, OPT_BUDGET },
         { "flow-table-size", required_argument, NULL, OPT_TABLE },
         { "idle-epochs", required_argument, NULL, OPT_IDLE },
@@ -1002,6 +1011,9 @@ cmd_workload(int argc, char *argv[])
             break;
         case OPT_BATCH:
             o.batch = parse_count("batch", optarg, 1, TPM_BATCH_MAX);
+            break;
+        case OPT_BURST:
+            o.burst = parse_count("burst", optarg, 1, 1 << 20);
             break;
         case OPT_BUDGET:
             o.budget_ns = parse_time_opt("budget", optarg);

@@ -1162,7 +1162,7 @@ tpm_scrub_step__(struct tpm *tpm, uint32_t n)
 /* Phase 1. */
 
 /* Updates flow 'f''s statistics of the current epoch with 'pkt'. */
-static inline void
+static inline __attribute__((always_inline)) void
 flow_update__(struct tpm *tpm, struct tpm_flow *f, const struct tpm_pkt *pkt)
 {
     uint32_t tag = tpm->tag;
@@ -1208,6 +1208,119 @@ flow_update__(struct tpm *tpm, struct tpm_flow *f, const struct tpm_pkt *pkt)
     }
 }
 
+/* Stores in 'v' the values of summary kind 'k' for the 'n' packets
+ * 'pkts' (the switch on the variable taken once, not per packet). */
+static void
+kind_values__(const struct tpm_kind *k, const struct tpm_pkt *pkts, int n,
+              double *v)
+{
+    switch (k->var) {
+    case TPM_VAR_BYTES:
+        for (int j = 0; j < n; j++) {
+            v[j] = pkts[j].bytes;
+        }
+        break;
+    case TPM_VAR_VOLUME:
+        for (int j = 0; j < n; j++) {
+            v[j] = pkts[j].volume;
+        }
+        break;
+    case TPM_VAR_TTL:
+        for (int j = 0; j < n; j++) {
+            v[j] = pkts[j].ttl;
+        }
+        break;
+    default:
+        for (int j = 0; j < n; j++) {
+            v[j] = k->var >= 0 ? (double) tpm_var_value(k->var, &pkts[j])
+                               : tpm_expr_eval_pkt(k->term, &pkts[j]);
+        }
+        break;
+    }
+}
+
+/* flow_update__() for the run of packets of flow 'f', which keeps no
+ * per-flow state, that starts with 'pkts[0]': the packets among the 'n'
+ * 'pkts' that follow it with the same key ('same_hash' bit j set: packet j
+ * has the hash of packet j - 1).  The same result as packet by packet,
+ * with each summary's operation and variable chosen once for the run; the
+ * values are combined in packet order, so sums round alike.  Returns the
+ * number of packets of the run (at least 1). */
+static int __attribute__((noinline))
+flow_update_run__(struct tpm *tpm, struct tpm_flow *f,
+                  const struct tpm_pkt *pkts, int n, uint64_t same_hash)
+{
+    int run = 1;
+    while (run < n && (same_hash >> run & 1)
+           && tpm_key_equal(&pkts[run].key, &pkts[0].key)) {
+        run++;
+    }
+    n = run;
+
+    uint32_t tag = tpm->tag;
+    struct tpm_flow_stats *st = &f->stats[tag & 1];
+
+    if (f->tag[tag & 1] != tag) {
+        f->tag[tag & 1] = tag;
+        st->packets = 0;
+        st->bytes = 0;
+    }
+    bool first = !st->packets;
+    uint32_t bytes = 0;
+    for (int j = 0; j < n; j++) {
+        bytes += pkts[j].bytes;
+    }
+    st->packets += n;
+    st->bytes += bytes;
+
+    int i = 0;
+    for (uint32_t bits = f->sum_mask; bits; bits &= bits - 1, i++) {
+        const struct tpm_kind *k = &tpm->kinds[__builtin_ctz(bits)];
+        double v[TPM_BATCH_MAX];
+        kind_values__(k, pkts, n, v);
+        double s = st->slot[i];
+        int j = 0;
+        if (first) {
+            /* The first packet of the epoch sets the slot. */
+            s = k->op == TPM_SUM_SUMSQ ? v[0] * v[0]
+                : k->op == TPM_SUM_NONZERO ? v[0] != 0 : v[0];
+            j = 1;
+        }
+        switch ((enum tpm_sum_op) k->op) {
+        case TPM_SUM_SUM:
+            for (; j < n; j++) {
+                s += v[j];
+            }
+            break;
+        case TPM_SUM_SUMSQ:
+            for (; j < n; j++) {
+                s += v[j] * v[j];
+            }
+            break;
+        case TPM_SUM_MIN:
+            for (; j < n; j++) {
+                s = v[j] < s ? v[j] : s;
+            }
+            break;
+        case TPM_SUM_MAX:
+            for (; j < n; j++) {
+                s = v[j] > s ? v[j] : s;
+            }
+            break;
+        case TPM_SUM_LAST:
+            s = v[n - 1];
+            break;
+        case TPM_SUM_NONZERO:
+            for (; j < n; j++) {
+                s += v[j] != 0;
+            }
+            break;
+        }
+        st->slot[i] = s;
+    }
+    return run;
+}
+
 /* Handles a packet of a flow not yet matched: counts its bytes in the
  * filter table and matches the flow once it passes the DoS threshold. */
 static void
@@ -1247,58 +1360,22 @@ flow_pending__(struct tpm *tpm, struct tpm_flow *f, const struct tpm_pkt *pkt)
     flow_match__(tpm, f);
 }
 
-/* Phase 1 for 'n' frames, with arrival times 'ts' (NULL: the monitor's
- * clock). */
-static inline void
-process_batch__(struct tpm *tpm, const struct tpm_frame *frames,
-                const uint64_t *ts, int n)
+BUILD_ASSERT_DECL(TPM_BATCH_MAX <= 64);   /* Bits of 'same_hash'. */
+
+/* Phase 1, pass 3, for the 'n' parsed packets 'pkts' with arrival times
+ * 'ts' (NULL: the monitor's clock): finds or inserts each packet's flow,
+ * then scatters the packet into it.  Bit i of 'same_hash' says that packet
+ * i has the hash of the IP packet before it; with 'runs' (a constant, so
+ * that batches without runs get code without their test), the packets of
+ * one flow that follow each other (a run) update it once.  A packet of the previous
+ * packet's flow needs no lookup: one comparison of the hash tells the
+ * other flows apart without touching their keys.  Returns the number of
+ * packets that needed no lookup. */
+static inline __attribute__((always_inline)) int
+scatter__(struct tpm *tpm, struct tpm_pkt *pkts, const uint64_t *ts, int n,
+          uint64_t same_hash, bool runs)
 {
-    struct tpm_pkt pkts[TPM_BATCH_MAX];
-    uint64_t bytes = 0;
-    int non_ip = 0, hits = 0;
-
-    n = MIN(n, TPM_BATCH_MAX);
-
-    if (OVS_UNLIKELY(!tpm->n_evs)) {
-        /* Nothing to watch: count and leave (the flow table fills again
-         * from the next packets once an event is added). */
-        for (int i = 0; i < n; i++) {
-            bytes += frames[i].wirelen;
-        }
-        TPM_STAT_ADD(tpm, packets, n);
-        TPM_STAT_ADD(tpm, bytes, bytes);
-        TPM_STAT_ADD(tpm, batches, 1);
-        return;
-    }
-
-    /* Pass 1: bring the headers in. */
-    for (int i = 0; i < n; i++) {
-        tpm_prefetch(frames[i].data);
-    }
-
-    /* Pass 2: parse, hash, and prefetch the flow's home bucket and its
-     * statistics line (once for a run of packets of one flow). */
-    uint32_t prev_hash = tpm->last_flow ? tpm->last_flow->hash : 0;
-    for (int i = 0; i < n; i++) {
-        struct tpm_pkt *pkt = &pkts[i];
-        bytes += frames[i].wirelen;
-        if (!tpm_packet_parse(frames[i].data, frames[i].caplen,
-                              frames[i].wirelen, pkt)) {
-            non_ip++;
-            continue;
-        }
-        pkt->hash = tpm_key_hash(&pkt->key);
-        if (pkt->hash != prev_hash) {
-            struct tpm_flow *b = tpm_flow_table_bucket(&tpm->ft, pkt->hash);
-            tpm_prefetch(b);
-            tpm_prefetch_write(&b->stats[tpm->tag & 1]);
-            prev_hash = pkt->hash;
-        }
-    }
-
-    /* Pass 3: find or insert, then scatter.  A packet of the previous
-     * packet's flow needs no lookup: one comparison of the hash tells
-     * the other flows apart without touching their keys. */
+    int hits = 0;
     struct tpm_flow *f = tpm->last_flow;
     if (f && f->gen != tpm->last_gen) {
         f = NULL;               /* Reused since: the cache is void. */
@@ -1335,6 +1412,15 @@ process_batch__(struct tpm *tpm, const struct tpm_frame *frames,
         }
         if (OVS_UNLIKELY(f->has_conn)) {
             conn_update__(tpm, f, pkt, ts ? ts[i] : tpm->now_ns);
+        } else if (runs && (same_hash >> (i + 1) & 1)
+                   && f->state == TPM_FLOW_LIVE) {
+            /* The packets of this flow that follow this one make a run:
+             * one update for all of them. */
+            int run = flow_update_run__(tpm, f, pkts + i, n - i,
+                                        same_hash >> i);
+            hits += run - 1;
+            i += run - 1;
+            continue;
         }
         flow_update__(tpm, f, pkt);
     }
@@ -1342,6 +1428,68 @@ process_batch__(struct tpm *tpm, const struct tpm_frame *frames,
         tpm->last_flow = f;
         tpm->last_gen = f->gen;
     }
+    return hits;
+}
+
+
+/* Phase 1 for 'n' frames, with arrival times 'ts' (NULL: the monitor's
+ * clock). */
+static inline void
+process_batch__(struct tpm *tpm, const struct tpm_frame *frames,
+                const uint64_t *ts, int n)
+{
+    struct tpm_pkt pkts[TPM_BATCH_MAX];
+    uint64_t bytes = 0;
+    int non_ip = 0, hits;
+
+    n = MIN(n, TPM_BATCH_MAX);
+
+    if (OVS_UNLIKELY(!tpm->n_evs)) {
+        /* Nothing to watch: count and leave (the flow table fills again
+         * from the next packets once an event is added). */
+        for (int i = 0; i < n; i++) {
+            bytes += frames[i].wirelen;
+        }
+        TPM_STAT_ADD(tpm, packets, n);
+        TPM_STAT_ADD(tpm, bytes, bytes);
+        TPM_STAT_ADD(tpm, batches, 1);
+        return;
+    }
+
+    /* Pass 1: bring the headers in. */
+    for (int i = 0; i < n; i++) {
+        tpm_prefetch(frames[i].data);
+    }
+
+    /* Pass 2: parse, hash, and prefetch the flow's home bucket and its
+     * statistics line (once for a run of packets of one flow). */
+    uint32_t prev_hash = tpm->last_flow ? tpm->last_flow->hash : 0;
+    uint64_t same_hash = 0;     /* Bit i: packet i has the hash of the IP
+                                 * packet before it. */
+    for (int i = 0; i < n; i++) {
+        struct tpm_pkt *pkt = &pkts[i];
+        bytes += frames[i].wirelen;
+        if (!tpm_packet_parse(frames[i].data, frames[i].caplen,
+                              frames[i].wirelen, pkt)) {
+            non_ip++;
+            continue;
+        }
+        pkt->hash = tpm_key_hash(&pkt->key);
+        if (pkt->hash == prev_hash) {
+            same_hash |= 1ull << i;
+        } else {
+            struct tpm_flow *b = tpm_flow_table_bucket(&tpm->ft, pkt->hash);
+            tpm_prefetch(b);
+            tpm_prefetch_write(&b->stats[tpm->tag & 1]);
+            prev_hash = pkt->hash;
+        }
+    }
+
+    /* Pass 3, compiled twice: batches without runs of one flow (every
+     * packet of another flow than the one before it) never test for
+     * runs. */
+    hits = same_hash ? scatter__(tpm, pkts, ts, n, same_hash, true)
+                     : scatter__(tpm, pkts, ts, n, 0, false);
 
     TPM_STAT_ADD(tpm, packets, n);
     TPM_STAT_ADD(tpm, bytes, bytes);
