@@ -41,9 +41,9 @@ def prefix(k):
 
 def flow_addrs(i, prefixes=65536):
     k = i % prefixes
-    src = bytes((10, 1, i // 200, 1 + i % 200))
+    src = bytes((10, 1 + i // 51200, i // 200 % 256, 1 + i % 200))
     dst = bytes((10, 100 + k // 256, k % 256, 1 + (i * 7) % 250))
-    return src, dst, 10000 + i, 20000 + i % 1000
+    return src, dst, 10000 + i % 50000, 20000 + i % 1000
 
 
 def ip_checksum(hdr):
