@@ -4,10 +4,18 @@
  * Also the offline analysis tool an operator points at a capture.
  *
  * Packets are fed in batches of up to 32 that never straddle an epoch; a
- * sweep step runs after every batch, bounded by --sweep-budget (0: each
- * sweep runs to completion, which makes the output independent of the
- * machine's speed).  At the end of the capture the clock is moved past the
- * end of every open interval so the last intervals are evaluated too.
+ * sweep step runs after every batch.  Reading a file, time is the
+ * capture's: each sweep runs to completion (the default --sweep-budget 0),
+ * so the output does not depend on the machine's speed; --realtime, which
+ * replays at the capture's pace as a switch would see it, bounds each
+ * step (the monitor's default, 10us).  At the end of the capture the clock
+ * is moved past the end of every open interval so the last intervals are
+ * evaluated too.
+ *
+ * Nothing is lost silently: if any report was dropped, any sweep left
+ * unfinished, any flow or match not kept or any value partial, a summary
+ * naming the counters goes to stderr and the exit status is
+ * EXIT_INCOMPLETE (3) rather than 0 (1 is a usage or input error).
  *
  * Controller mode (--controller): the replay is also a host of a TEM
  * (lib/agent.h).  It installs, removes and polls the TEM's triggers, and
@@ -53,6 +61,9 @@
  * under a flood of commands. */
 #define CMDS_PER_CALL 256
 
+/* Exit status of a run that completed but lost data (see above). */
+#define EXIT_INCOMPLETE 3
+
 #define NS_PER_S UINT64_C(1000000000)
 #define NS_PER_MS UINT64_C(1000000)
 
@@ -63,6 +74,8 @@ struct replay {
     uint64_t epoch_ns;
     uint64_t budget_ns;
     uint64_t n_reports;
+    uint64_t n_partial;         /* Local events' reports printed with
+                                 * "partial":true. */
     bool realtime;
     uint64_t start_ns;          /* --start-at: earliest wall-clock start. */
 
@@ -106,8 +119,9 @@ usage(void)
            "Monitor knobs (defaults as in docs/operations.md):\n"
            "  --epoch TIME|auto       epoch length (10ms; auto: gcd of "
            "the intervals)\n"
-           "  --sweep-budget TIME     bound of one sweep step (10us; 0: "
-           "unbounded)\n"
+           "  --sweep-budget TIME     bound of one sweep step (0: "
+           "unbounded, every sweep\n"
+           "                          complete; with --realtime 10us)\n"
            "  --flow-table-size N     flow entries, a power of two "
            "(65536)\n"
            "  --probe-limit N         linear-probing window (32)\n"
@@ -166,7 +180,12 @@ usage(void)
            "Output:\n"
            "  --stats                 print the monitor's counters as "
            "JSON on stderr\n"
-           "  -h, --help              this help\n");
+           "  -h, --help              this help\n"
+           "Exit status: 0 complete; 1 usage or input error; 3 complete "
+           "but with loss\n"
+           "(reports dropped, sweeps unfinished, flows or matches not "
+           "kept, partial\n"
+           "values: named on stderr).\n");
 }
 
 static void
@@ -315,6 +334,12 @@ drain_reports(struct replay *r)
             print_json(obj);
         }
         r->n_reports++;
+        if (rep.event_id >= LOCAL_ID_BASE) {
+            /* Installed before the capture: only a loss makes one
+             * partial.  (The TEM installs its events when it chooses, so
+             * their first intervals are partial by design.) */
+            r->n_partial += (rep.flags & TPM_REPORT_PARTIAL) != 0;
+        }
         printed = true;
     }
     if (printed && (r->realtime || r->agent)) {
@@ -714,6 +739,46 @@ wait_for_tem(struct replay *r, const char *endpoint, uint64_t timeout_ns,
          s.last_error[0] ? ": " : "", s.last_error);
 }
 
+/* If the run lost anything, names the counters on stderr and returns
+ * true. */
+static bool
+report_loss(const struct replay *r)
+{
+    struct tpm_stats s;
+    tpm_get_stats(r->tpm, &s);
+    const struct {
+        const char *what;
+        uint64_t n;
+    } losses[] = {
+        { "reports dropped (report ring full)", s.reports_dropped },
+        { "sweeps unfinished (statistics of an epoch not gathered)",
+          s.sweeps_unfinished },
+        { "values partial (local events)", r->n_partial },
+        { "flow evictions (flow table full: --flow-table-size)",
+          s.flow_evictions },
+        { "matches over the per-flow limit", s.match_overflow },
+        { "matches without a summary slot", s.summary_overflow },
+        { "trigger instances refused (--max-triggers)",
+          s.children_dropped },
+        { "flows not listed (chunk pool empty)", s.chunks_exhausted },
+        { "matches without TCP state (--tcp-state-pool)",
+          s.tcp_state_exhausted },
+        { "satisfactions not sent to the TEM", r->tem.reports_dropped },
+    };
+    bool lossy = false;
+    for (size_t i = 0; i < ARRAY_SIZE(losses); i++) {
+        if (losses[i].n) {
+            if (!lossy) {
+                warn("incomplete: the output misses data (exit status %d):",
+                     EXIT_INCOMPLETE);
+            }
+            fprintf(stderr, "  %s: %"PRIu64"\n", losses[i].what, losses[i].n);
+            lossy = true;
+        }
+    }
+    return lossy;
+}
+
 static void
 print_stats(const struct replay *r)
 {
@@ -844,7 +909,7 @@ main(int argc, char *argv[])
     char *error;
 
     tpm_params_init(&params);
-    r.budget_ns = params.sweep_budget_ns;
+    bool budget_set = false;
     for (;;) {
         int c = getopt_long(argc, argv, "e:f:h", options, NULL);
         if (c == -1) {
@@ -875,7 +940,7 @@ main(int argc, char *argv[])
             break;
         case OPT_BUDGET:
             r.budget_ns = parse_time_opt("--sweep-budget", optarg);
-            params.sweep_budget_ns = r.budget_ns;
+            budget_set = true;
             break;
         case OPT_FT:
             params.flow_table_size = parse_uint("--flow-table-size", optarg,
@@ -986,6 +1051,12 @@ main(int argc, char *argv[])
     if (r.start_ns && !r.realtime) {
         die("--start-at needs --realtime");
     }
+    if (!budget_set) {
+        /* Exact from a file; as a switch would run it at the wire's
+         * pace. */
+        r.budget_ns = r.realtime ? params.sweep_budget_ns : 0;
+    }
+    params.sweep_budget_ns = r.budget_ns;
     if (!controller && controller_only) {
         die("%s needs --controller", controller_only);
     }
@@ -1093,6 +1164,7 @@ main(int argc, char *argv[])
     if (stats) {
         print_stats(&r);
     }
+    bool lossy = report_loss(&r);
 
     tpm_agent_destroy(r.agent);
     tpm_destroy(r.tpm);
@@ -1104,5 +1176,5 @@ main(int argc, char *argv[])
     free(r.bufs);
     free(prefixes);
     free(host_id);
-    return 0;
+    return lossy ? EXIT_INCOMPLETE : 0;
 }
