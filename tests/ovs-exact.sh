@@ -345,7 +345,7 @@ main() {
     done
     if [ "${#FAILED[@]}" -gt 0 ]; then
         fail "miscounts or losses on path(s) ${FAILED[*]} (seed $SEED," \
-             "$((SECONDS - t0)) s; EXACT_KEEP=1 keeps $WORK)"
+             "$((SECONDS - t0)) s; EXACT_KEEP=1 keeps the work directory)"
     fi
     echo "PASS: all paths ($PATHS) exact, seed $SEED, in $((SECONDS - t0)) s"
 }
