@@ -131,3 +131,15 @@ TCP_KERNEL_LOG = tests/tcp-kernel.sh.log
 $(TCP_KERNEL_LOG): tests/tem-integration.sh.log
 endif
 EXTRA_DIST += tests/tcp-kernel.sh tests/tcp-flow.py tests/pcap-tcp.py
+
+# Exactness on each OVS classification path (simple match, EMC, dpcls
+# with the EMC off): a generated pcap read by DPDK net_pcap ports of the
+# patched ovs-vswitchd, every 5-tuple's reported packets, bytes and
+# payload against the pcap's, exactly.  One PMD thread busy on core 1:
+# after the TCP test.
+if HAVE_OVS_SOURCE
+TESTS += tests/ovs-exact.sh
+OVS_EXACT_LOG = tests/ovs-exact.sh.log
+$(OVS_EXACT_LOG): tests/tcp-kernel.sh.log
+endif
+EXTRA_DIST += tests/ovs-exact.sh tests/exact-pcap.py

@@ -25,4 +25,4 @@ tpm_tpm_bench_LDADD = tpm/libtpm.la
 # run by hand as root; dos-feeder.c is built by bench-dos.sh against
 # libdpdk (pkg-config), like the OVS build, not by automake.
 EXTRA_DIST += tpm/bench-lib.sh tpm/bench-dos.sh tpm/bench-feasibility.sh \
-	tpm/dos-feeder.c
+	tpm/dos-feeder.c tpm/bench-ovs.sh tpm/bench-ovs.py
