@@ -307,6 +307,9 @@ tpm_key_hash_crc32c(const struct tpm_key *key)
 #endif
 
 bool tpm_key_hash_hw;
+#if defined(__x86_64__)
+uint64_t tpm_key_hash_v4_b;
+#endif
 
 __attribute__((constructor))
 static void
@@ -315,6 +318,10 @@ hash_init__(void)
 #if defined(__x86_64__)
     __builtin_cpu_init();
     tpm_key_hash_hw = __builtin_cpu_supports("sse4.2");
+    if (tpm_key_hash_hw) {
+        tpm_key_hash_v4_b = tpm_crc32c_u64__(
+            tpm_crc32c_u64__(TPM_KEY_HASH_B0, 0), 0);
+    }
 #endif
 }
 

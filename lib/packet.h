@@ -139,67 +139,107 @@ tpm_key_word4__(uint16_t sport, uint16_t dport, uint8_t proto,
 #endif
 }
 
-static inline bool
-tpm_packet_parse(const void *data, uint32_t caplen, uint32_t wirelen,
-                 struct tpm_pkt *pkt)
+/* Loads of big-endian 16- and 32-bit fields at any alignment. */
+static inline uint32_t
+tpm_be16__(const uint8_t *p)
 {
-    const uint8_t *p = data;
+    uint16_t x;
+    __builtin_memcpy(&x, p, sizeof x);
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    x = __builtin_bswap16(x);
+#endif
+    return x;
+}
+
+static inline uint32_t
+tpm_be32__(const uint8_t *p)
+{
+    uint32_t x;
+    __builtin_memcpy(&x, p, sizeof x);
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    x = __builtin_bswap32(x);
+#endif
+    return x;
+}
+
+/* The common case of tpm_packet_parse(), if 'data' is one: the key's
+ * words 0, 2 and 4 (1 and 3 are zero) in '*w0', '*w2' and '*w4', and the
+ * rest of 'pkt' except its key and hash.  Returns false, with nothing
+ * written, for the other frames. */
+static inline bool
+tpm_packet_parse_v4__(const uint8_t *p, uint32_t caplen, uint32_t wirelen,
+                      struct tpm_pkt *pkt, uint64_t *w0, uint64_t *w2,
+                      uint64_t *w4)
+{
     const uint8_t *ip = p + 14;
     const uint8_t *l4 = ip + 20;
 
-    if (caplen < 14 + 20 + 8 || p[12] != 0x08 || p[13] != 0x00
-        || ip[0] != 0x45 || (ip[6] & 0x1f) || ip[7]
-        || (ip[9] != 6 && ip[9] != 17)
-        || (ip[9] == 6 && caplen < 14 + 20 + 20)) {
-        return tpm_packet_parse_full(data, caplen, wirelen, pkt);
+    if (caplen < 14 + 20 + 8) {
+        return false;
     }
-    uint32_t tot = (uint32_t) ip[2] << 8 | ip[3];
-    if (tot < 20) {
-        return tpm_packet_parse_full(data, caplen, wirelen, pkt);
+    uint32_t proto = ip[9];
+    uint32_t tot = tpm_be16__(ip + 2);
+    if (tpm_be16__(p + 12) != 0x0800 || ip[0] != 0x45
+        || (tpm_be16__(ip + 6) & 0x1fff) || tot < 20
+        || (proto != 6 && proto != 17)
+        || (proto == 6 && (caplen < 14 + 20 + 20
+                           || __builtin_expect(l4[13] & TPM_TCP_SYN, 0)))) {
+        /* Not untagged IPv4 without options, a later fragment, neither
+         * TCP nor UDP, TCP header not captured, or a SYN: options to
+         * read. */
+        return false;
     }
     uint32_t l4len = tot - 20;
+    uint32_t ports = tpm_be32__(l4);        /* sport << 16 | dport. */
 
-    /* The key is written as five whole words: later 64-bit loads of it
-     * (the comparison with the previous packet's key, the hash) are
-     * forwarded from these stores, where narrower stores into the same
-     * words would stall each load until the stores retire. */
     uint32_t src, dst;
     __builtin_memcpy(&src, ip + 12, 4);
     __builtin_memcpy(&dst, ip + 16, 4);
-    uint16_t sport = (uint16_t) (l4[0] << 8 | l4[1]);
-    uint16_t dport = (uint16_t) (l4[2] << 8 | l4[3]);
-    uint64_t *k = (uint64_t *) &pkt->key;
-    k[0] = tpm_key_word_lo__(src);
-    k[1] = 0;
-    k[2] = tpm_key_word_lo__(dst);
-    k[3] = 0;
-    k[4] = tpm_key_word4__(sport, dport, ip[9], 4);
-    pkt->hash = 0;
+    *w0 = tpm_key_word_lo__(src);
+    *w2 = tpm_key_word_lo__(dst);
+    *w4 = tpm_key_word4__(ports >> 16, ports & 0xffff, proto, 4);
     pkt->bytes = wirelen;
     pkt->ttl = ip[8];
     pkt->ecn = (ip[1] & 3) == 3;
     pkt->wscale = TPM_WSCALE_NONE;
     pkt->mss = 0;
-    if (ip[9] == 6) {
+    if (proto == 6) {
         uint32_t hlen = (l4[12] >> 4) * 4;
-        if (__builtin_expect(l4[13] & TPM_TCP_SYN, 0)) {
-            /* Options to read. */
-            return tpm_packet_parse_full(data, caplen, wirelen, pkt);
-        }
-        pkt->seq = (uint32_t) l4[4] << 24 | l4[5] << 16 | l4[6] << 8 | l4[7];
-        pkt->ack = (uint32_t) l4[8] << 24 | l4[9] << 16 | l4[10] << 8
-                   | l4[11];
+        pkt->seq = tpm_be32__(l4 + 4);
+        pkt->ack = tpm_be32__(l4 + 8);
         pkt->tcp_flags = l4[13];
-        pkt->rwnd = (uint16_t) (l4[14] << 8 | l4[15]);
+        pkt->rwnd = tpm_be16__(l4 + 14);
         pkt->volume = l4len > hlen ? l4len - hlen : 0;
     } else {
-        uint32_t ulen = (uint32_t) l4[4] << 8 | l4[5];
+        uint32_t ulen = tpm_be16__(l4 + 4);
         ulen = ulen < l4len ? ulen : l4len;
         pkt->seq = pkt->ack = 0;
         pkt->tcp_flags = 0;
         pkt->rwnd = 0;
         pkt->volume = ulen > 8 ? ulen - 8 : 0;
     }
+    return true;
+}
+
+static inline bool
+tpm_packet_parse(const void *data, uint32_t caplen, uint32_t wirelen,
+                 struct tpm_pkt *pkt)
+{
+    uint64_t w0, w2, w4;
+    if (!tpm_packet_parse_v4__(data, caplen, wirelen, pkt, &w0, &w2, &w4)) {
+        return tpm_packet_parse_full(data, caplen, wirelen, pkt);
+    }
+    /* The key is written as five whole words: later 64-bit loads of it
+     * (comparisons, the hash) are forwarded from these stores, where
+     * narrower stores into the same words would stall each load until
+     * the stores retire. */
+    uint64_t *k = (uint64_t *) &pkt->key;
+    k[0] = w0;
+    k[1] = 0;
+    k[2] = w2;
+    k[3] = 0;
+    k[4] = w4;
+    pkt->hash = 0;
     return true;
 }
 
@@ -226,12 +266,22 @@ tpm_crc32c_u64__(uint64_t crc, uint64_t word)
     return crc;
 }
 
+/* The two CRC chains' seeds, and their final mix (see below). */
+#define TPM_KEY_HASH_A0 0x12345678
+#define TPM_KEY_HASH_B0 0x9abcdef0
+static inline uint32_t
+tpm_key_hash_mix__(uint64_t a, uint64_t b)
+{
+    uint32_t h = (uint32_t) (a ^ (b << 17 | b >> 15)) * 0x9e3779b1u;
+    return h ^ (h >> 16);
+}
+
 /* tpm_key_hash_crc32c(), inline: only where 'tpm_key_hash_hw' is true. */
 static inline uint32_t
 tpm_key_hash_crc32c_inline__(const struct tpm_key *key)
 {
     const uint64_t *w = (const uint64_t *) key;
-    uint64_t a = 0x12345678, b = 0x9abcdef0;
+    uint64_t a = TPM_KEY_HASH_A0, b = TPM_KEY_HASH_B0;
     /* Two independent CRC chains halve the dependency chain latency.  CRC
      * is linear, and the multiply only carries bits upward, so the final
      * xor-shift folds the high bits into the low ones that index tables
@@ -242,9 +292,12 @@ tpm_key_hash_crc32c_inline__(const struct tpm_key *key)
     a = tpm_crc32c_u64__(a, w[2]);
     b = tpm_crc32c_u64__(b, w[3]);
     a = tpm_crc32c_u64__(a, w[4]);
-    uint32_t h = (uint32_t) (a ^ (b << 17 | b >> 15)) * 0x9e3779b1u;
-    return h ^ (h >> 16);
+    return tpm_key_hash_mix__(a, b);
 }
+
+/* The 'b' chain of an IPv4 key, whose words 1 and 3 are zero: a constant,
+ * set at load time where 'tpm_key_hash_hw' is true. */
+extern uint64_t tpm_key_hash_v4_b;
 #endif
 
 static inline uint32_t
@@ -256,6 +309,41 @@ tpm_key_hash(const struct tpm_key *key)
     }
 #endif
     return tpm_key_hash_portable(key);
+}
+
+/* tpm_packet_parse(), and the key's hash in 'pkt->hash' (the value of
+ * tpm_key_hash()): computed from registers for the common case, without
+ * the zero words of an IPv4 key. */
+static inline bool
+tpm_packet_parse_hash(const void *data, uint32_t caplen, uint32_t wirelen,
+                      struct tpm_pkt *pkt)
+{
+    uint64_t w0, w2, w4;
+    if (!tpm_packet_parse_v4__(data, caplen, wirelen, pkt, &w0, &w2, &w4)) {
+        if (!tpm_packet_parse_full(data, caplen, wirelen, pkt)) {
+            return false;
+        }
+        pkt->hash = tpm_key_hash(&pkt->key);
+        return true;
+    }
+    uint64_t *k = (uint64_t *) &pkt->key;     /* As tpm_packet_parse(). */
+    k[0] = w0;
+    k[1] = 0;
+    k[2] = w2;
+    k[3] = 0;
+    k[4] = w4;
+#if defined(__x86_64__)
+    if (__builtin_expect(tpm_key_hash_hw, 1)) {
+        uint64_t a = TPM_KEY_HASH_A0;
+        a = tpm_crc32c_u64__(a, w0);
+        a = tpm_crc32c_u64__(a, w2);
+        a = tpm_crc32c_u64__(a, w4);
+        pkt->hash = tpm_key_hash_mix__(a, tpm_key_hash_v4_b);
+        return true;
+    }
+#endif
+    pkt->hash = tpm_key_hash_portable(&pkt->key);
+    return true;
 }
 
 /* Returns the name of the hash implementation in use ("crc32c-sse4.2" or

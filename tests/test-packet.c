@@ -937,7 +937,24 @@ START_TEST(test_truncation)
             /* The inline fast path and the full parser agree. */
             struct tpm_pkt slow;
             bool slow_ret = tpm_packet_parse_full(buf, len, e.wirelen, &slow);
+
+            /* The parse that hashes gives the same packet, and the hash
+             * of its key. */
+            struct tpm_pkt h;
+            memset(&h, 0x5a, sizeof h);
+            bool h_ret = tpm_packet_parse_hash(buf, len, e.wirelen, &h);
             free(buf);
+            ck_assert_msg(h_ret == ret, "%s/%u: parse_hash returned %d",
+                          e.name, len, h_ret);
+            if (ret) {
+                uint32_t hash = h.hash;
+                h.hash = p.hash;
+                ck_assert_msg(pkt_equal(&h, &p),
+                              "%s/%u: parse_hash differs", e.name, len);
+                ck_assert_msg(hash == tpm_key_hash(&p.key),
+                              "%s/%u: parse_hash hash %#x, key hash %#x",
+                              e.name, len, hash, tpm_key_hash(&p.key));
+            }
             ck_assert_msg(ret == slow_ret && (!ret || pkt_equal(&p, &slow)),
                           "%s/%u: fast path differs from full parse",
                           e.name, len);

@@ -1469,12 +1469,11 @@ process_batch__(struct tpm *tpm, const struct tpm_frame *frames,
     for (int i = 0; i < n; i++) {
         struct tpm_pkt *pkt = &pkts[i];
         bytes += frames[i].wirelen;
-        if (!tpm_packet_parse(frames[i].data, frames[i].caplen,
-                              frames[i].wirelen, pkt)) {
+        if (!tpm_packet_parse_hash(frames[i].data, frames[i].caplen,
+                                   frames[i].wirelen, pkt)) {
             non_ip++;
             continue;
         }
-        pkt->hash = tpm_key_hash(&pkt->key);
         if (pkt->hash == prev_hash) {
             same_hash |= 1ull << i;
         } else {
