@@ -82,9 +82,9 @@ agg_value__(const struct tpm_expr *node, bool prev, void *ctx_)
 
 /* Returns the value of child 'c''s event over its current accumulators and
  * stores in '*satisfied' whether the predicate holds. */
-double
-tpm_child_value__(const struct tpm *tpm, const struct tpm_child *c,
-                  bool *satisfied)
+static inline double
+child_value__(const struct tpm *tpm, const struct tpm_child *c,
+              bool *satisfied)
 {
     const struct tpm_ev *ev = &tpm->evs[c->ev];
     struct value_ctx ctx = { .ev = ev, .c = c };
@@ -112,6 +112,13 @@ tpm_child_value__(const struct tpm *tpm, const struct tpm_child *c,
     return tpm_expr_eval(ev->def->value, agg_value__, &ctx);
 }
 
+double
+tpm_child_value__(const struct tpm *tpm, const struct tpm_child *c,
+                  bool *satisfied)
+{
+    return child_value__(tpm, c, satisfied);
+}
+
 /* Returns the flags for a new interval of an instance of 'ev' starting at
  * absolute epoch 'start': partial if the event was added after it began
  * or its backfill has not completed. */
@@ -127,38 +134,42 @@ tpm_interval_flags__(const struct tpm *tpm, const struct tpm_ev *ev,
 }
 
 /* Closes child 'ci''s current interval: evaluates, records, reports. */
-static void
+static inline void
 child_close__(struct tpm *tpm, uint32_t ci)
 {
     struct tpm_child *c = &tpm->children[ci];
     const struct tpm_ev *ev = &tpm->evs[c->ev];
-    uint64_t end = (c->iv + 1) * ev->interval - 1;
-    bool sat = false;
-    double value = 0;
 
     /* An interval in which the group saw no packet is neither evaluated,
      * recorded nor reported: polls for it answer TPM_POLL_NO_GROUP. */
     if (c->acc[0] > 0) {
-        value = tpm_child_value__(tpm, c, &sat);
+        uint64_t end = (c->iv + 1) * ev->interval - 1;
+        bool sat;
+        double value = child_value__(tpm, c, &sat);
         struct tpm_hist *h = &tpm_child_hist(tpm, ci)[c->hist_pos];
         h->epoch = end;
         h->value = value;
         h->flags = c->flags;
         h->satisfied = sat;
-        c->hist_pos = (c->hist_pos + 1) % tpm->p.history_len;
-        c->hist_n = MIN(c->hist_n + 1, tpm->p.history_len);
-    }
-
-    if (sat) {
-        struct tpm_report r = {
-            .type = TPM_REPORT_SATISFIED,
-            .event_id = ev->id,
-            .epoch = end,
-            .value = value,
-            .flags = c->flags & TPM_CHILD_PARTIAL ? TPM_REPORT_PARTIAL : 0,
-            .group = c->gkey,
-        };
-        tpm_report__(tpm, &r);
+        /* A compare, not a division: this runs for every instance. */
+        if (++c->hist_pos == tpm->p.history_len) {
+            c->hist_pos = 0;
+        }
+        if (c->hist_n < tpm->p.history_len) {
+            c->hist_n++;
+        }
+        if (sat) {
+            struct tpm_report r = {
+                .type = TPM_REPORT_SATISFIED,
+                .event_id = ev->id,
+                .epoch = end,
+                .value = value,
+                .flags = c->flags & TPM_CHILD_PARTIAL ? TPM_REPORT_PARTIAL
+                                                      : 0,
+                .group = c->gkey,
+            };
+            tpm_report__(tpm, &r);
+        }
     }
 
     memcpy(c->prev, c->acc, sizeof c->prev);
@@ -362,6 +373,86 @@ sweep_finish__(struct tpm *tpm)
     TPM_STAT_ADD(tpm, sweeps_done, 1);
 }
 
+/* How far ahead of the instance being swept the sweep prefetches: the
+ * instance's own lines TPM_SWEEP_AHEAD_CHILD instances ahead, and the flow
+ * entry of its inline item and its history slot TPM_SWEEP_AHEAD_FLOW
+ * ahead (reading 'in_idx' and 'hist_pos' there, from lines fetched
+ * earlier).  An instance takes ~30 ns when its lines are in cache and a
+ * flow entry is a random access to a table larger than L2, so one
+ * instance of lead (the previous scheme) left most of each miss
+ * exposed. */
+#define TPM_SWEEP_AHEAD_CHILD 8
+#define TPM_SWEEP_AHEAD_FLOW 4
+
+static inline void
+sweep_prefetch__(const struct tpm *tpm, uint32_t ci, uint32_t tag)
+{
+    if (ci + TPM_SWEEP_AHEAD_CHILD < tpm->n_children) {
+        const char *p = (const char *)
+                        &tpm->children[ci + TPM_SWEEP_AHEAD_CHILD];
+        for (size_t o = 0; o < sizeof(struct tpm_child);
+             o += CACHE_LINE_SIZE) {
+            tpm_prefetch(p + o);
+        }
+    }
+    if (ci + TPM_SWEEP_AHEAD_FLOW < tpm->n_children) {
+        uint32_t cj = ci + TPM_SWEEP_AHEAD_FLOW;
+        const struct tpm_child *c = &tpm->children[cj];
+        uint32_t nf = c->in_idx;
+        if (nf != TPM_NONE) {
+            const struct tpm_flow *f = &tpm->ft.flows[nf];
+            tpm_prefetch(f);
+            tpm_prefetch(&f->stats[tag & 1]);
+        }
+        tpm_prefetch_write(&tpm_child_hist(tpm, cj)[c->hist_pos]);
+    }
+}
+
+/* Fills the prefetch pipeline at the start of a step that begins with
+ * child 'ci': what sweep_prefetch__() would have fetched for it and the
+ * instances up to its lead. */
+static void
+sweep_prefetch_start__(const struct tpm *tpm, uint32_t ci, uint32_t tag)
+{
+    uint32_t end = MIN(ci + TPM_SWEEP_AHEAD_CHILD, tpm->n_children);
+    for (uint32_t j = ci; j < end; j++) {
+        const char *p = (const char *) &tpm->children[j];
+        for (size_t o = 0; o < sizeof(struct tpm_child);
+             o += CACHE_LINE_SIZE) {
+            tpm_prefetch(p + o);
+        }
+    }
+    end = MIN(ci + TPM_SWEEP_AHEAD_FLOW, tpm->n_children);
+    for (uint32_t j = ci; j < end; j++) {
+        const struct tpm_child *c = &tpm->children[j];
+        if (c->in_idx != TPM_NONE) {
+            const struct tpm_flow *f = &tpm->ft.flows[c->in_idx];
+            tpm_prefetch(f);
+            tpm_prefetch(&f->stats[tag & 1]);
+        }
+    }
+}
+
+/* Ends the sweep of child 'ci' (all its flows gathered): closes the
+ * interval if the swept epoch ends it, then removes the child if idle
+ * or moves the cursor past it. */
+static inline void
+child_finish__(struct tpm *tpm, uint32_t ci, const struct tpm_ev *ev,
+               uint64_t abs)
+{
+    struct tpm_child *c = &tpm->children[ci];
+
+    if (ev->interval == 1 || (abs + 1) % ev->interval == 0) {
+        child_close__(tpm, ci);
+    }
+    tpm->sw.child_begun = false;
+    if (child_idle__(tpm, c, ev, abs)) {
+        tpm_child_remove__(tpm, ci);
+    } else {
+        tpm->sw.child++;
+    }
+}
+
 bool
 tpm_sweep_run__(struct tpm *tpm, uint64_t budget_ns)
 {
@@ -378,6 +469,9 @@ tpm_sweep_run__(struct tpm *tpm, uint64_t budget_ns)
     if (!sw->active) {
         return false;
     }
+    if (!sw->child_begun) {
+        sweep_prefetch_start__(tpm, sw->child, tag);
+    }
     while (sw->child < tpm->n_children) {
         uint32_t ci = sw->child;
         struct tpm_child *c = &tpm->children[ci];
@@ -385,26 +479,16 @@ tpm_sweep_run__(struct tpm *tpm, uint64_t budget_ns)
         uint32_t n = 1;
 
         if (!sw->child_begun) {
-            /* Instances are contiguous and usually hold one inline flow:
-             * fetch the next ones' flows while this one is processed. */
-            if (ci + 2 < tpm->n_children) {
-                const char *next = (const char *) &tpm->children[ci + 2];
-                for (size_t o = 0; o < sizeof *c; o += CACHE_LINE_SIZE) {
-                    tpm_prefetch(next + o);
-                }
-                const struct tpm_child *c1 = &tpm->children[ci + 1];
-                tpm_prefetch_write(&tpm_child_hist(tpm, ci + 1)[c1->hist_pos]);
-                uint32_t nf = tpm->children[ci + 1].in_idx;
-                if (nf != TPM_NONE) {
-                    tpm_prefetch(&tpm->ft.flows[nf]);
-                    tpm_prefetch(&tpm->ft.flows[nf].stats[tag & 1]);
-                }
-            }
+            sweep_prefetch__(tpm, ci, tag);
             if (ev->dying) {
                 tpm_child_remove__(tpm, ci);
                 continue;
             }
-            child_roll__(tpm, ci, abs / ev->interval);
+            /* No division for the usual one-epoch interval. */
+            uint64_t iv = ev->interval == 1 ? abs : abs / ev->interval;
+            if (c->iv < iv) {
+                child_roll__(tpm, ci, iv);
+            }
             if (c->in_idx != TPM_NONE) {
                 n++;
                 if (c->head != TPM_NONE) {
@@ -415,9 +499,14 @@ tpm_sweep_run__(struct tpm *tpm, uint64_t budget_ns)
                     TPM_STAT_ADD(tpm, sweep_stale_items, 1);
                 }
             }
-            sw->child_begun = true;
-            sw->rc = c->head;
-            sw->prev_wc = TPM_NONE;
+            if (c->head == TPM_NONE) {
+                /* No chunks (the common case): finish at once. */
+                child_finish__(tpm, ci, ev, abs);
+            } else {
+                sw->child_begun = true;
+                sw->rc = c->head;
+                sw->prev_wc = TPM_NONE;
+            }
         } else if (sw->rc != TPM_NONE) {
             uint32_t ch = sw->rc;
             n += chunk_gather__(tpm, c, ev, ch, tag);
@@ -429,15 +518,7 @@ tpm_sweep_run__(struct tpm *tpm, uint64_t budget_ns)
             }
         } else {
             /* All flows gathered. */
-            if (ev->interval == 1 || (abs + 1) % ev->interval == 0) {
-                child_close__(tpm, ci);
-            }
-            sw->child_begun = false;
-            if (child_idle__(tpm, c, ev, abs)) {
-                tpm_child_remove__(tpm, ci);
-            } else {
-                sw->child++;
-            }
+            child_finish__(tpm, ci, ev, abs);
         }
 
         visited += n - 1;
