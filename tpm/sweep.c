@@ -34,7 +34,8 @@
 
 struct value_ctx {
     const struct tpm_ev *ev;
-    const struct tpm_child *c;
+    const double *acc;          /* This interval's accumulators. */
+    const double *prev;         /* The previous interval's. */
 };
 
 /* Returns the value of aggregate 'a' over accumulators 'acc'. */
@@ -74,24 +75,22 @@ agg_value__(const struct tpm_expr *node, bool prev, void *ctx_)
     for (int i = 0; i < ctx->ev->n_aggs; i++) {
         if (ctx->ev->aggs[i].node == node) {
             return agg_compute__(&ctx->ev->aggs[i].calc,
-                                 prev ? ctx->c->prev : ctx->c->acc);
+                                 prev ? ctx->prev : ctx->acc);
         }
     }
     return 0;
 }
 
-/* Returns the value of child 'c''s event over its current accumulators and
- * stores in '*satisfied' whether the predicate holds. */
+/* Returns the value of event 'ev' over accumulators 'acc' (and 'prev' for
+ * the previous interval) and stores in '*satisfied' whether the predicate
+ * holds. */
 static inline double
-child_value__(const struct tpm *tpm, const struct tpm_child *c,
-              bool *satisfied)
+ev_value__(const struct tpm_ev *ev, const double *acc, const double *prev,
+           bool *satisfied)
 {
-    const struct tpm_ev *ev = &tpm->evs[c->ev];
-    struct value_ctx ctx = { .ev = ev, .c = c };
-
     if (ev->fast_agg >= 0) {
         /* "AGG op CONSTANT": one aggregate, one comparison. */
-        double v = agg_compute__(&ev->fast, c->acc);
+        double v = agg_compute__(&ev->fast, acc);
         double t = ev->fast_threshold;
         switch ((enum tpm_binop) ev->fast_op) {
         case TPM_OP_LT: *satisfied = v < t; break;
@@ -108,15 +107,19 @@ child_value__(const struct tpm *tpm, const struct tpm_child *c,
         }
         return v;
     }
+
+    struct value_ctx ctx = { .ev = ev, .acc = acc, .prev = prev };
     *satisfied = tpm_expr_eval(ev->def->pred, agg_value__, &ctx) != 0;
     return tpm_expr_eval(ev->def->value, agg_value__, &ctx);
 }
 
+/* Returns the value of child 'c''s event over its current accumulators and
+ * stores in '*satisfied' whether the predicate holds. */
 double
 tpm_child_value__(const struct tpm *tpm, const struct tpm_child *c,
                   bool *satisfied)
 {
-    return child_value__(tpm, c, satisfied);
+    return ev_value__(&tpm->evs[c->ev], c->acc, c->prev, satisfied);
 }
 
 /* Returns the flags for a new interval of an instance of 'ev' starting at
@@ -133,19 +136,22 @@ tpm_interval_flags__(const struct tpm *tpm, const struct tpm_ev *ev,
     return 0;
 }
 
-/* Closes child 'ci''s current interval: evaluates, records, reports. */
+/* Ends child 'ci''s current interval, whose accumulators are 'acc' (the
+ * child's own, or a direct instance's on the stack): evaluates, records
+ * and reports it, and moves the child to its next interval.  The caller
+ * moves 'acc' to 'prev' and clears it. */
 static inline void
-child_close__(struct tpm *tpm, uint32_t ci)
+interval_end__(struct tpm *tpm, uint32_t ci, const struct tpm_ev *ev,
+               const double *acc)
 {
     struct tpm_child *c = &tpm->children[ci];
-    const struct tpm_ev *ev = &tpm->evs[c->ev];
 
     /* An interval in which the group saw no packet is neither evaluated,
      * recorded nor reported: polls for it answer TPM_POLL_NO_GROUP. */
-    if (c->acc[0] > 0) {
+    if (acc[0] > 0) {
         uint64_t end = (c->iv + 1) * ev->interval - 1;
         bool sat;
-        double value = child_value__(tpm, c, &sat);
+        double value = ev_value__(ev, acc, c->prev, &sat);
         struct tpm_hist *h = &tpm_child_hist(tpm, ci)[c->hist_pos];
         h->epoch = end;
         h->value = value;
@@ -171,11 +177,23 @@ child_close__(struct tpm *tpm, uint32_t ci)
             tpm_report__(tpm, &r);
         }
     }
-
-    memcpy(c->prev, c->acc, sizeof c->prev);
-    memset(c->acc, 0, sizeof c->acc);
+    c->prev_pkts = acc[0] > 0;
     c->iv++;
     c->flags = tpm_interval_flags__(tpm, ev, c->iv * ev->interval);
+}
+
+/* Closes child 'ci''s current interval: evaluates, records, reports. */
+static inline void
+child_close__(struct tpm *tpm, uint32_t ci)
+{
+    struct tpm_child *c = &tpm->children[ci];
+    const struct tpm_ev *ev = &tpm->evs[c->ev];
+
+    interval_end__(tpm, ci, ev, c->acc);
+    if (ev->uses_prev) {
+        memcpy(c->prev, c->acc, sizeof c->prev);
+    }
+    memset(c->acc, 0, sizeof c->acc);
 }
 
 /* Brings child 'ci' to the interval containing the swept epoch, closing
@@ -194,13 +212,14 @@ child_roll__(struct tpm *tpm, uint32_t ci, uint64_t iv)
         /* A long gap: only the last K intervals can be in the history. */
         c->iv = iv - k;
         memset(c->prev, 0, sizeof c->prev);
+        c->prev_pkts = false;
     }
     while (c->iv < iv) {
         child_close__(tpm, ci);
     }
 }
 
-/* Adds flow item ('idx', 'gen') of child 'c' to its accumulators.  Returns
+/* Adds flow item ('idx', 'gen') of an instance to its accumulators 'acc'.  Returns
  * false if the item is to be dropped: its flow entry was reused or freed,
  * or the flow has gone idle (no packets in the swept epoch nor in the
  * current one).  An idle flow is retired: its generation changes, which
@@ -208,7 +227,7 @@ child_roll__(struct tpm *tpm, uint32_t ci, uint64_t iv)
  * again.  This keeps the sweep proportional to the active flows, not to
  * every flow seen in the last 'idle_epochs'. */
 static inline bool
-item_gather__(struct tpm *tpm, struct tpm_child *c, const struct tpm_ev *ev,
+item_gather__(struct tpm *tpm, double *acc, const struct tpm_ev *ev,
               uint32_t idx, uint32_t gen, uint32_t tag)
 {
     struct tpm_flow *f = &tpm->ft.flows[idx];
@@ -229,8 +248,8 @@ item_gather__(struct tpm *tpm, struct tpm_child *c, const struct tpm_ev *ev,
     }
 
     const struct tpm_flow_stats *st = &f->stats[tag & 1];
-    bool first = c->acc[0] == 0;
-    c->acc[0] += st->packets;
+    bool first = acc[0] == 0;
+    acc[0] += st->packets;
     int i = 0;
     for (uint32_t bits = f->sum_mask; bits; bits &= bits - 1, i++) {
         int j = ev->kind_acc[__builtin_ctz(bits)];
@@ -238,7 +257,7 @@ item_gather__(struct tpm *tpm, struct tpm_child *c, const struct tpm_ev *ev,
             continue;
         }
         double v = st->slot[i];
-        double *a = &c->acc[1 + j];
+        double *a = &acc[1 + j];
         switch ((enum tpm_sum_op) ev->ops[j]) {
         case TPM_SUM_SUM:
         case TPM_SUM_SUMSQ:
@@ -272,7 +291,7 @@ chunk_gather__(struct tpm *tpm, struct tpm_child *c, const struct tpm_ev *ev,
         if (i + 4 < n) {
             tpm_prefetch(&tpm->ft.flows[k->idx[i + 4]]);
         }
-        if (item_gather__(tpm, c, ev, k->idx[i], k->gen[i], tag)) {
+        if (item_gather__(tpm, c->acc, ev, k->idx[i], k->gen[i], tag)) {
             k->idx[w] = k->idx[i];
             k->gen[w] = k->gen[i];
             w++;
@@ -315,13 +334,15 @@ chunk_unlink__(struct tpm *tpm, struct tpm_child *c, uint32_t prev,
 /* Returns true if instance 'c' can go: it has no flows, saw no packets in
  * its current and previous interval, and its history holds nothing from
  * the last K intervals before absolute epoch 'abs' (so a poll for any of
- * them is still answered from the history). */
-static bool
+ * them is still answered from the history).  'acc_clear' says that the
+ * caller knows the current interval saw no packets yet (it has just
+ * begun), which spares reading the accumulators' line. */
+static inline bool
 child_idle__(const struct tpm *tpm, const struct tpm_child *c,
-             const struct tpm_ev *ev, uint64_t abs)
+             const struct tpm_ev *ev, uint64_t abs, bool acc_clear)
 {
-    if (c->in_idx != TPM_NONE || c->head != TPM_NONE || c->acc[0] != 0
-        || c->prev[0] != 0) {
+    if (c->in_idx != TPM_NONE || c->head != TPM_NONE || c->prev_pkts
+        || (!acc_clear && c->acc[0] != 0)) {
         return false;
     }
     if (!c->hist_n) {
@@ -374,37 +395,42 @@ sweep_finish__(struct tpm *tpm)
 }
 
 /* How far ahead of the instance being swept the sweep prefetches: the
- * instance's own lines TPM_SWEEP_AHEAD_CHILD instances ahead, and the flow
+ * instance's line 0 TPM_SWEEP_AHEAD_CHILD instances ahead, and the flow
  * entry of its inline item and its history slot TPM_SWEEP_AHEAD_FLOW
- * ahead (reading 'in_idx' and 'hist_pos' there, from lines fetched
- * earlier).  An instance takes ~30 ns when its lines are in cache and a
- * flow entry is a random access to a table larger than L2, so one
- * instance of lead (the previous scheme) left most of each miss
- * exposed. */
+ * ahead (reading 'in_idx' and 'hist_pos' there, from the line fetched
+ * earlier).  A direct instance takes ~10-20 ns when its lines are in
+ * cache, and a flow entry is a random access to a table larger than L2,
+ * so a lead of one instance would leave most of each miss exposed. */
 #define TPM_SWEEP_AHEAD_CHILD 8
 #define TPM_SWEEP_AHEAD_FLOW 4
+
+static inline void
+sweep_prefetch_flow__(const struct tpm *tpm, uint32_t ci, uint32_t tag)
+{
+    const struct tpm_child *c = &tpm->children[ci];
+    uint32_t nf = c->in_idx;
+
+    if (nf != TPM_NONE) {
+        const struct tpm_flow *f = &tpm->ft.flows[nf];
+        tpm_prefetch(f);
+        tpm_prefetch(&f->stats[tag & 1]);
+    }
+    if (c->head != TPM_NONE) {
+        /* Not direct: its accumulators will be read and written. */
+        tpm_prefetch_write(c->acc);
+        tpm_prefetch(&tpm->chunks[c->head]);
+    }
+    tpm_prefetch_write(&tpm_child_hist(tpm, ci)[c->hist_pos]);
+}
 
 static inline void
 sweep_prefetch__(const struct tpm *tpm, uint32_t ci, uint32_t tag)
 {
     if (ci + TPM_SWEEP_AHEAD_CHILD < tpm->n_children) {
-        const char *p = (const char *)
-                        &tpm->children[ci + TPM_SWEEP_AHEAD_CHILD];
-        for (size_t o = 0; o < sizeof(struct tpm_child);
-             o += CACHE_LINE_SIZE) {
-            tpm_prefetch(p + o);
-        }
+        tpm_prefetch(&tpm->children[ci + TPM_SWEEP_AHEAD_CHILD]);
     }
     if (ci + TPM_SWEEP_AHEAD_FLOW < tpm->n_children) {
-        uint32_t cj = ci + TPM_SWEEP_AHEAD_FLOW;
-        const struct tpm_child *c = &tpm->children[cj];
-        uint32_t nf = c->in_idx;
-        if (nf != TPM_NONE) {
-            const struct tpm_flow *f = &tpm->ft.flows[nf];
-            tpm_prefetch(f);
-            tpm_prefetch(&f->stats[tag & 1]);
-        }
-        tpm_prefetch_write(&tpm_child_hist(tpm, cj)[c->hist_pos]);
+        sweep_prefetch_flow__(tpm, ci + TPM_SWEEP_AHEAD_FLOW, tag);
     }
 }
 
@@ -416,20 +442,11 @@ sweep_prefetch_start__(const struct tpm *tpm, uint32_t ci, uint32_t tag)
 {
     uint32_t end = MIN(ci + TPM_SWEEP_AHEAD_CHILD, tpm->n_children);
     for (uint32_t j = ci; j < end; j++) {
-        const char *p = (const char *) &tpm->children[j];
-        for (size_t o = 0; o < sizeof(struct tpm_child);
-             o += CACHE_LINE_SIZE) {
-            tpm_prefetch(p + o);
-        }
+        tpm_prefetch(&tpm->children[j]);
     }
     end = MIN(ci + TPM_SWEEP_AHEAD_FLOW, tpm->n_children);
     for (uint32_t j = ci; j < end; j++) {
-        const struct tpm_child *c = &tpm->children[j];
-        if (c->in_idx != TPM_NONE) {
-            const struct tpm_flow *f = &tpm->ft.flows[c->in_idx];
-            tpm_prefetch(f);
-            tpm_prefetch(&f->stats[tag & 1]);
-        }
+        sweep_prefetch_flow__(tpm, j, tag);
     }
 }
 
@@ -441,16 +458,54 @@ child_finish__(struct tpm *tpm, uint32_t ci, const struct tpm_ev *ev,
                uint64_t abs)
 {
     struct tpm_child *c = &tpm->children[ci];
+    bool closed = ev->interval == 1 || (abs + 1) % ev->interval == 0;
 
-    if (ev->interval == 1 || (abs + 1) % ev->interval == 0) {
+    if (closed) {
         child_close__(tpm, ci);
     }
     tpm->sw.child_begun = false;
-    if (child_idle__(tpm, c, ev, abs)) {
+    if (child_idle__(tpm, c, ev, abs, closed)) {
         tpm_child_remove__(tpm, ci);
     } else {
         tpm->sw.child++;
     }
+}
+
+/* Direct instances.
+ *
+ * Most instances are of events with a one-epoch interval and no prev(),
+ * and hold at most their inline flow item (5-tuple groups always, and
+ * coarser groups with one active flow).  Each sweep closes their interval,
+ * so their accumulators never need to outlive the sweep of that one
+ * instance: child_direct__() gathers into accumulators on the stack,
+ * evaluates, records and reports, and touches only the instance's line 0,
+ * its flow entry and its history slot.  The instance's own 'acc' stays
+ * all zero (it is cleared at every close, and an instance is begun, after
+ * its roll-over, with nothing gathered), and 'prev' is not kept for
+ * events without prev() ('prev_pkts' says what the idle test needs).
+ * Returns the number of list items visited. */
+static inline uint32_t
+child_direct__(struct tpm *tpm, uint32_t ci, const struct tpm_ev *ev,
+               uint64_t abs, uint32_t tag)
+{
+    struct tpm_child *c = &tpm->children[ci];
+    double acc[TPM_ACC] = { 0 };
+    uint32_t n = 0;
+
+    if (c->in_idx != TPM_NONE) {
+        n = 1;
+        if (!item_gather__(tpm, acc, ev, c->in_idx, c->in_gen, tag)) {
+            c->in_idx = TPM_NONE;
+            TPM_STAT_ADD(tpm, sweep_stale_items, 1);
+        }
+    }
+    interval_end__(tpm, ci, ev, acc);
+    if (child_idle__(tpm, c, ev, abs, true)) {
+        tpm_child_remove__(tpm, ci);
+    } else {
+        tpm->sw.child++;
+    }
+    return n;
 }
 
 bool
@@ -486,26 +541,28 @@ tpm_sweep_run__(struct tpm *tpm, uint64_t budget_ns)
             }
             /* No division for the usual one-epoch interval. */
             uint64_t iv = ev->interval == 1 ? abs : abs / ev->interval;
-            if (c->iv < iv) {
+            if (OVS_UNLIKELY(c->iv < iv)) {
                 child_roll__(tpm, ci, iv);
             }
-            if (c->in_idx != TPM_NONE) {
-                n++;
-                if (c->head != TPM_NONE) {
-                    tpm_prefetch(&tpm->chunks[c->head]);
-                }
-                if (!item_gather__(tpm, c, ev, c->in_idx, c->in_gen, tag)) {
-                    c->in_idx = TPM_NONE;
-                    TPM_STAT_ADD(tpm, sweep_stale_items, 1);
-                }
-            }
-            if (c->head == TPM_NONE) {
-                /* No chunks (the common case): finish at once. */
-                child_finish__(tpm, ci, ev, abs);
+            if (c->head == TPM_NONE && ev->interval == 1
+                && !ev->uses_prev) {
+                n += child_direct__(tpm, ci, ev, abs, tag);
             } else {
-                sw->child_begun = true;
-                sw->rc = c->head;
-                sw->prev_wc = TPM_NONE;
+                if (c->in_idx != TPM_NONE) {
+                    n++;
+                    if (!item_gather__(tpm, c->acc, ev, c->in_idx,
+                                       c->in_gen, tag)) {
+                        c->in_idx = TPM_NONE;
+                        TPM_STAT_ADD(tpm, sweep_stale_items, 1);
+                    }
+                }
+                if (c->head == TPM_NONE) {
+                    child_finish__(tpm, ci, ev, abs);
+                } else {
+                    sw->child_begun = true;
+                    sw->rc = c->head;
+                    sw->prev_wc = TPM_NONE;
+                }
             }
         } else if (sw->rc != TPM_NONE) {
             uint32_t ch = sw->rc;

@@ -94,7 +94,8 @@ struct tpm_ev {
     /* Fast path for the common predicate "AGG op CONSTANT": the aggregate
      * compared ('fast_agg' >= 0), the comparison and the constant. */
     double fast_threshold;
-    bool dying;                 /* Deleted; children being removed. */
+    bool dying : 1;             /* Deleted; children being removed. */
+    bool uses_prev : 1;         /* The predicate uses prev(). */
     uint8_t n_kinds;
     int8_t fast_agg;
     uint8_t fast_op;            /* enum tpm_binop. */
@@ -120,25 +121,34 @@ BUILD_ASSERT_DECL(offsetof(struct tpm_ev, def) <= CACHE_LINE_SIZE);
 
 #define TPM_CHILD_PARTIAL 0x1
 
-/* A trigger instance: four cache lines, all read by the sweep. */
+/* A trigger instance: four cache lines.  The sweep reads line 0 for every
+ * instance; lines 1 and 2 only for instances that keep accumulators
+ * across the sweep of one epoch (see sweep.c, "Direct instances"); line
+ * 3 only to report. */
 struct tpm_child {
-    /* Line 0: identity and flows. */
-    struct tpm_key gkey;
+    /* Line 0: what the sweep reads for every instance. */
     uint32_t ev;                /* Event slot. */
     uint32_t head;              /* First chunk, or TPM_NONE. */
     uint32_t in_idx, in_gen;    /* Inline item; in_idx TPM_NONE if none. */
     uint64_t iv;                /* Interval being accumulated (absolute
                                  * interval number). */
-    /* Lines 1 and 2. */
-    double acc[TPM_ACC];        /* This interval: [0] packets. */
-    double prev[TPM_ACC];       /* Previous interval. */
-    /* Line 3. */
     uint32_t n_items;           /* Items in chunks. */
     uint32_t flags;             /* TPM_CHILD_*. */
     uint32_t hist_n;            /* Valid history entries. */
     uint32_t hist_pos;          /* Next history slot. */
+    bool prev_pkts;             /* The previous interval saw packets
+                                 * ('prev[0] != 0', which is not kept up
+                                 * to date for events without prev()). */
+    /* Lines 1 and 2. */
+    double acc[TPM_ACC] __attribute__((aligned(CACHE_LINE_SIZE)));
+                                /* This interval: [0] packets. */
+    double prev[TPM_ACC];       /* Previous interval (events that use
+                                 * prev() only). */
+    /* Line 3. */
+    struct tpm_key gkey;
 } __attribute__((aligned(CACHE_LINE_SIZE)));
 BUILD_ASSERT_DECL(offsetof(struct tpm_child, acc) == CACHE_LINE_SIZE);
+BUILD_ASSERT_DECL(offsetof(struct tpm_child, gkey) == 3 * CACHE_LINE_SIZE);
 BUILD_ASSERT_DECL(sizeof(struct tpm_child) == 4 * CACHE_LINE_SIZE);
 
 struct tpm_hist {

@@ -415,6 +415,11 @@ compile_agg__(const struct tpm_expr *node, bool prev, void *ctx_)
     if (ctx->error) {
         return;
     }
+    if (prev) {
+        /* The sweep keeps instances' previous-interval accumulators only
+         * for such events (sweep.c). */
+        ev->uses_prev = true;
+    }
     for (int i = 0; i < ev->n_aggs; i++) {
         if (ev->aggs[i].node == node) {
             return;
