@@ -132,6 +132,12 @@ struct tpm_child {
     uint32_t in_idx, in_gen;    /* Inline item; in_idx TPM_NONE if none. */
     uint64_t iv;                /* Interval being accumulated (absolute
                                  * interval number). */
+    uint64_t full_from;         /* Absolute epoch from which the event
+                                 * observes whole intervals (its
+                                 * 'first_full', which never changes once
+                                 * known), or UINT64_MAX if not yet
+                                 * copied: spares the sweep a read of the
+                                 * event's second line. */
     uint32_t n_items;           /* Items in chunks. */
     uint32_t flags;             /* TPM_CHILD_*. */
     uint32_t hist_n;            /* Valid history entries. */
@@ -147,6 +153,7 @@ struct tpm_child {
     /* Line 3. */
     struct tpm_key gkey;
 } __attribute__((aligned(CACHE_LINE_SIZE)));
+BUILD_ASSERT_DECL(offsetof(struct tpm_child, prev_pkts) < CACHE_LINE_SIZE);
 BUILD_ASSERT_DECL(offsetof(struct tpm_child, acc) == CACHE_LINE_SIZE);
 BUILD_ASSERT_DECL(offsetof(struct tpm_child, gkey) == 3 * CACHE_LINE_SIZE);
 BUILD_ASSERT_DECL(sizeof(struct tpm_child) == 4 * CACHE_LINE_SIZE);

@@ -680,6 +680,7 @@ child_get__(struct tpm *tpm, uint32_t evi, const struct tpm_key *gkey)
     c->ev = evi;
     c->head = TPM_NONE;
     c->in_idx = TPM_NONE;
+    c->full_from = UINT64_MAX;
     c->gkey = *gkey;
     /* Start with the interval of the epoch that the next sweep gathers
      * (the previous one), so a sweep in progress does not file that
