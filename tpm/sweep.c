@@ -87,6 +87,24 @@ agg_value__(const struct tpm_expr *node, bool prev, void *ctx_)
     return 0;
 }
 
+/* Returns 'v op t' for a comparison 'op' (enum tpm_binop). */
+static inline bool
+compare__(uint8_t op, double v, double t)
+{
+    switch ((enum tpm_binop) op) {
+    case TPM_OP_LT: return v < t;
+    case TPM_OP_LE: return v <= t;
+    case TPM_OP_GT: return v > t;
+    case TPM_OP_GE: return v >= t;
+    case TPM_OP_EQ: return v == t;
+    case TPM_OP_NE: return v != t;
+    case TPM_OP_ADD: case TPM_OP_SUB: case TPM_OP_MUL: case TPM_OP_DIV:
+    case TPM_OP_AND: case TPM_OP_OR:
+    default:
+        return false;
+    }
+}
+
 /* Returns the value of event 'ev' over accumulators 'acc' (and 'prev' for
  * the previous interval) and stores in '*satisfied' whether the predicate
  * holds. */
@@ -97,20 +115,7 @@ ev_value__(const struct tpm_ev *ev, const double *acc, const double *prev,
     if (ev->fast_agg >= 0) {
         /* "AGG op CONSTANT": one aggregate, one comparison. */
         double v = agg_compute__(&ev->fast, acc);
-        double t = ev->fast_threshold;
-        switch ((enum tpm_binop) ev->fast_op) {
-        case TPM_OP_LT: *satisfied = v < t; break;
-        case TPM_OP_LE: *satisfied = v <= t; break;
-        case TPM_OP_GT: *satisfied = v > t; break;
-        case TPM_OP_GE: *satisfied = v >= t; break;
-        case TPM_OP_EQ: *satisfied = v == t; break;
-        case TPM_OP_NE: *satisfied = v != t; break;
-        case TPM_OP_ADD: case TPM_OP_SUB: case TPM_OP_MUL: case TPM_OP_DIV:
-        case TPM_OP_AND: case TPM_OP_OR:
-        default:
-            *satisfied = false;
-            break;
-        }
+        *satisfied = compare__(ev->fast_op, v, ev->fast_threshold);
         return v;
     }
 
@@ -162,19 +167,30 @@ child_flags__(const struct tpm *tpm, struct tpm_child *c,
 /* Ends child 'ci''s current interval, whose accumulators are 'acc' (the
  * child's own, or a direct instance's on the stack): evaluates, records
  * and reports it, and moves the child to its next interval.  The caller
- * moves 'acc' to 'prev' and clears it. */
+ * moves 'acc' to 'prev' and clears it.  If 'planned', reads nothing from
+ * event 'ev' unless the child's 'full_from' is unknown. */
 static SWEEP_INLINE void
 interval_end__(struct tpm *tpm, uint32_t ci, const struct tpm_ev *ev,
-               const double *acc)
+               const double *acc, bool planned)
 {
     struct tpm_child *c = &tpm->children[ci];
 
     /* An interval in which the group saw no packet is neither evaluated,
      * recorded nor reported: polls for it answer TPM_POLL_NO_GROUP. */
     if (acc[0] > 0) {
-        uint64_t end = (c->iv + 1) * ev->interval - 1;
         bool sat;
-        double value = ev_value__(ev, acc, c->prev, &sat);
+        uint64_t end;
+        double value;
+        if (planned) {
+            /* From the copy of the event in line 0 (one-epoch
+             * interval, "AGG op CONSTANT"). */
+            end = c->iv;
+            value = agg_compute__(&c->calc, acc);
+            sat = compare__(c->op, value, c->threshold);
+        } else {
+            end = (c->iv + 1) * ev->interval - 1;
+            value = ev_value__(ev, acc, c->prev, &sat);
+        }
         struct tpm_hist *h = &tpm_child_hist(tpm, ci)[c->hist_pos];
         h->epoch = end;
         h->value = value;
@@ -190,7 +206,7 @@ interval_end__(struct tpm *tpm, uint32_t ci, const struct tpm_ev *ev,
         if (sat) {
             struct tpm_report r = {
                 .type = TPM_REPORT_SATISFIED,
-                .event_id = ev->id,
+                .event_id = planned ? c->ev_id : ev->id,
                 .epoch = end,
                 .value = value,
                 .flags = c->flags & TPM_CHILD_PARTIAL ? TPM_REPORT_PARTIAL
@@ -202,7 +218,8 @@ interval_end__(struct tpm *tpm, uint32_t ci, const struct tpm_ev *ev,
     }
     c->prev_pkts = acc[0] > 0;
     c->iv++;
-    c->flags = child_flags__(tpm, c, ev, c->iv * ev->interval);
+    c->flags = child_flags__(tpm, c, ev,
+                             planned ? c->iv : c->iv * ev->interval);
 }
 
 /* Closes child 'ci''s current interval: evaluates, records, reports. */
@@ -212,7 +229,7 @@ child_close__(struct tpm *tpm, uint32_t ci)
     struct tpm_child *c = &tpm->children[ci];
     const struct tpm_ev *ev = &tpm->evs[c->ev];
 
-    interval_end__(tpm, ci, ev, c->acc);
+    interval_end__(tpm, ci, ev, c->acc, false);
     if (ev->uses_prev) {
         memcpy(c->prev, c->acc, sizeof c->prev);
     }
@@ -242,16 +259,14 @@ child_roll__(struct tpm *tpm, uint32_t ci, uint64_t iv)
     }
 }
 
-/* Adds flow item ('idx', 'gen') of an instance to its accumulators 'acc'.  Returns
- * false if the item is to be dropped: its flow entry was reused or freed,
- * or the flow has gone idle (no packets in the swept epoch nor in the
- * current one).  An idle flow is retired: its generation changes, which
- * drops it from every list lazily, and it is matched again if it sends
- * again.  This keeps the sweep proportional to the active flows, not to
- * every flow seen in the last 'idle_epochs'. */
+/* Looks up flow item ('idx', 'gen') for the sweep of epoch tag 'tag'.
+ * Returns false if the item is to be dropped (see item_gather__()),
+ * retiring the flow if it went idle.  Otherwise stores the flow in '*fp'
+ * and in '*stp' its statistics of the swept epoch, or NULL if it had no
+ * packets then. */
 static SWEEP_INLINE bool
-item_gather__(struct tpm *tpm, double *acc, const struct tpm_ev *ev,
-              uint32_t idx, uint32_t gen, uint32_t tag)
+item_stats__(struct tpm *tpm, uint32_t idx, uint32_t gen, uint32_t tag,
+             struct tpm_flow **fp, const struct tpm_flow_stats **stp)
 {
     struct tpm_flow *f = &tpm->ft.flows[idx];
     if (f->gen != gen || f->state != TPM_FLOW_LIVE) {
@@ -267,10 +282,34 @@ item_gather__(struct tpm *tpm, double *acc, const struct tpm_ev *ev,
             TPM_STAT_ADD(tpm, flows_retired, 1);
             return false;
         }
+        *stp = NULL;
+        return true;
+    }
+    *fp = f;
+    *stp = &f->stats[tag & 1];
+    return true;
+}
+
+/* Adds flow item ('idx', 'gen') of an instance to its accumulators 'acc'.  Returns
+ * false if the item is to be dropped: its flow entry was reused or freed,
+ * or the flow has gone idle (no packets in the swept epoch nor in the
+ * current one).  An idle flow is retired: its generation changes, which
+ * drops it from every list lazily, and it is matched again if it sends
+ * again.  This keeps the sweep proportional to the active flows, not to
+ * every flow seen in the last 'idle_epochs'. */
+static SWEEP_INLINE bool
+item_gather__(struct tpm *tpm, double *acc, const struct tpm_ev *ev,
+              uint32_t idx, uint32_t gen, uint32_t tag)
+{
+    struct tpm_flow *f;
+    const struct tpm_flow_stats *st;
+    if (!item_stats__(tpm, idx, gen, tag, &f, &st)) {
+        return false;
+    }
+    if (!st) {
         return true;
     }
 
-    const struct tpm_flow_stats *st = &f->stats[tag & 1];
     bool first = acc[0] == 0;
     acc[0] += st->packets;
     int i = 0;
@@ -440,7 +479,9 @@ sweep_prefetch_flow__(const struct tpm *tpm, uint32_t ci, uint32_t tag)
     }
     /* The event's first line: with thousands of events it is seldom in
      * cache, and every test of the instance depends on it. */
-    tpm_prefetch(&tpm->evs[c->ev]);
+    if (!c->planned) {
+        tpm_prefetch(&tpm->evs[c->ev]);
+    }
     if (c->head != TPM_NONE) {
         /* Not direct: its accumulators will be read and written. */
         tpm_prefetch_write(c->acc);
@@ -546,7 +587,75 @@ child_direct__(struct tpm *tpm, uint32_t ci, const struct tpm_ev *ev,
             TPM_STAT_ADD(tpm, sweep_stale_items, 1);
         }
     }
-    interval_end__(tpm, ci, ev, acc);
+    interval_end__(tpm, ci, ev, acc, false);
+    if (child_idle__(tpm, c, ev, abs, true)) {
+        tpm_child_remove__(tpm, ci);
+    } else {
+        tpm->sw.child++;
+    }
+    return n;
+}
+
+/* Planned instances.
+ *
+ * Direct instances of events "AGG op CONSTANT" over at most two per-flow
+ * summaries (most events) carry in line 0 a copy of all that the sweep
+ * needs from their event (child_get__()), so child_planned__() sweeps
+ * them without reading the event: one random access fewer per instance,
+ * since instances follow flow arrival order, not event order.  While no
+ * event is dying (tpm->n_dying), the sweep need not read the event to
+ * know that its instances are to be removed either.  The accumulators are
+ * computed as item_gather__() computes them for an instance's only flow.
+ * Returns the number of list items visited. */
+static inline uint32_t
+child_planned__(struct tpm *tpm, uint32_t ci, uint64_t abs, uint32_t tag)
+{
+    struct tpm_child *c = &tpm->children[ci];
+    /* Read only if the history must be checked for idleness, or to learn
+     * 'full_from'. */
+    const struct tpm_ev *ev = &tpm->evs[c->ev];
+    double acc[3] = { 0 };      /* A plan covers accumulators 0 to 2. */
+    uint32_t n = 0;
+
+    if (c->in_idx != TPM_NONE) {
+        struct tpm_flow *f;
+        const struct tpm_flow_stats *st;
+
+        n = 1;
+        if (!item_stats__(tpm, c->in_idx, c->in_gen, tag, &f, &st)) {
+            c->in_idx = TPM_NONE;
+            TPM_STAT_ADD(tpm, sweep_stale_items, 1);
+        } else if (st) {
+            acc[0] += st->packets;
+            for (int j = 0; j < 2 && c->kind[j] != TPM_NO_KIND; j++) {
+                uint32_t bit = 1u << c->kind[j];
+                if (!(f->sum_mask & bit)) {
+                    continue;
+                }
+                /* The slot of kind 'kind[j]' follows those of the
+                 * flow's lower kinds. */
+                int i = 0;
+                for (uint32_t b = f->sum_mask & (bit - 1); b; b &= b - 1) {
+                    i++;
+                }
+                double v = st->slot[i];
+                switch ((enum tpm_sum_op) c->kind_op[j]) {
+                case TPM_SUM_SUM:
+                case TPM_SUM_SUMSQ:
+                case TPM_SUM_NONZERO:
+                    acc[1 + j] += v;
+                    break;
+                case TPM_SUM_MIN:
+                case TPM_SUM_MAX:
+                case TPM_SUM_LAST:
+                default:
+                    acc[1 + j] = v;
+                    break;
+                }
+            }
+        }
+    }
+    interval_end__(tpm, ci, ev, acc, true);
     if (child_idle__(tpm, c, ev, abs, true)) {
         tpm_child_remove__(tpm, ci);
     } else {
@@ -581,7 +690,11 @@ tpm_sweep_run__(struct tpm *tpm, uint64_t budget_ns)
         const struct tpm_ev *ev = &tpm->evs[c->ev];
         uint32_t n = 1;
 
-        if (!sw->child_begun) {
+        if (!sw->child_begun && c->planned && c->head == TPM_NONE
+            && c->iv == abs && !tpm->n_dying) {
+            sweep_prefetch__(tpm, ci, tag);
+            n += child_planned__(tpm, ci, abs, tag);
+        } else if (!sw->child_begun) {
             sweep_prefetch__(tpm, ci, tag);
             if (ev->dying) {
                 tpm_child_remove__(tpm, ci);

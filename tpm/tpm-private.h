@@ -123,8 +123,11 @@ BUILD_ASSERT_DECL(offsetof(struct tpm_ev, def) <= CACHE_LINE_SIZE);
 
 /* A trigger instance: four cache lines.  The sweep reads line 0 for every
  * instance; lines 1 and 2 only for instances that keep accumulators
- * across the sweep of one epoch (see sweep.c, "Direct instances"); line
- * 3 only to report. */
+ * across the sweep of one epoch; line 3 only to report.  For instances of
+ * events that can be swept without their event (see sweep.c, "Planned
+ * instances"), line 0 also holds a copy of what the sweep needs from the
+ * event, so that it reads no event line either: with thousands of events
+ * those are random accesses, one per instance. */
 struct tpm_child {
     /* Line 0: what the sweep reads for every instance. */
     uint32_t ev;                /* Event slot. */
@@ -137,14 +140,22 @@ struct tpm_child {
                                  * 'first_full', which never changes once
                                  * known), or UINT64_MAX if not yet
                                  * copied: spares the sweep a read of the
-                                 * event's second line. */
-    uint32_t n_items;           /* Items in chunks. */
-    uint32_t flags;             /* TPM_CHILD_*. */
-    uint32_t hist_n;            /* Valid history entries. */
-    uint32_t hist_pos;          /* Next history slot. */
+                                 * event. */
+    double threshold;           /* Planned: the event's 'fast_threshold'. */
+    uint32_t ev_id;             /* Planned: the event's 'id'. */
+    uint16_t hist_n;            /* Valid history entries. */
+    uint16_t hist_pos;          /* Next history slot. */
+    uint8_t flags;              /* TPM_CHILD_*. */
     bool prev_pkts;             /* The previous interval saw packets
                                  * ('prev[0] != 0', which is not kept up
                                  * to date for events without prev()). */
+    bool planned;               /* The event can be swept from this line
+                                 * alone (the fields marked "Planned"). */
+    uint8_t op;                 /* Planned: the event's 'fast_op'. */
+    struct tpm_agg_calc calc;   /* Planned: the event's 'fast'. */
+    uint8_t kind[2];            /* Planned: summary kind of accumulators 1
+                                 * and 2, or TPM_NO_KIND. */
+    uint8_t kind_op[2];         /* Planned: their enum tpm_sum_op. */
     /* Lines 1 and 2. */
     double acc[TPM_ACC] __attribute__((aligned(CACHE_LINE_SIZE)));
                                 /* This interval: [0] packets. */
@@ -152,11 +163,14 @@ struct tpm_child {
                                  * prev() only). */
     /* Line 3. */
     struct tpm_key gkey;
+    uint32_t n_items;           /* Items in chunks. */
 } __attribute__((aligned(CACHE_LINE_SIZE)));
-BUILD_ASSERT_DECL(offsetof(struct tpm_child, prev_pkts) < CACHE_LINE_SIZE);
+BUILD_ASSERT_DECL(offsetof(struct tpm_child, kind_op) + 2 <= CACHE_LINE_SIZE);
 BUILD_ASSERT_DECL(offsetof(struct tpm_child, acc) == CACHE_LINE_SIZE);
 BUILD_ASSERT_DECL(offsetof(struct tpm_child, gkey) == 3 * CACHE_LINE_SIZE);
 BUILD_ASSERT_DECL(sizeof(struct tpm_child) == 4 * CACHE_LINE_SIZE);
+
+#define TPM_NO_KIND 0xff
 
 struct tpm_hist {
     uint64_t epoch;             /* Last epoch of the interval (abs). */
@@ -253,6 +267,10 @@ struct tpm {
     struct tpm_ev *evs;         /* p.max_events slots. */
     uint32_t n_evs;             /* Installed (not dying). */
     uint32_t evs_hwm;           /* Slots ever used. */
+    uint32_t n_dying;           /* Events deleted whose instances the
+                                 * sweep has yet to remove: while 0, it
+                                 * need not look at an instance's event
+                                 * to know. */
     uint32_t *free_evs;         /* Freed slots below 'evs_hwm' (stack). */
     uint32_t n_free_evs;
     struct tpm_idmap_entry *idmap;  /* Event id -> slot, so commands run by
