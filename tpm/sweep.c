@@ -203,6 +203,7 @@ interval_end__(struct tpm *tpm, uint32_t ci, const struct tpm_ev *ev,
         if (c->hist_n < tpm->p.history_len) {
             c->hist_n++;
         }
+        c->sat_last = sat;
         if (sat) {
             struct tpm_report r = {
                 .type = TPM_REPORT_SATISFIED,
@@ -349,9 +350,18 @@ chunk_gather__(struct tpm *tpm, struct tpm_child *c, const struct tpm_ev *ev,
     struct tpm_chunk *k = &tpm->chunks[ch];
     uint32_t n = tpm->chunk_n[ch], w = 0;
 
+    /* Both lines of the flow entries 4 items ahead; the first 4 at once,
+     * so that short lists (the usual) overlap their misses. */
+    for (uint32_t i = 0; i < MIN(n, 4); i++) {
+        const struct tpm_flow *f = &tpm->ft.flows[k->idx[i]];
+        tpm_prefetch(f);
+        tpm_prefetch(&f->stats[tag & 1]);
+    }
     for (uint32_t i = 0; i < n; i++) {
         if (i + 4 < n) {
-            tpm_prefetch(&tpm->ft.flows[k->idx[i + 4]]);
+            const struct tpm_flow *f = &tpm->ft.flows[k->idx[i + 4]];
+            tpm_prefetch(f);
+            tpm_prefetch(&f->stats[tag & 1]);
         }
         if (item_gather__(tpm, c->acc, ev, k->idx[i], k->gen[i], tag)) {
             k->idx[w] = k->idx[i];
@@ -413,7 +423,7 @@ child_idle__(const struct tpm *tpm, const struct tpm_child *c,
     uint32_t k = tpm->p.history_len;
     const struct tpm_hist *h = tpm_child_hist(tpm, (uint32_t)
                                               (c - tpm->children));
-    uint64_t newest = h[(c->hist_pos + k - 1) % k].epoch;
+    uint64_t newest = h[c->hist_pos ? c->hist_pos - 1u : k - 1].epoch;
     return newest + (uint64_t) k * ev->interval <= abs;
 }
 
@@ -483,11 +493,24 @@ sweep_prefetch_flow__(const struct tpm *tpm, uint32_t ci, uint32_t tag)
         tpm_prefetch(&tpm->evs[c->ev]);
     }
     if (c->head != TPM_NONE) {
-        /* Not direct: its accumulators will be read and written. */
+        /* Not direct: its accumulators will be read and written, and its
+         * first chunk's items (both lines) read. */
+        const struct tpm_chunk *k = &tpm->chunks[c->head];
         tpm_prefetch_write(c->acc);
-        tpm_prefetch(&tpm->chunks[c->head]);
+        tpm_prefetch(k->idx);
+        tpm_prefetch(k->gen);
     }
-    tpm_prefetch_write(&tpm_child_hist(tpm, ci)[c->hist_pos]);
+    if (c->sat_last) {
+        tpm_prefetch(&c->gkey);
+    }
+    const struct tpm_hist *h = tpm_child_hist(tpm, ci);
+    if (nf == TPM_NONE && c->head == TPM_NONE) {
+        /* No flows left: the idle test will read the newest entry. */
+        uint32_t k = tpm->p.history_len;
+        tpm_prefetch(&h[c->hist_pos ? c->hist_pos - 1u : k - 1]);
+    } else {
+        tpm_prefetch_write(&h[c->hist_pos]);
+    }
 }
 
 static inline void

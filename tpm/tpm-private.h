@@ -156,6 +156,9 @@ struct tpm_child {
     uint8_t kind[2];            /* Planned: summary kind of accumulators 1
                                  * and 2, or TPM_NO_KIND. */
     uint8_t kind_op[2];         /* Planned: their enum tpm_sum_op. */
+    bool sat_last;              /* The last interval closed held: it
+                                 * will likely report again, so the sweep
+                                 * prefetches line 3 (the group key). */
     /* Lines 1 and 2. */
     double acc[TPM_ACC] __attribute__((aligned(CACHE_LINE_SIZE)));
                                 /* This interval: [0] packets. */
@@ -165,7 +168,7 @@ struct tpm_child {
     struct tpm_key gkey;
     uint32_t n_items;           /* Items in chunks. */
 } __attribute__((aligned(CACHE_LINE_SIZE)));
-BUILD_ASSERT_DECL(offsetof(struct tpm_child, kind_op) + 2 <= CACHE_LINE_SIZE);
+BUILD_ASSERT_DECL(offsetof(struct tpm_child, sat_last) < CACHE_LINE_SIZE);
 BUILD_ASSERT_DECL(offsetof(struct tpm_child, acc) == CACHE_LINE_SIZE);
 BUILD_ASSERT_DECL(offsetof(struct tpm_child, gkey) == 3 * CACHE_LINE_SIZE);
 BUILD_ASSERT_DECL(sizeof(struct tpm_child) == 4 * CACHE_LINE_SIZE);
