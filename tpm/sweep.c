@@ -408,10 +408,11 @@ chunk_unlink__(struct tpm *tpm, struct tpm_child *c, uint32_t prev,
  * the last K intervals before absolute epoch 'abs' (so a poll for any of
  * them is still answered from the history).  'acc_clear' says that the
  * caller knows the current interval saw no packets yet (it has just
- * begun), which spares reading the accumulators' line. */
+ * begun), which spares reading the accumulators' line; 'interval' is
+ * the event's (a planned instance's is 1, and its event is not read). */
 static inline bool
 child_idle__(const struct tpm *tpm, const struct tpm_child *c,
-             const struct tpm_ev *ev, uint64_t abs, bool acc_clear)
+             uint32_t interval, uint64_t abs, bool acc_clear)
 {
     if (c->in_idx != TPM_NONE || c->head != TPM_NONE || c->prev_pkts
         || (!acc_clear && c->acc[0] != 0)) {
@@ -424,7 +425,7 @@ child_idle__(const struct tpm *tpm, const struct tpm_child *c,
     const struct tpm_hist *h = tpm_child_hist(tpm, (uint32_t)
                                               (c - tpm->children));
     uint64_t newest = h[c->hist_pos ? c->hist_pos - 1u : k - 1].epoch;
-    return newest + (uint64_t) k * ev->interval <= abs;
+    return newest + (uint64_t) k * interval <= abs;
 }
 
 void
@@ -575,7 +576,7 @@ child_finish__(struct tpm *tpm, uint32_t ci, const struct tpm_ev *ev,
         child_close__(tpm, ci);
     }
     tpm->sw.child_begun = false;
-    if (child_idle__(tpm, c, ev, abs, closed)) {
+    if (child_idle__(tpm, c, ev->interval, abs, closed)) {
         tpm_child_remove__(tpm, ci);
     } else {
         tpm->sw.child++;
@@ -611,7 +612,7 @@ child_direct__(struct tpm *tpm, uint32_t ci, const struct tpm_ev *ev,
         }
     }
     interval_end__(tpm, ci, ev, acc, false);
-    if (child_idle__(tpm, c, ev, abs, true)) {
+    if (child_idle__(tpm, c, ev->interval, abs, true)) {
         tpm_child_remove__(tpm, ci);
     } else {
         tpm->sw.child++;
@@ -634,8 +635,7 @@ static inline uint32_t
 child_planned__(struct tpm *tpm, uint32_t ci, uint64_t abs, uint32_t tag)
 {
     struct tpm_child *c = &tpm->children[ci];
-    /* Read only if the history must be checked for idleness, or to learn
-     * 'full_from'. */
+    /* Read only to learn 'full_from'. */
     const struct tpm_ev *ev = &tpm->evs[c->ev];
     double acc[3] = { 0 };      /* A plan covers accumulators 0 to 2. */
     uint32_t n = 0;
@@ -679,7 +679,7 @@ child_planned__(struct tpm *tpm, uint32_t ci, uint64_t abs, uint32_t tag)
         }
     }
     interval_end__(tpm, ci, ev, acc, true);
-    if (child_idle__(tpm, c, ev, abs, true)) {
+    if (child_idle__(tpm, c, 1, abs, true)) {
         tpm_child_remove__(tpm, ci);
     } else {
         tpm->sw.child++;
