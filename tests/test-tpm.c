@@ -400,6 +400,151 @@ START_TEST(test_aggregates_runs)
 }
 END_TEST
 
+/* Reference model for test_sweep_paths: per (epoch, /24 group, host) the
+ * packets' values; host -1 for the whole /24. */
+struct path_cell {
+    uint64_t epoch;
+    int group, host;
+    double n, sum, sumsq, min, max, nz;
+};
+
+static struct path_cell *
+path_cell(struct path_cell *cells, int *n_cells, uint64_t epoch, int group,
+          int host)
+{
+    for (int i = 0; i < *n_cells; i++) {
+        if (cells[i].epoch == epoch && cells[i].group == group
+            && cells[i].host == host) {
+            return &cells[i];
+        }
+    }
+    struct path_cell *c = &cells[(*n_cells)++];
+    memset(c, 0, sizeof *c);
+    c->epoch = epoch;
+    c->group = group;
+    c->host = host;
+    return c;
+}
+
+static void
+path_cell_add(struct path_cell *c, int payload, int ttl)
+{
+    c->min = c->n ? MIN(c->min, ttl) : ttl;
+    c->max = c->n ? MAX(c->max, ttl) : ttl;
+    c->n++;
+    c->sum += payload;
+    c->sumsq += (double) payload * payload;
+    c->nz += payload > 20;
+}
+
+START_TEST(test_sweep_paths)
+{
+    /* One-epoch events that always hold, so that every (group, epoch)
+     * with packets is reported with its value, compared with a reference
+     * computed from the packets sent.  The sweep takes a different path
+     * for each kind of instance: 5-tuple instances of "AGG op CONSTANT"
+     * events are swept from a copy of their event (planned), those of
+     * other one-epoch predicates without prev() gather on the stack, and
+     * instances with prev() or with several flows (the /24 groups 2 to
+     * 4) keep their accumulators; an event deleted halfway makes the
+     * sweep look at every instance's event again for a while. */
+    static const char *const defs[] = {
+        "predicate=sum(volume) >= 0 group=5tuple",
+        "predicate=count() >= 0 group=5tuple",
+        "predicate=max(ttl) >= 0 group=5tuple",
+        "predicate=min(ttl) >= 0 group=5tuple",
+        "predicate=stddev(volume) >= 0 group=5tuple",
+        "predicate=count(volume > 20) >= 0 group=5tuple",
+        "predicate=sum(volume) + count() >= 0 group=5tuple",
+        "predicate=count() + 0 * prev(count()) >= 0 group=5tuple",
+        "predicate=avg(volume) >= 0 group=nw_dst/24",
+    };
+    enum { N_DEFS = ARRAY_SIZE(defs), DOOMED = 99 };
+    struct tpm *tpm = new_tpm(NULL);
+    static struct reports rs;
+    static struct path_cell cells[4096];
+    int n_cells = 0;
+    uint32_t seed = 777;
+
+    rs.n = 0;
+    for (int i = 0; i < N_DEFS; i++) {
+        char line[256];
+        snprintf(line, sizeof line, "e%d filter=udp,nw_dst=10.3.0.0/16 %s "
+                 "interval=10ms", i, defs[i]);
+        add(tpm, i, line);
+    }
+    add(tpm, DOOMED, "doomed filter=udp,nw_dst=10.3.0.0/16 "
+        "predicate=count() >= 0 group=5tuple interval=10ms");
+
+    uint64_t now = T0 + 3 * MS;
+    for (int k = 0; k < 3000; k++) {
+        seed = seed * 1103515245 + 12345;
+        int group = (seed >> 8) % 5;
+        /* Groups 0 and 1: one flow each. */
+        int host = group < 2 ? 1 : (int) ((seed >> 12) % 7);
+        int payload = (seed >> 16) % 60;
+        int ttl = 1 + (seed >> 20) % 200;
+        struct frame f;
+        udp_frame(&f, ip4(10, 99, 0, host), ip4(10, 3, group, host), 5 + host,
+                  53, payload, ttl);
+        now += (seed >> 24) % 64 == 0 ? 27 * MS : 37000;
+        send1(tpm, now, &f);
+        sweep_all(tpm);
+        collect(tpm, &rs);
+        if (k == 1500) {
+            ck_assert_int_eq(tpm_event_del(tpm, DOOMED), 0);
+        }
+
+        uint64_t e = now / (10 * MS);
+        path_cell_add(path_cell(cells, &n_cells, e, group, host), payload,
+                      ttl);
+        path_cell_add(path_cell(cells, &n_cells, e, group, -1), payload,
+                      ttl);
+    }
+    tpm_advance(tpm, (now / (10 * MS) + 1) * 10 * MS);
+    sweep_all(tpm);
+    collect(tpm, &rs);
+
+    int expected = 0;
+    for (int i = 0; i < n_cells; i++) {
+        const struct path_cell *c = &cells[i];
+        double mean = c->sum / c->n;
+        double expect[N_DEFS] = {
+            c->sum, c->n, c->max, c->min,
+            sqrt(MAX(0, c->sumsq / c->n - mean * mean)), c->nz,
+            c->sum + c->n, c->n, c->sum / c->n,
+        };
+        for (int d = 0; d < N_DEFS; d++) {
+            if ((d == N_DEFS - 1) != (c->host < 0)) {
+                continue;
+            }
+            uint32_t dst = ip4(10, 3, c->group, MAX(c->host, 0));
+            const struct tpm_report *r = find_report(&rs, d, c->epoch, dst);
+            ck_assert_msg(r, "no report for event %d epoch %llu group %d "
+                          "host %d", d, (unsigned long long) c->epoch,
+                          c->group, c->host);
+            ck_assert_msg(fabs(r->value - expect[d])
+                          <= 1e-9 * MAX(1, fabs(expect[d])),
+                          "event %d group %d host %d: %.17g != %.17g", d,
+                          c->group, c->host, r->value, expect[d]);
+            ck_assert_uint_eq(r->flags, 0);
+            expected++;
+        }
+    }
+    int got = 0;
+    for (int i = 0; i < rs.n; i++) {
+        got += rs.r[i].event_id != DOOMED;
+    }
+    ck_assert_int_eq(got, expected);
+
+    struct tpm_stats s;
+    stats(tpm, &s);
+    ck_assert_uint_eq(s.sweeps_unfinished, 0);
+    ck_assert_uint_gt(s.epochs_skipped, 0);
+    tpm_destroy(tpm);
+}
+END_TEST
+
 START_TEST(test_interval_and_lazy_reset)
 {
     struct tpm *tpm = new_tpm(NULL);
@@ -1843,6 +1988,7 @@ tpm_suite(void)
     tcase_add_test(tc, test_group_aggregation);
     tcase_add_test(tc, test_aggregates_random);
     tcase_add_test(tc, test_aggregates_runs);
+    tcase_add_test(tc, test_sweep_paths);
     tcase_add_test(tc, test_interval_and_lazy_reset);
     tcase_add_test(tc, test_sweep_budget_resume);
     tcase_add_test(tc, test_unfinished_sweep);

@@ -32,9 +32,16 @@
 
 #include "clock.h"
 
+/* For the few helpers of the per-instance path that GCC would otherwise
+ * call out of line (their other callers are cold): the direct path is
+ * ~200 instructions per instance, and a call costs ~10 with its register
+ * saves. */
+#define SWEEP_INLINE inline __attribute__((always_inline))
+
 struct value_ctx {
     const struct tpm_ev *ev;
-    const struct tpm_child *c;
+    const double *acc;          /* This interval's accumulators. */
+    const double *prev;         /* The previous interval's. */
 };
 
 /* Returns the value of aggregate 'a' over accumulators 'acc'. */
@@ -74,10 +81,47 @@ agg_value__(const struct tpm_expr *node, bool prev, void *ctx_)
     for (int i = 0; i < ctx->ev->n_aggs; i++) {
         if (ctx->ev->aggs[i].node == node) {
             return agg_compute__(&ctx->ev->aggs[i].calc,
-                                 prev ? ctx->c->prev : ctx->c->acc);
+                                 prev ? ctx->prev : ctx->acc);
         }
     }
     return 0;
+}
+
+/* Returns 'v op t' for a comparison 'op' (enum tpm_binop). */
+static inline bool
+compare__(uint8_t op, double v, double t)
+{
+    switch ((enum tpm_binop) op) {
+    case TPM_OP_LT: return v < t;
+    case TPM_OP_LE: return v <= t;
+    case TPM_OP_GT: return v > t;
+    case TPM_OP_GE: return v >= t;
+    case TPM_OP_EQ: return v == t;
+    case TPM_OP_NE: return v != t;
+    case TPM_OP_ADD: case TPM_OP_SUB: case TPM_OP_MUL: case TPM_OP_DIV:
+    case TPM_OP_AND: case TPM_OP_OR:
+    default:
+        return false;
+    }
+}
+
+/* Returns the value of event 'ev' over accumulators 'acc' (and 'prev' for
+ * the previous interval) and stores in '*satisfied' whether the predicate
+ * holds. */
+static inline double
+ev_value__(const struct tpm_ev *ev, const double *acc, const double *prev,
+           bool *satisfied)
+{
+    if (ev->fast_agg >= 0) {
+        /* "AGG op CONSTANT": one aggregate, one comparison. */
+        double v = agg_compute__(&ev->fast, acc);
+        *satisfied = compare__(ev->fast_op, v, ev->fast_threshold);
+        return v;
+    }
+
+    struct value_ctx ctx = { .ev = ev, .acc = acc, .prev = prev };
+    *satisfied = tpm_expr_eval(ev->def->pred, agg_value__, &ctx) != 0;
+    return tpm_expr_eval(ev->def->value, agg_value__, &ctx);
 }
 
 /* Returns the value of child 'c''s event over its current accumulators and
@@ -86,30 +130,7 @@ double
 tpm_child_value__(const struct tpm *tpm, const struct tpm_child *c,
                   bool *satisfied)
 {
-    const struct tpm_ev *ev = &tpm->evs[c->ev];
-    struct value_ctx ctx = { .ev = ev, .c = c };
-
-    if (ev->fast_agg >= 0) {
-        /* "AGG op CONSTANT": one aggregate, one comparison. */
-        double v = agg_compute__(&ev->fast, c->acc);
-        double t = ev->fast_threshold;
-        switch ((enum tpm_binop) ev->fast_op) {
-        case TPM_OP_LT: *satisfied = v < t; break;
-        case TPM_OP_LE: *satisfied = v <= t; break;
-        case TPM_OP_GT: *satisfied = v > t; break;
-        case TPM_OP_GE: *satisfied = v >= t; break;
-        case TPM_OP_EQ: *satisfied = v == t; break;
-        case TPM_OP_NE: *satisfied = v != t; break;
-        case TPM_OP_ADD: case TPM_OP_SUB: case TPM_OP_MUL: case TPM_OP_DIV:
-        case TPM_OP_AND: case TPM_OP_OR:
-        default:
-            *satisfied = false;
-            break;
-        }
-        return v;
-    }
-    *satisfied = tpm_expr_eval(ev->def->pred, agg_value__, &ctx) != 0;
-    return tpm_expr_eval(ev->def->value, agg_value__, &ctx);
+    return ev_value__(&tpm->evs[c->ev], c->acc, c->prev, satisfied);
 }
 
 /* Returns the flags for a new interval of an instance of 'ev' starting at
@@ -126,45 +147,94 @@ tpm_interval_flags__(const struct tpm *tpm, const struct tpm_ev *ev,
     return 0;
 }
 
-/* Closes child 'ci''s current interval: evaluates, records, reports. */
-static void
-child_close__(struct tpm *tpm, uint32_t ci)
+/* Returns the flags for child 'c''s interval starting at absolute epoch
+ * 'start', as tpm_interval_flags__() does, from the copy of the event's
+ * 'first_full' in the child's line 0 once it is known. */
+static inline uint32_t
+child_flags__(const struct tpm *tpm, struct tpm_child *c,
+              const struct tpm_ev *ev, uint64_t start)
+{
+    if (OVS_UNLIKELY(c->full_from == UINT64_MAX)) {
+        if (ev->first_full == UINT64_MAX) {
+            return TPM_CHILD_PARTIAL;
+        }
+        c->full_from = ev->first_full ? tpm_abs_epoch(tpm, ev->first_full)
+                                      : 0;
+    }
+    return start < c->full_from ? TPM_CHILD_PARTIAL : 0;
+}
+
+/* Ends child 'ci''s current interval, whose accumulators are 'acc' (the
+ * child's own, or a direct instance's on the stack): evaluates, records
+ * and reports it, and moves the child to its next interval.  The caller
+ * moves 'acc' to 'prev' and clears it.  If 'planned', reads nothing from
+ * event 'ev' unless the child's 'full_from' is unknown. */
+static SWEEP_INLINE void
+interval_end__(struct tpm *tpm, uint32_t ci, const struct tpm_ev *ev,
+               const double *acc, bool planned)
 {
     struct tpm_child *c = &tpm->children[ci];
-    const struct tpm_ev *ev = &tpm->evs[c->ev];
-    uint64_t end = (c->iv + 1) * ev->interval - 1;
-    bool sat = false;
-    double value = 0;
 
     /* An interval in which the group saw no packet is neither evaluated,
      * recorded nor reported: polls for it answer TPM_POLL_NO_GROUP. */
-    if (c->acc[0] > 0) {
-        value = tpm_child_value__(tpm, c, &sat);
+    if (acc[0] > 0) {
+        bool sat;
+        uint64_t end;
+        double value;
+        if (planned) {
+            /* From the copy of the event in line 0 (one-epoch
+             * interval, "AGG op CONSTANT"). */
+            end = c->iv;
+            value = agg_compute__(&c->calc, acc);
+            sat = compare__(c->op, value, c->threshold);
+        } else {
+            end = (c->iv + 1) * ev->interval - 1;
+            value = ev_value__(ev, acc, c->prev, &sat);
+        }
         struct tpm_hist *h = &tpm_child_hist(tpm, ci)[c->hist_pos];
         h->epoch = end;
         h->value = value;
         h->flags = c->flags;
         h->satisfied = sat;
-        c->hist_pos = (c->hist_pos + 1) % tpm->p.history_len;
-        c->hist_n = MIN(c->hist_n + 1, tpm->p.history_len);
+        /* A compare, not a division: this runs for every instance. */
+        if (++c->hist_pos == tpm->p.history_len) {
+            c->hist_pos = 0;
+        }
+        if (c->hist_n < tpm->p.history_len) {
+            c->hist_n++;
+        }
+        c->sat_last = sat;
+        if (sat) {
+            struct tpm_report r = {
+                .type = TPM_REPORT_SATISFIED,
+                .event_id = planned ? c->ev_id : ev->id,
+                .epoch = end,
+                .value = value,
+                .flags = c->flags & TPM_CHILD_PARTIAL ? TPM_REPORT_PARTIAL
+                                                      : 0,
+                .group = c->gkey,
+            };
+            tpm_report__(tpm, &r);
+        }
     }
-
-    if (sat) {
-        struct tpm_report r = {
-            .type = TPM_REPORT_SATISFIED,
-            .event_id = ev->id,
-            .epoch = end,
-            .value = value,
-            .flags = c->flags & TPM_CHILD_PARTIAL ? TPM_REPORT_PARTIAL : 0,
-            .group = c->gkey,
-        };
-        tpm_report__(tpm, &r);
-    }
-
-    memcpy(c->prev, c->acc, sizeof c->prev);
-    memset(c->acc, 0, sizeof c->acc);
+    c->prev_pkts = acc[0] > 0;
     c->iv++;
-    c->flags = tpm_interval_flags__(tpm, ev, c->iv * ev->interval);
+    c->flags = child_flags__(tpm, c, ev,
+                             planned ? c->iv : c->iv * ev->interval);
+}
+
+/* Closes child 'ci''s current interval: evaluates, records, reports. */
+static inline void
+child_close__(struct tpm *tpm, uint32_t ci)
+{
+    struct tpm_child *c = &tpm->children[ci];
+    const struct tpm_ev *ev = &tpm->evs[c->ev];
+
+    interval_end__(tpm, ci, ev, c->acc, false);
+    if (ev->uses_prev) {
+        memcpy(c->prev, c->acc, sizeof c->prev);
+    }
+    memset(c->acc, 0, sizeof c->acc);
 }
 
 /* Brings child 'ci' to the interval containing the swept epoch, closing
@@ -183,22 +253,21 @@ child_roll__(struct tpm *tpm, uint32_t ci, uint64_t iv)
         /* A long gap: only the last K intervals can be in the history. */
         c->iv = iv - k;
         memset(c->prev, 0, sizeof c->prev);
+        c->prev_pkts = false;
     }
     while (c->iv < iv) {
         child_close__(tpm, ci);
     }
 }
 
-/* Adds flow item ('idx', 'gen') of child 'c' to its accumulators.  Returns
- * false if the item is to be dropped: its flow entry was reused or freed,
- * or the flow has gone idle (no packets in the swept epoch nor in the
- * current one).  An idle flow is retired: its generation changes, which
- * drops it from every list lazily, and it is matched again if it sends
- * again.  This keeps the sweep proportional to the active flows, not to
- * every flow seen in the last 'idle_epochs'. */
-static inline bool
-item_gather__(struct tpm *tpm, struct tpm_child *c, const struct tpm_ev *ev,
-              uint32_t idx, uint32_t gen, uint32_t tag)
+/* Looks up flow item ('idx', 'gen') for the sweep of epoch tag 'tag'.
+ * Returns false if the item is to be dropped (see item_gather__()),
+ * retiring the flow if it went idle.  Otherwise stores the flow in '*fp'
+ * and in '*stp' its statistics of the swept epoch, or NULL if it had no
+ * packets then. */
+static SWEEP_INLINE bool
+item_stats__(struct tpm *tpm, uint32_t idx, uint32_t gen, uint32_t tag,
+             struct tpm_flow **fp, const struct tpm_flow_stats **stp)
 {
     struct tpm_flow *f = &tpm->ft.flows[idx];
     if (f->gen != gen || f->state != TPM_FLOW_LIVE) {
@@ -214,12 +283,36 @@ item_gather__(struct tpm *tpm, struct tpm_child *c, const struct tpm_ev *ev,
             TPM_STAT_ADD(tpm, flows_retired, 1);
             return false;
         }
+        *stp = NULL;
+        return true;
+    }
+    *fp = f;
+    *stp = &f->stats[tag & 1];
+    return true;
+}
+
+/* Adds flow item ('idx', 'gen') of an instance to its accumulators 'acc'.  Returns
+ * false if the item is to be dropped: its flow entry was reused or freed,
+ * or the flow has gone idle (no packets in the swept epoch nor in the
+ * current one).  An idle flow is retired: its generation changes, which
+ * drops it from every list lazily, and it is matched again if it sends
+ * again.  This keeps the sweep proportional to the active flows, not to
+ * every flow seen in the last 'idle_epochs'. */
+static SWEEP_INLINE bool
+item_gather__(struct tpm *tpm, double *acc, const struct tpm_ev *ev,
+              uint32_t idx, uint32_t gen, uint32_t tag)
+{
+    struct tpm_flow *f;
+    const struct tpm_flow_stats *st;
+    if (!item_stats__(tpm, idx, gen, tag, &f, &st)) {
+        return false;
+    }
+    if (!st) {
         return true;
     }
 
-    const struct tpm_flow_stats *st = &f->stats[tag & 1];
-    bool first = c->acc[0] == 0;
-    c->acc[0] += st->packets;
+    bool first = acc[0] == 0;
+    acc[0] += st->packets;
     int i = 0;
     for (uint32_t bits = f->sum_mask; bits; bits &= bits - 1, i++) {
         int j = ev->kind_acc[__builtin_ctz(bits)];
@@ -227,7 +320,7 @@ item_gather__(struct tpm *tpm, struct tpm_child *c, const struct tpm_ev *ev,
             continue;
         }
         double v = st->slot[i];
-        double *a = &c->acc[1 + j];
+        double *a = &acc[1 + j];
         switch ((enum tpm_sum_op) ev->ops[j]) {
         case TPM_SUM_SUM:
         case TPM_SUM_SUMSQ:
@@ -257,11 +350,20 @@ chunk_gather__(struct tpm *tpm, struct tpm_child *c, const struct tpm_ev *ev,
     struct tpm_chunk *k = &tpm->chunks[ch];
     uint32_t n = tpm->chunk_n[ch], w = 0;
 
+    /* Both lines of the flow entries 4 items ahead; the first 4 at once,
+     * so that short lists (the usual) overlap their misses. */
+    for (uint32_t i = 0; i < MIN(n, 4); i++) {
+        const struct tpm_flow *f = &tpm->ft.flows[k->idx[i]];
+        tpm_prefetch(f);
+        tpm_prefetch(&f->stats[tag & 1]);
+    }
     for (uint32_t i = 0; i < n; i++) {
         if (i + 4 < n) {
-            tpm_prefetch(&tpm->ft.flows[k->idx[i + 4]]);
+            const struct tpm_flow *f = &tpm->ft.flows[k->idx[i + 4]];
+            tpm_prefetch(f);
+            tpm_prefetch(&f->stats[tag & 1]);
         }
-        if (item_gather__(tpm, c, ev, k->idx[i], k->gen[i], tag)) {
+        if (item_gather__(tpm, c->acc, ev, k->idx[i], k->gen[i], tag)) {
             k->idx[w] = k->idx[i];
             k->gen[w] = k->gen[i];
             w++;
@@ -304,13 +406,16 @@ chunk_unlink__(struct tpm *tpm, struct tpm_child *c, uint32_t prev,
 /* Returns true if instance 'c' can go: it has no flows, saw no packets in
  * its current and previous interval, and its history holds nothing from
  * the last K intervals before absolute epoch 'abs' (so a poll for any of
- * them is still answered from the history). */
-static bool
+ * them is still answered from the history).  'acc_clear' says that the
+ * caller knows the current interval saw no packets yet (it has just
+ * begun), which spares reading the accumulators' line; 'interval' is
+ * the event's (a planned instance's is 1, and its event is not read). */
+static inline bool
 child_idle__(const struct tpm *tpm, const struct tpm_child *c,
-             const struct tpm_ev *ev, uint64_t abs)
+             uint32_t interval, uint64_t abs, bool acc_clear)
 {
-    if (c->in_idx != TPM_NONE || c->head != TPM_NONE || c->acc[0] != 0
-        || c->prev[0] != 0) {
+    if (c->in_idx != TPM_NONE || c->head != TPM_NONE || c->prev_pkts
+        || (!acc_clear && c->acc[0] != 0)) {
         return false;
     }
     if (!c->hist_n) {
@@ -319,8 +424,8 @@ child_idle__(const struct tpm *tpm, const struct tpm_child *c,
     uint32_t k = tpm->p.history_len;
     const struct tpm_hist *h = tpm_child_hist(tpm, (uint32_t)
                                               (c - tpm->children));
-    uint64_t newest = h[(c->hist_pos + k - 1) % k].epoch;
-    return newest + (uint64_t) k * ev->interval <= abs;
+    uint64_t newest = h[c->hist_pos ? c->hist_pos - 1u : k - 1].epoch;
+    return newest + (uint64_t) k * interval <= abs;
 }
 
 void
@@ -362,6 +467,226 @@ sweep_finish__(struct tpm *tpm)
     TPM_STAT_ADD(tpm, sweeps_done, 1);
 }
 
+/* How far ahead of the instance being swept the sweep prefetches: the
+ * instance's line 0 TPM_SWEEP_AHEAD_CHILD instances ahead, and the flow
+ * entry of its inline item and its history slot TPM_SWEEP_AHEAD_FLOW
+ * ahead (reading 'in_idx' and 'hist_pos' there, from the line fetched
+ * earlier).  A direct instance takes ~10-20 ns when its lines are in
+ * cache, and a flow entry is a random access to a table larger than L2,
+ * so a lead of one instance would leave most of each miss exposed. */
+#define TPM_SWEEP_AHEAD_CHILD 8
+#define TPM_SWEEP_AHEAD_FLOW 4
+
+static inline void
+sweep_prefetch_flow__(const struct tpm *tpm, uint32_t ci, uint32_t tag)
+{
+    const struct tpm_child *c = &tpm->children[ci];
+    uint32_t nf = c->in_idx;
+
+    if (nf != TPM_NONE) {
+        const struct tpm_flow *f = &tpm->ft.flows[nf];
+        tpm_prefetch(f);
+        tpm_prefetch(&f->stats[tag & 1]);
+    }
+    /* The event's first line: with thousands of events it is seldom in
+     * cache, and every test of the instance depends on it. */
+    if (!c->planned) {
+        tpm_prefetch(&tpm->evs[c->ev]);
+    }
+    if (c->head != TPM_NONE) {
+        /* Not direct: its accumulators will be read and written, and its
+         * first chunk's items (both lines) read. */
+        const struct tpm_chunk *k = &tpm->chunks[c->head];
+        tpm_prefetch_write(c->acc);
+        tpm_prefetch(k->idx);
+        tpm_prefetch(k->gen);
+    }
+    if (c->sat_last) {
+        tpm_prefetch(&c->gkey);
+    }
+    const struct tpm_hist *h = tpm_child_hist(tpm, ci);
+    if (nf == TPM_NONE && c->head == TPM_NONE) {
+        /* No flows left: the idle test will read the newest entry. */
+        uint32_t k = tpm->p.history_len;
+        tpm_prefetch(&h[c->hist_pos ? c->hist_pos - 1u : k - 1]);
+    } else {
+        tpm_prefetch_write(&h[c->hist_pos]);
+    }
+}
+
+static inline void
+sweep_prefetch__(const struct tpm *tpm, uint32_t ci, uint32_t tag)
+{
+    if (ci + TPM_SWEEP_AHEAD_CHILD < tpm->n_children) {
+        tpm_prefetch(&tpm->children[ci + TPM_SWEEP_AHEAD_CHILD]);
+    }
+    if (ci + TPM_SWEEP_AHEAD_FLOW < tpm->n_children) {
+        sweep_prefetch_flow__(tpm, ci + TPM_SWEEP_AHEAD_FLOW, tag);
+    }
+}
+
+/* Fills the prefetch pipeline at the start of a step that begins with
+ * child 'ci': what sweep_prefetch__() would have fetched for it and the
+ * instances up to its lead. */
+static void
+sweep_prefetch_start__(const struct tpm *tpm, uint32_t ci, uint32_t tag)
+{
+    uint32_t end = MIN(ci + TPM_SWEEP_AHEAD_CHILD, tpm->n_children);
+    for (uint32_t j = ci; j < end; j++) {
+        tpm_prefetch(&tpm->children[j]);
+    }
+    end = MIN(ci + TPM_SWEEP_AHEAD_FLOW, tpm->n_children);
+    for (uint32_t j = ci; j < end; j++) {
+        sweep_prefetch_flow__(tpm, j, tag);
+    }
+}
+
+/* The interval containing the swept epoch, for the interval length of the
+ * last event asked about: one division per run of instances with the same
+ * interval length rather than one per instance (GCC turns "interval == 1
+ * ? abs : abs / interval" into a division, ~20 cycles). */
+struct sweep_div {
+    uint64_t abs;               /* Swept epoch. */
+    uint32_t interval;
+    uint64_t iv;                /* abs / interval. */
+};
+
+static inline uint64_t
+sweep_iv__(struct sweep_div *d, const struct tpm_ev *ev)
+{
+    if (OVS_UNLIKELY(ev->interval != d->interval)) {
+        d->interval = ev->interval;
+        d->iv = d->abs / d->interval;
+    }
+    return d->iv;
+}
+
+/* Ends the sweep of child 'ci' (all its flows gathered): closes the
+ * interval if the swept epoch ends it, then removes the child if idle
+ * or moves the cursor past it. */
+static inline void
+child_finish__(struct tpm *tpm, uint32_t ci, const struct tpm_ev *ev,
+               struct sweep_div *d)
+{
+    struct tpm_child *c = &tpm->children[ci];
+    uint64_t abs = d->abs;
+    bool closed = (sweep_iv__(d, ev) + 1) * ev->interval == abs + 1;
+
+    if (closed) {
+        child_close__(tpm, ci);
+    }
+    tpm->sw.child_begun = false;
+    if (child_idle__(tpm, c, ev->interval, abs, closed)) {
+        tpm_child_remove__(tpm, ci);
+    } else {
+        tpm->sw.child++;
+    }
+}
+
+/* Direct instances.
+ *
+ * Most instances are of events with a one-epoch interval and no prev(),
+ * and hold at most their inline flow item (5-tuple groups always, and
+ * coarser groups with one active flow).  Each sweep closes their interval,
+ * so their accumulators never need to outlive the sweep of that one
+ * instance: child_direct__() gathers into accumulators on the stack,
+ * evaluates, records and reports, and touches only the instance's line 0,
+ * its flow entry and its history slot.  The instance's own 'acc' stays
+ * all zero (it is cleared at every close, and an instance is begun, after
+ * its roll-over, with nothing gathered), and 'prev' is not kept for
+ * events without prev() ('prev_pkts' says what the idle test needs).
+ * Returns the number of list items visited. */
+static inline uint32_t
+child_direct__(struct tpm *tpm, uint32_t ci, const struct tpm_ev *ev,
+               uint64_t abs, uint32_t tag)
+{
+    struct tpm_child *c = &tpm->children[ci];
+    double acc[TPM_ACC] = { 0 };
+    uint32_t n = 0;
+
+    if (c->in_idx != TPM_NONE) {
+        n = 1;
+        if (!item_gather__(tpm, acc, ev, c->in_idx, c->in_gen, tag)) {
+            c->in_idx = TPM_NONE;
+            TPM_STAT_ADD(tpm, sweep_stale_items, 1);
+        }
+    }
+    interval_end__(tpm, ci, ev, acc, false);
+    if (child_idle__(tpm, c, ev->interval, abs, true)) {
+        tpm_child_remove__(tpm, ci);
+    } else {
+        tpm->sw.child++;
+    }
+    return n;
+}
+
+/* Planned instances.
+ *
+ * Direct instances of events "AGG op CONSTANT" over at most two per-flow
+ * summaries (most events) carry in line 0 a copy of all that the sweep
+ * needs from their event (child_get__()), so child_planned__() sweeps
+ * them without reading the event: one random access fewer per instance,
+ * since instances follow flow arrival order, not event order.  While no
+ * event is dying (tpm->n_dying), the sweep need not read the event to
+ * know that its instances are to be removed either.  The accumulators are
+ * computed as item_gather__() computes them for an instance's only flow.
+ * Returns the number of list items visited. */
+static inline uint32_t
+child_planned__(struct tpm *tpm, uint32_t ci, uint64_t abs, uint32_t tag)
+{
+    struct tpm_child *c = &tpm->children[ci];
+    /* Read only to learn 'full_from'. */
+    const struct tpm_ev *ev = &tpm->evs[c->ev];
+    double acc[3] = { 0 };      /* A plan covers accumulators 0 to 2. */
+    uint32_t n = 0;
+
+    if (c->in_idx != TPM_NONE) {
+        struct tpm_flow *f;
+        const struct tpm_flow_stats *st;
+
+        n = 1;
+        if (!item_stats__(tpm, c->in_idx, c->in_gen, tag, &f, &st)) {
+            c->in_idx = TPM_NONE;
+            TPM_STAT_ADD(tpm, sweep_stale_items, 1);
+        } else if (st) {
+            acc[0] += st->packets;
+            for (int j = 0; j < 2 && c->kind[j] != TPM_NO_KIND; j++) {
+                uint32_t bit = 1u << c->kind[j];
+                if (!(f->sum_mask & bit)) {
+                    continue;
+                }
+                /* The slot of kind 'kind[j]' follows those of the
+                 * flow's lower kinds. */
+                int i = 0;
+                for (uint32_t b = f->sum_mask & (bit - 1); b; b &= b - 1) {
+                    i++;
+                }
+                double v = st->slot[i];
+                switch ((enum tpm_sum_op) c->kind_op[j]) {
+                case TPM_SUM_SUM:
+                case TPM_SUM_SUMSQ:
+                case TPM_SUM_NONZERO:
+                    acc[1 + j] += v;
+                    break;
+                case TPM_SUM_MIN:
+                case TPM_SUM_MAX:
+                case TPM_SUM_LAST:
+                default:
+                    acc[1 + j] = v;
+                    break;
+                }
+            }
+        }
+    }
+    interval_end__(tpm, ci, ev, acc, true);
+    if (child_idle__(tpm, c, 1, abs, true)) {
+        tpm_child_remove__(tpm, ci);
+    } else {
+        tpm->sw.child++;
+    }
+    return n;
+}
+
 bool
 tpm_sweep_run__(struct tpm *tpm, uint64_t budget_ns)
 {
@@ -374,9 +699,13 @@ tpm_sweep_run__(struct tpm *tpm, uint64_t budget_ns)
     uint32_t units = 0, visited = 0;
     uint64_t abs = tpm_abs_epoch(tpm, sw->epoch);
     uint32_t tag = (uint32_t) sw->epoch + 2;
+    struct sweep_div div = { .abs = abs, .interval = 1, .iv = abs };
 
     if (!sw->active) {
         return false;
+    }
+    if (!sw->child_begun) {
+        sweep_prefetch_start__(tpm, sw->child, tag);
     }
     while (sw->child < tpm->n_children) {
         uint32_t ci = sw->child;
@@ -384,40 +713,40 @@ tpm_sweep_run__(struct tpm *tpm, uint64_t budget_ns)
         const struct tpm_ev *ev = &tpm->evs[c->ev];
         uint32_t n = 1;
 
-        if (!sw->child_begun) {
-            /* Instances are contiguous and usually hold one inline flow:
-             * fetch the next ones' flows while this one is processed. */
-            if (ci + 2 < tpm->n_children) {
-                const char *next = (const char *) &tpm->children[ci + 2];
-                for (size_t o = 0; o < sizeof *c; o += CACHE_LINE_SIZE) {
-                    tpm_prefetch(next + o);
-                }
-                const struct tpm_child *c1 = &tpm->children[ci + 1];
-                tpm_prefetch_write(&tpm_child_hist(tpm, ci + 1)[c1->hist_pos]);
-                uint32_t nf = tpm->children[ci + 1].in_idx;
-                if (nf != TPM_NONE) {
-                    tpm_prefetch(&tpm->ft.flows[nf]);
-                    tpm_prefetch(&tpm->ft.flows[nf].stats[tag & 1]);
-                }
-            }
+        if (!sw->child_begun && c->planned && c->head == TPM_NONE
+            && c->iv == abs && !tpm->n_dying) {
+            sweep_prefetch__(tpm, ci, tag);
+            n += child_planned__(tpm, ci, abs, tag);
+        } else if (!sw->child_begun) {
+            sweep_prefetch__(tpm, ci, tag);
             if (ev->dying) {
                 tpm_child_remove__(tpm, ci);
                 continue;
             }
-            child_roll__(tpm, ci, abs / ev->interval);
-            if (c->in_idx != TPM_NONE) {
-                n++;
-                if (c->head != TPM_NONE) {
-                    tpm_prefetch(&tpm->chunks[c->head]);
+            uint64_t iv = sweep_iv__(&div, ev);
+            if (OVS_UNLIKELY(c->iv < iv)) {
+                child_roll__(tpm, ci, iv);
+            }
+            if (c->head == TPM_NONE && ev->interval == 1
+                && !ev->uses_prev) {
+                n += child_direct__(tpm, ci, ev, abs, tag);
+            } else {
+                if (c->in_idx != TPM_NONE) {
+                    n++;
+                    if (!item_gather__(tpm, c->acc, ev, c->in_idx,
+                                       c->in_gen, tag)) {
+                        c->in_idx = TPM_NONE;
+                        TPM_STAT_ADD(tpm, sweep_stale_items, 1);
+                    }
                 }
-                if (!item_gather__(tpm, c, ev, c->in_idx, c->in_gen, tag)) {
-                    c->in_idx = TPM_NONE;
-                    TPM_STAT_ADD(tpm, sweep_stale_items, 1);
+                if (c->head == TPM_NONE) {
+                    child_finish__(tpm, ci, ev, &div);
+                } else {
+                    sw->child_begun = true;
+                    sw->rc = c->head;
+                    sw->prev_wc = TPM_NONE;
                 }
             }
-            sw->child_begun = true;
-            sw->rc = c->head;
-            sw->prev_wc = TPM_NONE;
         } else if (sw->rc != TPM_NONE) {
             uint32_t ch = sw->rc;
             n += chunk_gather__(tpm, c, ev, ch, tag);
@@ -429,15 +758,7 @@ tpm_sweep_run__(struct tpm *tpm, uint64_t budget_ns)
             }
         } else {
             /* All flows gathered. */
-            if (ev->interval == 1 || (abs + 1) % ev->interval == 0) {
-                child_close__(tpm, ci);
-            }
-            sw->child_begun = false;
-            if (child_idle__(tpm, c, ev, abs)) {
-                tpm_child_remove__(tpm, ci);
-            } else {
-                sw->child++;
-            }
+            child_finish__(tpm, ci, ev, &div);
         }
 
         visited += n - 1;

@@ -94,7 +94,8 @@ struct tpm_ev {
     /* Fast path for the common predicate "AGG op CONSTANT": the aggregate
      * compared ('fast_agg' >= 0), the comparison and the constant. */
     double fast_threshold;
-    bool dying;                 /* Deleted; children being removed. */
+    bool dying : 1;             /* Deleted; children being removed. */
+    bool uses_prev : 1;         /* The predicate uses prev(). */
     uint8_t n_kinds;
     int8_t fast_agg;
     uint8_t fast_op;            /* enum tpm_binop. */
@@ -120,26 +121,59 @@ BUILD_ASSERT_DECL(offsetof(struct tpm_ev, def) <= CACHE_LINE_SIZE);
 
 #define TPM_CHILD_PARTIAL 0x1
 
-/* A trigger instance: four cache lines, all read by the sweep. */
+/* A trigger instance: four cache lines.  The sweep reads line 0 for every
+ * instance; lines 1 and 2 only for instances that keep accumulators
+ * across the sweep of one epoch; line 3 only to report.  For instances of
+ * events that can be swept without their event (see sweep.c, "Planned
+ * instances"), line 0 also holds a copy of what the sweep needs from the
+ * event, so that it reads no event line either: with thousands of events
+ * those are random accesses, one per instance. */
 struct tpm_child {
-    /* Line 0: identity and flows. */
-    struct tpm_key gkey;
+    /* Line 0: what the sweep reads for every instance. */
     uint32_t ev;                /* Event slot. */
     uint32_t head;              /* First chunk, or TPM_NONE. */
     uint32_t in_idx, in_gen;    /* Inline item; in_idx TPM_NONE if none. */
     uint64_t iv;                /* Interval being accumulated (absolute
                                  * interval number). */
+    uint64_t full_from;         /* Absolute epoch from which the event
+                                 * observes whole intervals (its
+                                 * 'first_full', which never changes once
+                                 * known), or UINT64_MAX if not yet
+                                 * copied: spares the sweep a read of the
+                                 * event. */
+    double threshold;           /* Planned: the event's 'fast_threshold'. */
+    uint32_t ev_id;             /* Planned: the event's 'id'. */
+    uint16_t hist_n;            /* Valid history entries. */
+    uint16_t hist_pos;          /* Next history slot. */
+    uint8_t flags;              /* TPM_CHILD_*. */
+    bool prev_pkts;             /* The previous interval saw packets
+                                 * ('prev[0] != 0', which is not kept up
+                                 * to date for events without prev()). */
+    bool planned;               /* The event can be swept from this line
+                                 * alone (the fields marked "Planned"). */
+    uint8_t op;                 /* Planned: the event's 'fast_op'. */
+    struct tpm_agg_calc calc;   /* Planned: the event's 'fast'. */
+    uint8_t kind[2];            /* Planned: summary kind of accumulators 1
+                                 * and 2, or TPM_NO_KIND. */
+    uint8_t kind_op[2];         /* Planned: their enum tpm_sum_op. */
+    bool sat_last;              /* The last interval closed held: it
+                                 * will likely report again, so the sweep
+                                 * prefetches line 3 (the group key). */
     /* Lines 1 and 2. */
-    double acc[TPM_ACC];        /* This interval: [0] packets. */
-    double prev[TPM_ACC];       /* Previous interval. */
+    double acc[TPM_ACC] __attribute__((aligned(CACHE_LINE_SIZE)));
+                                /* This interval: [0] packets. */
+    double prev[TPM_ACC];       /* Previous interval (events that use
+                                 * prev() only). */
     /* Line 3. */
+    struct tpm_key gkey;
     uint32_t n_items;           /* Items in chunks. */
-    uint32_t flags;             /* TPM_CHILD_*. */
-    uint32_t hist_n;            /* Valid history entries. */
-    uint32_t hist_pos;          /* Next history slot. */
 } __attribute__((aligned(CACHE_LINE_SIZE)));
+BUILD_ASSERT_DECL(offsetof(struct tpm_child, sat_last) < CACHE_LINE_SIZE);
 BUILD_ASSERT_DECL(offsetof(struct tpm_child, acc) == CACHE_LINE_SIZE);
+BUILD_ASSERT_DECL(offsetof(struct tpm_child, gkey) == 3 * CACHE_LINE_SIZE);
 BUILD_ASSERT_DECL(sizeof(struct tpm_child) == 4 * CACHE_LINE_SIZE);
+
+#define TPM_NO_KIND 0xff
 
 struct tpm_hist {
     uint64_t epoch;             /* Last epoch of the interval (abs). */
@@ -236,6 +270,10 @@ struct tpm {
     struct tpm_ev *evs;         /* p.max_events slots. */
     uint32_t n_evs;             /* Installed (not dying). */
     uint32_t evs_hwm;           /* Slots ever used. */
+    uint32_t n_dying;           /* Events deleted whose instances the
+                                 * sweep has yet to remove: while 0, it
+                                 * need not look at an instance's event
+                                 * to know. */
     uint32_t *free_evs;         /* Freed slots below 'evs_hwm' (stack). */
     uint32_t n_free_evs;
     struct tpm_idmap_entry *idmap;  /* Event id -> slot, so commands run by

@@ -358,7 +358,10 @@ ev_slot_free__(struct tpm *tpm, struct tpm_ev *ev)
 {
     tpm_event_destroy(ev->def);
     ev->def = NULL;
-    ev->dying = false;
+    if (ev->dying) {
+        ev->dying = false;
+        tpm->n_dying--;
+    }
     tpm->free_evs[tpm->n_free_evs++] = (uint32_t) (ev - tpm->evs);
 }
 
@@ -414,6 +417,11 @@ compile_agg__(const struct tpm_expr *node, bool prev, void *ctx_)
     struct tpm_ev *ev = ctx->ev;
     if (ctx->error) {
         return;
+    }
+    if (prev) {
+        /* The sweep keeps instances' previous-interval accumulators only
+         * for such events (sweep.c). */
+        ev->uses_prev = true;
     }
     for (int i = 0; i < ev->n_aggs; i++) {
         if (ev->aggs[i].node == node) {
@@ -590,6 +598,7 @@ tpm_event_del(struct tpm *tpm, uint32_t id)
     if (ev->n_children) {
         /* The sweep removes its instances as it meets them. */
         ev->dying = true;
+        tpm->n_dying++;
     } else {
         ev_slot_free__(tpm, ev);
     }
@@ -675,7 +684,21 @@ child_get__(struct tpm *tpm, uint32_t evi, const struct tpm_key *gkey)
     c->ev = evi;
     c->head = TPM_NONE;
     c->in_idx = TPM_NONE;
+    c->full_from = UINT64_MAX;
     c->gkey = *gkey;
+    if (ev->interval == 1 && !ev->uses_prev && ev->fast_agg >= 0
+        && ev->n_kinds <= 2) {
+        /* A planned instance (sweep.c): copy what the sweep needs. */
+        c->planned = true;
+        c->threshold = ev->fast_threshold;
+        c->ev_id = ev->id;
+        c->op = ev->fast_op;
+        c->calc = ev->fast;
+        for (int j = 0; j < 2; j++) {
+            c->kind[j] = j < ev->n_kinds ? ev->kinds[j] : TPM_NO_KIND;
+            c->kind_op[j] = j < ev->n_kinds ? ev->ops[j] : 0;
+        }
+    }
     /* Start with the interval of the epoch that the next sweep gathers
      * (the previous one), so a sweep in progress does not file that
      * epoch's statistics under the next interval. */
