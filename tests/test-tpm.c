@@ -710,6 +710,57 @@ START_TEST(test_unfinished_sweep)
 }
 END_TEST
 
+/* Two sweeps in a row abandoned before reaching an instance whose
+ * intervals are two epochs long: the epochs they lost fall in two
+ * intervals, and both intervals' values carry the partial flag (the
+ * second one was flagged nowhere when the abandon marked the instance's
+ * current interval, which was stale). */
+START_TEST(test_abandoned_twice)
+{
+    struct tpm *tpm = new_tpm(NULL);
+    struct reports rs = { .n = 0 };
+    struct frame f;
+    /* T0 is epoch 170000000001: start on an even epoch, so that epochs
+     * 0-1, 2-3 and 4-5 below are the intervals I0, I1 and I2. */
+    const uint64_t start = T0 + 10 * MS;
+
+    add(tpm, 1, "two filter=udp predicate=count() >= 0 group=5tuple "
+        "interval=20ms");
+    udp_frame(&f, ip4(10, 99, 0, 1), ip4(10, 5, 0, 1), 1, 2, 10, 64);
+    for (int e = 0; e < 6; e++) {
+        for (int i = 0; i < 5; i++) {
+            send1(tpm, start + e * 10 * MS + i, &f);
+        }
+        /* The sweeps of epochs 1 and 2 (run in epochs 2 and 3) never
+         * run: abandoned when epochs 3 and 4 begin. */
+        if (e != 2 && e != 3) {
+            sweep_all(tpm);
+        }
+    }
+    tpm_advance(tpm, start + 60 * MS);
+    sweep_all(tpm);
+    tpm_advance(tpm, start + 70 * MS);
+    sweep_all(tpm);
+    collect(tpm, &rs);
+
+    struct tpm_stats s;
+    stats(tpm, &s);
+    ck_assert_uint_eq(s.sweeps_unfinished, 2);
+    ck_assert_int_eq(rs.n, 3);
+    uint64_t first = start / (10 * MS);
+    for (int i = 0; i < 3; i++) {
+        const struct tpm_report *r = &rs.r[i];
+        ck_assert_uint_eq(r->epoch, first + 2 * i + 1);
+        /* I0 lost epoch 1, I1 epoch 2; I2 saw both of its epochs. */
+        ck_assert_double_eq(r->value, i < 2 ? 5 : 10);
+        ck_assert_msg(!(r->flags & TPM_REPORT_PARTIAL) == (i == 2),
+                      "interval %d (value %g): flags %#x", i, r->value,
+                      r->flags);
+    }
+    tpm_destroy(tpm);
+}
+END_TEST
+
 /* Lateness: the share of the epoch gone minus the share of instances
  * swept. */
 START_TEST(test_sweep_lateness)
@@ -1992,6 +2043,7 @@ tpm_suite(void)
     tcase_add_test(tc, test_interval_and_lazy_reset);
     tcase_add_test(tc, test_sweep_budget_resume);
     tcase_add_test(tc, test_unfinished_sweep);
+    tcase_add_test(tc, test_abandoned_twice);
     tcase_add_test(tc, test_runtime_add_backfill);
     tcase_add_test(tc, test_dos_threshold);
     tcase_add_test(tc, test_dos_pass_after_epoch);

@@ -164,6 +164,20 @@ child_flags__(const struct tpm *tpm, struct tpm_child *c,
     return start < c->full_from ? TPM_CHILD_PARTIAL : 0;
 }
 
+/* Child 'c' entered the interval of epochs 'start'..'end' with lost
+ * epochs pending (TPM_CHILD_LOST): flags the interval partial if it holds
+ * one, and forgets those that are behind it. */
+static void
+child_lost__(struct tpm_child *c, uint64_t start, uint64_t end)
+{
+    if (c->lost_lo <= end && c->lost_hi >= start) {
+        c->flags |= TPM_CHILD_PARTIAL;
+    }
+    if (c->lost_hi > end) {
+        c->flags |= TPM_CHILD_LOST;
+    }
+}
+
 /* Ends child 'ci''s current interval, whose accumulators are 'acc' (the
  * child's own, or a direct instance's on the stack): evaluates, records
  * and reports it, and moves the child to its next interval.  The caller
@@ -219,8 +233,12 @@ interval_end__(struct tpm *tpm, uint32_t ci, const struct tpm_ev *ev,
     }
     c->prev_pkts = acc[0] > 0;
     c->iv++;
-    c->flags = child_flags__(tpm, c, ev,
-                             planned ? c->iv : c->iv * ev->interval);
+    uint8_t lost = c->flags & TPM_CHILD_LOST;
+    uint64_t start = planned ? c->iv : c->iv * ev->interval;
+    c->flags = child_flags__(tpm, c, ev, start);
+    if (OVS_UNLIKELY(lost)) {
+        child_lost__(c, start, planned ? start : start + ev->interval - 1);
+    }
 }
 
 /* Closes child 'ci''s current interval: evaluates, records, reports. */
@@ -443,9 +461,23 @@ void
 tpm_sweep_abandon__(struct tpm *tpm)
 {
     /* Instances not reached lost that epoch's statistics; so did the one
-     * in progress (partly gathered). */
+     * in progress (partly gathered).  The epoch may lie beyond an
+     * instance's current interval (its previous sweep was abandoned too,
+     * before reaching it): then the interval that holds it is flagged when
+     * the instance gets there. */
+    uint64_t abs = tpm_abs_epoch(tpm, tpm->sw.epoch);
     for (uint32_t ci = tpm->sw.child; ci < tpm->n_children; ci++) {
-        tpm->children[ci].flags |= TPM_CHILD_PARTIAL;
+        struct tpm_child *c = &tpm->children[ci];
+        uint64_t interval = c->planned ? 1 : tpm->evs[c->ev].interval;
+        if (abs / interval <= c->iv) {
+            c->flags |= TPM_CHILD_PARTIAL;
+        } else if (!(c->flags & TPM_CHILD_LOST)) {
+            c->flags |= TPM_CHILD_LOST;
+            c->lost_lo = c->lost_hi = abs;
+        } else {
+            c->lost_lo = MIN(c->lost_lo, abs);
+            c->lost_hi = MAX(c->lost_hi, abs);
+        }
     }
     tpm->sw.active = false;
     TPM_STAT_ADD(tpm, sweeps_unfinished, 1);

@@ -119,7 +119,10 @@ struct tpm_ev {
 } __attribute__((aligned(CACHE_LINE_SIZE)));
 BUILD_ASSERT_DECL(offsetof(struct tpm_ev, def) <= CACHE_LINE_SIZE);
 
-#define TPM_CHILD_PARTIAL 0x1
+#define TPM_CHILD_PARTIAL 0x1    /* The current interval lost data. */
+#define TPM_CHILD_LOST 0x2       /* Epochs 'lost_lo'..'lost_hi', after the
+                                  * current interval, lost data: their
+                                  * intervals are partial when they come. */
 
 /* A trigger instance: four cache lines.  The sweep reads line 0 for every
  * instance; lines 1 and 2 only for instances that keep accumulators
@@ -167,6 +170,7 @@ struct tpm_child {
     /* Line 3. */
     struct tpm_key gkey;
     uint32_t n_items;           /* Items in chunks. */
+    uint64_t lost_lo, lost_hi;  /* TPM_CHILD_LOST: absolute epochs. */
 } __attribute__((aligned(CACHE_LINE_SIZE)));
 BUILD_ASSERT_DECL(offsetof(struct tpm_child, sat_last) < CACHE_LINE_SIZE);
 BUILD_ASSERT_DECL(offsetof(struct tpm_child, acc) == CACHE_LINE_SIZE);
