@@ -720,7 +720,7 @@ child_planned__(struct tpm *tpm, uint32_t ci, uint64_t abs, uint32_t tag)
 }
 
 bool
-tpm_sweep_run__(struct tpm *tpm, uint64_t budget_ns)
+tpm_sweep_run__(struct tpm *tpm, uint64_t budget_ns, bool may_wait)
 {
     struct tpm_sweep *sw = &tpm->sw;
     uint64_t t0 = tpm_rdtsc(), last_check = t0;
@@ -739,8 +739,19 @@ tpm_sweep_run__(struct tpm *tpm, uint64_t budget_ns)
     if (!sw->child_begun) {
         sweep_prefetch_start__(tpm, sw->child, tag);
     }
+    /* An instance reports at most once per interval it closes, and closes
+     * at most 'history_len' + 1 in one visit. */
+    uint32_t room = tpm->p.history_len + 1;
     while (sw->child < tpm->n_children) {
         uint32_t ci = sw->child;
+        if (OVS_UNLIKELY(may_wait)
+            && spsc_free_space(tpm->report_ring) < room) {
+            /* The reader drains the ring before the next step. */
+            sw->ns += (uint64_t) tpm_tsc_to_ns(tpm_rdtsc() - t0);
+            TPM_STAT_ADD(tpm, sweep_flows, visited);
+            TPM_STAT_ADD(tpm, sweep_waits, 1);
+            return true;
+        }
         struct tpm_child *c = &tpm->children[ci];
         const struct tpm_ev *ev = &tpm->evs[c->ev];
         uint32_t n = 1;

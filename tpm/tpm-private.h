@@ -345,7 +345,7 @@ void tpm_scrub_step__(struct tpm *, uint32_t n);
 /* sweep.c */
 void tpm_sweep_start__(struct tpm *, uint64_t epoch);
 void tpm_sweep_abandon__(struct tpm *);
-bool tpm_sweep_run__(struct tpm *, uint64_t budget_ns);
+bool tpm_sweep_run__(struct tpm *, uint64_t budget_ns, bool may_wait);
 uint32_t tpm_interval_flags__(const struct tpm *, const struct tpm_ev *,
                               uint64_t start);
 double tpm_child_value__(const struct tpm *, const struct tpm_child *,

@@ -347,10 +347,15 @@ drain_reports(struct replay *r)
     }
 }
 
+/* A sweep step, and the reports it made.  Without a budget (reading a
+ * file) the sweep runs to completion, waiting for the report ring to be
+ * drained whenever it fills. */
 static void
 sweep(struct replay *r)
 {
-    tpm_sweep_step(r->tpm, r->budget_ns);
+    while (tpm_sweep_step(r->tpm, r->budget_ns) && !r->budget_ns) {
+        drain_reports(r);
+    }
     drain_reports(r);
 }
 
@@ -358,11 +363,36 @@ sweep(struct replay *r)
 static void
 advance(struct replay *r, uint64_t ns)
 {
-    if (!r->started || ns > r->clock_ns) {
-        r->started = true;
-        r->clock_ns = ns;
-        tpm_advance(r->tpm, ns);
+    if (r->started && ns <= r->clock_ns) {
+        return;
     }
+    if (r->started && !r->budget_ns) {
+        /* Offline, across a gap in the capture: one epoch at a time, each
+         * sweep run to completion while the reports are drained, until
+         * every interval open at the last packet has closed; then the
+         * jump, whose sweeps (forced inside tpm_advance(), which cannot
+         * wait for a reader) have nothing left to report. */
+        uint64_t epoch_ns = tpm_get_params(r->tpm)->epoch_ns;
+        uint64_t longest = 1;
+        for (size_t i = 0; i < r->n_events; i++) {
+            longest = MAX(longest, r->events[i]->interval_ns / epoch_ns);
+        }
+        for (size_t i = 0; i < r->n_tem; i++) {
+            const struct tpm_event *ev = tpm_event_get(r->tpm, r->tem_ids[i]);
+            if (ev) {
+                longest = MAX(longest, ev->interval_ns / epoch_ns);
+            }
+        }
+        uint64_t from = r->clock_ns / epoch_ns, to = ns / epoch_ns;
+        for (uint64_t e = from + 1; e < to && e <= from + 2 * longest + 2;
+             e++) {
+            tpm_advance(r->tpm, e * epoch_ns);
+            sweep(r);
+        }
+    }
+    r->started = true;
+    r->clock_ns = ns;
+    tpm_advance(r->tpm, ns);
 }
 
 /* Controller mode: TEM commands. */
@@ -801,7 +831,8 @@ print_stats(const struct replay *r)
     STAT(sweeps_started); STAT(sweeps_done); STAT(sweeps_unfinished);
     STAT(sweeps_forced); STAT(sweep_steps); STAT(sweep_flows);
     STAT(sweep_stale_items); STAT(epochs); STAT(epochs_skipped);
-    STAT(reports); STAT(reports_dropped); STAT(triggers); STAT(events);
+    STAT(reports); STAT(reports_dropped); STAT(sweep_waits);
+    STAT(triggers); STAT(events);
     STAT(sweep_ns_p50); STAT(sweep_ns_p99); STAT(sweep_ns_max);
     STAT(tcp_states); STAT(tcp_state_exhausted); STAT(tcp_state_freed);
 #undef STAT
@@ -1057,6 +1088,8 @@ main(int argc, char *argv[])
         r.budget_ns = r.realtime ? params.sweep_budget_ns : 0;
     }
     params.sweep_budget_ns = r.budget_ns;
+    /* Offline, a full report ring waits for us to drain it. */
+    params.sweep_waits_for_reports = !r.realtime;
     if (!controller && controller_only) {
         die("%s needs --controller", controller_only);
     }
@@ -1151,7 +1184,7 @@ main(int argc, char *argv[])
         }
         advance(&r, end);
         while (tpm_sweep_step(r.tpm, 0)) {
-            continue;
+            drain_reports(&r);
         }
         drain_reports(&r);
     }

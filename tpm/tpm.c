@@ -5,6 +5,7 @@
 #include "tpm-private.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <math.h>
 #include <netinet/in.h>
@@ -33,6 +34,7 @@ tpm_params_init(struct tpm_params *p)
     p->dos_precheck = 1;
     p->idle_epochs = 500;
     p->sweep_budget_ns = 10 * 1000;
+    p->sweep_waits_for_reports = false;
     p->scrub_per_step = 256;
     p->ring_size = 4096;
     p->tcp_state_pool = 16384;
@@ -88,6 +90,12 @@ tpm_params_check(const struct tpm_params *p)
     CHECK_RANGE(ring_size, 2, 1u << 24);
     CHECK_RANGE(tcp_state_pool, 0, 1u << 24);
     CHECK_RANGE(burst_gap_ns, 0, 1000ULL * 1000 * 1000);
+    if (p->sweep_waits_for_reports && p->ring_size < p->history_len + 1) {
+        /* Room for one instance's reports, or the sweep never moves. */
+        return xasprintf("ring_size=%"PRIu32" is below history_len + 1 = "
+                         "%"PRIu32" (sweep_waits_for_reports)",
+                         p->ring_size, p->history_len + 1);
+    }
     return NULL;
 }
 
@@ -1566,7 +1574,7 @@ tpm_advance(struct tpm *tpm, uint64_t now_ns)
              * statistics are about to be overwritten. */
             tpm_sweep_abandon__(tpm);
         } else {
-            tpm_sweep_run__(tpm, 0);
+            tpm_sweep_run__(tpm, 0, false);
             TPM_STAT_ADD(tpm, sweeps_forced, 1);
         }
     }
@@ -1574,7 +1582,7 @@ tpm_advance(struct tpm *tpm, uint64_t now_ns)
         /* A jump: sweep the last epoch with packets now, then the epoch
          * before 'next' (which closes intervals that ended in the gap). */
         tpm_sweep_start__(tpm, tpm->cur);
-        tpm_sweep_run__(tpm, 0);
+        tpm_sweep_run__(tpm, 0, false);
         TPM_STAT_ADD(tpm, sweeps_forced, 1);
         TPM_STAT_ADD(tpm, epochs_skipped, next - tpm->cur - 1);
         tpm->cur = next - 1;
@@ -1595,7 +1603,7 @@ tpm_sweep_step(struct tpm *tpm, uint64_t budget_ns)
     tpm_backfill_step__(tpm, tpm->p.scrub_per_step);
     if (tpm->sw.active) {
         TPM_STAT_ADD(tpm, sweep_steps, 1);
-        tpm_sweep_run__(tpm, budget_ns);
+        tpm_sweep_run__(tpm, budget_ns, tpm->p.sweep_waits_for_reports);
     }
     return tpm->sw.active || tpm->n_backfill;
 }

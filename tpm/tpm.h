@@ -86,6 +86,14 @@ struct tpm_params {
                                  * backfilled per step (256). */
     uint32_t ring_size;         /* Command and report ring entries
                                  * (4096). */
+    bool sweep_waits_for_reports; /* A sweep step stops, to be resumed by
+                                 * the next, when the report ring has no
+                                 * room for an instance's reports, rather
+                                 * than drop them (false: a switch's
+                                 * sweep keeps its pace and counts the
+                                 * drops; an offline reader that drains
+                                 * between steps sets it, and loses
+                                 * nothing). */
     uint32_t tcp_state_pool;    /* Connections whose per-flow state
                                  * (rwnd is_lost is_burst rtt seq ack dup)
                                  * the monitor can keep at once, both
@@ -291,6 +299,8 @@ struct tpm_stats {
     uint64_t epochs_skipped;    /* Epochs with no tpm_advance() call. */
     uint64_t reports;           /* Satisfactions queued. */
     uint64_t reports_dropped;   /* Report ring full. */
+    uint64_t sweep_waits;       /* Steps stopped for a full report ring
+                                 * ('sweep_waits_for_reports'). */
     uint64_t commands;          /* Commands executed. */
     uint64_t triggers;          /* Gauge: trigger instances. */
     uint64_t events;            /* Gauge: installed events. */
