@@ -134,6 +134,9 @@ struct tpm_pmd {
         atomic_uint64_t packets;
         atomic_uint64_t bytes;
     } sat[5];
+
+    /* Main thread only: the loss counters (tpm_losses) last logged. */
+    uint64_t losses_logged[TPM_N_LOSSES];
 };
 
 #define CYCLE_SAMPLE_EVERY 16
@@ -1081,10 +1084,53 @@ reshare(struct tpm_pmd **parts, size_t n)
 static void agent_check_pmds(struct tpm_pmd **, size_t n);
 static void agent_run(struct tpm_pmd **, size_t n);
 
+/* Main thread, about once a second: a warning naming every counter of
+ * lost data (tpm_losses) that rose on a PMD since the last one (the
+ * counters themselves are in tpm/stats). */
+static void
+losses_check(void)
+{
+    static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 10);
+    static uint64_t checked_ns;
+    uint64_t mono = tpm_clock_mono_ns();
+    if (checked_ns && mono - checked_ns < CLOCK_CHECK_NS) {
+        return;
+    }
+    checked_ns = mono;
+
+    size_t n;
+    struct tpm_pmd **parts = pmds_snapshot(&n);
+    for (size_t i = 0; i < n; i++) {
+        struct tpm_pmd *p = parts[i];
+        struct tpm_stats st;
+        struct ds s = DS_EMPTY_INITIALIZER;
+        tpm_get_stats(p->tpm, &st);
+        for (size_t j = 0; j < TPM_N_LOSSES; j++) {
+            uint64_t v = tpm_loss_get(&st, &tpm_losses[j]);
+            if (v > p->losses_logged[j]) {
+                ds_put_format(&s, "%s%s +%"PRIu64, s.length ? ", " : "",
+                              tpm_losses[j].what, v - p->losses_logged[j]);
+            }
+        }
+        if (s.length && !VLOG_DROP_WARN(&rl)) {
+            /* Only what a logged warning named counts as logged: what a
+             * dropped one would have said comes in the next. */
+            VLOG_WARN("pmd core %u lost data: %s (totals in tpm/stats)",
+                      p->core_id, ds_cstr(&s));
+            for (size_t j = 0; j < TPM_N_LOSSES; j++) {
+                p->losses_logged[j] = tpm_loss_get(&st, &tpm_losses[j]);
+            }
+        }
+        ds_destroy(&s);
+    }
+    free(parts);
+}
+
 void
 tpm_ovs_run(void)
 {
     clock_check();
+    losses_check();
     size_t n;
     struct tpm_pmd **parts = pmds_snapshot(&n);
     drain_all(parts, n, NULL, 0);
@@ -2229,6 +2275,17 @@ tpm_unixctl_stats(struct unixctl_conn *conn, int argc OVS_UNUSED,
         atomic_read_relaxed(&parts[i]->steps_catchup, &catchup);
 
         ds_put_format(&s, "pmd core %u:\n", parts[i]->core_id);
+        ds_put_cstr(&s, "  lost data:");
+        bool lost = false;
+        for (size_t j = 0; j < TPM_N_LOSSES; j++) {
+            uint64_t v = tpm_loss_get(&st, &tpm_losses[j]);
+            if (v) {
+                ds_put_format(&s, "%s %s %"PRIu64, lost ? "," : "",
+                              tpm_losses[j].name, v);
+                lost = true;
+            }
+        }
+        ds_put_cstr(&s, lost ? "\n" : " none\n");
         ds_put_format(&s, "  packets: %"PRIu64" (non-IP %"PRIu64"), "
                       "bytes: %"PRIu64"\n", st.packets, st.non_ip,
                       st.bytes);

@@ -779,30 +779,27 @@ report_loss(const struct replay *r)
     const struct {
         const char *what;
         uint64_t n;
-    } losses[] = {
-        { "reports dropped (report ring full)", s.reports_dropped },
-        { "sweeps unfinished (statistics of an epoch not gathered)",
-          s.sweeps_unfinished },
+    } ours[] = {
         { "values partial (local events)", r->n_partial },
-        { "flow evictions (flow table full: --flow-table-size)",
-          s.flow_evictions },
-        { "matches over the per-flow limit", s.match_overflow },
-        { "matches without a summary slot", s.summary_overflow },
-        { "trigger instances refused (--max-triggers)",
-          s.children_dropped },
-        { "flows not listed (chunk pool empty)", s.chunks_exhausted },
-        { "matches without TCP state (--tcp-state-pool)",
-          s.tcp_state_exhausted },
         { "satisfactions not sent to the TEM", r->tem.reports_dropped },
     };
     bool lossy = false;
-    for (size_t i = 0; i < ARRAY_SIZE(losses); i++) {
-        if (losses[i].n) {
+    for (size_t i = 0; i < TPM_N_LOSSES + ARRAY_SIZE(ours); i++) {
+        const char *what;
+        uint64_t n;
+        if (i < TPM_N_LOSSES) {
+            what = tpm_losses[i].what;
+            n = tpm_loss_get(&s, &tpm_losses[i]);
+        } else {
+            what = ours[i - TPM_N_LOSSES].what;
+            n = ours[i - TPM_N_LOSSES].n;
+        }
+        if (n) {
             if (!lossy) {
                 warn("incomplete: the output misses data (exit status %d):",
                      EXIT_INCOMPLETE);
             }
-            fprintf(stderr, "  %s: %"PRIu64"\n", losses[i].what, losses[i].n);
+            fprintf(stderr, "  %s: %"PRIu64"\n", what, n);
             lossy = true;
         }
     }

@@ -1816,6 +1816,22 @@ cmp_u64__(const void *a_, const void *b_)
     return a < b ? -1 : a > b;
 }
 
+#define TPM_LOSS(FIELD, WHAT) \
+    { #FIELD, WHAT, offsetof(struct tpm_stats, FIELD) }
+const struct tpm_loss tpm_losses[TPM_N_LOSSES] = {
+    TPM_LOSS(reports_dropped, "reports dropped (report ring full)"),
+    TPM_LOSS(sweeps_unfinished,
+             "sweeps unfinished (an epoch's statistics not gathered)"),
+    TPM_LOSS(flow_evictions, "flow evictions (flow table full)"),
+    TPM_LOSS(match_overflow, "matches over the per-flow limit"),
+    TPM_LOSS(summary_overflow, "matches without a summary slot"),
+    TPM_LOSS(children_dropped,
+             "trigger instances refused (max triggers)"),
+    TPM_LOSS(chunks_exhausted, "flows not listed (chunk pool empty)"),
+    TPM_LOSS(tcp_state_exhausted,
+             "matches without TCP state (TCP state pool empty)"),
+};
+
 void
 tpm_get_stats(const struct tpm *tpm, struct tpm_stats *out)
 {

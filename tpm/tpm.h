@@ -44,6 +44,7 @@
 #define TPM_TPM_H 1
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "event.h"
@@ -320,6 +321,24 @@ struct tpm_stats {
 };
 
 void tpm_get_stats(const struct tpm *, struct tpm_stats *);
+
+/* The counters of 'struct tpm_stats' that count data lost to the reports
+ * (each non-zero one means some value is missing, too small or partial),
+ * for the front ends that must say so: 'name' is the field, 'what' says
+ * what was lost and which limit to raise. */
+struct tpm_loss {
+    const char *name;
+    const char *what;
+    size_t offset;              /* Of the uint64_t in struct tpm_stats. */
+};
+#define TPM_N_LOSSES 8
+extern const struct tpm_loss tpm_losses[TPM_N_LOSSES];
+
+static inline uint64_t
+tpm_loss_get(const struct tpm_stats *s, const struct tpm_loss *l)
+{
+    return *(const uint64_t *) ((const char *) s + l->offset);
+}
 
 /* Calls 'cb' for every live flow entry (for tpm/flows-like listings;
  * owner thread only). */
