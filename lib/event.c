@@ -1975,7 +1975,9 @@ split_clauses__(struct definition *def)
         if (len && p[len] == '=' && p[len + 1] != '=') {
             int id = lookup_clause__(p, len);
             if (id >= 0) {
-                if (def->clauses[id].buf) {
+                /* The current clause's value is stored only when the next
+                 * clause starts: check it as well. */
+                if (def->clauses[id].buf || id == cur) {
                     return xasprintf("%s: column %d: duplicate clause "
                                      "'%s=': expected each clause at most "
                                      "once", clause_names[id],

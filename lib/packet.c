@@ -12,6 +12,7 @@
 #define ETH_TYPE_IPV6 0x86dd
 #define ETH_TYPE_VLAN 0x8100
 #define ETH_TYPE_QINQ 0x88a8
+#define ETH_TYPE_QINQ_OLD 0x9100
 
 #define IPPROTO_HOPOPTS_ 0
 #define IPPROTO_ROUTING_ 43
@@ -63,46 +64,73 @@ parse_tcp_options__(const uint8_t *l4, uint32_t hlen, int avail,
 
 /* Parses the L4 header at 'l4' ('avail' captured bytes, 'l4len' bytes
  * according to the IP header) into 'pkt'.  'first_frag' is false for
- * non-first fragments, which carry no L4 header. */
-static void
-parse_l4__(const uint8_t *l4, int avail, uint32_t l4len, bool first_frag,
-           struct tpm_pkt *pkt)
+ * non-first fragments, which carry no L4 header.  Each field is read only
+ * if captured; the volume is 'l4len' less the L4 header.  Sets '*cut' if
+ * the L4 header was not wholly captured.  Returns false if the ports
+ * (ICMP: type and code) were not captured. */
+static bool
+parse_l4__(const uint8_t *l4, uint32_t avail, uint32_t l4len,
+           bool first_frag, struct tpm_pkt *pkt, bool *cut)
 {
     uint8_t proto = pkt->key.proto;
 
     pkt->volume = l4len;
     if (!first_frag) {
-        return;
+        return true;
     }
-    if (proto == IPPROTO_TCP && avail >= 20) {
-        uint32_t hlen = (l4[12] >> 4) * 4;
+    if (proto == IPPROTO_TCP) {
+        if (avail < 4) {
+            return false;
+        }
+        /* Without the data offset, the header is taken as its minimum:
+         * the volume is then too large by the options' length. */
+        uint32_t hlen = avail >= 13 ? (l4[12] >> 4) * 4 : 20;
         pkt->key.sport = get_be16(l4);
         pkt->key.dport = get_be16(l4 + 2);
+        pkt->volume = l4len > hlen ? l4len - hlen : 0;
+        if (avail < 20) {
+            *cut = true;
+            pkt->seq = avail >= 8 ? get_be32(l4 + 4) : 0;
+            pkt->ack = avail >= 12 ? get_be32(l4 + 8) : 0;
+            pkt->tcp_flags = avail >= 14 ? l4[13] : 0;
+            pkt->rwnd = avail >= 16 ? get_be16(l4 + 14) : 0;
+            return true;
+        }
         pkt->seq = get_be32(l4 + 4);
         pkt->ack = get_be32(l4 + 8);
         pkt->tcp_flags = l4[13];
         pkt->rwnd = get_be16(l4 + 14);
-        pkt->volume = l4len > hlen ? l4len - hlen : 0;
         if (pkt->tcp_flags & TPM_TCP_SYN) {
             parse_tcp_options__(l4, hlen, avail, pkt);
         }
-    } else if (proto == IPPROTO_UDP && avail >= 8) {
-        uint32_t ulen = get_be16(l4 + 4);
+    } else if (proto == IPPROTO_UDP) {
+        if (avail < 4) {
+            return false;
+        }
         pkt->key.sport = get_be16(l4);
         pkt->key.dport = get_be16(l4 + 2);
         /* Trust the smaller of the UDP and IP lengths. */
-        ulen = MIN(ulen, l4len);
+        uint32_t ulen = avail >= 6 ? MIN(get_be16(l4 + 4), l4len) : l4len;
         pkt->volume = ulen > 8 ? ulen - 8 : 0;
-    } else if (proto == IPPROTO_SCTP && avail >= 12) {
+        *cut = avail < 8;
+    } else if (proto == IPPROTO_SCTP) {
+        if (avail < 4) {
+            return false;
+        }
         pkt->key.sport = get_be16(l4);
         pkt->key.dport = get_be16(l4 + 2);
         pkt->volume = l4len > 12 ? l4len - 12 : 0;
-    } else if ((proto == IPPROTO_ICMP || proto == IPPROTO_ICMPV6)
-               && avail >= 4) {
+        *cut = avail < 12;
+    } else if (proto == IPPROTO_ICMP || proto == IPPROTO_ICMPV6) {
+        if (avail < 2) {
+            return false;
+        }
         pkt->key.sport = l4[0];
         pkt->key.dport = l4[1];
         pkt->volume = l4len > 8 ? l4len - 8 : 0;
+        *cut = avail < 8;
     }
+    return true;
 }
 
 static void
@@ -177,39 +205,112 @@ tpm_frame_build(void *buf, uint32_t cap, const struct tpm_key *key,
     return len;
 }
 
+static const char *const reason_names[TPM_PARSE_N_REASONS] = {
+    [TPM_PARSE_NON_IP] = "non_ip",
+    [TPM_PARSE_L2_TRUNCATED] = "l2_truncated",
+    [TPM_PARSE_TOO_MANY_TAGS] = "too_many_tags",
+    [TPM_PARSE_L3_TRUNCATED] = "l3_truncated",
+    [TPM_PARSE_BAD_IP_HEADER] = "bad_ip_header",
+    [TPM_PARSE_PORTS_NOT_CAPTURED] = "ports_not_captured",
+};
+
+const char *
+tpm_parse_reason_name(enum tpm_parse_reason reason)
+{
+    return (unsigned int) reason < TPM_PARSE_N_REASONS
+           ? reason_names[reason] : "?";
+}
+
+uint64_t
+tpm_parse_stats_not_parsed(const struct tpm_parse_stats *stats)
+{
+    uint64_t n = 0;
+    for (int i = 0; i < TPM_PARSE_N_REASONS; i++) {
+        n += __atomic_load_n(&stats->not_parsed[i], __ATOMIC_RELAXED);
+    }
+    return n;
+}
+
+/* Adds one to counter 'c' of a 'struct tpm_parse_stats' (one writer,
+ * readers on other threads). */
+static void
+count__(uint64_t *c)
+{
+    __atomic_store_n(c, *c + 1, __ATOMIC_RELAXED);
+}
+
+/* Leaves 'pkt' as a frame that is not parsed, counts it for 'reason' in
+ * 'stats' (if not NULL) and returns false. */
+static bool
+not_parsed__(struct tpm_pkt *pkt, uint32_t wirelen,
+             enum tpm_parse_reason reason, struct tpm_parse_stats *stats)
+{
+    memset(pkt, 0, offsetof(struct tpm_pkt, v));
+    pkt->bytes = wirelen;
+    pkt->wscale = TPM_WSCALE_NONE;
+    if (stats) {
+        count__(&stats->not_parsed[reason]);
+    }
+    return false;
+}
+
+static bool
+is_vlan_type__(uint16_t type)
+{
+    return type == ETH_TYPE_VLAN || type == ETH_TYPE_QINQ
+           || type == ETH_TYPE_QINQ_OLD;
+}
+
 bool
 tpm_packet_parse_full(const void *data, uint32_t caplen, uint32_t wirelen,
-                      struct tpm_pkt *pkt)
+                      struct tpm_pkt *pkt, struct tpm_parse_stats *stats)
 {
     const uint8_t *p = data;
     const uint8_t *end = p + caplen;
+    bool len_from_frame = false, cut = false;
+    enum tpm_parse_reason why;
 
     memset(pkt, 0, offsetof(struct tpm_pkt, v));
     pkt->bytes = wirelen;
     pkt->wscale = TPM_WSCALE_NONE;
 
     if (caplen < ETH_HLEN) {
-        return false;
+        why = TPM_PARSE_L2_TRUNCATED;
+        goto not_parsed;
     }
     uint16_t type = get_be16(p + 12);
     p += ETH_HLEN;
-    for (int i = 0; i < 2 && (type == ETH_TYPE_VLAN || type == ETH_TYPE_QINQ);
-         i++) {
-        if (end - p < 4) {
-            return false;
+    for (int tags = 0; is_vlan_type__(type); tags++) {
+        if (tags == TPM_VLAN_MAX) {
+            why = TPM_PARSE_TOO_MANY_TAGS;
+            goto not_parsed;
+        } else if (end - p < 4) {
+            why = TPM_PARSE_L2_TRUNCATED;
+            goto not_parsed;
         }
         type = get_be16(p + 2);
         p += 4;
     }
 
     if (type == ETH_TYPE_IP) {
-        if (end - p < 20 || (p[0] >> 4) != 4) {
-            return false;
+        if (end - p < 20) {
+            why = TPM_PARSE_L3_TRUNCATED;
+            goto not_parsed;
         }
         uint32_t ihl = (p[0] & 0xf) * 4;
         uint32_t tot = get_be16(p + 2);
-        if (ihl < 20 || tot < ihl || end - p < (long) ihl) {
-            return false;
+        if (!tot) {
+            /* Segmentation offload: the frame's length says it. */
+            uint32_t l2len = p - (const uint8_t *) data;
+            tot = wirelen > l2len ? wirelen - l2len : 0;
+            len_from_frame = true;
+        }
+        if ((p[0] >> 4) != 4 || ihl < 20 || tot < ihl) {
+            why = TPM_PARSE_BAD_IP_HEADER;
+            goto not_parsed;
+        } else if (end - p < (long) ihl) {
+            why = TPM_PARSE_L3_TRUNCATED;
+            goto not_parsed;
         }
         uint16_t frag = get_be16(p + 6);
         pkt->key.ipver = 4;
@@ -218,11 +319,18 @@ tpm_packet_parse_full(const void *data, uint32_t caplen, uint32_t wirelen,
         pkt->ecn = (p[1] & 3) == 3;
         memcpy(&pkt->key.src[0], p + 12, 4);
         memcpy(&pkt->key.dst[0], p + 16, 4);
-        parse_l4__(p + ihl, (int) (end - p - ihl), tot - ihl,
-                   (frag & 0x1fff) == 0, pkt);
+        if (!parse_l4__(p + ihl, end - p - ihl, tot - ihl,
+                        (frag & 0x1fff) == 0, pkt, &cut)) {
+            why = TPM_PARSE_PORTS_NOT_CAPTURED;
+            goto not_parsed;
+        }
     } else if (type == ETH_TYPE_IPV6) {
-        if (end - p < 40 || (p[0] >> 4) != 6) {
-            return false;
+        if (end - p < 40) {
+            why = TPM_PARSE_L3_TRUNCATED;
+            goto not_parsed;
+        } else if ((p[0] >> 4) != 6) {
+            why = TPM_PARSE_BAD_IP_HEADER;
+            goto not_parsed;
         }
         uint32_t plen = get_be16(p + 4);
         uint8_t nh = p[6];
@@ -237,34 +345,49 @@ tpm_packet_parse_full(const void *data, uint32_t caplen, uint32_t wirelen,
         /* Skip extension headers. */
         for (int i = 0; i < 8; i++) {
             uint32_t elen;
-            if (nh == IPPROTO_HOPOPTS_ || nh == IPPROTO_ROUTING_
-                || nh == IPPROTO_DSTOPTS_) {
-                if (end - p < 8) {
-                    break;
-                }
-                elen = (p[1] + 1) * 8;
+            if (nh != IPPROTO_HOPOPTS_ && nh != IPPROTO_ROUTING_
+                && nh != IPPROTO_DSTOPTS_ && nh != IPPROTO_FRAGMENT_) {
+                break;
+            } else if (end - p < 8) {
+                why = TPM_PARSE_L3_TRUNCATED;
+                goto not_parsed;
             } else if (nh == IPPROTO_FRAGMENT_) {
-                if (end - p < 8) {
-                    break;
-                }
                 elen = 8;
                 first_frag = (get_be16(p + 2) & 0xfff8) == 0;
             } else {
-                break;
+                elen = (p[1] + 1) * 8;
             }
-            if (elen > plen || end - p < (long) elen) {
+            if (elen > plen) {
                 break;
+            } else if (end - p < (long) elen) {
+                why = TPM_PARSE_L3_TRUNCATED;
+                goto not_parsed;
             }
             nh = p[0];
             plen -= elen;
             p += elen;
         }
         pkt->key.proto = nh;
-        parse_l4__(p, (int) (end - p), plen, first_frag, pkt);
+        if (!parse_l4__(p, end - p, plen, first_frag, pkt, &cut)) {
+            why = TPM_PARSE_PORTS_NOT_CAPTURED;
+            goto not_parsed;
+        }
     } else {
-        return false;
+        why = TPM_PARSE_NON_IP;
+        goto not_parsed;
+    }
+    if (stats && (cut || len_from_frame)) {
+        if (cut) {
+            count__(&stats->l4_truncated);
+        }
+        if (len_from_frame) {
+            count__(&stats->ip_len_from_frame);
+        }
     }
     return true;
+
+not_parsed:
+    return not_parsed__(pkt, wirelen, why, stats);
 }
 
 /* Hashing. */

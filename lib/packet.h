@@ -9,8 +9,9 @@
  * words exactly as they appear on the wire), ports in host byte order.
  * IPv4 addresses occupy word 0, words 1-3 are zero.
  *
- * Frames that are not IP (ARP, LLDP, ...) parse into a key with ipver 0:
- * they are counted by callers and never matched against triggers.
+ * Frames that are not parsed (not IP, or cut or malformed headers) parse
+ * into a key with ipver 0: they are counted by reason ('struct
+ * tpm_parse_stats') and never matched against triggers.
  *
  * Thread-safety: all functions are thread-safe (no shared state).
  */
@@ -18,6 +19,7 @@
 #define TPM_PACKET_H 1
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct tpm_key {
@@ -85,23 +87,74 @@ struct tpm_pkt {
     struct tpm_pkt_vars v;      /* Filled in by the monitor, see above. */
 };
 
+/* Most VLAN tags (802.1Q, 802.1ad, 0x9100) before the IP header: frames
+ * with more are not parsed (counted as too_many_tags). */
+#define TPM_VLAN_MAX 4
+
+/* Why a frame was not parsed. */
+enum tpm_parse_reason {
+    TPM_PARSE_NON_IP,           /* EtherType neither IPv4 nor IPv6 (after
+                                 * the VLAN tags): ARP, LLDP, ... */
+    TPM_PARSE_L2_TRUNCATED,     /* Ethernet header or a VLAN tag cut. */
+    TPM_PARSE_TOO_MANY_TAGS,    /* More than TPM_VLAN_MAX VLAN tags. */
+    TPM_PARSE_L3_TRUNCATED,     /* IP header (IPv6: an extension header)
+                                 * cut. */
+    TPM_PARSE_BAD_IP_HEADER,    /* IP version not that of the EtherType,
+                                 * IPv4 header length below 20 or total
+                                 * length (not 0) below the header. */
+    TPM_PARSE_PORTS_NOT_CAPTURED, /* TCP, UDP or SCTP ports (ICMP: type and
+                                   * code) not captured. */
+    TPM_PARSE_N_REASONS
+};
+
+/* Counters of the full parser.  One thread writes them (relaxed atomic
+ * stores); any thread may read them with relaxed atomic loads. */
+struct tpm_parse_stats {
+    uint64_t not_parsed[TPM_PARSE_N_REASONS]; /* By enum tpm_parse_reason. */
+    uint64_t l4_truncated;      /* Parsed frames whose L4 header was cut
+                                 * after the ports: volume from the IP
+                                 * lengths, fields not captured read 0. */
+    uint64_t ip_len_from_frame; /* Parsed IPv4 frames with total length 0:
+                                 * taken from the frame's length. */
+};
+
+/* Returns the counter name of 'reason' ("non_ip", "l2_truncated",
+ * "too_many_tags", "l3_truncated", "bad_ip_header",
+ * "ports_not_captured"). */
+const char *tpm_parse_reason_name(enum tpm_parse_reason reason);
+
+/* Returns the sum of the not-parsed counters of 'stats'. */
+uint64_t tpm_parse_stats_not_parsed(const struct tpm_parse_stats *stats);
+
 /* Parses Ethernet frame 'data' of 'caplen' captured bytes whose length on
  * the wire was 'wirelen' into 'pkt' (except its hash).  Handles up to
- * two VLAN tags, IPv4 (with options, fragments: only the first fragment
- * carries ports), IPv6 (skipping hop-by-hop, routing, fragment and
+ * TPM_VLAN_MAX VLAN tags (EtherTypes 0x8100, 0x88a8 and 0x9100), IPv4
+ * (with options; fragments: only the first fragment carries ports; a
+ * total length of 0, as segmentation offload leaves it, taken from
+ * 'wirelen'), IPv6 (skipping hop-by-hop, routing, fragment and
  * destination-options extension headers), TCP, UDP, SCTP, ICMP and ICMPv6.
- * Returns true if the frame is IP, false otherwise (then 'pkt->key' is all
- * zero but 'bytes' is set).  TCP options are read only on SYN segments
- * (window scale and MSS), and only as far as they were captured.
- * 'pkt->v' is not touched.
+ *
+ * Returns true if the frame is parsed, false otherwise (then 'pkt->key' is
+ * all zero but 'bytes' is set, and the reason is counted in 'stats').  A
+ * frame is parsed when its IP header (IPv6: with its extension headers)
+ * and, for TCP, UDP and SCTP, its ports (ICMP: type and code) were
+ * captured.  The other L4 fields are read only if captured (0 otherwise);
+ * the volume comes from the IP header's lengths less the L4 header (TCP:
+ * its data offset, 20 bytes if that was not captured; UDP: less than that
+ * if its own length was captured and is smaller).  TCP options are read
+ * only on SYN segments (window scale and MSS), and only as far as they
+ * were captured.  'pkt->v' is not touched.
  *
  * tpm_packet_parse() is inline: it handles the common case (untagged
  * IPv4 without options, first or only fragment, TCP other than SYN or
  * UDP, headers captured) in a few dozen instructions and hands everything
  * else to tpm_packet_parse_full(), which gives identical results for the
- * common case too (tests/test-packet.c checks both). */
+ * common case too (tests/test-packet.c checks both).  Only the full
+ * parser counts in 'stats' (which may be NULL): the common case has
+ * nothing to count. */
 bool tpm_packet_parse_full(const void *data, uint32_t caplen,
-                           uint32_t wirelen, struct tpm_pkt *pkt);
+                           uint32_t wirelen, struct tpm_pkt *pkt,
+                           struct tpm_parse_stats *stats);
 
 /* Writes into 'buf' ('cap' bytes) an Ethernet frame of 'len' bytes
  * (without FCS; raised to the smallest frame that holds the headers) whose
@@ -221,13 +274,17 @@ tpm_packet_parse_v4__(const uint8_t *p, uint32_t caplen, uint32_t wirelen,
     return true;
 }
 
+/* tpm_packet_parse() that counts in 'stats' (may be NULL) what the full
+ * parser finds: the frames not parsed, by reason, and the parsed frames
+ * with a cut L4 header or a length taken from the frame. */
 static inline bool
-tpm_packet_parse(const void *data, uint32_t caplen, uint32_t wirelen,
-                 struct tpm_pkt *pkt)
+tpm_packet_parse_counted(const void *data, uint32_t caplen,
+                         uint32_t wirelen, struct tpm_pkt *pkt,
+                         struct tpm_parse_stats *stats)
 {
     uint64_t w0, w2, w4;
     if (!tpm_packet_parse_v4__(data, caplen, wirelen, pkt, &w0, &w2, &w4)) {
-        return tpm_packet_parse_full(data, caplen, wirelen, pkt);
+        return tpm_packet_parse_full(data, caplen, wirelen, pkt, stats);
     }
     /* The key is written as five whole words: later 64-bit loads of it
      * (comparisons, the hash) are forwarded from these stores, where
@@ -241,6 +298,13 @@ tpm_packet_parse(const void *data, uint32_t caplen, uint32_t wirelen,
     k[4] = w4;
     pkt->hash = 0;
     return true;
+}
+
+static inline bool
+tpm_packet_parse(const void *data, uint32_t caplen, uint32_t wirelen,
+                 struct tpm_pkt *pkt)
+{
+    return tpm_packet_parse_counted(data, caplen, wirelen, pkt, NULL);
 }
 
 /* Hashes a key: CRC32-C over its five 64-bit words, with the SSE4.2
@@ -311,16 +375,16 @@ tpm_key_hash(const struct tpm_key *key)
     return tpm_key_hash_portable(key);
 }
 
-/* tpm_packet_parse(), and the key's hash in 'pkt->hash' (the value of
- * tpm_key_hash()): computed from registers for the common case, without
- * the zero words of an IPv4 key. */
+/* tpm_packet_parse_counted(), and the key's hash in 'pkt->hash' (the
+ * value of tpm_key_hash()): computed from registers for the common case,
+ * without the zero words of an IPv4 key. */
 static inline bool
 tpm_packet_parse_hash(const void *data, uint32_t caplen, uint32_t wirelen,
-                      struct tpm_pkt *pkt)
+                      struct tpm_pkt *pkt, struct tpm_parse_stats *stats)
 {
     uint64_t w0, w2, w4;
     if (!tpm_packet_parse_v4__(data, caplen, wirelen, pkt, &w0, &w2, &w4)) {
-        if (!tpm_packet_parse_full(data, caplen, wirelen, pkt)) {
+        if (!tpm_packet_parse_full(data, caplen, wirelen, pkt, stats)) {
             return false;
         }
         pkt->hash = tpm_key_hash(&pkt->key);

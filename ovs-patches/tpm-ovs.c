@@ -2289,6 +2289,19 @@ tpm_unixctl_stats(struct unixctl_conn *conn, int argc OVS_UNUSED,
         ds_put_format(&s, "  packets: %"PRIu64" (non-IP %"PRIu64"), "
                       "bytes: %"PRIu64"\n", st.packets, st.non_ip,
                       st.bytes);
+        ds_put_format(&s, "  not parsed: %"PRIu64" (non-IP %"PRIu64", "
+                      "L2 truncated %"PRIu64", too many VLAN tags %"PRIu64
+                      ", L3 truncated %"PRIu64", bad IP header %"PRIu64
+                      ", ports not captured %"PRIu64"); parsed with the L4 "
+                      "header cut %"PRIu64", IPv4 length from the frame %"
+                      PRIu64"\n", st.not_parsed,
+                      st.parse.not_parsed[TPM_PARSE_NON_IP],
+                      st.parse.not_parsed[TPM_PARSE_L2_TRUNCATED],
+                      st.parse.not_parsed[TPM_PARSE_TOO_MANY_TAGS],
+                      st.parse.not_parsed[TPM_PARSE_L3_TRUNCATED],
+                      st.parse.not_parsed[TPM_PARSE_BAD_IP_HEADER],
+                      st.parse.not_parsed[TPM_PARSE_PORTS_NOT_CAPTURED],
+                      st.parse.l4_truncated, st.parse.ip_len_from_frame);
         ds_put_format(&s, "  flows: %"PRIu64" live, table load %.1f%%, "
                       "inserts %"PRIu64", reuses %"PRIu64", evictions "
                       "%"PRIu64", freed %"PRIu64", retired %"PRIu64"\n",

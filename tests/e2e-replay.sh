@@ -9,7 +9,12 @@
 #   3. tpm-replay -f NAME.events NAME.pcap, with its default options, must
 #      exit 0 and print exactly the expected reports: the multisets of
 #      (event, epoch, group) are equal, key order is as specified, and the
-#      values agree to a relative 1e-9.
+#      values agree to a relative 1e-9;
+#   4. the parser's counters of tpm-replay --stats (frames not parsed, by
+#      reason; L4 headers cut) equal NAME.counters, which gen-trace.py
+#      computes from the packet fields and the snap length (scenarios
+#      snap64, cut at 64 bytes, and vlan3, with up to five VLAN tags, are
+#      about exactly that).
 # Then it checks that a malformed event is rejected cleanly, and that a
 # run that loses data (a trigger repository too small for the capture)
 # says so on stderr and exits with status 3.
@@ -24,7 +29,8 @@ top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
 top_builddir=${top_builddir:-.}
 PYTHON3=${PYTHON3:-python3}
 seeds=${E2E_SEEDS:-"1 2 3"}
-scenarios=${E2E_SCENARIOS:-"heavy agg interval ipv6 vars tcp noise table2"}
+scenarios=${E2E_SCENARIOS:-"heavy agg interval ipv6 vars tcp noise table2 \
+snap64 vlan3"}
 
 if ! command -v "$PYTHON3" >/dev/null 2>&1; then
     echo "SKIP: python3 not found (PYTHON3=$PYTHON3)"
@@ -127,6 +133,31 @@ if errors:
 print("PASS: %s: %d reports matched" % (label, len(exp)))
 '
 
+# counters EXPECTED STDERR LABEL: the --stats line of tpm-replay (the last
+# JSON object on its stderr) must hold the expected counters.
+counters_py='
+import json, sys
+
+exp_path, err_path, label = sys.argv[1:4]
+with open(exp_path) as f:
+    exp = json.load(f)
+stats = None
+with open(err_path) as f:
+    for line in f:
+        if line.startswith("{"):
+            stats = json.loads(line)
+if stats is None:
+    print("FAIL: %s: no --stats line" % label)
+    sys.exit(1)
+wrong = ["%s: %s, expected %s" % (k, stats.get(k), v)
+         for k, v in sorted(exp.items()) if stats.get(k) != v]
+if wrong:
+    print("FAIL: %s: counters: %s" % (label, "; ".join(wrong)))
+    sys.exit(1)
+print("PASS: %s: counters %s" % (label, ", ".join(
+    "%s %d" % (k, v) for k, v in sorted(exp.items()) if v)))
+'
+
 failures=0
 fail() {
     echo "FAIL: $*"
@@ -152,7 +183,7 @@ for seed in $seeds; do
             continue
         fi
         status=0
-        "$replay" -f "$base.events" "$base.pcap" \
+        "$replay" --stats -f "$base.events" "$base.pcap" \
             >"$base.actual" 2>"$base.stderr" || status=$?
         if [ "$status" -ne 0 ]; then
             fail "$label: tpm-replay exited with status $status"
@@ -166,6 +197,10 @@ for seed in $seeds; do
                 echo "  tpm-replay stderr:"
                 head -n 10 "$base.stderr" | sed 's/^/    /'
             fi
+        fi
+        if ! "$PYTHON3" -c "$counters_py" "$base.counters" "$base.stderr" \
+                "$label"; then
+            failures=$((failures + 1))
         fi
     done
 done

@@ -36,8 +36,19 @@ Semantics implemented by the ground truth (the contract tpm-replay honours):
     offset*4; UDP: UDP length - 8; IPv6 TCP: payload length - data offset;
     other protocols: IP payload length; ICMP appears only in noise that
     no filter matches, so its volume is never compared), never from
-    caplen, so Ethernet padding and snaplen truncation do not matter;
+    caplen, so Ethernet padding does not matter;
     ttl = TTL / hop limit;
+  * frames cut by the snap length (docs/operations.md, "What the capture
+    must hold"): a frame is monitored only if its VLAN tags (at most 4, of
+    TPIDs 0x8100, 0x88a8, 0x9100), IP header (with options) and, for TCP
+    and UDP, its ports (ICMP: type and code) were captured; other frames
+    match no filter.  TCP fields not captured read 0 (sequence number:
+    8 bytes of TCP header, acknowledgement 12, flags 14, window 16, SYN
+    options only whole); when the data offset (byte 12) was not captured
+    the TCP header counts as 20 bytes, so the volume of a segment with
+    options includes them.  The counters tpm-replay --stats must show are
+    computed from the packet fields (parse_counters()) and written to
+    NAME.counters.
     ecn = 1 iff the ECN bits are 11 (CE).
   * variables that need per-flow state (state_vars(), exactly as
     docs/event-language.md defines them): a flow has state from its first
@@ -101,6 +112,8 @@ PCAP_MAGIC_US = 0xa1b2c3d4
 
 ETH_IP4, ETH_IP6, ETH_ARP, ETH_VLAN, ETH_LLDP = 0x0800, 0x86DD, 0x0806, \
     0x8100, 0x88CC
+VLAN_TPIDS = (0x8100, 0x88a8, 0x9100)
+VLAN_MAX = 4                    # Tags libtpm parses (lib/packet.h).
 ICMP, TCP, UDP = 1, 6, 17
 
 MAC_A = bytes.fromhex('020000000001')
@@ -138,7 +151,8 @@ class Flow:
         self.ttl = ttl
         self.tos = tos              # Whole TOS / traffic class byte.
         self.rwnd = rwnd
-        self.vlans = tuple(vlans)   # VLAN IDs, outermost first.
+        self.vlans = tuple(vlans)   # VLAN IDs (TPID 0x8100) or (TPID,
+                                    # ID) pairs, outermost first.
         self.ip_opts = ip_opts      # IPv4 option bytes (multiple of 4).
         self.tcp_opts = tcp_opts    # TCP option bytes (0 or 12).
         self.noise = noise          # Must never match any event filter.
@@ -170,10 +184,73 @@ class Pkt:
                  'ip_opts', 'tcp_opts', 'flags', 'seq', 'noise', 'ack',
                  'syn_opt')
 
-    def record(self):
+    def offsets(self):
+        """(L3 offset, L4 offset, L4 header length) of an IP packet."""
+        l3 = 14 + 4 * len(self.vlans)
+        l4 = l3 + (20 + self.ip_opts if self.ipver == 4 else 40)
+        if self.proto == TCP:
+            hlen = 20 + self.tcp_opts + (8 if self.syn_opt else 0)
+        else:
+            hlen = 8                # UDP, ICMP echo.
+        return l3, l4, hlen
+
+    def parse_outcome(self, snaplen):
+        """What libtpm's parser must make of this frame captured at
+        'snaplen' bytes (docs/operations.md): a tpm-replay --stats counter
+        name, or None for a frame parsed whole."""
+        wire = self.record()[R_BYTES]
+        cap = min(wire, snaplen)
+        l3 = 14 + 4 * len(self.vlans)
+        if len(self.vlans) > VLAN_MAX:
+            return 'too_many_tags'
+        if cap < l3:
+            return 'l2_truncated'
+        if self.kind != 'ip':
+            return 'non_ip'
+        _, l4, hlen = self.offsets()
+        if cap < l4:
+            return 'l3_truncated'
+        if cap - l4 < (2 if self.proto == ICMP else 4):
+            return 'ports_not_captured'
+        if cap - l4 < min(hlen, 20):
+            return 'l4_truncated'
+        return None
+
+    def record(self, snaplen=None):
         """The ground-truth view of this packet, derived from the fields
         (not from the frame bytes: read_pcap() derives the same tuple from
-        the bytes, and --verify checks they agree)."""
+        the bytes, and --verify checks they agree), as captured at
+        'snaplen' bytes (None: whole)."""
+        if snaplen is not None:
+            whole = self.record()
+            cap = min(whole[R_BYTES], snaplen)
+            outcome = self.parse_outcome(snaplen)
+            if outcome not in (None, 'l4_truncated'):
+                return (self.ts, 0, 0, 0, 0, 0, 0, whole[R_BYTES], 0, 0, 0,
+                        0) + NO_TCP
+            _, l4, hlen = self.offsets()
+            if outcome is None and self.proto == TCP and cap - l4 < hlen \
+                    and self.syn_opt and self.flags & SYN:
+                # SYN options cut: each one read only whole (MSS at bytes
+                # 20-23, window scale at 25-27).
+                r = list(whole)
+                r[R_MSS] = r[R_MSS] if cap - l4 >= 24 else 0
+                r[R_WSCALE] = r[R_WSCALE] if cap - l4 >= 28 else -1
+                return tuple(r)
+            if outcome is None or self.proto != TCP:
+                return whole
+            # TCP header cut: each field as far as captured.
+            _, l4, hlen = self.offsets()
+            avail = cap - l4
+            r = list(whole)
+            if avail < 13:
+                r[R_VOLUME] = max(0, hlen + self.payload - 20)
+            r[R_SEQ] = r[R_SEQ] if avail >= 8 else 0
+            r[R_ACK] = r[R_ACK] if avail >= 12 else 0
+            r[R_FLAGS] = r[R_FLAGS] if avail >= 14 else 0
+            r[R_RWND] = r[R_RWND] if avail >= 16 else 0
+            r[R_WSCALE], r[R_MSS] = -1, 0   # Options: beyond 20 bytes.
+            return tuple(r)
         if self.kind != 'ip':
             size = 28 if self.kind == 'arp' else LLDP_LEN
             wire = max(MIN_FRAME, 14 + 4 * len(self.vlans) + size)
@@ -239,8 +316,9 @@ LLDP_LEN = len(LLDP_TLVS)
 
 def eth_header(dst, src, vlans, ethertype):
     h = dst + src
-    for vid in vlans:
-        h += struct.pack('!HH', ETH_VLAN, vid)
+    for tag in vlans:
+        tpid, vid = tag if isinstance(tag, tuple) else (ETH_VLAN, tag)
+        h += struct.pack('!HH', tpid, vid)
     return h + struct.pack('!H', ethertype)
 
 
@@ -280,7 +358,7 @@ def build_headers(p, ipid):
     elif p.proto == UDP:
         l4 = struct.pack('!HHHH', p.sport, p.dport, 8 + p.payload, 0)
     else:                           # ICMP echo request (type 8, code 0).
-        l4 = struct.pack('!BBHHH', p.sport, p.dport, 0, ipid, 1)
+        l4 = struct.pack('!BBHHH', p.sport, p.dport, 0, ipid & 0xffff, 1)
     l4len = len(l4) + p.payload
     if p.proto == ICMP and not v6:
         csum = inet_csum(l4)
@@ -330,6 +408,22 @@ def write_pcap(path, pkts, snaplen):
         f.write(out)
 
 
+def parse_counters(pkts, snaplen):
+    """The parser's counters tpm-replay --stats must show for 'pkts'
+    captured at 'snaplen' bytes, from the packet fields."""
+    c = dict.fromkeys(('non_ip', 'l2_truncated', 'too_many_tags',
+                       'l3_truncated', 'bad_ip_header', 'ports_not_captured',
+                       'l4_truncated', 'ip_len_from_frame'), 0)
+    for p in pkts:
+        outcome = p.parse_outcome(snaplen)
+        if outcome:
+            c[outcome] += 1
+    c['not_parsed'] = sum(v for k, v in c.items()
+                          if k not in ('l4_truncated', 'ip_len_from_frame'))
+    c['packets'] = len(pkts)
+    return c
+
+
 # ----------------------------------------------------------------------
 # Independent pcap reader (for --verify and --truth).
 
@@ -370,14 +464,20 @@ def parse_frame(frame, wire, ts, num, errors):
         errors.append('frame %d: %s' % (num, msg))
 
     non_ip = (ts, 0, 0, 0, 0, 0, 0, wire, 0, 0, 0, 0) + NO_TCP
+    if len(frame) < 14:
+        return non_ip
     ethertype = struct.unpack_from('!H', frame, 12)[0]
     o = 14
-    for _ in range(2):
-        if ethertype not in (0x8100, 0x88a8):
-            break
+    tags = 0
+    while ethertype in VLAN_TPIDS:
+        if tags == VLAN_MAX or len(frame) < o + 4:
+            return non_ip           # Not monitored.
         ethertype = struct.unpack_from('!H', frame, o + 2)[0]
         o += 4
+        tags += 1
     if ethertype == ETH_IP4:
+        if len(frame) < o + 20 or len(frame) < o + (frame[o] & 15) * 4:
+            return non_ip           # IP header cut: not monitored.
         vihl, tos, total, _, _, ttl, proto, _ = \
             struct.unpack_from('!BBHHHBBH', frame, o)
         ihl = (vihl & 15) * 4
@@ -389,6 +489,8 @@ def parse_frame(frame, wire, ts, num, errors):
         l4, l4len, ip_end = o + ihl, total - ihl, o + total
         pseudo = frame[o + 12:o + 20] + struct.pack('!xBH', proto, l4len)
     elif ethertype == ETH_IP6:
+        if len(frame) < o + 40:
+            return non_ip
         vtf, l4len, proto, ttl = struct.unpack_from('!IHBB', frame, o)
         if vtf >> 28 != 6:
             err('bad IPv6 version')
@@ -406,13 +508,29 @@ def parse_frame(frame, wire, ts, num, errors):
         err('wire length %d, but IP ends at %d' % (wire, ip_end))
     sport = dport = rwnd = 0
     tcp = NO_TCP
+    avail = len(frame) - l4         # L4 bytes captured.
+    if proto in (TCP, UDP, ICMP) and avail < (2 if proto == ICMP else 4):
+        return non_ip               # Ports not captured: not monitored.
+
+    def field(fmt, off, absent=0):
+        """A TCP/UDP header field at 'off', or 'absent' if not
+        captured."""
+        n = struct.calcsize(fmt)
+        return struct.unpack_from(fmt, frame, l4 + off)[0] \
+            if avail >= off + n else absent
+
     if proto == TCP:
-        sport, dport, seq, ack, doff, flags, rwnd = \
-            struct.unpack_from('!HHIIBBH', frame, l4)
-        volume = l4len - (doff >> 4) * 4
+        sport, dport = struct.unpack_from('!HH', frame, l4)
+        seq, ack = field('!I', 4), field('!I', 8)
+        doff = field('!B', 12, 5 << 4)     # Not captured: 20 bytes.
+        flags, rwnd = field('!B', 13), field('!H', 14)
+        volume = max(0, l4len - (doff >> 4) * 4) if avail < 13 \
+            else l4len - (doff >> 4) * 4
         wscale, mss = -1, 0
         if flags & SYN:
-            opts = frame[l4 + 20:l4 + (doff >> 4) * 4]
+            hlen = (doff >> 4) * 4
+            opts = frame[l4 + 20:l4 + hlen]
+            cut = len(opts) < hlen - 20
             k = 0
             while k < len(opts) and opts[k] != 0:
                 if opts[k] == 1:
@@ -420,7 +538,8 @@ def parse_frame(frame, wire, ts, num, errors):
                     continue
                 if k + 1 >= len(opts) or opts[k + 1] < 2 \
                         or k + opts[k + 1] > len(opts):
-                    err('malformed TCP option')
+                    if not cut:
+                        err('malformed TCP option')
                     break
                 if opts[k] == 2 and opts[k + 1] == 4:
                     mss = struct.unpack_from('!H', opts, k + 2)[0]
@@ -429,7 +548,8 @@ def parse_frame(frame, wire, ts, num, errors):
                 k += opts[k + 1]
         tcp = (seq, ack, flags, wscale, mss)
     elif proto == UDP:
-        sport, dport, ulen = struct.unpack_from('!HHH', frame, l4)
+        sport, dport = struct.unpack_from('!HH', frame, l4)
+        ulen = field('!H', 4, l4len)
         if ulen != l4len:
             err('UDP length %d != IP payload %d' % (ulen, l4len))
         volume = ulen - 8
@@ -1813,6 +1933,117 @@ def scen_table2(tb, ev):
     return active
 
 
+def scen_snap64(tb, ev):
+    """A capture cut at 64 bytes: TCP and UDP over IPv4 and IPv6 with VLAN
+    tags and IP and TCP options, so that the TCP header is whole, cut after
+    its data offset, cut before it, or cut before the ports."""
+    rng = tb.rng
+    X = ev['cut_vol'].threshold
+    V6 = ev['cut_v6'].threshold
+    gaps = set(range(8, 12))
+    active = [e for e in range(24) if e not in gaps]
+    # (VLAN tags, IPv4 option bytes, TCP option bytes): L4 bytes captured
+    # 30, 30 (options cut), 18 (header cut after the data offset), 10
+    # (data offset cut, no options: exact), 10 (options counted as
+    # payload), 2 (ports cut: not monitored).
+    shapes4 = [((), 0, 0), ((), 0, 12), ((7,), 8, 12), ((7, 8), 12, 0),
+               ((7, 8), 12, 12), ((7, 8), 20, 0)]
+    for i in range(24):
+        vlans, ip_opts, tcp_opts = shapes4[i % len(shapes4)]
+        tcp = i % 4 != 3
+        f = Flow(4, '10.98.7.%d' % (1 + i), '10.99.7.%d' % (1 + i % 12),
+                 TCP if tcp else UDP, tb.port(), 80 if tcp else 53,
+                 vlans=vlans, ip_opts=ip_opts, tcp_opts=tcp_opts)
+        lo, hi = (X // 2, X * 3 // 2) if i % 5 == 0 else (1000, 40000)
+        for e in active:
+            if rng.random() < 0.5:
+                n = tb.send(f, e, rng.randint(lo, hi),
+                            mss=rng.choice((MSS, 1000, 536)))
+                if tcp:
+                    tb.acks(f, e, max(1, n // 4))
+    # IPv6: 10 L4 bytes captured untagged (data offset cut), 6 with a tag,
+    # 2 with two (ports cut: not monitored).
+    for i in range(12):
+        vlans = ((), (5,), (5, 6))[i % 3]
+        tcp = i % 2 == 0
+        f = Flow(6, 'fd00:98::%x' % (i + 1), 'fd00:97::%x' % (i % 5 + 1),
+                 TCP if tcp else UDP, tb.port(), 443 if tcp else 5353,
+                 vlans=vlans, tcp_opts=12 if i % 4 == 0 else 0)
+        for e in active:
+            if rng.random() < 0.6:
+                tb.send(f, e, rng.randint(V6 // 3, V6 * 2), mss=1200)
+
+    # The TCP header cut after the data offset (18 bytes of it captured):
+    # exactly 125KB in 1000-byte segments is silent, one byte more fires.
+    fx = Flow(4, '10.98.7.200', '10.99.7.200', TCP, 41000, 80, vlans=(7,),
+              ip_opts=8, tcp_opts=12)
+    tb.send(fx, 3, X, mss=1000)
+    tb.send(fx, 4, X + 1, mss=1000)
+    tb.check('cut_vol', tb.abs(3), fx.group5(), False)
+    tb.check('cut_vol', tb.abs(4), fx.group5(), True)
+    # The data offset not captured, no TCP options: exact as well.
+    fy = Flow(4, '10.98.7.201', '10.99.7.201', TCP, 41001, 80,
+              vlans=(7, 8), ip_opts=12)
+    tb.send(fy, 5, X, mss=1000)
+    tb.send(fy, 6, X + 1, mss=1000)
+    tb.check('cut_vol', tb.abs(5), fy.group5(), False)
+    tb.check('cut_vol', tb.abs(6), fy.group5(), True)
+    # Ports not captured: never seen, however much it sends (a report
+    # for it would be unexpected).
+    fz = Flow(4, '10.98.7.202', '10.99.7.202', TCP, 41002, 80,
+              vlans=(7, 8), ip_opts=20)
+    for e in active[:4]:
+        tb.send(fz, e, 2 * X)
+    return active
+
+
+def scen_vlan3(tb, ev):
+    """Frames with one to four VLAN tags of the three TPIDs (802.1Q
+    0x8100, 802.1ad 0x88a8, 0x9100), and with five (not monitored)."""
+    rng = tb.rng
+    X = ev['v3flow'].threshold
+    gaps = set(range(8, 12))
+    active = [e for e in range(24) if e not in gaps]
+    stacks = [
+        ((0x88a8, 100), (0x8100, 200), (0x9100, 300)),
+        ((0x8100, 1), (0x8100, 2), (0x8100, 3)),
+        ((0x9100, 10), (0x88a8, 20), (0x8100, 30), (0x8100, 40)),
+        ((0x88a8, 5),),
+        (),
+    ]
+    for i in range(30):
+        vlans = stacks[i % len(stacks)]
+        tcp = i % 3 != 0
+        f = Flow(4 if i % 5 != 4 else 6,
+                 '10.98.8.%d' % (i + 1) if i % 5 != 4
+                 else 'fd00:98:8::%x' % (i + 1),
+                 '10.99.8.%d' % (1 + i % 10) if i % 5 != 4
+                 else 'fd00:99:8::%x' % (1 + i % 10),
+                 TCP if tcp else UDP, tb.port(), 80 if tcp else 53,
+                 vlans=vlans, tcp_opts=12 if i % 2 else 0)
+        for e in active:
+            if rng.random() < 0.6:
+                n = tb.send(f, e, rng.randint(X // 3, X * 3 // 2),
+                            mss=rng.choice((MSS, 1000)))
+                if tcp:
+                    tb.acks(f, e, max(1, n // 4))
+
+    # Three tags, one of each TPID: exactly at the threshold is silent,
+    # one byte more fires.
+    fx = Flow(4, '10.98.8.200', '10.99.8.200', UDP, 7000, 53,
+              vlans=stacks[0])
+    tb.send(fx, 3, X, mss=1000)
+    tb.send(fx, 4, X + 1, mss=1000)
+    tb.check('v3flow', tb.abs(3), fx.group5(), False)
+    tb.check('v3flow', tb.abs(4), fx.group5(), True)
+    # Five tags: beyond the limit, never seen.
+    fz = Flow(4, '10.98.8.201', '10.99.8.201', UDP, 7001, 53,
+              vlans=stacks[2] + ((0x8100, 50),))
+    for e in active[:4]:
+        tb.send(fz, e, 2 * X)
+    return active
+
+
 # name -> (builder, snaplen, noise packets, events or None for a file)
 SCENARIOS = {
     'heavy': (scen_heavy, 256, 1.0, [
@@ -1891,6 +2122,24 @@ SCENARIOS = {
         'predicate=count() >= 2 group=ipv6_src/64 interval=10ms',
     ]),
     'table2': (scen_table2, 128, 1.0, None),
+    'snap64': (scen_snap64, 64, 1.0, [
+        'cut_vol filter=ip,nw_dst=10.99.7.0/24 predicate=sum(volume) > 125KB '
+        'group=5tuple interval=10ms',
+        'cut_web filter=tcp,nw_dst=10.99.7.0/24,tp_dst=80 '
+        'predicate=count() > 60 group=nw_dst interval=10ms',
+        'cut_dns filter=udp,nw_dst=10.99.7.0/24,tp_dst=53 '
+        'predicate=sum(bytes) > 40KB group=nw_dst interval=10ms',
+        'cut_v6 filter=ipv6,ipv6_dst=fd00:97::/48 predicate=sum(volume) > '
+        '20KB group=5tuple interval=10ms',
+    ]),
+    'vlan3': (scen_vlan3, 128, 1.0, [
+        'v3flow filter=ip,nw_dst=10.99.8.0/24 predicate=sum(volume) > 40KB '
+        'group=5tuple interval=10ms',
+        'v3dns filter=udp,nw_dst=10.99.8.0/24 predicate=count() > 30 '
+        'group=nw_dst/24 interval=10ms',
+        'v3v6 filter=ipv6,ipv6_dst=fd00:99:8::/48 predicate=sum(volume) > '
+        '40KB group=ipv6_dst interval=10ms',
+    ]),
 }
 
 
@@ -1920,7 +2169,7 @@ def build_scenario(name, seed, args):
         active = builder(tb, by_name)
         tb.noise(int(args.packets * noise_scale), active)
         tb.finish(events)
-        recs = [p.record() for p in tb.pkts]
+        recs = [p.record(scenario_snaplen(name, args)) for p in tb.pkts]
         try:
             evals = compute_truth(recs, events, args.epoch_ns, strict=True)
         except NearTie:
@@ -1956,10 +2205,14 @@ def check_scenario(name, tb, recs, events, evals):
                                               else 'fires'))
 
 
+def scenario_snaplen(name, args):
+    return args.snaplen or SCENARIOS[name][1]
+
+
 def write_scenario(name, seed, args):
     t0 = time.time()
     tb, lines, events, evals, attempt = build_scenario(name, seed, args)
-    snaplen = args.snaplen or SCENARIOS[name][1]
+    snaplen = scenario_snaplen(name, args)
     os.makedirs(args.out_dir, exist_ok=True)
     base = os.path.join(args.out_dir, name)
     write_pcap(base + '.pcap', tb.pkts, snaplen)
@@ -1970,11 +2223,13 @@ def write_scenario(name, seed, args):
     assert reports
     with open(base + '.expected', 'w') as f:
         f.write('\n'.join(reports) + '\n')
+    with open(base + '.counters', 'w') as f:
+        f.write(json.dumps(parse_counters(tb.pkts, snaplen)) + '\n')
     if args.self_check:
         # Re-read the pcap we just wrote and compare record by record.
         errors = []
         recs = read_pcap(base + '.pcap', errors)
-        mem = [p.record() for p in tb.pkts]
+        mem = [p.record(snaplen) for p in tb.pkts]
         assert not errors, errors[:10]
         assert len(recs) == len(mem), (len(recs), len(mem))
         for i, (a, b) in enumerate(zip(recs, mem)):

@@ -1229,6 +1229,63 @@ START_TEST(test_errors)
 }
 END_TEST
 
+/* A clause given twice is refused wherever the repeat stands (next to
+ * the first or not), with the clause and the repeat's column, and nothing
+ * leaks (valgrind). */
+START_TEST(test_duplicate_clauses)
+{
+    static const struct {
+        const char *text;
+        const char *error;
+    } cases[] = {
+        /* Adjacent. */
+        { "filter=ip filter=ipv6 predicate=count() > 1",
+          "filter: column 11: duplicate clause 'filter=': expected each "
+          "clause at most once" },
+        { "filter=ip predicate=count() > 1 predicate=count() > 2",
+          "predicate: column 33: duplicate clause 'predicate=': expected "
+          "each clause at most once" },
+        { "filter=ip predicate=count() > 1 group=5tuple group=nw_src",
+          "group: column 46: duplicate clause 'group=': expected each "
+          "clause at most once" },
+        { "filter=ip predicate=count() > 1 interval=10ms interval=20ms",
+          "interval: column 47: duplicate clause 'interval=': expected "
+          "each clause at most once" },
+        { "filter=ip\tfilter=ip predicate=count() > 1",
+          "filter: column 11: duplicate clause 'filter=': expected each "
+          "clause at most once" },
+        { "filter=ip filter=ip filter=ip predicate=count() > 1",
+          "filter: column 11: duplicate clause 'filter=': expected each "
+          "clause at most once" },
+        { "filter=ip predicate= predicate=count() > 1",
+          "predicate: column 22: duplicate clause 'predicate=': expected "
+          "each clause at most once" },
+        /* Not adjacent. */
+        { "filter=tcp predicate=count() > 1 filter=udp",
+          "filter: column 34: duplicate clause 'filter=': expected each "
+          "clause at most once" },
+        { "predicate=count() > 1 filter=ip predicate=count() > 2",
+          "predicate: column 33: duplicate clause 'predicate=': expected "
+          "each clause at most once" },
+        { "group=5tuple filter=ip group=nw_src predicate=count() > 1",
+          "group: column 24: duplicate clause 'group=': expected each "
+          "clause at most once" },
+        { "interval=10ms filter=ip predicate=count() > 1 interval=20ms",
+          "interval: column 47: duplicate clause 'interval=': expected "
+          "each clause at most once" },
+    };
+
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct tpm_event *ev = (struct tpm_event *) 1;
+        char *error = tpm_event_parse("e", cases[i].text, &ev);
+        ck_assert_msg(error != NULL, "'%s' accepted", cases[i].text);
+        ck_assert_str_eq(error, cases[i].error);
+        ck_assert_ptr_null(ev);
+        free(error);
+    }
+}
+END_TEST
+
 /* The messages quoted in docs/event-language.md. */
 START_TEST(test_error_messages_exact)
 {
@@ -1626,6 +1683,7 @@ event_suite(void)
     tcase_add_loop_test(tc, test_errors, 0,
                         sizeof error_cases / sizeof error_cases[0]);
     tcase_add_test(tc, test_error_messages_exact);
+    tcase_add_test(tc, test_duplicate_clauses);
     tcase_add_test(tc, test_names);
     suite_add_tcase(s, tc);
 

@@ -193,6 +193,10 @@ struct expect {
     /* SYN options: read only once wholly captured, which they are from
      * 'l4off + l4opt' on (0: no options to read). */
     uint32_t l4opt;
+    /* Not parsed (!ip): the reason counted. */
+    enum tpm_parse_reason reason;
+    /* IPv4 total length 0: taken from the frame (counted). */
+    bool len_from_frame;
 };
 
 /* Checks a parse against 'e', including addresses (from the frame's wire
@@ -263,6 +267,20 @@ parse_check(const struct fb *f, const struct expect *e)
     memset(&p, 0x5a, sizeof p);
     bool ret = tpm_packet_parse(buf, f->n, e->wirelen, &p);
     check_pkt(f, &p, ret, e);
+
+    /* The same, counted: exactly the expected counters move. */
+    struct tpm_parse_stats st, want;
+    memset(&st, 0, sizeof st);
+    memset(&want, 0, sizeof want);
+    memset(&p, 0x5a, sizeof p);
+    ret = tpm_packet_parse_counted(buf, f->n, e->wirelen, &p, &st);
+    check_pkt(f, &p, ret, e);
+    if (!e->ip) {
+        want.not_parsed[e->reason] = 1;
+    }
+    want.ip_len_from_frame = e->len_from_frame;
+    ck_assert_msg(!memcmp(&st, &want, sizeof st), "%s: counters",
+                  e->name);
     free(buf);
 }
 
@@ -402,7 +420,7 @@ build_frame(int i, struct fb *f, struct expect *e)
         e->l3off = 22;
         e->ipver = 4; e->proto = 1; e->sport = 8; e->dport = 0;
         e->volume = 56; e->ttl = 64;
-        e->l3len = 20; e->l4off = 42; e->l4min = 4;
+        e->l3len = 20; e->l4off = 42; e->l4min = 8;
         break;
 
     case 8:
@@ -521,7 +539,7 @@ build_frame(int i, struct fb *f, struct expect *e)
         payload(f, 32);
         e->ipver = 6; e->proto = 58; e->sport = 128; e->dport = 0;
         e->volume = 32; e->ttl = 255;
-        e->l3len = 40; e->l4off = 54; e->l4min = 4;
+        e->l3len = 40; e->l4off = 54; e->l4min = 8;
         break;
 
     case 15:
@@ -537,7 +555,7 @@ build_frame(int i, struct fb *f, struct expect *e)
         payload(f, 28);
         e->ipver = 4; e->proto = 1; e->sport = 3; e->dport = 3;
         e->volume = 28; e->ttl = 255;
-        e->l3len = 20; e->l4off = 34; e->l4min = 4;
+        e->l3len = 20; e->l4off = 34; e->l4min = 8;
         break;
 
     case 16:
@@ -574,7 +592,7 @@ build_frame(int i, struct fb *f, struct expect *e)
         break;
 
     case 18:
-        /* Three VLAN tags: beyond what is parsed. */
+        /* Three 802.1Q VLAN tags. */
         e->name = "vlan3";
         eth(f, 0x8100);
         put16(f, 1);
@@ -585,7 +603,10 @@ build_frame(int i, struct fb *f, struct expect *e)
         put16(f, 0x0800);
         ipv4(f, 0, 28, 0, 64, 17, 0);
         udp(f, 1, 2, 8);
-        e->ip = false;
+        e->l3off = 26;
+        e->ipver = 4; e->proto = 17; e->sport = 1; e->dport = 2;
+        e->ttl = 64;
+        e->l3len = 20; e->l4off = 46; e->l4min = 8;
         break;
 
     case 19:
@@ -595,6 +616,7 @@ build_frame(int i, struct fb *f, struct expect *e)
         ipv6(f, 0, 8, 17, 64);
         udp(f, 1, 2, 8);
         e->ip = false;
+        e->reason = TPM_PARSE_BAD_IP_HEADER;
         break;
 
     case 20:
@@ -605,6 +627,7 @@ build_frame(int i, struct fb *f, struct expect *e)
         f->b[14] = 0x44;
         tcp(f, 1, 2, 3, 4, 5, 0, 0);
         e->ip = false;
+        e->reason = TPM_PARSE_BAD_IP_HEADER;
         break;
 
     case 21:
@@ -614,6 +637,7 @@ build_frame(int i, struct fb *f, struct expect *e)
         ipv4(f, 0, 19, 0, 64, 6, 0);
         tcp(f, 1, 2, 3, 4, 5, 0, 0);
         e->ip = false;
+        e->reason = TPM_PARSE_BAD_IP_HEADER;
         break;
 
     case 22:
@@ -626,6 +650,7 @@ build_frame(int i, struct fb *f, struct expect *e)
             put8(f, 0);
         }
         e->ip = false;
+        e->reason = TPM_PARSE_BAD_IP_HEADER;
         break;
 
     case 23:
@@ -730,6 +755,94 @@ build_frame(int i, struct fb *f, struct expect *e)
         break;
     }
 
+    case 30:
+        /* Three tags of the three kinds (802.1ad, 802.1Q, 0x9100), IPv4
+         * TCP with options. */
+        e->name = "vlan3-mixed-ipv4-tcp";
+        eth(f, 0x88a8);
+        put16(f, 0x0101);
+        put16(f, 0x8100);
+        put16(f, 0x0202);
+        put16(f, 0x9100);
+        put16(f, 0x0303);
+        put16(f, 0x0800);
+        ipv4(f, 0, 20 + 32 + 300, 0x4000, 61, 6, 0);
+        tcp(f, 40000, 80, 0x10, 0x20, 8, TPM_TCP_ACK, 512);
+        payload(f, 300);
+        e->l3off = 26;
+        e->ipver = 4; e->proto = 6; e->sport = 40000; e->dport = 80;
+        e->volume = 300; e->seq = 0x10; e->ack = 0x20; e->rwnd = 512;
+        e->ttl = 61; e->flags = TPM_TCP_ACK;
+        e->l3len = 20; e->l4off = 46; e->l4min = 20;
+        break;
+
+    case 31:
+        /* TPM_VLAN_MAX (4) tags, IPv6 UDP. */
+        e->name = "vlan4-ipv6-udp";
+        eth(f, 0x88a8);
+        put16(f, 1);
+        put16(f, 0x88a8);
+        put16(f, 2);
+        put16(f, 0x9100);
+        put16(f, 3);
+        put16(f, 0x8100);
+        put16(f, 4);
+        put16(f, 0x86dd);
+        ipv6(f, 0, 8 + 20, 17, 33);
+        udp(f, 53, 3333, 8 + 20);
+        payload(f, 20);
+        e->l3off = 30;
+        e->ipver = 6; e->proto = 17; e->sport = 53; e->dport = 3333;
+        e->volume = 20; e->ttl = 33;
+        e->l3len = 40; e->l4off = 70; e->l4min = 8;
+        break;
+
+    case 32:
+        /* One tag more than TPM_VLAN_MAX. */
+        e->name = "vlan5";
+        eth(f, 0x8100);
+        for (int j = 0; j < 4; j++) {
+            put16(f, (uint16_t) j);
+            put16(f, 0x8100);
+        }
+        put16(f, 5);
+        put16(f, 0x0800);
+        ipv4(f, 0, 28, 0, 64, 17, 0);
+        udp(f, 1, 2, 8);
+        e->ip = false;
+        e->reason = TPM_PARSE_TOO_MANY_TAGS;
+        break;
+
+    case 33:
+        /* IPv4 total length 0 (segmentation offload): the length is the
+         * frame's. */
+        e->name = "ipv4-total-length-0";
+        eth(f, 0x0800);
+        ipv4(f, 0, 0, 0x4000, 64, 6, 0);
+        tcp(f, 5001, 42000, 7, 8, 5, TPM_TCP_ACK | TPM_TCP_PSH, 9);
+        payload(f, 1448);
+        e->ipver = 4; e->proto = 6; e->sport = 5001; e->dport = 42000;
+        e->volume = 1448; e->seq = 7; e->ack = 8; e->rwnd = 9; e->ttl = 64;
+        e->flags = TPM_TCP_ACK | TPM_TCP_PSH;
+        e->l3len = 20; e->l4off = 34; e->l4min = 20;
+        e->len_from_frame = true;
+        break;
+
+    case 34:
+        /* Single 802.1ad tag, IPv4 UDP. */
+        e->name = "8021ad-ipv4-udp";
+        eth(f, 0x88a8);
+        put16(f, 0x0fff);
+        put16(f, 0x0800);
+        ipv4(f, 0, 20 + 8 + 40, 0, 7, 17, 0);
+        udp(f, 123, 123, 8 + 40);
+        payload(f, 40);
+        e->l3off = 18;
+        e->ipver = 4; e->proto = 17; e->sport = 123; e->dport = 123;
+        e->volume = 40; e->ttl = 7;
+        e->l3len = 20; e->l4off = 38; e->l4min = 8;
+        break;
+
     default:
         return false;
     }
@@ -796,6 +909,10 @@ START_TEST(test_vlan)
     check_frame(6);
     check_frame(7);
     check_frame(18);
+    check_frame(30);
+    check_frame(31);
+    check_frame(32);
+    check_frame(34);
 }
 END_TEST
 
@@ -840,6 +957,231 @@ START_TEST(test_non_ip)
     ck_assert_uint_eq(p.bytes, 1234);
     ck_assert_uint_eq(p.key.ipver, 0);
     ck_assert_uint_eq(p.volume, 0);
+}
+END_TEST
+
+static bool pkt_equal(const struct tpm_pkt *, const struct tpm_pkt *);
+
+/* Parses the first 'caplen' bytes of 'f' (an exact-size heap copy, for
+ * valgrind) by the inline parser, counted in 'st', and checks that the
+ * full parser agrees. */
+static bool
+parse_cut(const struct fb *f, uint32_t caplen, uint32_t wirelen,
+          struct tpm_pkt *p, struct tpm_parse_stats *st)
+{
+    uint8_t *buf = malloc(caplen ? caplen : 1);
+    struct tpm_parse_stats slow_st = *st;
+    struct tpm_pkt slow;
+
+    ck_assert_ptr_nonnull(buf);
+    memcpy(buf, f->b, caplen);
+    bool ret = tpm_packet_parse_counted(buf, caplen, wirelen, p, st);
+    bool slow_ret = tpm_packet_parse_full(buf, caplen, wirelen, &slow,
+                                          &slow_st);
+    free(buf);
+    ck_assert(ret == slow_ret && (!ret || pkt_equal(p, &slow)));
+    ck_assert(!memcmp(st, &slow_st, sizeof *st));
+    return ret;
+}
+
+/* An IPv6 TCP frame captured at 64 bytes (10 bytes of TCP header): real
+ * ports, sequence number, payload from the IPv6 payload length. */
+START_TEST(test_ipv6_tcp_cut_64)
+{
+    struct tpm_parse_stats st;
+    struct tpm_pkt p;
+    struct fb f;
+
+    memset(&f, 0, sizeof f);
+    memset(&st, 0, sizeof st);
+    eth(&f, 0x86dd);
+    ipv6(&f, 0, 20 + 1000, 6, 64);
+    tcp(&f, 33000, 443, 0xdeadbeef, 0x01020304, 5, TPM_TCP_ACK, 300);
+    payload(&f, 1000);
+
+    ck_assert(parse_cut(&f, 64, f.n, &p, &st));
+    ck_assert_uint_eq(p.key.ipver, 6);
+    ck_assert_uint_eq(p.key.proto, 6);
+    ck_assert_uint_eq(p.key.sport, 33000);
+    ck_assert_uint_eq(p.key.dport, 443);
+    ck_assert_uint_eq(p.volume, 1000);
+    ck_assert_uint_eq(p.seq, 0xdeadbeef);
+    ck_assert_uint_eq(p.ack, 0);          /* Not captured. */
+    ck_assert_uint_eq(p.tcp_flags, 0);
+    ck_assert_uint_eq(p.rwnd, 0);
+    ck_assert_uint_eq(p.bytes, 14 + 40 + 20 + 1000);
+    ck_assert_uint_eq(st.l4_truncated, 1);
+    ck_assert_uint_eq(tpm_parse_stats_not_parsed(&st), 0);
+
+    /* Cut before the ports: not parsed, counted. */
+    ck_assert(!parse_cut(&f, 57, f.n, &p, &st));
+    ck_assert_uint_eq(p.key.ipver, 0);
+    ck_assert_uint_eq(st.not_parsed[TPM_PARSE_PORTS_NOT_CAPTURED], 1);
+    ck_assert_uint_eq(st.l4_truncated, 1);
+}
+END_TEST
+
+/* IPv4 TCP captured at 50 bytes (16 bytes of TCP header): 125 segments of
+ * 1000 bytes of payload are 125000 bytes of volume, not 127500. */
+START_TEST(test_ipv4_cut_50)
+{
+    struct tpm_parse_stats st;
+    struct tpm_pkt p;
+    struct fb f;
+    uint64_t volume = 0;
+
+    memset(&st, 0, sizeof st);
+    for (int i = 0; i < 125; i++) {
+        memset(&f, 0, sizeof f);
+        eth(&f, 0x0800);
+        ipv4(&f, 0, 20 + 20 + 1000, 0x4000, 64, 6, 0);
+        tcp(&f, 50000, 5001, 1 + 1000 * i, 1, 5, TPM_TCP_ACK, 1000);
+        payload(&f, 1000);
+        ck_assert(parse_cut(&f, 50, f.n, &p, &st));
+        ck_assert_uint_eq(p.key.sport, 50000);
+        ck_assert_uint_eq(p.key.dport, 5001);
+        ck_assert_uint_eq(p.seq, 1 + 1000 * i);
+        ck_assert_uint_eq(p.ack, 1);
+        ck_assert_uint_eq(p.tcp_flags, TPM_TCP_ACK);
+        ck_assert_uint_eq(p.rwnd, 1000);
+        volume += p.volume;
+    }
+    ck_assert_uint_eq(volume, 125000);
+    ck_assert_uint_eq(st.l4_truncated, 125);
+
+    /* TCP options and the data offset not captured (44 bytes): the
+     * header is taken as 20 bytes, the volume is too large by the
+     * options' 12 bytes. */
+    memset(&f, 0, sizeof f);
+    eth(&f, 0x0800);
+    ipv4(&f, 0, 20 + 32 + 100, 0, 64, 6, 0);
+    tcp(&f, 1, 2, 3, 4, 8, TPM_TCP_ACK, 5);
+    payload(&f, 100);
+    ck_assert(parse_cut(&f, 44, f.n, &p, &st));
+    ck_assert_uint_eq(p.volume, 112);
+    ck_assert(parse_cut(&f, 47, f.n, &p, &st));     /* Offset captured. */
+    ck_assert_uint_eq(p.volume, 100);
+    ck_assert_uint_eq(st.l4_truncated, 127);
+
+    /* UDP cut after the ports: the IP length's payload. */
+    memset(&f, 0, sizeof f);
+    eth(&f, 0x0800);
+    ipv4(&f, 0, 20 + 8 + 500, 0, 64, 17, 0);
+    udp(&f, 7, 8, 8 + 500);
+    payload(&f, 500);
+    ck_assert(parse_cut(&f, 38, f.n, &p, &st));
+    ck_assert_uint_eq(p.key.sport, 7);
+    ck_assert_uint_eq(p.key.dport, 8);
+    ck_assert_uint_eq(p.volume, 500);
+    ck_assert_uint_eq(st.l4_truncated, 128);
+    ck_assert_uint_eq(tpm_parse_stats_not_parsed(&st), 0);
+}
+END_TEST
+
+/* IPv4 total length 0 (as captured under segmentation offload): the IP
+ * length is the frame's, counted; also with the capture cut. */
+START_TEST(test_ipv4_total_length_0)
+{
+    struct tpm_parse_stats st;
+    struct tpm_pkt p;
+    struct fb f;
+
+    check_frame(33);
+
+    memset(&st, 0, sizeof st);
+    memset(&f, 0, sizeof f);
+    eth(&f, 0x8100);                    /* Tagged: 18 bytes of L2. */
+    put16(&f, 10);
+    put16(&f, 0x0800);
+    ipv4(&f, 0, 0, 0x4000, 64, 6, 0);
+    tcp(&f, 80, 40000, 1, 2, 8, TPM_TCP_ACK, 3);
+    ck_assert(parse_cut(&f, f.n, 18 + 20 + 32 + 65000, &p, &st));
+    ck_assert_uint_eq(p.key.sport, 80);
+    ck_assert_uint_eq(p.volume, 65000);
+    ck_assert_uint_eq(st.ip_len_from_frame, 1);
+    ck_assert_uint_eq(st.l4_truncated, 0);
+
+    /* Frame shorter than the IP header it claims: bad header. */
+    ck_assert(!parse_cut(&f, f.n, 18 + 19, &p, &st));
+    ck_assert_uint_eq(st.not_parsed[TPM_PARSE_BAD_IP_HEADER], 1);
+    ck_assert_uint_eq(st.ip_len_from_frame, 1);
+}
+END_TEST
+
+/* Every reason a frame is not parsed, with its counter. */
+START_TEST(test_not_parsed_reasons)
+{
+    struct tpm_parse_stats st, want;
+    struct tpm_pkt p;
+    struct fb f;
+
+    memset(&st, 0, sizeof st);
+    memset(&want, 0, sizeof want);
+
+    /* non_ip: ARP. */
+    struct expect e;
+    ck_assert(build_frame(17, &f, &e));
+    ck_assert(!parse_cut(&f, f.n, f.n, &p, &st));
+    want.not_parsed[TPM_PARSE_NON_IP]++;
+
+    /* l2_truncated: shorter than an Ethernet header; a VLAN tag cut. */
+    ck_assert(!parse_cut(&f, 13, f.n, &p, &st));
+    ck_assert(!parse_cut(&f, 0, f.n, &p, &st));
+    want.not_parsed[TPM_PARSE_L2_TRUNCATED] += 2;
+    ck_assert(build_frame(5, &f, &e));
+    ck_assert(!parse_cut(&f, 17, f.n, &p, &st));
+    want.not_parsed[TPM_PARSE_L2_TRUNCATED]++;
+
+    /* too_many_tags: five tags. */
+    ck_assert(build_frame(32, &f, &e));
+    ck_assert(!parse_cut(&f, f.n, f.n, &p, &st));
+    want.not_parsed[TPM_PARSE_TOO_MANY_TAGS]++;
+
+    /* l3_truncated: IPv4 header cut, IPv4 options cut, IPv6 header cut,
+     * IPv6 extension header cut. */
+    ck_assert(build_frame(0, &f, &e));
+    ck_assert(!parse_cut(&f, 33, f.n, &p, &st));
+    ck_assert(build_frame(1, &f, &e));
+    ck_assert(!parse_cut(&f, 40, f.n, &p, &st));
+    ck_assert(build_frame(10, &f, &e));
+    ck_assert(!parse_cut(&f, 53, f.n, &p, &st));
+    ck_assert(build_frame(11, &f, &e));
+    ck_assert(!parse_cut(&f, 60, f.n, &p, &st));
+    want.not_parsed[TPM_PARSE_L3_TRUNCATED] += 4;
+
+    /* bad_ip_header: each malformed frame of the catalogue. */
+    for (int i = 19; i <= 22; i++) {
+        ck_assert(build_frame(i, &f, &e));
+        ck_assert(!parse_cut(&f, f.n, f.n, &p, &st));
+        want.not_parsed[TPM_PARSE_BAD_IP_HEADER]++;
+    }
+
+    /* ports_not_captured: TCP, UDP, SCTP with less than 4 bytes of L4
+     * header, ICMP with less than 2. */
+    ck_assert(build_frame(0, &f, &e));
+    ck_assert(!parse_cut(&f, 37, f.n, &p, &st));
+    ck_assert(build_frame(2, &f, &e));
+    ck_assert(!parse_cut(&f, 34, f.n, &p, &st));
+    ck_assert(build_frame(16, &f, &e));
+    ck_assert(!parse_cut(&f, 36, f.n, &p, &st));
+    ck_assert(build_frame(15, &f, &e));
+    ck_assert(!parse_cut(&f, 35, f.n, &p, &st));
+    want.not_parsed[TPM_PARSE_PORTS_NOT_CAPTURED] += 4;
+    /* ... but ICMP with its type and code is parsed. */
+    ck_assert(parse_cut(&f, 36, f.n, &p, &st));
+    want.l4_truncated++;
+
+    ck_assert(!memcmp(&st, &want, sizeof st));
+    ck_assert_uint_eq(tpm_parse_stats_not_parsed(&st), 17);
+
+    static const char *const names[] = {
+        "non_ip", "l2_truncated", "too_many_tags", "l3_truncated",
+        "bad_ip_header", "ports_not_captured",
+    };
+    ck_assert_int_eq(ARRAY_SIZE(names), TPM_PARSE_N_REASONS);
+    for (int i = 0; i < TPM_PARSE_N_REASONS; i++) {
+        ck_assert_str_eq(tpm_parse_reason_name(i), names[i]);
+    }
 }
 END_TEST
 
@@ -912,9 +1254,38 @@ pkt_equal(const struct tpm_pkt *a, const struct tpm_pkt *b)
            && a->mss == b->mss;
 }
 
+/* The L4 length of frame 'f' according to its IP header (IPv4 total
+ * length 0: the frame's). */
+static uint32_t
+l4_len_of(const struct fb *f, const struct expect *e)
+{
+    const uint8_t *ip = f->b + e->l3off;
+    if (e->ipver == 4) {
+        uint32_t tot = (uint32_t) ip[2] << 8 | ip[3];
+        if (!tot) {
+            tot = e->wirelen - e->l3off;
+        }
+        return tot - (ip[0] & 0xf) * 4;
+    }
+    return ((uint32_t) ip[4] << 8 | ip[5]) - (e->l4off - e->l3off - 40);
+}
+
+/* The reason a prefix of 'len' bytes of frame 'f' is not parsed. */
+static enum tpm_parse_reason
+prefix_reason(const struct expect *e, uint32_t len)
+{
+    if (len < e->l3off) {
+        return TPM_PARSE_L2_TRUNCATED;
+    } else if (len < e->l4off) {
+        return TPM_PARSE_L3_TRUNCATED;
+    }
+    return TPM_PARSE_PORTS_NOT_CAPTURED;
+}
+
 /* Every prefix of every frame: no read beyond 'caplen' (valgrind), bytes
- * always the wire length, no field taken from bytes not captured, and
- * the full parse once everything needed is there. */
+ * always the wire length, no field taken from bytes not captured, the
+ * volume from the IP lengths, the reason counted when not parsed, and the
+ * full parse once everything needed is there. */
 START_TEST(test_truncation)
 {
     struct fb f;
@@ -927,22 +1298,28 @@ START_TEST(test_truncation)
 
         for (uint32_t len = 0; len <= f.n; len++) {
             uint8_t *buf = malloc(len ? len : 1);
+            struct tpm_parse_stats st, slow_st;
             struct tpm_pkt p;
 
             ck_assert_ptr_nonnull(buf);
             memcpy(buf, f.b, len);
             memset(&p, 0x5a, sizeof p);
-            bool ret = tpm_packet_parse(buf, len, e.wirelen, &p);
+            memset(&st, 0, sizeof st);
+            bool ret = tpm_packet_parse_counted(buf, len, e.wirelen, &p,
+                                                &st);
 
-            /* The inline fast path and the full parser agree. */
+            /* The inline fast path and the full parser agree, counters
+             * included. */
             struct tpm_pkt slow;
-            bool slow_ret = tpm_packet_parse_full(buf, len, e.wirelen, &slow);
+            memset(&slow_st, 0, sizeof slow_st);
+            bool slow_ret = tpm_packet_parse_full(buf, len, e.wirelen, &slow,
+                                                  &slow_st);
 
             /* The parse that hashes gives the same packet, and the hash
              * of its key. */
             struct tpm_pkt h;
             memset(&h, 0x5a, sizeof h);
-            bool h_ret = tpm_packet_parse_hash(buf, len, e.wirelen, &h);
+            bool h_ret = tpm_packet_parse_hash(buf, len, e.wirelen, &h, NULL);
             free(buf);
             ck_assert_msg(h_ret == ret, "%s/%u: parse_hash returned %d",
                           e.name, len, h_ret);
@@ -958,37 +1335,57 @@ START_TEST(test_truncation)
             ck_assert_msg(ret == slow_ret && (!ret || pkt_equal(&p, &slow)),
                           "%s/%u: fast path differs from full parse",
                           e.name, len);
+            ck_assert_msg(!memcmp(&st, &slow_st, sizeof st),
+                          "%s/%u: fast path counted", e.name, len);
 
             ck_assert_msg(p.bytes == e.wirelen, "%s/%u: bytes", e.name, len);
             ck_assert_msg(p.key.pad == 0, "%s/%u: pad", e.name, len);
+            ck_assert_msg(tpm_parse_stats_not_parsed(&st) == !ret,
+                          "%s/%u: not-parsed counters", e.name, len);
             if (!ret) {
                 struct tpm_key zero;
                 memset(&zero, 0, sizeof zero);
                 ck_assert_msg(!memcmp(&p.key, &zero, sizeof zero),
                               "%s/%u: non-IP key not zero", e.name, len);
+                ck_assert_msg(!st.l4_truncated && !st.ip_len_from_frame,
+                              "%s/%u: not parsed, yet noted", e.name, len);
             }
-            if (!e.ip || len < e.l3off + e.l3len) {
-                ck_assert_msg(!ret, "%s/%u: IP with a truncated header",
-                              e.name, len);
+            if (!e.ip) {
+                ck_assert_msg(!ret, "%s/%u: parsed", e.name, len);
+                if (len == f.n) {
+                    ck_assert_msg(st.not_parsed[e.reason] == 1,
+                                  "%s: not counted as %s", e.name,
+                                  tpm_parse_reason_name(e.reason));
+                }
                 continue;
             }
-            ck_assert_msg(ret, "%s/%u: not IP", e.name, len);
+            uint32_t ports = e.proto == 1 || e.proto == 58 ? 2 : 4;
+            if (len < e.l3off + e.l3len || len < e.l4off
+                || (e.l4min && len < e.l4off + ports)) {
+                enum tpm_parse_reason r = prefix_reason(&e, len);
+                ck_assert_msg(!ret, "%s/%u: parsed", e.name, len);
+                ck_assert_msg(st.not_parsed[r] == 1, "%s/%u: not counted "
+                              "as %s", e.name, len,
+                              tpm_parse_reason_name(r));
+                continue;
+            }
+            ck_assert_msg(ret, "%s/%u: not parsed", e.name, len);
+            ck_assert_msg(st.ip_len_from_frame == e.len_from_frame,
+                          "%s/%u: ip_len_from_frame", e.name, len);
             ck_assert_msg(p.key.ipver == e.ipver && p.ttl == e.ttl
-                          && p.ecn == e.ecn
+                          && p.ecn == e.ecn && p.key.proto == e.proto
                           && !memcmp(p.key.src, full.key.src,
                                      sizeof p.key.src)
                           && !memcmp(p.key.dst, full.key.dst,
                                      sizeof p.key.dst),
                           "%s/%u: IP header fields", e.name, len);
-            if (len >= e.l4off) {
-                ck_assert_msg(p.key.proto == e.proto, "%s/%u: proto %u",
-                              e.name, len, p.key.proto);
-            }
-            if (e.l4min && len >= e.l4off + MAX(e.l4min, e.l4opt)) {
+            if (!e.l4min || len >= e.l4off + MAX(e.l4min, e.l4opt)) {
                 ck_assert_msg(pkt_equal(&p, &full),
                               "%s/%u: differs from the full parse", e.name,
                               len);
-            } else if (e.l4min && len >= e.l4off + e.l4min) {
+                ck_assert_msg(!st.l4_truncated, "%s/%u: l4_truncated",
+                              e.name, len);
+            } else if (len >= e.l4off + e.l4min) {
                 /* Options partly captured: each one read whole or not
                  * at all. */
                 struct tpm_pkt q = p;
@@ -1002,17 +1399,40 @@ START_TEST(test_truncation)
                 ck_assert_msg(pkt_equal(&q, &full),
                               "%s/%u: differs from the full parse", e.name,
                               len);
+                ck_assert_msg(!st.l4_truncated, "%s/%u: l4_truncated",
+                              e.name, len);
             } else {
-                ck_assert_msg(p.key.sport == 0 && p.key.dport == 0
-                              && p.seq == 0 && p.ack == 0 && p.rwnd == 0
-                              && p.tcp_flags == 0
+                /* L4 header cut after the ports: the ports, the fields
+                 * captured, the volume from the IP lengths. */
+                uint32_t avail = len - e.l4off;
+                uint32_t l4len = l4_len_of(&f, &e);
+                uint32_t volume = full.volume;
+                if (e.proto == 6 && avail < 13) {
+                    volume = l4len > 20 ? l4len - 20 : 0;
+                } else if (e.proto == 17 && avail < 6) {
+                    volume = l4len > 8 ? l4len - 8 : 0;
+                }
+                bool tcp = e.proto == 6;
+                ck_assert_msg(st.l4_truncated == 1, "%s/%u: l4_truncated",
+                              e.name, len);
+                ck_assert_msg(p.key.sport == e.sport
+                              && p.key.dport == e.dport,
+                              "%s/%u: ports %u %u", e.name, len, p.key.sport,
+                              p.key.dport);
+                ck_assert_msg(p.volume == volume, "%s/%u: volume %u, "
+                              "expected %u", e.name, len, p.volume, volume);
+                ck_assert_msg(p.seq == (tcp && avail >= 8 ? e.seq : 0)
+                              && p.ack == (tcp && avail >= 12 ? e.ack : 0)
+                              && p.tcp_flags == (tcp && avail >= 14
+                                                 ? e.flags : 0)
+                              && p.rwnd == (tcp && avail >= 16 ? e.rwnd : 0)
                               && p.wscale == TPM_WSCALE_NONE && p.mss == 0,
                               "%s/%u: L4 fields from uncaptured bytes",
                               e.name, len);
             }
         }
     }
-    ck_assert_int_ge(n_frames, 30);
+    ck_assert_int_ge(n_frames, 35);
 }
 END_TEST
 
@@ -1370,7 +1790,7 @@ START_TEST(test_frame_build)
         ck_assert_uint_le(len, MAX(want, 14 + 40 + 20));
 
         struct tpm_pkt a, b;
-        ck_assert(tpm_packet_parse_full(buf, len, len, &a));
+        ck_assert(tpm_packet_parse_full(buf, len, len, &a, NULL));
         ck_assert(tpm_packet_parse(buf, len, len, &b));
         ck_assert_mem_eq(&a.key, &k, sizeof k);
         ck_assert_mem_eq(&b.key, &k, sizeof k);
@@ -1456,6 +1876,10 @@ packet_suite(void)
     tcase_add_test(tc, test_ipv6);
     tcase_add_test(tc, test_icmp_sctp_other);
     tcase_add_test(tc, test_non_ip);
+    tcase_add_test(tc, test_ipv6_tcp_cut_64);
+    tcase_add_test(tc, test_ipv4_cut_50);
+    tcase_add_test(tc, test_ipv4_total_length_0);
+    tcase_add_test(tc, test_not_parsed_reasons);
     tcase_add_test(tc, test_ecn);
     tcase_add_test(tc, test_byte_order);
     tcase_add_test(tc, test_truncation);

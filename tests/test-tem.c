@@ -920,7 +920,39 @@ START_TEST(test_event_errors)
         { "filter=ip predicate=count() > 5 standby=maybe",
           "standby: column 41: unknown value 'maybe'" },
         { "filter=ip predicate=count() > 5 scope=all scope=all",
-          "scope: column 43: duplicate clause 'scope='" },
+          "scope: column 43: duplicate clause 'scope=': expected each "
+          "clause at most once" },
+        { "scope=all filter=ip scope=10.0.0.0/8 predicate=count() > 5",
+          "scope: column 21: duplicate clause 'scope=': expected each "
+          "clause at most once" },
+        { "filter=ip predicate=count() > 5 across=max across=max",
+          "across: column 44: duplicate clause 'across=': expected each "
+          "clause at most once" },
+        { "filter=ip predicate=sum(volume) > 5 across=sum split=equal "
+          "split=weighted",
+          "split: column 60: duplicate clause 'split=': expected each "
+          "clause at most once" },
+        { "filter=ip predicate=count() > 5 then=a:1s standby=yes then=b:1s",
+          "then: column 55: duplicate clause 'then=': expected each clause "
+          "at most once" },
+        { "filter=ip predicate=count() > 5 standby=no standby=yes",
+          "standby: column 44: duplicate clause 'standby=': expected each "
+          "clause at most once" },
+        /* The hosts' clauses, next to each other once the TEM's own are
+         * taken out, or not. */
+        { "filter=ip scope=all filter=ipv6 predicate=count() > 5",
+          "filter: column 21: duplicate clause 'filter=': expected each "
+          "clause at most once" },
+        { "filter=ip predicate=count() > 1 predicate=count() > 2",
+          "predicate: column 33: duplicate clause 'predicate=': expected "
+          "each clause at most once" },
+        { "filter=ip predicate=count() > 5 interval=10ms across=max "
+          "interval=20ms",
+          "interval: column 58: duplicate clause 'interval=': expected "
+          "each clause at most once" },
+        { "group=5tuple filter=ip group=nw_src predicate=count() > 1",
+          "group: column 24: duplicate clause 'group=': expected each "
+          "clause at most once" },
         { "filter=ip predicate=count() > 5 interval=15ms",
           "interval: 15ms is not a multiple of the epoch (10ms)" },
     };

@@ -169,6 +169,84 @@ stats(const struct tpm *tpm, struct tpm_stats *s)
     tpm_get_stats(tpm, s);
 }
 
+/* Frames the parser cannot parse, or parses with a header cut or a length
+ * taken from the frame, are counted by reason in the monitor's statistics;
+ * the volume of cut frames comes from the IP lengths. */
+START_TEST(test_parse_counters)
+{
+    struct tpm *tpm = new_tpm(NULL);
+    struct reports rs = { .n = 0 };
+    struct frame f;
+
+    add(tpm, 1, "vol filter=udp predicate=sum(volume) > 0 group=5tuple "
+        "interval=10ms");
+
+    /* Three VLAN tags (802.1ad, 802.1Q, 0x9100) before IPv4 UDP. */
+    udp_frame(&f, ip4(10, 99, 0, 1), ip4(10, 0, 0, 1), 1, 2, 30, 64);
+    memmove(f.data + 12 + 12, f.data + 12, 14 + 20 + 8 + 30 - 12);
+    static const uint8_t tags[12] = { 0x88, 0xa8, 0, 1, 0x81, 0x00, 0, 2,
+                                      0x91, 0x00, 0, 3 };
+    memcpy(f.data + 12, tags, sizeof tags);
+    f.len += 12;
+    send1(tpm, T0, &f);
+
+    /* The same flow, captured at 38 bytes of 1000: ports, volume from the
+     * IP length. */
+    udp_frame(&f, ip4(10, 99, 0, 1), ip4(10, 0, 0, 1), 1, 2, 0, 64);
+    put16(f.data + 14 + 2, 20 + 8 + 958);
+    struct tpm_frame cut = { f.data, 38, 14 + 20 + 8 + 958 };
+    tpm_advance(tpm, T0 + 1);
+    tpm_process_batch(tpm, &cut, 1);
+
+    /* IPv4 total length 0, and frames not parsed: ARP, cut before the
+     * ports, cut in the IP header, five VLAN tags. */
+    udp_frame(&f, ip4(10, 99, 0, 1), ip4(10, 0, 0, 1), 1, 2, 12, 64);
+    put16(f.data + 14 + 2, 0);
+    f.len = 14 + 20 + 8 + 12;
+    send1(tpm, T0 + 2, &f);
+    udp_frame(&f, ip4(10, 99, 0, 1), ip4(10, 0, 0, 1), 1, 2, 12, 64);
+    struct tpm_frame bad[4] = {
+        { f.data, 36, 60 }, { f.data, 30, 60 },
+    };
+    struct frame arp, tagged;
+    memset(&arp, 0, sizeof arp);
+    put16(arp.data + 12, 0x0806);
+    bad[2] = (struct tpm_frame) { arp.data, 60, 60 };
+    memset(&tagged, 0, sizeof tagged);
+    for (int i = 0; i < 5; i++) {
+        put16(tagged.data + 12 + 4 * i, 0x8100);
+    }
+    put16(tagged.data + 32, 0x0800);
+    bad[3] = (struct tpm_frame) { tagged.data, 80, 80 };
+    tpm_advance(tpm, T0 + 3);
+    tpm_process_batch(tpm, bad, 4);
+
+    tpm_advance(tpm, T0 + 10 * MS);
+    sweep_all(tpm);
+    collect(tpm, &rs);
+    ck_assert_int_eq(rs.n, 1);
+    ck_assert_double_eq(rs.r[0].value, 30 + 958 + 12);
+    ck_assert_uint_eq(rs.r[0].group.sport, 1);
+    ck_assert_uint_eq(rs.r[0].group.dport, 2);
+
+    struct tpm_stats s;
+    stats(tpm, &s);
+    ck_assert_uint_eq(s.packets, 7);
+    ck_assert_uint_eq(s.non_ip, 1);
+    ck_assert_uint_eq(s.not_parsed, 4);
+    ck_assert_uint_eq(s.parse.not_parsed[TPM_PARSE_NON_IP], 1);
+    ck_assert_uint_eq(s.parse.not_parsed[TPM_PARSE_PORTS_NOT_CAPTURED], 1);
+    ck_assert_uint_eq(s.parse.not_parsed[TPM_PARSE_L3_TRUNCATED], 1);
+    ck_assert_uint_eq(s.parse.not_parsed[TPM_PARSE_TOO_MANY_TAGS], 1);
+    ck_assert_uint_eq(s.parse.not_parsed[TPM_PARSE_L2_TRUNCATED], 0);
+    ck_assert_uint_eq(s.parse.not_parsed[TPM_PARSE_BAD_IP_HEADER], 0);
+    ck_assert_uint_eq(s.parse.l4_truncated, 1);
+    ck_assert_uint_eq(s.parse.ip_len_from_frame, 1);
+    ck_assert_uint_eq(s.flow_inserts, 1);
+    tpm_destroy(tpm);
+}
+END_TEST
+
 START_TEST(test_heavy_5tuple)
 {
     struct tpm *tpm = new_tpm(NULL);
@@ -2036,6 +2114,7 @@ tpm_suite(void)
     TCase *tc = tcase_create("monitor");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_heavy_5tuple);
+    tcase_add_test(tc, test_parse_counters);
     tcase_add_test(tc, test_group_aggregation);
     tcase_add_test(tc, test_aggregates_random);
     tcase_add_test(tc, test_aggregates_runs);

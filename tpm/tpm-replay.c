@@ -832,6 +832,18 @@ print_stats(const struct replay *r)
     STAT(triggers); STAT(events);
     STAT(sweep_ns_p50); STAT(sweep_ns_p99); STAT(sweep_ns_max);
     STAT(tcp_states); STAT(tcp_state_exhausted); STAT(tcp_state_freed);
+    STAT(not_parsed);
+    for (int i = 0; i < TPM_PARSE_N_REASONS; i++) {
+        if (i != TPM_PARSE_NON_IP) {    /* Already there as non_ip. */
+            json_object_object_add(o, tpm_parse_reason_name(i),
+                                   json_object_new_int64(
+                                       s.parse.not_parsed[i]));
+        }
+    }
+    json_object_object_add(o, "l4_truncated",
+                           json_object_new_int64(s.parse.l4_truncated));
+    json_object_object_add(o, "ip_len_from_frame",
+                           json_object_new_int64(s.parse.ip_len_from_frame));
 #undef STAT
 
     if (r->agent) {

@@ -1471,7 +1471,7 @@ process_batch__(struct tpm *tpm, const struct tpm_frame *frames,
 {
     struct tpm_pkt pkts[TPM_BATCH_MAX];
     uint64_t bytes = 0;
-    int non_ip = 0, hits;
+    int hits;
 
     n = MIN(n, TPM_BATCH_MAX);
 
@@ -1501,8 +1501,8 @@ process_batch__(struct tpm *tpm, const struct tpm_frame *frames,
         struct tpm_pkt *pkt = &pkts[i];
         bytes += frames[i].wirelen;
         if (!tpm_packet_parse_hash(frames[i].data, frames[i].caplen,
-                                   frames[i].wirelen, pkt)) {
-            non_ip++;
+                                   frames[i].wirelen, pkt,
+                                   &tpm->st.parse)) {
             continue;
         }
         if (pkt->hash == prev_hash) {
@@ -1524,7 +1524,6 @@ process_batch__(struct tpm *tpm, const struct tpm_frame *frames,
     TPM_STAT_ADD(tpm, packets, n);
     TPM_STAT_ADD(tpm, bytes, bytes);
     TPM_STAT_ADD(tpm, batches, 1);
-    TPM_STAT_ADD(tpm, non_ip, non_ip);
     TPM_STAT_ADD(tpm, lastflow_hits, hits);
     const struct tpm_flow_table_stats *fs = &tpm->ft.stats;
     TPM_STAT_SET(tpm, flow_inserts, fs->inserts);
@@ -1840,6 +1839,9 @@ tpm_get_stats(const struct tpm *tpm, struct tpm_stats *out)
     for (size_t i = 0; i < sizeof *out / sizeof(uint64_t); i++) {
         dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
     }
+
+    out->non_ip = out->parse.not_parsed[TPM_PARSE_NON_IP];
+    out->not_parsed = tpm_parse_stats_not_parsed(&out->parse);
 
     uint64_t v[TPM_SWEEP_RING];
     int n = 0;

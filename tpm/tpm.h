@@ -261,7 +261,8 @@ bool tpm_pop_report(struct tpm *, struct tpm_report *);
 struct tpm_stats {
     uint64_t packets;           /* Frames seen. */
     uint64_t bytes;
-    uint64_t non_ip;            /* Frames that are not IP (not monitored). */
+    uint64_t non_ip;            /* Frames that are not IP (not monitored):
+                                 * parse.not_parsed[TPM_PARSE_NON_IP]. */
     uint64_t batches;
     uint64_t lastflow_hits;     /* Lookups skipped: same flow as before. */
     uint64_t flow_inserts;
@@ -318,6 +319,11 @@ struct tpm_stats {
                                    * empty. */
     uint64_t tcp_state_freed;   /* Entries returned to the pool: both
                                  * directions' flow entries gone. */
+    uint64_t not_parsed;        /* Frames not parsed, so not monitored (the
+                                 * sum of parse.not_parsed). */
+    struct tpm_parse_stats parse; /* The parser's counters, by reason
+                                 * (lib/packet.h).  Frames are parsed only
+                                 * while an event is installed. */
 };
 
 void tpm_get_stats(const struct tpm *, struct tpm_stats *);
