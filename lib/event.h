@@ -134,6 +134,26 @@ enum tpm_binop {
     TPM_OP_AND, TPM_OP_OR,
 };
 
+/* Returns 'a op b' for a comparison 'op' (false for the other
+ * operators): the test of a predicate "AGG op CONSTANT", on a host and in
+ * the TEM. */
+static inline bool
+tpm_compare(enum tpm_binop op, double a, double b)
+{
+    switch (op) {
+    case TPM_OP_LT: return a < b;
+    case TPM_OP_LE: return a <= b;
+    case TPM_OP_GT: return a > b;
+    case TPM_OP_GE: return a >= b;
+    case TPM_OP_EQ: return a == b;
+    case TPM_OP_NE: return a != b;
+    case TPM_OP_ADD: case TPM_OP_SUB: case TPM_OP_MUL: case TPM_OP_DIV:
+    case TPM_OP_AND: case TPM_OP_OR:
+    default:
+        return false;
+    }
+}
+
 struct tpm_expr {
     enum tpm_expr_type type;
     int pos;                    /* 1-based column in the definition. */

@@ -1086,19 +1086,7 @@ static bool
 compare_holds(const struct tem_event *e, double v)
 {
     const struct tpm_expr *p = e->ev->pred;
-    double t = e->threshold;
-    switch (p->op) {
-    case TPM_OP_LT: return v < t;
-    case TPM_OP_LE: return v <= t;
-    case TPM_OP_GT: return v > t;
-    case TPM_OP_GE: return v >= t;
-    case TPM_OP_EQ: return v == t;
-    case TPM_OP_NE: return v != t;
-    case TPM_OP_ADD: case TPM_OP_SUB: case TPM_OP_MUL: case TPM_OP_DIV:
-    case TPM_OP_AND: case TPM_OP_OR:
-    default:
-        return false;
-    }
+    return tpm_compare(p->op, v, e->threshold);
 }
 
 /* Returns true if part 'p' holds on its own against the full predicate:

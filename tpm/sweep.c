@@ -87,24 +87,6 @@ agg_value__(const struct tpm_expr *node, bool prev, void *ctx_)
     return 0;
 }
 
-/* Returns 'v op t' for a comparison 'op' (enum tpm_binop). */
-static inline bool
-compare__(uint8_t op, double v, double t)
-{
-    switch ((enum tpm_binop) op) {
-    case TPM_OP_LT: return v < t;
-    case TPM_OP_LE: return v <= t;
-    case TPM_OP_GT: return v > t;
-    case TPM_OP_GE: return v >= t;
-    case TPM_OP_EQ: return v == t;
-    case TPM_OP_NE: return v != t;
-    case TPM_OP_ADD: case TPM_OP_SUB: case TPM_OP_MUL: case TPM_OP_DIV:
-    case TPM_OP_AND: case TPM_OP_OR:
-    default:
-        return false;
-    }
-}
-
 /* Returns the value of event 'ev' over accumulators 'acc' (and 'prev' for
  * the previous interval) and stores in '*satisfied' whether the predicate
  * holds. */
@@ -115,7 +97,7 @@ ev_value__(const struct tpm_ev *ev, const double *acc, const double *prev,
     if (ev->fast_agg >= 0) {
         /* "AGG op CONSTANT": one aggregate, one comparison. */
         double v = agg_compute__(&ev->fast, acc);
-        *satisfied = compare__(ev->fast_op, v, ev->fast_threshold);
+        *satisfied = tpm_compare(ev->fast_op, v, ev->fast_threshold);
         return v;
     }
 
@@ -200,7 +182,7 @@ interval_end__(struct tpm *tpm, uint32_t ci, const struct tpm_ev *ev,
              * interval, "AGG op CONSTANT"). */
             end = c->iv;
             value = agg_compute__(&c->calc, acc);
-            sat = compare__(c->op, value, c->threshold);
+            sat = tpm_compare(c->op, value, c->threshold);
         } else {
             end = (c->iv + 1) * ev->interval - 1;
             value = ev_value__(ev, acc, c->prev, &sat);

@@ -1193,18 +1193,27 @@ tpm_scrub_step__(struct tpm *tpm, uint32_t n)
 /* Phase 1. */
 
 /* Updates flow 'f''s statistics of the current epoch with 'pkt'. */
-static inline __attribute__((always_inline)) void
-flow_update__(struct tpm *tpm, struct tpm_flow *f, const struct tpm_pkt *pkt)
+/* Returns flow 'f''s statistics of the current epoch, reset if they are
+ * another epoch's (lazy reset: the first packet of the epoch
+ * overwrites). */
+static inline __attribute__((always_inline)) struct tpm_flow_stats *
+flow_stats__(const struct tpm *tpm, struct tpm_flow *f)
 {
     uint32_t tag = tpm->tag;
     struct tpm_flow_stats *st = &f->stats[tag & 1];
 
     if (f->tag[tag & 1] != tag) {
-        /* Lazy reset: the first packet of the epoch overwrites. */
         f->tag[tag & 1] = tag;
         st->packets = 0;
         st->bytes = 0;
     }
+    return st;
+}
+
+static inline __attribute__((always_inline)) void
+flow_update__(struct tpm *tpm, struct tpm_flow *f, const struct tpm_pkt *pkt)
+{
+    struct tpm_flow_stats *st = flow_stats__(tpm, f);
     bool first = !st->packets;
     st->packets++;
     st->bytes += pkt->bytes;
@@ -1288,14 +1297,7 @@ flow_update_run__(struct tpm *tpm, struct tpm_flow *f,
     }
     n = run;
 
-    uint32_t tag = tpm->tag;
-    struct tpm_flow_stats *st = &f->stats[tag & 1];
-
-    if (f->tag[tag & 1] != tag) {
-        f->tag[tag & 1] = tag;
-        st->packets = 0;
-        st->bytes = 0;
-    }
+    struct tpm_flow_stats *st = flow_stats__(tpm, f);
     bool first = !st->packets;
     uint32_t bytes = 0;
     for (int j = 0; j < n; j++) {
