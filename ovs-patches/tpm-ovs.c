@@ -1308,6 +1308,8 @@ monitor_set_config(const struct smap *cfg)
                     &k.params.dos_window);
     ok &= knob_bool(cfg, "tpm-dos-clear", &k.params.dos_clear_on_pass);
     ok &= knob_uint(cfg, "tpm-history", 1, 1024, &k.params.history_len);
+    ok &= knob_uint(cfg, "tpm-retire-epochs", 1, 1u << 20,
+                    &k.params.retire_epochs);
     ok &= knob_uint(cfg, "tpm-tcp-state-pool", 0, 1u << 24,
                     &k.params.tcp_state_pool);
     uint64_t burst_gap = k.params.burst_gap_ns;

@@ -839,6 +839,55 @@ START_TEST(test_abandoned_twice)
 }
 END_TEST
 
+/* A flow that sends every third epoch stays in its trigger instance
+ * (matched once) under the default retire_epochs, and is matched again at
+ * each return with retire_epochs 1; its values are the same either way. */
+START_TEST(test_retire_epochs)
+{
+    for (int retire = 1; retire <= 16; retire += 15) {
+        struct tpm_params p;
+        tpm_params_init(&p);
+        p.flow_table_size = 1024;
+        p.max_chunks = 64;
+        p.retire_epochs = retire;
+        p.sweep_budget_ns = 0;
+        struct tpm *tpm = new_tpm(&p);
+        struct reports rs = { .n = 0 };
+        struct frame f;
+
+        add(tpm, 1, "c filter=udp predicate=count() >= 0 group=5tuple");
+        udp_frame(&f, ip4(10, 99, 0, 1), ip4(10, 5, 0, 1), 1, 2, 10, 64);
+        for (int e = 0; e < 30; e++) {
+            if (e % 3 == 0) {
+                send1(tpm, T0 + e * 10 * MS, &f);
+                send1(tpm, T0 + e * 10 * MS + 1, &f);
+            } else {
+                tpm_advance(tpm, T0 + e * 10 * MS);
+            }
+            sweep_all(tpm);
+        }
+        tpm_advance(tpm, T0 + 30 * 10 * MS);
+        sweep_all(tpm);
+        collect(tpm, &rs);
+
+        struct tpm_stats s;
+        stats(tpm, &s);
+        ck_assert_int_eq(rs.n, 10);
+        for (int i = 0; i < rs.n; i++) {
+            ck_assert_double_eq(rs.r[i].value, 2);
+        }
+        if (retire == 1) {
+            ck_assert_uint_eq(s.matches, 10);
+            ck_assert_uint_eq(s.flows_retired, 10);  /* And after. */
+        } else {
+            ck_assert_uint_eq(s.matches, 1);
+            ck_assert_uint_eq(s.flows_retired, 0);
+        }
+        tpm_destroy(tpm);
+    }
+}
+END_TEST
+
 /* Lateness: the share of the epoch gone minus the share of instances
  * swept. */
 START_TEST(test_sweep_lateness)
@@ -1351,6 +1400,9 @@ START_TEST(test_poll_quiet_group)
     p.dos_table_size = 1024;
     p.max_chunks = 64;
     p.history_len = 4;
+    /* The flow leaves its instance after one idle epoch, and the idle
+     * instance goes with it: its history goes too. */
+    p.retire_epochs = 1;
     struct tpm *tpm = new_tpm(&p);
     struct frame f;
     double v;
@@ -2123,6 +2175,7 @@ tpm_suite(void)
     tcase_add_test(tc, test_sweep_budget_resume);
     tcase_add_test(tc, test_unfinished_sweep);
     tcase_add_test(tc, test_abandoned_twice);
+    tcase_add_test(tc, test_retire_epochs);
     tcase_add_test(tc, test_runtime_add_backfill);
     tcase_add_test(tc, test_dos_threshold);
     tcase_add_test(tc, test_dos_pass_after_epoch);

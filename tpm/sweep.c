@@ -275,7 +275,7 @@ item_stats__(struct tpm *tpm, uint32_t idx, uint32_t gen, uint32_t tag,
     }
     if (f->tag[tag & 1] != tag) {
         /* No packets in the swept epoch. */
-        if (!tpm_flow_is_recent(f, tpm->tag)) {
+        if (tpm->tag - tpm_flow_last_tag(f) > tpm->p.retire_epochs) {
             f->gen++;
             f->state = TPM_FLOW_PENDING;
             f->sum_mask = 0;

@@ -139,6 +139,9 @@ usage(void)
            "its\n"
            "                          counter's bytes to the next flows\n"
            "  --history N             values kept per trigger (8)\n"
+           "  --retire-epochs N       epochs without a packet before a flow "
+           "leaves its\n"
+           "                          triggers (16)\n"
            "  --max-triggers N        trigger instances (131072)\n"
            "  --tcp-state-pool N      connections with per-flow TCP state "
            "(16384)\n"
@@ -900,6 +903,7 @@ main(int argc, char *argv[])
         OPT_EPOCH = 256, OPT_BUDGET, OPT_FT, OPT_PROBE, OPT_DOS,
         OPT_NO_PRECHECK, OPT_DOS_TABLE, OPT_DOS_WINDOW, OPT_NO_DOS_CLEAR,
         OPT_HIST,
+        OPT_RETIRE,
         OPT_TRIG, OPT_STATS, OPT_CONTROLLER, OPT_HOST_ID, OPT_PREFIX,
         OPT_REALTIME, OPT_LINGER, OPT_LOOP, OPT_CONNECT_TIMEOUT, OPT_SETTLE,
         OPT_REQUIRE, OPT_START_AT, OPT_TCP_POOL, OPT_BURST_GAP,
@@ -917,6 +921,7 @@ main(int argc, char *argv[])
         { "dos-window", required_argument, NULL, OPT_DOS_WINDOW },
         { "no-dos-clear", no_argument, NULL, OPT_NO_DOS_CLEAR },
         { "history", required_argument, NULL, OPT_HIST },
+        { "retire-epochs", required_argument, NULL, OPT_RETIRE },
         { "max-triggers", required_argument, NULL, OPT_TRIG },
         { "tcp-state-pool", required_argument, NULL, OPT_TCP_POOL },
         { "burst-gap", required_argument, NULL, OPT_BURST_GAP },
@@ -1011,6 +1016,10 @@ main(int argc, char *argv[])
         case OPT_HIST:
             params.history_len = parse_uint("--history", optarg, 0,
                                             UINT32_MAX);
+            break;
+        case OPT_RETIRE:
+            params.retire_epochs = parse_uint("--retire-epochs", optarg, 0,
+                                              UINT32_MAX);
             break;
         case OPT_TRIG:
             params.max_triggers = parse_uint("--max-triggers", optarg, 0,

@@ -33,6 +33,7 @@ tpm_params_init(struct tpm_params *p)
     p->dos_clear_on_pass = 1;
     p->dos_precheck = 1;
     p->idle_epochs = 500;
+    p->retire_epochs = 16;
     p->sweep_budget_ns = 10 * 1000;
     p->sweep_waits_for_reports = false;
     p->scrub_per_step = 256;
@@ -85,6 +86,7 @@ tpm_params_check(const struct tpm_params *p)
     CHECK_RANGE(dos_clear_on_pass, 0, 1);
     CHECK_RANGE(dos_precheck, 0, 1);
     CHECK_RANGE(idle_epochs, 2, 1u << 30);
+    CHECK_RANGE(retire_epochs, 1, 1u << 20);
     CHECK_RANGE(sweep_budget_ns, 0, 1000ULL * 1000 * 1000);
     CHECK_RANGE(scrub_per_step, 1, 1u << 20);
     CHECK_RANGE(ring_size, 2, 1u << 24);

@@ -81,6 +81,17 @@ struct tpm_params {
                                  * (1). */
     uint32_t idle_epochs;       /* Idle epochs before a flow entry is
                                  * freed (500). */
+    uint32_t retire_epochs;     /* Epochs without a packet after which
+                                 * the sweep drops a flow from its trigger
+                                 * instances; it is matched again if it
+                                 * sends again (16).  Matching costs
+                                 * microseconds and keeping an idle item
+                                 * tens of nanoseconds per sweep: a flow
+                                 * that sends every few epochs must not be
+                                 * matched again each time (under a load
+                                 * that slows the switch, every flow would
+                                 * be, and the switch would slow down
+                                 * further). */
     uint64_t sweep_budget_ns;   /* Time bound of one sweep step (10 us;
                                  * 0: unbounded). */
     uint32_t scrub_per_step;    /* Flow slots scrubbed per sweep, and
