@@ -237,6 +237,46 @@ else
     echo "PASS: malformed event rejected: $(head -n 1 "$tmp/bad.err")"
 fi
 
+# The same capture as pcapng (nanosecond timestamps in the interface
+# description): the same reports as the expected ones.
+base=$tmp/seed-1/table2
+if [ -f "$base.pcap" ]; then
+    "$PYTHON3" - "$base.pcap" "$base.pcapng" <<'PY'
+import struct, sys
+src, dst = sys.argv[1:3]
+d = open(src, "rb").read()
+magic, _, _, _, _, snaplen, linktype = struct.unpack("<IHHiIII", d[:24])
+scale = 1 if magic == 0xa1b23c4d else 1000     # to nanoseconds
+def block(btype, body):
+    body += bytes(-len(body) % 4)
+    n = 12 + len(body)
+    return struct.pack("<II", btype, n) + body + struct.pack("<I", n)
+out = [block(0x0A0D0D0A, struct.pack("<IHHq", 0x1A2B3C4D, 1, 0, -1)),
+       # if_tsresol (option 9) = 9: nanoseconds; then opt_endofopt.
+       block(1, struct.pack("<HHI", linktype, 0, snaplen)
+                + struct.pack("<HHB3x", 9, 1, 9) + struct.pack("<HH", 0, 0))]
+off = 24
+while off < len(d):
+    sec, frac, caplen, wirelen = struct.unpack("<IIII", d[off:off + 16])
+    data = d[off + 16:off + 16 + caplen]
+    off += 16 + caplen
+    ts = sec * 10**9 + frac * scale
+    out.append(block(6, struct.pack("<IIIII", 0, ts >> 32, ts & 0xffffffff,
+                                    caplen, wirelen) + data))
+open(dst, "wb").write(b"".join(out))
+PY
+    status=0
+    "$replay" -f "$base.events" "$base.pcapng" >"$base.ng.actual" \
+        2>"$base.ng.stderr" || status=$?
+    if [ "$status" -ne 0 ]; then
+        fail "pcapng: tpm-replay exited with status $status:" \
+            "$(head -c 300 "$base.ng.stderr")"
+    elif ! "$PYTHON3" -c "$compare_py" "$base.expected" "$base.ng.actual" \
+            "$base.events" "table2 seed 1 as pcapng"; then
+        failures=$((failures + 1))
+    fi
+fi
+
 # Many flows with default options: 6000 UDP flows, one packet each per
 # 10 ms epoch for 8 epochs, and three events that always hold per 5-tuple:
 # 144000 reports, far more per epoch than the report ring holds (4096),
