@@ -46,6 +46,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "event.h"
 #include "packet.h"
@@ -354,7 +355,9 @@ extern const struct tpm_loss tpm_losses[TPM_N_LOSSES];
 static inline uint64_t
 tpm_loss_get(const struct tpm_stats *s, const struct tpm_loss *l)
 {
-    return *(const uint64_t *) ((const char *) s + l->offset);
+    uint64_t v;
+    memcpy(&v, (const char *) s + l->offset, sizeof v);
+    return v;
 }
 
 /* Calls 'cb' for every live flow entry (for tpm/flows-like listings;
