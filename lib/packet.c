@@ -406,7 +406,7 @@ hash_finish__(uint64_t h)
 uint32_t
 tpm_key_hash_portable(const struct tpm_key *key)
 {
-    const uint64_t *w = (const uint64_t *) key;
+    const tpm_key_word *w = (const tpm_key_word *) key;
     uint64_t h = 0x9e3779b97f4a7c15ULL;
     for (int i = 0; i < (int) TPM_KEY_WORDS; i++) {
         h = (h ^ w[i]) * 0x100000001b3ULL;

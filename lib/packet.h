@@ -37,6 +37,13 @@ _Static_assert(__builtin_offsetof(struct tpm_key, sport) == 32,
 
 #define TPM_KEY_WORDS (sizeof(struct tpm_key) / sizeof(uint64_t))
 
+/* A 64-bit word of a key (or of a mask), read or written in place of its
+ * fields: the type may alias them, so that a word written here is seen by
+ * a read of a field and the other way round, wherever the compiler
+ * inlines the code (strict aliasing would let it drop or reorder the
+ * accesses otherwise). */
+typedef uint64_t __attribute__((may_alias)) tpm_key_word;
+
 /* TCP flag bits as on the wire. */
 #define TPM_TCP_FIN 0x01
 #define TPM_TCP_SYN 0x02
@@ -290,7 +297,7 @@ tpm_packet_parse_counted(const void *data, uint32_t caplen,
      * (comparisons, the hash) are forwarded from these stores, where
      * narrower stores into the same words would stall each load until
      * the stores retire. */
-    uint64_t *k = (uint64_t *) &pkt->key;
+    tpm_key_word *k = (tpm_key_word *) &pkt->key;
     k[0] = w0;
     k[1] = 0;
     k[2] = w2;
@@ -344,7 +351,7 @@ tpm_key_hash_mix__(uint64_t a, uint64_t b)
 static inline uint32_t
 tpm_key_hash_crc32c_inline__(const struct tpm_key *key)
 {
-    const uint64_t *w = (const uint64_t *) key;
+    const tpm_key_word *w = (const tpm_key_word *) key;
     uint64_t a = TPM_KEY_HASH_A0, b = TPM_KEY_HASH_B0;
     /* Two independent CRC chains halve the dependency chain latency.  CRC
      * is linear, and the multiply only carries bits upward, so the final
@@ -390,7 +397,7 @@ tpm_packet_parse_hash(const void *data, uint32_t caplen, uint32_t wirelen,
         pkt->hash = tpm_key_hash(&pkt->key);
         return true;
     }
-    uint64_t *k = (uint64_t *) &pkt->key;     /* As tpm_packet_parse(). */
+    tpm_key_word *k = (tpm_key_word *) &pkt->key;     /* As tpm_packet_parse(). */
     k[0] = w0;
     k[1] = 0;
     k[2] = w2;
@@ -417,8 +424,8 @@ const char *tpm_key_hash_impl(void);
 static inline bool
 tpm_key_equal(const struct tpm_key *a, const struct tpm_key *b)
 {
-    const uint64_t *x = (const uint64_t *) a;
-    const uint64_t *y = (const uint64_t *) b;
+    const tpm_key_word *x = (const tpm_key_word *) a;
+    const tpm_key_word *y = (const tpm_key_word *) b;
     return !((x[0] ^ y[0]) | (x[1] ^ y[1]) | (x[2] ^ y[2]) | (x[3] ^ y[3])
              | (x[4] ^ y[4]));
 }
@@ -428,9 +435,9 @@ static inline void
 tpm_key_and(struct tpm_key *dst, const struct tpm_key *key,
             const struct tpm_key *mask)
 {
-    const uint64_t *k = (const uint64_t *) key;
-    const uint64_t *m = (const uint64_t *) mask;
-    uint64_t *d = (uint64_t *) dst;
+    const tpm_key_word *k = (const tpm_key_word *) key;
+    const tpm_key_word *m = (const tpm_key_word *) mask;
+    tpm_key_word *d = (tpm_key_word *) dst;
     for (int i = 0; i < (int) TPM_KEY_WORDS; i++) {
         d[i] = k[i] & m[i];
     }

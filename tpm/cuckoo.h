@@ -132,7 +132,7 @@ cuckoo_mulfold__(uint64_t a, uint64_t b)
 static inline uint32_t
 cuckoo_hash2(const struct tpm_key *key)
 {
-    const uint64_t *w = (const uint64_t *) key;
+    const tpm_key_word *w = (const tpm_key_word *) key;
     uint64_t h = cuckoo_mulfold__(w[0] ^ 0xa0761d6478bd642fULL,
                                   w[1] ^ 0xe7037ed1a0b428dbULL)
                  ^ cuckoo_mulfold__(w[2] ^ 0x8ebc6af09c88c6e3ULL,

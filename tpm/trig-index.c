@@ -800,9 +800,9 @@ static inline bool
 rule_key_matches__(const struct tpm_key *rule, const struct tpm_key *key,
                    const struct tpm_key *mask)
 {
-    const uint64_t *r = (const uint64_t *) rule;
-    const uint64_t *k = (const uint64_t *) key;
-    const uint64_t *m = (const uint64_t *) mask;
+    const tpm_key_word *r = (const tpm_key_word *) rule;
+    const tpm_key_word *k = (const tpm_key_word *) key;
+    const tpm_key_word *m = (const tpm_key_word *) mask;
 
     BUILD_ASSERT_DECL(TPM_KEY_WORDS == 5);
     return !((r[0] ^ (k[0] & m[0])) | (r[1] ^ (k[1] & m[1]))
@@ -814,8 +814,8 @@ rule_key_matches__(const struct tpm_key *rule, const struct tpm_key *key,
 static inline uint32_t
 masked_hash__(const struct tpm_key *key, const struct tpm_key *mask)
 {
-    const uint64_t *k = (const uint64_t *) key;
-    const uint64_t *m = (const uint64_t *) mask;
+    const tpm_key_word *k = (const tpm_key_word *) key;
+    const tpm_key_word *m = (const tpm_key_word *) mask;
     uint64_t masked[TPM_KEY_WORDS];
 
     masked[0] = k[0] & m[0];
