@@ -348,12 +348,9 @@ binop_apply__(enum tpm_binop op, double a, double b)
     case TPM_OP_SUB: return a - b;
     case TPM_OP_MUL: return a * b;
     case TPM_OP_DIV: return b ? a / b : 0;
-    case TPM_OP_LT: return a < b;
-    case TPM_OP_LE: return a <= b;
-    case TPM_OP_GT: return a > b;
-    case TPM_OP_GE: return a >= b;
-    case TPM_OP_EQ: return a == b;
-    case TPM_OP_NE: return a != b;
+    case TPM_OP_LT: case TPM_OP_LE: case TPM_OP_GT: case TPM_OP_GE:
+    case TPM_OP_EQ: case TPM_OP_NE:
+        return tpm_compare(op, a, b);
     case TPM_OP_AND: return a && b;
     case TPM_OP_OR: return a || b;
     default: return 0;
