@@ -222,9 +222,9 @@ tpm_be32__(const uint8_t *p)
     return x;
 }
 
-/* The common case of tpm_packet_parse(), if 'data' is one: the key's
- * words 0, 2 and 4 (1 and 3 are zero) in '*w0', '*w2' and '*w4', and the
- * rest of 'pkt' except its key and hash.  Returns false, with nothing
+/* The common case of tpm_packet_parse(), if 'data' is one: 'pkt' except
+ * its hash, and the key's words 0, 2 and 4 (1 and 3 are zero) also in
+ * '*w0', '*w2' and '*w4' for the hash.  Returns false, with nothing
  * written, for the other frames. */
 static inline bool
 tpm_packet_parse_v4__(const uint8_t *p, uint32_t caplen, uint32_t wirelen,
@@ -258,6 +258,16 @@ tpm_packet_parse_v4__(const uint8_t *p, uint32_t caplen, uint32_t wirelen,
     *w0 = tpm_key_word_lo__(src);
     *w2 = tpm_key_word_lo__(dst);
     *w4 = tpm_key_word4__(ports >> 16, ports & 0xffff, proto, 4);
+    /* The key is written as five whole words: later 64-bit loads of it
+     * (comparisons, the hash) are forwarded from these stores, where
+     * narrower stores into the same words would stall each load until
+     * the stores retire. */
+    tpm_key_word *k = (tpm_key_word *) &pkt->key;
+    k[0] = *w0;
+    k[1] = 0;
+    k[2] = *w2;
+    k[3] = 0;
+    k[4] = *w4;
     pkt->bytes = wirelen;
     pkt->ttl = ip[8];
     pkt->ecn = (ip[1] & 3) == 3;
@@ -293,16 +303,6 @@ tpm_packet_parse_counted(const void *data, uint32_t caplen,
     if (!tpm_packet_parse_v4__(data, caplen, wirelen, pkt, &w0, &w2, &w4)) {
         return tpm_packet_parse_full(data, caplen, wirelen, pkt, stats);
     }
-    /* The key is written as five whole words: later 64-bit loads of it
-     * (comparisons, the hash) are forwarded from these stores, where
-     * narrower stores into the same words would stall each load until
-     * the stores retire. */
-    tpm_key_word *k = (tpm_key_word *) &pkt->key;
-    k[0] = w0;
-    k[1] = 0;
-    k[2] = w2;
-    k[3] = 0;
-    k[4] = w4;
     pkt->hash = 0;
     return true;
 }
@@ -397,12 +397,6 @@ tpm_packet_parse_hash(const void *data, uint32_t caplen, uint32_t wirelen,
         pkt->hash = tpm_key_hash(&pkt->key);
         return true;
     }
-    tpm_key_word *k = (tpm_key_word *) &pkt->key;     /* As tpm_packet_parse(). */
-    k[0] = w0;
-    k[1] = 0;
-    k[2] = w2;
-    k[3] = 0;
-    k[4] = w4;
 #if defined(__x86_64__)
     if (__builtin_expect(tpm_key_hash_hw, 1)) {
         uint64_t a = TPM_KEY_HASH_A0;

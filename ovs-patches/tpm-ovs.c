@@ -335,13 +335,14 @@ static struct hmap tem_poll_parts = HMAP_INITIALIZER(&tem_poll_parts);
  * epoch length, in nanoseconds since the Unix epoch, in either case
  * within the monotonic clock's rate error since the last step. */
 static atomic_uint64_t mono_to_wall_ns = 0;
-static uint64_t clock_checked_ns;       /* Monotonic, main thread. */
 static uint64_t clock_steps;            /* Forward steps followed. */
 static uint64_t clock_steps_back;       /* Backward steps not followed. */
 static int64_t clock_ahead_ns;          /* Monitor's lead over the wall
                                          * clock after backward steps. */
 
-#define CLOCK_CHECK_NS (1000 * 1000 * 1000)
+/* The main thread's checks of the clock and of the loss counters run
+ * this often. */
+#define SECOND_CHECK_NS (1000 * 1000 * 1000)
 #define CLOCK_STEP_NS (100 * 1000)      /* Smaller changes: rounding. */
 
 static uint64_t
@@ -372,11 +373,6 @@ static void
 clock_check(void)
 {
     static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 5);
-    uint64_t mono = tpm_clock_mono_ns();
-    if (clock_checked_ns && mono - clock_checked_ns < CLOCK_CHECK_NS) {
-        return;
-    }
-    clock_checked_ns = mono;
     uint64_t lead = tpm_clock_real_ns() - tpm_clock_mono_ns();
     uint64_t off = mono_to_wall__();
     int64_t d = (int64_t) (lead - off);
@@ -1085,21 +1081,13 @@ static void agent_check_pmds(struct tpm_pmd **, size_t n);
 static void agent_run(struct tpm_pmd **, size_t n);
 
 /* Main thread, about once a second: a warning naming every counter of
- * lost data (tpm_losses) that rose on a PMD since the last one (the
- * counters themselves are in tpm/stats). */
+ * lost data (tpm_losses) that rose on one of the 'n' PMDs 'parts' since
+ * the last one (the counters themselves are in tpm/stats). */
 static void
-losses_check(void)
+losses_check(struct tpm_pmd **parts, size_t n)
 {
     static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 10);
-    static uint64_t checked_ns;
-    uint64_t mono = tpm_clock_mono_ns();
-    if (checked_ns && mono - checked_ns < CLOCK_CHECK_NS) {
-        return;
-    }
-    checked_ns = mono;
 
-    size_t n;
-    struct tpm_pmd **parts = pmds_snapshot(&n);
     for (size_t i = 0; i < n; i++) {
         struct tpm_pmd *p = parts[i];
         struct tpm_stats st;
@@ -1123,16 +1111,20 @@ losses_check(void)
         }
         ds_destroy(&s);
     }
-    free(parts);
 }
 
 void
 tpm_ovs_run(void)
 {
-    clock_check();
-    losses_check();
+    static uint64_t checked_ns;
     size_t n;
     struct tpm_pmd **parts = pmds_snapshot(&n);
+    uint64_t mono = tpm_clock_mono_ns();
+    if (mono - checked_ns >= SECOND_CHECK_NS) {
+        checked_ns = mono;
+        clock_check();
+        losses_check(parts, n);
+    }
     drain_all(parts, n, NULL, 0);
     reshare(parts, n);
     agent_check_pmds(parts, n);

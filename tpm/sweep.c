@@ -291,13 +291,13 @@ item_stats__(struct tpm *tpm, uint32_t idx, uint32_t gen, uint32_t tag,
     return true;
 }
 
-/* Adds flow item ('idx', 'gen') of an instance to its accumulators 'acc'.  Returns
- * false if the item is to be dropped: its flow entry was reused or freed,
- * or the flow has gone idle (no packet for more than 'retire_epochs'
- * epochs).  An idle flow is retired: its generation changes, which drops
- * it from every list lazily, and it is matched again if it sends again.
- * This keeps the sweep proportional to the recently active flows, not to
- * every flow seen in the last 'idle_epochs'. */
+/* Adds flow item ('idx', 'gen') of an instance to its accumulators 'acc'.
+ * Returns false if the item is to be dropped: its flow entry was reused
+ * or freed, or the flow has gone idle (no packet for more than
+ * 'retire_epochs' epochs).  An idle flow is retired: its generation
+ * changes, which drops it from every list lazily, and it is matched again
+ * if it sends again.  This keeps the sweep proportional to the recently
+ * active flows, not to every flow seen in the last 'idle_epochs'. */
 static SWEEP_INLINE bool
 item_gather__(struct tpm *tpm, double *acc, const struct tpm_ev *ev,
               uint32_t idx, uint32_t gen, uint32_t tag)

@@ -939,7 +939,8 @@ cmd_workload(int argc, char *argv[])
     enum {
         OPT_PACKETS = 256, OPT_WARMUP, OPT_RUNS, OPT_SEED, OPT_EVENTS,
         OPT_PER_PREFIX, OPT_FLOWS, OPT_ARRIVAL, OPT_RATE, OPT_EPOCH,
-        OPT_BATCH, OPT_BURST, OPT_BUDGET, OPT_TABLE, OPT_IDLE, OPT_SCRUB, OPT_P1,
+        OPT_BATCH, OPT_BURST, OPT_BUDGET, OPT_TABLE, OPT_IDLE, OPT_SCRUB,
+        OPT_P1,
         OPT_TCP, OPT_STATE_VARS, OPT_PLAIN_VARS, OPT_INSTR, OPT_JSON,
     };
     static const struct option longopts[] = {

@@ -369,13 +369,14 @@ advance(struct replay *r, uint64_t ns)
     if (r->started && ns <= r->clock_ns) {
         return;
     }
-    if (r->started && !r->budget_ns) {
+    uint64_t epoch_ns = tpm_get_params(r->tpm)->epoch_ns;
+    uint64_t from = r->clock_ns / epoch_ns, to = ns / epoch_ns;
+    if (r->started && !r->budget_ns && to > from + 1) {
         /* Offline, across a gap in the capture: one epoch at a time, each
          * sweep run to completion while the reports are drained, until
          * every interval open at the last packet has closed; then the
          * jump, whose sweeps (forced inside tpm_advance(), which cannot
          * wait for a reader) have nothing left to report. */
-        uint64_t epoch_ns = tpm_get_params(r->tpm)->epoch_ns;
         uint64_t longest = 1;
         for (size_t i = 0; i < r->n_events; i++) {
             longest = MAX(longest, r->events[i]->interval_ns / epoch_ns);
@@ -386,7 +387,6 @@ advance(struct replay *r, uint64_t ns)
                 longest = MAX(longest, ev->interval_ns / epoch_ns);
             }
         }
-        uint64_t from = r->clock_ns / epoch_ns, to = ns / epoch_ns;
         for (uint64_t e = from + 1; e < to && e <= from + 2 * longest + 2;
              e++) {
             tpm_advance(r->tpm, e * epoch_ns);

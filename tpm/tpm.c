@@ -1402,10 +1402,10 @@ BUILD_ASSERT_DECL(TPM_BATCH_MAX <= 64);   /* Bits of 'same_hash'. */
  * then scatters the packet into it.  Bit i of 'same_hash' says that packet
  * i has the hash of the IP packet before it; with 'runs' (a constant, so
  * that batches without runs get code without their test), the packets of
- * one flow that follow each other (a run) update it once.  A packet of the previous
- * packet's flow needs no lookup: one comparison of the hash tells the
- * other flows apart without touching their keys.  Returns the number of
- * packets that needed no lookup. */
+ * one flow that follow each other (a run) update it once.  A packet of
+ * the previous packet's flow needs no lookup: one comparison of the hash
+ * tells the other flows apart without touching their keys.  Returns the
+ * number of packets that needed no lookup. */
 static inline __attribute__((always_inline)) int
 scatter__(struct tpm *tpm, struct tpm_pkt *pkts, const uint64_t *ts, int n,
           uint64_t same_hash, bool runs)
