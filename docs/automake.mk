@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 EXTRA_DIST += \
 	docs/architecture.md \
 	docs/benchmarks.md \

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The host agent (agent.h): one thread, one ZeroMQ context, one DEALER
  * socket at a time.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The host agent: the host's side of the TPM <-> TEM protocol
  * (lib/tproto.h).  One thread owns one ZeroMQ DEALER socket connected to

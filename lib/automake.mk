@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 noinst_LTLIBRARIES += lib/libtpmcommon.la
 lib_libtpmcommon_la_SOURCES = \
 	lib/clock.c lib/clock.h \

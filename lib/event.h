@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The event language: one parser for every front end (tpm-replay,
  * ovs-appctl tpm/event-add, the TEM and its client).

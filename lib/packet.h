@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Packet parsing into a flow key and the per-packet variables.
  *

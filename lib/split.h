@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Two-level evaluation of an event over several monitors (paper section 6):
  * threshold splitting and poll bookkeeping.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Lock-free single-producer/single-consumer ring of fixed-size elements.
  *

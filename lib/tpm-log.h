@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Logging for library code.  Embedders route it to their own logger with
  * tpm_log_set_hook() (ovs-vswitchd sends it to vlog, rate-limited); the

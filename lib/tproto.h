@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The TPM <-> TEM protocol (proto/trumpet.proto) on top of the code that
  * protoc-c generates from it at build time: version constants, decoding

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Small utilities shared by every module: compile-time checks, branch
  * hints, allocation that aborts on exhaustion (control path only; the

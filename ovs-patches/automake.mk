@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Open vSwitch with the Trumpet packet monitor.
 #
 # "make ovs" unpacks OVS_SOURCE (configure --with-ovs-source) into ovs/,

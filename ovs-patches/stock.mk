@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Stock Open vSwitch, the baseline of tpm/bench-ovs.sh.
 #
 # "make ovs-stock" unpacks the same OVS_SOURCE as "make ovs" into

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Trumpet packet monitor inside Open vSwitch's userspace datapath: see
  * tpm-ovs.h for where each function is called, docs/operations.md for the

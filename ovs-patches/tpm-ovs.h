@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The glue between Open vSwitch's userspace datapath (lib/dpif-netdev.c)
  * and libtpm.  The patch series in ovs-patches/ adds one call of each of

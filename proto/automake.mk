@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The TPM <-> TEM protocol.  protoc-c generates proto/trumpet.pb-c.[ch]
 # into the build tree from proto/trumpet.proto; the generated code is
 # never committed.  lib/libtproto.la is that code, the validation and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The TEM (controller) and its client: see tem/ and docs/tem.md.
 #
 # tem/libtemcore.la is the TEM's logic without sockets (tem-core: hosts,

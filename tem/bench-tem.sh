@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The TEM benchmark (docs/benchmarks.md, section "TEM"): throughput and
 # detection latency of trumpet-tem with N simulated hosts on loopback.
 #

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tem-bench: load and latency benchmark of a running trumpet-tem
  * (docs/benchmarks.md, section "TEM").

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The TEM's logic: sessions, events and their installation, decisions,
  * alerts and drill-down.  See tem-core.h for the design and docs/tem.md

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The Trumpet Event Manager's logic (paper section 6), without sockets.
  *

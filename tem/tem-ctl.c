@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tem-ctl: the Trumpet Event Manager's command-line client (docs/tem.md).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The TEM's event file: the event definitions (tem-core.h's persistence
  * form) as JSON, written atomically (a temporary file in the same

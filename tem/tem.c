@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * trumpet-tem: the Trumpet Event Manager daemon (docs/tem.md).
  *

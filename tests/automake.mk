@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Unit tests (Check), one suite per module, and the end-to-end test that
 # replays generated pcaps against ground truth computed independently of
 # libtpm (tests/gen-trace.py).

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Installs what the build needs (Debian 12 packages, idempotent), bootstraps
 # autotools, configures into build/ and builds.  Then runs TARGET:
 #

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The network-wide part of the demo ("sh tests/bootstrap.sh demo"): a TEM
 # and two hosts, each a tpm-replay process replaying a trace in real time
 # (tests/tem-trace.py: constant UDP traffic to 10.99.0.2), both serving

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # End-to-end test of tpm-replay: replay generated pcaps and compare its
 # reports with ground truth computed independently by tests/gen-trace.py.
 #

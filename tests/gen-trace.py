@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Generate pcap traces, event files and ground truth for tpm-replay.
 
 This is the oracle of the end-to-end test (tests/e2e-replay.sh).  For each

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * nfq-delay: a delay line and bottleneck for the TCP integration tests.
  *

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Open vSwitch's own autotests for the datapath and the PMD threads
 # (tests/dpif-netdev.at and tests/pmd.at) on our patched build: the
 # monitor hooks must not change OVS's behaviour.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Integration test of the Trumpet packet monitor inside Open vSwitch
 # (ovs-vswitchd with DPDK, userspace datapath): real traffic between two
 # network namespaces through a bridge with two DPDK af_packet ports, events

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The patch series applies cleanly (no fuzz, no offset) to pristine Open
 # vSwitch source, and its hunks in OVS files stay call sites: fewer than
 # 200 changed lines in all.

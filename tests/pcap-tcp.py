@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Per-packet TCP facts of one direction of a captured connection.
 
 Used by tests/tcp-kernel.sh as the independent computation that the

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Counts the UDP datagrams of a capture and their payload bytes.
 
 Used by tests/ovs-integration.sh as the independent measurement that the

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """TCP traffic for tests/tcp-kernel.sh, with the kernel's own figures.
 
 Run inside a test namespace.  Standard library only.

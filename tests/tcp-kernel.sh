@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The TCP per-flow state variables (is_lost, rtt, ecn, rwnd, is_burst, seq,
 # ack, dup) inside Open vSwitch, validated against the real kernel TCP
 # stacks of two network namespaces on the veth-DPDK test bed

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Integration test of the TEM (tem/trumpet-tem, docs/tem.md) with two
 # hosts: our ovs-vswitchd (host "ovs1", real traffic through the test bed
 # of tests/testbed.sh, its host agent configured with other_config

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The TEM with tpm-replay hosts, no switch and no root needed: the daemon,
 # its client, its protocol checks, persistence, and network-wide decisions
 # checked against traces whose volume per interval is known exactly

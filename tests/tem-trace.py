@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Writes a constant-rate UDP trace for a tpm-replay "host" of the TEM tests.
 
     tem-trace.py --out PCAP --epochs N --per-epoch K --size BYTES \

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Talks to a TEM's host socket at the wire level, as a misbehaving host.
 
     tem-wire.py ENDPOINT CASE

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Tests of the host agent (lib/agent.h) against a fake TEM written here: a
  * ZeroMQ ROUTER socket on "tcp://127.0.0.1:*" that the test drives by

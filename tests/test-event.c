@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for the event language parser (lib/event.c). */
 #include "event.h"
 #include "util.h"

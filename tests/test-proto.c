@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Tests of the TPM <-> TEM protocol layer (lib/tproto.h): every message
  * kind through batch encoding and decoding with all fields compared, one

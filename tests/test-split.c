@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Tests of threshold splitting and poll bookkeeping (lib/split.h), checked
  * against values computed here by hand.

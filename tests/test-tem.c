@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Tests of the TEM's logic (tem/tem-core.h) without sockets: a fake clock,
  * hosts simulated by encoding the frames they would send, and every frame

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Tests of the monitor as a whole (tpm.h): match and scatter, sweeps,
  * epochs, granularity, run-time changes, DoS threshold, polls, the control

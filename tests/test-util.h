@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Helpers shared by the Check unit tests: a deterministic PRNG, a cheap
  * assertion for hot loops, and the common main().

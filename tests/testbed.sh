@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # shellcheck shell=bash
 # Test bed for the OVS integration tests: the patched ovs-vswitchd with DPDK
 # and the Trumpet packet monitor, two hosts, one switch.  Sourced by

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Checks the output of `ovs-appctl tpm/reports` for one event.
 
 Used by tests/ovs-integration.sh.  Reads the reports (one JSON object per

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Sends UDP datagrams on a schedule and says exactly what it sent.
 
 Used by tests/ovs-integration.sh, run inside the sending network

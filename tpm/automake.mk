@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 noinst_LTLIBRARIES += tpm/libtpm.la
 tpm_libtpm_la_SOURCES = \
 	tpm/dos-model.c tpm/dos-model.h \

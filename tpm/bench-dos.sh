@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # DoS resilience of the monitor inside an OVS-DPDK PMD (the paper's
 # Fig. 11; docs/benchmarks.md, section 6).
 #

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The monitor's feasibility region inside an OVS-DPDK PMD (the paper's
 # Fig. 13; docs/benchmarks.md, section 7).
 #

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # shellcheck shell=bash
 # Shared daemon management of the OVS-DPDK benchmarks (tpm/bench-ovs.sh,
 # tpm/bench-feasibility.sh, tpm/bench-dos.sh).  Sourced, not run; bash.

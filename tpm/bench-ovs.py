@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Helper of tpm/bench-ovs.sh and tpm/bench-feasibility.sh (python3
 standard library only).
 

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The cost of the Trumpet packet monitor inside Open vSwitch's PMD, at full
 # speed and without a NIC (docs/benchmarks.md, section 4).
 #

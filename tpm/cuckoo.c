@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Bucketized cuckoo hash table for tpm-bench.  See cuckoo.h.
  */

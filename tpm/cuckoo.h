@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A bucketized cuckoo hash table of flow entries, used only by tpm-bench's
  * "table" benchmark to check, on the machine at hand, the flow table's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dos-feeder: the paced traffic source of tpm/bench-dos.sh (the paper's
  * Fig. 11 in an OVS-DPDK PMD).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The DoS cost model (paper section 6, "DoS resiliency", equations 1-4),
  * profiled on this machine against this build.

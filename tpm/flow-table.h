@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The flow table: per-5-tuple statistics, the heart of phase 1 (match and
  * scatter).

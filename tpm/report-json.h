@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Satisfaction reports as JSON (json-c), one format for every front end:
  * tpm-replay's output lines, ovs-appctl tpm/reports, and the TEM's alerts.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libtpm phase 2: gather, test and report (Trumpet section 5.5,
  * algorithm 3).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tpm-bench: in-memory benchmarks of libtpm (no NIC, no OVS).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Internals of libtpm shared by tpm.c (monitor, match and scatter) and
  * sweep.c (gather, test and report).  Not for users of the library.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tpm-replay: runs a pcap through libtpm, using the capture's timestamps as
  * the clock, and prints every satisfaction as a JSON line (report-json.h).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libtpm: monitor state, control, and phase 1 (match and scatter).
  * Phase 2 (the sweep) is in sweep.c.  See tpm.h and tpm-private.h.

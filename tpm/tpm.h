@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libtpm: the Trumpet packet monitor, with no OVS or DPDK dependency.
  *

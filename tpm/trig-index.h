@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The trigger index: which triggers' filters match a flow, by tuple space
  * search (Srinivasan et al., SIGCOMM'99; also Open vSwitch's classifier;
