@@ -53,6 +53,7 @@
 #include "ovs-atomic.h"
 #include "ovs-thread.h"
 #include "openvswitch/poll-loop.h"
+#include "seq.h"
 #include "smap.h"
 #include "timeval.h"
 #include "unixctl.h"
@@ -81,6 +82,7 @@ COVERAGE_DEFINE(tpm_tem_poll);
 COVERAGE_DEFINE(tpm_tem_poll_incomplete);
 COVERAGE_DEFINE(tpm_tem_poll_not_yet);
 COVERAGE_DEFINE(tpm_tem_poll_cancelled);
+COVERAGE_DEFINE(tpm_event_left);
 
 /* Knobs (ovsdb Open_vSwitch other_config), with their current values. */
 struct tpm_knobs {
@@ -182,6 +184,10 @@ static atomic_uint64_t non_pmd_skipped = 0;
 
 /* Main-thread state. */
 static struct tpm_knobs knobs;
+
+/* Changed by a PMD that executed commands: their replies wait in its
+ * report ring (see "Requests to the PMDs"). */
+static struct seq *reply_seq;
 static bool knobs_set;
 
 /* Who set the live DoS threshold, and the knob's value last seen. */
@@ -277,41 +283,9 @@ static bool agent_backlog;      /* tpm_ovs_run() left commands queued. */
  * rest wait for the next, which comes at once). */
 #define TPM_AGENT_CMDS_PER_RUN 256
 
-/* The TEM's polls being answered.  Each part is one PMD's poll; a part
- * whose poll is in a PMD's ring is in 'tem_poll_parts' under the cookie
- * of that poll. */
-enum tem_part_state {
-    TEM_PART_SUBMIT,            /* To (re)submit. */
-    TEM_PART_WAITING,           /* Submitted, in 'tem_poll_parts'. */
-    TEM_PART_DONE,              /* 'status' and 'value' final. */
-    TEM_PART_MISSING,           /* Its PMD is gone. */
-};
-
-struct tem_poll_part {
-    struct hmap_node node;      /* In 'tem_poll_parts', by 'cookie'. */
-    uint64_t pmd_serial;
-    uint64_t cookie;
-    enum tem_part_state state;
-    bool not_yet;               /* The PMD answered NOT_YET last. */
-    enum tpm_poll_status status;
-    double value;
-};
-
-struct tem_poll {
-    struct ovs_list node;       /* In 'tem_polls', oldest first. */
-    uint64_t cookie;            /* The TEM's. */
-    uint32_t tem_id;
-    uint32_t event_id;          /* Ours. */
-    uint64_t epoch;
-    struct tpm_key group;
-    uint64_t deadline_ns;
-    size_t n_parts;
-    struct tem_poll_part *parts;
-};
-
+/* The TEM's polls being answered (struct tem_poll), oldest first. */
 static struct ovs_list tem_polls = OVS_LIST_INITIALIZER(&tem_polls);
 static size_t tem_polls_n;
-static struct hmap tem_poll_parts = HMAP_INITIALIZER(&tem_poll_parts);
 
 /* The monitor's clock.
  *
@@ -585,7 +559,9 @@ tpm_ovs_pmd_iteration(struct tpm_pmd *p, uint64_t rx_packets,
         /* No event: only commands (the first add) need this PMD. */
         p->full_batch = false;
         p->sampling = false;
-        tpm_run_control(p->tpm, 16);
+        if (tpm_run_control(p->tpm, 16)) {
+            seq_change(reply_seq);  /* Replies for the main thread. */
+        }
         if (!(++p->unwatched_iterations & 1023)) {
             /* Alive, for pmd_parked(): a clock read every 1024 loops. */
             atomic_store_relaxed(&p->last_iteration_ns,
@@ -641,7 +617,9 @@ tpm_ovs_pmd_iteration(struct tpm_pmd *p, uint64_t rx_packets,
             tpm_set_dos_threshold(p->tpm, dos);
         }
         tpm_sweep_step(p->tpm, budget);
-        tpm_run_control(p->tpm, 16);
+        if (tpm_run_control(p->tpm, 16)) {
+            seq_change(reply_seq);  /* Replies for the main thread. */
+        }
     }
     atomic_store_relaxed(&p->last_iteration_ns, now);
 
@@ -805,15 +783,6 @@ host_report(struct host_event *he, uint64_t epoch,
     report_log_n = MIN(report_log_n + 1, report_log_size);
 }
 
-/* Pending command replies, keyed by cookie. */
-struct reply {
-    uint64_t cookie;
-    struct tpm_report r;
-    bool done;
-    bool parked;                /* Its PMD is parked: not waited for. */
-    size_t part;                /* Index of its PMD in the snapshot. */
-};
-
 /* A PMD that has not run an iteration for this long is "parked": OVS
  * blocks PMD threads that have no rx queue (pmd_thread_main() waits for a
  * reload), and a PMD may also be descheduled.  Commands still go to its
@@ -829,6 +798,307 @@ pmd_parked(const struct tpm_pmd *p, uint64_t now)
     atomic_read_relaxed(&CONST_CAST(struct tpm_pmd *, p)->last_iteration_ns,
                         &last);
     return now - last > TPM_PMD_PARKED_NS;
+}
+
+/* Requests to the PMDs.
+ *
+ * The main thread talks to a PMD only through its command ring, and it
+ * never waits for one.  Each command (add, delete, info, poll) is a
+ * request to one PMD, and each operation a set of requests with a
+ * deadline and a function that finishes it: an event added on every PMD
+ * or deleted from every PMD, an event shown (tpm/event-show asks every
+ * PMD), a poll of the TEM.  A queued request waits for its reply in
+ * 'reqs', under its cookie.  tpm_ovs_run() matches the replies it drains
+ * to their requests, queues the requests that are due and finishes every
+ * operation whose requests are all answered or whose deadline passed.
+ * Finishing answers whoever asked: the unixctl reply (deferred: sent long
+ * after the command's handler returned), the TEM's ack, nack or poll
+ * reply.
+ *
+ * A PMD that executed commands changes 'reply_seq', which wakes the main
+ * thread.  A PMD that stopped iterating (pmd_parked()) is not waited for;
+ * its requests stay queued and run when it runs again.
+ *
+ * Order: a PMD executes its commands in the order they were queued, and
+ * requests are queued in the order of their operations (a request that
+ * finds a command ring full holds back the later operations' requests to
+ * the same PMD), so on every PMD an event is deleted after it was added,
+ * and added again after that.
+ *
+ * The local TEM's polls are not requests: they are matched to their
+ * decision by event, epoch and group (decision_finish()). */
+enum req_state {
+    REQ_SUBMIT,                 /* To be queued. */
+    REQ_WAITING,                /* Queued, in 'reqs' under 'cookie'. */
+    REQ_DONE,                   /* Answered: 'r'. */
+    REQ_GONE,                   /* Its PMD left, or is parked ('parked'). */
+};
+
+struct op;
+
+struct pmd_req {
+    struct hmap_node node;      /* In 'reqs' by 'cookie', while WAITING. */
+    struct op *op;
+    uint64_t pmd_serial;
+    unsigned core_id;
+    uint64_t cookie;
+    enum req_state state;
+    bool parked;                /* GONE because its PMD is parked. */
+    bool not_yet;               /* A poll answered "not swept yet" last. */
+    enum tpm_report_type type;  /* Of its reply: says what to queue. */
+    uint32_t event_id;
+    struct tpm_event *event;    /* An add: the definition, until queued. */
+    uint64_t epoch;             /* A poll: epoch and group. */
+    struct tpm_key group;
+    struct tpm_report r;        /* DONE: the reply ('r.error' owned). */
+};
+
+/* Who waits for an operation: a unixctl command, the TEM, or nobody. */
+struct op_client {
+    struct unixctl_conn *conn;
+    bool tem;                   /* The TEM's command (ack or nack): */
+    enum tpm_agent_cmd_type tem_type;
+    uint64_t tem_cookie;
+    uint32_t tem_event_id;
+};
+
+struct op {
+    struct ovs_list node;       /* In 'ops', oldest first. */
+    /* Answers 'client' from the requests, then frees the operation (with
+     * op_destroy()).  'parts' are the PMDs now. */
+    void (*finish)(struct op *, struct tpm_pmd **parts, size_t n);
+    struct op_client client;
+    uint64_t deadline_ns;
+    bool repoll;                /* Ask a poll again after "not yet". */
+    size_t n_reqs;
+    struct pmd_req *reqs;
+};
+
+static struct ovs_list ops = OVS_LIST_INITIALIZER(&ops);
+static size_t ops_n;
+static struct hmap reqs = HMAP_INITIALIZER(&reqs);
+static uint64_t reply_seq_seen; /* Read before the latest drain. */
+static bool ops_blocked;        /* A command ring was full last time. */
+
+/* The main thread's own time in tpm_ovs_run() and the tpm/ commands'
+ * handlers (tpm/stats). */
+static uint64_t main_calls, main_total_ns, main_max_ns;
+
+/* Accounts a main-thread call that began at 't0' (tpm_clock_mono_ns()). */
+static void
+main_time_account(uint64_t t0)
+{
+    uint64_t d = tpm_clock_mono_ns() - t0;
+    main_calls++;
+    main_total_ns += d;
+    main_max_ns = MAX(main_max_ns, d);
+}
+
+/* Initialises 'op' with 'n_reqs' requests (set them with op_req()) and
+ * a deadline 'timeout_ns' from now. */
+static void
+op_init(struct op *op, void (*finish)(struct op *, struct tpm_pmd **,
+                                      size_t),
+        const struct op_client *client, size_t n_reqs, uint64_t timeout_ns)
+{
+    op->finish = finish;
+    op->client = client ? *client : (struct op_client) { .conn = NULL };
+    op->deadline_ns = now_ns() + timeout_ns;
+    op->repoll = false;
+    op->n_reqs = n_reqs;
+    op->reqs = xcalloc(MAX(n_reqs, 1), sizeof *op->reqs);
+}
+
+/* Sets request 'i' of 'op': a command to PMD 'p' whose reply is of
+ * 'type', for event 'event_id'. */
+static struct pmd_req *
+op_req(struct op *op, size_t i, const struct tpm_pmd *p,
+       enum tpm_report_type type, uint32_t event_id)
+{
+    struct pmd_req *rq = &op->reqs[i];
+    rq->op = op;
+    rq->pmd_serial = p->serial;
+    rq->core_id = p->core_id;
+    rq->state = REQ_SUBMIT;
+    rq->type = type;
+    rq->event_id = event_id;
+    return rq;
+}
+
+/* Queues 'op' after every other; tpm_ovs_run() takes it from there. */
+static void
+op_start(struct op *op)
+{
+    ovs_list_push_back(&ops, &op->node);
+    ops_n++;
+    poll_immediate_wake();
+}
+
+/* Frees what 'op' holds (not 'op' itself, which its finish function
+ * embeds). */
+static void
+op_destroy(struct op *op)
+{
+    for (size_t i = 0; i < op->n_reqs; i++) {
+        struct pmd_req *rq = &op->reqs[i];
+        if (rq->state == REQ_WAITING) {
+            hmap_remove(&reqs, &rq->node);
+        } else if (rq->state == REQ_DONE) {
+            free(rq->r.error);
+        }
+        tpm_event_destroy(rq->event);
+    }
+    ovs_list_remove(&op->node);
+    ops_n--;
+    free(op->reqs);
+}
+
+/* Queues 'rq' in monitor 'tpm''s command ring.  Returns false if the ring
+ * is full. */
+static bool
+req_submit(struct pmd_req *rq, struct tpm *tpm)
+{
+    uint64_t cookie = next_cookie;
+    bool ok;
+
+    switch (rq->type) {
+    case TPM_REPORT_ADD_DONE:
+        ok = tpm_submit_add(tpm, rq->event, rq->event_id, cookie);
+        if (ok) {
+            rq->event = NULL;   /* The PMD's now. */
+        }
+        break;
+    case TPM_REPORT_DEL_DONE:
+        ok = tpm_submit_del(tpm, rq->event_id, cookie);
+        break;
+    case TPM_REPORT_POLL_REPLY:
+        ok = tpm_submit_poll(tpm, rq->event_id, &rq->group, rq->epoch,
+                             cookie);
+        break;
+    case TPM_REPORT_INFO_REPLY:
+        ok = tpm_submit_info(tpm, rq->event_id, cookie);
+        break;
+    case TPM_REPORT_SATISFIED:
+    default:
+        OVS_NOT_REACHED();
+    }
+    if (ok) {
+        next_cookie++;
+        rq->cookie = cookie;
+        rq->state = REQ_WAITING;
+        hmap_insert(&reqs, &rq->node, hash_uint64(cookie));
+    }
+    return ok;
+}
+
+/* Its PMD left (or, with 'parked', is parked): 'rq' is not waited for. */
+static void
+req_gone(struct pmd_req *rq, bool parked)
+{
+    if (rq->state == REQ_WAITING) {
+        hmap_remove(&reqs, &rq->node);
+    }
+    rq->state = REQ_GONE;
+    rq->parked = parked;
+}
+
+/* If 'r' answers a request, records it and returns true.  A poll that
+ * may ask again and was answered "not swept yet" is queued again. */
+static bool
+req_reply(const struct tpm_report *r)
+{
+    struct pmd_req *rq;
+    HMAP_FOR_EACH_WITH_HASH (rq, node, hash_uint64(r->cookie), &reqs) {
+        if (rq->cookie == r->cookie) {
+            hmap_remove(&reqs, &rq->node);
+            if (rq->op->repoll && r->type == TPM_REPORT_POLL_REPLY
+                && r->status == TPM_POLL_NOT_YET) {
+                rq->state = REQ_SUBMIT;
+                rq->not_yet = true;
+                free(r->error);
+            } else {
+                rq->state = REQ_DONE;
+                rq->r = *r;
+            }
+            return true;
+        }
+    }
+    return false;
+}
+
+static struct tpm_pmd *
+pmd_by_serial(struct tpm_pmd **parts, size_t n, uint64_t serial,
+              size_t *idx)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (parts[i]->serial == serial) {
+            *idx = i;
+            return parts[i];
+        }
+    }
+    return NULL;
+}
+
+/* Queues the requests that are due, oldest operation first, and finishes
+ * the operations that are complete or past their deadline. */
+static void
+ops_run(struct tpm_pmd **parts, size_t n)
+{
+    uint64_t now = now_ns();
+    bool *full = xcalloc(MAX(n, 1), sizeof *full);
+    struct op *op;
+
+    ops_blocked = false;
+    LIST_FOR_EACH_SAFE (op, node, &ops) {
+        bool complete = true;
+        for (size_t i = 0; i < op->n_reqs; i++) {
+            struct pmd_req *rq = &op->reqs[i];
+            size_t k;
+            if (rq->state == REQ_DONE || rq->state == REQ_GONE) {
+                continue;
+            }
+            struct tpm_pmd *p = pmd_by_serial(parts, n, rq->pmd_serial, &k);
+            if (!p) {
+                req_gone(rq, false);
+                continue;
+            }
+            if (rq->state == REQ_SUBMIT
+                && (full[k] || !req_submit(rq, p->tpm))) {
+                full[k] = ops_blocked = true;
+            } else if (rq->state == REQ_WAITING && pmd_parked(p, now)) {
+                req_gone(rq, true);
+                continue;
+            }
+            complete = false;
+        }
+        if (complete || now >= op->deadline_ns) {
+            op->finish(op, parts, n);
+        }
+    }
+    free(full);
+}
+
+/* Wakes the main thread when a PMD ran commands, a deadline passes, a PMD
+ * may have parked, or a full command ring may have room. */
+static void
+ops_wait(void)
+{
+    if (ovs_list_is_empty(&ops)) {
+        return;
+    }
+    seq_wait(reply_seq, reply_seq_seen);
+    if (ops_blocked) {
+        poll_timer_wait(1);
+        return;
+    }
+    uint64_t now = now_ns();
+    uint64_t wait_ns = TPM_PMD_PARKED_NS / 2;
+    const struct op *op;
+    LIST_FOR_EACH (op, node, &ops) {
+        wait_ns = MIN(wait_ns, op->deadline_ns > now
+                               ? op->deadline_ns - now : 0);
+    }
+    poll_timer_wait(DIV_ROUND_UP(wait_ns, 1000 * 1000));
 }
 
 /* Decides 'd' once every PMD answered or its deadline passed: reports
@@ -862,47 +1132,14 @@ decision_finish(struct tpm_decision *d, void *aux OVS_UNUSED)
                               4 * he->def->interval_ns);
 }
 
-/* If 'r' answers a PMD poll of one of the TEM's polls, records it and
- * returns true. */
-static bool
-tem_poll_reply(const struct tpm_report *r)
-{
-    struct tem_poll_part *pp;
-    HMAP_FOR_EACH_WITH_HASH (pp, node, hash_uint64(r->cookie),
-                             &tem_poll_parts) {
-        if (pp->cookie == r->cookie) {
-            hmap_remove(&tem_poll_parts, &pp->node);
-            if (r->status == TPM_POLL_NOT_YET) {
-                /* Not swept yet: tem_polls_run() asks again. */
-                pp->state = TEM_PART_SUBMIT;
-                pp->not_yet = true;
-            } else {
-                pp->state = TEM_PART_DONE;
-                pp->status = r->status;
-                pp->value = r->value;
-            }
-            return true;
-        }
-    }
-    return false;
-}
-
 /* Handles one report popped from PMD number 'part' of 'parts'. */
 static void
 handle_report(struct tpm_pmd **parts, size_t n_parts, size_t part,
-              const struct tpm_report *r, struct reply *waiting,
-              size_t n_waiting)
+              const struct tpm_report *r)
 {
-    if (r->type == TPM_REPORT_POLL_REPLY && tem_poll_reply(r)) {
-        return;
-    }
     if (r->type != TPM_REPORT_SATISFIED) {
-        for (size_t i = 0; i < n_waiting; i++) {
-            if (waiting[i].cookie == r->cookie && !waiting[i].done) {
-                waiting[i].r = *r;
-                waiting[i].done = true;
-                return;
-            }
+        if (req_reply(r)) {
+            return;
         }
         if (r->type == TPM_REPORT_ADD_DONE && r->error) {
             /* A parked PMD refused an event it was not waited for. */
@@ -980,78 +1217,23 @@ handle_report(struct tpm_pmd **parts, size_t n_parts, size_t part,
     }
 }
 
-/* Drains every PMD's reports; command replies matching 'waiting' are
- * stored there. */
+/* Drains every PMD's reports. */
 static void
-drain_all(struct tpm_pmd **parts, size_t n_parts, struct reply *waiting,
-          size_t n_waiting)
+drain_all(struct tpm_pmd **parts, size_t n_parts)
 {
     for (size_t i = 0; i < n_parts; i++) {
         struct tpm_report r;
         while (tpm_pop_report(parts[i]->tpm, &r)) {
-            handle_report(parts, n_parts, i, &r, waiting, n_waiting);
+            handle_report(parts, n_parts, i, &r);
         }
     }
     tpm_decisions_for_each(decisions, decision_finish, NULL);
 }
 
-/* Waits until every entry of 'waiting' is done, or its PMD is parked, or
- * the command timeout passes.  Returns true if
- * all are done. */
-static bool
-wait_replies(struct tpm_pmd **parts, size_t n_parts, struct reply *waiting,
-             size_t n_waiting)
-{
-    uint64_t deadline = now_ns() + knobs.command_timeout_ns;
-    for (;;) {
-        drain_all(parts, n_parts, waiting, n_waiting);
-        uint64_t now = now_ns();
-        size_t done = 0;
-        for (size_t i = 0; i < n_waiting; i++) {
-            if (!waiting[i].done && waiting[i].part < n_parts
-                && pmd_parked(parts[waiting[i].part], now)) {
-                waiting[i].done = waiting[i].parked = true;
-            }
-            done += waiting[i].done;
-        }
-        if (done == n_waiting) {
-            return true;
-        }
-        if (now_ns() > deadline) {
-            return false;
-        }
-        struct timespec ts = { 0, 20 * 1000 };
-        nanosleep(&ts, NULL);
-    }
-}
-
-/* Submits an add ('event', which the ring takes) or a delete of 'id' to
- * parts[i], retrying while its command ring is full, for at most the
- * command timeout.  Returns false if it could not be queued. */
-static bool
-submit_bounded(struct tpm_pmd **parts, size_t n, size_t i,
-               enum tpm_report_type type, struct tpm_event *event,
-               uint32_t id, uint64_t cookie)
-{
-    uint64_t deadline = now_ns() + knobs.command_timeout_ns;
-    for (;;) {
-        bool ok = type == TPM_REPORT_ADD_DONE
-                  ? tpm_submit_add(parts[i]->tpm, event, id, cookie)
-                  : tpm_submit_del(parts[i]->tpm, id, cookie);
-        if (ok) {
-            return true;
-        }
-        if (now_ns() > deadline) {
-            return false;
-        }
-        drain_all(parts, n, NULL, 0);
-        struct timespec ts = { 0, 50 * 1000 };
-        nanosleep(&ts, NULL);
-    }
-}
-
-static void delete_on(struct tpm_pmd **, size_t n, uint32_t id);
-static char *add_on(struct tpm_pmd **, size_t n, const struct host_event *);
+static void add_start(struct host_event *, struct tpm_pmd **, size_t n,
+                      bool is_new, const struct op_client *);
+static void del_start(const uint32_t *ids, size_t n_ids,
+                      struct tpm_pmd **, size_t n, const struct op_client *);
 
 /* After PMDs came or went, gives every PMD an equal share of each split
  * event's threshold again (delete and re-add: the events' history on the
@@ -1067,13 +1249,8 @@ reshare(struct tpm_pmd **parts, size_t n)
     struct host_event *he;
     LIST_FOR_EACH (he, node, &host_events) {
         if (he->split) {
-            delete_on(parts, n, he->id);
-            char *error = add_on(parts, n, he);
-            if (error) {
-                VLOG_WARN("event %s: re-sharing its threshold over %"PRIuSIZE
-                          " PMDs failed: %s", he->name, n, error);
-                free(error);
-            }
+            del_start(&he->id, 1, parts, n, NULL);
+            add_start(he, parts, n, false, NULL);
         }
     }
 }
@@ -1118,19 +1295,22 @@ void
 tpm_ovs_run(void)
 {
     static uint64_t checked_ns;
+    uint64_t t0 = tpm_clock_mono_ns();
     size_t n;
     struct tpm_pmd **parts = pmds_snapshot(&n);
-    uint64_t mono = tpm_clock_mono_ns();
-    if (mono - checked_ns >= SECOND_CHECK_NS) {
-        checked_ns = mono;
+    if (t0 - checked_ns >= SECOND_CHECK_NS) {
+        checked_ns = t0;
         clock_check();
         losses_check(parts, n);
     }
-    drain_all(parts, n, NULL, 0);
+    reply_seq_seen = seq_read(reply_seq);
+    drain_all(parts, n);
     reshare(parts, n);
     agent_check_pmds(parts, n);
     agent_run(parts, n);
+    ops_run(parts, n);
     free(parts);
+    main_time_account(t0);
 }
 
 void
@@ -1147,10 +1327,6 @@ tpm_ovs_wait(void)
             /* A command from the TEM wakes us at once. */
             poll_fd_wait(tpm_agent_fd(agent), POLLIN);
         }
-        if (tem_polls_n) {
-            /* PMDs answer polls within an iteration. */
-            poll_timer_wait(1);
-        }
         ovs_mutex_lock(&pmds_mutex);
         bool pmds_changed = pmds_gen != agent_pmds_gen;
         ovs_mutex_unlock(&pmds_mutex);
@@ -1158,6 +1334,7 @@ tpm_ovs_wait(void)
             poll_immediate_wake();
         }
     }
+    ops_wait();
 }
 
 /* Knobs. */
@@ -1430,34 +1607,61 @@ host_event_free(struct host_event *he)
     }
 }
 
-/* Submits deletion of the 'n_ids' events 'ids' to 'parts' and waits for
- * the answers (once for all). */
+static void tem_reply(enum tpm_agent_cmd_type, uint64_t cookie,
+                      uint32_t event_id, const char *error);
+
+/* Answers 'c': 'error', or success with 'text' (NULL: none). */
 static void
-delete_many(struct tpm_pmd **parts, size_t n, const uint32_t *ids,
-            size_t n_ids)
+op_client_answer(const struct op_client *c, const char *error,
+                 const char *text)
 {
-    size_t nw = n * n_ids;
-    struct reply *w = xcalloc(MAX(nw, 1), sizeof *w);
-    for (size_t j = 0; j < n_ids; j++) {
-        for (size_t i = 0; i < n; i++) {
-            struct reply *x = &w[j * n + i];
-            x->cookie = next_cookie++;
-            x->part = i;
-            if (!submit_bounded(parts, n, i, TPM_REPORT_DEL_DONE, NULL,
-                                ids[j], x->cookie)) {
-                x->done = true;
-            }
+    if (c->conn) {
+        if (error) {
+            unixctl_command_reply_error(c->conn, error);
+        } else {
+            unixctl_command_reply(c->conn, text);
         }
     }
-    wait_replies(parts, n, w, nw);
-    free(w);
+    if (c->tem) {
+        tem_reply(c->tem_type, c->tem_cookie, c->tem_event_id, error);
+    }
 }
 
-/* Submits deletion of event 'id' to 'parts' and waits. */
+/* Deleting events from every PMD. */
 static void
-delete_on(struct tpm_pmd **parts, size_t n, uint32_t id)
+del_finish(struct op *op, struct tpm_pmd **parts OVS_UNUSED,
+           size_t n OVS_UNUSED)
 {
-    delete_many(parts, n, &id, 1);
+    static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(5, 20);
+
+    for (size_t i = 0; i < op->n_reqs; i++) {
+        const struct pmd_req *rq = &op->reqs[i];
+        if (rq->state == REQ_SUBMIT) {
+            COVERAGE_INC(tpm_event_left);
+            VLOG_WARN_RL(&rl, "pmd core %u: event id %"PRIu32" left "
+                         "installed: its command ring stayed full for "
+                         "tpm-command-timeout", rq->core_id, rq->event_id);
+        }
+    }
+    op_client_answer(&op->client, NULL, NULL);
+    op_destroy(op);
+    free(op);
+}
+
+/* Starts deleting the 'n_ids' events 'ids' from the PMDs 'parts'; answers
+ * 'client' (if any) once every PMD did. */
+static void
+del_start(const uint32_t *ids, size_t n_ids, struct tpm_pmd **parts,
+          size_t n, const struct op_client *client)
+{
+    struct op *op = xmalloc(sizeof *op);
+    op_init(op, del_finish, client, n_ids * n, knobs.command_timeout_ns);
+    for (size_t j = 0; j < n_ids; j++) {
+        for (size_t i = 0; i < n; i++) {
+            op_req(op, j * n + i, parts[i], TPM_REPORT_DEL_DONE, ids[j]);
+        }
+    }
+    op_start(op);
 }
 
 /* Checks what the PMDs' monitors would refuse about 'ev' beyond its
@@ -1493,28 +1697,25 @@ host_event_create(const char *name, struct tpm_event *ev)
     return he;
 }
 
-/* Adds 'he' on every PMD of 'parts' and to 'host_events'.  Returns NULL,
- * or an error (caller frees) after freeing 'he'. */
-static char *
-host_event_install(struct host_event *he, struct tpm_pmd **parts, size_t n)
+/* Adds 'he' to 'host_events' and starts adding it on the PMDs 'parts';
+ * answers 'client' once every PMD did. */
+static void
+host_event_add(struct host_event *he, struct tpm_pmd **parts, size_t n,
+               const struct op_client *client)
 {
+    ovs_list_push_back(&host_events, &he->node);
     /* Wake the PMDs' monitors before the event reaches them. */
-    atomic_store_relaxed(&n_watch, ovs_list_size(&host_events) + 1);
-    char *error = add_on(parts, n, he);
-    if (error) {
-        host_event_free(he);
-    } else {
-        ovs_list_push_back(&host_events, &he->node);
-    }
     atomic_store_relaxed(&n_watch, ovs_list_size(&host_events));
-    return error;
+    add_start(he, parts, n, true, client);
 }
 
-/* Removes 'he' from the PMDs of 'parts' and frees it. */
+/* Removes 'he' from 'host_events', frees it and starts deleting it from
+ * the PMDs 'parts'; answers 'client' (if any) once every PMD did. */
 static void
-host_event_remove(struct host_event *he, struct tpm_pmd **parts, size_t n)
+host_event_remove(struct host_event *he, struct tpm_pmd **parts, size_t n,
+                  const struct op_client *client)
 {
-    delete_on(parts, n, he->id);
+    del_start(&he->id, 1, parts, n, client);
     ovs_list_remove(&he->node);
     host_event_free(he);
     atomic_store_relaxed(&n_watch, ovs_list_size(&host_events));
@@ -1553,77 +1754,109 @@ tpm_unixctl_event_add(struct unixctl_conn *conn, int argc,
         return;
     }
 
-    struct host_event *he = host_event_create(argv[1], ev);
+    /* The reply waits for every PMD (add_finish()). */
     size_t n;
     struct tpm_pmd **parts = pmds_snapshot(&n);
-    error = host_event_install(he, parts, n);
-    if (error) {
-        unixctl_command_reply_error(conn, error);
-        free(error);
-    } else {
-        struct ds reply = DS_EMPTY_INITIALIZER;
-        ds_put_format(&reply, "event %s added on %"PRIuSIZE" PMD thread%s",
-                      he->name, n, n == 1 ? "" : "s");
-        if (n > 1 && he->split) {
-            ds_put_format(&reply, ", threshold %.17g split %.17g each",
-                          ev->threshold->num, ev->threshold->num / n);
-        } else if (n > 1) {
-            ds_put_format(&reply, " (threshold not split: %s)",
-                          he->no_split_why);
-        }
-        unixctl_command_reply(conn, ds_cstr(&reply));
-        ds_destroy(&reply);
-    }
+    host_event_add(host_event_create(argv[1], ev), parts, n,
+                   &(struct op_client) { .conn = conn });
     free(parts);
 }
 
-/* Adds host event 'he' on 'parts' (each with its share of a split
- * threshold) and waits for every answer.  Returns NULL, or an error that
- * names each PMD that refused or did not answer; then the event has been
- * removed again where it was added (nothing half-applied). */
-static char *
-add_on(struct tpm_pmd **parts, size_t n, const struct host_event *he)
+/* Adding an event on every PMD. */
+struct add_op {
+    struct op up;
+    uint32_t event_id;
+    char *name;
+    bool is_new;                /* Remove the event if a PMD refuses it
+                                 * (else, a re-share: warn). */
+};
+
+/* Answers an add: what each PMD that refused or did not answer said; then
+ * the event has been deleted again wherever it was added (nothing
+ * half-applied). */
+static void
+add_finish(struct op *op, struct tpm_pmd **parts, size_t n)
 {
+    struct add_op *a = CONTAINER_OF(op, struct add_op, up);
+    struct host_event *he = host_event_find_id(a->event_id);
+    struct ds err = DS_EMPTY_INITIALIZER;
+
+    for (size_t i = 0; i < op->n_reqs; i++) {
+        const struct pmd_req *rq = &op->reqs[i];
+        const char *sep = err.length ? "; " : "";
+        if (rq->state == REQ_SUBMIT) {
+            ds_put_format(&err, "%score %u: command queue full (PMD "
+                          "stalled)", sep, rq->core_id);
+        } else if (rq->state == REQ_WAITING) {
+            ds_put_format(&err, "%score %u did not answer within "
+                          "tpm-command-timeout", sep, rq->core_id);
+        } else if (rq->state == REQ_DONE && rq->r.error) {
+            ds_put_format(&err, "%score %u: %s", sep, rq->core_id,
+                          rq->r.error);
+        }
+    }
+
+    if (!he) {
+        /* Deleted meanwhile, and so from the PMDs after this add. */
+        char *msg = xasprintf("event %s was deleted while it was being "
+                              "added", a->name);
+        op_client_answer(&op->client, op->client.conn ? msg : NULL, NULL);
+        free(msg);
+    } else if (err.length && a->is_new) {
+        host_event_remove(he, parts, n, NULL);
+        op_client_answer(&op->client, ds_cstr(&err), NULL);
+    } else if (err.length) {
+        del_start(&he->id, 1, parts, n, NULL);
+        VLOG_WARN("event %s: re-sharing its threshold over %"PRIuSIZE
+                  " PMDs failed: %s", he->name, op->n_reqs, ds_cstr(&err));
+    } else {
+        struct ds reply = DS_EMPTY_INITIALIZER;
+        size_t m = op->n_reqs;
+        ds_put_format(&reply, "event %s added on %"PRIuSIZE" PMD thread%s",
+                      he->name, m, m == 1 ? "" : "s");
+        if (m > 1 && he->split) {
+            ds_put_format(&reply, ", threshold %.17g split %.17g each",
+                          he->def->threshold->num,
+                          he->def->threshold->num / m);
+        } else if (m > 1) {
+            ds_put_format(&reply, " (threshold not split: %s)",
+                          he->no_split_why);
+        }
+        op_client_answer(&op->client, NULL, ds_cstr(&reply));
+        ds_destroy(&reply);
+    }
+    ds_destroy(&err);
+    free(a->name);
+    op_destroy(op);
+    free(a);
+}
+
+/* Starts adding host event 'he' on the PMDs 'parts', each with its share
+ * of a split threshold.  'is_new': see struct add_op. */
+static void
+add_start(struct host_event *he, struct tpm_pmd **parts, size_t n,
+          bool is_new, const struct op_client *client)
+{
+    struct add_op *a = xzalloc(sizeof *a);
     double *shares = xcalloc(MAX(n, 1), sizeof *shares);
+
     if (he->split) {
         tpm_split_threshold(he->def->threshold->num, n, NULL, shares);
     }
-    struct reply *w = xcalloc(MAX(n, 1), sizeof *w);
+    op_init(&a->up, add_finish, client, n, knobs.command_timeout_ns);
+    a->event_id = he->id;
+    a->name = xstrdup(he->name);
+    a->is_new = is_new;
     for (size_t i = 0; i < n; i++) {
-        struct tpm_event *copy = tpm_event_clone(he->def);
+        struct pmd_req *rq = op_req(&a->up, i, parts[i],
+                                    TPM_REPORT_ADD_DONE, he->id);
+        rq->event = tpm_event_clone(he->def);
         if (he->split) {
-            tpm_event_set_threshold(copy, shares[i]);
-        }
-        w[i].cookie = next_cookie++;
-        w[i].part = i;
-        if (!submit_bounded(parts, n, i, TPM_REPORT_ADD_DONE, copy, he->id,
-                            w[i].cookie)) {
-            tpm_event_destroy(copy);
-            w[i].done = true;
-            w[i].r.error = xasprintf("command queue full (PMD parked or "
-                                     "stalled)");
+            tpm_event_set_threshold(rq->event, shares[i]);
         }
     }
-    bool all = wait_replies(parts, n, w, n);
-
-    struct ds err = DS_EMPTY_INITIALIZER;
-    for (size_t i = 0; i < n; i++) {
-        if (!w[i].done) {
-            ds_put_format(&err, "%score %u did not answer within "
-                          "tpm-command-timeout", err.length ? "; " : "",
-                          parts[i]->core_id);
-        } else if (w[i].r.error) {
-            ds_put_format(&err, "%score %u: %s", err.length ? "; " : "",
-                          parts[i]->core_id, w[i].r.error);
-            free(w[i].r.error);
-        }
-    }
-    if (!all || err.length) {
-        delete_on(parts, n, he->id);
-    }
-    free(w);
     free(shares);
-    return err.length ? ds_steal_cstr(&err) : (ds_destroy(&err), NULL);
+    op_start(&a->up);
 }
 
 static void
@@ -1644,9 +1877,8 @@ tpm_unixctl_event_del(struct unixctl_conn *conn, int argc OVS_UNUSED,
     }
     size_t n;
     struct tpm_pmd **parts = pmds_snapshot(&n);
-    host_event_remove(he, parts, n);
+    host_event_remove(he, parts, n, &(struct op_client) { .conn = conn });
     free(parts);
-    unixctl_command_reply(conn, NULL);
 }
 
 static void
@@ -1709,6 +1941,92 @@ format_reports(struct ds *s, const char *name, size_t max)
     free(idx);
 }
 
+/* tpm/event-show: every PMD's trigger instances and flows for the event
+ * (asked through its command ring: the monitor is the PMD's), and the
+ * values of the latest satisfied group over the last intervals (polled
+ * from the PMDs' history). */
+struct show_op {
+    struct op up;               /* Requests: one info per PMD, then the
+                                 * polls of interval j on PMD i at
+                                 * n_pmds * (1 + j) + i. */
+    char *name;
+    struct ds s;                /* The reply, up to the PMDs' answers. */
+    size_t n_pmds;
+    double *shares;             /* Per PMD, if the threshold is split. */
+    uint32_t k;                 /* Intervals polled (0: none)... */
+    uint64_t m;                 /* ...of 'm' epochs... */
+    uint64_t last_epoch;        /* ...the last ending at this epoch. */
+    char *values_title;         /* Names the group (if 'k'). */
+};
+
+static void
+show_finish(struct op *op, struct tpm_pmd **parts OVS_UNUSED,
+            size_t n_parts OVS_UNUSED)
+{
+    struct show_op *so = CONTAINER_OF(op, struct show_op, up);
+    struct ds *s = &so->s;
+    size_t n = so->n_pmds;
+
+    for (size_t i = 0; i < n; i++) {
+        const struct pmd_req *rq = &op->reqs[i];
+        ds_put_format(s, "  pmd core %u: ", rq->core_id);
+        if (so->shares) {
+            ds_put_format(s, "threshold share %.17g, ", so->shares[i]);
+        }
+        if (rq->state != REQ_DONE) {
+            ds_put_cstr(s, "parked (no answer)\n");
+        } else {
+            ds_put_format(s, "%"PRIu64" trigger instances, %.0f flows "
+                          "matched\n", rq->r.epoch, rq->r.value);
+        }
+    }
+    if (so->k) {
+        ds_put_cstr(s, so->values_title);
+    }
+    for (size_t j = 0; j < so->k; j++) {
+        uint64_t epoch = so->last_epoch - (so->k - 1 - j) * so->m;
+        double total = 0;
+        size_t unknown = 0;
+        for (size_t i = 0; i < n; i++) {
+            const struct pmd_req *rq = &op->reqs[n * (1 + j) + i];
+            if (rq->state != REQ_DONE) {
+                unknown++;
+            } else if (rq->r.status == TPM_POLL_OK) {
+                total += rq->r.value;
+            } else if (rq->r.status != TPM_POLL_NO_GROUP) {
+                unknown++;
+            }
+        }
+        ds_put_format(s, "    %"PRIu64": %.17g", epoch, total);
+        if (unknown) {
+            ds_put_format(s, " (%"PRIuSIZE" PMDs: expired or no answer)",
+                          unknown);
+        }
+        ds_put_cstr(s, "\n");
+    }
+
+    ds_put_cstr(s, "  latest satisfactions (oldest first):\n");
+    struct ds r = DS_EMPTY_INITIALIZER;
+    format_reports(&r, so->name, knobs.params.history_len);
+    if (!r.length) {
+        ds_put_cstr(s, "    none\n");
+    } else {
+        char *save = NULL;
+        for (char *line = strtok_r(ds_cstr(&r), "\n", &save); line;
+             line = strtok_r(NULL, "\n", &save)) {
+            ds_put_format(s, "    %s\n", line);
+        }
+    }
+    ds_destroy(&r);
+    op_client_answer(&op->client, NULL, ds_cstr(s));
+    ds_destroy(s);
+    free(so->values_title);
+    free(so->shares);
+    free(so->name);
+    op_destroy(op);
+    free(so);
+}
+
 static void
 tpm_unixctl_event_show(struct unixctl_conn *conn, int argc OVS_UNUSED,
                        const char *argv[], void *aux OVS_UNUSED)
@@ -1718,115 +2036,57 @@ tpm_unixctl_event_show(struct unixctl_conn *conn, int argc OVS_UNUSED,
         return;
     }
 
-    struct ds s = DS_EMPTY_INITIALIZER;
-    format_event(&s, he);
-
     size_t n;
     struct tpm_pmd **parts = pmds_snapshot(&n);
-    double *shares = xcalloc(MAX(n, 1), sizeof *shares);
-    if (he->split) {
-        tpm_split_threshold(he->def->threshold->num, n, NULL, shares);
+    struct show_op *so = xzalloc(sizeof *so);
+    so->name = xstrdup(he->name);
+    so->n_pmds = n;
+    ds_init(&so->s);
+    format_event(&so->s, he);
+    if (he->split && n > 1) {
+        so->shares = xcalloc(n, sizeof *so->shares);
+        tpm_split_threshold(he->def->threshold->num, n, NULL, so->shares);
     }
-
-    /* Per PMD: its trigger instances and flows for this event, asked
-     * through its command ring (the monitor is the PMD's). */
-    struct reply *w = xcalloc(MAX(n, 1), sizeof *w);
-    for (size_t i = 0; i < n; i++) {
-        w[i].cookie = next_cookie++;
-        w[i].part = i;
-        if (!tpm_submit_info(parts[i]->tpm, he->id, w[i].cookie)) {
-            w[i].done = w[i].parked = true;
-        }
-    }
-    wait_replies(parts, n, w, n);
-    for (size_t i = 0; i < n; i++) {
-        ds_put_format(&s, "  pmd core %u: ", parts[i]->core_id);
-        if (he->split && n > 1) {
-            ds_put_format(&s, "threshold share %.17g, ", shares[i]);
-        }
-        if (w[i].parked || !w[i].done) {
-            ds_put_cstr(&s, "parked (no answer)\n");
-        } else {
-            ds_put_format(&s, "%"PRIu64" trigger instances, %.0f flows "
-                          "matched\n", w[i].r.epoch, w[i].r.value);
-        }
-    }
-    free(w);
-
-    /* The group of the latest satisfaction: its value in the last K
-     * intervals, summed over the PMDs (polled from their history). */
     if (he->has_last) {
-        uint32_t k = knobs.params.history_len;
-        uint64_t m = he->def->interval_ns / knobs.params.epoch_ns;
-        size_t nw = n * k;
-        w = xcalloc(MAX(nw, 1), sizeof *w);
-        for (size_t j = 0; j < k; j++) {
-            uint64_t epoch = he->last_epoch - (k - 1 - j) * m;
-            for (size_t i = 0; i < n; i++) {
-                struct reply *x = &w[j * n + i];
-                x->cookie = next_cookie++;
-                x->part = i;
-                if (epoch > he->last_epoch
-                    || !tpm_submit_poll(parts[i]->tpm, he->id,
-                                        &he->last_group, epoch, x->cookie)) {
-                    x->done = x->parked = true;
-                }
+        so->k = knobs.params.history_len;
+        so->m = he->def->interval_ns / knobs.params.epoch_ns;
+        so->last_epoch = he->last_epoch;
+    }
+
+    op_init(&so->up, show_finish, &(struct op_client) { .conn = conn },
+            n * (1 + so->k), knobs.command_timeout_ns);
+    for (size_t i = 0; i < n; i++) {
+        op_req(&so->up, i, parts[i], TPM_REPORT_INFO_REPLY, he->id);
+    }
+    for (size_t j = 0; j < so->k; j++) {
+        uint64_t epoch = so->last_epoch - (so->k - 1 - j) * so->m;
+        for (size_t i = 0; i < n; i++) {
+            struct pmd_req *rq = op_req(&so->up, n * (1 + j) + i, parts[i],
+                                        TPM_REPORT_POLL_REPLY, he->id);
+            rq->epoch = epoch;
+            rq->group = he->last_group;
+            if (epoch > so->last_epoch) {
+                rq->state = REQ_GONE;   /* Before epoch 0. */
             }
         }
-        wait_replies(parts, n, w, nw);
-
+    }
+    if (so->k) {
         struct tpm_key_field f[5];
         int nf = tpm_key_fields(&he->def->group, &he->last_group, f);
-        ds_put_cstr(&s, "  values of group");
+        struct ds t = DS_EMPTY_INITIALIZER;
+        ds_put_cstr(&t, "  values of group");
         for (int i = 0; i < nf; i++) {
             if (f[i].is_int) {
-                ds_put_format(&s, " %s=%u", f[i].name, f[i].int_value);
+                ds_put_format(&t, " %s=%u", f[i].name, f[i].int_value);
             } else {
-                ds_put_format(&s, " %s=%s", f[i].name, f[i].str_value);
+                ds_put_format(&t, " %s=%s", f[i].name, f[i].str_value);
             }
         }
-        ds_put_format(&s, " (interval ending at epoch, summed over the "
-                      "PMDs):\n");
-        for (size_t j = 0; j < k; j++) {
-            uint64_t epoch = he->last_epoch - (k - 1 - j) * m;
-            double total = 0;
-            size_t unknown = 0;
-            for (size_t i = 0; i < n; i++) {
-                const struct reply *x = &w[j * n + i];
-                if (x->parked || !x->done) {
-                    unknown++;
-                } else if (x->r.status == TPM_POLL_OK) {
-                    total += x->r.value;
-                } else if (x->r.status != TPM_POLL_NO_GROUP) {
-                    unknown++;
-                }
-            }
-            ds_put_format(&s, "    %"PRIu64": %.17g", epoch, total);
-            if (unknown) {
-                ds_put_format(&s, " (%"PRIuSIZE" PMDs: expired or no "
-                              "answer)", unknown);
-            }
-            ds_put_cstr(&s, "\n");
-        }
-        free(w);
+        ds_put_cstr(&t, " (interval ending at epoch, summed over the "
+                    "PMDs):\n");
+        so->values_title = ds_steal_cstr(&t);
     }
-
-    ds_put_cstr(&s, "  latest satisfactions (oldest first):\n");
-    struct ds r = DS_EMPTY_INITIALIZER;
-    format_reports(&r, he->name, knobs.params.history_len);
-    if (!r.length) {
-        ds_put_cstr(&s, "    none\n");
-    } else {
-        char *save = NULL;
-        for (char *line = strtok_r(ds_cstr(&r), "\n", &save); line;
-             line = strtok_r(NULL, "\n", &save)) {
-            ds_put_format(&s, "    %s\n", line);
-        }
-    }
-    ds_destroy(&r);
-    unixctl_command_reply(conn, ds_cstr(&s));
-    ds_destroy(&s);
-    free(shares);
+    op_start(&so->up);
     free(parts);
 }
 
@@ -1848,7 +2108,7 @@ tpm_unixctl_reports(struct unixctl_conn *conn, int argc, const char *argv[],
     }
     size_t n;                   /* Pick up what is queued now. */
     struct tpm_pmd **parts = pmds_snapshot(&n);
-    drain_all(parts, n, NULL, 0);
+    drain_all(parts, n);
     free(parts);
     struct ds s = DS_EMPTY_INITIALIZER;
     format_reports(&s, NULL, max);
@@ -2259,6 +2519,12 @@ tpm_unixctl_stats(struct unixctl_conn *conn, int argc OVS_UNUSED,
                   "%"PRIu64", epochs ahead of the wall clock by %"PRId64
                   " us)\n", mono_to_wall__(), clock_steps, clock_steps_back,
                   clock_ahead_ns / 1000);
+    ds_put_format(&s, "main thread: %"PRIuSIZE" operations on the PMDs "
+                  "pending, %"PRIuSIZE" requests queued; tpm_ovs_run() "
+                  "calls %"PRIu64", mean %.1f us, longest %.1f us\n",
+                  ops_n, hmap_count(&reqs), main_calls,
+                  main_calls ? main_total_ns / 1e3 / main_calls : 0.0,
+                  main_max_ns / 1e3);
     format_agent_summary(&s);
     for (size_t i = 0; i < n; i++) {
         const struct tpm_params *pp = tpm_get_params(parts[i]->tpm);
@@ -2463,10 +2729,11 @@ agent_send_dropped(const char *what, uint32_t tem_id)
                  "full or no session", what, tem_id);
 }
 
-/* Acks 'cmd', or nacks it with 'error' (cut to what the protocol
- * carries). */
+/* Acks the TEM's command ('type', 'cookie', 'event_id'), or nacks it with
+ * 'error' (cut to what the protocol carries). */
 static void
-tem_reply(const struct tpm_agent_cmd *cmd, const char *error)
+tem_reply(enum tpm_agent_cmd_type type, uint64_t cookie, uint32_t event_id,
+          const char *error)
 {
     static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(5, 20);
     bool sent;
@@ -2476,44 +2743,67 @@ tem_reply(const struct tpm_agent_cmd *cmd, const char *error)
         ovs_strlcpy(reason, error, sizeof reason);
         actr.nacks++;
         COVERAGE_INC(tpm_agent_nack);
-        VLOG_WARN_RL(&rl, "TEM %s of event id %"PRIu32" (%s) refused: %s",
-                     agent_cmd_name(cmd->type), cmd->event_id,
-                     cmd->name ? cmd->name : "-", error);
-        sent = tpm_agent_send_nack(agent, cmd->cookie, cmd->event_id,
-                                   reason);
+        VLOG_WARN_RL(&rl, "TEM %s of event id %"PRIu32" refused: %s",
+                     agent_cmd_name(type), event_id, error);
+        sent = agent && tpm_agent_send_nack(agent, cookie, event_id,
+                                            reason);
     } else {
-        sent = tpm_agent_send_ack(agent, cmd->cookie, cmd->event_id);
+        sent = agent && tpm_agent_send_ack(agent, cookie, event_id);
     }
     if (sent) {
         actr.replies++;
     } else {
         actr.replies_dropped++;
-        agent_send_dropped(error ? "nack" : "ack", cmd->event_id);
+        agent_send_dropped(error ? "nack" : "ack", event_id);
     }
 }
 
-/* Installs the TEM's event of 'cmd' on the PMDs 'parts'.  An install for
- * an id already installed with the same name, definition and threshold
- * share changes nothing; with anything different it replaces it.  Returns
- * NULL or an error (caller frees). */
-static char *
+static struct op_client
+tem_client(const struct tpm_agent_cmd *cmd)
+{
+    return (struct op_client) {
+        .tem = true,
+        .tem_type = cmd->type,
+        .tem_cookie = cmd->cookie,
+        .tem_event_id = cmd->event_id,
+    };
+}
+
+/* The TEM's session is over: nobody waits for the operations it asked
+ * for any more (they still complete). */
+static void
+ops_forget_tem(void)
+{
+    struct op *op;
+    LIST_FOR_EACH (op, node, &ops) {
+        op->client.tem = false;
+    }
+}
+
+/* Installs the TEM's event of 'cmd' on the PMDs 'parts', and acks or
+ * nacks it (once every PMD answered).  An install for an id already
+ * installed with the same name, definition and threshold share changes
+ * nothing; with anything different it replaces it. */
+static void
 tem_install(const struct tpm_agent_cmd *cmd, struct tpm_pmd **parts,
             size_t n)
 {
+    struct op_client client = tem_client(cmd);
     struct tpm_event *ev;
     char *error = tpm_event_parse(cmd->name, cmd->definition, &ev);
     if (error) {
-        return error;
+        goto refuse;
     }
     if (cmd->has_threshold && !tpm_event_set_threshold(ev, cmd->threshold)) {
         tpm_event_destroy(ev);
-        return xstrdup("a threshold share was given but the predicate has "
-                       "no constant threshold to replace");
+        error = xstrdup("a threshold share was given but the predicate has "
+                        "no constant threshold to replace");
+        goto refuse;
     }
     error = event_check(ev);
     if (error) {
         tpm_event_destroy(ev);
-        return error;
+        goto refuse;
     }
 
     char *name = xasprintf("tem:%s", cmd->name);
@@ -2522,23 +2812,22 @@ tem_install(const struct tpm_agent_cmd *cmd, struct tpm_pmd **parts,
     if (other && other != old) {
         error = xasprintf("event name %s is already used by TEM event id "
                           "%"PRIu32, cmd->name, other->tem_id);
+        tpm_event_destroy(ev);
+        free(name);
+        goto refuse;
     } else if (old && old == other && !strcmp(old->def->text, ev->text)
                && old->has_share == cmd->has_threshold
                && (!cmd->has_threshold || old->share == cmd->threshold)) {
         /* Installed already, as asked (a retried install). */
         tpm_event_destroy(ev);
         free(name);
-        return NULL;
-    }
-    if (error) {
-        tpm_event_destroy(ev);
-        free(name);
-        return error;
+        op_client_answer(&client, NULL, NULL);
+        return;
     }
     if (old) {
         VLOG_INFO("TEM event id %"PRIu32" (%s) replaced by a new install",
                   old->tem_id, old->name);
-        host_event_remove(old, parts, n);
+        host_event_remove(old, parts, n, NULL);
     }
 
     struct host_event *he = host_event_create(name, ev);
@@ -2547,7 +2836,12 @@ tem_install(const struct tpm_agent_cmd *cmd, struct tpm_pmd **parts,
     he->tem_id = cmd->event_id;
     he->has_share = cmd->has_threshold;
     he->share = cmd->threshold;
-    return host_event_install(he, parts, n);
+    host_event_add(he, parts, n, &client);
+    return;
+
+refuse:
+    op_client_answer(&client, error, NULL);
+    free(error);
 }
 
 /* Removes every event the TEM installed. */
@@ -2558,26 +2852,21 @@ tem_events_remove_all(struct tpm_pmd **parts, size_t n)
     size_t n_ids = 0, cap = 0;
     struct host_event *he;
 
-    LIST_FOR_EACH (he, node, &host_events) {
+    LIST_FOR_EACH_SAFE (he, node, &host_events) {
         if (he->tem) {
             if (n_ids == cap) {
                 ids = x2nrealloc(ids, &cap, sizeof *ids);
             }
             ids[n_ids++] = he->id;
-        }
-    }
-    if (!n_ids) {
-        return;
-    }
-    delete_many(parts, n, ids, n_ids);
-    free(ids);
-    LIST_FOR_EACH_SAFE (he, node, &host_events) {
-        if (he->tem) {
             ovs_list_remove(&he->node);
             host_event_free(he);
         }
     }
-    atomic_store_relaxed(&n_watch, ovs_list_size(&host_events));
+    if (n_ids) {
+        del_start(ids, n_ids, parts, n, NULL);
+        atomic_store_relaxed(&n_watch, ovs_list_size(&host_events));
+    }
+    free(ids);
 }
 
 static void
@@ -2593,17 +2882,22 @@ tem_poll_answer(uint64_t cookie, uint32_t tem_id, uint64_t epoch,
     }
 }
 
+/* A poll of the TEM: one poll request per PMD, asked again while a PMD
+ * says it has not swept the epoch yet, answered with the sum. */
+struct tem_poll {
+    struct op up;
+    struct ovs_list node;       /* In 'tem_polls', oldest first. */
+    uint64_t cookie;            /* The TEM's. */
+    uint32_t tem_id;
+    uint64_t epoch;
+};
+
 static void
 tem_poll_free(struct tem_poll *p)
 {
-    for (size_t i = 0; i < p->n_parts; i++) {
-        if (p->parts[i].state == TEM_PART_WAITING) {
-            hmap_remove(&tem_poll_parts, &p->parts[i].node);
-        }
-    }
     ovs_list_remove(&p->node);
     tem_polls_n--;
-    free(p->parts);
+    op_destroy(&p->up);
     free(p);
 }
 
@@ -2620,66 +2914,27 @@ tem_polls_cancel_all(void)
     }
 }
 
-static struct tpm_pmd *
-pmd_by_serial(struct tpm_pmd **parts, size_t n, uint64_t serial)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (parts[i]->serial == serial) {
-            return parts[i];
-        }
-    }
-    return NULL;
-}
-
-/* Submits the PMD polls of 'p' that are due; a part whose PMD left is
- * missing.  A poll that finds a PMD's command ring full is tried again
- * on the next call. */
+/* Answers the TEM's poll from what the PMDs said, and frees it. */
 static void
-tem_poll_submit(struct tem_poll *p, struct tpm_pmd **parts, size_t n)
-{
-    for (size_t i = 0; i < p->n_parts; i++) {
-        struct tem_poll_part *pp = &p->parts[i];
-        if (pp->state != TEM_PART_SUBMIT && pp->state != TEM_PART_WAITING) {
-            continue;
-        }
-        struct tpm_pmd *pmd = pmd_by_serial(parts, n, pp->pmd_serial);
-        if (!pmd) {
-            if (pp->state == TEM_PART_WAITING) {
-                hmap_remove(&tem_poll_parts, &pp->node);
-            }
-            pp->state = TEM_PART_MISSING;
-        } else if (pp->state == TEM_PART_SUBMIT) {
-            uint64_t cookie = next_cookie++;
-            if (tpm_submit_poll(pmd->tpm, p->event_id, &p->group, p->epoch,
-                                cookie)) {
-                pp->cookie = cookie;
-                pp->state = TEM_PART_WAITING;
-                hmap_insert(&tem_poll_parts, &pp->node,
-                            hash_uint64(cookie));
-            }
-        }
-    }
-}
-
-/* Answers 'p' from what its parts got, and frees it. */
-static void
-tem_poll_finish(struct tem_poll *p)
+tem_poll_finish(struct op *op, struct tpm_pmd **parts OVS_UNUSED,
+                size_t n OVS_UNUSED)
 {
     static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(5, 20);
+    struct tem_poll *p = CONTAINER_OF(op, struct tem_poll, up);
     size_t expired = 0, no_event = 0, not_yet = 0, missing = 0;
     double sum = 0;
 
-    for (size_t i = 0; i < p->n_parts; i++) {
-        const struct tem_poll_part *pp = &p->parts[i];
-        if (pp->state == TEM_PART_DONE) {
-            if (pp->status == TPM_POLL_OK) {
-                sum += pp->value;
-            } else if (pp->status == TPM_POLL_EXPIRED) {
+    for (size_t i = 0; i < op->n_reqs; i++) {
+        const struct pmd_req *rq = &op->reqs[i];
+        if (rq->state == REQ_DONE) {
+            if (rq->r.status == TPM_POLL_OK) {
+                sum += rq->r.value;
+            } else if (rq->r.status == TPM_POLL_EXPIRED) {
                 expired++;
-            } else if (pp->status == TPM_POLL_NO_EVENT) {
+            } else if (rq->r.status == TPM_POLL_NO_EVENT) {
                 no_event++;
             }
-        } else if (pp->state != TEM_PART_MISSING && pp->not_yet) {
+        } else if (rq->state != REQ_GONE && rq->not_yet) {
             not_yet++;
         } else {
             missing++;
@@ -2689,7 +2944,7 @@ tem_poll_finish(struct tem_poll *p)
     Trumpet__PollStatus status;
     if (expired) {
         status = TRUMPET__POLL_STATUS__POLL_EXPIRED;
-    } else if (p->n_parts && no_event == p->n_parts) {
+    } else if (op->n_reqs && no_event == op->n_reqs) {
         status = TRUMPET__POLL_STATUS__POLL_NO_EVENT;
     } else if (not_yet) {
         status = TRUMPET__POLL_STATUS__POLL_NOT_YET;
@@ -2706,7 +2961,7 @@ tem_poll_finish(struct tem_poll *p)
                      "%"PRIuSIZE" of %"PRIuSIZE" PMDs did not answer by "
                      "tpm-poll-timeout or lack the event; answering the sum "
                      "of the others", p->tem_id, p->epoch,
-                     missing + no_event, p->n_parts);
+                     missing + no_event, op->n_reqs);
     } else {
         status = TRUMPET__POLL_STATUS__POLL_OK;
     }
@@ -2729,58 +2984,31 @@ tem_poll_start(const struct tpm_agent_cmd *cmd, struct tpm_pmd **parts,
 
     uint64_t now = now_ns();
     struct tem_poll *p = xzalloc(sizeof *p);
+    op_init(&p->up, tem_poll_finish, NULL, n, knobs.poll_timeout_ns);
+    p->up.repoll = true;
     p->cookie = cmd->cookie;
     p->tem_id = cmd->event_id;
-    p->event_id = he->id;
     p->epoch = cmd->epoch;
-    p->group = cmd->group;
-    p->deadline_ns = now + knobs.poll_timeout_ns;
-    p->n_parts = n;
-    p->parts = xcalloc(MAX(n, 1), sizeof *p->parts);
     for (size_t i = 0; i < n; i++) {
-        struct tem_poll_part *pp = &p->parts[i];
+        struct pmd_req *rq = op_req(&p->up, i, parts[i],
+                                    TPM_REPORT_POLL_REPLY, he->id);
         struct tpm_stats st;
-        pp->pmd_serial = parts[i]->serial;
+        rq->epoch = cmd->epoch;
+        rq->group = cmd->group;
         tpm_get_stats(parts[i]->tpm, &st);
         if (!st.packets && pmd_parked(parts[i], now)) {
             /* No rx queue ever: its share is exactly zero. */
-            pp->state = TEM_PART_DONE;
-            pp->status = TPM_POLL_NO_GROUP;
-        } else {
-            pp->state = TEM_PART_SUBMIT;
+            rq->state = REQ_DONE;
+            rq->r.status = TPM_POLL_NO_GROUP;
         }
     }
     ovs_list_push_back(&tem_polls, &p->node);
     tem_polls_n++;
-    tem_poll_submit(p, parts, n);
+    op_start(&p->up);
 }
 
-/* Submits what is due for the pending polls and answers those that are
- * complete or past their deadline. */
-static void
-tem_polls_run(struct tpm_pmd **parts, size_t n)
-{
-    uint64_t now = now_ns();
-    struct tem_poll *p;
-
-    LIST_FOR_EACH_SAFE (p, node, &tem_polls) {
-        tem_poll_submit(p, parts, n);
-        bool complete = true;
-        for (size_t i = 0; i < p->n_parts; i++) {
-            if (p->parts[i].state != TEM_PART_DONE
-                && p->parts[i].state != TEM_PART_MISSING) {
-                complete = false;
-                break;
-            }
-        }
-        if (complete || now >= p->deadline_ns) {
-            tem_poll_finish(p);
-        }
-    }
-}
-
-/* Executes the TEM's commands queued by the agent (a bounded number),
- * then advances the pending polls. */
+/* Executes the TEM's commands queued by the agent (a bounded number);
+ * tpm_ovs_run() then queues what they ask of the PMDs. */
 static void
 agent_run(struct tpm_pmd **parts, size_t n)
 {
@@ -2790,7 +3018,6 @@ agent_run(struct tpm_pmd **parts, size_t n)
     }
     for (int i = 0; tem_polls_n < agent_cfg.queue_size; i++) {
         struct tpm_agent_cmd cmd;
-        char *error;
 
         if (i >= TPM_AGENT_CMDS_PER_RUN) {
             agent_backlog = true;
@@ -2803,20 +3030,18 @@ agent_run(struct tpm_pmd **parts, size_t n)
         switch (cmd.type) {
         case TPM_AGENT_INSTALL:
             actr.installs++;
-            error = tem_install(&cmd, parts, n);
-            tem_reply(&cmd, error);
-            free(error);
+            tem_install(&cmd, parts, n);
             break;
         case TPM_AGENT_REMOVE: {
             struct host_event *he = tem_event_find(cmd.event_id);
+            struct op_client client = tem_client(&cmd);
             actr.removes++;
             if (he) {
-                host_event_remove(he, parts, n);
-                tem_reply(&cmd, NULL);
+                host_event_remove(he, parts, n, &client);
             } else {
-                error = xasprintf("no event of TEM id %"PRIu32" installed",
-                                  cmd.event_id);
-                tem_reply(&cmd, error);
+                char *error = xasprintf("no event of TEM id %"PRIu32
+                                        " installed", cmd.event_id);
+                op_client_answer(&client, error, NULL);
                 free(error);
             }
             break;
@@ -2832,13 +3057,14 @@ agent_run(struct tpm_pmd **parts, size_t n)
             if (cmd.has_dos_threshold) {
                 dos_threshold_set(cmd.dos_threshold, "TEM");
             }
-            tem_reply(&cmd, NULL);
+            tem_reply(cmd.type, cmd.cookie, cmd.event_id, NULL);
             break;
         case TPM_AGENT_RESYNC:
         default:
             /* A new session: the TEM installs its events again. */
             actr.resyncs++;
             tem_polls_cancel_all();
+            ops_forget_tem();
             tem_events_remove_all(parts, n);
             VLOG_INFO("TEM session started: its previous events were "
                       "removed, it installs them again");
@@ -2846,7 +3072,6 @@ agent_run(struct tpm_pmd **parts, size_t n)
         }
         tpm_agent_cmd_free(&cmd);
     }
-    tem_polls_run(parts, n);
 }
 
 /* The agent's lifecycle. */
@@ -2899,6 +3124,7 @@ agent_stop(struct tpm_pmd **parts, size_t n)
         return;
     }
     tem_polls_cancel_all();
+    ops_forget_tem();
     tem_events_remove_all(parts, n);
     tpm_agent_destroy(agent);
     agent = NULL;
@@ -3259,6 +3485,7 @@ tpm_ovs_init(void)
         return;
     }
     clock_check();
+    reply_seq = seq_create();
     if (!knobs_set) {
         knobs_default(&knobs);
         knobs_set = true;
