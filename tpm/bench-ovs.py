@@ -8,6 +8,13 @@ standard library only).
   events CTL           installs the monitor's events through the
                        ovs-vswitchd control socket CTL (JSON-RPC, the
                        protocol of ovs-appctl, one connection for all)
+  churn CTL            deletes the events of "events" one by one, then
+                       adds them again (one connection): a JSON line with
+                       the time of each phase and the commands' latencies
+  loop-gaps            reads "perf script" of the main thread's poll()
+                       entries and exits on stdin: a JSON line with the
+                       busy time of its loop iterations (from poll()'s
+                       return to the next poll()), median, p99 and max
   parse ...            turns one run's outputs into one JSON line
   table RESULTS        prints the per-run table, medians and ratios
   probe ...            one rate probe of bench-feasibility.sh: a JSON
@@ -160,6 +167,57 @@ def cmd_events(a):
                      % (name, " ".join(words), error))
         n += 1
     print("%d events installed in %.1f s" % (n, time.monotonic() - t0))
+
+
+def quantiles(v):
+    v = sorted(v)
+    if not v:
+        return {}
+    return {"n": len(v), "median": v[len(v) // 2],
+            "p99": v[min(len(v) - 1, (len(v) * 99) // 100)], "max": v[-1]}
+
+
+def cmd_churn(a):
+    c = Unixctl(a.ctl)
+    defs = list(event_defs(a.prefixes, a.per_prefix, a.interval))
+    out = {}
+    for phase, method in (("del", "tpm/event-del"), ("add", "tpm/event-add")):
+        lat = []
+        t0 = time.monotonic()
+        for name, words in defs:
+            t = time.monotonic()
+            params = [name] if method == "tpm/event-del" else [name] + words
+            result, error = c.call(method, params)
+            if error:
+                sys.exit("%s %s: %s" % (method, name, error))
+            lat.append((time.monotonic() - t) * 1e6)
+        out[phase] = {"events": len(defs),
+                      "seconds": round(time.monotonic() - t0, 3),
+                      "latency_us": {k: round(v, 1) if isinstance(v, float)
+                                     else v
+                                     for k, v in quantiles(lat).items()}}
+    print(json.dumps(out))
+
+
+def cmd_loop_gaps(a):
+    # "perf script" lines: COMM TID [CPU] TIME: syscalls:sys_exit_poll: ...
+    line_re = re.compile(r"\s(\d+\.\d+):\s+syscalls:sys_(enter|exit)_poll")
+    busy = []
+    last_exit = None
+    for line in sys.stdin:
+        m = line_re.search(line)
+        if not m:
+            continue
+        t = float(m.group(1))
+        if m.group(2) == "exit":
+            last_exit = t
+        elif last_exit is not None:
+            busy.append((t - last_exit) * 1e6)
+            last_exit = None
+    q = quantiles(busy)
+    print(json.dumps({"iterations": q.get("n", 0),
+                      "busy_us": {k: round(v, 1) for k, v in q.items()
+                                  if k != "n"}}))
 
 
 # pmd-perf-show (OVS 3.1 lib/dpif-netdev-perf.c, pmd_perf_format_overall_stats)
@@ -706,6 +764,12 @@ def main():
     p.add_argument("--prefixes", type=int, default=512)
     p.add_argument("--per-prefix", type=int, default=8)
     p.add_argument("--interval", default="10ms")
+    p = sub.add_parser("churn")
+    p.add_argument("ctl")
+    p.add_argument("--prefixes", type=int, default=512)
+    p.add_argument("--per-prefix", type=int, default=8)
+    p.add_argument("--interval", default="10ms")
+    p = sub.add_parser("loop-gaps")
     p = sub.add_parser("parse")
     p.add_argument("--round", type=int, required=True)
     p.add_argument("--config", required=True)
@@ -759,7 +823,7 @@ def main():
     a = ap.parse_args()
     {"dos-events": cmd_dos_events, "dos-probe": cmd_dos_probe,
      "dos-table": cmd_dos_table, "pcap": cmd_pcap, "events": cmd_events,
-     "parse": cmd_parse,
+     "parse": cmd_parse, "churn": cmd_churn, "loop-gaps": cmd_loop_gaps,
      "table": cmd_table, "probe": cmd_probe, "feas-table": cmd_feas_table,
      "feas-plot": cmd_feas_plot}[a.cmd](a)
 

@@ -57,6 +57,11 @@ usage: $0 [OPTIONS]   (as root)
                   stock ignores the tpm-* keys)
   --profile       after each run's window, perf record the PMD core for
                   3 s (outside the window) and keep the top symbols
+  --churn         config C, after its window: delete every event and add
+                  it again with the traffic running, one command at a
+                  time, while perf records the poll() calls of
+                  ovs-vswitchd's main thread: the commands' latencies and
+                  the main loop's busy time per iteration
   --results FILE  also write the per-run JSON lines to FILE
   --keep          keep the work directory (logs, outputs)
   --no-wait       do not wait for other benchmarks to finish
@@ -75,6 +80,7 @@ per_prefix=8
 mem=auto
 rule=in_port=1,actions=output:2
 profile=false
+churn=false
 results_out=
 keep=false
 wait_quiet=true
@@ -97,6 +103,7 @@ while [ $# -gt 0 ]; do
         esac
         shift ;;
     --profile) profile=true ;;
+    --churn) churn=true ;;
     --results) results_out=$2; shift ;;
     --keep) keep=true ;;
     --no-wait) wait_quiet=false ;;
@@ -121,8 +128,9 @@ trees=()
 bench_check_root
 bench_check_builds "$build" "${trees[@]}"
 command -v "$PY" >/dev/null || die "$PY not found"
-if $profile; then
-    command -v perf >/dev/null || die "--profile needs perf (linux-perf)"
+if $profile || $churn; then
+    command -v perf >/dev/null \
+        || die "--profile and --churn need perf (linux-perf)"
 fi
 
 bench_trap
@@ -146,6 +154,37 @@ pcap=$WORK/traffic.pcap
 "$PY" "$helper" pcap "$pcap" --flows "$flows" --size 64 \
     --prefixes "$prefixes"
 log "traffic: $pcap, $flows UDP/IPv4 flows, 64-byte frames, round-robin"
+
+# churn_one OUT PID: with the traffic running, deletes every event and
+# adds it again through the control socket while perf records the poll()
+# calls of ovs-vswitchd's main thread (PID); logs the phases' times, the
+# commands' latencies, the main loop's busy time per iteration and the
+# "Unreasonably long poll interval" warnings logged meanwhile.
+churn_one() {
+    local out=$1 vpid=$2 ppid lines0
+    log "  before churning: $(appctl tpm/stats | grep '^main thread')"
+    lines0=$(wc -l <"$out/vswitchd.log")
+    perf record -q -e syscalls:sys_enter_poll -e syscalls:sys_exit_poll \
+        -t "$vpid" -o "$out/loop.data" >/dev/null 2>&1 &
+    ppid=$!
+    PERF_PID=$ppid
+    sleep 1
+    "$PY" "$helper" churn "$CTL" --prefixes "$prefixes" \
+        --per-prefix "$per_prefix" >"$out/churn.json" \
+        || die "C: churn failed: $(cat "$out/churn.json")"
+    kill -INT "$ppid"
+    wait "$ppid" || true
+    PERF_PID=
+    perf script -i "$out/loop.data" 2>/dev/null \
+        | "$PY" "$helper" loop-gaps >"$out/loop.json"
+    $keep || rm -f "$out/loop.data"
+    log "  churn: $(cat "$out/churn.json")"
+    log "  main loop while churning: $(cat "$out/loop.json");" \
+        "\"Unreasonably long\" warnings meanwhile:" \
+        "$(tail -n +$((lines0 + 1)) "$out/vswitchd.log" \
+           | grep -c 'Unreasonably long' || true)"
+    log "  $(appctl tpm/stats | grep '^main thread')"
+}
 
 # run_one ROUND CONFIG
 run_one() {
@@ -208,6 +247,9 @@ r = json.loads(sys.stdin.read())
 print("%s: %s Kpps, %s cycles/pkt" % (r["config"], r.get("kpps"),
                                       r.get("cpp")))')"
 
+    if $churn && [ "$cfg" = C ]; then
+        churn_one "$out" "$vpid"
+    fi
     if $profile; then
         perf record -q -C 1 -o "$out/perf.data" -- sleep 3 \
             >/dev/null 2>&1 &
