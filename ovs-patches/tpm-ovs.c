@@ -12,9 +12,10 @@
  * and group and reports the event if the total holds (the paper's local
  * TEM).  Otherwise each PMD's satisfaction is the host's.
  *
- * Commands wait (bounded by tpm-command-timeout) for every PMD's answer
- * before replying, so a reply says what really happened; an add that some
- * PMD refuses is rolled back everywhere.
+ * A command replies once every PMD answered (or tpm-command-timeout
+ * passed), so a reply says what really happened; an add that some PMD
+ * refuses is rolled back everywhere.  The main thread never waits for a
+ * PMD meanwhile: see "Requests to the PMDs" below.
  *
  * The TEM.  With other_config:tpm-controller set, a host agent (lib/
  * agent.h: its own thread and socket) connects to the TEM, and the main
@@ -22,10 +23,9 @@
  * installs is a host event like the others (split over the PMDs, local
  * TEM), named "tem:NAME" (event names cannot contain ':', so the two
  * namespaces never meet) and carrying the TEM's id; its host-level
- * satisfactions go to the TEM.  The TEM's polls are answered
- * asynchronously: each is a pending entry whose PMD polls are matched to
- * their replies by cookie while tpm_ovs_run() drains the PMDs' reports.
- * The PMDs only ever see their rings, so a TEM that misbehaves or goes
+ * satisfactions go to the TEM.  The TEM's installs, removes and polls are
+ * operations on the PMDs like the unixctl commands', answered when they
+ * finish.  The PMDs only ever see their rings, so a TEM that misbehaves or goes
  * away cannot stall them.
  */
 #include <config.h>
