@@ -1891,11 +1891,47 @@ static const char *const clause_names[CL_N] = {
 
 #define CLAUSES_EXPECTED "filter=, predicate=, group= or interval="
 
-/* A definition being parsed: its clauses, NULL 'buf' if absent. */
+/* A definition being parsed: its clauses, NULL 'buf' if absent.  Clause
+ * ids CL_N and up are the front end's extension clauses ('ext'). */
 struct definition {
     const char *text;
     struct clause clauses[CL_N];
+    const struct tpm_event_ext *ext;    /* NULL: none declared. */
+    struct clause *ext_clauses;         /* ext->n of them. */
+    char *local;                /* 'text' with extension clauses blanked. */
 };
+
+static struct clause *
+def_clause__(struct definition *def, int id)
+{
+    return id < CL_N ? &def->clauses[id] : &def->ext_clauses[id - CL_N];
+}
+
+static const char *
+def_clause_name__(const struct definition *def, int id)
+{
+    return id < CL_N ? clause_names[id] : def->ext->names[id - CL_N];
+}
+
+/* The clauses 'def' takes, for an error: "filter=, ... or interval=". */
+static char *
+def_clauses_expected__(const struct definition *def)
+{
+    size_t n_ext = def->ext ? def->ext->n : 0;
+    if (!n_ext) {
+        return xstrdup(CLAUSES_EXPECTED);
+    }
+    size_t n = CL_N + n_ext;
+    char *out = NULL;
+    for (size_t i = 0; i < n; i++) {
+        const char *sep = !i ? "" : i + 1 < n ? ", " : " or ";
+        char *next = xasprintf("%s%s%s=", out ? out : "", sep,
+                               def_clause_name__(def, i));
+        free(out);
+        out = next;
+    }
+    return out;
+}
 
 /* Returns a malloc()'d error "definition: column N: MESSAGE" for
  * offset 'at' of the definition. */
@@ -1914,12 +1950,17 @@ def_error__(const struct definition *def, const char *at,
     return error;
 }
 
-/* Stores the value of clause 'id', which runs from 'start' to 'end' of
- * the definition, white space trimmed. */
+/* Stores the value of clause 'id', whose keyword is at 'kw' and whose
+ * value runs from 'start' to 'end' of the definition, white space
+ * trimmed.  An extension clause is blanked out of 'def->local'. */
 static void
-def_set_clause__(struct definition *def, int id, const char *start,
-                 const char *end)
+def_set_clause__(struct definition *def, int id, const char *kw,
+                 const char *start, const char *end)
 {
+    if (id >= CL_N) {
+        memset(def->local + (kw - def->text), ' ', end - kw);
+    }
+
     const char *s = skip_space__(start);
     if (s > end) {
         s = end;
@@ -1928,19 +1969,24 @@ def_set_clause__(struct definition *def, int id, const char *start,
         end--;
     }
 
-    struct clause *c = &def->clauses[id];
-    c->name = clause_names[id];
+    struct clause *c = def_clause__(def, id);
+    c->name = def_clause_name__(def, id);
     c->buf = xstrndup(s, end - s);
     c->base = (s < end ? s : start) - def->text;
 }
 
 /* Returns the clause id of keyword 's' of 'len' bytes, or -1. */
 static int
-lookup_clause__(const char *s, int len)
+lookup_clause__(const struct definition *def, const char *s, int len)
 {
     for (int i = 0; i < CL_N; i++) {
         if (word_is__(s, len, clause_names[i])) {
             return i;
+        }
+    }
+    for (size_t i = 0; def->ext && i < def->ext->n; i++) {
+        if (word_is__(s, len, def->ext->names[i])) {
+            return CL_N + i;
         }
     }
     return -1;
@@ -1963,6 +2009,7 @@ static char *
 split_clauses__(struct definition *def)
 {
     const char *text = def->text;
+    const char *kw = NULL;      /* Keyword of the current clause. */
     const char *value = NULL;   /* Start of the current clause's value. */
     int cur = -1;               /* Current clause. */
 
@@ -1971,26 +2018,30 @@ split_clauses__(struct definition *def)
         int len = at_clause ? ident_len__(p) : 0;
 
         if (len && p[len] == '=' && p[len + 1] != '=') {
-            int id = lookup_clause__(p, len);
+            int id = lookup_clause__(def, p, len);
             if (id >= 0) {
                 /* The current clause's value is stored only when the next
                  * clause starts: check it as well. */
-                if (def->clauses[id].buf || id == cur) {
+                if (def_clause__(def, id)->buf || id == cur) {
+                    const char *cn = def_clause_name__(def, id);
                     return xasprintf("%s: column %d: duplicate clause "
                                      "'%s=': expected each clause at most "
-                                     "once", clause_names[id],
-                                     (int) (p - text) + 1, clause_names[id]);
+                                     "once", cn, (int) (p - text) + 1, cn);
                 }
                 if (cur >= 0) {
-                    def_set_clause__(def, cur, value, p);
+                    def_set_clause__(def, cur, kw, value, p);
                 }
                 cur = id;
+                kw = p;
                 value = p + len + 1;
                 p = value;
                 continue;
             } else if (!continues_list__(text, p)) {
-                return def_error__(def, p, "unknown clause '%.*s=': "
-                                   "expected "CLAUSES_EXPECTED, len, p);
+                char *expected = def_clauses_expected__(def);
+                char *error = def_error__(def, p, "unknown clause '%.*s=': "
+                                          "expected %s", len, p, expected);
+                free(expected);
+                return error;
             }
         }
         if (cur < 0 && !isspace((unsigned char) *p)) {
@@ -1998,13 +2049,16 @@ split_clauses__(struct definition *def)
             while (p[n] && !isspace((unsigned char) p[n])) {
                 n++;
             }
-            return def_error__(def, p, "unexpected '%.*s': expected a "
-                               "clause "CLAUSES_EXPECTED, n, p);
+            char *expected = def_clauses_expected__(def);
+            char *error = def_error__(def, p, "unexpected '%.*s': expected "
+                                      "a clause %s", n, p, expected);
+            free(expected);
+            return error;
         }
         p += len ? len : 1;
     }
     if (cur >= 0) {
-        def_set_clause__(def, cur, value, value + strlen(value));
+        def_set_clause__(def, cur, kw, value, value + strlen(value));
     }
 
     static const int required[] = { CL_FILTER, CL_PREDICATE };
@@ -2042,11 +2096,11 @@ tpm_event_name_valid(const char *name)
  * interval, or "definition" for errors outside any clause, and N is the
  * 1-based column in 'text'), or "name: ..." for an invalid 'name', and
  * stores NULL in '*eventp'. */
-char *
-tpm_event_parse(const char *name, const char *text,
-                struct tpm_event **eventp)
+static char *
+event_parse__(const char *name, const char *text,
+              struct tpm_event_ext *ext, struct tpm_event **eventp)
 {
-    struct definition def = { .text = text ? text : "" };
+    struct definition def = { .text = text ? text : "", .ext = ext };
     struct tpm_event *event = NULL;
     char *error;
 
@@ -2057,6 +2111,11 @@ tpm_event_parse(const char *name, const char *text,
                          "and '-'", name ? name : "");
     }
 
+    if (ext) {
+        def.ext_clauses = xcalloc(ext->n ? ext->n : 1,
+                                  sizeof *def.ext_clauses);
+        def.local = xstrdup(def.text);
+    }
     error = split_clauses__(&def);
     if (error) {
         goto out;
@@ -2102,12 +2161,58 @@ out:
     for (int i = 0; i < CL_N; i++) {
         free(def.clauses[i].buf);
     }
+    if (ext && !error) {
+        ext->values = xcalloc(ext->n ? ext->n : 1, sizeof *ext->values);
+        ext->cols = xcalloc(ext->n ? ext->n : 1, sizeof *ext->cols);
+        for (size_t i = 0; i < ext->n; i++) {
+            ext->values[i] = def.ext_clauses[i].buf;
+            ext->cols[i] = def.ext_clauses[i].base + 1;
+        }
+        ext->local = def.local;
+    } else if (ext) {
+        for (size_t i = 0; i < ext->n; i++) {
+            free(def.ext_clauses[i].buf);
+        }
+        free(def.local);
+    }
+    free(def.ext_clauses);
     if (error) {
         tpm_event_destroy(event);
         return error;
     }
     *eventp = event;
     return NULL;
+}
+
+char *
+tpm_event_parse(const char *name, const char *text,
+                struct tpm_event **eventp)
+{
+    return event_parse__(name, text, NULL, eventp);
+}
+
+char *
+tpm_event_parse_ext(const char *name, const char *text,
+                    struct tpm_event_ext *ext, struct tpm_event **eventp)
+{
+    ext->values = NULL;
+    ext->cols = NULL;
+    ext->local = NULL;
+    return event_parse__(name, text, ext, eventp);
+}
+
+void
+tpm_event_ext_clear(struct tpm_event_ext *ext)
+{
+    for (size_t i = 0; ext->values && i < ext->n; i++) {
+        free(ext->values[i]);
+    }
+    free(ext->values);
+    free(ext->cols);
+    free(ext->local);
+    ext->values = NULL;
+    ext->cols = NULL;
+    ext->local = NULL;
 }
 
 /* Parses a line "NAME definition..." as found in event files into

@@ -199,6 +199,33 @@ char *tpm_event_parse(const char *name, const char *text,
                       struct tpm_event **eventp)
     __attribute__((warn_unused_result));
 
+/* Extension clauses: clauses beyond the language's own that a front end
+ * declares (the TEM's scope=, across=, split=, then= and standby=).  The
+ * one lexer splits them off with the others (same keyword and list rules,
+ * duplicates refused, columns counted in the whole definition) and hands
+ * their values back; what they mean is the front end's business.
+ *
+ * The caller sets 'n' and 'names'; tpm_event_parse_ext() sets the rest
+ * on success (free with tpm_event_ext_clear()). */
+struct tpm_event_ext {
+    size_t n;                   /* Clauses declared... */
+    const char *const *names;   /* ...their keywords (without '='). */
+    char **values;              /* Each value, white space trimmed, or NULL
+                                 * where the clause is absent. */
+    int *cols;                  /* The 1-based column of each value. */
+    char *local;                /* The definition with the extension
+                                 * clauses blanked out: the event in the
+                                 * language itself, columns unchanged. */
+};
+
+/* As tpm_event_parse(), also accepting the clauses 'ext' declares (see
+ * above).  Errors name them like the language's own. */
+char *tpm_event_parse_ext(const char *name, const char *text,
+                          struct tpm_event_ext *ext,
+                          struct tpm_event **eventp)
+    __attribute__((warn_unused_result));
+void tpm_event_ext_clear(struct tpm_event_ext *);
+
 /* Parses a line "NAME definition..." as found in event files; blank lines
  * and lines starting with '#' yield NULL error and NULL event. */
 char *tpm_event_parse_line(const char *line, struct tpm_event **eventp)

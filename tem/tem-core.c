@@ -2282,137 +2282,6 @@ static const char *const net_clause_names[] = {
     "scope", "across", "split", "then", "standby",
 };
 
-static bool
-is_ident_start(int c)
-{
-    return isalpha(c) || c == '_';
-}
-
-static bool
-is_ident_char(int c)
-{
-    return isalnum(c) || c == '_';
-}
-
-/* Returns the length of the "word" of a clause keyword "word=" at 'p' in
- * 'text' (recognised as lib/event.c does: at the start or after white
- * space, followed by '=' but not '=='), or 0. */
-static size_t
-clause_word_at(const char *text, const char *p)
-{
-    size_t n = 0;
-    if ((p != text && !isspace((unsigned char) p[-1]))
-        || !is_ident_start((unsigned char) *p)) {
-        return 0;
-    }
-    while (is_ident_char((unsigned char) p[n])) {
-        n++;
-    }
-    return p[n] == '=' && p[n + 1] != '=' ? n : 0;
-}
-
-static bool
-continues_list(const char *text, const char *p)
-{
-    while (p > text && isspace((unsigned char) p[-1])) {
-        p--;
-    }
-    return p > text && p[-1] == ',';
-}
-
-static int
-net_clause_lookup(const char *p, size_t n)
-{
-    for (int i = 0; i < N_NET_CLAUSES; i++) {
-        if (strlen(net_clause_names[i]) == n
-            && !memcmp(net_clause_names[i], p, n)) {
-            return i;
-        }
-    }
-    return -1;
-}
-
-static bool
-is_local_clause(const char *p, size_t n)
-{
-    static const char *const names[] = { "filter", "predicate", "group",
-                                         "interval" };
-    for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
-        if (strlen(names[i]) == n && !memcmp(names[i], p, n)) {
-            return true;
-        }
-    }
-    return false;
-}
-
-struct net_clauses {
-    char *value[N_NET_CLAUSES];     /* NULL if absent. */
-    int col[N_NET_CLAUSES];         /* 1-based column of the value. */
-};
-
-/* Splits the network-wide clauses off 'text': stores their values in
- * 'nc' and returns a copy of 'text' with each of them blanked out (so that
- * lib/event.h's error columns still match 'text'). */
-static char *
-strip_net_clauses(const char *text, struct net_clauses *nc, char **errp)
-{
-    char *local = xstrdup(text);
-    int cur = -1;
-    const char *start = NULL, *value = NULL;
-
-    memset(nc, 0, sizeof *nc);
-    *errp = NULL;
-    for (const char *p = text; ; ) {
-        size_t n = *p ? clause_word_at(text, p) : 0;
-        int id = n ? net_clause_lookup(p, n) : -1;
-        bool boundary = !*p || id >= 0
-                        || (n && (is_local_clause(p, n)
-                                  || !continues_list(text, p)));
-        if (boundary && cur >= 0) {
-            const char *end = p;
-            while (end > value && isspace((unsigned char) end[-1])) {
-                end--;
-            }
-            const char *v = value;
-            while (v < end && isspace((unsigned char) *v)) {
-                v++;
-            }
-            nc->value[cur] = xstrndup(v, end - v);
-            nc->col[cur] = (int) (v - text) + 1;
-            memset(local + (start - text), ' ', p - start);
-            cur = -1;
-        }
-        if (!*p) {
-            break;
-        }
-        if (id >= 0) {
-            if (nc->value[id]) {
-                *errp = xasprintf("%s: column %d: duplicate clause '%s=': "
-                                  "expected each clause at most once",
-                                  net_clause_names[id], (int) (p - text) + 1,
-                                  net_clause_names[id]);
-                free(local);
-                return NULL;
-            }
-            cur = id;
-            start = p;
-            value = p + n + 1;
-            p = value;
-            continue;
-        }
-        p += n ? n : 1;
-    }
-    return local;
-}
-
-static void
-net_clauses_free(struct net_clauses *nc)
-{
-    for (int i = 0; i < N_NET_CLAUSES; i++) {
-        free(nc->value[i]);
-    }
-}
-
 /* Collapses white space runs of 's' into single spaces, trimmed. */
 static char *
 collapse_space(const char *s)
@@ -2435,11 +2304,11 @@ collapse_space(const char *s)
     return out;
 }
 
-/* Fills 'e''s network-wide settings from 'nc'.  Returns NULL or an
+/* Fills 'e''s network-wide settings from the extension clauses 'x'.  Returns NULL or an
  * error. */
 static char *
 parse_net_clauses(const struct tem_core *core, struct tem_event *e,
-                  const struct net_clauses *nc)
+                  const struct tpm_event_ext *x)
 {
     const char *v;
     const struct tpm_expr *p = e->ev->pred;
@@ -2449,7 +2318,7 @@ parse_net_clauses(const struct tem_core *core, struct tem_event *e,
     e->threshold = e->has_threshold ? e->ev->threshold->num : 0;
 
     /* scope= */
-    v = nc->value[NC_SCOPE];
+    v = x->values[NC_SCOPE];
     e->scope_all = !v || !strcmp(v, "all");
     if (!e->scope_all) {
         char *error = tpm_prefix_parse_list(v, &e->scope, &e->n_scope);
@@ -2457,7 +2326,7 @@ parse_net_clauses(const struct tem_core *core, struct tem_event *e,
             char *msg = xasprintf("scope: column %d: %s: expected 'all' or "
                                   "a list of prefixes such as "
                                   "10.99.1.0/24,10.99.2.0/24",
-                                  nc->col[NC_SCOPE],
+                                  x->cols[NC_SCOPE],
                                   error ? error : "empty scope");
             free(error);
             return msg;
@@ -2467,7 +2336,7 @@ parse_net_clauses(const struct tem_core *core, struct tem_event *e,
     /* across= */
     const char *why = NULL;
     bool splittable = tpm_split_supported(e->ev, &why);
-    v = nc->value[NC_ACROSS];
+    v = x->values[NC_ACROSS];
     e->across_given = v != NULL;
     if (!v) {
         e->across = !splittable ? TEM_ACROSS_MAX
@@ -2478,7 +2347,7 @@ parse_net_clauses(const struct tem_core *core, struct tem_event *e,
             return xasprintf("across: column %d: across=%s needs a "
                              "predicate 'sum(...) > T' or 'count(...) > T' "
                              "(or >=) with a constant T >= 0, but %s",
-                             nc->col[NC_ACROSS], v, why);
+                             x->cols[NC_ACROSS], v, why);
         }
         e->across = !strcmp(v, "sum") ? TEM_ACROSS_SUM : TEM_ACROSS_COUNT;
     } else if (!strcmp(v, "max")) {
@@ -2494,7 +2363,7 @@ parse_net_clauses(const struct tem_core *core, struct tem_event *e,
             return xasprintf("across: column %d: '%s' is not a host count: "
                              "expected atleast:K (K hosts, 1 to 65535) or "
                              "atleast:K%% (K%% of the event's hosts, 1 to "
-                             "100)", nc->col[NC_ACROSS], v);
+                             "100)", x->cols[NC_ACROSS], v);
         }
         e->across = TEM_ACROSS_ATLEAST;
         e->atleast_k = n;
@@ -2502,30 +2371,30 @@ parse_net_clauses(const struct tem_core *core, struct tem_event *e,
     } else {
         return xasprintf("across: column %d: unknown value '%s': expected "
                          "sum, count, max, atleast:K or atleast:K%%",
-                         nc->col[NC_ACROSS], v);
+                         x->cols[NC_ACROSS], v);
     }
     e->split = e->across == TEM_ACROSS_SUM || e->across == TEM_ACROSS_COUNT;
 
     /* split= */
-    v = nc->value[NC_SPLIT];
+    v = x->values[NC_SPLIT];
     if (v) {
         if (!e->split) {
             return xasprintf("split: column %d: split= applies only to "
                              "across=sum or across=count (this event is "
-                             "across=%s)", nc->col[NC_SPLIT],
+                             "across=%s)", x->cols[NC_SPLIT],
                              across_names[e->across]);
         }
         if (!strcmp(v, "weighted")) {
             e->weighted = true;
         } else if (strcmp(v, "equal")) {
             return xasprintf("split: column %d: unknown value '%s': "
-                             "expected equal or weighted", nc->col[NC_SPLIT],
+                             "expected equal or weighted", x->cols[NC_SPLIT],
                              v);
         }
     }
 
     /* then= */
-    v = nc->value[NC_THEN];
+    v = x->values[NC_THEN];
     if (v) {
         const char *colon = strchr(v, ':');
         char *name = colon ? xstrndup(v, colon - v) : NULL;
@@ -2534,16 +2403,16 @@ parse_net_clauses(const struct tem_core *core, struct tem_event *e,
             error = xasprintf("then: column %d: '%s' is not NAME:DURATION: "
                               "expected an event name (1 to 63 characters "
                               "from A-Z a-z 0-9 _ . -), ':' and a time such "
-                              "as 500ms", nc->col[NC_THEN], v);
+                              "as 500ms", x->cols[NC_THEN], v);
         } else if (!strcmp(name, e->name)) {
             error = xasprintf("then: column %d: an event cannot drill down "
-                              "to itself", nc->col[NC_THEN]);
+                              "to itself", x->cols[NC_THEN]);
         } else {
             char *terr = tpm_parse_time(colon + 1, &e->then_ns);
             if (terr || !e->then_ns) {
                 error = xasprintf("then: column %d: '%s' is not a duration: "
                                   "expected a positive time such as 500ms "
-                                  "or 10s", nc->col[NC_THEN] + (int) (colon
+                                  "or 10s", x->cols[NC_THEN] + (int) (colon
                                   + 1 - v), colon + 1);
             }
             free(terr);
@@ -2556,13 +2425,13 @@ parse_net_clauses(const struct tem_core *core, struct tem_event *e,
     }
 
     /* standby= */
-    v = nc->value[NC_STANDBY];
+    v = x->values[NC_STANDBY];
     if (v) {
         if (!strcmp(v, "yes") || !strcmp(v, "true")) {
             e->standby = true;
         } else if (strcmp(v, "no") && strcmp(v, "false")) {
             return xasprintf("standby: column %d: unknown value '%s': "
-                             "expected yes or no", nc->col[NC_STANDBY], v);
+                             "expected yes or no", x->cols[NC_STANDBY], v);
         }
     }
 
@@ -2639,29 +2508,25 @@ static char *
 event_parse(const struct tem_core *core, const char *name,
             const char *definition, struct tem_event **ep)
 {
-    struct net_clauses nc;
+    struct tpm_event_ext x = { .n = N_NET_CLAUSES,
+                               .names = net_clause_names };
     struct tem_event *e = xzalloc(sizeof *e);
-    char *error = NULL;
-    char *padded = strip_net_clauses(definition, &nc, &error);
 
     *ep = NULL;
     e->name = xstrdup(name);
     e->definition = collapse_space(definition);
+    char *error = tpm_event_parse_ext(name, definition, &x, &e->ev);
     if (!error) {
-        error = tpm_event_parse(name, padded, &e->ev);
+        error = parse_net_clauses(core, e, &x);
     }
     if (!error) {
-        error = parse_net_clauses(core, e, &nc);
-    }
-    if (!error) {
-        e->local_def = collapse_space(padded);
+        e->local_def = collapse_space(x.local);
         if (strlen(e->local_def) > TPROTO_MAX_DEFINITION) {
             error = xasprintf("definition: longer than %d characters",
                               TPROTO_MAX_DEFINITION);
         }
     }
-    free(padded);
-    net_clauses_free(&nc);
+    tpm_event_ext_clear(&x);
     if (error) {
         event_free(e);
         return error;

@@ -1233,6 +1233,90 @@ END_TEST
 /* A clause given twice is refused wherever the repeat stands (next to
  * the first or not), with the clause and the repeat's column, and nothing
  * leaks (valgrind). */
+/* Extension clauses: declared by the front end, split off by the one
+ * lexer with their columns, blanked out of the local definition. */
+START_TEST(test_extension_clauses)
+{
+    static const char *const names[] = { "scope", "across", "then" };
+    const char *text = "filter=udp,nw_dst=10.0.0.0/8 across=sum  "
+                       "predicate=sum(volume) > 1MB scope=all group=nw_dst";
+    struct tpm_event_ext x = { .n = 3, .names = names };
+    struct tpm_event *ev;
+
+    char *error = tpm_event_parse_ext("e", text, &x, &ev);
+    ck_assert_msg(!error, "%s", error);
+    ck_assert_str_eq(x.values[0], "all");
+    ck_assert_int_eq(x.cols[0], (int) (strstr(text, "scope=") - text) + 7);
+    ck_assert_str_eq(x.values[1], "sum");
+    ck_assert_int_eq(x.cols[1], (int) (strstr(text, "across=") - text) + 8);
+    ck_assert_ptr_null(x.values[2]);
+    /* Same length, the extension clauses blanked, the rest in place. */
+    ck_assert_uint_eq(strlen(x.local), strlen(text));
+    ck_assert_ptr_null(strstr(x.local, "across"));
+    ck_assert_ptr_null(strstr(x.local, "scope"));
+    ck_assert_int_eq(strstr(x.local, "group=") - x.local,
+                     strstr(text, "group=") - text);
+    ck_assert_int_eq(ev->threshold->num, 1000000);
+    ck_assert(!ev->group_5tuple);
+    tpm_event_ext_clear(&x);
+
+    /* The local definition parses alone to the same event. */
+    struct tpm_event *local;
+    error = tpm_event_parse("e", "filter=udp,nw_dst=10.0.0.0/8 "
+                            "predicate=sum(volume) > 1MB group=nw_dst",
+                            &local);
+    ck_assert_msg(!error, "%s", error);
+    char *a = tpm_expr_to_string(ev->pred);
+    char *b = tpm_expr_to_string(local->pred);
+    ck_assert_str_eq(a, b);
+    free(a);
+    free(b);
+    ck_assert(!memcmp(&ev->filter, &local->filter, sizeof ev->filter));
+    ck_assert(!memcmp(&ev->group, &local->group, sizeof ev->group));
+    ck_assert_uint_eq(ev->interval_ns, local->interval_ns);
+    tpm_event_destroy(local);
+    tpm_event_destroy(ev);
+
+    static const struct {
+        const char *text;
+        const char *error;
+    } bad[] = {
+        { "filter=ip across=sum predicate=count() > 1 across=max",
+          "across: column 44: duplicate clause 'across=': expected each "
+          "clause at most once" },
+        { "filter=ip across=sum across=max predicate=count() > 1",
+          "across: column 22: duplicate clause 'across=': expected each "
+          "clause at most once" },
+        { "filter=ip predicate=count() > 1 standby=yes",
+          "definition: column 33: unknown clause 'standby=': expected "
+          "filter=, predicate=, group=, interval=, scope=, across= or "
+          "then=" },
+        { "scope=all",
+          "filter: column 10: unexpected end of definition: expected a "
+          "filter= clause, as in filter=tcp predicate=sum(volume) > 125KB" },
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+        struct tpm_event_ext y = { .n = 3, .names = names };
+        error = tpm_event_parse_ext("e", bad[i].text, &y, &ev);
+        ck_assert_msg(error && !strcmp(error, bad[i].error),
+                      "%s: got '%s', expected '%s'", bad[i].text,
+                      error ? error : "(none)", bad[i].error);
+        ck_assert_ptr_null(ev);
+        ck_assert_ptr_null(y.values);
+        ck_assert_ptr_null(y.local);
+        free(error);
+    }
+
+    /* Without the declaration, the language's own error. */
+    error = tpm_event_parse("e", "filter=ip predicate=count() > 1 "
+                            "scope=all", &ev);
+    ck_assert_str_eq(error, "definition: column 33: unknown clause "
+                     "'scope=': expected filter=, predicate=, group= or "
+                     "interval=");
+    free(error);
+}
+END_TEST
+
 START_TEST(test_duplicate_clauses)
 {
     static const struct {
@@ -1685,6 +1769,7 @@ event_suite(void)
                         sizeof error_cases / sizeof error_cases[0]);
     tcase_add_test(tc, test_error_messages_exact);
     tcase_add_test(tc, test_duplicate_clauses);
+    tcase_add_test(tc, test_extension_clauses);
     tcase_add_test(tc, test_names);
     suite_add_tcase(s, tc);
 
