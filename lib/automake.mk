@@ -4,6 +4,7 @@ lib_libtpmcommon_la_SOURCES = \
 	lib/clock.c lib/clock.h \
 	lib/event.c lib/event.h \
 	lib/hugealloc.c lib/hugealloc.h \
+	lib/json-number.c lib/json-number.h \
 	lib/packet.c lib/packet.h \
 	lib/split.c lib/split.h \
 	lib/spsc.c lib/spsc.h \

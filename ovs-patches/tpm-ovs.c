@@ -64,6 +64,7 @@
 #include "clock.h"
 #include "dos-model.h"
 #include "event.h"
+#include "json-number.h"
 #include "split.h"
 #include "tpm-log.h"
 #include "tpm.h"
@@ -692,12 +693,20 @@ host_event_find_or_reply(struct unixctl_conn *conn, const char *name)
     return he;
 }
 
-static struct json *
-number_json(double v)
+/* Appends '"key":' to 's', after a comma unless it opens an object. */
+static void
+json_key(struct ds *s, const char *key)
 {
-    return v == (double) (long long int) v && v > -9e15 && v < 9e15
-           ? json_integer_create((long long int) v)
-           : json_real_create(v);
+    char last = s->length ? s->string[s->length - 1] : '{';
+    ds_put_format(s, "%s\"%s\":", last == '{' ? "" : ",", key);
+}
+
+/* Appends 'v' by the one JSON number rule (tpm_json_number()). */
+static void
+json_number(struct ds *s, double v)
+{
+    char buf[TPM_JSON_NUMBER_LEN];
+    ds_put_cstr(s, tpm_json_number(v, buf));
 }
 
 /* Sends host-level satisfaction of TEM event 'he' to the TEM. */
@@ -736,49 +745,67 @@ host_report(struct host_event *he, uint64_t epoch,
     struct tpm_key_field f[5];
     int n = tpm_key_fields(&he->def->group, group, f);
 
-    struct json *g = json_object_create();
+    /* One JSON line, keys sorted (as tpm-replay's reports). */
+    struct ds line = DS_EMPTY_INITIALIZER;
+    int order[ARRAY_SIZE(f)];
     for (int i = 0; i < n; i++) {
-        json_object_put(g, f[i].name,
-                        f[i].is_int ? json_integer_create(f[i].int_value)
-                                    : json_string_create(f[i].str_value));
+        int j = i;
+        for (; j > 0 && strcmp(f[order[j - 1]].name, f[i].name) > 0; j--) {
+            order[j] = order[j - 1];
+        }
+        order[j] = i;
     }
-    struct json *o = json_object_create();
-    json_object_put_string(o, "event", he->name);
-    json_object_put(o, "epoch", json_integer_create(epoch));
-    json_object_put(o, "group", g);
-    json_object_put(o, "value", number_json(value));
-    if (n_pmds > 1 || n_missing) {
-        json_object_put(o, "pmds", json_integer_create(n_pmds));
+    ds_put_format(&line, "{\"epoch\":%"PRIu64, epoch);
+    json_key(&line, "event");
+    json_string_escape(he->name, &line);
+    json_key(&line, "group");
+    ds_put_char(&line, '{');
+    for (int i = 0; i < n; i++) {
+        const struct tpm_key_field *fi = &f[order[i]];
+        json_key(&line, fi->name);
+        if (fi->is_int) {
+            ds_put_format(&line, "%u", fi->int_value);
+        } else {
+            json_string_escape(fi->str_value, &line);
+        }
     }
+    ds_put_char(&line, '}');
     if (n_missing) {
-        json_object_put(o, "missing", json_integer_create(n_missing));
+        json_key(&line, "missing");
+        ds_put_format(&line, "%d", n_missing);
+    }
+    if (n_pmds > 1 || n_missing) {
+        json_key(&line, "pmds");
+        ds_put_format(&line, "%d", n_pmds);
     }
     if (he->tem) {
-        json_object_put(o, "tem_id", json_integer_create(he->tem_id));
+        json_key(&line, "tem_id");
+        ds_put_format(&line, "%"PRIu32, he->tem_id);
     }
-    char *line = json_to_string(o, JSSF_SORT);
-    json_destroy(o);
+    json_key(&line, "value");
+    json_number(&line, value);
+    ds_put_char(&line, '}');
 
     he->n_reports++;
     he->has_last = true;
     he->last_epoch = epoch;
     he->last_group = *group;
     COVERAGE_INC(tpm_satisfaction);
-    VLOG_INFO_RL(&rl, "satisfied: %s", line);
+    VLOG_INFO_RL(&rl, "satisfied: %s", ds_cstr(&line));
     if (he->tem) {
         tem_send_satisfaction(he, epoch, group, value, flags, n_pmds,
                               n_missing);
     }
 
     if (!report_log_size) {
-        free(line);
+        ds_destroy(&line);
         return;
     }
     struct host_report *r = &report_log[report_log_next];
     free(r->event);
     free(r->json);
     r->event = xstrdup(he->name);
-    r->json = line;
+    r->json = ds_steal_cstr(&line);
     report_log_next = (report_log_next + 1) % report_log_size;
     report_log_n = MIN(report_log_n + 1, report_log_size);
 }

@@ -24,6 +24,7 @@
 #include <time.h>
 
 #include "event.h"
+#include "json-number.h"
 #include "report-json.h"
 #include "split.h"
 #include "util.h"
@@ -1149,18 +1150,12 @@ sbuf_int(struct sbuf *b, int64_t v)
     sbuf_put(b, p, buf + sizeof buf - p);
 }
 
-/* Appends 'v' as tpm_number_to_json() would: an integer if integral. */
+/* Appends 'v' by the one JSON number rule (tpm_json_number()). */
 static void
 sbuf_number(struct sbuf *b, double v)
 {
-    if (v == floor(v) && fabs(v) < 9007199254740992.0) {
-        sbuf_int(b, (int64_t) v);
-    } else if (isfinite(v)) {
-        char buf[32];
-        sbuf_put(b, buf, snprintf(buf, sizeof buf, "%.17g", v));
-    } else {
-        sbuf_str(b, "null");
-    }
+    char buf[TPM_JSON_NUMBER_LEN];
+    sbuf_str(b, tpm_json_number(v, buf));
 }
 
 /* Appends '"key":'. */

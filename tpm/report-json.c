@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "json-number.h"
 #include "util.h"
 
 struct json_object *
@@ -25,12 +26,13 @@ tpm_group_to_json(const struct tpm_key *mask, const struct tpm_key *gkey)
 struct json_object *
 tpm_number_to_json(double v)
 {
-    if (v == floor(v) && fabs(v) < 9007199254740992.0) {
+    char buf[TPM_JSON_NUMBER_LEN];
+    if (!isfinite(v)) {
+        return NULL;            /* JSON null. */
+    } else if (tpm_json_number_is_int(v)) {
         return json_object_new_int64((int64_t) v);
     }
-    char buf[32];
-    snprintf(buf, sizeof buf, "%.17g", v);
-    return json_object_new_double_s(v, buf);
+    return json_object_new_double_s(v, tpm_json_number(v, buf));
 }
 
 struct json_object *
