@@ -5,6 +5,7 @@ tpm_libtpm_la_SOURCES = \
 	tpm/flow-table.c tpm/flow-table.h \
 	tpm/sweep.c \
 	tpm/tpm.c tpm/tpm.h tpm/tpm-private.h \
+	tpm/triggers.c \
 	tpm/trig-index.c tpm/trig-index.h
 tpm_libtpm_la_LIBADD = lib/libtpmcommon.la -lm
 

@@ -116,20 +116,6 @@ tpm_child_value__(const struct tpm *tpm, const struct tpm_child *c,
     return ev_value__(&tpm->evs[c->ev], c->acc, c->prev, satisfied);
 }
 
-/* Returns the flags for a new interval of an instance of 'ev' starting at
- * absolute epoch 'start': partial if the event was added after it began
- * or its backfill has not completed. */
-uint32_t
-tpm_interval_flags__(const struct tpm *tpm, const struct tpm_ev *ev,
-                 uint64_t start)
-{
-    if (ev->first_full == UINT64_MAX
-        || (ev->first_full && tpm_abs_epoch(tpm, ev->first_full) > start)) {
-        return TPM_CHILD_PARTIAL;
-    }
-    return 0;
-}
-
 /* Returns the flags for child 'c''s interval starting at absolute epoch
  * 'start', as tpm_interval_flags__() does, from the copy of the event's
  * 'first_full' in the child's line 0 once it is known. */
@@ -469,10 +455,6 @@ tpm_sweep_abandon__(struct tpm *tpm)
 static void
 sweep_finish__(struct tpm *tpm)
 {
-    /* Once per sweep, inside its time: free long-idle flow entries. */
-    uint64_t t0 = tpm_rdtsc();
-    tpm_scrub_step__(tpm, tpm->p.scrub_per_step);
-    tpm->sw.ns += (uint64_t) tpm_tsc_to_ns(tpm_rdtsc() - t0);
     tpm->sw.active = false;
     uint64_t ns = MAX(tpm->sw.ns, 1);
     TPM_STAT_SET(tpm, sweep_ns_last, ns);
@@ -639,7 +621,7 @@ child_direct__(struct tpm *tpm, uint32_t ci, const struct tpm_ev *ev,
  *
  * Direct instances of events "AGG op CONSTANT" over at most two per-flow
  * summaries (most events) carry in line 0 a copy of all that the sweep
- * needs from their event (child_get__()), so child_planned__() sweeps
+ * needs from their event (tpm_instance_get__()), so child_planned__() sweeps
  * them without reading the event: one random access fewer per instance,
  * since instances follow flow arrival order, not event order.  While no
  * event is dying (tpm->n_dying), the sweep need not read the event to

@@ -239,7 +239,7 @@ struct tpm_idmap_entry {
     uint32_t slot;              /* TPM_NONE: empty. */
 };
 
-struct tpm_cmap_entry {
+struct tpm_imap_entry {
     uint32_t hash;
     uint32_t child;             /* TPM_NONE: empty. */
 };
@@ -291,8 +291,8 @@ struct tpm {
     struct tpm_child *children; /* p.max_triggers, contiguous. */
     uint32_t n_children;
     struct tpm_hist *hist;      /* history_len per child. */
-    struct tpm_cmap_entry *cmap;
-    uint32_t cmap_mask;
+    struct tpm_imap_entry *imap; /* (event, group) -> instance. */
+    uint32_t imap_mask;
     struct tpm_huge_region child_region;
 
     struct tpm_chunk *chunks;
@@ -336,21 +336,45 @@ struct tpm {
 #define TPM_STAT_SET(TPM, FIELD, V)                                     \
     __atomic_store_n(&(TPM)->st.FIELD, (V), __ATOMIC_RELAXED)
 
-/* tpm.c */
+/* triggers.c: the trigger repository. */
+uint32_t tpm_idmap_pos__(const struct tpm *, uint32_t id);
+void tpm_idmap_delete__(struct tpm *, uint32_t hole);
+struct tpm_ev *tpm_ev_find__(const struct tpm *, uint32_t id);
+void tpm_ev_slot_free__(struct tpm *, struct tpm_ev *);
+uint32_t tpm_interval_flags__(const struct tpm *, const struct tpm_ev *,
+                              uint64_t start);
+struct tpm_child *tpm_instance_get__(struct tpm *, uint32_t evi,
+                                     const struct tpm_key *gkey);
+uint32_t tpm_instance_find__(const struct tpm *, uint32_t evi,
+                             const struct tpm_key *gkey);
 void tpm_child_remove__(struct tpm *, uint32_t c);
 void tpm_list_free__(struct tpm *, struct tpm_child *);
-void tpm_report__(struct tpm *, const struct tpm_report *);
+bool tpm_list_append__(struct tpm *, struct tpm_child *, uint32_t idx,
+                       uint32_t gen);
+
+/* tpm.c */
 void tpm_backfill_step__(struct tpm *, uint32_t n);
-void tpm_scrub_step__(struct tpm *, uint32_t n);
 
 /* sweep.c */
 void tpm_sweep_start__(struct tpm *, uint64_t epoch);
 void tpm_sweep_abandon__(struct tpm *);
 bool tpm_sweep_run__(struct tpm *, uint64_t budget_ns, bool may_wait);
-uint32_t tpm_interval_flags__(const struct tpm *, const struct tpm_ev *,
-                              uint64_t start);
 double tpm_child_value__(const struct tpm *, const struct tpm_child *,
                          bool *satisfied);
+
+/* Queues report 'r' for the controller, or counts it dropped. */
+static inline void
+tpm_report__(struct tpm *tpm, const struct tpm_report *r)
+{
+    if (spsc_push(tpm->report_ring, r)) {
+        if (r->type == TPM_REPORT_SATISFIED) {
+            TPM_STAT_ADD(tpm, reports, 1);
+        }
+    } else {
+        TPM_STAT_ADD(tpm, reports_dropped, 1);
+        free(r->error);
+    }
+}
 
 static inline uint64_t
 tpm_abs_epoch(const struct tpm *tpm, uint64_t rel)

@@ -151,15 +151,15 @@ tpm_create(const struct tpm_params *params, char **errp)
 
     tpm->hist = xcalloc((size_t) p->max_triggers * p->history_len,
                         sizeof *tpm->hist);
-    uint32_t cmap_size = 4;
-    while (cmap_size < 2 * p->max_triggers) {
-        cmap_size *= 2;
+    uint32_t imap_size = 4;
+    while (imap_size < 2 * p->max_triggers) {
+        imap_size *= 2;
     }
-    tpm->cmap = xmalloc(cmap_size * sizeof *tpm->cmap);
-    for (uint32_t i = 0; i < cmap_size; i++) {
-        tpm->cmap[i].child = TPM_NONE;
+    tpm->imap = xmalloc(imap_size * sizeof *tpm->imap);
+    for (uint32_t i = 0; i < imap_size; i++) {
+        tpm->imap[i].child = TPM_NONE;
     }
-    tpm->cmap_mask = cmap_size - 1;
+    tpm->imap_mask = imap_size - 1;
 
     tpm->evs = xzalloc_aligned(p->max_events * sizeof *tpm->evs,
                                CACHE_LINE_SIZE);
@@ -241,7 +241,7 @@ tpm_destroy(struct tpm *tpm)
     free(tpm->chunk_next);
     free(tpm->chunk_n);
     free(tpm->hist);
-    free(tpm->cmap);
+    free(tpm->imap);
     free(tpm->evs);
     free(tpm->free_evs);
     free(tpm->idmap);
@@ -323,63 +323,10 @@ kind_put__(struct tpm *tpm, int k)
 
 static void backfill_cancel__(struct tpm *, uint32_t e);
 
-/* Event ids (chosen by the caller) map to slots through 'idmap', an open
- * addressing table with backward-shift deletion holding the installed
- * (not dying) events. */
-static uint32_t
-idmap_pos__(const struct tpm *tpm, uint32_t id)
-{
-    for (uint32_t i = id * 0x9e3779b1u;; i++) {
-        const struct tpm_idmap_entry *e = &tpm->idmap[i & tpm->idmap_mask];
-        if (e->slot == TPM_NONE || e->id == id) {
-            return i & tpm->idmap_mask;
-        }
-    }
-}
-
-static void
-idmap_delete__(struct tpm *tpm, uint32_t hole)
-{
-    uint32_t mask = tpm->idmap_mask;
-    tpm->idmap[hole].slot = TPM_NONE;
-    for (uint32_t i = (hole + 1) & mask;; i = (i + 1) & mask) {
-        struct tpm_idmap_entry *e = &tpm->idmap[i];
-        if (e->slot == TPM_NONE) {
-            return;
-        }
-        uint32_t home = (e->id * 0x9e3779b1u) & mask;
-        if (((i - home) & mask) >= ((i - hole) & mask)) {
-            tpm->idmap[hole] = *e;
-            e->slot = TPM_NONE;
-            hole = i;
-        }
-    }
-}
-
-static struct tpm_ev *
-ev_find__(const struct tpm *tpm, uint32_t id)
-{
-    const struct tpm_idmap_entry *e = &tpm->idmap[idmap_pos__(tpm, id)];
-    return e->slot != TPM_NONE ? &tpm->evs[e->slot] : NULL;
-}
-
-/* Destroys the definition of event 'ev' and makes its slot free. */
-static void
-ev_slot_free__(struct tpm *tpm, struct tpm_ev *ev)
-{
-    tpm_event_destroy(ev->def);
-    ev->def = NULL;
-    if (ev->dying) {
-        ev->dying = false;
-        tpm->n_dying--;
-    }
-    tpm->free_evs[tpm->n_free_evs++] = (uint32_t) (ev - tpm->evs);
-}
-
 const struct tpm_event *
 tpm_event_get(const struct tpm *tpm, uint32_t id)
 {
-    struct tpm_ev *ev = ev_find__(tpm, id);
+    struct tpm_ev *ev = tpm_ev_find__(tpm, id);
     return ev ? ev->def : NULL;
 }
 
@@ -515,7 +462,7 @@ tpm_event_add(struct tpm *tpm, struct tpm_event *event, uint32_t id)
     if (event->interval_ns / p->epoch_ns > UINT32_MAX) {
         return xasprintf("event %s: interval too long", event->name);
     }
-    if (ev_find__(tpm, id)) {
+    if (tpm_ev_find__(tpm, id)) {
         return xasprintf("event %s: id %u is already installed",
                          event->name, id);
     }
@@ -563,7 +510,7 @@ tpm_event_add(struct tpm *tpm, struct tpm_event *event, uint32_t id)
     } else {
         tpm->evs_hwm++;
     }
-    struct tpm_idmap_entry *ie = &tpm->idmap[idmap_pos__(tpm, id)];
+    struct tpm_idmap_entry *ie = &tpm->idmap[tpm_idmap_pos__(tpm, id)];
     ie->id = id;
     ie->slot = (uint32_t) (ev - tpm->evs);
     ev->def = event;
@@ -591,11 +538,11 @@ tpm_event_add(struct tpm *tpm, struct tpm_event *event, uint32_t id)
 int
 tpm_event_del(struct tpm *tpm, uint32_t id)
 {
-    struct tpm_ev *ev = ev_find__(tpm, id);
+    struct tpm_ev *ev = tpm_ev_find__(tpm, id);
     if (!ev) {
         return ENOENT;
     }
-    idmap_delete__(tpm, idmap_pos__(tpm, id));
+    tpm_idmap_delete__(tpm, tpm_idmap_pos__(tpm, id));
     trig_index_remove(&tpm->index, &ev->def->filter,
                       (uint32_t) (ev - tpm->evs));
     ev_release__(tpm, ev);
@@ -611,194 +558,9 @@ tpm_event_del(struct tpm *tpm, uint32_t id)
         ev->dying = true;
         tpm->n_dying++;
     } else {
-        ev_slot_free__(tpm, ev);
+        tpm_ev_slot_free__(tpm, ev);
     }
     return 0;
-}
-
-/* Child map: (event slot, group key) -> child index. */
-
-static uint32_t
-cmap_hash__(uint32_t ev, const struct tpm_key *gkey)
-{
-    return tpm_key_hash(gkey) ^ (ev * 0x9e3779b1u);
-}
-
-static uint32_t
-cmap_find__(const struct tpm *tpm, uint32_t ev, const struct tpm_key *gkey,
-            uint32_t hash)
-{
-    for (uint32_t i = hash;; i++) {
-        const struct tpm_cmap_entry *e = &tpm->cmap[i & tpm->cmap_mask];
-        if (e->child == TPM_NONE) {
-            return TPM_NONE;
-        }
-        const struct tpm_child *c = &tpm->children[e->child];
-        if (e->hash == hash && c->ev == ev && tpm_key_equal(&c->gkey, gkey)) {
-            return i & tpm->cmap_mask;
-        }
-    }
-}
-
-static void
-cmap_insert__(struct tpm *tpm, uint32_t hash, uint32_t child)
-{
-    for (uint32_t i = hash;; i++) {
-        struct tpm_cmap_entry *e = &tpm->cmap[i & tpm->cmap_mask];
-        if (e->child == TPM_NONE) {
-            e->hash = hash;
-            e->child = child;
-            return;
-        }
-    }
-}
-
-static void
-cmap_delete__(struct tpm *tpm, uint32_t hole)
-{
-    uint32_t mask = tpm->cmap_mask;
-    tpm->cmap[hole].child = TPM_NONE;
-    for (uint32_t i = (hole + 1) & mask;; i = (i + 1) & mask) {
-        struct tpm_cmap_entry *e = &tpm->cmap[i];
-        if (e->child == TPM_NONE) {
-            return;
-        }
-        uint32_t home = e->hash & mask;
-        if (((i - home) & mask) >= ((i - hole) & mask)) {
-            tpm->cmap[hole] = *e;
-            e->child = TPM_NONE;
-            hole = i;
-        }
-    }
-}
-
-/* Returns the child of event slot 'evi' for group key 'gkey', creating it
- * if needed, or NULL if over a bound (counted). */
-static struct tpm_child *
-child_get__(struct tpm *tpm, uint32_t evi, const struct tpm_key *gkey)
-{
-    uint32_t hash = cmap_hash__(evi, gkey);
-    uint32_t pos = cmap_find__(tpm, evi, gkey, hash);
-    if (pos != TPM_NONE) {
-        return &tpm->children[tpm->cmap[pos].child];
-    }
-
-    struct tpm_ev *ev = &tpm->evs[evi];
-    if (tpm->n_children >= tpm->p.max_triggers
-        || ev->n_children >= tpm->p.max_children) {
-        TPM_STAT_ADD(tpm, children_dropped, 1);
-        return NULL;
-    }
-    uint32_t ci = tpm->n_children++;
-    struct tpm_child *c = &tpm->children[ci];
-    memset(c, 0, sizeof *c);
-    c->ev = evi;
-    c->head = TPM_NONE;
-    c->in_idx = TPM_NONE;
-    c->full_from = UINT64_MAX;
-    c->gkey = *gkey;
-    if (ev->interval == 1 && !ev->uses_prev && ev->fast_agg >= 0
-        && ev->n_kinds <= 2) {
-        /* A planned instance (sweep.c): copy what the sweep needs. */
-        c->planned = true;
-        c->threshold = ev->fast_threshold;
-        c->ev_id = ev->id;
-        c->op = ev->fast_op;
-        c->calc = ev->fast;
-        for (int j = 0; j < 2; j++) {
-            c->kind[j] = j < ev->n_kinds ? ev->kinds[j] : TPM_NO_KIND;
-            c->kind_op[j] = j < ev->n_kinds ? ev->ops[j] : 0;
-        }
-    }
-    /* Start with the interval of the epoch that the next sweep gathers
-     * (the previous one), so a sweep in progress does not file that
-     * epoch's statistics under the next interval. */
-    uint64_t e = tpm_abs_epoch(tpm, tpm->cur);
-    c->iv = (e ? e - 1 : 0) / ev->interval;
-    c->flags = tpm_interval_flags__(tpm, ev, c->iv * ev->interval);
-    cmap_insert__(tpm, hash, ci);
-    ev->n_children++;
-    TPM_STAT_ADD(tpm, children_created, 1);
-    TPM_STAT_SET(tpm, triggers, tpm->n_children);
-    return c;
-}
-
-/* Returns child 'c''s flow-list chunks to the pool. */
-void
-tpm_list_free__(struct tpm *tpm, struct tpm_child *c)
-{
-    uint32_t ch = c->head;
-    while (ch != TPM_NONE) {
-        uint32_t next = tpm->chunk_next[ch];
-        tpm->chunk_next[ch] = tpm->chunk_free;
-        tpm->chunk_free = ch;
-        TPM_STAT_ADD(tpm, chunks_used, -1);
-        ch = next;
-    }
-    c->head = TPM_NONE;
-    c->n_items = 0;
-    c->in_idx = TPM_NONE;
-}
-
-/* Removes child 'ci' by moving the last child into its place. */
-void
-tpm_child_remove__(struct tpm *tpm, uint32_t ci)
-{
-    struct tpm_child *c = &tpm->children[ci];
-    struct tpm_ev *ev = &tpm->evs[c->ev];
-
-    tpm_list_free__(tpm, c);
-    cmap_delete__(tpm, cmap_find__(tpm, c->ev, &c->gkey,
-                                   cmap_hash__(c->ev, &c->gkey)));
-    if (!--ev->n_children && ev->dying) {
-        ev_slot_free__(tpm, ev);
-    }
-
-    uint32_t last = --tpm->n_children;
-    if (ci != last) {
-        struct tpm_child *l = &tpm->children[last];
-        uint32_t pos = cmap_find__(tpm, l->ev, &l->gkey,
-                                   cmap_hash__(l->ev, &l->gkey));
-        tpm->cmap[pos].child = ci;
-        *c = *l;
-        memcpy(tpm_child_hist(tpm, ci), tpm_child_hist(tpm, last),
-               tpm->p.history_len * sizeof *tpm->hist);
-    }
-    TPM_STAT_ADD(tpm, children_expired, 1);
-    TPM_STAT_SET(tpm, triggers, tpm->n_children);
-}
-
-/* Appends flow item ('idx', 'gen') to 'c''s list.  Returns false if the
- * chunk pool is exhausted. */
-static bool
-list_append__(struct tpm *tpm, struct tpm_child *c, uint32_t idx,
-              uint32_t gen)
-{
-    if (c->in_idx == TPM_NONE) {
-        c->in_idx = idx;
-        c->in_gen = gen;
-        return true;
-    }
-    uint32_t ch = c->head;
-    if (ch == TPM_NONE || tpm->chunk_n[ch] == TPM_CHUNK_ITEMS) {
-        /* New chunks go at the head, so appending is O(1). */
-        uint32_t nc = tpm->chunk_free;
-        if (nc == TPM_NONE) {
-            TPM_STAT_ADD(tpm, chunks_exhausted, 1);
-            return false;
-        }
-        tpm->chunk_free = tpm->chunk_next[nc];
-        tpm->chunk_next[nc] = ch;
-        tpm->chunk_n[nc] = 0;
-        c->head = ch = nc;
-        TPM_STAT_ADD(tpm, chunks_used, 1);
-    }
-    struct tpm_chunk *k = &tpm->chunks[ch];
-    k->idx[tpm->chunk_n[ch]] = idx;
-    k->gen[tpm->chunk_n[ch]] = gen;
-    tpm->chunk_n[ch]++;
-    c->n_items++;
-    return true;
 }
 
 /* Changes flow 'f''s summary mask to 'mask', moving kept slots to their new
@@ -1074,8 +836,8 @@ flow_attach__(struct tpm *tpm, struct tpm_flow *f, uint32_t evi)
     }
     struct tpm_key gkey;
     tpm_key_and(&gkey, &f->key, &ev->def->group);
-    struct tpm_child *c = child_get__(tpm, evi, &gkey);
-    if (!c || !list_append__(tpm, c, tpm_flow_index(&tpm->ft, f), f->gen)) {
+    struct tpm_child *c = tpm_instance_get__(tpm, evi, &gkey);
+    if (!c || !tpm_list_append__(tpm, c, tpm_flow_index(&tpm->ft, f), f->gen)) {
         return false;
     }
     if (mask != f->sum_mask) {
@@ -1174,8 +936,8 @@ scrub_flow__(struct tpm_flow *f, void *tpm_)
     }
 }
 
-void
-tpm_scrub_step__(struct tpm *tpm, uint32_t n)
+static void
+scrub_step__(struct tpm *tpm, uint32_t n)
 {
     struct tpm_flow_table *ft = &tpm->ft;
     uint32_t before = ft->scrub_pos;
@@ -1553,6 +1315,18 @@ tpm_process_batch_at(struct tpm *tpm, const struct tpm_frame *frames,
 
 /* Clock. */
 
+/* Runs the sweep for at most 'budget_ns' (0: to the end); once a sweep
+ * completes, frees long-idle flow entries (a bounded step per sweep). */
+static void
+sweep_run__(struct tpm *tpm, uint64_t budget_ns, bool may_wait)
+{
+    uint64_t done = tpm->st.sweeps_done;
+    tpm_sweep_run__(tpm, budget_ns, may_wait);
+    if (tpm->st.sweeps_done != done) {
+        scrub_step__(tpm, tpm->p.scrub_per_step);
+    }
+}
+
 void
 tpm_advance(struct tpm *tpm, uint64_t now_ns)
 {
@@ -1578,7 +1352,7 @@ tpm_advance(struct tpm *tpm, uint64_t now_ns)
              * statistics are about to be overwritten. */
             tpm_sweep_abandon__(tpm);
         } else {
-            tpm_sweep_run__(tpm, 0, false);
+            sweep_run__(tpm, 0, false);
             TPM_STAT_ADD(tpm, sweeps_forced, 1);
         }
     }
@@ -1586,7 +1360,7 @@ tpm_advance(struct tpm *tpm, uint64_t now_ns)
         /* A jump: sweep the last epoch with packets now, then the epoch
          * before 'next' (which closes intervals that ended in the gap). */
         tpm_sweep_start__(tpm, tpm->cur);
-        tpm_sweep_run__(tpm, 0, false);
+        sweep_run__(tpm, 0, false);
         TPM_STAT_ADD(tpm, sweeps_forced, 1);
         TPM_STAT_ADD(tpm, epochs_skipped, next - tpm->cur - 1);
         tpm->cur = next - 1;
@@ -1607,7 +1381,7 @@ tpm_sweep_step(struct tpm *tpm, uint64_t budget_ns)
     tpm_backfill_step__(tpm, tpm->p.scrub_per_step);
     if (tpm->sw.active) {
         TPM_STAT_ADD(tpm, sweep_steps, 1);
-        tpm_sweep_run__(tpm, budget_ns, tpm->p.sweep_waits_for_reports);
+        sweep_run__(tpm, budget_ns, tpm->p.sweep_waits_for_reports);
     }
     return tpm->sw.active || tpm->n_backfill;
 }
@@ -1632,19 +1406,6 @@ tpm_sweep_lateness(const struct tpm *tpm, uint64_t now_ns)
 }
 
 /* Reports and control. */
-
-void
-tpm_report__(struct tpm *tpm, const struct tpm_report *r)
-{
-    if (spsc_push(tpm->report_ring, r)) {
-        if (r->type == TPM_REPORT_SATISFIED) {
-            TPM_STAT_ADD(tpm, reports, 1);
-        }
-    } else {
-        TPM_STAT_ADD(tpm, reports_dropped, 1);
-        free(r->error);
-    }
-}
 
 bool
 tpm_pop_report(struct tpm *tpm, struct tpm_report *r)
@@ -1698,7 +1459,7 @@ int
 tpm_event_info(const struct tpm *tpm, uint32_t id, uint64_t *instances,
                uint64_t *flows)
 {
-    const struct tpm_ev *ev = ev_find__(tpm, id);
+    const struct tpm_ev *ev = tpm_ev_find__(tpm, id);
     *instances = *flows = 0;
     if (!ev) {
         return ENOENT;
@@ -1764,7 +1525,7 @@ enum tpm_poll_status
 tpm_poll(const struct tpm *tpm, uint32_t id, const struct tpm_key *group,
          uint64_t epoch, double *value)
 {
-    const struct tpm_ev *ev = ev_find__(tpm, id);
+    const struct tpm_ev *ev = tpm_ev_find__(tpm, id);
     *value = 0;
     if (!ev) {
         return TPM_POLL_NO_EVENT;
@@ -1785,8 +1546,8 @@ tpm_poll(const struct tpm *tpm, uint32_t id, const struct tpm_key *group,
     struct tpm_key gkey;
     tpm_key_and(&gkey, group, &ev->def->group);
     uint32_t evi = (uint32_t) (ev - tpm->evs);
-    uint32_t pos = cmap_find__(tpm, evi, &gkey, cmap_hash__(evi, &gkey));
-    if (pos == TPM_NONE) {
+    uint32_t ci = tpm_instance_find__(tpm, evi, &gkey);
+    if (ci == TPM_NONE) {
         /* Instances live while their history covers the last K
          * intervals, so no instance means no packets in that window;
          * older intervals are beyond what is kept. */
@@ -1794,7 +1555,6 @@ tpm_poll(const struct tpm *tpm, uint32_t id, const struct tpm_key *group,
         return end + window <= swept_through ? TPM_POLL_EXPIRED
                                              : TPM_POLL_NO_GROUP;
     }
-    uint32_t ci = tpm->cmap[pos].child;
     const struct tpm_hist *h = tpm_child_hist(tpm, ci);
     const struct tpm_child *c = &tpm->children[ci];
     uint64_t oldest = UINT64_MAX;
