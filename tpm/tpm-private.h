@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Internals of libtpm shared by tpm.c (monitor, match and scatter) and
- * sweep.c (gather, test and report).  Not for users of the library.
+ * Internals of libtpm shared by tpm.c (monitor, match and scatter),
+ * triggers.c (the trigger repository) and sweep.c (gather, test and
+ * report).  Not for users of the library.  Calls go one way: tpm.c calls
+ * sweep.c and triggers.c, sweep.c calls triggers.c.
  *
  * Data layout (paper section 5.3, figure 3):
  *
@@ -13,7 +15,7 @@
  *                    its slots hold them in increasing kind order.
  *   events           installed definitions, compiled: the kinds they need,
  *                    interval in epochs, granularity.
- *   trigger repository
+ *   trigger repository (triggers.c)
  *                    'struct tpm_child' instances, one per (event, group
  *                    key), stored contiguously and swept in order; each has
  *                    accumulators for the current and previous interval, a
@@ -21,7 +23,7 @@
  *                    list of its flows: one inline item (enough for 5-tuple
  *                    granularity, no chunk needed) and then chunks of 64
  *                    (flow index, generation) items from a huge-page pool.
- *   child map        (event, group key) -> instance, for new flows.
+ *   instance map     (event, group key) -> instance, for new flows.
  *   trigger index    tpm/trig-index.h: tuple space search over filters.
  *   filter table     DoS resilience (section 5.6): bytes per flow hash
  *                    bucket; flows are matched only past the threshold.
