@@ -10,7 +10,7 @@
  * shared cache line.  Capacity is a power of two.
  *
  * This is how the control plane talks to a TPM without locks: commands in,
- * reports out (ARCHITECTURE.md, "Threads and ownership").
+ * reports out (docs/architecture.md, "Threads and ownership").
  *
  * Thread-safety: exactly one producer thread and one consumer thread; a
  * ring may be created and destroyed only while neither is using it.

@@ -270,7 +270,7 @@ int tpm_run_control(struct tpm *, int max);
  * the oldest report.  Returns false if none. */
 bool tpm_pop_report(struct tpm *, struct tpm_report *);
 
-/* Counters.  Every loss is counted (ARCHITECTURE.md). */
+/* Counters.  Every loss is counted (docs/architecture.md). */
 struct tpm_stats {
     uint64_t packets;           /* Frames seen. */
     uint64_t bytes;
