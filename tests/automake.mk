@@ -144,3 +144,18 @@ OVS_EXACT_LOG = tests/ovs-exact.sh.log
 $(OVS_EXACT_LOG): tests/tcp-kernel.sh.log
 endif
 EXTRA_DIST += tests/ovs-exact.sh tests/exact-pcap.py
+
+# The Debian packages (make deb) installed into a root of their own (dpkg
+# --root, never this machine): files, the user, the unit
+# (systemd-analyze verify), the ovs-vswitchd alternative and the way back
+# to the stock switch, man pages against the programs' options, the
+# installed programs run (tpm-replay against ground truth, the TEM with
+# the installed configuration and a host).  Root.  Its package build and
+# stripping take the CPU for a few seconds: after the OVS tests, whose PMD
+# timing it would disturb.
+TESTS += tests/deb-packages.sh
+EXTRA_DIST += tests/deb-packages.sh
+if HAVE_OVS_SOURCE
+DEB_PACKAGES_LOG = tests/deb-packages.sh.log
+$(DEB_PACKAGES_LOG): tests/ovs-exact.sh.log
+endif
