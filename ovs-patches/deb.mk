@@ -45,7 +45,8 @@ deb-always:
 	         "says $(PACKAGE_VERSION): add a changelog entry" >&2; \
 	    exit 1; \
 	fi
-	$(MAKE) $(AM_MAKEFLAGS) all $(DEB_OVS_TARGET)
+	$(MAKE) $(AM_MAKEFLAGS) all
+	test -z '$(DEB_OVS_TARGET)' || $(MAKE) $(AM_MAKEFLAGS) $(DEB_OVS_TARGET)
 	rm -rf deb
 	$(MKDIR_P) $(DEB_TREE)
 	cp -R '$(srcdir)/ovs-patches/debian' $(DEB_TREE)/debian
