@@ -64,6 +64,8 @@ check-ovs-build:
 	$(MAKE) $(AM_MAKEFLAGS) ovs
 .PHONY: check-ovs-build
 endif
+# ovs-autotests.sh keeps OVS's output there.
+CLEANFILES += tests/ovs-autotests.out
 EXTRA_DIST += tests/ovs-patch.sh tests/ovs-autotests.sh \
 	tests/ovs-integration.sh tests/testbed.sh tests/udp-send.py \
 	tests/pcap-volume.py tests/tpm-reports.py

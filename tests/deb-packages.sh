@@ -256,8 +256,8 @@ for want in 'User=trumpet' 'StateDirectory=trumpet' 'RuntimeDirectory=trumpet' \
             'NoNewPrivileges=yes' 'CapabilityBoundingSet=$'; do
     grep -q "^$want" "$unit" || fail "the unit lacks $want"
 done
-echo "PASS: installed beside openvswitch-switch: files, conffile, user" \
-     "trumpet (uid $uid), unit enabled and verified"
+echo "PASS: installed$($have_ovs && echo " beside openvswitch-switch"):" \
+     "files, conffile, user trumpet (uid $uid), unit enabled and verified"
 
 # --- 3. The alternative ------------------------------------------------------
 # alt_value: what /usr/sbin/ovs-vswitchd of the root resolves to (its
@@ -462,5 +462,6 @@ rdpkg -P trumpet-tem >"$tmp/dpkg-purge.log" 2>&1 \
 for f in /usr/sbin/trumpet-tem /etc/trumpet/trumpet-tem.conf "${wants#$root}"; do
     [ ! -e "$root$f" ] && [ ! -L "$root$f" ] || fail "$f left after purge"
 done
-echo "PASS: removal returns ovs-vswitchd to the stock switch; purge removes" \
-     "the TEM's files, configuration and unit link"
+$have_ovs && echo "PASS: removing the switch's package returns ovs-vswitchd" \
+                  "to the stock switch"
+echo "PASS: purge removes the TEM's files, configuration and unit link"
