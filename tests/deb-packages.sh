@@ -316,7 +316,8 @@ check_options() {
           sort -u)
     [ -n "$opts" ] || fail "$prog --help lists no option"
     for o in $opts; do
-        grep -qe "$o" <<<"$text" || fail "$page does not document $o"
+        grep -qE -- "(^|[^a-z-])$o([^a-z-]|$)" <<<"$text" \
+            || fail "$page does not document $o"
     done
     doc=$(echo "$text" | sed -n '/^OPTIONS/,/^[A-Z][A-Z ]*$/p' |
           grep -oE -- '--[a-z][a-z-]+' | sort -u)
@@ -346,7 +347,8 @@ if $have_ovs; then
     [ "$(echo "$knobs" | wc -l)" -ge 20 ] && [ "$(echo "$cmds" | wc -l)" -ge 10 ] \
         || fail "not the patched switch: knobs '$knobs', commands '$cmds'"
     for k in $knobs $cmds; do
-        grep -qe "$k" <<<"$text" || fail "ovs-vswitchd-trumpet.8 lacks $k"
+        grep -qE -- "(^|[^a-z-])$k([^a-z-]|$)" <<<"$text" \
+            || fail "ovs-vswitchd-trumpet.8 lacks $k"
     done
     # (The synopsis names them in general: tpm/command, tpm-key.)
     for k in $(sed '/^SYNOPSIS/,/^DESCRIPTION/d' <<<"$text" |
