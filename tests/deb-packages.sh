@@ -388,10 +388,13 @@ esac
 TEM=$root/usr/sbin/trumpet-tem
 CTL=$root/usr/bin/tem-ctl
 ctl() { "$CTL" --ctl="ipc://$tmp/tem.ctl" "$@"; }
+umask=$(sed -n 's/^UMask=//p' "$unit")
 start_tem() {
     # shellcheck disable=SC2086
-    "$TEM" $TEM_OPTIONS --listen='tcp://127.0.0.1:*' --pub='tcp://127.0.0.1:*' \
-        --ctl="ipc://$tmp/tem.ctl" --state-file="$tmp/state/tem-events.json" \
+    (umask "$umask"
+     exec "$TEM" $TEM_OPTIONS --listen='tcp://127.0.0.1:*' \
+        --pub='tcp://127.0.0.1:*' --ctl="ipc://$tmp/tem.ctl" \
+        --state-file="$tmp/state/tem-events.json") \
         >>"$tmp/tem-alerts.json" 2>>"$tmp/tem.log" &
     tem_pid=$!
     pids+=($tem_pid)
@@ -413,6 +416,9 @@ for k in '$1'.split('.'):
 print(d)"
 }
 start_tem
+# The unit's UMask lets the group trumpet use the control socket.
+[ "$(stat -c %A "$tmp/tem.ctl")" = srwxrwx--- ] \
+    || fail "control socket $(stat -c %A "$tmp/tem.ctl") under UMask=$umask"
 [ "$(status_field epoch_ns)" = 10000000 ] \
     || fail "TEM epoch $(status_field epoch_ns) ns, the configuration's is 10ms"
 out=$(ctl event-add pkg_sum filter=udp,nw_dst=10.99.0.2 \
@@ -447,9 +453,9 @@ start_tem
 grep -q '^ *1 *pkg_sum ' <<<"$(ctl event-list)" \
     || fail "after a restart: $(ctl event-list)"
 stop_tem
-echo "PASS: the installed TEM with the configuration's options: tem-ctl," \
-     "a tpm-replay host, 3 alerts of 50000 on stdout, events kept across" \
-     "a restart"
+echo "PASS: the installed TEM with the configuration's options and the" \
+     "unit's umask: tem-ctl (socket srwxrwx---), a tpm-replay host, 3" \
+     "alerts of 50000 on stdout, events kept across a restart"
 
 # --- 5. Remove and purge ---------------------------------------------------------
 if $have_ovs; then
