@@ -7,6 +7,15 @@
 # (ovs-patches/tpm-ovs.[ch]) into its lib/, configures it with DPDK
 # against libtpm and libtproto (the host agent that talks to the TEM), and
 # builds it: ovs/vswitchd/ovs-vswitchd.
+#
+# It is configured with the directories of Debian's Open vSwitch packages
+# (prefix /usr, state in /var, configuration in /etc), whatever our own
+# prefix: the patched ovs-vswitchd replaces Debian's (the package
+# openvswitch-switch-trumpet, "make install" puts it in ovsvswitchddir) and
+# must find the same database socket, run directory and logs as the
+# ovsdb-server and ovs-ctl it runs with.  The tests give every daemon
+# private directories (OVS_RUNDIR...), so the built-in ones do not matter
+# to them.
 OVS_PATCHES = \
 	ovs-patches/0001-dpif-netdev-call-the-Trumpet-packet-monitor.patch
 EXTRA_DIST += ovs-patches/series $(OVS_PATCHES) \
@@ -20,6 +29,31 @@ OVS_TPM_LIBS = $(abs_builddir)/tpm/.libs/libtpm.a \
 OVS_TPM_CPPFLAGS = -I$(abs_top_srcdir)/lib -I$(abs_top_srcdir)/tpm \
 	-I$(abs_builddir)/proto $(ZMQ_CFLAGS) $(PROTOBUF_C_CFLAGS)
 OVS_TPM_LTLIBS = tpm/libtpm.la lib/libtproto.la lib/libtpmcommon.la
+
+# "make install" puts the patched switch beside the stock one, never over
+# it: ovsvswitchddir/ovs-vswitchd-trumpet (configure
+# --with-ovs-vswitchd-dir), with its man page; without the OVS source,
+# nothing.  The Debian package openvswitch-switch-trumpet makes it the
+# alternative for ovs-vswitchd.
+install-exec-local: install-ovs-vswitchd
+install-data-local: install-ovs-vswitchd-man
+uninstall-local: uninstall-ovs-vswitchd
+if HAVE_OVS_SOURCE
+install-ovs-vswitchd: ovs
+	$(MKDIR_P) '$(DESTDIR)$(ovsvswitchddir)'
+	$(INSTALL_PROGRAM) ovs/vswitchd/ovs-vswitchd \
+	    '$(DESTDIR)$(ovsvswitchddir)/ovs-vswitchd-trumpet'
+install-ovs-vswitchd-man:
+	$(install_edited) docs/man/ovs-vswitchd-trumpet.8.in '$(mandir)/man8' \
+	    ovs-vswitchd-trumpet.8
+uninstall-ovs-vswitchd:
+	rm -f '$(DESTDIR)$(ovsvswitchddir)/ovs-vswitchd-trumpet' \
+	    '$(DESTDIR)$(mandir)/man8/ovs-vswitchd-trumpet.8'
+else
+install-ovs-vswitchd:
+install-ovs-vswitchd-man:
+uninstall-ovs-vswitchd:
+endif
 
 if HAVE_OVS_SOURCE
 ovs/.patched: $(srcdir)/ovs-patches/series $(OVS_PATCHES)
@@ -40,13 +74,24 @@ ovs/.patched: $(srcdir)/ovs-patches/series $(OVS_PATCHES)
 	touch ovs.tmp/.patched
 	mv ovs.tmp ovs
 
+OVS_CONFIGURE_ARGS = --with-dpdk=shared --prefix=/usr --localstatedir=/var \
+	--sysconfdir=/etc
+
+# The options OVS was configured with: rewritten only when they change, so
+# that a tree configured with other options is configured again.
+ovs/.configure-args: ovs/.patched FORCE
+	@echo '$(OVS_CONFIGURE_ARGS)' > $@.tmp
+	@if cmp -s $@.tmp $@; then rm $@.tmp; else mv $@.tmp $@; fi
+FORCE:
+.PHONY: FORCE
+
 # configure links its test programs with LIBS: the archives (and the
 # generated protocol header) must exist first, but rebuilding them later
 # must not reconfigure OVS.
-ovs/Makefile: ovs/.patched
+ovs/Makefile: ovs/.configure-args
 	$(MAKE) $(AM_MAKEFLAGS) $(BUILT_SOURCES)
 	$(MAKE) $(AM_MAKEFLAGS) $(OVS_TPM_LTLIBS)
-	cd ovs && ./configure --quiet --with-dpdk=shared \
+	cd ovs && ./configure --quiet $(OVS_CONFIGURE_ARGS) \
 	    CPPFLAGS='$(OVS_TPM_CPPFLAGS)' LIBS='$(OVS_TPM_LIBS)'
 
 # OVS's makefiles do not know our archives: relink when they change.

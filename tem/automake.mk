@@ -13,7 +13,10 @@ tem_libtemcore_la_CFLAGS = $(AM_CFLAGS) $(JSON_C_CFLAGS) \
 tem_libtemcore_la_LIBADD = tpm/libtpmjson.la lib/libtproto.la \
 	tpm/libtpm.la lib/libtpmcommon.la $(JSON_C_LIBS) -lm
 
-bin_PROGRAMS += tem/trumpet-tem tem/tem-ctl
+# The daemon in sbin (it is started by its unit), the client in bin (any
+# member of the group trumpet may run it).
+sbin_PROGRAMS += tem/trumpet-tem
+bin_PROGRAMS += tem/tem-ctl
 tem_trumpet_tem_SOURCES = tem/tem.c
 tem_trumpet_tem_CFLAGS = $(AM_CFLAGS) $(JSON_C_CFLAGS) $(ZMQ_CFLAGS) \
 	$(PROTOBUF_C_CFLAGS)
@@ -34,3 +37,27 @@ tem_tem_bench_CFLAGS = $(AM_CFLAGS) $(JSON_C_CFLAGS) $(ZMQ_CFLAGS) \
 tem_tem_bench_LDADD = lib/libtproto.la $(ZMQ_LIBS) $(JSON_C_LIBS) \
 	-lpthread -lm
 tem/tem_bench-tem-bench.$(OBJEXT): $(PROTO_GEN)
+
+# The TEM as a system service: its systemd unit, its configuration (the
+# options the unit passes, an EnvironmentFile) and its system user
+# (sysusers.d).  Made from their .in at install time (see install_edited
+# in Makefile.am); an existing configuration file is kept.
+EXTRA_DIST += tem/trumpet-tem.service.in tem/trumpet-tem.conf.in \
+	tem/trumpet-tem.sysusers
+install-data-local: install-tem-service
+install-tem-service:
+	$(install_edited) tem/trumpet-tem.service.in \
+	    '$(systemdsystemunitdir)' trumpet-tem.service
+	$(install_edited) tem/trumpet-tem.sysusers '$(sysusersdir)' \
+	    trumpet-tem.conf
+	@if test -f '$(DESTDIR)$(sysconfdir)/trumpet/trumpet-tem.conf'; then \
+	    echo "keeping $(DESTDIR)$(sysconfdir)/trumpet/trumpet-tem.conf"; \
+	else \
+	    $(install_edited) tem/trumpet-tem.conf.in \
+	        '$(sysconfdir)/trumpet' trumpet-tem.conf; \
+	fi
+uninstall-local: uninstall-tem-service
+uninstall-tem-service:
+	rm -f '$(DESTDIR)$(systemdsystemunitdir)/trumpet-tem.service' \
+	    '$(DESTDIR)$(sysusersdir)/trumpet-tem.conf' \
+	    '$(DESTDIR)$(sysconfdir)/trumpet/trumpet-tem.conf'

@@ -64,6 +64,8 @@ check-ovs-build:
 	$(MAKE) $(AM_MAKEFLAGS) ovs
 .PHONY: check-ovs-build
 endif
+# ovs-autotests.sh keeps OVS's output there.
+CLEANFILES += tests/ovs-autotests.out
 EXTRA_DIST += tests/ovs-patch.sh tests/ovs-autotests.sh \
 	tests/ovs-integration.sh tests/testbed.sh tests/udp-send.py \
 	tests/pcap-volume.py tests/tpm-reports.py
@@ -155,3 +157,18 @@ DEMO_OVS_LOG = tests/demo-ovs.sh.log
 $(DEMO_OVS_LOG): tests/ovs-exact.sh.log
 endif
 EXTRA_DIST += tests/demo-ovs.sh
+
+# The Debian packages (make deb) installed into a root of their own (dpkg
+# --root, never this machine): files, the user, the unit
+# (systemd-analyze verify), the ovs-vswitchd alternative and the way back
+# to the stock switch, man pages against the programs' options, the
+# installed programs run (tpm-replay against ground truth, the TEM with
+# the installed configuration and a host).  Root.  Its package build and
+# stripping take the CPU for a few seconds: after the OVS tests, whose PMD
+# timing it would disturb.
+TESTS += tests/deb-packages.sh
+EXTRA_DIST += tests/deb-packages.sh
+if HAVE_OVS_SOURCE
+DEB_PACKAGES_LOG = tests/deb-packages.sh.log
+$(DEB_PACKAGES_LOG): tests/demo-ovs.sh.log
+endif

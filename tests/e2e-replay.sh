@@ -39,7 +39,7 @@ if ! command -v "$PYTHON3" >/dev/null 2>&1; then
 fi
 
 gen=$top_srcdir/tests/gen-trace.py
-replay=$top_builddir/tpm/tpm-replay
+replay=${TPM_REPLAY:-$top_builddir/tpm/tpm-replay}
 if [ ! -x "$replay" ]; then
     echo "FAIL: $replay not built"
     exit 1

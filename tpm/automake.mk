@@ -9,7 +9,10 @@ tpm_libtpm_la_SOURCES = \
 	tpm/trig-index.c tpm/trig-index.h
 tpm_libtpm_la_LIBADD = lib/libtpmcommon.la -lm
 
-bin_PROGRAMS += tpm/tpm-replay tpm/tpm-bench
+bin_PROGRAMS += tpm/tpm-replay
+# tpm-bench is a benchmark of the development tree (docs/benchmarks.md),
+# like tem/tem-bench: built, not installed.
+noinst_PROGRAMS += tpm/tpm-bench
 tpm_tpm_replay_SOURCES = tpm/tpm-replay.c
 tpm_tpm_replay_CFLAGS = $(AM_CFLAGS) $(PCAP_CFLAGS) $(JSON_C_CFLAGS) \
 	$(PROTOBUF_C_CFLAGS) $(ZMQ_CFLAGS)
