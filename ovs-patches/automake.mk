@@ -4,7 +4,7 @@
 # "make ovs" unpacks OVS_SOURCE (configure --with-ovs-source) into ovs/,
 # applies the patch series of ovs-patches/series (call sites only, with
 # --fuzz=0 so a patch that no longer fits fails loudly), links the glue
-# (ovs-patches/tpm-ovs.[ch]) into its lib/, configures it with DPDK
+# (ovs-patches/tpm-ovs*.[ch]) into its lib/, configures it with DPDK
 # against libtpm and libtproto (the host agent that talks to the TEM), and
 # builds it: ovs/vswitchd/ovs-vswitchd.
 #
@@ -18,8 +18,15 @@
 # to them.
 OVS_PATCHES = \
 	ovs-patches/0001-dpif-netdev-call-the-Trumpet-packet-monitor.patch
+# The glue, linked into OVS's lib/ (tpm-ovs-private.h says which file
+# does what).
+OVS_GLUE = tpm-ovs.c tpm-ovs.h tpm-ovs-private.h tpm-ovs-agent.c \
+	tpm-ovs-dos.c tpm-ovs-event.c tpm-ovs-request.c tpm-ovs-stats.c
 EXTRA_DIST += ovs-patches/series $(OVS_PATCHES) \
-	ovs-patches/tpm-ovs.c ovs-patches/tpm-ovs.h
+	ovs-patches/tpm-ovs.c ovs-patches/tpm-ovs.h \
+	ovs-patches/tpm-ovs-private.h ovs-patches/tpm-ovs-agent.c \
+	ovs-patches/tpm-ovs-dos.c ovs-patches/tpm-ovs-event.c \
+	ovs-patches/tpm-ovs-request.c ovs-patches/tpm-ovs-stats.c
 
 OVS_TREE = $(abs_builddir)/ovs
 OVS_TPM_LIBS = $(abs_builddir)/tpm/.libs/libtpm.a \
@@ -69,8 +76,9 @@ ovs/.patched: $(srcdir)/ovs-patches/series $(OVS_PATCHES)
 	    patch -d ovs.tmp -p1 --fuzz=0 --no-backup-if-mismatch -s \
 	        < $(srcdir)/ovs-patches/$$p || exit 1; \
 	done
-	ln -sf $(abs_top_srcdir)/ovs-patches/tpm-ovs.c ovs.tmp/lib/tpm-ovs.c
-	ln -sf $(abs_top_srcdir)/ovs-patches/tpm-ovs.h ovs.tmp/lib/tpm-ovs.h
+	for f in $(OVS_GLUE); do \
+	    ln -sf $(abs_top_srcdir)/ovs-patches/$$f ovs.tmp/lib/$$f; \
+	done
 	touch ovs.tmp/.patched
 	mv ovs.tmp ovs
 
