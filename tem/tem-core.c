@@ -322,6 +322,7 @@ struct tem_core {
     struct tproto_batch tmp;    /* For peers without a session. */
     struct tem_stats stats;
     struct tem_rl rl_session, rl_install, rl_drill, rl_misc, rl_input;
+    struct tem_rl rl_security;
 };
 
 static uint64_t
@@ -334,9 +335,13 @@ static void tem_log_rl(struct tem_core *, struct tem_rl *,
                        enum tpm_log_level, const char *format, ...)
     __attribute__((format(printf, 4, 5)));
 
+static void tem_log_rlv(struct tem_core *, struct tem_rl *,
+                        enum tpm_log_level, const char *format, va_list)
+    __attribute__((format(printf, 4, 0)));
+
 static void
-tem_log_rl(struct tem_core *core, struct tem_rl *rl, enum tpm_log_level level,
-           const char *format, ...)
+tem_log_rlv(struct tem_core *core, struct tem_rl *rl,
+            enum tpm_log_level level, const char *format, va_list args)
 {
     uint64_t window = now__(core) / NS_PER_S;
     if (window != rl->window) {
@@ -349,10 +354,7 @@ tem_log_rl(struct tem_core *core, struct tem_rl *rl, enum tpm_log_level level,
     }
     rl->n++;
 
-    va_list args;
-    va_start(args, format);
     char *msg = xvasprintf(format, args);
-    va_end(args);
     if (rl->suppressed) {
         tpm_log(level, "%s (%"PRIu64" similar messages suppressed)", msg,
                 rl->suppressed);
@@ -361,6 +363,26 @@ tem_log_rl(struct tem_core *core, struct tem_rl *rl, enum tpm_log_level level,
         tpm_log(level, "%s", msg);
     }
     free(msg);
+}
+
+static void
+tem_log_rl(struct tem_core *core, struct tem_rl *rl, enum tpm_log_level level,
+           const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    tem_log_rlv(core, rl, level, format, args);
+    va_end(args);
+}
+
+void
+tem_core_log_security(struct tem_core *core, enum tpm_log_level level,
+                      const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    tem_log_rlv(core, &core->rl_security, level, format, args);
+    va_end(args);
 }
 
 void

@@ -43,6 +43,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tpm-log.h"
 #include "tproto.h"
 
 struct json_object;
@@ -230,5 +231,12 @@ struct tem_stats {
 };
 
 void tem_core_get_stats(const struct tem_core *, struct tem_stats *);
+
+/* Logs 'format' at 'level' through the core's rate limiter of security
+ * events (at most 10 lines a second; the number suppressed is told with
+ * the next line), for the caller's refusals of keys and requests. */
+void tem_core_log_security(struct tem_core *, enum tpm_log_level,
+                           const char *format, ...)
+    __attribute__((format(printf, 3, 4)));
 
 #endif /* tem-core.h */
