@@ -156,12 +156,6 @@ tpm_curve_read_file(const char *path, char pub[TPM_CURVE_KEY_LEN + 1],
         close(fd);
         return xasprintf("key file %s is not a regular file", path);
     }
-    if (sec && st.st_mode & (S_IRWXG | S_IRWXO)) {
-        close(fd);
-        return xasprintf("key file %s holds a secret key but is open to "
-                         "group or others (mode %04o): chmod 600 it", path,
-                         (unsigned int) (st.st_mode & 07777));
-    }
     size_t len;
     char *text = read_small(fd, &len);
     close(fd);
@@ -175,6 +169,13 @@ tpm_curve_read_file(const char *path, char pub[TPM_CURVE_KEY_LEN + 1],
     } else {
         error = parse_keys(path, text, pub, sec);
     }
+    if (!error && sec && st.st_mode & (S_IRWXG | S_IRWXO)) {
+        memset(sec, 0, TPM_CURVE_KEY_LEN + 1);
+        error = xasprintf("key file %s holds a secret key but is open to "
+                          "group or others (mode %04o): chmod 600 it", path,
+                          (unsigned int) (st.st_mode & 07777));
+    }
+    memset(text, 0, len);
     free(text);
     return error;
 }
