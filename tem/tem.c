@@ -105,6 +105,16 @@ struct tem_daemon {
     uint64_t frames_unauthorized;   /* Key not (or no longer) allowed. */
     uint64_t ctl_unauthorized;
 
+    /* Connections of the hosts', control and alerts sockets, from their
+     * ZeroMQ monitors. */
+    struct sock_counters {
+        void *monitor;          /* PAIR reading the socket's events. */
+        uint64_t accepted, closed;
+        uint64_t failed_auth;   /* Refused by the ZAP handler. */
+        uint64_t failed_protocol;   /* e.g. plaintext against CURVE. */
+        uint64_t failed_other;
+    } mon[3];
+
     /* Loop: longest turn and control request, ns. */
     uint64_t turn_max_ns, ctl_max_ns, ctl_last_ns;
 };
@@ -393,6 +403,22 @@ ctl_status(struct tem_daemon *d)
     SEC_INT("frames_unauthorized", d->frames_unauthorized);
     SEC_INT("ctl_unauthorized", d->ctl_unauthorized);
 #undef SEC_INT
+    static const char *const mon_names[] = { "hosts", "ctl", "pub" };
+    for (size_t i = 0; i < ARRAY_SIZE(d->mon); i++) {
+        const struct sock_counters *m = &d->mon[i];
+        struct json_object *o = json_object_new_object();
+#define MON_INT(NAME) \
+        json_object_object_add(o, #NAME, json_object_new_int64(m->NAME))
+        MON_INT(accepted);
+        MON_INT(closed);
+        MON_INT(failed_auth);
+        MON_INT(failed_protocol);
+        MON_INT(failed_other);
+#undef MON_INT
+        char *key = xasprintf("%s_connections", mon_names[i]);
+        json_object_object_add(sec, key, o);
+        free(key);
+    }
     json_object_object_add(r, "security", sec);
 
     struct json_object *lim = json_object_new_object();
@@ -721,6 +747,63 @@ zap_serve(struct tem_daemon *d)
         zmq_msg_close(&parts[i]);
     }
     return true;
+}
+
+/* Starts counting the connections of socket 's' in 'm'. */
+static void
+monitor_start(struct tem_daemon *d, void *s, struct sock_counters *m,
+              const char *name)
+{
+    char *ep = xasprintf("inproc://tem-monitor-%s", name);
+    int zero = 0;
+
+    if (zmq_socket_monitor(s, ep, ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED
+                           | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL
+                           | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL
+                           | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)) {
+        tpm_log(TPM_LOG_WARN, "no connection counters for the %s socket: "
+                "%s", name, zmq_strerror(errno));
+    } else {
+        m->monitor = zmq_socket(d->zctx, ZMQ_PAIR);
+        zmq_setsockopt(m->monitor, ZMQ_LINGER, &zero, sizeof zero);
+        zmq_connect(m->monitor, ep);
+    }
+    free(ep);
+}
+
+/* Reads the events waiting on monitor 'm' (at most 'max'). */
+static void
+monitor_read(struct sock_counters *m, uint32_t max)
+{
+    for (uint32_t i = 0; i < max; i++) {
+        zmq_msg_t ev, addr;
+        zmq_msg_init(&ev);
+        if (zmq_msg_recv(&ev, m->monitor, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&ev);
+            return;
+        }
+        uint16_t event = 0;
+        if (zmq_msg_size(&ev) >= 2) {
+            memcpy(&event, zmq_msg_data(&ev), 2);
+        }
+        bool more = zmq_msg_more(&ev);
+        zmq_msg_close(&ev);
+        while (more) {
+            zmq_msg_init(&addr);
+            zmq_msg_recv(&addr, m->monitor, 0);
+            more = zmq_msg_more(&addr);
+            zmq_msg_close(&addr);
+        }
+        switch (event) {
+        case ZMQ_EVENT_ACCEPTED: m->accepted++; break;
+        case ZMQ_EVENT_DISCONNECTED: m->closed++; break;
+        case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH: m->failed_auth++; break;
+        case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
+            m->failed_protocol++;
+            break;
+        default: m->failed_other++; break;
+        }
+    }
 }
 
 /* Stores in 'buf' the address to give to clients for the socket bound at
@@ -1243,6 +1326,9 @@ main(int argc, char *argv[])
     d.rep = open_socket(&d, ZMQ_REP, d.opt.ctl, "control (--ctl)",
                         d.ctl_curve ? TEM_ZAP_CLIENTS : NULL,
                         d.opt.max_request, d.ctl_ep, sizeof d.ctl_ep);
+    monitor_start(&d, d.router, &d.mon[0], "hosts");
+    monitor_start(&d, d.rep, &d.mon[1], "ctl");
+    monitor_start(&d, d.pub, &d.mon[2], "pub");
     tpm_log(TPM_LOG_INFO, "TEM %s up: hosts on %s, alerts on %s, control on "
             "%s, %zu events from %s; %s", d.opt.cfg.tem_id, d.listen_ep,
             d.pub_ep, d.ctl_ep, tem_core_n_events(d.core),
@@ -1270,6 +1356,11 @@ main(int argc, char *argv[])
             { .socket = d.rep, .events = ZMQ_POLLIN },
             { .socket = d.zap, .events = ZMQ_POLLIN },
         };
+        for (size_t i = 0; i < ARRAY_SIZE(d.mon); i++) {
+            if (d.mon[i].monitor) {
+                monitor_read(&d.mon[i], d.opt.batch);
+            }
+        }
         if (zmq_poll(items, d.zap ? 3 : 2, timeout) < 0) {
             if (errno == EINTR) {
                 continue;
@@ -1313,6 +1404,11 @@ main(int argc, char *argv[])
     zmq_close(d.rep);
     if (d.zap) {
         zmq_close(d.zap);
+    }
+    for (size_t i = 0; i < ARRAY_SIZE(d.mon); i++) {
+        if (d.mon[i].monitor) {
+            zmq_close(d.mon[i].monitor);
+        }
     }
     zmq_ctx_term(d.zctx);
     tem_allow_free(d.allow);
