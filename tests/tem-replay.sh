@@ -42,6 +42,9 @@ REPLAY=$top_builddir/tpm/tpm-replay
 "$PY" -c 'import zmq' 2>/dev/null \
     || { echo "SKIP: python3-zmq not available to $PY"; exit 77; }
 
+# shellcheck source=tests/tem-keys.sh
+. "$top_srcdir/tests/tem-keys.sh"
+
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/tem-replay.XXXXXX")
 pids=()
 tem_pid=
@@ -71,8 +74,20 @@ ctl() {
     "$CTL" --ctl="ipc://$tmp/ctl" "$@"
 }
 
+# The hosts' keys: tpm-replay hosts h1, h2; tem-wire.py's g1, bad-version,
+# bad-epoch, wire1.
+K=$tmp/keys
+tem_keys "$K" h1 h2 g1 bad-version bad-epoch wire1
+KEYS=(--key-file="$K/tem.key" --allow-file="$K/allow")
+
+# wire CASE HOST: tests/tem-wire.py CASE with HOST's key.
+wire() {
+    "$PY" "$top_srcdir/tests/tem-wire.py" "ipc://$tmp/tem" "$1" \
+        --server-key "$K/tem.key.pub" --key-file "$K/$2.key"
+}
+
 start_tem() {
-    "$TEM" --listen="ipc://$tmp/tem" --pub="ipc://$tmp/pub" \
+    "$TEM" "${KEYS[@]}" --listen="ipc://$tmp/tem" --pub="ipc://$tmp/pub" \
         --ctl="ipc://$tmp/ctl" --state-file="$tmp/events.json" \
         --alert-file="$tmp/alerts.json" --no-alerts-stdout \
         --heartbeat=200ms --poll-deadline=1s 2>>"$tmp/tem.log" &
@@ -119,10 +134,11 @@ expect_rc 1 'across=sum needs' ctl event-add bad 'filter=udp predicate=avg(volum
 echo "PASS: tem-ctl exit codes and error messages"
 
 # --- 2. The wire ---------------------------------------------------------
-"$PY" "$top_srcdir/tests/tem-wire.py" "ipc://$tmp/tem" garbage >/dev/null
+wire garbage g1 >/dev/null
 for c in version epoch hello; do
-    out=$("$PY" "$top_srcdir/tests/tem-wire.py" "ipc://$tmp/tem" $c) \
-        || fail "wire case $c: $out"
+    h=wire1
+    [ $c = hello ] || h=bad-$c
+    out=$(wire $c $h) || fail "wire case $c: $out"
 done
 for i in $(seq 50); do
     [ "$(counter invalid_frames)" = 2 ] && break
@@ -159,6 +175,7 @@ start=$(( ($(date +%s%N) / 100000000 + 15) * 100000000 ))
 hpids=()
 for h in h1 h2; do
     "$REPLAY" --controller "ipc://$tmp/tem" --host-id $h \
+        --tem-key "$K/tem.key.pub" --host-key-file "$K/$h.key" \
         --prefix 10.99.0.0/24 --realtime --start-at $start \
         --require-controller --stats "$tmp/$h.pcap" \
         >"$tmp/$h.out" 2>"$tmp/$h.err" &
@@ -237,7 +254,7 @@ stop_tem
 echo '{"format":1,"next_id":2,"events":[{"id":1,"name":"x","definition":"filter=udp predicate=sum(volume) >"}]}' \
     >"$tmp/events.json"
 rc=0
-"$TEM" --listen="ipc://$tmp/tem" --pub="ipc://$tmp/pub" \
+"$TEM" "${KEYS[@]}" --listen="ipc://$tmp/tem" --pub="ipc://$tmp/pub" \
     --ctl="ipc://$tmp/ctl" --state-file="$tmp/events.json" \
     >/dev/null 2>"$tmp/bad.err" || rc=$?
 [ $rc = 1 ] || fail "a bad state file: exit status $rc, expected 1"
