@@ -1135,6 +1135,17 @@ agent_timers(struct tpm_agent *a, uint64_t now)
             if (now < due) {
                 return due;
             }
+            uint64_t reopen = due + a->backoff_max_ns;
+            if (a->key_file && now >= reopen) {
+                /* A handshake the TEM refused (this host's key not, or
+                 * not yet, in its allow-list) leaves ZeroMQ's socket dead
+                 * for good: a new one, reading the key file again. */
+                zmq_close(a->s.sock);
+                a->s.sock = NULL;
+                agent_session_open(a);
+                a->s.unreachable_logged = true;
+                return now + MS;
+            }
             if (!a->s.unreachable_logged) {
                 a->s.unreachable_logged = true;
                 char *msg = xasprintf("cannot reach TEM at %s (still "
@@ -1150,7 +1161,7 @@ agent_timers(struct tpm_agent *a, uint64_t now)
                 tpm_log(TPM_LOG_WARN, "agent %s: %s", a->host_id, msg);
                 free(msg);
             }
-            return UINT64_MAX;
+            return a->key_file ? reopen : UINT64_MAX;
         }
         uint64_t due = a->s.hello_ns + a->hello_timeout_ns;
         if (now >= due) {

@@ -106,6 +106,13 @@ EXTRA_DIST += tests/demo-tem.sh tests/tem-trace.py
 TESTS += tests/tem-replay.sh
 EXTRA_DIST += tests/tem-replay.sh tests/tem-wire.py tests/tem-keys.sh
 
+# Attacks on the TEM's control plane with two tpm-replay hosts: rogue
+# peers without a key, with an unknown key, with another host's key;
+# oversized frames and requests (RSS measured); key revocation; two TEMs
+# on one state file; event ids at the end of their range.
+TESTS += tests/tem-security.sh
+EXTRA_DIST += tests/tem-security.sh
+
 # The TEM with two hosts: the patched ovs-vswitchd on the veth-DPDK test
 # bed and a tpm-replay (network-wide alerts checked against what was sent,
 # no alert below the total, drill-down, TEM restart).  It keeps a PMD
