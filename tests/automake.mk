@@ -93,9 +93,9 @@ TESTS += tests/test-proto
 check_PROGRAMS += tests/test-tem
 tests_test_tem_SOURCES = tests/test-tem.c
 tests_test_tem_CFLAGS = $(TEST_CFLAGS) -I$(top_srcdir)/tem $(JSON_C_CFLAGS) \
-	$(PROTOBUF_C_CFLAGS)
+	$(PROTOBUF_C_CFLAGS) $(ZMQ_CFLAGS)
 tests_test_tem_LDADD = tem/libtemcore.la $(TEST_LDADD) $(JSON_C_LIBS) \
-	$(PROTOBUF_C_LIBS)
+	$(PROTOBUF_C_LIBS) $(ZMQ_LIBS)
 tests/test_tem-test-tem.$(OBJEXT): $(PROTO_GEN)
 TESTS += tests/test-tem
 EXTRA_DIST += tests/demo-tem.sh tests/tem-trace.py
