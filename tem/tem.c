@@ -355,6 +355,12 @@ ctl_dos_threshold(struct tem_daemon *d, struct json_object *req)
     return reply_ok(result);
 }
 
+static void
+add_int(struct json_object *o, const char *key, int64_t value)
+{
+    json_object_object_add(o, key, json_object_new_int64(value));
+}
+
 static struct json_object *
 ctl_status(struct tem_daemon *d)
 {
@@ -370,16 +376,11 @@ ctl_status(struct tem_daemon *d)
     json_object_object_add(r, "alert_file", d->opt.alert_file
                            ? json_object_new_string(d->opt.alert_file)
                            : NULL);
-    json_object_object_add(r, "pub_drops",
-                           json_object_new_int64(d->pub_drops));
-    json_object_object_add(r, "ctl_requests",
-                           json_object_new_int64(d->ctl_requests));
-    json_object_object_add(r, "ctl_errors",
-                           json_object_new_int64(d->ctl_errors));
+    add_int(r, "pub_drops", d->pub_drops);
+    add_int(r, "ctl_requests", d->ctl_requests);
+    add_int(r, "ctl_errors", d->ctl_errors);
 
     struct json_object *sec = json_object_new_object();
-#define SEC_INT(NAME, VALUE) \
-    json_object_object_add(sec, NAME, json_object_new_int64(VALUE))
     json_object_object_add(sec, "mode", json_object_new_string(
                                d->opt.insecure ? "insecure-plaintext"
                                                : "curve"));
@@ -388,33 +389,29 @@ ctl_status(struct tem_daemon *d)
                                json_object_new_string(d->pub_key));
         json_object_object_add(sec, "allow_file",
                                json_object_new_string(d->opt.allow_file));
-        SEC_INT("hosts_allowed", d->allow->n_hosts);
-        SEC_INT("clients_allowed", d->allow->n_clients);
+        add_int(sec, "hosts_allowed", d->allow->n_hosts);
+        add_int(sec, "clients_allowed", d->allow->n_clients);
     }
     json_object_object_add(sec, "ctl_curve",
                            json_object_new_boolean(d->ctl_curve));
     json_object_object_add(sec, "pub_curve",
                            json_object_new_boolean(d->pub_curve));
-    SEC_INT("allow_reloads", d->allow_reloads);
-    SEC_INT("allow_reload_errors", d->allow_reload_errors);
-    SEC_INT("zap_allowed", d->zap_allowed);
-    SEC_INT("zap_refused", d->zap_refused);
-    SEC_INT("zap_malformed", d->zap_malformed);
-    SEC_INT("frames_unauthorized", d->frames_unauthorized);
-    SEC_INT("ctl_unauthorized", d->ctl_unauthorized);
-#undef SEC_INT
+    add_int(sec, "allow_reloads", d->allow_reloads);
+    add_int(sec, "allow_reload_errors", d->allow_reload_errors);
+    add_int(sec, "zap_allowed", d->zap_allowed);
+    add_int(sec, "zap_refused", d->zap_refused);
+    add_int(sec, "zap_malformed", d->zap_malformed);
+    add_int(sec, "frames_unauthorized", d->frames_unauthorized);
+    add_int(sec, "ctl_unauthorized", d->ctl_unauthorized);
     static const char *const mon_names[] = { "hosts", "ctl", "pub" };
     for (size_t i = 0; i < ARRAY_SIZE(d->mon); i++) {
         const struct sock_counters *m = &d->mon[i];
         struct json_object *o = json_object_new_object();
-#define MON_INT(NAME) \
-        json_object_object_add(o, #NAME, json_object_new_int64(m->NAME))
-        MON_INT(accepted);
-        MON_INT(closed);
-        MON_INT(failed_auth);
-        MON_INT(failed_protocol);
-        MON_INT(failed_other);
-#undef MON_INT
+        add_int(o, "accepted", m->accepted);
+        add_int(o, "closed", m->closed);
+        add_int(o, "failed_auth", m->failed_auth);
+        add_int(o, "failed_protocol", m->failed_protocol);
+        add_int(o, "failed_other", m->failed_other);
         char *key = xasprintf("%s_connections", mon_names[i]);
         json_object_object_add(sec, key, o);
         free(key);
@@ -422,23 +419,16 @@ ctl_status(struct tem_daemon *d)
     json_object_object_add(r, "security", sec);
 
     struct json_object *lim = json_object_new_object();
-    json_object_object_add(lim, "max_frame_bytes",
-                           json_object_new_int64(d->opt.max_frame));
-    json_object_object_add(lim, "max_request_bytes",
-                           json_object_new_int64(d->opt.max_request));
-    json_object_object_add(lim, "max_definition_bytes",
-                           json_object_new_int64(TEM_MAX_DEFINITION));
-    json_object_object_add(lim, "batch", json_object_new_int64(
-                               d->opt.batch));
+    add_int(lim, "max_frame_bytes", d->opt.max_frame);
+    add_int(lim, "max_request_bytes", d->opt.max_request);
+    add_int(lim, "max_definition_bytes", TEM_MAX_DEFINITION);
+    add_int(lim, "batch", d->opt.batch);
     json_object_object_add(r, "limits", lim);
 
     struct json_object *loop = json_object_new_object();
-    json_object_object_add(loop, "turn_max_ns",
-                           json_object_new_int64(d->turn_max_ns));
-    json_object_object_add(loop, "ctl_max_ns",
-                           json_object_new_int64(d->ctl_max_ns));
-    json_object_object_add(loop, "ctl_last_ns",
-                           json_object_new_int64(d->ctl_last_ns));
+    add_int(loop, "turn_max_ns", d->turn_max_ns);
+    add_int(loop, "ctl_max_ns", d->ctl_max_ns);
+    add_int(loop, "ctl_last_ns", d->ctl_last_ns);
     json_object_object_add(r, "loop", loop);
     return reply_ok(r);
 }

@@ -104,7 +104,8 @@ EXTRA_DIST += tests/demo-tem.sh tests/tem-trace.py
 # exit codes, the wire checked with hand-encoded protobuf, decisions
 # against traces of known volume, persistence.
 TESTS += tests/tem-replay.sh
-EXTRA_DIST += tests/tem-replay.sh tests/tem-wire.py tests/tem-keys.sh
+EXTRA_DIST += tests/tem-replay.sh tests/tem-wire.py tests/tem-keys.sh \
+	tests/tem-lib.sh
 
 # Attacks on the TEM's control plane with two tpm-replay hosts: rogue
 # peers without a key, with an unknown key, with another host's key;

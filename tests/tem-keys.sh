@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-# Sourced by the TEM tests: CURVE keys made with tem-ctl keygen ($CTL).
+# Sourced by the TEM tests and the demo (POSIX sh): CURVE keys made with
+# tem-ctl keygen ($CTL).
 #
 # tem_keys DIR HOST...: the TEM's key pair DIR/tem.key (public key in
 # DIR/tem.key.pub), one key pair DIR/HOST.key per HOST, a control client's
@@ -17,3 +18,4 @@ tem_keys() {
     echo "client ctl $("$CTL" keygen "$dir/client.key" 2>/dev/null)" \
         >>"$dir/allow"
 }
+

@@ -33,42 +33,9 @@
 set -euo pipefail
 
 top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
-top_builddir=${top_builddir:-$top_srcdir/build}
-PY=${PYTHON3:-python3}
-TEM=$top_builddir/tem/trumpet-tem
-CTL=$top_builddir/tem/tem-ctl
-REPLAY=$top_builddir/tpm/tpm-replay
-
-"$PY" -c 'import zmq' 2>/dev/null \
-    || { echo "SKIP: python3-zmq not available to $PY"; exit 77; }
-
-# shellcheck source=tests/tem-keys.sh
-. "$top_srcdir/tests/tem-keys.sh"
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/tem-replay.XXXXXX")
-pids=()
-tem_pid=
-cleanup() {
-    local rc=$? p
-    for p in "${pids[@]}" $tem_pid; do
-        kill "$p" 2>/dev/null || true
-    done
-    for p in "${pids[@]}" $tem_pid; do
-        wait "$p" 2>/dev/null || true
-    done
-    if [ $rc != 0 ] && [ -f "$tmp/tem.log" ]; then
-        echo "--- TEM log:"
-        tail -n 30 "$tmp/tem.log"
-    fi
-    rm -rf "$tmp"
-    exit $rc
-}
-trap cleanup EXIT
-
-fail() {
-    echo "FAIL: $*"
-    exit 1
-}
+# shellcheck source=tests/tem-lib.sh
+. "$top_srcdir/tests/tem-lib.sh"
+tem_test_init tem-replay
 
 ctl() {
     "$CTL" --ctl="ipc://$tmp/ctl" "$@"
@@ -87,23 +54,9 @@ wire() {
 }
 
 start_tem() {
-    "$TEM" "${KEYS[@]}" --listen="ipc://$tmp/tem" --pub="ipc://$tmp/pub" \
-        --ctl="ipc://$tmp/ctl" --state-file="$tmp/events.json" \
-        --alert-file="$tmp/alerts.json" --no-alerts-stdout \
-        --heartbeat=200ms --poll-deadline=1s 2>>"$tmp/tem.log" &
-    tem_pid=$!
-    local i
-    for ((i = 0; i < 100; i++)); do
-        ctl --timeout=100ms status >/dev/null 2>&1 && return 0
-        kill -0 "$tem_pid" 2>/dev/null || fail "the TEM exited at start"
-    done
-    fail "the TEM does not answer tem-ctl"
-}
-
-stop_tem() {
-    kill "$tem_pid"
-    wait "$tem_pid" || fail "the TEM exited with status $? on SIGTERM"
-    tem_pid=
+    tem_start "${KEYS[@]}" --listen="ipc://$tmp/tem" --pub="ipc://$tmp/pub" \
+        --state-file="$tmp/events.json" --alert-file="$tmp/alerts.json" \
+        --no-alerts-stdout --heartbeat=200ms --poll-deadline=1s
 }
 
 # counter NAME: a counter of "tem-ctl status".
@@ -236,7 +189,7 @@ polls=$(( $(counter polls_sent) - polls0 ))
 
 # --- 4. Restart and persistence -----------------------------------------
 ctl --json event-list >"$tmp/before.json"
-stop_tem
+tem_stop
 start_tem
 ctl --json event-list >"$tmp/after.json"
 "$PY" - "$tmp/before.json" "$tmp/after.json" <<'PYEOF' || exit 1
@@ -250,7 +203,7 @@ if a != b or len(a) != 4:
     sys.exit(1)
 print("PASS: restart: the 4 events come back with their ids")
 PYEOF
-stop_tem
+tem_stop
 echo '{"format":1,"next_id":2,"events":[{"id":1,"name":"x","definition":"filter=udp predicate=sum(volume) >"}]}' \
     >"$tmp/events.json"
 rc=0

@@ -30,42 +30,9 @@
 set -euo pipefail
 
 top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
-top_builddir=${top_builddir:-$top_srcdir/build}
-PY=${PYTHON3:-python3}
-TEM=$top_builddir/tem/trumpet-tem
-CTL=$top_builddir/tem/tem-ctl
-REPLAY=$top_builddir/tpm/tpm-replay
-
-"$PY" -c 'import zmq' 2>/dev/null \
-    || { echo "SKIP: python3-zmq not available to $PY"; exit 77; }
-
-# shellcheck source=tests/tem-keys.sh
-. "$top_srcdir/tests/tem-keys.sh"
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/tem-security.XXXXXX")
-pids=()
-tem_pid=
-cleanup() {
-    local rc=$? p
-    for p in "${pids[@]}" $tem_pid; do
-        kill "$p" 2>/dev/null || true
-    done
-    for p in "${pids[@]}" $tem_pid; do
-        wait "$p" 2>/dev/null || true
-    done
-    if [ $rc != 0 ] && [ -f "$tmp/tem.log" ]; then
-        echo "--- TEM log:"
-        tail -n 40 "$tmp/tem.log"
-    fi
-    rm -rf "$tmp"
-    exit $rc
-}
-trap cleanup EXIT
-
-fail() {
-    echo "FAIL: $*"
-    exit 1
-}
+# shellcheck source=tests/tem-lib.sh
+. "$top_srcdir/tests/tem-lib.sh"
+tem_test_init tem-security
 
 K=$tmp/keys
 tem_keys "$K" h1 h2
@@ -107,15 +74,15 @@ wait_for() {
     fail "$3: '$out', expected '$2'"
 }
 
-"$TEM" "${KEYS[@]}" --listen=tcp://127.0.0.1:0 --pub=tcp://127.0.0.1:0 \
-    --ctl="ipc://$tmp/ctl" --state-file="$tmp/events.json" \
-    --alert-file="$tmp/alerts.json" --no-alerts-stdout \
-    --heartbeat=200ms 2>>"$tmp/tem.log" &
-tem_pid=$!
-for ((i = 0; i < 100; i++)); do
-    ctl --timeout=100ms status >/dev/null 2>&1 && break
-    kill -0 "$tem_pid" 2>/dev/null || fail "the TEM exited at start"
-done
+# start_tem: a TEM on the state file $tmp/events.json, kernel-chosen
+# loopback ports.
+start_tem() {
+    tem_start "${KEYS[@]}" --listen=tcp://127.0.0.1:0 \
+        --pub=tcp://127.0.0.1:0 --state-file="$tmp/events.json" \
+        --alert-file="$tmp/alerts.json" --no-alerts-stdout --heartbeat=200ms
+}
+
+start_tem
 listen=$(status 's["endpoints"]["listen"]')
 ctl event-add net_sum filter=udp,nw_dst=10.99.0.2 interval=100ms \
     group=nw_dst 'predicate=sum(volume) > 120KB' across=sum >/dev/null
@@ -254,9 +221,7 @@ grep -q "socket ipc://$tmp/ctl is in use" "$tmp/third.err" \
     || fail "the first TEM was disturbed"
 echo "PASS: a second TEM refuses: $(cat "$tmp/second.err")"
 
-kill "$tem_pid"
-wait "$tem_pid" || fail "the TEM exited with status $? on SIGTERM"
-tem_pid=
+tem_stop
 "$PY" - "$tmp/events.json" <<'PYEOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -264,30 +229,14 @@ d["events"][0]["id"] = 4294967295
 json.dump(d, open(sys.argv[1], "w"))
 open(sys.argv[1] + ".tmp.999999", "w").write("{half")
 PYEOF
-"$TEM" "${KEYS[@]}" --listen=tcp://127.0.0.1:0 --pub=tcp://127.0.0.1:0 \
-    --ctl="ipc://$tmp/ctl" --state-file="$tmp/events.json" \
-    --no-alerts-stdout 2>>"$tmp/tem.log" &
-tem_pid=$!
-for ((i = 0; i < 100; i++)); do
-    ctl --timeout=100ms status >/dev/null 2>&1 && break
-    kill -0 "$tem_pid" 2>/dev/null || fail "the TEM exited at start"
-done
+start_tem
 [ ! -e "$tmp/events.json.tmp.999999" ] || fail "stale temporary file kept"
 rc=0
 ctl event-add e2 filter=udp 'predicate=sum(volume) > 1' >/dev/null \
     2>"$tmp/add.err" || rc=$?
 [ $rc = 1 ] && grep -q "no event id left" "$tmp/add.err" \
     || fail "event-add past id 4294967295: rc $rc: $(cat "$tmp/add.err")"
-kill "$tem_pid"
-wait "$tem_pid" || fail "the TEM exited with status $? on SIGTERM"
-tem_pid=
-"$TEM" "${KEYS[@]}" --listen=tcp://127.0.0.1:0 --pub=tcp://127.0.0.1:0 \
-    --ctl="ipc://$tmp/ctl" --state-file="$tmp/events.json" \
-    --no-alerts-stdout 2>>"$tmp/tem.log" &
-tem_pid=$!
-for ((i = 0; i < 100; i++)); do
-    ctl --timeout=100ms status >/dev/null 2>&1 && break
-    kill -0 "$tem_pid" 2>/dev/null || fail "the TEM refuses its own state file"
-done
+tem_stop
+start_tem       # On its own state file, with id 4294967295.
 echo "PASS: stale temporary file removed; event-add past id 4294967295" \
      "refused ($(cat "$tmp/add.err")); the TEM restarts on its state file"

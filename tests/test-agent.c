@@ -1132,6 +1132,28 @@ START_TEST(test_unreachable)
 }
 END_TEST
 
+/* A new key pair DIR/NAME.key (and .pub) with its public key in 'pub';
+ * returns the path of the pair (caller frees). */
+static char *
+make_keys(const char *dir, const char *name, char pub[TPM_CURVE_KEY_LEN + 1])
+{
+    char *file = xasprintf("%s/%s.key", dir, name);
+    char *error = tpm_curve_keygen(file, false, pub);
+    ck_assert_msg(!error, "%s", error);
+    return file;
+}
+
+/* Removes key pair 'file', its .pub and frees 'file'. */
+static void
+remove_keys(char *file)
+{
+    char *pub_file = xasprintf("%s.pub", file);
+    unlink(pub_file);
+    unlink(file);
+    free(pub_file);
+    free(file);
+}
+
 /* Keys are required unless plaintext is asked for, and checked at
  * creation: missing, a public file for the key pair, a secret key open to
  * others, a bad TEM key. */
@@ -1139,12 +1161,10 @@ START_TEST(test_keys_required)
 {
     char dir[] = "/tmp/test-agent-XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(dir));
-    char *file = xasprintf("%s/h.key", dir);
-    char *pub_file = xasprintf("%s/h.key.pub", dir);
     char pub[TPM_CURVE_KEY_LEN + 1], tem_pub[TPM_CURVE_KEY_LEN + 1];
+    char *file = make_keys(dir, "h", pub);
+    char *pub_file = xasprintf("%s.pub", file);
     char *error = tpm_curve_keygen(file, false, pub);
-    ck_assert_msg(!error, "%s", error);
-    error = tpm_curve_keygen(file, false, pub);
     ck_assert_msg(error && strstr(error, "exists already"), "%s", error);
     free(error);
     strcpy(tem_pub, pub);
@@ -1189,11 +1209,9 @@ START_TEST(test_keys_required)
             tpm_agent_destroy(a);
         }
     }
-    unlink(file);
-    unlink(pub_file);
-    rmdir(dir);
-    free(file);
+    remove_keys(file);
     free(pub_file);
+    rmdir(dir);
 }
 END_TEST
 
@@ -1203,15 +1221,11 @@ START_TEST(test_curve)
 {
     char dir[] = "/tmp/test-agent-XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(dir));
-    char *host_file = xasprintf("%s/h.key", dir);
-    char *tem_file = xasprintf("%s/t.key", dir);
     char host_pub[TPM_CURVE_KEY_LEN + 1], tem_pub[TPM_CURVE_KEY_LEN + 1];
     char tem_sec[TPM_CURVE_KEY_LEN + 1];
-    char *error = tpm_curve_keygen(host_file, false, host_pub);
-    ck_assert_msg(!error, "%s", error);
-    error = tpm_curve_keygen(tem_file, false, tem_pub);
-    ck_assert_msg(!error, "%s", error);
-    error = tpm_curve_read_file(tem_file, tem_pub, tem_sec);
+    char *host_file = make_keys(dir, "h", host_pub);
+    char *tem_file = make_keys(dir, "t", tem_pub);
+    char *error = tpm_curve_read_file(tem_file, tem_pub, tem_sec);
     ck_assert_msg(!error, "%s", error);
 
     for (int right = 0; right < 2; right++) {
@@ -1253,17 +1267,9 @@ START_TEST(test_curve)
         tpm_agent_destroy(a);
         tem_destroy(&t);
     }
-    char *pub_file = xasprintf("%s.pub", host_file);
-    unlink(pub_file);
-    free(pub_file);
-    pub_file = xasprintf("%s.pub", tem_file);
-    unlink(pub_file);
-    free(pub_file);
-    unlink(host_file);
-    unlink(tem_file);
+    remove_keys(host_file);
+    remove_keys(tem_file);
     rmdir(dir);
-    free(host_file);
-    free(tem_file);
 }
 END_TEST
 
