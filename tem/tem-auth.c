@@ -33,50 +33,45 @@ tem_allow_free(struct tem_allow *allow)
     }
 }
 
-/* Splits 'line' into at most 'max' blank-separated words. */
+/* Splits 'line' into its first (at most 'max') blank-separated words. */
 static size_t
 split_words(char *line, char **words, size_t max)
 {
     size_t n = 0;
-    for (char *save = NULL, *w = strtok_r(line, " \t\r", &save); w;
-         w = strtok_r(NULL, " \t\r", &save)) {
-        if (n == max) {
-            return max + 1;
-        }
+    for (char *save = NULL, *w = strtok_r(line, " \t\r", &save);
+         w && n < max; w = strtok_r(NULL, " \t\r", &save)) {
         words[n++] = w;
     }
     return n;
 }
 
-/* Parses one line (its words in 'w'); returns NULL or an error. */
+/* Parses one line (its words in 'w', the first not a comment); returns
+ * NULL or an error.  Words after the fields must be a comment: a word
+ * starting with '#' and the rest of the line (a key may hold '#', so
+ * only the words after the fields can start one). */
 static char *
 parse_line(char **w, size_t n, struct tem_allow_entry *e)
 {
-    const char *name, *key;
+    bool client = n >= 3 && !strcmp(w[0], "client")
+                  && tpm_curve_key_valid(w[2]);
+    size_t fields = client ? 3 : 2;
+    const char *name = client ? w[1] : w[0];
+    const char *key = n >= fields ? w[fields - 1] : NULL;
 
-    if (n == 2) {
-        e->kind = TEM_ALLOW_HOST;
-        name = w[0];
-        key = w[1];
-        if (!tproto_id_valid(name)) {
-            return xasprintf("host id is not 1 to %d characters from "
-                             "[A-Za-z0-9_.:-]", TPROTO_MAX_ID);
-        }
-    } else if (n == 3 && !strcmp(w[0], "client")) {
-        e->kind = TEM_ALLOW_CLIENT;
-        name = w[1];
-        key = w[2];
-        if (!tproto_id_valid(name)) {
-            return xasprintf("client name is not 1 to %d characters from "
-                             "[A-Za-z0-9_.:-]", TPROTO_MAX_ID);
-        }
-    } else {
+    if (!key || (n > fields && w[fields][0] != '#')) {
         return xstrdup("expected \"HOST-ID KEY\" or \"client NAME KEY\"");
+    }
+    if (!tproto_id_valid(name)) {
+        return xasprintf("%s is not 1 to %d characters from "
+                         "[A-Za-z0-9_.:-]", client ? "client name"
+                                                   : "host id",
+                         TPROTO_MAX_ID);
     }
     if (!tpm_curve_key_valid(key)) {
         return xasprintf("the key is not %d Z85 characters",
                          TPM_CURVE_KEY_LEN);
     }
+    e->kind = client ? TEM_ALLOW_CLIENT : TEM_ALLOW_HOST;
     memcpy(e->key, key, TPM_CURVE_KEY_LEN + 1);
     e->name = xstrdup(name);
     return NULL;
@@ -99,15 +94,9 @@ tem_allow_parse(const char *text, size_t len, const char *origin,
         pos = end + 1;
         lineno++;
 
-        char *hash = strchr(line, '#');
-        if (hash && (hash == line || strchr(" \t", hash[-1]))) {
-            /* A comment: at the start, or after a blank (Z85 keys may
-             * hold '#'). */
-            *hash = '\0';
-        }
         char *w[4];
-        size_t n = split_words(line, w, 3);
-        if (n) {
+        size_t n = split_words(line, w, 4);
+        if (n && w[0][0] != '#') {
             struct tem_allow_entry e;
             memset(&e, 0, sizeof e);
             char *why = parse_line(w, n, &e);

@@ -13,7 +13,9 @@
  *     # control clients (tem-ctl over TCP): "client" NAME KEY
  *     client alice  Yne@$w-vo<fVvi]a<NY6T1ed:M$fCG*[IaLV{hID
  *
- * A host key opens the hosts' socket only, and only for the host id it
+ * A '#' starts a comment at the start of a line or as a word after the
+ * fields ('#' is a Z85 character: it never starts a comment inside
+ * them).  A host key opens the hosts' socket only, and only for the host id it
  * is bound to (the TEM refuses a Hello for another id); a client key
  * opens the control socket and the alerts socket.  A key appears once; a
  * host may have several keys (to rotate: add the new one, reload, move

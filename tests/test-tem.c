@@ -1566,6 +1566,16 @@ START_TEST(test_allow_list)
     tem_allow_free(allow);
     free(text);
 
+    /* A key may hold '#': only a word after the fields is a comment. */
+    const char *hash_key = "0#00000000000000000000000000000000000000";
+    text = xasprintf("h1 %s #c #d\nclient a %s # x\n", hash_key, h1);
+    error = tem_allow_parse(text, strlen(text), "list", &allow);
+    ck_assert_msg(!error, "%s", error);
+    ck_assert_str_eq(tem_allow_find(allow, hash_key)->name, "h1");
+    ck_assert_str_eq(tem_allow_find(allow, h1)->name, "a");
+    tem_allow_free(allow);
+    free(text);
+
     static const struct {
         const char *line;
         const char *error;
