@@ -177,8 +177,10 @@ request(struct json_object *req)
     }
     item.events = ZMQ_POLLIN;
     if (zmq_poll(&item, 1, ms) <= 0) {
-        die(EXIT_UNREACHABLE, "TEM at %s did not answer within the timeout",
-            ctl_ep);
+        die(EXIT_UNREACHABLE, "TEM at %s did not answer within the timeout%s",
+            ctl_ep, server_key_arg && strncmp(ctl_ep, "ipc://", 6)
+                    ? " (or it refused this client's key, or its public key "
+                      "is not --server-key)" : "");
     }
 
     zmq_msg_t msg;
