@@ -43,6 +43,7 @@
 #include <zmq.h>
 
 #include "clock.h"
+#include "curve.h"
 #include "tpm-log.h"
 #include "util.h"
 
@@ -118,6 +119,8 @@ struct tpm_agent {
     uint64_t backoff_min_ns, backoff_max_ns;
     uint64_t batch_ns;
     uint64_t hello_timeout_ns;
+    char tem_key[TPM_CURVE_KEY_LEN + 1];    /* "": insecure plaintext. */
+    char *key_file;
 
     void *zctx;
     pthread_t thread;
@@ -268,11 +271,47 @@ tpm_agent_parse_endpoint(const char *endpoint, char **zmq_endpointp)
                      "ipc://PATH)", endpoint);
 }
 
+/* Reads the keys of 'c' into 'tem_key' and 'pub'/'sec'.  Returns NULL
+ * or an error. */
+static char *
+agent_read_keys(const char *tem_public_key, const char *key_file,
+                char tem_key[TPM_CURVE_KEY_LEN + 1],
+                char pub[TPM_CURVE_KEY_LEN + 1],
+                char sec[TPM_CURVE_KEY_LEN + 1])
+{
+    if (!tem_public_key || !key_file) {
+        return xstrdup("no CURVE keys: the TEM's public key and this "
+                       "host's key file are needed (or, insecure, "
+                       "plaintext asked for explicitly)");
+    }
+    if (!tpm_curve_available()) {
+        return xstrdup("this libzmq has no CURVE support (it needs "
+                       "libsodium)");
+    }
+    char *error = tpm_curve_public_arg(tem_public_key, tem_key);
+    if (error) {
+        char *e = xasprintf("the TEM's public key: %s", error);
+        free(error);
+        return e;
+    }
+    return tpm_curve_read_file(key_file, pub, sec);
+}
+
 /* Checks the parts of 'c' that agent.h constrains.  Returns NULL or an
  * error message. */
 static char *
 agent_config_check(const struct tpm_agent_config *c)
 {
+    if (!c->insecure_plaintext) {
+        char tem[TPM_CURVE_KEY_LEN + 1], pub[TPM_CURVE_KEY_LEN + 1];
+        char sec[TPM_CURVE_KEY_LEN + 1];
+        char *error = agent_read_keys(c->tem_public_key, c->key_file, tem,
+                                      pub, sec);
+        memset(sec, 0, sizeof sec);
+        if (error) {
+            return error;
+        }
+    }
     if (!c->host_id || !agent_host_id_valid(c->host_id)) {
         return xasprintf("host id '%s' is not 1 to %d characters from "
                          "[A-Za-z0-9_.:-]", c->host_id ? c->host_id : "",
@@ -771,6 +810,23 @@ agent_session_open(struct tpm_agent *a)
     int ivl = a->backoff_min_ns / MS;
     int ivl_max = a->backoff_max_ns / MS;
     int64_t max_size = TPROTO_MAX_FRAME;
+    if (a->key_file) {
+        /* Read again for every connection: a rotated key takes effect. */
+        char tem[TPM_CURVE_KEY_LEN + 1], pub[TPM_CURVE_KEY_LEN + 1];
+        char sec[TPM_CURVE_KEY_LEN + 1];
+        char *error = agent_read_keys(a->tem_key, a->key_file, tem, pub,
+                                      sec);
+        if (!error) {
+            error = tpm_curve_setup(sock, a->tem_key, pub, sec, NULL);
+        }
+        memset(sec, 0, sizeof sec);
+        if (error) {
+            zmq_close(sock);
+            agent_session_end(a, TPM_AGENT_BACKOFF, "%s", error);
+            free(error);
+            return;
+        }
+    }
     if (zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger)
         || zmq_setsockopt(sock, ZMQ_SNDHWM, &hwm, sizeof hwm)
         || zmq_setsockopt(sock, ZMQ_RCVHWM, &hwm, sizeof hwm)
@@ -1079,17 +1135,33 @@ agent_timers(struct tpm_agent *a, uint64_t now)
             if (now < due) {
                 return due;
             }
+            uint64_t reopen = due + a->backoff_max_ns;
+            if (a->key_file && now >= reopen) {
+                /* A handshake the TEM refused (this host's key not, or
+                 * not yet, in its allow-list) leaves ZeroMQ's socket dead
+                 * for good: a new one, reading the key file again. */
+                zmq_close(a->s.sock);
+                a->s.sock = NULL;
+                agent_session_open(a);
+                a->s.unreachable_logged = true;
+                return now + MS;
+            }
             if (!a->s.unreachable_logged) {
                 a->s.unreachable_logged = true;
                 char *msg = xasprintf("cannot reach TEM at %s (still "
-                                      "trying)", a->endpoint);
+                                      "trying)%s", a->endpoint,
+                                      a->key_file
+                                      ? ": down, or it refuses this "
+                                        "host's key (its allow-list), or "
+                                        "its public key is not the one "
+                                        "given" : "");
                 pthread_mutex_lock(&a->mutex);
                 agent_set_error__(a, msg);
                 pthread_mutex_unlock(&a->mutex);
                 tpm_log(TPM_LOG_WARN, "agent %s: %s", a->host_id, msg);
                 free(msg);
             }
-            return UINT64_MAX;
+            return a->key_file ? reopen : UINT64_MAX;
         }
         uint64_t due = a->s.hello_ns + a->hello_timeout_ns;
         if (now >= due) {
@@ -1265,6 +1337,11 @@ tpm_agent_create(const struct tpm_agent_config *c, char **errp)
     a->backoff_max_ns = c->backoff_max_ns;
     a->batch_ns = c->batch_ns;
     a->hello_timeout_ns = c->hello_timeout_ns;
+    if (!c->insecure_plaintext) {
+        /* Checked by agent_config_check(). */
+        free(tpm_curve_public_arg(c->tem_public_key, a->tem_key));
+        a->key_file = xstrdup(c->key_file);
+    }
     a->cmds = xcalloc(a->queue_size, sizeof *a->cmds);
     a->out = xcalloc(a->queue_size, sizeof *a->out);
     tproto_batch_init(&a->batch);
@@ -1312,8 +1389,15 @@ tpm_agent_create(const struct tpm_agent_config *c, char **errp)
                           strerror(rc));
         goto error;
     }
-    tpm_log(TPM_LOG_INFO, "agent %s: started, TEM at %s", a->host_id,
-            a->endpoint);
+    if (a->key_file) {
+        tpm_log(TPM_LOG_INFO, "agent %s: started, TEM at %s (CURVE, TEM "
+                "key %s, host key file %s)", a->host_id, a->endpoint,
+                a->tem_key, a->key_file);
+    } else {
+        tpm_log(TPM_LOG_WARN, "agent %s: started, TEM at %s: INSECURE "
+                "plaintext, no keys: anyone can claim this host's id",
+                a->host_id, a->endpoint);
+    }
     return a;
 
 error:
@@ -1360,6 +1444,7 @@ tpm_agent_destroy(struct tpm_agent *a)
         close(a->wake_fd);
     }
     free(a->endpoint);
+    free(a->key_file);
     free(a->host_id);
     free(a->prefixes);
     free(a->pmd_ids);

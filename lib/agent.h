@@ -53,6 +53,18 @@ struct tpm_agent_config {
                                  * queue) goes at once. */
     uint64_t hello_timeout_ns;  /* No Welcome or Refuse this long after
                                  * Hello was sent: start over (3 s). */
+
+    /* CURVE (lib/curve.h, docs/operations.md "Keys"): the TEM's public
+     * key, pinned (40 Z85 characters, or a key file holding it), and this
+     * host's key pair file (tem-ctl keygen), whose public key the TEM's
+     * allow-list binds to 'host_id'.  The key file is read again for
+     * every new connection, so that a rotated key takes effect at the
+     * next reconnection.  Both are required unless 'insecure_plaintext'
+     * (no authentication, no encryption: anyone can claim this host's id;
+     * logged as a warning). */
+    const char *tem_public_key;
+    const char *key_file;
+    bool insecure_plaintext;
 };
 
 /* Fills in the defaults noted above ('endpoint', 'host_id' NULL). */
@@ -66,9 +78,9 @@ char *tpm_agent_parse_endpoint(const char *endpoint, char **zmq_endpointp)
     __attribute__((warn_unused_result));
 
 /* Starts the agent thread.  Returns NULL and an error in '*errp' (caller
- * frees) for a bad endpoint, host id, knob out of range, or a Hello the
- * TEM would reject (tproto_validate(): e.g. epoch_ns 0, a prefix with
- * host bits set, duplicate monitor ids). */
+ * frees) for a bad endpoint, host id, knob out of range, missing or
+ * unreadable keys, or a Hello the TEM would reject (tproto_validate():
+ * e.g. epoch_ns 0, a prefix with host bits set, duplicate monitor ids). */
 struct tpm_agent *tpm_agent_create(const struct tpm_agent_config *,
                                    char **errp);
 

@@ -412,6 +412,12 @@ str_check__(const char *s, size_t min, size_t max, enum str_class class)
     return i < min ? STR_EMPTY : STR_OK;
 }
 
+bool
+tproto_id_valid(const char *id)
+{
+    return str_check__(id, 1, TPROTO_MAX_ID, STR_ID) == STR_OK;
+}
+
 enum key_error {
     KEY_OK,
     KEY_MISSING,

@@ -58,6 +58,10 @@
 #define TPROTO_MAX_ID 63
 #define TPROTO_MAX_DEFINITION 4096
 #define TPROTO_MAX_REASON 1024
+
+/* True if 'id' is a valid host or TEM id: 1 to TPROTO_MAX_ID characters
+ * from [A-Za-z0-9_.:-]. */
+bool tproto_id_valid(const char *id);
 #define TPROTO_MAX_PREFIXES 1024
 #define TPROTO_MAX_PMDS 1024
 

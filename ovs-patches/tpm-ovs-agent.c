@@ -46,6 +46,9 @@ struct agent_cfg {
     uint32_t queue_size;
     uint64_t backoff_max_ns;
     uint64_t epoch_ns;
+    char *tem_key;              /* tpm-controller-key. */
+    char *key_file;             /* tpm-host-key-file. */
+    uint32_t insecure;          /* tpm-controller-insecure. */
 };
 static struct agent_cfg agent_cfg;
 static struct tpm_agent *agent;
@@ -485,6 +488,8 @@ agent_cfg_destroy(struct agent_cfg *c)
     free(c->endpoint);
     free(c->host_id);
     free(c->prefixes);
+    free(c->tem_key);
+    free(c->key_file);
     memset(c, 0, sizeof *c);
 }
 
@@ -496,7 +501,10 @@ agent_cfg_equal(const struct agent_cfg *a, const struct agent_cfg *b)
            && nullable_string_is_equal(a->prefixes, b->prefixes)
            && a->queue_size == b->queue_size
            && a->backoff_max_ns == b->backoff_max_ns
-           && a->epoch_ns == b->epoch_ns;
+           && a->epoch_ns == b->epoch_ns
+           && nullable_string_is_equal(a->tem_key, b->tem_key)
+           && nullable_string_is_equal(a->key_file, b->key_file)
+           && a->insecure == b->insecure;
 }
 
 static int
@@ -572,6 +580,9 @@ agent_start(const struct agent_cfg *c, struct tpm_pmd **parts, size_t n)
     ac.software = "ovs-vswitchd " VERSION;
     ac.queue_size = c->queue_size;
     ac.backoff_max_ns = c->backoff_max_ns;
+    ac.tem_public_key = c->tem_key;
+    ac.key_file = c->key_file;
+    ac.insecure_plaintext = c->insecure;
     agent = tpm_agent_create(&ac, &error);
     free(prefixes);
     if (!agent) {
@@ -697,6 +708,11 @@ tpm_ovs_agent_set_config(const struct smap *cfg)
         }
         c.prefixes = xstrdup(prefixes);
     }
+
+    /* CURVE keys (docs/operations.md, "Keys"); checked by the agent. */
+    c.tem_key = nullable_xstrdup(smap_get(cfg, "tpm-controller-key"));
+    c.key_file = nullable_xstrdup(smap_get(cfg, "tpm-host-key-file"));
+    ok &= tpm_ovs_knob_bool(cfg, "tpm-controller-insecure", &c.insecure);
 
     ok &= tpm_ovs_knob_uint(cfg, "tpm-agent-queue", 16, 1u << 20,
                             &c.queue_size);

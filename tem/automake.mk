@@ -7,9 +7,10 @@
 noinst_LTLIBRARIES += tem/libtemcore.la
 tem_libtemcore_la_SOURCES = \
 	tem/tem-core.c tem/tem-core.h \
-	tem/tem-state.c tem/tem-state.h
+	tem/tem-state.c tem/tem-state.h \
+	tem/tem-auth.c tem/tem-auth.h
 tem_libtemcore_la_CFLAGS = $(AM_CFLAGS) $(JSON_C_CFLAGS) \
-	$(PROTOBUF_C_CFLAGS)
+	$(PROTOBUF_C_CFLAGS) $(ZMQ_CFLAGS)
 tem_libtemcore_la_LIBADD = tpm/libtpmjson.la lib/libtproto.la \
 	tpm/libtpm.la lib/libtpmcommon.la $(JSON_C_LIBS) -lm
 
@@ -24,8 +25,10 @@ tem_trumpet_tem_LDADD = tem/libtemcore.la $(ZMQ_LIBS) $(JSON_C_LIBS)
 
 tem_tem_ctl_SOURCES = tem/tem-ctl.c
 tem_tem_ctl_CFLAGS = $(AM_CFLAGS) $(JSON_C_CFLAGS) $(ZMQ_CFLAGS)
-tem_tem_ctl_LDADD = lib/libtpmcommon.la $(ZMQ_LIBS) $(JSON_C_LIBS)
+tem_tem_ctl_LDADD = lib/libtproto.la lib/libtpmcommon.la $(ZMQ_LIBS) \
+	$(JSON_C_LIBS)
 tem/libtemcore_la-tem-core.lo tem/libtemcore_la-tem-state.lo \
+tem/libtemcore_la-tem-auth.lo \
 tem/trumpet_tem-tem.$(OBJEXT): $(PROTO_GEN)
 
 # tem-bench: throughput and latency of a running TEM with simulated hosts

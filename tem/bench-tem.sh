@@ -136,8 +136,10 @@ echo "bench-tem: $(nproc) CPUs, spinners: $spin, $(git -C "$top" log -1 --format
 start_tem() {
     ctl="ipc://$tmp/ctl"
     rm -f "$tmp/events.json"
-    $tem_cpu "$bin/trumpet-tem" --listen='tcp://127.0.0.1:*' \
-        --pub='tcp://127.0.0.1:*' --ctl="$ctl" \
+    # Plaintext: tem-bench's simulated hosts have no keys (the benchmark
+    # measures the TEM's logic, not CURVE).
+    $tem_cpu "$bin/trumpet-tem" --insecure-plaintext \
+        --listen='tcp://127.0.0.1:*' --pub='tcp://127.0.0.1:*' --ctl="$ctl" \
         --state-file="$tmp/events.json" --no-alerts-stdout \
         2>>"$tmp/tem.log" &
     tem_pid=$!

@@ -83,6 +83,7 @@
 #include <zmq.h>
 
 #include "clock.h"
+#include "curve.h"
 #include "event.h"
 #include "packet.h"
 #include "tproto.h"
@@ -437,6 +438,7 @@ host_open(struct bench *b, struct host *h, uint32_t idx)
         || zmq_setsockopt(h->sock, ZMQ_SNDHWM, &hwm, sizeof hwm)
         || zmq_setsockopt(h->sock, ZMQ_RCVHWM, &hwm, sizeof hwm)
         || zmq_setsockopt(h->sock, ZMQ_SNDTIMEO, &sndtimeo, sizeof sndtimeo)
+        || tpm_zmq_max_msg(h->sock, TPROTO_MAX_FRAME)
         || zmq_connect(h->sock, b->listen_ep)) {
         die("host %s: cannot connect to %s: %s", h->id, b->listen_ep,
             zmq_strerror(errno));
@@ -810,6 +812,7 @@ setup(struct bench *b)
 
     b->sub = zmq_socket(b->zctx, ZMQ_SUB);
     zmq_setsockopt(b->sub, ZMQ_LINGER, &zero, sizeof zero);
+    tpm_zmq_max_msg(b->sub, TPROTO_MAX_FRAME);
     zmq_setsockopt(b->sub, ZMQ_RCVHWM, &zero, sizeof zero);
     zmq_setsockopt(b->sub, ZMQ_SUBSCRIBE, "", 0);
     if (zmq_connect(b->sub, b->pub_ep)) {
@@ -1337,6 +1340,7 @@ rtt(const struct options *o)
     e.zctx = zmq_ctx_new();
     e.router = zmq_socket(e.zctx, ZMQ_ROUTER);
     zmq_setsockopt(e.router, ZMQ_LINGER, &zero, sizeof zero);
+    tpm_zmq_max_msg(e.router, TPROTO_MAX_FRAME);
     if (zmq_bind(e.router, "tcp://127.0.0.1:*")
         || zmq_getsockopt(e.router, ZMQ_LAST_ENDPOINT, e.ep, &len)) {
         die("rtt: cannot bind a ROUTER on loopback: %s",
@@ -1347,6 +1351,7 @@ rtt(const struct options *o)
     void *ctx = zmq_ctx_new();
     void *dealer = zmq_socket(ctx, ZMQ_DEALER);
     zmq_setsockopt(dealer, ZMQ_LINGER, &zero, sizeof zero);
+    tpm_zmq_max_msg(dealer, TPROTO_MAX_FRAME);
     if (zmq_connect(dealer, e.ep)) {
         die("rtt: cannot connect to %s: %s", e.ep, zmq_strerror(errno));
     }
@@ -1616,6 +1621,7 @@ main(int argc, char *argv[])
     b.zctx = zmq_ctx_new();
     b.ctl = zmq_socket(b.zctx, ZMQ_REQ);
     zmq_setsockopt(b.ctl, ZMQ_LINGER, &zero, sizeof zero);
+    tpm_zmq_max_msg(b.ctl, 64 << 20);
     if (zmq_connect(b.ctl, b.opt.ctl)) {
         die("cannot connect to the control socket %s: %s", b.opt.ctl,
             zmq_strerror(errno));

@@ -290,7 +290,7 @@ struct tem_core {
     size_t n_events;
     struct tem_event **by_id;
     size_t id_mask;
-    uint32_t next_id;
+    uint64_t next_id;           /* Up to TEM_MAX_EVENT_ID + 1. */
     uint64_t events_version;
     uint64_t next_cookie;
 
@@ -322,7 +322,8 @@ struct tem_core {
     uint64_t next_hk_ns;        /* Housekeeping. */
     struct tproto_batch tmp;    /* For peers without a session. */
     struct tem_stats stats;
-    struct tem_rl rl_session, rl_install, rl_drill, rl_misc;
+    struct tem_rl rl_session, rl_install, rl_drill, rl_misc, rl_input;
+    struct tem_rl rl_security;
 };
 
 static uint64_t
@@ -335,9 +336,13 @@ static void tem_log_rl(struct tem_core *, struct tem_rl *,
                        enum tpm_log_level, const char *format, ...)
     __attribute__((format(printf, 4, 5)));
 
+static void tem_log_rlv(struct tem_core *, struct tem_rl *,
+                        enum tpm_log_level, const char *format, va_list)
+    __attribute__((format(printf, 4, 0)));
+
 static void
-tem_log_rl(struct tem_core *core, struct tem_rl *rl, enum tpm_log_level level,
-           const char *format, ...)
+tem_log_rlv(struct tem_core *core, struct tem_rl *rl,
+            enum tpm_log_level level, const char *format, va_list args)
 {
     uint64_t window = now__(core) / NS_PER_S;
     if (window != rl->window) {
@@ -350,10 +355,7 @@ tem_log_rl(struct tem_core *core, struct tem_rl *rl, enum tpm_log_level level,
     }
     rl->n++;
 
-    va_list args;
-    va_start(args, format);
     char *msg = xvasprintf(format, args);
-    va_end(args);
     if (rl->suppressed) {
         tpm_log(level, "%s (%"PRIu64" similar messages suppressed)", msg,
                 rl->suppressed);
@@ -362,6 +364,26 @@ tem_log_rl(struct tem_core *core, struct tem_rl *rl, enum tpm_log_level level,
         tpm_log(level, "%s", msg);
     }
     free(msg);
+}
+
+static void
+tem_log_rl(struct tem_core *core, struct tem_rl *rl, enum tpm_log_level level,
+           const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    tem_log_rlv(core, rl, level, format, args);
+    va_end(args);
+}
+
+void
+tem_core_log_security(struct tem_core *core, enum tpm_log_level level,
+                      const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    tem_log_rlv(core, &core->rl_security, level, format, args);
+    va_end(args);
 }
 
 void
@@ -1846,6 +1868,19 @@ tem_core_bye_all(struct tem_core *core, const char *reason)
     reconcile_all(core, now__(core));
 }
 
+void
+tem_core_peer_revoke(struct tem_core *core, const void *peer,
+                     size_t peer_len, const char *reason)
+{
+    struct tem_host *h = host_by_peer(core, peer, peer_len);
+
+    if (host_connected(h)) {
+        core->stats.revoked++;
+        send_bye(core, h->peer, h->peer_len, reason);
+        host_gone(core, h, reason);
+    }
+}
+
 /* Returns a slot for a new host: a never used one, else the one gone the
  * longest ago; NULL if every host is connected. */
 static struct tem_host *
@@ -1887,13 +1922,22 @@ host_alloc(struct tem_core *core)
 
 static void
 handle_hello(struct tem_core *core, const void *peer, size_t peer_len,
-             struct tem_host *cur, const Trumpet__Hello *hello)
+             const char *auth_id, struct tem_host *cur,
+             const Trumpet__Hello *hello)
 {
     uint32_t version = tproto_version_choose(hello->version_min,
                                              hello->version_max);
     char reason[256];
 
     core->stats.hellos++;
+    if (auth_id && strcmp(auth_id, hello->host_id)) {
+        /* Checked first: a host never disturbs another's session. */
+        core->stats.auth_mismatch++;
+        snprintf(reason, sizeof reason, "host id '%s' is not the one "
+                 "bound to this connection's key ('%s', the TEM's "
+                 "allow-list)", hello->host_id, auth_id);
+        goto refuse;
+    }
     if (!version) {
         snprintf(reason, sizeof reason, "no common protocol version: host "
                  "%s speaks versions %"PRIu32"..%"PRIu32", the TEM speaks "
@@ -2067,13 +2111,41 @@ handle_message(struct tem_core *core, struct tem_host *h,
     }
 }
 
+/* Formats who sent a frame, for logs: the session's host id, the id its
+ * key is bound to, and the ZeroMQ peer id in hex. */
+static void
+peer_name(const struct tem_host *h, const char *auth_id, const void *peer,
+          size_t peer_len, char *buf, size_t size)
+{
+    const uint8_t *p = peer;
+    size_t n = snprintf(buf, size, "peer 0x");
+
+    for (size_t i = 0; i < peer_len && i < 16 && n + 3 < size; i++) {
+        n += snprintf(buf + n, size - n, "%02x", p[i]);
+    }
+    if (h && n < size) {
+        n += snprintf(buf + n, size - n, " (host %s)", h->id);
+    }
+    if (auth_id && n < size) {
+        snprintf(buf + n, size - n, " (key of %s)", auth_id);
+    }
+}
+
 void
 tem_core_input(struct tem_core *core, const void *peer, size_t peer_len,
                const void *data, size_t len)
 {
+    tem_core_input_auth(core, peer, peer_len, NULL, data, len);
+}
+
+void
+tem_core_input_auth(struct tem_core *core, const void *peer, size_t peer_len,
+                    const char *auth_id, const void *data, size_t len)
+{
     struct tem_host *h = host_by_peer(core, peer, peer_len);
     const char *why;
     Trumpet__Frame *frame;
+    char who[160];
 
     core->stats.frames_in++;
     if (h) {
@@ -2081,6 +2153,15 @@ tem_core_input(struct tem_core *core, const void *peer, size_t peer_len,
     }
     if (!peer_len || peer_len > sizeof h->peer) {
         core->stats.invalid_frames++;
+        return;
+    }
+    if (h && auth_id && strcmp(h->id, auth_id)) {
+        /* The session's host id is not the key's: never act on it. */
+        core->stats.auth_mismatch++;
+        h->stats.invalid_frames++;
+        peer_name(h, auth_id, peer, peer_len, who, sizeof who);
+        tem_log_rl(core, &core->rl_input, TPM_LOG_WARN, "frame from %s "
+                   "dropped: its key is bound to host id %s", who, auth_id);
         return;
     }
     frame = tproto_decode(data, len, &why);
@@ -2091,6 +2172,9 @@ tem_core_input(struct tem_core *core, const void *peer, size_t peer_len,
         } else {
             core->stats.unknown_peer++;
         }
+        peer_name(h, auth_id, peer, peer_len, who, sizeof who);
+        tem_log_rl(core, &core->rl_input, TPM_LOG_WARN, "invalid frame "
+                   "(%zu bytes) from %s: %s", len, who, why);
         return;
     }
 
@@ -2109,10 +2193,13 @@ tem_core_input(struct tem_core *core, const void *peer, size_t peer_len,
             if (h) {
                 h->stats.invalid_msgs++;
             }
+            peer_name(h, auth_id, peer, peer_len, who, sizeof who);
+            tem_log_rl(core, &core->rl_input, TPM_LOG_WARN, "invalid "
+                       "message from %s: %s", who, invalid);
             continue;
         }
         if (msg->body_case == TRUMPET__MESSAGE__BODY_HELLO) {
-            handle_hello(core, peer, peer_len, h, msg->hello);
+            handle_hello(core, peer, peer_len, auth_id, h, msg->hello);
             h = host_by_peer(core, peer, peer_len);
             said_bye = true;    /* Refused: the Refuse says it all. */
         } else if (!h) {
@@ -2547,6 +2634,16 @@ tem_core_event_add(struct tem_core *core, const char *name,
     struct tem_event *e;
     char *error;
 
+    if (!tpm_event_name_valid(name)) {
+        /* Not echoed: it may be long. */
+        return xstrdup("name: not a valid event name: expected 1 to 63 "
+                       "characters from [A-Za-z0-9_.-]");
+    }
+    size_t def_len = strnlen(definition, TEM_MAX_DEFINITION + 1);
+    if (def_len > TEM_MAX_DEFINITION) {
+        return xasprintf("definition: longer than %d characters",
+                         TEM_MAX_DEFINITION);
+    }
     if (event_by_name(core, name)) {
         return xasprintf("event '%s' already exists (event-del it first)",
                          name);
@@ -2558,16 +2655,19 @@ tem_core_event_add(struct tem_core *core, const char *name,
     if (id && event_by_id(core, id)) {
         return xasprintf("event id %"PRIu32" is used twice", id);
     }
+    if (!id && core->next_id > TEM_MAX_EVENT_ID) {
+        return xasprintf("no event id left: ids are never reused and %"
+                         PRIu32" was given (renumber the events in the "
+                         "state file with the TEM stopped: docs/tem.md)",
+                         (uint32_t) TEM_MAX_EVENT_ID);
+    }
     error = event_parse(core, name, definition, &e);
     if (error) {
         return error;
     }
     e->id = id ? id : core->next_id;
     if (e->id >= core->next_id) {
-        core->next_id = e->id + 1;
-        if (!core->next_id) {
-            core->next_id = 1;
-        }
+        core->next_id = (uint64_t) e->id + 1;
     }
     struct tem_event **b = &core->by_id[e->id & core->id_mask];
     e->id_next = *b;
@@ -2713,7 +2813,8 @@ tem_core_events_from_json(struct tem_core *core,
     }
     if (!error && json_object_object_get_ex(obj, "next_id", &v)) {
         int64_t next = json_object_get_int64(v);
-        if (next > core->next_id && next <= UINT32_MAX) {
+        if (next > (int64_t) core->next_id
+            && next <= (int64_t) TEM_MAX_EVENT_ID + 1) {
             core->next_id = next;
         }
     }
@@ -3030,6 +3131,8 @@ tem_core_status_json(const struct tem_core *core)
     STAT(invalid_frames);
     STAT(invalid_msgs);
     STAT(unknown_peer);
+    STAT(auth_mismatch);
+    STAT(revoked);
     STAT(hellos);
     STAT(sessions);
     STAT(refused);

@@ -43,6 +43,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tpm-log.h"
 #include "tproto.h"
 
 struct json_object;
@@ -94,9 +95,23 @@ struct tem_core *tem_core_create(const struct tem_config *);
 void tem_core_destroy(struct tem_core *);
 
 /* Processes one frame 'data'/'len' received from peer 'peer'/'peer_len'
- * (1 to 255 bytes). */
+ * (1 to 255 bytes), over a connection that is not authenticated. */
 void tem_core_input(struct tem_core *, const void *peer, size_t peer_len,
                     const void *data, size_t len);
+
+/* The same for a frame of a connection authenticated by a CURVE key bound
+ * to host id 'auth_id' (tem-auth.h; NULL: not authenticated): a Hello
+ * for another host id is refused (counted in auth_mismatch) before it
+ * can touch that host's session, and a frame of a session whose host id
+ * is not 'auth_id' is dropped. */
+void tem_core_input_auth(struct tem_core *, const void *peer,
+                         size_t peer_len, const char *auth_id,
+                         const void *data, size_t len);
+
+/* Ends the session of peer 'peer' if it has one, with Bye 'reason' (its
+ * key was revoked); counted in 'revoked'.  The caller flushes. */
+void tem_core_peer_revoke(struct tem_core *, const void *peer,
+                          size_t peer_len, const char *reason);
 
 /* Runs the timers that are due (deadlines, re-polls, heartbeats, host
  * timeouts, drill-down expiry, rebalancing).  Returns the wall-clock time
@@ -110,10 +125,24 @@ void tem_core_flush(struct tem_core *);
  * (at shutdown); the caller flushes. */
 void tem_core_bye_all(struct tem_core *, const char *reason);
 
+/* Longest definition accepted, network-wide clauses included (bytes); the
+ * part sent to hosts is at most TPROTO_MAX_DEFINITION. */
+#define TEM_MAX_DEFINITION (2 * TPROTO_MAX_DEFINITION)
+
+/* Largest event id.  Ids are never reused: a new event gets one more than
+ * the largest id ever given (kept in the state file's "next_id"), and
+ * once TEM_MAX_EVENT_ID is given event-add refuses new events: an id
+ * never wraps onto one in use.  With the TEM stopped, the state file's
+ * events can be renumbered (hosts forget every id when the TEM restarts;
+ * docs/tem.md). */
+#define TEM_MAX_EVENT_ID UINT32_MAX
+
 /* Defines event 'name' with 'definition' (network-wide clauses included).
  * 'id' is the event id to use (from a state file), or 0 for a new one.
- * Returns NULL or an error message (caller frees): the network-wide
- * clauses' errors, or lib/event.h's parse error verbatim. */
+ * Returns NULL or an error message (caller frees): a name that is not an
+ * event name, a definition longer than TEM_MAX_DEFINITION, no event id
+ * left, the network-wide clauses' errors, or lib/event.h's parse error
+ * verbatim. */
 char *tem_core_event_add(struct tem_core *, const char *name,
                          const char *definition, uint32_t id)
     __attribute__((warn_unused_result));
@@ -177,6 +206,10 @@ struct tem_stats {
     uint64_t invalid_msgs;      /* Failed tproto_validate(), or not valid
                                  * in the session's state. */
     uint64_t unknown_peer;      /* Frames from a peer with no session. */
+    uint64_t auth_mismatch;     /* Hellos claiming a host id other than
+                                 * the key's, and frames of a session of
+                                 * another host id than the key's. */
+    uint64_t revoked;           /* Sessions ended: key no longer allowed. */
     uint64_t hellos, sessions, refused, replaced, hosts_gone;
     uint64_t satisfactions;
     uint64_t sat_unknown;       /* For an event that is not defined or
@@ -198,5 +231,12 @@ struct tem_stats {
 };
 
 void tem_core_get_stats(const struct tem_core *, struct tem_stats *);
+
+/* Logs 'format' at 'level' through the core's rate limiter of security
+ * events (at most 10 lines a second; the number suppressed is told with
+ * the next line), for the caller's refusals of keys and requests. */
+void tem_core_log_security(struct tem_core *, enum tpm_log_level,
+                           const char *format, ...)
+    __attribute__((format(printf, 3, 4)));
 
 #endif /* tem-core.h */

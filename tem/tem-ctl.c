@@ -6,6 +6,15 @@
  * prints the reply, as text or (--json) as the reply itself.  "alerts
  * --follow" then subscribes to the TEM's alert PUB socket.
  *
+ * Keys: a control endpoint other than ipc:// (a TCP one) is a CURVE
+ * server: tem-ctl pins the TEM's public key (--server-key) and proves
+ * its own with a client key pair (--key-file) listed in the TEM's
+ * allow-list; the same goes for the alerts socket of "alerts --follow".
+ * "tem-ctl keygen FILE" makes key pairs (docs/operations.md, "Keys").
+ * Every socket bounds what it takes (ZMQ_MAXMSGSIZE: --max-reply-bytes),
+ * and a request larger than --max-request-bytes is refused here, since
+ * the TEM would close the connection without an answer.
+ *
  * Exit status: 0 success, 1 the TEM answered with an error, 2 usage
  * error, 3 the TEM did not answer within --timeout.
  */
@@ -20,6 +29,7 @@
 #include <string.h>
 #include <zmq.h>
 
+#include "curve.h"
 #include "event.h"
 #include "util.h"
 
@@ -35,6 +45,11 @@ enum {
 static const char *ctl_ep = "ipc:///run/trumpet/tem.ctl";
 static uint64_t timeout_ns = 5000000000ULL;
 static bool json_output;
+static const char *server_key_arg;      /* --server-key. */
+static const char *key_file;            /* --key-file. */
+static bool insecure;                   /* --insecure-plaintext. */
+static uint64_t max_request = 65536;    /* --max-request-bytes. */
+static uint64_t max_reply = 64 << 20;   /* --max-reply-bytes. */
 static volatile sig_atomic_t stop_signal;
 
 static void
@@ -62,11 +77,23 @@ Commands:\n\
                                  the last N alerts (100) as JSON lines;\n\
                                  --follow then prints new ones as they come\n\
   status                         TEM settings, endpoints and counters\n\
+  allow-reload                   re-read the TEM's allow-list of keys\n\
+  keygen [--force] FILE          write a new CURVE key pair to FILE (mode\n\
+                                 0600) and its public key to FILE.pub\n\
+                                 (no TEM needed)\n\
 \n\
 Options:\n\
   --ctl=EP       the TEM's control socket (ipc:///run/trumpet/tem.ctl)\n\
   --timeout=TIME wait at most TIME for the TEM (5s)\n\
   --json         print the TEM's JSON reply as is\n\
+  --server-key=KEY|FILE  the TEM's public key (Z85 or a key file), for a\n\
+                 TCP --ctl and for alerts --follow over TCP\n\
+  --key-file=FILE        this client's key pair (in the TEM's allow-list\n\
+                 as \"client NAME KEY\")\n\
+  --insecure-plaintext   no keys over TCP (the TEM must run so too)\n\
+  --max-request-bytes=N  refuse to send larger requests (65536, as the\n\
+                 TEM's default)\n\
+  --max-reply-bytes=N    largest reply or alert taken (67108864)\n\
 \n\
 Exit status: 0 ok, 1 error reply, 2 usage, 3 TEM unreachable.\n");
 }
@@ -86,16 +113,55 @@ die(int status, const char *format, ...)
     exit(status);
 }
 
+/* Sets up socket 's' to reach TEM endpoint 'ep': bounded messages, and
+ * CURVE unless 'ep' is ipc:// or --insecure-plaintext (exits on
+ * failure). */
+static void
+secure_socket(void *s, const char *ep)
+{
+    int zero = 0;
+
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+    if (tpm_zmq_max_msg(s, max_reply)) {
+        die(EXIT_USAGE, "ZMQ_MAXMSGSIZE: %s", zmq_strerror(errno));
+    }
+    if (!strncmp(ep, "ipc://", 6) || insecure) {
+        return;
+    }
+    if (!server_key_arg || !key_file) {
+        die(EXIT_USAGE, "%s is not a local ipc:// socket: it needs the "
+            "TEM's public key (--server-key) and this client's key pair "
+            "(--key-file), or --insecure-plaintext", ep);
+    }
+    char server[TPM_CURVE_KEY_LEN + 1], pub[TPM_CURVE_KEY_LEN + 1];
+    char sec[TPM_CURVE_KEY_LEN + 1];
+    char *error = tpm_curve_public_arg(server_key_arg, server);
+    if (!error) {
+        error = tpm_curve_read_file(key_file, pub, sec);
+    }
+    if (!error) {
+        error = tpm_curve_setup(s, server, pub, sec, NULL);
+    }
+    memset(sec, 0, sizeof sec);
+    if (error) {
+        die(EXIT_USAGE, "%s", error);
+    }
+}
+
 /* Sends 'req' and returns the reply (exits on failure). */
 static struct json_object *
 request(struct json_object *req)
 {
     void *ctx = zmq_ctx_new();
     void *s = zmq_socket(ctx, ZMQ_REQ);
-    int zero = 0;
     const char *text = json_object_to_json_string_ext(req, JSON_PLAIN);
 
-    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+    if (strlen(text) > max_request) {
+        die(EXIT_USAGE, "the request is %zu bytes, more than the %"PRIu64
+            " the TEM takes (--max-request-bytes; the TEM would close the "
+            "connection unanswered)", strlen(text), max_request);
+    }
+    secure_socket(s, ctl_ep);
     if (zmq_connect(s, ctl_ep)) {
         die(EXIT_USAGE, "bad control endpoint '%s': %s", ctl_ep,
             zmq_strerror(errno));
@@ -111,8 +177,10 @@ request(struct json_object *req)
     }
     item.events = ZMQ_POLLIN;
     if (zmq_poll(&item, 1, ms) <= 0) {
-        die(EXIT_UNREACHABLE, "TEM at %s did not answer within the timeout",
-            ctl_ep);
+        die(EXIT_UNREACHABLE, "TEM at %s did not answer within the timeout%s",
+            ctl_ep, server_key_arg && strncmp(ctl_ep, "ipc://", 6)
+                    ? " (or it refused this client's key, or its public key "
+                      "is not --server-key)" : "");
     }
 
     zmq_msg_t msg;
@@ -359,6 +427,12 @@ print_status(struct json_object *r)
     printf("counters:\n");
     print_counters(get(r, "counters"));
     printf("  %-18s %"PRId64"\n", "pub_drops", num(r, "pub_drops"));
+    printf("security:\n");
+    print_counters(get(r, "security"));
+    printf("limits:\n");
+    print_counters(get(r, "limits"));
+    printf("loop:\n");
+    print_counters(get(r, "loop"));
 }
 
 /* Prints alerts from the TEM's PUB socket until interrupted. */
@@ -367,9 +441,8 @@ follow(const char *pub, const char *event)
 {
     void *ctx = zmq_ctx_new();
     void *s = zmq_socket(ctx, ZMQ_SUB);
-    int zero = 0;
 
-    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+    secure_socket(s, pub);
     if (zmq_connect(s, pub)) {
         die(EXIT_UNREACHABLE, "cannot connect to the TEM's alerts at '%s': "
             "%s", pub, zmq_strerror(errno));
@@ -416,6 +489,11 @@ main(int argc, char *argv[])
         { "ctl", required_argument, NULL, 'c' },
         { "timeout", required_argument, NULL, 't' },
         { "json", no_argument, NULL, 'j' },
+        { "server-key", required_argument, NULL, 's' },
+        { "key-file", required_argument, NULL, 'k' },
+        { "insecure-plaintext", no_argument, NULL, 'I' },
+        { "max-request-bytes", required_argument, NULL, 'R' },
+        { "max-reply-bytes", required_argument, NULL, 'P' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -440,6 +518,23 @@ main(int argc, char *argv[])
         case 'j':
             json_output = true;
             break;
+        case 's':
+            server_key_arg = optarg;
+            break;
+        case 'k':
+            key_file = optarg;
+            break;
+        case 'I':
+            insecure = true;
+            break;
+        case 'R':
+        case 'P':
+            if (!tpm_parse_uint(optarg, 1024, INT64_MAX,
+                                ch == 'R' ? &max_request : &max_reply)) {
+                die(EXIT_USAGE, "--max-%s-bytes: '%s' is not an integer "
+                    ">= 1024", ch == 'R' ? "request" : "reply", optarg);
+            }
+            break;
         case 'h':
             usage();
             return 0;
@@ -458,6 +553,21 @@ main(int argc, char *argv[])
     bool follow_alerts = false;
     const char *follow_event = NULL;
 
+    if (!strcmp(cmd, "keygen")) {
+        bool force = n && !strcmp(args[0], "--force");
+        need_args(cmd, n - force, 1, 1, "[--force] FILE");
+        char pub[TPM_CURVE_KEY_LEN + 1];
+        char *error = tpm_curve_keygen(args[force], force, pub);
+        if (error) {
+            die(EXIT_ERROR_REPLY, "keygen: %s", error);
+        }
+        printf("%s\n", pub);
+        fprintf(stderr, "tem-ctl: key pair in %s (secret, mode 0600), "
+                "public key in %s.pub\n", args[force], args[force]);
+        json_object_put(req);
+        return 0;
+    }
+
     json_object_object_add(req, "command", json_object_new_string(cmd));
     if (!strcmp(cmd, "event-add")) {
         need_args(cmd, n, 2, INT32_MAX, "NAME DEFINITION...");
@@ -475,7 +585,7 @@ main(int argc, char *argv[])
         need_args(cmd, n, 1, 1, "NAME");
         json_object_object_add(req, "name", json_object_new_string(args[0]));
     } else if (!strcmp(cmd, "event-list") || !strcmp(cmd, "hosts")
-               || !strcmp(cmd, "status")) {
+               || !strcmp(cmd, "status") || !strcmp(cmd, "allow-reload")) {
         need_args(cmd, n, 0, 0, "");
     } else if (!strcmp(cmd, "dos-threshold")) {
         need_args(cmd, n, 1, 2, "[HOST] BYTES");
@@ -521,7 +631,7 @@ main(int argc, char *argv[])
     } else {
         die(EXIT_USAGE, "unknown command '%s': expected event-add, "
             "event-del, event-list, event-show, hosts, dos-threshold, "
-            "alerts or status (try --help)", cmd);
+            "alerts, status, allow-reload or keygen (try --help)", cmd);
     }
 
     struct json_object *reply = request(req);
@@ -562,6 +672,10 @@ main(int argc, char *argv[])
         print_dos_threshold(reply);
     } else if (!strcmp(cmd, "status")) {
         print_status(reply);
+    } else if (!strcmp(cmd, "allow-reload")) {
+        printf("allow-list %s reloaded: %"PRId64" host keys, %"PRId64
+               " client keys\n", str(reply, "allow_file"),
+               num(reply, "hosts_allowed"), num(reply, "clients_allowed"));
     }
     json_object_put(reply);
     return 0;

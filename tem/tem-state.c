@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "tem-state.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <json-c/json.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -197,4 +200,79 @@ tem_state_load(struct tem_core *core, const char *path)
     json_tokener_free(tok);
     free(text);
     return error;
+}
+
+char *
+tem_lock(const char *lock_path, const char *what, int *fdp)
+{
+    char *dir = dir_of(lock_path);
+    int err = mkdir_p(dir);
+    free(dir);
+    if (err) {
+        return xasprintf("cannot create the directory of %s: %s", lock_path,
+                         strerror(err));
+    }
+
+    int fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        return xasprintf("cannot open lock file %s: %s", lock_path,
+                         strerror(errno));
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB)) {
+        int e = errno;
+        char pid[32] = "";
+        ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
+        close(fd);
+        if (e != EWOULDBLOCK) {
+            return xasprintf("cannot lock %s: %s", lock_path, strerror(e));
+        }
+        pid[n > 0 ? n : 0] = '\0';
+        pid[strcspn(pid, "\n")] = '\0';
+        return xasprintf("%s is in use by another trumpet-tem (%s%s%s"
+                         "lock %s)", what, pid[0] ? "pid " : "", pid,
+                         pid[0] ? ", " : "", lock_path);
+    }
+    char *text = xasprintf("%ld\n", (long) getpid());
+    if (ftruncate(fd, 0) || pwrite(fd, text, strlen(text), 0) < 0) {
+        /* The lock holds all the same; the pid is for messages. */
+    }
+    free(text);
+    *fdp = fd;
+    return NULL;
+}
+
+char *
+tem_state_lock_path(const char *path)
+{
+    return xasprintf("%s.lock", path);
+}
+
+size_t
+tem_state_clean(const char *path)
+{
+    char *dir = dir_of(path);
+    const char *slash = strrchr(path, '/');
+    char *prefix = xasprintf("%s.tmp.", slash ? slash + 1 : path);
+    size_t prefix_len = strlen(prefix);
+    size_t n = 0;
+    DIR *d = opendir(dir);
+
+    while (d) {
+        struct dirent *de = readdir(d);
+        if (!de) {
+            break;
+        }
+        const char *pid = de->d_name + prefix_len;
+        if (!strncmp(de->d_name, prefix, prefix_len) && *pid
+            && strspn(pid, "0123456789") == strlen(pid)
+            && !unlinkat(dirfd(d), de->d_name, 0)) {
+            n++;
+        }
+    }
+    if (d) {
+        closedir(d);
+    }
+    free(prefix);
+    free(dir);
+    return n;
 }

@@ -2,13 +2,36 @@
 /*
  * trumpet-tem: the Trumpet Event Manager daemon (docs/tem.md).
  *
- * One thread, one zmq_poll() loop over three sockets:
+ * One thread, one zmq_poll() loop over four sockets:
  *
  *   - ROUTER (--listen) for the hosts' DEALER sockets (lib/agent.h): up to
  *     --batch frames are read per wake-up and handed to tem-core; every
  *     host's outgoing messages of one iteration leave as one frame;
  *   - PUB (--pub) on which every alert is published (topic: event name);
- *   - REP (--ctl) for tem-ctl: one JSON request, one JSON reply.
+ *   - REP (--ctl) for tem-ctl: one JSON request, one JSON reply;
+ *   - REP on inproc://zeromq.zap.01, the ZAP handler: ZeroMQ asks it about
+ *     every CURVE handshake, and it answers from the allow-list
+ *     (tem-auth.h) without ever blocking.
+ *
+ * Security (docs/operations.md, "Keys"): the TEM has a CURVE key pair
+ * (--key-file).  The hosts' socket is always a CURVE server: a host needs
+ * a key of the allow-list (--allow-file), and may only say Hello as the
+ * host id its key is bound to; every frame is checked against the current
+ * list, so a reload (SIGHUP or tem-ctl allow-reload) revokes at once.
+ * The control and alerts sockets are CURVE servers for client keys when
+ * they are TCP; as ipc:// sockets they are files of mode 0660 (owner and
+ * group).  --insecure-plaintext turns CURVE off everywhere (and says so
+ * in the log and in status).  Every socket has ZMQ_MAXMSGSIZE, so an
+ * oversized frame closes its connection before it is read.
+ *
+ * One TEM per state file and per ipc:// socket: each is guarded by a
+ * lock (flock on PATH.lock) taken before anything is written or bound.
+ *
+ * Each loop turn does bounded work, hosts first: ZAP answers, at most
+ * --batch frames from hosts, timers (heartbeats, deadlines), then at most
+ * one control request (at most --max-request-bytes), so no client can
+ * delay hosts by more than one bounded request.  status reports the
+ * longest turn and the longest request seen.
  *
  * The logic lives in tem-core.c; this file owns options, sockets,
  * persistence of the event definitions (tem-state.c) and the control
@@ -25,16 +48,26 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
 #include <zmq.h>
 
 #include "clock.h"
+#include "curve.h"
 #include "event.h"
+#include "tem-auth.h"
 #include "tem-core.h"
 #include "tem-state.h"
 #include "tproto.h"
 #include "util.h"
+
+/* ZAP requests have 6 frames and a credential (CURVE: one); more is
+ * malformed. */
+#define ZAP_MAX_FRAMES 8
+
+/* Largest subscription a PUB socket takes (a topic is an event name). */
+#define PUB_MAX_MSG 256
 
 struct tem_options {
     const char *listen;
@@ -42,8 +75,13 @@ struct tem_options {
     const char *ctl;
     const char *state_file;
     const char *alert_file;
+    const char *key_file;       /* The TEM's key pair. */
+    const char *allow_file;     /* Keys allowed in. */
+    bool insecure;              /* --insecure-plaintext. */
     bool alerts_stdout;
     uint32_t batch;             /* Frames read per wake-up. */
+    uint32_t max_frame;         /* ZMQ_MAXMSGSIZE of the hosts' socket. */
+    uint32_t max_request;       /* ... of the control socket. */
     int sndhwm, rcvhwm;
     struct tem_config cfg;
 };
@@ -51,20 +89,49 @@ struct tem_options {
 struct tem_daemon {
     struct tem_options opt;
     void *zctx;
-    void *router, *pub, *rep;
+    void *router, *pub, *rep, *zap;
     char listen_ep[256], pub_ep[256], ctl_ep[256];
     FILE *alert_file;
     struct tem_core *core;
     uint64_t pub_drops;
     uint64_t ctl_requests, ctl_errors;
+
+    /* Security. */
+    char pub_key[TPM_CURVE_KEY_LEN + 1], sec_key[TPM_CURVE_KEY_LEN + 1];
+    struct tem_allow *allow;
+    bool ctl_curve, pub_curve;  /* Client keys on those sockets. */
+    uint64_t allow_reloads, allow_reload_errors;
+    uint64_t zap_allowed, zap_refused, zap_malformed;
+    uint64_t frames_unauthorized;   /* Key not (or no longer) allowed. */
+    uint64_t ctl_unauthorized;
+
+    /* Connections of the hosts', control and alerts sockets, from their
+     * ZeroMQ monitors. */
+    struct sock_counters {
+        void *monitor;          /* PAIR reading the socket's events. */
+        uint64_t accepted, closed;
+        uint64_t failed_auth;   /* Refused by the ZAP handler. */
+        uint64_t failed_protocol;   /* e.g. plaintext against CURVE. */
+        uint64_t failed_other;
+    } mon[3];
+
+    /* Loop: longest turn and control request, ns. */
+    uint64_t turn_max_ns, ctl_max_ns, ctl_last_ns;
 };
 
 static volatile sig_atomic_t stop_signal;
+static volatile sig_atomic_t reload_signal;
 
 static void
 on_signal(int sig)
 {
     stop_signal = sig;
+}
+
+static void
+on_sighup(int sig)
+{
+    reload_signal = sig;
 }
 
 static void
@@ -288,6 +355,12 @@ ctl_dos_threshold(struct tem_daemon *d, struct json_object *req)
     return reply_ok(result);
 }
 
+static void
+add_int(struct json_object *o, const char *key, int64_t value)
+{
+    json_object_object_add(o, key, json_object_new_int64(value));
+}
+
 static struct json_object *
 ctl_status(struct tem_daemon *d)
 {
@@ -303,12 +376,105 @@ ctl_status(struct tem_daemon *d)
     json_object_object_add(r, "alert_file", d->opt.alert_file
                            ? json_object_new_string(d->opt.alert_file)
                            : NULL);
-    json_object_object_add(r, "pub_drops",
-                           json_object_new_int64(d->pub_drops));
-    json_object_object_add(r, "ctl_requests",
-                           json_object_new_int64(d->ctl_requests));
-    json_object_object_add(r, "ctl_errors",
-                           json_object_new_int64(d->ctl_errors));
+    add_int(r, "pub_drops", d->pub_drops);
+    add_int(r, "ctl_requests", d->ctl_requests);
+    add_int(r, "ctl_errors", d->ctl_errors);
+
+    struct json_object *sec = json_object_new_object();
+    json_object_object_add(sec, "mode", json_object_new_string(
+                               d->opt.insecure ? "insecure-plaintext"
+                                               : "curve"));
+    if (!d->opt.insecure) {
+        json_object_object_add(sec, "public_key",
+                               json_object_new_string(d->pub_key));
+        json_object_object_add(sec, "allow_file",
+                               json_object_new_string(d->opt.allow_file));
+        add_int(sec, "hosts_allowed", d->allow->n_hosts);
+        add_int(sec, "clients_allowed", d->allow->n_clients);
+    }
+    json_object_object_add(sec, "ctl_curve",
+                           json_object_new_boolean(d->ctl_curve));
+    json_object_object_add(sec, "pub_curve",
+                           json_object_new_boolean(d->pub_curve));
+    add_int(sec, "allow_reloads", d->allow_reloads);
+    add_int(sec, "allow_reload_errors", d->allow_reload_errors);
+    add_int(sec, "zap_allowed", d->zap_allowed);
+    add_int(sec, "zap_refused", d->zap_refused);
+    add_int(sec, "zap_malformed", d->zap_malformed);
+    add_int(sec, "frames_unauthorized", d->frames_unauthorized);
+    add_int(sec, "ctl_unauthorized", d->ctl_unauthorized);
+    static const char *const mon_names[] = { "hosts", "ctl", "pub" };
+    for (size_t i = 0; i < ARRAY_SIZE(d->mon); i++) {
+        const struct sock_counters *m = &d->mon[i];
+        struct json_object *o = json_object_new_object();
+        add_int(o, "accepted", m->accepted);
+        add_int(o, "closed", m->closed);
+        add_int(o, "failed_auth", m->failed_auth);
+        add_int(o, "failed_protocol", m->failed_protocol);
+        add_int(o, "failed_other", m->failed_other);
+        char *key = xasprintf("%s_connections", mon_names[i]);
+        json_object_object_add(sec, key, o);
+        free(key);
+    }
+    json_object_object_add(r, "security", sec);
+
+    struct json_object *lim = json_object_new_object();
+    add_int(lim, "max_frame_bytes", d->opt.max_frame);
+    add_int(lim, "max_request_bytes", d->opt.max_request);
+    add_int(lim, "max_definition_bytes", TEM_MAX_DEFINITION);
+    add_int(lim, "batch", d->opt.batch);
+    json_object_object_add(r, "limits", lim);
+
+    struct json_object *loop = json_object_new_object();
+    add_int(loop, "turn_max_ns", d->turn_max_ns);
+    add_int(loop, "ctl_max_ns", d->ctl_max_ns);
+    add_int(loop, "ctl_last_ns", d->ctl_last_ns);
+    json_object_object_add(r, "loop", loop);
+    return reply_ok(r);
+}
+
+/* Loads --allow-file in place of the list in force, which stays if the
+ * file is bad.  Returns NULL or an error. */
+static char *
+allow_reload(struct tem_daemon *d)
+{
+    struct tem_allow *allow;
+
+    if (d->opt.insecure) {
+        return xstrdup("no allow-list: the TEM runs with "
+                       "--insecure-plaintext");
+    }
+    char *error = tem_allow_load(d->opt.allow_file, &allow);
+    if (error) {
+        d->allow_reload_errors++;
+        tpm_log(TPM_LOG_ERR, "allow-list not reloaded, the previous one "
+                "stays: %s", error);
+        return error;
+    }
+    tem_allow_free(d->allow);
+    d->allow = allow;
+    d->allow_reloads++;
+    tpm_log(TPM_LOG_INFO, "allow-list %s loaded: %zu host keys, %zu client "
+            "keys", d->opt.allow_file, allow->n_hosts, allow->n_clients);
+    return NULL;
+}
+
+static struct json_object *
+ctl_allow_reload(struct tem_daemon *d)
+{
+    char *error = allow_reload(d);
+    if (error) {
+        struct json_object *r = reply_error("%s", error);
+        free(error);
+        return r;
+    }
+    struct json_object *r = json_object_new_object();
+    json_object_object_add(r, "allow_file",
+                           json_object_new_string(d->opt.allow_file));
+    json_object_object_add(r, "hosts_allowed",
+                           json_object_new_int64(d->allow->n_hosts));
+    json_object_object_add(r, "clients_allowed",
+                           json_object_new_int64(d->allow->n_clients));
     return reply_ok(r);
 }
 
@@ -357,10 +523,13 @@ ctl_dispatch(struct tem_daemon *d, const char *text, size_t len)
         r = ctl_status(d);
     } else if (!strcmp(cmd, "dos-threshold")) {
         r = ctl_dos_threshold(d, req);
+    } else if (!strcmp(cmd, "allow-reload")) {
+        r = ctl_allow_reload(d);
     } else {
-        r = reply_error("unknown command '%s': expected event-add, "
+        r = reply_error("unknown command '%.64s': expected event-add, "
                         "event-del, event-list, event-show, hosts, "
-                        "dos-threshold, alerts or status", cmd);
+                        "dos-threshold, alerts, allow-reload or status",
+                        cmd);
     }
 
 out:
@@ -392,8 +561,20 @@ ctl_handle(struct tem_daemon *d)
     }
 
     d->ctl_requests++;
-    struct json_object *r = ctl_dispatch(d, zmq_msg_data(&msg),
-                                         zmq_msg_size(&msg));
+    struct json_object *r;
+    const char *key = d->ctl_curve ? zmq_msg_gets(&msg, "User-Id") : NULL;
+    const struct tem_allow_entry *e = key ? tem_allow_find(d->allow, key)
+                                          : NULL;
+    if (d->ctl_curve && (!key || strlen(key) != TPM_CURVE_KEY_LEN || !e
+                         || e->kind != TEM_ALLOW_CLIENT)) {
+        d->ctl_unauthorized++;
+        tem_core_log_security(d->core, TPM_LOG_WARN, "control request "
+                              "refused: key %s is no longer allowed",
+                              key ? key : "?");
+        r = reply_error("your key is no longer in the TEM's allow-list");
+    } else {
+        r = ctl_dispatch(d, zmq_msg_data(&msg), zmq_msg_size(&msg));
+    }
     struct json_object *ok;
     if (json_object_object_get_ex(r, "ok", &ok)
         && !json_object_get_boolean(ok)) {
@@ -443,12 +624,176 @@ router_recv(struct tem_daemon *d)
         extra = zmq_msg_more(&part);
         zmq_msg_close(&part);
     }
-    tem_core_input(d->core, zmq_msg_data(&id), zmq_msg_size(&id),
-                   zmq_msg_data(&body), zmq_msg_size(&body));
+
+    const char *auth_id = NULL;
+    if (!d->opt.insecure) {
+        const char *key = zmq_msg_gets(&body, "User-Id");
+        const struct tem_allow_entry *e
+            = key && strlen(key) == TPM_CURVE_KEY_LEN
+              ? tem_allow_find(d->allow, key) : NULL;
+        if (!e || e->kind != TEM_ALLOW_HOST) {
+            /* Removed from the allow-list since it connected. */
+            d->frames_unauthorized++;
+            tem_core_peer_revoke(d->core, zmq_msg_data(&id),
+                                 zmq_msg_size(&id), "this host's key was "
+                                 "removed from the TEM's allow-list");
+            tem_core_log_security(d->core, TPM_LOG_WARN, "frame from key "
+                                  "%s dropped: no longer allowed",
+                                  key ? key : "?");
+            goto out;
+        }
+        auth_id = e->name;
+    }
+    tem_core_input_auth(d->core, zmq_msg_data(&id), zmq_msg_size(&id),
+                        auth_id, zmq_msg_data(&body), zmq_msg_size(&body));
 out:
     zmq_msg_close(&id);
     zmq_msg_close(&body);
     return got;
+}
+
+/* Copies frame 'm' as a string of at most 'size' - 1 bytes. */
+static void
+frame_str(zmq_msg_t *m, char *buf, size_t size)
+{
+    size_t n = MIN(zmq_msg_size(m), size - 1);
+    memcpy(buf, zmq_msg_data(m), n);
+    buf[n] = '\0';
+}
+
+/* Answers one ZAP request, if there is one.  Returns false if there was
+ * none. */
+static bool
+zap_serve(struct tem_daemon *d)
+{
+    zmq_msg_t parts[ZAP_MAX_FRAMES];
+    size_t n = 0;
+    bool more = true;
+
+    zmq_msg_init(&parts[0]);
+    if (zmq_msg_recv(&parts[0], d->zap, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&parts[0]);
+        return false;
+    }
+    more = zmq_msg_more(&parts[n++]);
+    while (more) {
+        zmq_msg_t extra, *m = n < ZAP_MAX_FRAMES ? &parts[n] : &extra;
+        zmq_msg_init(m);
+        zmq_msg_recv(m, d->zap, 0);
+        more = zmq_msg_more(m);
+        if (m == &extra) {
+            zmq_msg_close(m);
+        } else {
+            n++;
+        }
+    }
+
+    /* 0 version, 1 request id, 2 domain, 3 address, 4 routing id,
+     * 5 mechanism, 6 credential (CURVE: the client's public key). */
+    char version[8], domain[64], address[64], mechanism[16];
+    char user_id[TPM_CURVE_KEY_LEN + 1] = "";
+    const char *why = "malformed request";
+    int status = 500;
+    if (n >= 6) {
+        frame_str(&parts[0], version, sizeof version);
+        frame_str(&parts[2], domain, sizeof domain);
+        frame_str(&parts[3], address, sizeof address);
+        frame_str(&parts[5], mechanism, sizeof mechanism);
+        if (!strcmp(version, "1.0")) {
+            status = tem_zap_decide(d->allow, domain, mechanism,
+                                    n > 6 ? zmq_msg_data(&parts[6]) : NULL,
+                                    n > 6 ? zmq_msg_size(&parts[6]) : 0,
+                                    user_id, &why);
+        }
+    }
+    if (status == 200) {
+        d->zap_allowed++;
+    } else if (status == 400) {
+        char key[TPM_CURVE_KEY_LEN + 1] = "?";
+        if (n > 6 && zmq_msg_size(&parts[6]) == 32) {
+            zmq_z85_encode(key, zmq_msg_data(&parts[6]), 32);
+        }
+        d->zap_refused++;
+        tem_core_log_security(d->core, TPM_LOG_WARN, "refused a connection "
+                              "from %s on %s: %s (key %s)", address, domain,
+                              why, key);
+    } else {
+        d->zap_malformed++;
+    }
+
+    char code[8];
+    snprintf(code, sizeof code, "%d", status);
+    const char *reply[] = { "1.0", NULL, code, why, user_id, "" };
+    for (size_t i = 0; i < ARRAY_SIZE(reply); i++) {
+        int flags = i + 1 < ARRAY_SIZE(reply) ? ZMQ_SNDMORE : 0;
+        if (i == 1) {
+            zmq_send(d->zap, n > 1 ? zmq_msg_data(&parts[1]) : "",
+                     n > 1 ? zmq_msg_size(&parts[1]) : 0, flags);
+        } else {
+            zmq_send(d->zap, reply[i], strlen(reply[i]), flags);
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        zmq_msg_close(&parts[i]);
+    }
+    return true;
+}
+
+/* Starts counting the connections of socket 's' in 'm'. */
+static void
+monitor_start(struct tem_daemon *d, void *s, struct sock_counters *m,
+              const char *name)
+{
+    char *ep = xasprintf("inproc://tem-monitor-%s", name);
+    int zero = 0;
+
+    if (zmq_socket_monitor(s, ep, ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED
+                           | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL
+                           | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL
+                           | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)) {
+        tpm_log(TPM_LOG_WARN, "no connection counters for the %s socket: "
+                "%s", name, zmq_strerror(errno));
+    } else {
+        m->monitor = zmq_socket(d->zctx, ZMQ_PAIR);
+        zmq_setsockopt(m->monitor, ZMQ_LINGER, &zero, sizeof zero);
+        zmq_connect(m->monitor, ep);
+    }
+    free(ep);
+}
+
+/* Reads the events waiting on monitor 'm' (at most 'max'). */
+static void
+monitor_read(struct sock_counters *m, uint32_t max)
+{
+    for (uint32_t i = 0; i < max; i++) {
+        zmq_msg_t ev, addr;
+        zmq_msg_init(&ev);
+        if (zmq_msg_recv(&ev, m->monitor, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&ev);
+            return;
+        }
+        uint16_t event = 0;
+        if (zmq_msg_size(&ev) >= 2) {
+            memcpy(&event, zmq_msg_data(&ev), 2);
+        }
+        bool more = zmq_msg_more(&ev);
+        zmq_msg_close(&ev);
+        while (more) {
+            zmq_msg_init(&addr);
+            zmq_msg_recv(&addr, m->monitor, 0);
+            more = zmq_msg_more(&addr);
+            zmq_msg_close(&addr);
+        }
+        switch (event) {
+        case ZMQ_EVENT_ACCEPTED: m->accepted++; break;
+        case ZMQ_EVENT_DISCONNECTED: m->closed++; break;
+        case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH: m->failed_auth++; break;
+        case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
+            m->failed_protocol++;
+            break;
+        default: m->failed_other++; break;
+        }
+    }
 }
 
 /* Stores in 'buf' the address to give to clients for the socket bound at
@@ -477,35 +822,39 @@ connect_endpoint(void *sock, char *buf, size_t size)
     }
 }
 
-/* Creates the directory of an ipc:// endpoint if it does not exist. */
+/* Takes the lock of ipc:// endpoint 'ep' (PATH.lock beside the socket
+ * file, creating its directories): ZeroMQ's bind would unlink the socket
+ * of a TEM already running and take its place.  Exits if another TEM
+ * holds it.  Does nothing for other transports. */
 static void
-ipc_mkdir(const char *ep)
+ipc_lock(const char *ep, const char *what)
 {
     if (strncmp(ep, "ipc://", 6)) {
         return;
     }
-    char *path = xstrdup(ep + 6);
-    char *slash = strrchr(path, '/');
-    if (slash && slash != path) {
-        *slash = '\0';
-        for (char *s = path + 1; *s; s++) {
-            if (*s == '/') {
-                *s = '\0';
-                mkdir(path, 0755);
-                *s = '/';
-            }
-        }
-        mkdir(path, 0755);
+    char *lock = xasprintf("%s.lock", ep + 6);
+    char *what_ep = xasprintf("the %s socket %s", what, ep);
+    int fd;
+    char *error = tem_lock(lock, what_ep, &fd);
+    if (error) {
+        fprintf(stderr, "trumpet-tem: refusing to start: %s\n", error);
+        exit(EXIT_FAILURE);
     }
-    free(path);
+    /* 'fd' stays open, and the lock held, until the process exits. */
+    free(what_ep);
+    free(lock);
 }
 
+/* Opens and binds a socket of 'type' at 'ep'.  'curve' makes it a CURVE
+ * server of ZAP domain 'curve'; 'max_msg' bounds the messages it
+ * takes. */
 static void *
 open_socket(struct tem_daemon *d, int type, const char *ep, const char *what,
-            char *actual, size_t size)
+            const char *curve, size_t max_msg, char *actual, size_t size)
 {
     void *s = zmq_socket(d->zctx, type);
     int zero = 0, one = 1;
+    char *error = NULL;
 
     zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
     if (type == ZMQ_ROUTER) {
@@ -515,10 +864,33 @@ open_socket(struct tem_daemon *d, int type, const char *ep, const char *what,
     } else if (type == ZMQ_PUB) {
         zmq_setsockopt(s, ZMQ_SNDHWM, &d->opt.sndhwm, sizeof d->opt.sndhwm);
     }
-    ipc_mkdir(ep);
-    if (zmq_bind(s, ep)) {
+    if (tpm_zmq_max_msg(s, max_msg)) {
+        error = xasprintf("ZMQ_MAXMSGSIZE: %s", zmq_strerror(errno));
+    } else if (curve) {
+        error = tpm_curve_setup(s, NULL, NULL, d->sec_key, curve);
+    }
+    if (error) {
+        fprintf(stderr, "trumpet-tem: %s socket: %s\n", what, error);
+        exit(EXIT_FAILURE);
+    }
+
+    bool ipc = !strncmp(ep, "ipc://", 6);
+    ipc_lock(ep, what);
+    /* An ipc:// socket is a file: owner and group only. */
+    mode_t old_mask = ipc ? umask(0117) : 0;
+    int rc = zmq_bind(s, ep);
+    int bind_errno = errno;
+    if (ipc) {
+        umask(old_mask);
+    }
+    if (rc) {
         fprintf(stderr, "trumpet-tem: cannot bind the %s socket to '%s': "
-                "%s\n", what, ep, zmq_strerror(errno));
+                "%s\n", what, ep, zmq_strerror(bind_errno));
+        exit(EXIT_FAILURE);
+    }
+    if (ipc && chmod(ep + 6, 0660)) {
+        fprintf(stderr, "trumpet-tem: chmod %s: %s\n", ep + 6,
+                strerror(errno));
         exit(EXIT_FAILURE);
     }
     connect_endpoint(s, actual, size);
@@ -535,7 +907,8 @@ enum {
     OPT_REPOLL_DELAY, OPT_DECIDED_KEEP, OPT_REBALANCE_INTERVAL,
     OPT_REBALANCE_CHANGE, OPT_HISTORY_ALPHA, OPT_WEIGHT_FLOOR,
     OPT_RECENT_ALERTS, OPT_ALERT_HISTORY, OPT_BATCH, OPT_MAX_BATCH_BYTES,
-    OPT_SNDHWM, OPT_RCVHWM,
+    OPT_SNDHWM, OPT_RCVHWM, OPT_KEY_FILE, OPT_ALLOW_FILE, OPT_INSECURE,
+    OPT_MAX_FRAME_BYTES, OPT_MAX_REQUEST_BYTES,
 };
 
 static void
@@ -554,6 +927,14 @@ Sockets and files:\n\
   --alert-file=PATH       append alerts (JSON lines) to PATH (none)\n\
   --no-alerts-stdout      do not print alerts on standard output\n\
   --tem-id=ID             name sent to hosts in Welcome (tem)\n\
+Keys (CURVE, see docs/operations.md):\n\
+  --key-file=PATH         the TEM's key pair, from tem-ctl keygen\n\
+                          (/etc/trumpet/tem.key)\n\
+  --allow-file=PATH       hosts' and clients' public keys allowed in\n\
+                          (/etc/trumpet/tem-allow); reloaded on SIGHUP\n\
+                          and by tem-ctl allow-reload\n\
+  --insecure-plaintext    no keys, no encryption: anyone who reaches the\n\
+                          sockets can claim any host id (tests only)\n\
 Protocol:\n\
   --epoch=TIME            epoch every host must use (10ms)\n\
   --heartbeat=TIME        heartbeat period, 3 missed = gone (1s)\n\
@@ -561,6 +942,10 @@ Protocol:\n\
   --max-batch-bytes=N     a host's frame is cut at about N bytes (262144)\n\
   --sndhwm=N --rcvhwm=N   ZeroMQ high-water marks, frames (100000)\n\
 Limits:\n\
+  --max-frame-bytes=N     largest frame from a host (1048576); larger\n\
+                          closes the connection unread\n\
+  --max-request-bytes=N   largest control request (65536); larger\n\
+                          closes the connection unread\n\
   --max-hosts=N           hosts known at once (1024, at most 65535)\n\
   --max-events=N          events defined (1024)\n\
   --max-decisions=N       pending and remembered decisions (1048576)\n\
@@ -669,6 +1054,12 @@ parse_options(int argc, char *argv[], struct tem_options *o)
         { "max-batch-bytes", required_argument, NULL, OPT_MAX_BATCH_BYTES },
         { "sndhwm", required_argument, NULL, OPT_SNDHWM },
         { "rcvhwm", required_argument, NULL, OPT_RCVHWM },
+        { "key-file", required_argument, NULL, OPT_KEY_FILE },
+        { "allow-file", required_argument, NULL, OPT_ALLOW_FILE },
+        { "insecure-plaintext", no_argument, NULL, OPT_INSECURE },
+        { "max-frame-bytes", required_argument, NULL, OPT_MAX_FRAME_BYTES },
+        { "max-request-bytes", required_argument, NULL,
+          OPT_MAX_REQUEST_BYTES },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -680,7 +1071,11 @@ parse_options(int argc, char *argv[], struct tem_options *o)
     o->state_file = "/var/lib/trumpet/tem-events.json";
     o->alert_file = NULL;
     o->alerts_stdout = true;
+    o->key_file = "/etc/trumpet/tem.key";
+    o->allow_file = "/etc/trumpet/tem-allow";
     o->batch = 256;
+    o->max_frame = TPROTO_MAX_FRAME;
+    o->max_request = 65536;
     o->sndhwm = o->rcvhwm = 100000;
     tem_config_init(c);
 
@@ -778,6 +1173,17 @@ parse_options(int argc, char *argv[], struct tem_options *o)
         case OPT_RCVHWM:
             o->rcvhwm = parse_uint_opt(name, optarg, 0, INT_MAX);
             break;
+        case OPT_KEY_FILE: o->key_file = optarg; break;
+        case OPT_ALLOW_FILE: o->allow_file = optarg; break;
+        case OPT_INSECURE: o->insecure = true; break;
+        case OPT_MAX_FRAME_BYTES:
+            o->max_frame = parse_uint_opt(name, optarg, 4096,
+                                          TPROTO_MAX_FRAME);
+            break;
+        case OPT_MAX_REQUEST_BYTES:
+            o->max_request = parse_uint_opt(name, optarg, 1024,
+                                            64 * 1024 * 1024);
+            break;
         case 'h':
             usage();
             exit(EXIT_SUCCESS);
@@ -788,6 +1194,39 @@ parse_options(int argc, char *argv[], struct tem_options *o)
     if (optind < argc) {
         die_usage("unexpected argument '%s'", argv[optind]);
     }
+    if (c->max_batch_bytes > o->max_frame / 2) {
+        c->max_batch_bytes = MAX(4096, o->max_frame / 2);
+    }
+}
+
+/* Reads the key pair and the allow-list, or says that there are none. */
+static void
+load_keys(struct tem_daemon *d)
+{
+    if (d->opt.insecure) {
+        tpm_log(TPM_LOG_WARN, "INSECURE: --insecure-plaintext: no keys, no "
+                "encryption; anyone who reaches the sockets can claim any "
+                "host id, forge alerts and read them");
+        return;
+    }
+    if (!tpm_curve_available()) {
+        fprintf(stderr, "trumpet-tem: refusing to start: this libzmq has "
+                "no CURVE support (it needs libsodium)\n");
+        exit(EXIT_FAILURE);
+    }
+    char *error = tpm_curve_read_file(d->opt.key_file, d->pub_key,
+                                      d->sec_key);
+    if (!error) {
+        error = tem_allow_load(d->opt.allow_file, &d->allow);
+    }
+    if (error) {
+        fprintf(stderr, "trumpet-tem: refusing to start: %s (make keys with "
+                "tem-ctl keygen, see --key-file, --allow-file and "
+                "docs/operations.md)\n", error);
+        exit(EXIT_FAILURE);
+    }
+    d->ctl_curve = strncmp(d->opt.ctl, "ipc://", 6) != 0;
+    d->pub_curve = strncmp(d->opt.pub, "ipc://", 6) != 0;
 }
 
 int
@@ -803,12 +1242,32 @@ main(int argc, char *argv[])
     signal(SIGPIPE, SIG_IGN);
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
+    signal(SIGHUP, on_sighup);
 
     d.opt.cfg.clock = clock_cb;
     d.opt.cfg.send = send_cb;
     d.opt.cfg.alert = alert_cb;
     d.opt.cfg.aux = &d;
     d.core = tem_core_create(&d.opt.cfg);
+    load_keys(&d);
+
+    /* One TEM per state file: locked before it is read or written. */
+    char *lock = tem_state_lock_path(d.opt.state_file);
+    char *what = xasprintf("state file %s", d.opt.state_file);
+    int lock_fd;
+    error = tem_lock(lock, what, &lock_fd);
+    free(what);
+    free(lock);
+    if (error) {
+        fprintf(stderr, "trumpet-tem: refusing to start: %s\n", error);
+        free(error);
+        return EXIT_FAILURE;
+    }
+    size_t n_stale = tem_state_clean(d.opt.state_file);
+    if (n_stale) {
+        tpm_log(TPM_LOG_WARN, "removed %zu temporary files of %s left by a "
+                "TEM that died while saving", n_stale, d.opt.state_file);
+    }
 
     error = tem_state_load(d.core, d.opt.state_file);
     if (error) {
@@ -834,18 +1293,48 @@ main(int argc, char *argv[])
     }
 
     d.zctx = zmq_ctx_new();
+    if (!d.opt.insecure) {
+        /* Before any CURVE socket: without a handler, ZeroMQ lets every
+         * key in. */
+        d.zap = zmq_socket(d.zctx, ZMQ_REP);
+        int zero = 0;
+        zmq_setsockopt(d.zap, ZMQ_LINGER, &zero, sizeof zero);
+        tpm_zmq_max_msg(d.zap, 4096);
+        if (zmq_bind(d.zap, "inproc://zeromq.zap.01")) {
+            fprintf(stderr, "trumpet-tem: cannot bind the ZAP handler: "
+                    "%s\n", zmq_strerror(errno));
+            return EXIT_FAILURE;
+        }
+    }
+    const char *hosts_zap = d.opt.insecure ? NULL : TEM_ZAP_HOSTS;
     d.router = open_socket(&d, ZMQ_ROUTER, d.opt.listen, "hosts' (--listen)",
-                           d.listen_ep, sizeof d.listen_ep);
-    d.pub = open_socket(&d, ZMQ_PUB, d.opt.pub, "alerts' (--pub)", d.pub_ep,
-                        sizeof d.pub_ep);
-    d.rep = open_socket(&d, ZMQ_REP, d.opt.ctl, "control (--ctl)", d.ctl_ep,
-                        sizeof d.ctl_ep);
+                           hosts_zap, d.opt.max_frame, d.listen_ep,
+                           sizeof d.listen_ep);
+    d.pub = open_socket(&d, ZMQ_PUB, d.opt.pub, "alerts' (--pub)",
+                        d.pub_curve ? TEM_ZAP_CLIENTS : NULL, PUB_MAX_MSG,
+                        d.pub_ep, sizeof d.pub_ep);
+    d.rep = open_socket(&d, ZMQ_REP, d.opt.ctl, "control (--ctl)",
+                        d.ctl_curve ? TEM_ZAP_CLIENTS : NULL,
+                        d.opt.max_request, d.ctl_ep, sizeof d.ctl_ep);
+    monitor_start(&d, d.router, &d.mon[0], "hosts");
+    monitor_start(&d, d.rep, &d.mon[1], "ctl");
+    monitor_start(&d, d.pub, &d.mon[2], "pub");
     tpm_log(TPM_LOG_INFO, "TEM %s up: hosts on %s, alerts on %s, control on "
-            "%s, %zu events from %s", d.opt.cfg.tem_id, d.listen_ep,
+            "%s, %zu events from %s; %s", d.opt.cfg.tem_id, d.listen_ep,
             d.pub_ep, d.ctl_ep, tem_core_n_events(d.core),
-            d.opt.state_file);
+            d.opt.state_file, d.opt.insecure ? "INSECURE plaintext"
+                                             : "CURVE keys");
+    if (!d.opt.insecure) {
+        tpm_log(TPM_LOG_INFO, "public key %s; allow-list %s: %zu host keys, "
+                "%zu client keys", d.pub_key, d.opt.allow_file,
+                d.allow->n_hosts, d.allow->n_clients);
+    }
 
     while (!stop_signal) {
+        if (reload_signal) {
+            reload_signal = 0;
+            free(allow_reload(&d));
+        }
         uint64_t next = tem_core_run(d.core);
         tem_core_flush(d.core);
 
@@ -855,22 +1344,43 @@ main(int argc, char *argv[])
         zmq_pollitem_t items[] = {
             { .socket = d.router, .events = ZMQ_POLLIN },
             { .socket = d.rep, .events = ZMQ_POLLIN },
+            { .socket = d.zap, .events = ZMQ_POLLIN },
         };
-        if (zmq_poll(items, 2, timeout) < 0) {
+        for (size_t i = 0; i < ARRAY_SIZE(d.mon); i++) {
+            if (d.mon[i].monitor) {
+                monitor_read(&d.mon[i], d.opt.batch);
+            }
+        }
+        if (zmq_poll(items, d.zap ? 3 : 2, timeout) < 0) {
             if (errno == EINTR) {
                 continue;
             }
             tpm_log(TPM_LOG_ERR, "zmq_poll: %s", zmq_strerror(errno));
             break;
         }
+
+        /* Bounded work, hosts first: handshakes, host frames, timers,
+         * then one control request. */
+        uint64_t start = tpm_clock_mono_ns();
+        if (d.zap && items[2].revents & ZMQ_POLLIN) {
+            for (uint32_t i = 0; i < d.opt.batch && zap_serve(&d); i++) {
+                continue;
+            }
+        }
         if (items[0].revents & ZMQ_POLLIN) {
             for (uint32_t i = 0; i < d.opt.batch && router_recv(&d); i++) {
                 continue;
             }
+            tem_core_run(d.core);
+            tem_core_flush(d.core);
         }
         if (items[1].revents & ZMQ_POLLIN) {
+            uint64_t ctl_start = tpm_clock_mono_ns();
             ctl_handle(&d);
+            d.ctl_last_ns = tpm_clock_mono_ns() - ctl_start;
+            d.ctl_max_ns = MAX(d.ctl_max_ns, d.ctl_last_ns);
         }
+        d.turn_max_ns = MAX(d.turn_max_ns, tpm_clock_mono_ns() - start);
     }
 
     tpm_log(TPM_LOG_INFO, "stopping on signal %d", (int) stop_signal);
@@ -882,7 +1392,17 @@ main(int argc, char *argv[])
     zmq_close(d.router);
     zmq_close(d.pub);
     zmq_close(d.rep);
+    if (d.zap) {
+        zmq_close(d.zap);
+    }
+    for (size_t i = 0; i < ARRAY_SIZE(d.mon); i++) {
+        if (d.mon[i].monitor) {
+            zmq_close(d.mon[i].monitor);
+        }
+    }
     zmq_ctx_term(d.zctx);
+    tem_allow_free(d.allow);
+    memset(d.sec_key, 0, sizeof d.sec_key);
     if (!strncmp(d.opt.ctl, "ipc://", 6)) {
         unlink(d.opt.ctl + 6);
     }

@@ -95,9 +95,9 @@ TESTS += tests/test-proto
 check_PROGRAMS += tests/test-tem
 tests_test_tem_SOURCES = tests/test-tem.c
 tests_test_tem_CFLAGS = $(TEST_CFLAGS) -I$(top_srcdir)/tem $(JSON_C_CFLAGS) \
-	$(PROTOBUF_C_CFLAGS)
+	$(PROTOBUF_C_CFLAGS) $(ZMQ_CFLAGS)
 tests_test_tem_LDADD = tem/libtemcore.la $(TEST_LDADD) $(JSON_C_LIBS) \
-	$(PROTOBUF_C_LIBS)
+	$(PROTOBUF_C_LIBS) $(ZMQ_LIBS)
 tests/test_tem-test-tem.$(OBJEXT): $(PROTO_GEN)
 TESTS += tests/test-tem
 EXTRA_DIST += tests/demo-tem.sh tests/tem-trace.py
@@ -106,7 +106,15 @@ EXTRA_DIST += tests/demo-tem.sh tests/tem-trace.py
 # exit codes, the wire checked with hand-encoded protobuf, decisions
 # against traces of known volume, persistence.
 TESTS += tests/tem-replay.sh
-EXTRA_DIST += tests/tem-replay.sh tests/tem-wire.py
+EXTRA_DIST += tests/tem-replay.sh tests/tem-wire.py tests/tem-keys.sh \
+	tests/tem-lib.sh
+
+# Attacks on the TEM's control plane with two tpm-replay hosts: rogue
+# peers without a key, with an unknown key, with another host's key;
+# oversized frames and requests (RSS measured); key revocation; two TEMs
+# on one state file; event ids at the end of their range.
+TESTS += tests/tem-security.sh
+EXTRA_DIST += tests/tem-security.sh
 
 # The TEM with two hosts: the patched ovs-vswitchd on the veth-DPDK test
 # bed and a tpm-replay (network-wide alerts checked against what was sent,

@@ -40,7 +40,15 @@ tem_ctl() {
     "$build/tem/tem-ctl" --ctl="$ctl" "$@"
 }
 
-"$build/tem/trumpet-tem" --listen="ipc://$tmp/tem" --pub="ipc://$tmp/pub" \
+# CURVE keys (tem-ctl keygen) for the TEM and the hosts h1 and h2, and the
+# TEM's allow-list binding each host id to its key.
+CTL=$build/tem/tem-ctl
+. "$top/tests/tem-keys.sh"
+tem_keys "$tmp/keys" h1 h2
+
+"$build/tem/trumpet-tem" --key-file="$tmp/keys/tem.key" \
+    --allow-file="$tmp/keys/allow" \
+    --listen="ipc://$tmp/tem" --pub="ipc://$tmp/pub" \
     --ctl="$ctl" --state-file="$tmp/events.json" \
     --alert-file="$tmp/alerts.json" --no-alerts-stdout \
     2>"$tmp/tem.log" &
@@ -76,6 +84,7 @@ python3 "$top/tests/tem-trace.py" --out "$tmp/h2.pcap" --epochs 100 \
     --per-epoch 5 --size 1000 --src 10.99.2.1 >/dev/null
 for h in h1 h2; do
     "$build/tpm/tpm-replay" --controller "ipc://$tmp/tem" --host-id $h \
+        --tem-key "$tmp/keys/tem.key.pub" --host-key-file "$tmp/keys/$h.key" \
         --prefix 10.99.0.0/24 --realtime --require-controller \
         "$tmp/$h.pcap" >"$tmp/$h.out" 2>"$tmp/$h.err" &
     pids="$pids $!"

@@ -64,6 +64,8 @@ top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
 top_builddir=$(cd "${top_builddir:-$top_srcdir/build}" && pwd)
 # shellcheck source=tests/testbed.sh
 . "$top_srcdir/tests/testbed.sh"
+# shellcheck source=tests/tem-keys.sh
+. "$top_srcdir/tests/tem-keys.sh"
 
 SEND=$top_srcdir/tests/udp-send.py
 TEM_TRACE=$top_srcdir/tests/tem-trace.py
@@ -126,6 +128,7 @@ tem_answers() {
 tem_start() {
     TEM_RUN=$((${TEM_RUN:-0} + 1))
     tb_bg "$TB_DIR/tem.$TEM_RUN.out" "$TEM_BIN" \
+        --key-file="$KEYS/tem.key" --allow-file="$KEYS/allow" \
         --listen="ipc://$TB_DIR/tem-hosts.sock" \
         --pub="ipc://$TB_DIR/tem-pub.sock" \
         --ctl="ipc://$TB_DIR/tem-ctl.sock" \
@@ -413,11 +416,14 @@ setup() {
     tb_vsctl set Open_vSwitch . \
         "other_config:tpm-controller=unix:$TB_DIR/tem-hosts.sock" \
         other_config:tpm-host-id=ovs1 \
+        "other_config:tpm-controller-key=$KEYS/tem.key.pub" \
+        "other_config:tpm-host-key-file=$KEYS/ovs1.key" \
         other_config:tpm-prefixes=10.99.0.0/24 \
         other_config:tpm-agent-backoff-max=1s
     # Host 2: the replay, from the next epoch boundary on.
     tb_bg "$TB_DIR/replay.out" "$REPLAY_BIN" \
         --controller "ipc://$TB_DIR/tem-hosts.sock" --host-id replay1 \
+        --tem-key "$KEYS/tem.key.pub" --host-key-file "$KEYS/replay1.key" \
         --prefix 10.99.0.0/24 --realtime --loop "$TRACE_LOOPS" \
         --history "$HISTORY" \
         --require-controller --stats "$TB_DIR/trace.pcap"
@@ -863,6 +869,9 @@ main() {
     local t0=$SECONDS
     tb_init
     tem_check_built
+    # CURVE keys for the TEM and its two hosts.
+    KEYS=$TB_DIR/keys
+    CTL=$TEM_CTL_BIN tem_keys "$KEYS" ovs1 replay1
     ALERT_FILE=$TB_DIR/alerts.json
     BURST_EPOCHS=()
     TB_OTHER_CONFIG=("other_config:tpm-history=$HISTORY"

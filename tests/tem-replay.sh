@@ -33,62 +33,30 @@
 set -euo pipefail
 
 top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
-top_builddir=${top_builddir:-$top_srcdir/build}
-PY=${PYTHON3:-python3}
-TEM=$top_builddir/tem/trumpet-tem
-CTL=$top_builddir/tem/tem-ctl
-REPLAY=$top_builddir/tpm/tpm-replay
-
-"$PY" -c 'import zmq' 2>/dev/null \
-    || { echo "SKIP: python3-zmq not available to $PY"; exit 77; }
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/tem-replay.XXXXXX")
-pids=()
-tem_pid=
-cleanup() {
-    local rc=$? p
-    for p in "${pids[@]}" $tem_pid; do
-        kill "$p" 2>/dev/null || true
-    done
-    for p in "${pids[@]}" $tem_pid; do
-        wait "$p" 2>/dev/null || true
-    done
-    if [ $rc != 0 ] && [ -f "$tmp/tem.log" ]; then
-        echo "--- TEM log:"
-        tail -n 30 "$tmp/tem.log"
-    fi
-    rm -rf "$tmp"
-    exit $rc
-}
-trap cleanup EXIT
-
-fail() {
-    echo "FAIL: $*"
-    exit 1
-}
+# shellcheck source=tests/tem-lib.sh
+. "$top_srcdir/tests/tem-lib.sh"
+tem_test_init tem-replay
 
 ctl() {
     "$CTL" --ctl="ipc://$tmp/ctl" "$@"
 }
 
-start_tem() {
-    "$TEM" --listen="ipc://$tmp/tem" --pub="ipc://$tmp/pub" \
-        --ctl="ipc://$tmp/ctl" --state-file="$tmp/events.json" \
-        --alert-file="$tmp/alerts.json" --no-alerts-stdout \
-        --heartbeat=200ms --poll-deadline=1s 2>>"$tmp/tem.log" &
-    tem_pid=$!
-    local i
-    for ((i = 0; i < 100; i++)); do
-        ctl --timeout=100ms status >/dev/null 2>&1 && return 0
-        kill -0 "$tem_pid" 2>/dev/null || fail "the TEM exited at start"
-    done
-    fail "the TEM does not answer tem-ctl"
+# The hosts' keys: tpm-replay hosts h1, h2; tem-wire.py's g1, bad-version,
+# bad-epoch, wire1.
+K=$tmp/keys
+tem_keys "$K" h1 h2 g1 bad-version bad-epoch wire1
+KEYS=(--key-file="$K/tem.key" --allow-file="$K/allow")
+
+# wire CASE HOST: tests/tem-wire.py CASE with HOST's key.
+wire() {
+    "$PY" "$top_srcdir/tests/tem-wire.py" "ipc://$tmp/tem" "$1" \
+        --server-key "$K/tem.key.pub" --key-file "$K/$2.key"
 }
 
-stop_tem() {
-    kill "$tem_pid"
-    wait "$tem_pid" || fail "the TEM exited with status $? on SIGTERM"
-    tem_pid=
+start_tem() {
+    tem_start "${KEYS[@]}" --listen="ipc://$tmp/tem" --pub="ipc://$tmp/pub" \
+        --state-file="$tmp/events.json" --alert-file="$tmp/alerts.json" \
+        --no-alerts-stdout --heartbeat=200ms --poll-deadline=1s
 }
 
 # counter NAME: a counter of "tem-ctl status".
@@ -119,10 +87,11 @@ expect_rc 1 'across=sum needs' ctl event-add bad 'filter=udp predicate=avg(volum
 echo "PASS: tem-ctl exit codes and error messages"
 
 # --- 2. The wire ---------------------------------------------------------
-"$PY" "$top_srcdir/tests/tem-wire.py" "ipc://$tmp/tem" garbage >/dev/null
+wire garbage g1 >/dev/null
 for c in version epoch hello; do
-    out=$("$PY" "$top_srcdir/tests/tem-wire.py" "ipc://$tmp/tem" $c) \
-        || fail "wire case $c: $out"
+    h=wire1
+    [ $c = hello ] || h=bad-$c
+    out=$(wire $c $h) || fail "wire case $c: $out"
 done
 for i in $(seq 50); do
     [ "$(counter invalid_frames)" = 2 ] && break
@@ -159,6 +128,7 @@ start=$(( ($(date +%s%N) / 100000000 + 15) * 100000000 ))
 hpids=()
 for h in h1 h2; do
     "$REPLAY" --controller "ipc://$tmp/tem" --host-id $h \
+        --tem-key "$K/tem.key.pub" --host-key-file "$K/$h.key" \
         --prefix 10.99.0.0/24 --realtime --start-at $start \
         --require-controller --stats "$tmp/$h.pcap" \
         >"$tmp/$h.out" 2>"$tmp/$h.err" &
@@ -219,7 +189,7 @@ polls=$(( $(counter polls_sent) - polls0 ))
 
 # --- 4. Restart and persistence -----------------------------------------
 ctl --json event-list >"$tmp/before.json"
-stop_tem
+tem_stop
 start_tem
 ctl --json event-list >"$tmp/after.json"
 "$PY" - "$tmp/before.json" "$tmp/after.json" <<'PYEOF' || exit 1
@@ -233,11 +203,11 @@ if a != b or len(a) != 4:
     sys.exit(1)
 print("PASS: restart: the 4 events come back with their ids")
 PYEOF
-stop_tem
+tem_stop
 echo '{"format":1,"next_id":2,"events":[{"id":1,"name":"x","definition":"filter=udp predicate=sum(volume) >"}]}' \
     >"$tmp/events.json"
 rc=0
-"$TEM" --listen="ipc://$tmp/tem" --pub="ipc://$tmp/pub" \
+"$TEM" "${KEYS[@]}" --listen="ipc://$tmp/tem" --pub="ipc://$tmp/pub" \
     --ctl="ipc://$tmp/ctl" --state-file="$tmp/events.json" \
     >/dev/null 2>"$tmp/bad.err" || rc=$?
 [ $rc = 1 ] || fail "a bad state file: exit status $rc, expected 1"

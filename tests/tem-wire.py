@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Talks to a TEM's host socket at the wire level, as a misbehaving host.
 
-    tem-wire.py ENDPOINT CASE
+    tem-wire.py ENDPOINT CASE [--server-key KEY --key-file FILE]
+                [--host-id ID] [--mb N] [--count N]
 
 Encodes protobuf by hand (a few lines: varints and length-delimited
 fields, following proto/trumpet.proto), independently of the protobuf-c
@@ -19,9 +20,24 @@ code the TEM and the agent use, and checks what the TEM answers:
                     survives (a Heartbeat is still answered by the TEM's
                     own heartbeats / no Bye)
 
+Attacks (tests/tem-security.sh):
+
+    claim           Hello as --host-id, which the key is not bound to,
+                    then a Satisfaction of value 9.99e12 for event id 1:
+                    a Refuse naming the key's host id is expected
+    silent          Hello as --host-id and the same Satisfaction, from a
+                    peer the TEM must not even answer (no key, or a key
+                    not in its allow-list): no answer within 2 s
+    oversized       --count frames of --mb MB sent at once
+
+With --server-key (the TEM's public key, Z85 or a key file) and
+--key-file (a key pair from tem-ctl keygen) the socket is a CURVE client.
+
 Prints one line "ok: ..." and exits 0, or prints the problem and exits 1.
 Uses python3-zmq.
 """
+import argparse
+import struct
 import sys
 import time
 
@@ -66,12 +82,24 @@ def hello(vmin, vmax, host, epoch_ns):
     return field_bytes(1, body)         # Message.hello = 1
 
 
-def satisfaction(event_id, addr):
+def satisfaction(event_id, addr, value=0.0):
     key = (field_varint(1, 4) + field_bytes(2, addr) + field_bytes(3, addr)
            + field_varint(4, 1) + field_varint(5, 2) + field_varint(6, 17))
     body = (field_varint(1, event_id) + field_varint(2, 1000)
-            + field_bytes(3, key) + varint(4 << 3 | 1) + b"\0" * 8)
+            + field_bytes(3, key) + varint(4 << 3 | 1)
+            + struct.pack("<d", value))
     return field_bytes(8, body)         # Message.satisfaction = 8
+
+
+def read_key(arg, name):
+    """A Z85 key given as is, or the NAME line of a key file."""
+    if len(arg) == 40 and not arg.startswith("/"):
+        return arg.encode()
+    for line in open(arg):
+        k, _, v = line.partition("=")
+        if k.strip() == name:
+            return v.strip().strip('"').encode()
+    fail("no %s in %s" % (name, arg))
 
 
 def parse(data):
@@ -125,12 +153,49 @@ def fail(msg):
 
 
 def main():
-    endpoint, case = sys.argv[1], sys.argv[2]
+    ap = argparse.ArgumentParser()
+    ap.add_argument("endpoint")
+    ap.add_argument("case")
+    ap.add_argument("--server-key")
+    ap.add_argument("--key-file")
+    ap.add_argument("--host-id", default="h1")
+    ap.add_argument("--mb", type=int, default=1)
+    ap.add_argument("--count", type=int, default=1)
+    args = ap.parse_args()
+    endpoint, case = args.endpoint, args.case
     ctx = zmq.Context()
     sock = ctx.socket(zmq.DEALER)
     sock.setsockopt(zmq.LINGER, 2000)
+    if args.server_key:
+        sock.curve_serverkey = read_key(args.server_key, "public-key")
+        sock.curve_publickey = read_key(args.key_file, "public-key")
+        sock.curve_secretkey = read_key(args.key_file, "secret-key")
     sock.connect(endpoint)
-    if case == "garbage":
+    forged = satisfaction(1, bytes([10, 99, 0, 2]), 9.99e12)
+    if case == "claim":
+        sock.send(frame(1, hello(1, 1, args.host_id, 10_000_000)))
+        got = answers(sock, 5000)
+        if not got or got[0][0] != 3:   # Message.refuse = 3
+            fail("expected Refuse, got %r" % (got,))
+        reason = got[0][1][1][0].decode()
+        if "bound to this connection's key" not in reason:
+            fail("Refuse reason %r" % reason)
+        sock.send(frame(1, forged))
+        answers(sock, 500)
+        print("ok: refused: " + reason)
+    elif case == "silent":
+        sock.send(frame(1, hello(1, 1, args.host_id, 10_000_000), forged))
+        got = answers(sock, 2000)
+        if got is not None:
+            fail("the TEM answered: %r" % (got,))
+        print("ok: no answer")
+    elif case == "oversized":
+        big = bytes(args.mb << 20)
+        for _ in range(args.count):
+            sock.send(big, copy=False)
+        time.sleep(1)
+        print("ok: sent %d frames of %d MB" % (args.count, args.mb))
+    elif case == "garbage":
         sock.send(b"\xff\x00garbage\x13\x37" * 3)
         sock.send(frame(1, hello(1, 1, "g1", 10_000_000))[:-5])
         print("ok: sent 2 invalid frames")

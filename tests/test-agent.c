@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <sys/stat.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,7 @@
 
 #include "agent.h"
 #include "clock.h"
+#include "curve.h"
 #include "test-util.h"
 #include "tproto.h"
 #include "util.h"
@@ -238,6 +240,8 @@ agent_config(struct tpm_agent_config *c, const char *endpoint)
     c->backoff_min_ns = 20 * MS;
     c->backoff_max_ns = 200 * MS;
     c->hello_timeout_ns = 1000 * MS;
+    /* The fake TEM is plaintext; test_curve has keys. */
+    c->insecure_plaintext = true;
 }
 
 static struct tpm_agent *
@@ -1128,6 +1132,147 @@ START_TEST(test_unreachable)
 }
 END_TEST
 
+/* A new key pair DIR/NAME.key (and .pub) with its public key in 'pub';
+ * returns the path of the pair (caller frees). */
+static char *
+make_keys(const char *dir, const char *name, char pub[TPM_CURVE_KEY_LEN + 1])
+{
+    char *file = xasprintf("%s/%s.key", dir, name);
+    char *error = tpm_curve_keygen(file, false, pub);
+    ck_assert_msg(!error, "%s", error);
+    return file;
+}
+
+/* Removes key pair 'file', its .pub and frees 'file'. */
+static void
+remove_keys(char *file)
+{
+    char *pub_file = xasprintf("%s.pub", file);
+    unlink(pub_file);
+    unlink(file);
+    free(pub_file);
+    free(file);
+}
+
+/* Keys are required unless plaintext is asked for, and checked at
+ * creation: missing, a public file for the key pair, a secret key open to
+ * others, a bad TEM key. */
+START_TEST(test_keys_required)
+{
+    char dir[] = "/tmp/test-agent-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char pub[TPM_CURVE_KEY_LEN + 1], tem_pub[TPM_CURVE_KEY_LEN + 1];
+    char *file = make_keys(dir, "h", pub);
+    char *pub_file = xasprintf("%s.pub", file);
+    char *error = tpm_curve_keygen(file, false, pub);
+    ck_assert_msg(error && strstr(error, "exists already"), "%s", error);
+    free(error);
+    strcpy(tem_pub, pub);
+    struct stat st;
+    ck_assert_int_eq(stat(file, &st), 0);
+    ck_assert_uint_eq(st.st_mode & 0777, 0600);
+
+    static const struct {
+        const char *tem_key;    /* NULL: none; "FILE": 'pub_file'. */
+        int key_file;           /* 0 none, 1 'file', 2 'pub_file'. */
+        mode_t mode;            /* Of 'file'. */
+        const char *error;
+    } cases[] = {
+        { NULL, 1, 0600, "no CURVE keys" },
+        { "TEM", 0, 0600, "no CURVE keys" },
+        { "TEM", 2, 0600, "no secret-key" },
+        { "TEM", 1, 0640, "chmod 600" },
+        { "short", 1, 0600, "cannot open key file short" },
+        { "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa~", 1, 0600,
+          "neither 40 Z85 characters nor a key file" },
+        { "FILE", 1, 0600, NULL },
+        { "TEM", 1, 0600, NULL },
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        struct tpm_agent_config c;
+        agent_config(&c, "tcp://127.0.0.1:1");
+        c.insecure_plaintext = false;
+        c.tem_public_key = !cases[i].tem_key ? NULL
+                           : !strcmp(cases[i].tem_key, "TEM") ? tem_pub
+                           : !strcmp(cases[i].tem_key, "FILE") ? pub_file
+                           : cases[i].tem_key;
+        c.key_file = (const char *[]) { NULL, file,
+                                        pub_file }[cases[i].key_file];
+        ck_assert_int_eq(chmod(file, cases[i].mode), 0);
+        struct tpm_agent *a = tpm_agent_create(&c, &error);
+        if (cases[i].error) {
+            ck_assert_msg(!a && error && strstr(error, cases[i].error),
+                          "case %zu: %s", i, error ? error : "created");
+            free(error);
+        } else {
+            ck_assert_msg(a, "case %zu: %s", i, error);
+            tpm_agent_destroy(a);
+        }
+    }
+    remove_keys(file);
+    free(pub_file);
+    rmdir(dir);
+}
+END_TEST
+
+/* Over CURVE: the agent reaches a TEM whose public key it pins, and not
+ * one with another key (it says so in last_error). */
+START_TEST(test_curve)
+{
+    char dir[] = "/tmp/test-agent-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char host_pub[TPM_CURVE_KEY_LEN + 1], tem_pub[TPM_CURVE_KEY_LEN + 1];
+    char tem_sec[TPM_CURVE_KEY_LEN + 1];
+    char *host_file = make_keys(dir, "h", host_pub);
+    char *tem_file = make_keys(dir, "t", tem_pub);
+    char *error = tpm_curve_read_file(tem_file, tem_pub, tem_sec);
+    ck_assert_msg(!error, "%s", error);
+
+    for (int right = 0; right < 2; right++) {
+        struct tem t;
+        memset(&t, 0, sizeof t);
+        t.ctx = zmq_ctx_new();
+        t.heartbeat_ms = 1000;
+        t.router = zmq_socket(t.ctx, ZMQ_ROUTER);
+        int linger = 0;
+        zmq_setsockopt(t.router, ZMQ_LINGER, &linger, sizeof linger);
+        error = tpm_curve_setup(t.router, NULL, NULL, tem_sec, "test");
+        ck_assert_msg(!error, "%s", error);
+        ck_assert_int_eq(zmq_bind(t.router, "tcp://127.0.0.1:*"), 0);
+        size_t size = sizeof t.endpoint;
+        zmq_getsockopt(t.router, ZMQ_LAST_ENDPOINT, t.endpoint, &size);
+
+        struct tpm_agent_config c;
+        agent_config(&c, t.endpoint);
+        c.insecure_plaintext = false;
+        c.tem_public_key = right ? tem_pub : host_pub;
+        c.key_file = host_file;
+        c.hello_timeout_ns = 200 * MS;
+        struct tpm_agent *a = agent_start(&c);
+        if (right) {
+            Trumpet__Frame *f = tem_expect(&t, TRUMPET__MESSAGE__BODY_HELLO);
+            tproto_free(f);
+        } else {
+            ck_assert_ptr_null(tem_recv(&t, 500));
+            uint64_t deadline = tpm_clock_mono_ns() + WAIT_MS * MS;
+            while (!status(a).last_error[0]) {
+                ck_assert(tpm_clock_mono_ns() < deadline);
+                sleep_ms(5);
+            }
+            struct tpm_agent_status s = status(a);
+            ck_assert_msg(strstr(s.last_error, "refuses this host's key"),
+                          "%s", s.last_error);
+            ck_assert_uint_eq(s.sessions, 0);
+        }
+        tpm_agent_destroy(a);
+        tem_destroy(&t);
+    }
+    remove_keys(host_file);
+    remove_keys(tem_file);
+    rmdir(dir);
+}
+END_TEST
+
 static Suite *
 agent_suite(void)
 {
@@ -1143,6 +1288,8 @@ agent_suite(void)
     tcase_add_test(tc, test_reconnect);
     tcase_add_test(tc, test_queue_full);
     tcase_add_test(tc, test_unreachable);
+    tcase_add_test(tc, test_keys_required);
+    tcase_add_test(tc, test_curve);
     suite_add_tcase(s, tc);
     return s;
 }

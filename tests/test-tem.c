@@ -12,7 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <zmq.h>
 
+#include "tem-auth.h"
 #include "tem-core.h"
 #include "tem-state.h"
 #include "test-util.h"
@@ -1390,6 +1392,221 @@ START_TEST(test_many_decisions)
 }
 END_TEST
 
+/* Frames of a connection whose key is bound to host id 'auth'. */
+static void
+input_auth(const char *peer, const char *auth, struct tproto_batch *b)
+{
+    uint8_t *data;
+    size_t len = tproto_batch_encode(b, 0, &data);
+    tem_core_input_auth(fx.core, peer, strlen(peer), auth, data, len);
+    free(data);
+    tproto_batch_clear(b);
+    tem_core_flush(fx.core);
+}
+
+static struct tem_stats
+stats(void)
+{
+    struct tem_stats s;
+    tem_core_get_stats(fx.core, &s);
+    return s;
+}
+
+/* A host may only say Hello as its key's host id: another key's holder
+ * claiming h1 is refused without touching h1's session, and cannot
+ * satisfy anything; a session's frames under another key's id are
+ * dropped; a revoked peer's session ends with Bye. */
+START_TEST(test_auth)
+{
+    struct tproto_batch b;
+    tproto_batch_init(&b);
+    uint32_t ev = add_event("big", "filter=udp predicate=sum(volume) > 10 "
+                            "group=nw_dst across=sum");
+
+    tproto_add_hello(&b, "h1", NULL, 0, EPOCH_NS, fx.now, NULL, 0, "test");
+    input_auth("p-h1", "h1", &b);
+    ck_assert_uint_eq(count_sent("p-h1", TRUMPET__MESSAGE__BODY_WELCOME), 1);
+    ack_installs("h1");
+
+    /* h2's key claims h1, twice, then satisfies. */
+    for (int i = 0; i < 2; i++) {
+        tproto_add_hello(&b, "h1", NULL, 0, EPOCH_NS, fx.now, NULL, 0, "x");
+        input_auth("p-rogue", "h2", &b);
+    }
+    ck_assert_uint_eq(count_sent("p-rogue", TRUMPET__MESSAGE__BODY_REFUSE),
+                      2);
+    const Trumpet__Message *m = get_sent("p-rogue",
+                                         TRUMPET__MESSAGE__BODY_REFUSE, 0);
+    ck_assert_msg(strstr(m->refuse->reason, "host id 'h1' is not the one "
+                         "bound to this connection's key ('h2'"), "%s",
+                  m->refuse->reason);
+    struct tpm_key k = group_key("10.0.0.1");
+    tproto_add_satisfaction(&b, ev, 5, &k, 9.99e12, 0, 1, 0);
+    input_auth("p-rogue", "h2", &b);
+    ck_assert_uint_eq(count_sent("p-h1", TRUMPET__MESSAGE__BODY_BYE), 0);
+    struct tem_stats s = stats();
+    ck_assert_uint_eq(s.auth_mismatch, 2);
+    ck_assert_uint_eq(s.replaced, 0);
+    ck_assert_uint_eq(s.hosts_gone, 0);
+    ck_assert_uint_eq(s.satisfactions, 0);
+    ck_assert_uint_eq(s.sessions, 1);
+
+    /* A frame of h1's session under another id: dropped, unread. */
+    tproto_add_satisfaction(&b, ev, 5, &k, 9.99e12, 0, 1, 0);
+    input_auth("p-h1", "h3", &b);
+    s = stats();
+    ck_assert_uint_eq(s.auth_mismatch, 3);
+    ck_assert_uint_eq(s.satisfactions, 0);
+    /* Hello, ack; 2 Hellos and a Satisfaction from p-rogue; none of the
+     * dropped frame. */
+    ck_assert_uint_eq(s.msgs_in, 5);
+    step();
+    ck_assert_uint_eq(fx.n_alerts, 0);
+
+    /* Revoked. */
+    tem_core_peer_revoke(fx.core, "p-rogue", 7, "revoked");
+    ck_assert_uint_eq(stats().revoked, 0);
+    tem_core_peer_revoke(fx.core, "p-h1", 4, "key removed");
+    tem_core_flush(fx.core);
+    ck_assert_uint_eq(count_sent("p-h1", TRUMPET__MESSAGE__BODY_BYE), 1);
+    s = stats();
+    ck_assert_uint_eq(s.revoked, 1);
+    ck_assert_uint_eq(s.hosts_gone, 1);
+    tproto_batch_destroy(&b);
+}
+END_TEST
+
+/* Ids never wrap: past 4294967295 event-add refuses, the state round-trips;
+ * names and definitions are bounded before anything else. */
+START_TEST(test_event_ids)
+{
+    const char *def = "filter=udp predicate=sum(volume) > 10";
+    char *error = tem_core_event_add(fx.core, "top", def, UINT32_MAX);
+    ck_assert_msg(!error, "%s", error);
+    error = tem_core_event_add(fx.core, "next", def, 0);
+    ck_assert_msg(error && strstr(error, "no event id left"), "%s", error);
+    free(error);
+    error = tem_core_event_add(fx.core, "seven", def, 7);
+    ck_assert_msg(!error, "%s", error);
+
+    struct json_object *o = tem_core_events_to_json(fx.core);
+    struct json_object *next;
+    ck_assert(json_object_object_get_ex(o, "next_id", &next));
+    ck_assert_int_eq(json_object_get_int64(next), (int64_t) UINT32_MAX + 1);
+    error = tem_core_events_from_json(fx.core, o);
+    ck_assert_msg(!error, "%s", error);
+    ck_assert_uint_eq(tem_core_n_events(fx.core), 2);
+    error = tem_core_event_add(fx.core, "next", def, 0);
+    ck_assert_msg(error && strstr(error, "no event id left"), "%s", error);
+    free(error);
+    json_object_put(o);
+
+    char name[200], *big = xmalloc(TEM_MAX_DEFINITION + 100);
+    memset(name, 'n', sizeof name - 1);
+    name[sizeof name - 1] = '\0';
+    error = tem_core_event_add(fx.core, name, def, 0);
+    ck_assert_msg(error && strstr(error, "not a valid event name")
+                  && !strstr(error, "nnnnnnnn"), "%s", error);
+    free(error);
+    memset(big, ' ', TEM_MAX_DEFINITION + 99);
+    memcpy(big, def, strlen(def));
+    big[TEM_MAX_DEFINITION + 99] = '\0';
+    error = tem_core_event_add(fx.core, "x", big, 0);
+    ck_assert_msg(error && strstr(error, "longer than 8192"), "%s", error);
+    free(error);
+    free(big);
+}
+END_TEST
+
+/* The allow-list: its format, its errors, and the ZAP decision. */
+START_TEST(test_allow_list)
+{
+    char h1[41], h2[41], c1[41], sec[41];
+    ck_assert_int_eq(zmq_curve_keypair(h1, sec), 0);
+    ck_assert_int_eq(zmq_curve_keypair(h2, sec), 0);
+    ck_assert_int_eq(zmq_curve_keypair(c1, sec), 0);
+    char *text = xasprintf("# hosts\n  h1 %s\nh2\t%s   # second\n\n"
+                           "client alice %s\n", h1, h2, c1);
+    struct tem_allow *allow;
+    char *error = tem_allow_parse(text, strlen(text), "list", &allow);
+    ck_assert_msg(!error, "%s", error);
+    ck_assert_uint_eq(allow->n_hosts, 2);
+    ck_assert_uint_eq(allow->n_clients, 1);
+    ck_assert_str_eq(tem_allow_find(allow, h2)->name, "h2");
+    ck_assert_int_eq(tem_allow_find(allow, c1)->kind, TEM_ALLOW_CLIENT);
+
+    uint8_t raw[32];
+    char user[41];
+    const char *why;
+    zmq_z85_decode(raw, h1);
+    ck_assert_int_eq(tem_zap_decide(allow, TEM_ZAP_HOSTS, "CURVE", raw, 32,
+                                    user, &why), 200);
+    ck_assert_str_eq(user, h1);
+    ck_assert_int_eq(tem_zap_decide(allow, TEM_ZAP_CLIENTS, "CURVE", raw, 32,
+                                    user, &why), 400);
+    ck_assert_str_eq(why, "a host key on a client socket");
+    ck_assert_str_eq(user, "");
+    ck_assert_int_eq(tem_zap_decide(allow, TEM_ZAP_HOSTS, "NULL", raw, 32,
+                                    user, &why), 400);
+    ck_assert_int_eq(tem_zap_decide(allow, TEM_ZAP_HOSTS, "CURVE", raw, 31,
+                                    user, &why), 400);
+    zmq_z85_decode(raw, c1);
+    ck_assert_int_eq(tem_zap_decide(allow, TEM_ZAP_CLIENTS, "CURVE", raw, 32,
+                                    user, &why), 200);
+    ck_assert_int_eq(tem_zap_decide(allow, TEM_ZAP_HOSTS, "CURVE", raw, 32,
+                                    user, &why), 400);
+    char other[41];
+    ck_assert_int_eq(zmq_curve_keypair(other, sec), 0);
+    zmq_z85_decode(raw, other);
+    ck_assert_int_eq(tem_zap_decide(allow, TEM_ZAP_HOSTS, "CURVE", raw, 32,
+                                    user, &why), 400);
+    ck_assert_str_eq(why, "unknown key");
+    ck_assert_int_eq(tem_zap_decide(NULL, TEM_ZAP_HOSTS, "CURVE", raw, 32,
+                                    user, &why), 400);
+    tem_allow_free(allow);
+    free(text);
+
+    /* A key may hold '#': only a word after the fields is a comment. */
+    const char *hash_key = "0#00000000000000000000000000000000000000";
+    text = xasprintf("h1 %s #c #d\nclient a %s # x\n", hash_key, h1);
+    error = tem_allow_parse(text, strlen(text), "list", &allow);
+    ck_assert_msg(!error, "%s", error);
+    ck_assert_str_eq(tem_allow_find(allow, hash_key)->name, "h1");
+    ck_assert_str_eq(tem_allow_find(allow, h1)->name, "a");
+    tem_allow_free(allow);
+    free(text);
+
+    static const struct {
+        const char *line;
+        const char *error;
+    } bad[] = {
+        { "h1", "expected \"HOST-ID KEY\"" },
+        { "h1 KEY extra", "expected \"HOST-ID KEY\"" },
+        { "h/1 KEY", "host id is not" },
+        { "client a/b KEY", "client name is not" },
+        { "h1 tooshort", "the key is not 40 Z85" },
+        { "h1 KEY\nh2 KEY", "is listed twice (for h1 and h2)" },
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+        char *t = xstrdup(bad[i].line);
+        for (char *p; (p = strstr(t, "KEY")); ) {
+            char *u = xasprintf("%.*s%s%s", (int) (p - t), t, h1, p + 3);
+            free(t);
+            t = u;
+        }
+        char *full = xasprintf("# ok\n%s\n", t);
+        error = tem_allow_parse(full, strlen(full), "list", &allow);
+        ck_assert_msg(error && strstr(error, bad[i].error)
+                      && strstr(error, "list"), "%s: %s", bad[i].line,
+                      error ? error : "accepted");
+        ck_assert_ptr_null(allow);
+        free(error);
+        free(full);
+        free(t);
+    }
+}
+END_TEST
+
 int
 main(void)
 {
@@ -1413,6 +1630,9 @@ main(void)
     tcase_add_test(tc, test_invalid_messages);
     tcase_add_test(tc, test_dos_threshold);
     tcase_add_test(tc, test_many_decisions);
+    tcase_add_test(tc, test_auth);
+    tcase_add_test(tc, test_event_ids);
+    tcase_add_test(tc, test_allow_list);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }

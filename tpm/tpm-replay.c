@@ -166,6 +166,13 @@ usage(void)
            "tcp://HOST:PORT\n"
            "                          or ipc://PATH\n"
            "  --host-id ID            this host's id (the host name)\n"
+           "  --tem-key KEY|FILE      the TEM's CURVE public key (Z85, or "
+           "a key file)\n"
+           "  --host-key-file FILE    this host's key pair (tem-ctl "
+           "keygen), in the TEM's\n"
+           "                          allow-list for --host-id\n"
+           "  --insecure-plaintext    no keys: anyone can claim this "
+           "host's id (tests)\n"
            "  --prefix PREFIXES       addresses this host serves, e.g. "
            "10.99.0.0/24,fd00::/8\n"
            "                          (repeatable; none by default)\n"
@@ -908,6 +915,7 @@ main(int argc, char *argv[])
         OPT_TRIG, OPT_STATS, OPT_CONTROLLER, OPT_HOST_ID, OPT_PREFIX,
         OPT_REALTIME, OPT_LINGER, OPT_LOOP, OPT_CONNECT_TIMEOUT, OPT_SETTLE,
         OPT_REQUIRE, OPT_START_AT, OPT_TCP_POOL, OPT_BURST_GAP,
+        OPT_TEM_KEY, OPT_HOST_KEY_FILE, OPT_INSECURE,
     };
     static const struct option options[] = {
         { "event", required_argument, NULL, 'e' },
@@ -929,6 +937,9 @@ main(int argc, char *argv[])
         { "stats", no_argument, NULL, OPT_STATS },
         { "controller", required_argument, NULL, OPT_CONTROLLER },
         { "host-id", required_argument, NULL, OPT_HOST_ID },
+        { "tem-key", required_argument, NULL, OPT_TEM_KEY },
+        { "host-key-file", required_argument, NULL, OPT_HOST_KEY_FILE },
+        { "insecure-plaintext", no_argument, NULL, OPT_INSECURE },
         { "prefix", required_argument, NULL, OPT_PREFIX },
         { "realtime", no_argument, NULL, OPT_REALTIME },
         { "start-at", required_argument, NULL, OPT_START_AT },
@@ -951,6 +962,8 @@ main(int argc, char *argv[])
     uint64_t settle_ns = 200 * NS_PER_MS;
     bool linger_set = false, require = false;
     const char *controller_only = NULL;
+    const char *tem_key = NULL, *host_key_file = NULL;
+    bool insecure = false;
     uint64_t loops = 1;
     char *error;
 
@@ -1045,6 +1058,18 @@ main(int argc, char *argv[])
             free(host_id);
             host_id = xstrdup(optarg);
             controller_only = "--host-id";
+            break;
+        case OPT_TEM_KEY:
+            tem_key = optarg;
+            controller_only = "--tem-key";
+            break;
+        case OPT_HOST_KEY_FILE:
+            host_key_file = optarg;
+            controller_only = "--host-key-file";
+            break;
+        case OPT_INSECURE:
+            insecure = true;
+            controller_only = "--insecure-plaintext";
             break;
         case OPT_PREFIX: {
             struct tpm_prefix *more;
@@ -1163,6 +1188,9 @@ main(int argc, char *argv[])
         ac.pmd_ids = pmd_ids;
         ac.n_pmds = ARRAY_SIZE(pmd_ids);
         ac.software = "tpm-replay";
+        ac.tem_public_key = tem_key;
+        ac.key_file = host_key_file;
+        ac.insecure_plaintext = insecure;
         r.agent = tpm_agent_create(&ac, &error);
         if (!r.agent) {
             die("--controller: %s", error);

@@ -1,0 +1,228 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "tem-auth.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "tproto.h"
+#include "util.h"
+
+static int
+entry_cmp(const void *a_, const void *b_)
+{
+    const struct tem_allow_entry *a = a_, *b = b_;
+    return memcmp(a->key, b->key, TPM_CURVE_KEY_LEN);
+}
+
+void
+tem_allow_free(struct tem_allow *allow)
+{
+    if (allow) {
+        for (size_t i = 0; i < allow->n; i++) {
+            free(allow->entries[i].name);
+        }
+        free(allow->entries);
+        free(allow);
+    }
+}
+
+/* Splits 'line' into its first (at most 'max') blank-separated words. */
+static size_t
+split_words(char *line, char **words, size_t max)
+{
+    size_t n = 0;
+    for (char *save = NULL, *w = strtok_r(line, " \t\r", &save);
+         w && n < max; w = strtok_r(NULL, " \t\r", &save)) {
+        words[n++] = w;
+    }
+    return n;
+}
+
+/* Parses one line (its words in 'w', the first not a comment); returns
+ * NULL or an error.  Words after the fields must be a comment: a word
+ * starting with '#' and the rest of the line (a key may hold '#', so
+ * only the words after the fields can start one). */
+static char *
+parse_line(char **w, size_t n, struct tem_allow_entry *e)
+{
+    bool client = n >= 3 && !strcmp(w[0], "client")
+                  && tpm_curve_key_valid(w[2]);
+    size_t fields = client ? 3 : 2;
+    const char *name = client ? w[1] : w[0];
+    const char *key = n >= fields ? w[fields - 1] : NULL;
+
+    if (!key || (n > fields && w[fields][0] != '#')) {
+        return xstrdup("expected \"HOST-ID KEY\" or \"client NAME KEY\"");
+    }
+    if (!tproto_id_valid(name)) {
+        return xasprintf("%s is not 1 to %d characters from "
+                         "[A-Za-z0-9_.:-]", client ? "client name"
+                                                   : "host id",
+                         TPROTO_MAX_ID);
+    }
+    if (!tpm_curve_key_valid(key)) {
+        return xasprintf("the key is not %d Z85 characters",
+                         TPM_CURVE_KEY_LEN);
+    }
+    e->kind = client ? TEM_ALLOW_CLIENT : TEM_ALLOW_HOST;
+    memcpy(e->key, key, TPM_CURVE_KEY_LEN + 1);
+    e->name = xstrdup(name);
+    return NULL;
+}
+
+char *
+tem_allow_parse(const char *text, size_t len, const char *origin,
+                struct tem_allow **allowp)
+{
+    struct tem_allow *allow = xzalloc(sizeof *allow);
+    size_t allocated = 0;
+    char *error = NULL;
+    int lineno = 0;
+
+    *allowp = NULL;
+    for (size_t pos = 0; pos < len && !error; ) {
+        const char *nl = memchr(text + pos, '\n', len - pos);
+        size_t end = nl ? (size_t) (nl - text) : len;
+        char *line = xstrndup(text + pos, end - pos);
+        pos = end + 1;
+        lineno++;
+
+        char *w[4];
+        size_t n = split_words(line, w, 4);
+        if (n && w[0][0] != '#') {
+            struct tem_allow_entry e;
+            memset(&e, 0, sizeof e);
+            char *why = parse_line(w, n, &e);
+            if (why) {
+                error = xasprintf("%s, line %d: %s", origin, lineno, why);
+                free(why);
+            } else {
+                if (allow->n == allocated) {
+                    allocated = allocated ? 2 * allocated : 16;
+                    allow->entries = xrealloc(allow->entries, allocated
+                                              * sizeof *allow->entries);
+                }
+                allow->entries[allow->n++] = e;
+                if (e.kind == TEM_ALLOW_HOST) {
+                    allow->n_hosts++;
+                } else {
+                    allow->n_clients++;
+                }
+            }
+        }
+        free(line);
+    }
+
+    if (!error && allow->n) {
+        qsort(allow->entries, allow->n, sizeof *allow->entries, entry_cmp);
+        for (size_t i = 1; i < allow->n; i++) {
+            if (!entry_cmp(&allow->entries[i - 1], &allow->entries[i])) {
+                error = xasprintf("%s: key %s is listed twice (for %s and "
+                                  "%s): a key belongs to one host or "
+                                  "client", origin, allow->entries[i].key,
+                                  allow->entries[i - 1].name,
+                                  allow->entries[i].name);
+                break;
+            }
+        }
+    }
+    if (error) {
+        tem_allow_free(allow);
+        return error;
+    }
+    *allowp = allow;
+    return NULL;
+}
+
+char *
+tem_allow_load(const char *path, struct tem_allow **allowp)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+
+    *allowp = NULL;
+    if (fd < 0) {
+        return xasprintf("cannot open allow-list %s: %s", path,
+                         strerror(errno));
+    }
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return xasprintf("allow-list %s is not a regular file", path);
+    }
+    if (st.st_size > TEM_ALLOW_MAX_FILE) {
+        close(fd);
+        return xasprintf("allow-list %s is larger than %d bytes", path,
+                         TEM_ALLOW_MAX_FILE);
+    }
+
+    size_t size = st.st_size, len = 0;
+    char *text = xmalloc(size + 1);
+    while (len < size) {
+        ssize_t n = read(fd, text + len, size - len);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            break;
+        }
+        len += n;
+    }
+    close(fd);
+    char *error = tem_allow_parse(text, len, path, allowp);
+    free(text);
+    return error;
+}
+
+const struct tem_allow_entry *
+tem_allow_find(const struct tem_allow *allow, const char *z85)
+{
+    struct tem_allow_entry key;
+
+    if (!allow || !allow->n) {
+        return NULL;
+    }
+    memcpy(key.key, z85, TPM_CURVE_KEY_LEN);
+    return bsearch(&key, allow->entries, allow->n, sizeof *allow->entries,
+                   entry_cmp);
+}
+
+int
+tem_zap_decide(const struct tem_allow *allow, const char *domain,
+               const char *mechanism, const void *key, size_t key_len,
+               char user_id[TPM_CURVE_KEY_LEN + 1], const char **whyp)
+{
+    user_id[0] = '\0';
+    if (strcmp(mechanism, "CURVE")) {
+        *whyp = "CURVE required";
+        return 400;
+    }
+    if (key_len != 32 || !zmq_z85_encode(user_id, key, 32)) {
+        user_id[0] = '\0';
+        *whyp = "malformed key";
+        return 400;
+    }
+    const struct tem_allow_entry *e = tem_allow_find(allow, user_id);
+    enum tem_allow_kind want = !strcmp(domain, TEM_ZAP_HOSTS)
+                               ? TEM_ALLOW_HOST : TEM_ALLOW_CLIENT;
+    if (!e) {
+        *whyp = "unknown key";
+    } else if (strcmp(domain, TEM_ZAP_HOSTS)
+               && strcmp(domain, TEM_ZAP_CLIENTS)) {
+        *whyp = "unknown domain";
+    } else if (e->kind != want) {
+        *whyp = want == TEM_ALLOW_HOST ? "a client key on the hosts' socket"
+                                       : "a host key on a client socket";
+    } else {
+        *whyp = "allowed";
+        return 200;
+    }
+    user_id[0] = '\0';
+    return 400;
+}

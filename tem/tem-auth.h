@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The TEM's allow-list of CURVE public keys (docs/operations.md, "Keys"),
+ * and the decision its ZAP handler takes for each connection.
+ *
+ * Every connection to the TEM over CURVE is authenticated by ZeroMQ's
+ * ZAP protocol: the TEM answers each handshake with the client's public
+ * key in hand.  The allow-list binds each key to one name:
+ *
+ *     # host-id  public-key (Z85, 40 characters)
+ *     h1  rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7
+ *     h2  E.X)V>+}o?pNmC{O&4W4b!Ni{Lh6JTKVSB%%)wK0
+ *     # control clients (tem-ctl over TCP): "client" NAME KEY
+ *     client alice  Yne@$w-vo<fVvi]a<NY6T1ed:M$fCG*[IaLV{hID
+ *
+ * A '#' starts a comment at the start of a line or as a word after the
+ * fields ('#' is a Z85 character: it never starts a comment inside
+ * them).  A host key opens the hosts' socket only, and only for the host id it
+ * is bound to (the TEM refuses a Hello for another id); a client key
+ * opens the control socket and the alerts socket.  A key appears once; a
+ * host may have several keys (to rotate: add the new one, reload, move
+ * the host to it, remove the old one, reload).  An unknown key is refused
+ * during the handshake: it gets no session and holds no host slot.
+ *
+ * The ZAP handler gives the connection the key itself as its User-Id
+ * (40 characters), and the TEM looks the key up again in the current
+ * allow-list for every frame: a key removed by a reload stops working on
+ * connections already open too.
+ *
+ * Thread-safety: none needed (no global state).
+ */
+#ifndef TEM_AUTH_H
+#define TEM_AUTH_H 1
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "curve.h"
+
+/* Largest allow-list file (bytes). */
+#define TEM_ALLOW_MAX_FILE (16 * 1024 * 1024)
+
+enum tem_allow_kind {
+    TEM_ALLOW_HOST,             /* Opens the hosts' socket as 'name'. */
+    TEM_ALLOW_CLIENT,           /* Opens the control and alerts sockets. */
+};
+
+struct tem_allow_entry {
+    char key[TPM_CURVE_KEY_LEN + 1];
+    enum tem_allow_kind kind;
+    char *name;                 /* Host id or client name. */
+};
+
+struct tem_allow {
+    struct tem_allow_entry *entries;    /* Sorted by key. */
+    size_t n;
+    size_t n_hosts, n_clients;
+};
+
+/* Parses allow-list text 'text' (read from 'origin', for errors).
+ * Returns NULL and a new list in '*allowp', or an error naming the line
+ * (caller frees) and '*allowp' NULL. */
+char *tem_allow_parse(const char *text, size_t len, const char *origin,
+                      struct tem_allow **allowp)
+    __attribute__((warn_unused_result));
+
+/* Reads and parses file 'path'.  As tem_allow_parse(). */
+char *tem_allow_load(const char *path, struct tem_allow **allowp)
+    __attribute__((warn_unused_result));
+
+void tem_allow_free(struct tem_allow *);
+
+/* The entry of key 'z85' (40 characters, not necessarily terminated), or
+ * NULL. */
+const struct tem_allow_entry *tem_allow_find(const struct tem_allow *,
+                                             const char *z85);
+
+/* The ZAP domains of the TEM's sockets. */
+#define TEM_ZAP_HOSTS "trumpet-hosts"
+#define TEM_ZAP_CLIENTS "trumpet-clients"
+
+/* Answers one ZAP request: 'domain' and 'mechanism' as received, 'key'
+ * the client's 32-byte public key ('key_len' bytes as received).  Returns
+ * the ZAP status code (200 allowed, 400 refused), and in 'user_id' (41
+ * bytes) the User-Id to give the connection ("" if refused) and in
+ * '*whyp' a static explanation.  'allow' NULL refuses everything. */
+int tem_zap_decide(const struct tem_allow *, const char *domain,
+                   const char *mechanism, const void *key, size_t key_len,
+                   char user_id[TPM_CURVE_KEY_LEN + 1], const char **whyp);
+
+#endif /* tem-auth.h */

@@ -1,0 +1,66 @@
+# SPDX-License-Identifier: Apache-2.0
+# Sourced by the bash TEM tests with tpm-replay hosts: their common start,
+# and tem_keys (tests/tem-keys.sh).
+
+# shellcheck source=tests/tem-keys.sh
+. "$top_srcdir/tests/tem-keys.sh"
+
+# tem_test_init NAME (bash): the tests' programs (TEM, CTL, REPLAY, PY),
+# skips (77) without python3-zmq, makes the work directory $tmp, and at
+# exit kills the processes of $pids and $tem_pid, shows the end of
+# $tmp/tem.log on failure and removes $tmp.  fail MESSAGE: FAIL, exit 1.
+tem_test_init() {
+    top_builddir=${top_builddir:-$top_srcdir/build}
+    PY=${PYTHON3:-python3}
+    TEM=$top_builddir/tem/trumpet-tem
+    CTL=$top_builddir/tem/tem-ctl
+    REPLAY=$top_builddir/tpm/tpm-replay
+    "$PY" -c 'import zmq' 2>/dev/null \
+        || { echo "SKIP: python3-zmq not available to $PY"; exit 77; }
+    tmp=$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX")
+    pids=()
+    tem_pid=
+    trap tem_test_cleanup EXIT
+}
+
+tem_test_cleanup() {
+    local rc=$? p
+    for p in "${pids[@]}" $tem_pid; do
+        kill "$p" 2>/dev/null || true
+    done
+    for p in "${pids[@]}" $tem_pid; do
+        wait "$p" 2>/dev/null || true
+    done
+    if [ $rc != 0 ] && [ -f "$tmp/tem.log" ]; then
+        echo "--- TEM log:"
+        tail -n 40 "$tmp/tem.log"
+    fi
+    rm -rf "$tmp"
+    exit $rc
+}
+
+fail() {
+    echo "FAIL: $*"
+    exit 1
+}
+
+# tem_start ARGS...: starts "$TEM ARGS..." as $tem_pid, its log in
+# $tmp/tem.log, with the control socket ipc://$tmp/ctl; returns once it
+# answers tem-ctl.  tem_stop: SIGTERM, and it must exit 0.
+tem_start() {
+    "$TEM" "$@" --ctl="ipc://$tmp/ctl" 2>>"$tmp/tem.log" &
+    tem_pid=$!
+    local i
+    for ((i = 0; i < 100; i++)); do
+        "$CTL" --ctl="ipc://$tmp/ctl" --timeout=100ms status >/dev/null \
+            2>&1 && return 0
+        kill -0 "$tem_pid" 2>/dev/null || fail "the TEM exited at start"
+    done
+    fail "the TEM does not answer tem-ctl"
+}
+
+tem_stop() {
+    kill "$tem_pid"
+    wait "$tem_pid" || fail "the TEM exited with status $? on SIGTERM"
+    tem_pid=
+}
