@@ -32,6 +32,8 @@ top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
 top_builddir=$(cd "${top_builddir:-$top_srcdir/build}" && pwd)
 # shellcheck source=tests/testbed.sh
 . "$top_srcdir/tests/testbed.sh"
+# shellcheck source=tests/tem-keys.sh
+. "$top_srcdir/tests/tem-keys.sh"
 
 TEM_BIN=$top_builddir/tem/trumpet-tem
 TEM_CTL_BIN=$top_builddir/tem/tem-ctl
@@ -83,7 +85,10 @@ tb_up
 tb_log "up: $(tb_appctl dpif-netdev/pmd-rxq-show | grep -c 'port:') rx" \
        "queues on PMD core 1; ping works; work directory $TB_DIR"
 
-say "TEM on local sockets; host replay1 replays 8000 B per 10 ms epoch"
+say "TEM on local sockets, CURVE keys (tem-ctl keygen) for the TEM and" \
+    "both hosts; host replay1 replays 8000 B per 10 ms epoch"
+KEYS=$TB_DIR/keys
+CTL=$TEM_CTL_BIN tem_keys "$KEYS" hv1 replay1
 "$TB_PY" "$top_srcdir/tests/tem-trace.py" --out "$TB_DIR/trace.pcap" \
     --epochs 100 --per-epoch 8 --size 1000 --flows 2 --sport 7000 \
     >"$TB_DIR/trace.json"
@@ -92,16 +97,20 @@ tb_bg "$TB_DIR/tem.out" "$TEM_BIN" \
     --pub="ipc://$TB_DIR/tem-pub.sock" \
     --ctl="ipc://$TB_DIR/tem-ctl.sock" \
     --state-file="$TB_DIR/tem-events.json" \
+    --key-file="$KEYS/tem.key" --allow-file="$KEYS/allow" \
     --alert-file="$TB_DIR/alerts.jsonl" --no-alerts-stdout \
     --poll-deadline=1s
 tb_wait_for 5 temctl status >/dev/null \
     || tb_fail "the TEM does not answer: $(cat "$TB_DIR/tem.out.err")"
 tb_vsctl set Open_vSwitch . \
     "other_config:tpm-controller=unix:$TB_DIR/tem-hosts.sock" \
+    "other_config:tpm-controller-key=$KEYS/tem.key.pub" \
+    "other_config:tpm-host-key-file=$KEYS/hv1.key" \
     other_config:tpm-host-id=hv1 other_config:tpm-prefixes=10.99.0.0/24 \
     other_config:tpm-poll-timeout=500ms
 tb_bg "$TB_DIR/replay.out" "$REPLAY_BIN" \
     --controller "ipc://$TB_DIR/tem-hosts.sock" --host-id replay1 \
+    --tem-key "$KEYS/tem.key.pub" --host-key-file "$KEYS/replay1.key" \
     --prefix 10.99.0.0/24 --realtime --loop 1000 --history 128 \
     --require-controller "$TB_DIR/trace.pcap"
 tb_wait_for 15 hosts_connected \
