@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# Stock Open vSwitch, the baseline of tpm/bench-ovs.sh.
+# Stock Open vSwitch, the baseline of tpm/bench/bench-ovs.sh.
 #
 # "make ovs-stock" unpacks the same OVS_SOURCE as "make ovs" into
 # ovs-stock/, with no patch, no glue and no libtpm, configures it with the
@@ -7,7 +7,7 @@
 # ovs-stock/vswitchd/ovs-vswitchd.  Both trees are thus built from one
 # source with one compiler and one set of flags; they differ only by the
 # monitor.
-EXTRA_DIST += tpm/bench-ovs.sh tpm/bench-ovs.py
+EXTRA_DIST += tpm/bench/bench-ovs.sh tpm/bench/bench-ovs.py
 
 if HAVE_OVS_SOURCE
 ovs-stock/.unpacked:

@@ -41,10 +41,10 @@ PATTERN = bytes(range(251)) * 8          # payload bytes
 
 
 def bench_helper():
-    """tpm/bench-ovs.py as a module (its pmd-perf-show and tpm/stats
+    """tpm/bench/bench-ovs.py as a module (its pmd-perf-show and tpm/stats
     parsers, its IPv4 checksum)."""
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
-                        "tpm", "bench-ovs.py")
+                        "tpm", "bench", "bench-ovs.py")
     spec = importlib.util.spec_from_file_location("bench_ovs", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

@@ -24,7 +24,7 @@
 #     byte, IPv6 addresses whose low 32 bits are an IPv4 flow's), and 20
 #     ARP frames.  The truth is counted by the generator as it writes, and
 #     again by an independent reader of the file; the two must agree.
-#   - For each of three OVS paths, fresh daemons (tpm/bench-lib.sh:
+#   - For each of three OVS paths, fresh daemons (tpm/bench/bench-lib.sh:
 #     ovsdb-server and the patched ovs-vswitchd in a network namespace of
 #     their own, DPDK with a private --file-prefix on huge pages, one PMD
 #     on core 1) and a netdev bridge: output port net_null (discards),
@@ -67,7 +67,7 @@
 #     share the intended path must take (3/4 of the packets).
 #
 # Each failure names the path, the flow (protocol, addresses, ports) and
-# both numbers.  The runs wait (tpm/bench-lib.sh wait_quiet, up to 20
+# both numbers.  The runs wait (tpm/bench/bench-lib.sh wait_quiet, up to 20
 # min) while another ovs-vswitchd or benchmark runs: they all use PMD
 # core 1.  Everything started is stopped on exit, whatever the exit
 # status: the daemons (by PID, only if their command line names this
@@ -110,8 +110,8 @@ BENCH_NAME=ovs-exact
 keep=false
 [ "${EXACT_KEEP:-0}" = 1 ] && keep=true
 mem=auto
-# shellcheck source=tpm/bench-lib.sh
-. "$top_srcdir/tpm/bench-lib.sh"
+# shellcheck source=tpm/bench/bench-lib.sh
+. "$top_srcdir/tpm/bench/bench-lib.sh"
 
 SEED=${EXACT_SEED:-1}
 PATHS=${EXACT_PATHS:-simple emc dpcls}

@@ -12,7 +12,7 @@ tpm_libtpm_la_LIBADD = lib/libtpmcommon.la -lm
 bin_PROGRAMS += tpm/tpm-replay
 # tpm-bench is a benchmark of the development tree (docs/benchmarks.md),
 # like tem/tem-bench: built, not installed.
-noinst_PROGRAMS += tpm/tpm-bench
+noinst_PROGRAMS += tpm/bench/tpm-bench
 tpm_tpm_replay_SOURCES = tpm/tpm-replay.c
 tpm_tpm_replay_CFLAGS = $(AM_CFLAGS) $(PCAP_CFLAGS) $(JSON_C_CFLAGS) \
 	$(PROTOBUF_C_CFLAGS) $(ZMQ_CFLAGS)
@@ -23,11 +23,14 @@ tpm/tpm_replay-tpm-replay.$(OBJEXT): $(PROTO_GEN)
 noinst_LTLIBRARIES += tpm/libtpmjson.la
 tpm_libtpmjson_la_SOURCES = tpm/report-json.c tpm/report-json.h
 tpm_libtpmjson_la_CFLAGS = $(AM_CFLAGS) $(JSON_C_CFLAGS)
-tpm_tpm_bench_SOURCES = tpm/tpm-bench.c tpm/cuckoo.c tpm/cuckoo.h
-tpm_tpm_bench_LDADD = tpm/libtpm.la
+tpm_bench_tpm_bench_SOURCES = tpm/bench/tpm-bench.c tpm/bench/cuckoo.c \
+	tpm/bench/cuckoo.h
+tpm_bench_tpm_bench_LDADD = tpm/libtpm.la
 
-# The OVS-DPDK experiment harness (docs/benchmarks.md, sections 6 and 7):
+# The OVS-DPDK experiment harness (docs/benchmarks.md, sections 4, 6 and
+# 7):
 # run by hand as root; dos-feeder.c is built by bench-dos.sh against
 # libdpdk (pkg-config), like the OVS build, not by automake.
-EXTRA_DIST += tpm/bench-lib.sh tpm/bench-dos.sh tpm/bench-feasibility.sh \
-	tpm/dos-feeder.c tpm/bench-ovs.sh tpm/bench-ovs.py
+EXTRA_DIST += tpm/bench/bench-lib.sh tpm/bench/bench-dos.sh \
+	tpm/bench/bench-feasibility.sh tpm/bench/dos-feeder.c \
+	tpm/bench/bench-ovs.sh tpm/bench/bench-ovs.py

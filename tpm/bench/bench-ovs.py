@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""Helper of tpm/bench-ovs.sh and tpm/bench-feasibility.sh (python3
+"""Helper of tpm/bench/bench-ovs.sh and tpm/bench/bench-feasibility.sh (python3
 standard library only).
 
   pcap FILE            writes the traffic: N UDP/IPv4 flows of 64-byte
@@ -575,7 +575,7 @@ def cmd_feas_plot(a):
 
 
 # bench-dos.sh's attack filters: each a different pattern (fields and
-# masks), each covering all the attack traffic of tpm/dos-feeder.c
+# masks), each covering all the attack traffic of tpm/bench/dos-feeder.c
 # (UDP 10.64.0.0/10 -> 10.50.0.0/16 port 9) and none of the legitimate
 # traffic (10.1.0.0/16 -> 10.200.0.0/16 port 5001).
 DOS_PATTERNS = [

@@ -16,7 +16,7 @@
  *   tpm-bench table      The SOSR'18 comparison: find-or-insert a 5-tuple
  *                        and update a 64-byte counter block in the flow
  *                        table (linear probing) and in a bucketized cuckoo
- *                        table (tpm/cuckoo.h).
+ *                        table (tpm/bench/cuckoo.h).
  *
  * Every subcommand prints a human-readable table; with --json it prints
  * one JSON object per result line on stdout and the table on stderr.
@@ -2380,7 +2380,7 @@ table_usage(void)
     printf("tpm-bench table [OPTIONS]\n"
            "  Find-or-insert a 5-tuple and update its 64-byte counters: "
            "flow table\n"
-           "  (linear probing) vs bucketized cuckoo hash (tpm/cuckoo.h).\n"
+           "  (linear probing) vs bucketized cuckoo hash (tpm/bench/cuckoo.h).\n"
            "  --flows LIST       working sets, active flows "
            "(300,64Ki,1Mi)\n"
            "  --table-factor N   table entries per active flow, rounded "

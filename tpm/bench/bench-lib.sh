@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # shellcheck shell=bash
-# Shared daemon management of the OVS-DPDK benchmarks (tpm/bench-ovs.sh,
-# tpm/bench-feasibility.sh, tpm/bench-dos.sh).  Sourced, not run; bash.
+# Shared daemon management of the OVS-DPDK benchmarks (tpm/bench/bench-ovs.sh,
+# tpm/bench/bench-feasibility.sh, tpm/bench/bench-dos.sh).  Sourced, not run; bash.
 #
 # The caller sets, before sourcing:
 #   BENCH_NAME   tag of the log lines ("bench-ovs")
@@ -12,7 +12,7 @@
 # and, per run, RUN_LABEL (prefix of the errors of bench_add_output and
 # bench_port_errors, e.g. the configuration's name).  It sets top (the
 # source tree), build (BUILD_DIR, default build/ in it), PY (PYTHON3,
-# default python3) and helper (tpm/bench-ovs.py).
+# default python3) and helper (tpm/bench/bench-ovs.py).
 #
 # What it gives:
 #   log, die                  messages on stderr
@@ -50,10 +50,10 @@
 
 : "${BENCH_NAME:=bench}"
 : "${keep:=false}" "${wait_quiet:=true}" "${mem:=auto}"
-top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=${BUILD_DIR:-$top/build}
 PY=${PYTHON3:-python3}
-helper=$top/tpm/bench-ovs.py
+helper=$top/tpm/bench/bench-ovs.py
 
 # State for the cleanup.
 WORK=

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * dos-feeder: the paced traffic source of tpm/bench-dos.sh (the paper's
+ * dos-feeder: the paced traffic source of tpm/bench/bench-dos.sh (the paper's
  * Fig. 11 in an OVS-DPDK PMD).
  *
  * A DPDK process of its own (own --file-prefix, huge pages) with one

@@ -4,7 +4,7 @@
 # speed and without a NIC (docs/benchmarks.md, section 4).
 #
 #   sh tests/bootstrap.sh build && make -C build ovs ovs-stock
-#   tpm/bench-ovs.sh [--rounds N] [--seconds S] ...     (as root)
+#   tpm/bench/bench-ovs.sh [--rounds N] [--seconds S] ...     (as root)
 #
 # Three configurations, each run with fresh daemons, alternately
 # (A B C A B C ...):
@@ -117,7 +117,7 @@ case $configs in
 esac
 
 BENCH_NAME=bench-ovs
-# shellcheck source=tpm/bench-lib.sh
+# shellcheck source=tpm/bench/bench-lib.sh
 . "$(dirname "$0")/bench-lib.sh"
 
 # The builds the configurations need: A runs build/ovs-stock, B and C

@@ -3,7 +3,7 @@
 # The monitor's feasibility region inside an OVS-DPDK PMD (the paper's
 # Fig. 13; docs/benchmarks.md, section 7).
 #
-#   tpm/bench-feasibility.sh [--repeats N] [--per-flow "4 8 16"] ...  (root)
+#   tpm/bench/bench-feasibility.sh [--repeats N] [--per-flow "4 8 16"] ...  (root)
 #
 # For every configuration (triggers per flow k, time interval T, active
 # flows F): the highest packet rate R at which the PMD keeps the rate and
@@ -121,7 +121,7 @@ for k in $per_flow_list; do
 done
 
 BENCH_NAME=bench-feasibility
-# shellcheck source=tpm/bench-lib.sh
+# shellcheck source=tpm/bench/bench-lib.sh
 . "$(dirname "$0")/bench-lib.sh"
 
 bench_check_root
