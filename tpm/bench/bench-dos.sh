@@ -3,12 +3,14 @@
 # DoS resilience of the monitor inside an OVS-DPDK PMD (the paper's
 # Fig. 11; docs/benchmarks.md, section 6).
 #
-#   tpm/bench/bench-dos.sh [--thresholds "0 64 ..."] [--attacks "syn threshold"]
+#   tpm/bench/bench-dos.sh [--thresholds "0 64 ..."] \
+#       [--attacks "syn threshold"]
 #                    [--line-rate BITS] [--patterns N] ...     (as root)
 #
 # For every DoS threshold T and attack type: the largest fraction f of the
 # line's bytes that an attack may take while the PMD stays feasible, found
-# by bisection on f.  Traffic (tpm/bench/dos-feeder.c, a DPDK process of its own
+# by bisection on f.  Traffic (tpm/bench/dos-feeder.c, a DPDK process of
+# its own
 # on core 0, paced by the TSC; see there why not a pcap): the attack's
 # 64-byte frames
 # (syn: one packet per flow; threshold: flows of ceil(T/64) packets) and

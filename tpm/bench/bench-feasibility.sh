@@ -3,7 +3,8 @@
 # The monitor's feasibility region inside an OVS-DPDK PMD (the paper's
 # Fig. 13; docs/benchmarks.md, section 7).
 #
-#   tpm/bench/bench-feasibility.sh [--repeats N] [--per-flow "4 8 16"] ...  (root)
+#   tpm/bench/bench-feasibility.sh [--repeats N] [--per-flow "4 8 16"] ...
+#       (as root)
 #
 # For every configuration (triggers per flow k, time interval T, active
 # flows F): the highest packet rate R at which the PMD keeps the rate and

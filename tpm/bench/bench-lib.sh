@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # shellcheck shell=bash
 # Shared daemon management of the OVS-DPDK benchmarks (tpm/bench/bench-ovs.sh,
-# tpm/bench/bench-feasibility.sh, tpm/bench/bench-dos.sh).  Sourced, not run; bash.
+# tpm/bench/bench-feasibility.sh, tpm/bench/bench-dos.sh).  Sourced, not
+# run; bash.
 #
 # The caller sets, before sourcing:
 #   BENCH_NAME   tag of the log lines ("bench-ovs")
