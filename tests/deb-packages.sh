@@ -11,7 +11,9 @@
 #      ovs-vswitchd alternative, priority 100, exactly as Debian's does):
 #      every file in place, the configuration a conffile, the user trumpet
 #      created, the unit enabled and valid (systemd-analyze verify, with
-#      its man pages found).
+#      its man pages found; ExecReload sends SIGHUP), the postinst's key
+#      pair (owner trumpet, 0600, its public half 0644) and allow-list
+#      (root:trumpet 0640, no host allowed).
 #   3. The alternative: ovs-vswitchd is the patched switch (auto, 200 over
 #      100), update-alternatives --set gives the stock one back, --auto
 #      the monitor again, and removing the package returns to the stock
@@ -22,11 +24,15 @@
 #      trumpet-tem, tem-ctl and tpm-replay is in its man page, and the
 #      pages have no groff warning; tpm-replay's reports match the ground
 #      truth of generated captures (tests/e2e-replay.sh); the TEM started
-#      with the options of the installed configuration and the unit's
-#      umask answers tem-ctl on a group-writable socket, takes a tpm-replay
-#      host, raises the expected alerts, keeps its events across a
-#      restart.
-#   5. Purge removes the package's files and configuration.
+#      as the user trumpet with the options of the installed configuration
+#      (the postinst's key pair and allow-list) and the unit's umask
+#      answers tem-ctl on a group-writable socket, refuses a host that the
+#      allow-list lacks, takes it once its key is added and the unit's
+#      ExecReload run, raises the expected alerts from that tpm-replay
+#      host (--tem-key, --host-key-file), keeps its key, allow-list and
+#      events across a reinstall (the postinst again) and a restart.
+#   5. Purge removes the package's files, configuration, keys and
+#      allow-list.
 #
 # Without the Open vSwitch source only trumpet-tem is built and checked.
 # Needs root (dpkg); the machine is left as it was (checked: dpkg's and
@@ -42,7 +48,8 @@ if [ "$(id -u)" != 0 ]; then
     echo "SKIP: installing packages into a root needs root"
     exit 77
 fi
-for tool in dpkg-buildpackage dh systemd-analyze systemd-sysusers man; do
+for tool in dpkg-buildpackage dh systemd-analyze systemd-sysusers man \
+            setpriv; do
     command -v $tool >/dev/null || {
         echo "SKIP: $tool missing (tests/bootstrap.sh installs it)"
         exit 77
@@ -251,7 +258,35 @@ grep -Eq '^trumpet:x:[0-9]+:[0-9]+:[^:]*:/var/lib/trumpet:/usr/sbin/nologin$' \
     || fail "no system user trumpet in the root: $(cat "$root/etc/passwd" 2>&1)"
 grep -q '^trumpet:' "$root/etc/group" || fail "no group trumpet"
 uid=$(awk -F: '$1 == "trumpet" { print $3 }' "$root/etc/passwd")
+gid=$(awk -F: '$1 == "trumpet" { print $3 }' "$root/etc/group")
 [ "$uid" -lt 1000 ] || fail "trumpet has uid $uid, not a system uid"
+# The postinst's files: the TEM's key pair, the service user's (the user
+# of the root's passwd and group files), and an allow-list that allows no
+# host, which the service reads through its group.
+etc=$root/etc/trumpet
+while read -r f owner mode; do
+    [ -f "$etc/$f" ] && [ ! -L "$etc/$f" ] \
+        || fail "the postinst made no /etc/trumpet/$f"
+    [ "$(stat -c '%u:%g %a' "$etc/$f")" = "$owner $mode" ] \
+        || fail "/etc/trumpet/$f is $(stat -c '%u:%g %a' "$etc/$f")," \
+                "not $owner $mode"
+done <<EOF
+tem.key $uid:$gid 600
+tem.key.pub $uid:$gid 644
+tem-allow 0:$gid 640
+EOF
+key_of() { sed -n 's/^public-key = "\(.*\)"$/\1/p' "$1"; }
+tem_pub=$(key_of "$etc/tem.key.pub")
+[ ${#tem_pub} = 40 ] && [ "$(key_of "$etc/tem.key")" = "$tem_pub" ] \
+    && grep -q '^secret-key = ".\{40\}"$' "$etc/tem.key" \
+    || fail "the postinst's key pair: $(cat "$etc/tem.key.pub")"
+! grep -v '^#' "$etc/tem-allow" | grep -q '[^[:space:]]' \
+    || fail "the postinst's allow-list allows keys: $(cat "$etc/tem-allow")"
+# keys_state: what a configure run must keep.
+keys_state() {
+    (cd "$etc" && sha256sum tem.key tem.key.pub tem-allow &&
+     stat -c '%n %u:%g %a' tem.key tem.key.pub tem-allow)
+}
 wants=$root/etc/systemd/system/multi-user.target.wants/trumpet-tem.service
 [ "$(readlink "$wants")" = /lib/systemd/system/trumpet-tem.service ] \
     || fail "trumpet-tem.service not enabled: $(ls -l "$wants" 2>&1)"
@@ -266,12 +301,16 @@ MANPATH=$root/usr/share/man systemd-analyze verify --root="$root" \
 unit=$root/lib/systemd/system/trumpet-tem.service
 for want in 'User=trumpet' 'StateDirectory=trumpet' 'RuntimeDirectory=trumpet' \
             'EnvironmentFile=/etc/trumpet/trumpet-tem.conf' \
-            'ExecStart=/usr/sbin/trumpet-tem $TEM_OPTIONS' 'ProtectSystem=strict' \
+            'ExecStart=/usr/sbin/trumpet-tem $TEM_OPTIONS' \
+            'ExecReload=/bin/kill -HUP $MAINPID' 'ProtectSystem=strict' \
+            'ConfigurationDirectory=trumpet$' \
             'NoNewPrivileges=yes' 'CapabilityBoundingSet=$'; do
     grep -q "^$want" "$unit" || fail "the unit lacks $want"
 done
 echo "PASS: installed$($have_ovs && echo " beside openvswitch-switch"):" \
-     "files, conffile, user trumpet (uid $uid), unit enabled and verified"
+     "files, conffile, user trumpet (uid $uid), unit enabled and verified;" \
+     "the TEM's key pair (trumpet, 0600, .pub 0644), an allow-list of no" \
+     "host (root:trumpet 0640)"
 
 # --- 3. The alternative ------------------------------------------------------
 # alt_value: what /usr/sbin/ovs-vswitchd of the root resolves to (its
@@ -387,7 +426,9 @@ echo "PASS: the installed tpm-replay: $(grep -c '^PASS' "$tmp/e2e.log") checks" 
 
 # The TEM with the installed configuration's options, as the unit passes
 # them (EnvironmentFile: TEM_OPTIONS, split on white space), its sockets
-# and state moved into $tmp (later options win).
+# and state moved into $tmp (later options win), its key pair and
+# allow-list those the postinst made in the root, run as the unit runs it:
+# as the user trumpet (its ids in the root), with the unit's umask.
 # shellcheck disable=SC1090,SC1091
 TEM_OPTIONS=$(. "$root/etc/trumpet/trumpet-tem.conf" && echo "$TEM_OPTIONS")
 opt() { echo "$TEM_OPTIONS" | tr ' ' '\n' | sed -n "s|^--$1=||p"; }
@@ -399,16 +440,31 @@ case $(opt state-file) in
     *) fail "the configuration's --state-file $(opt state-file) is not in" \
             "the unit's StateDirectory" ;;
 esac
+[ "$(opt key-file)" = /etc/trumpet/tem.key ] \
+    && [ "$(opt allow-file)" = /etc/trumpet/tem-allow ] \
+    || fail "the configuration's --key-file $(opt key-file) and" \
+            "--allow-file $(opt allow-file) are not the postinst's files"
+! grep -q -- '--insecure' <<<"$TEM_OPTIONS" \
+    || fail "the configuration runs the TEM without keys: $TEM_OPTIONS"
 TEM=$root/usr/sbin/trumpet-tem
 CTL=$root/usr/bin/tem-ctl
-ctl() { "$CTL" --ctl="ipc://$tmp/tem.ctl" "$@"; }
+# The TEM's own directory (as StateDirectory and RuntimeDirectory), in
+# $tmp, which the user trumpet may cross.
+run=$tmp/run
+chmod 711 "$tmp"
+mkdir -m 750 "$run"
+chown "$uid:$gid" "$run"
+ctl() { "$CTL" --ctl="ipc://$run/tem.ctl" "$@"; }
 umask=$(sed -n 's/^UMask=//p' "$unit")
 start_tem() {
     # shellcheck disable=SC2086
     (umask "$umask"
-     exec "$TEM" $TEM_OPTIONS --listen='tcp://127.0.0.1:*' \
-        --pub='tcp://127.0.0.1:*' --ctl="ipc://$tmp/tem.ctl" \
-        --state-file="$tmp/state/tem-events.json") \
+     exec setpriv --reuid="$uid" --regid="$gid" --clear-groups -- \
+        "$TEM" $TEM_OPTIONS --listen='tcp://127.0.0.1:*' \
+        --pub='tcp://127.0.0.1:*' --ctl="ipc://$run/tem.ctl" \
+        --state-file="$run/state/tem-events.json" \
+        --key-file="$root$(opt key-file)" \
+        --allow-file="$root$(opt allow-file)") \
         >>"$tmp/tem-alerts.json" 2>>"$tmp/tem.log" &
     tem_pid=$!
     pids+=($tem_pid)
@@ -431,10 +487,14 @@ print(d)"
 }
 start_tem
 # The unit's UMask lets the group trumpet use the control socket.
-[ "$(stat -c %A "$tmp/tem.ctl")" = srwxrwx--- ] \
-    || fail "control socket $(stat -c %A "$tmp/tem.ctl") under UMask=$umask"
+[ "$(stat -c %A "$run/tem.ctl")" = srwxrwx--- ] \
+    || fail "control socket $(stat -c %A "$run/tem.ctl") under UMask=$umask"
 [ "$(status_field epoch_ns)" = 10000000 ] \
     || fail "TEM epoch $(status_field epoch_ns) ns, the configuration's is 10ms"
+[ "$(status_field security.mode)" = curve ] \
+    && [ "$(status_field security.public_key)" = "$tem_pub" ] \
+    && [ "$(status_field security.hosts_allowed)" = 0 ] \
+    || fail "the TEM's keys: $(ctl --json status)"
 out=$(ctl event-add pkg_sum filter=udp,nw_dst=10.99.0.2 \
           'predicate=sum(volume) > 40KB' group=nw_dst interval=100ms across=sum)
 [ "$out" = "event pkg_sum added (id 1)" ] || fail "event-add: $out"
@@ -443,10 +503,37 @@ listen=$(status_field endpoints.listen)
 # 100 ms interval, over the 40 KB threshold in each of 3 intervals.
 "$PY" "$top_srcdir/tests/tem-trace.py" --out "$tmp/h.pcap" --epochs 30 \
     --per-epoch 5 --size 1000 --src 10.99.1.1 >/dev/null
+# The test host: its key pair (the installed tem-ctl keygen) and the TEM's
+# public key, as an operator copies it from the TEM's machine.
+host_pub=$("$CTL" keygen "$tmp/host.key")
+host() {
+    "$root/usr/bin/tpm-replay" --controller "$listen" --host-id pkg-host \
+        --tem-key "$etc/tem.key.pub" --host-key-file "$tmp/host.key" \
+        --prefix 10.99.0.0/24 --require-controller "$@"
+}
+# Not in the allow-list yet: refused.
+if host --connect-timeout 1s "$tmp/h.pcap" >"$tmp/host.out" \
+        2>"$tmp/tem-host.log"; then
+    fail "a host that the allow-list lacks reached the TEM"
+fi
+[ "$(status_field security.zap_refused)" -ge 1 ] \
+    || fail "the TEM counts no refused key: $(ctl --json status)"
+# Allowed as the configuration says: a line in the allow-list and
+# systemctl reload (the unit's ExecReload, $MAINPID the TEM).
+echo "pkg-host $host_pub" >>"$etc/tem-allow"
+reload=$(sed -n 's/^ExecReload=//p' "$unit")
+${reload//\$MAINPID/$tem_pid}
+for _ in $(seq 50); do
+    [ "$(status_field security.allow_reloads)" = 1 ] && break
+    sleep 0.1
+done
+[ "$(status_field security.allow_reloads)" = 1 ] \
+    && [ "$(status_field security.hosts_allowed)" = 1 ] \
+    || fail "ExecReload ($reload) did not reload the allow-list:" \
+            "$(ctl --json status)"
 start=$(( ($(date +%s%N) / 100000000 + 15) * 100000000 ))
-"$root/usr/bin/tpm-replay" --controller "$listen" --host-id pkg-host \
-    --prefix 10.99.0.0/24 --realtime --start-at $start --require-controller \
-    "$tmp/h.pcap" >"$tmp/host.out" 2>"$tmp/tem-host.log" \
+host --realtime --start-at $start "$tmp/h.pcap" >"$tmp/host.out" \
+    2>"$tmp/tem-host.log" \
     || fail "the tpm-replay host failed: $(cat "$tmp/tem-host.log")"
 for _ in $(seq 50); do
     [ "$(status_field counters.alerts)" -ge 3 ] && break
@@ -463,13 +550,26 @@ for a in alerts:
         sys.exit("alert %s" % json.dumps(a))
 PYEOF
 stop_tem
+# The postinst again (a reinstall): the key pair and the allow-list, with
+# its new line, are kept as they are.
+keys_before=$(keys_state)
+rdpkg -i "$tem_deb" >"$tmp/dpkg-reinstall.log" 2>&1 \
+    || { cat "$tmp/dpkg-reinstall.log"; fail "dpkg -i $tem_deb again"; }
+[ "$(keys_state)" = "$keys_before" ] \
+    || fail "a second configure changed the keys or the allow-list:" \
+            "$(diff <(echo "$keys_before") <(keys_state))"
 start_tem
 grep -q '^ *1 *pkg_sum ' <<<"$(ctl event-list)" \
     || fail "after a restart: $(ctl event-list)"
+[ "$(status_field security.public_key)" = "$tem_pub" ] \
+    && [ "$(status_field security.hosts_allowed)" = 1 ] \
+    || fail "after a reinstall and a restart: $(ctl --json status)"
 stop_tem
-echo "PASS: the installed TEM with the configuration's options and the" \
-     "unit's umask: tem-ctl (socket srwxrwx---), a tpm-replay host, 3" \
-     "alerts of 50000 on stdout, events kept across a restart"
+echo "PASS: the installed TEM as the user trumpet with the configuration's" \
+     "options, the postinst's keys and the unit's umask: tem-ctl (socket" \
+     "srwxrwx---), a host refused until in the allow-list and the unit's" \
+     "ExecReload run, then 3 alerts of 50000 on stdout; keys, allow-list" \
+     "and events kept across a reinstall and a restart"
 
 # --- 5. Remove and purge ---------------------------------------------------------
 if $have_ovs; then
@@ -481,9 +581,12 @@ if $have_ovs; then
 fi
 rdpkg -P trumpet-tem >"$tmp/dpkg-purge.log" 2>&1 \
     || { cat "$tmp/dpkg-purge.log"; fail "dpkg -P trumpet-tem"; }
-for f in /usr/sbin/trumpet-tem /etc/trumpet/trumpet-tem.conf "${wants#$root}"; do
+for f in /usr/sbin/trumpet-tem /etc/trumpet/trumpet-tem.conf "${wants#$root}" \
+         /etc/trumpet/tem.key /etc/trumpet/tem.key.pub /etc/trumpet/tem-allow \
+         /etc/trumpet; do
     [ ! -e "$root$f" ] && [ ! -L "$root$f" ] || fail "$f left after purge"
 done
 $have_ovs && echo "PASS: removing the switch's package returns ovs-vswitchd" \
                   "to the stock switch"
-echo "PASS: purge removes the TEM's files, configuration and unit link"
+echo "PASS: purge removes the TEM's files, configuration, keys," \
+     "allow-list and unit link"

@@ -10,8 +10,7 @@
 # For every DoS threshold T and attack type: the largest fraction f of the
 # line's bytes that an attack may take while the PMD stays feasible, found
 # by bisection on f.  Traffic (tpm/bench/dos-feeder.c, a DPDK process of
-# its own
-# on core 0, paced by the TSC; see there why not a pcap): the attack's
+# its own on core 0, paced by the TSC; see there why not a pcap): the attack's
 # 64-byte frames
 # (syn: one packet per flow; threshold: flows of ceil(T/64) packets) and
 # legitimate flows of 10 frames of 1500 bytes, burst 1, at --line-rate
