@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 noinst_LTLIBRARIES += lib/libtpmcommon.la
 lib_libtpmcommon_la_SOURCES = \
+	lib/cli.c lib/cli.h \
 	lib/clock.c lib/clock.h \
 	lib/event.c lib/event.h \
 	lib/hugealloc.c lib/hugealloc.h \

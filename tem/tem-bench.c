@@ -82,6 +82,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "cli.h"
 #include "clock.h"
 #include "curve.h"
 #include "event.h"
@@ -189,21 +190,6 @@ struct bench {
     uint32_t ph_rounds;
 };
 
-static void die(const char *format, ...)
-    __attribute__((format(printf, 1, 2), noreturn));
-
-static void
-die(const char *format, ...)
-{
-    va_list args;
-    va_start(args, format);
-    fputs("tem-bench: ", stderr);
-    vfprintf(stderr, format, args);
-    fputc('\n', stderr);
-    va_end(args);
-    exit(EXIT_FAILURE);
-}
-
 static uint64_t
 mono_ns(void)
 {
@@ -243,7 +229,7 @@ tem_cpu(int pid, uint64_t *total, uint64_t *main_ns)
     snprintf(path, sizeof path, "/proc/%d/task", pid);
     dir = opendir(path);
     if (!dir) {
-        die("cannot read %s (is --tem-pid=%d the TEM?): %s", path, pid,
+        cli_die("cannot read %s (is --tem-pid=%d the TEM?): %s", path, pid,
             strerror(errno));
     }
     while ((de = readdir(dir))) {
@@ -275,7 +261,7 @@ machine_cpu(double *busy_s, double *steal_s)
     if (!f || fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu",
                      &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
                      &v[7]) != 8) {
-        die("cannot read the CPU times in /proc/stat");
+        cli_die("cannot read the CPU times in /proc/stat");
     }
     fclose(f);
     /* user nice system idle iowait irq softirq steal */
@@ -306,16 +292,16 @@ ctl_call(struct bench *b, struct json_object *req)
     int timeout = b->opt.timeout_ns / NS_PER_MS;
 
     if (zmq_send(b->ctl, text, strlen(text), 0) < 0) {
-        die("control socket: cannot send: %s", zmq_strerror(errno));
+        cli_die("control socket: cannot send: %s", zmq_strerror(errno));
     }
     zmq_pollitem_t item = { .socket = b->ctl, .events = ZMQ_POLLIN };
     if (zmq_poll(&item, 1, timeout) <= 0) {
-        die("the TEM did not answer '%s' on %s within %d ms", text,
+        cli_die("the TEM did not answer '%s' on %s within %d ms", text,
             b->opt.ctl, timeout);
     }
     zmq_msg_init(&msg);
     if (zmq_msg_recv(&msg, b->ctl, 0) < 0) {
-        die("control socket: cannot receive: %s", zmq_strerror(errno));
+        cli_die("control socket: cannot receive: %s", zmq_strerror(errno));
     }
     struct json_tokener *tok = json_tokener_new();
     struct json_object *r = json_tokener_parse_ex(tok, zmq_msg_data(&msg),
@@ -325,12 +311,12 @@ ctl_call(struct bench *b, struct json_object *req)
 
     struct json_object *ok, *err;
     if (!r || !json_object_object_get_ex(r, "ok", &ok)) {
-        die("the TEM's reply to '%s' is not a JSON object with \"ok\"",
+        cli_die("the TEM's reply to '%s' is not a JSON object with \"ok\"",
             text);
     }
     if (!json_object_get_boolean(ok)) {
         json_object_object_get_ex(r, "error", &err);
-        die("the TEM refused '%s': %s", text, json_object_get_string(err));
+        cli_die("the TEM refused '%s': %s", text, json_object_get_string(err));
     }
     json_object_put(req);
     return r;
@@ -349,7 +335,7 @@ json_int(struct json_object *o, const char *key)
 {
     struct json_object *v;
     if (!json_object_object_get_ex(o, key, &v)) {
-        die("the TEM's reply lacks \"%s\"", key);
+        cli_die("the TEM's reply lacks \"%s\"", key);
     }
     return json_object_get_int64(v);
 }
@@ -360,7 +346,7 @@ json_str(struct json_object *o, const char *key)
     struct json_object *v;
     if (!json_object_object_get_ex(o, key, &v)
         || !json_object_is_type(v, json_type_string)) {
-        die("the TEM's reply lacks the string \"%s\"", key);
+        cli_die("the TEM's reply lacks the string \"%s\"", key);
     }
     return json_object_get_string(v);
 }
@@ -379,7 +365,7 @@ tem_sample(struct bench *b, struct tem_sample *s)
         s->cpu_ns = s->main_cpu_ns = 0;
     }
     if (!json_object_object_get_ex(r, "counters", &c)) {
-        die("the TEM's status has no \"counters\"");
+        cli_die("the TEM's status has no \"counters\"");
     }
     s->counters = json_object_get(c);
     s->pub_drops = json_int(r, "pub_drops");
@@ -404,7 +390,7 @@ host_send_batch(struct host *h, struct tproto_batch *batch)
     size_t len = tproto_batch_encode(batch, 0, &data);
 
     if (zmq_send(h->sock, data, len, 0) < 0) {
-        die("host %s: cannot send a frame of %zu bytes to the TEM: %s",
+        cli_die("host %s: cannot send a frame of %zu bytes to the TEM: %s",
             h->id, len, zmq_strerror(errno));
     }
     free(data);
@@ -440,7 +426,7 @@ host_open(struct bench *b, struct host *h, uint32_t idx)
         || zmq_setsockopt(h->sock, ZMQ_SNDTIMEO, &sndtimeo, sizeof sndtimeo)
         || tpm_zmq_max_msg(h->sock, TPROTO_MAX_FRAME)
         || zmq_connect(h->sock, b->listen_ep)) {
-        die("host %s: cannot connect to %s: %s", h->id, b->listen_ep,
+        cli_die("host %s: cannot connect to %s: %s", h->id, b->listen_ep,
             zmq_strerror(errno));
     }
 
@@ -527,10 +513,10 @@ host_message(struct bench *b, struct host *h, const Trumpet__Message *m)
         b->heartbeat_ms = m->welcome->heartbeat_ms;
         break;
     case TRUMPET__MESSAGE__BODY_REFUSE:
-        die("host %s: the TEM refused the session: %s", h->id,
+        cli_die("host %s: the TEM refused the session: %s", h->id,
             m->refuse->reason);
     case TRUMPET__MESSAGE__BODY_BYE:
-        die("host %s: the TEM said Bye: %s", h->id,
+        cli_die("host %s: the TEM said Bye: %s", h->id,
             m->bye->reason ? m->bye->reason : "(no reason)");
     case TRUMPET__MESSAGE__BODY_INSTALL:
         h->installs++;
@@ -571,7 +557,7 @@ host_message(struct bench *b, struct host *h, const Trumpet__Message *m)
     case TRUMPET__MESSAGE__BODY__NOT_SET:
     case _TRUMPET__MESSAGE__BODY__CASE_IS_INT_SIZE:
     default:
-        die("host %s: unexpected %s from the TEM", h->id,
+        cli_die("host %s: unexpected %s from the TEM", h->id,
             tproto_body_name(m->body_case));
     }
 }
@@ -588,20 +574,20 @@ host_receive(struct bench *b, struct host *h)
         if (zmq_msg_recv(&msg, h->sock, ZMQ_DONTWAIT) < 0) {
             zmq_msg_close(&msg);
             if (errno != EAGAIN) {
-                die("host %s: receive: %s", h->id, zmq_strerror(errno));
+                cli_die("host %s: receive: %s", h->id, zmq_strerror(errno));
             }
             break;
         }
         Trumpet__Frame *f = tproto_decode(zmq_msg_data(&msg),
                                           zmq_msg_size(&msg), &why);
         if (!f) {
-            die("host %s: undecodable frame of %zu bytes from the TEM: %s",
+            cli_die("host %s: undecodable frame of %zu bytes from the TEM: %s",
                 h->id, zmq_msg_size(&msg), why);
         }
         for (size_t j = 0; j < f->n_messages; j++) {
             const char *invalid = tproto_validate(f->messages[j]);
             if (invalid) {
-                die("host %s: invalid message from the TEM: %s", h->id,
+                cli_die("host %s: invalid message from the TEM: %s", h->id,
                     invalid);
             }
             host_message(b, h, f->messages[j]);
@@ -638,7 +624,7 @@ alert_number(const char *text, const char *key)
     char *end;
     double v = p ? strtod(p + strlen(key), &end) : 0;
     if (!p || end == p + strlen(key)) {
-        die("an alert lacks %s: %.200s", key, text);
+        cli_die("an alert lacks %s: %.200s", key, text);
     }
     return v;
 }
@@ -706,7 +692,7 @@ service(struct bench *b, long timeout_ms)
         if (errno == EINTR) {
             return;
         }
-        die("zmq_poll: %s", zmq_strerror(errno));
+        cli_die("zmq_poll: %s", zmq_strerror(errno));
     }
     if (b->items[n].revents & ZMQ_POLLIN) {
         sub_receive(b);
@@ -741,7 +727,7 @@ service_until(struct bench *b, bool (*done)(struct bench *),
     uint64_t end = mono_ns() + b->opt.timeout_ns;
     while (!done(b)) {
         if (mono_ns() > end) {
-            die("timeout (%"PRIu64" ms) waiting for %s (keys sent %"PRIu64
+            cli_die("timeout (%"PRIu64" ms) waiting for %s (keys sent %"PRIu64
                 ", decided %"PRIu64", alerts received %"PRIu64", polls "
                 "%"PRIu64"; the TEM's counters: tem-ctl status)",
                 (uint64_t) (b->opt.timeout_ns / NS_PER_MS), what,
@@ -796,7 +782,7 @@ setup(struct bench *b)
     int zero = 0;
 
     if (!json_object_object_get_ex(r, "endpoints", &ep)) {
-        die("the TEM's status has no \"endpoints\"");
+        cli_die("the TEM's status has no \"endpoints\"");
     }
     snprintf(b->listen_ep, sizeof b->listen_ep, "%s",
              json_str(ep, "listen"));
@@ -806,7 +792,7 @@ setup(struct bench *b)
     int64_t n_events = json_int(r, "events");
     json_object_put(r);
     if (n_events) {
-        die("the TEM already has %"PRId64" events: the bench needs a TEM "
+        cli_die("the TEM already has %"PRId64" events: the bench needs a TEM "
             "of its own (bench-tem.sh starts one)", n_events);
     }
 
@@ -816,7 +802,7 @@ setup(struct bench *b)
     zmq_setsockopt(b->sub, ZMQ_RCVHWM, &zero, sizeof zero);
     zmq_setsockopt(b->sub, ZMQ_SUBSCRIBE, "", 0);
     if (zmq_connect(b->sub, b->pub_ep)) {
-        die("cannot connect to the alert socket %s: %s", b->pub_ep,
+        cli_die("cannot connect to the alert socket %s: %s", b->pub_ep,
             zmq_strerror(errno));
     }
 
@@ -928,7 +914,7 @@ send_round(struct bench *b, uint64_t first, uint32_t count, uint64_t epoch,
          * would. */
         host_flush(h);
         if (zmq_send(h->sock, data, len, 0) < 0) {
-            die("host %s: cannot send %zu bytes of satisfactions: %s",
+            cli_die("host %s: cannot send %zu bytes of satisfactions: %s",
                 h->id, len, zmq_strerror(errno));
         }
         h->last_tx_ns = mono_ns();
@@ -975,7 +961,7 @@ throughput_run(struct bench *b, uint64_t until, struct tproto_batch *batch)
         }
         if (b->keys_sent != b->keys_done
             && mono_ns() - b->last_progress_ns > b->opt.timeout_ns) {
-            die("no decision for %"PRIu64" ms with %"PRIu64" keys in "
+            cli_die("no decision for %"PRIu64" ms with %"PRIu64" keys in "
                 "flight (alerts received %"PRIu64", polls %"PRIu64"); see "
                 "the TEM's counters (tem-ctl status)",
                 (uint64_t) (b->opt.timeout_ns / NS_PER_MS),
@@ -1343,7 +1329,7 @@ rtt(const struct options *o)
     tpm_zmq_max_msg(e.router, TPROTO_MAX_FRAME);
     if (zmq_bind(e.router, "tcp://127.0.0.1:*")
         || zmq_getsockopt(e.router, ZMQ_LAST_ENDPOINT, e.ep, &len)) {
-        die("rtt: cannot bind a ROUTER on loopback: %s",
+        cli_die("rtt: cannot bind a ROUTER on loopback: %s",
             zmq_strerror(errno));
     }
     pthread_create(&thread, NULL, echo_main, &e);
@@ -1353,7 +1339,7 @@ rtt(const struct options *o)
     zmq_setsockopt(dealer, ZMQ_LINGER, &zero, sizeof zero);
     tpm_zmq_max_msg(dealer, TPROTO_MAX_FRAME);
     if (zmq_connect(dealer, e.ep)) {
-        die("rtt: cannot connect to %s: %s", e.ep, zmq_strerror(errno));
+        cli_die("rtt: cannot connect to %s: %s", e.ep, zmq_strerror(errno));
     }
     uint32_t n = o->rtt_count, warm = MIN(n, 1000);
     double *v = xmalloc(n * sizeof *v);
@@ -1361,7 +1347,7 @@ rtt(const struct options *o)
         uint64_t t0 = mono_ns();
         if (zmq_send(dealer, buf, sizeof buf, 0) < 0
             || zmq_recv(dealer, buf, sizeof buf, 0) < 0) {
-            die("rtt: %s", zmq_strerror(errno));
+            cli_die("rtt: %s", zmq_strerror(errno));
         }
         if (i >= warm) {
             v[i - warm] = (mono_ns() - t0) / 1e3;
@@ -1428,45 +1414,6 @@ The TEM must have no event: the bench defines bench_0... and deletes\n\
 them at the end.  See docs/benchmarks.md, section TEM.\n");
 }
 
-static void die_usage(const char *format, ...)
-    __attribute__((format(printf, 1, 2), noreturn));
-
-static void
-die_usage(const char *format, ...)
-{
-    va_list args;
-    va_start(args, format);
-    fputs("tem-bench: ", stderr);
-    vfprintf(stderr, format, args);
-    fputs(" (try --help)\n", stderr);
-    va_end(args);
-    exit(2);
-}
-
-static uint64_t
-parse_uint(const char *name, const char *arg, uint64_t min, uint64_t max)
-{
-    uint64_t v;
-    if (!tpm_parse_uint(arg, min, max, &v)) {
-        die_usage("--%s: '%s' is not an integer from %"PRIu64" to %"PRIu64,
-                  name, arg, min, max);
-    }
-    return v;
-}
-
-static uint64_t
-parse_time(const char *name, const char *arg, bool zero_ok)
-{
-    uint64_t ns;
-    char *error = tpm_parse_time(arg, &ns);
-    if (error || (!ns && !zero_ok)) {
-        free(error);
-        die_usage("--%s: '%s' is not a %stime such as 10ms", name, arg,
-                  zero_ok ? "" : "positive ");
-    }
-    return ns;
-}
-
 static void
 parse_options(int argc, char *argv[], struct options *o)
 {
@@ -1509,16 +1456,16 @@ parse_options(int argc, char *argv[], struct options *o)
         if (ch == -1) {
             break;
         }
-        const char *name = NULL;
+        char name[64] = "";
         for (size_t i = 0; options[i].name; i++) {
             if (options[i].val == ch) {
-                name = options[i].name;
+                snprintf(name, sizeof name, "--%s", options[i].name);
             }
         }
         switch (ch) {
         case OPT_CTL: o->ctl = optarg; break;
         case OPT_TEM_PID:
-            o->tem_pid = parse_uint(name, optarg, 1, INT32_MAX);
+            o->tem_pid = cli_uint(name, optarg, 1, INT32_MAX);
             break;
         case OPT_MODE:
             if (!strcmp(optarg, "throughput")) {
@@ -1528,7 +1475,8 @@ parse_options(int argc, char *argv[], struct options *o)
             } else if (!strcmp(optarg, "rtt")) {
                 o->mode = MODE_RTT;
             } else {
-                die_usage("--mode: '%s' is not throughput, latency or rtt",
+                cli_usage_error(
+                    "--mode: '%s' is not throughput, latency or rtt",
                           optarg);
             }
             break;
@@ -1540,45 +1488,47 @@ parse_options(int argc, char *argv[], struct options *o)
                 }
             }
             if (i == ARRAY_SIZE(scenario_names)) {
-                die_usage("--scenario: '%s' is not all, one or one-quiet",
+                cli_usage_error(
+                    "--scenario: '%s' is not all, one or one-quiet",
                           optarg);
             }
             o->scenario = i;
             break;
         }
         case OPT_HOSTS:
-            o->n_hosts = parse_uint(name, optarg, 1, 4096);
+            o->n_hosts = cli_uint(name, optarg, 1, 4096);
             break;
         case OPT_EVENTS:
-            o->n_events = parse_uint(name, optarg, 1, 1 << 20);
+            o->n_events = cli_uint(name, optarg, 1, 1 << 20);
             break;
         case OPT_BATCH:
-            o->batch = parse_uint(name, optarg, 1, TPROTO_MAX_BATCH);
+            o->batch = cli_uint(name, optarg, 1, TPROTO_MAX_BATCH);
             break;
         case OPT_WINDOW:
-            o->window = parse_uint(name, optarg, 1, 1 << 24);
+            o->window = cli_uint(name, optarg, 1, 1 << 24);
             break;
-        case OPT_WARMUP: o->warmup_ns = parse_time(name, optarg, true); break;
+        case OPT_WARMUP: o->warmup_ns = cli_time(name, optarg, true); break;
         case OPT_SECONDS:
-            o->seconds_ns = parse_time(name, optarg, false);
+            o->seconds_ns = cli_time(name, optarg, false);
             break;
         case OPT_EPOCHS:
-            o->epochs = parse_uint(name, optarg, 1, 1000000);
+            o->epochs = cli_uint(name, optarg, 1, 1000000);
             break;
         case OPT_RTT_COUNT:
-            o->rtt_count = parse_uint(name, optarg, 1, 100000000);
+            o->rtt_count = cli_uint(name, optarg, 1, 100000000);
             break;
         case OPT_THRESHOLD: {
             char *end;
             o->threshold = strtod(optarg, &end);
             if (end == optarg || *end || !(o->threshold >= 1)
                 || !isfinite(o->threshold)) {
-                die_usage("--threshold: '%s' is not a number >= 1", optarg);
+                cli_usage_error(
+                    "--threshold: '%s' is not a number >= 1", optarg);
             }
             break;
         }
         case OPT_TIMEOUT:
-            o->timeout_ns = parse_time(name, optarg, false);
+            o->timeout_ns = cli_time(name, optarg, false);
             break;
         case OPT_JSON: o->json = true; break;
         case 'h':
@@ -1589,18 +1539,19 @@ parse_options(int argc, char *argv[], struct options *o)
         }
     }
     if (optind < argc) {
-        die_usage("unexpected argument '%s'", argv[optind]);
+        cli_usage_error("unexpected argument '%s'", argv[optind]);
     }
     if (!o->n_events) {
         o->n_events = o->mode == MODE_LATENCY ? 256 : 16;
     }
     if (o->mode == MODE_THROUGHPUT && o->scenario == SC_ONE_QUIET
         && o->n_hosts < 2) {
-        die_usage("--scenario=one-quiet needs --hosts=2 or more (with one "
+        cli_usage_error(
+            "--scenario=one-quiet needs --hosts=2 or more (with one "
                   "host every satisfaction is the whole sum)");
     }
     if (o->mode == MODE_LATENCY && o->n_events > TPROTO_MAX_BATCH) {
-        die_usage("--events: at most %d in latency mode (one frame)",
+        cli_usage_error("--events: at most %d in latency mode (one frame)",
                   TPROTO_MAX_BATCH);
     }
 }
@@ -1612,6 +1563,7 @@ main(int argc, char *argv[])
     int zero = 0;
 
     memset(&b, 0, sizeof b);
+    cli_init("tem-bench", 2);
     parse_options(argc, argv, &b.opt);
     if (b.opt.mode == MODE_RTT) {
         rtt(&b.opt);
@@ -1623,7 +1575,7 @@ main(int argc, char *argv[])
     zmq_setsockopt(b.ctl, ZMQ_LINGER, &zero, sizeof zero);
     tpm_zmq_max_msg(b.ctl, 64 << 20);
     if (zmq_connect(b.ctl, b.opt.ctl)) {
-        die("cannot connect to the control socket %s: %s", b.opt.ctl,
+        cli_die("cannot connect to the control socket %s: %s", b.opt.ctl,
             zmq_strerror(errno));
     }
     setup(&b);

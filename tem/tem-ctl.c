@@ -29,6 +29,7 @@
 #include <string.h>
 #include <zmq.h>
 
+#include "cli.h"
 #include "curve.h"
 #include "event.h"
 #include "util.h"
@@ -98,21 +99,6 @@ Options:\n\
 Exit status: 0 ok, 1 error reply, 2 usage, 3 TEM unreachable.\n");
 }
 
-static void die(int status, const char *format, ...)
-    __attribute__((format(printf, 2, 3), noreturn));
-
-static void
-die(int status, const char *format, ...)
-{
-    va_list args;
-    va_start(args, format);
-    fputs("tem-ctl: ", stderr);
-    vfprintf(stderr, format, args);
-    fputc('\n', stderr);
-    va_end(args);
-    exit(status);
-}
-
 /* Sets up socket 's' to reach TEM endpoint 'ep': bounded messages, and
  * CURVE unless 'ep' is ipc:// or --insecure-plaintext (exits on
  * failure). */
@@ -123,13 +109,14 @@ secure_socket(void *s, const char *ep)
 
     zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
     if (tpm_zmq_max_msg(s, max_reply)) {
-        die(EXIT_USAGE, "ZMQ_MAXMSGSIZE: %s", zmq_strerror(errno));
+        cli_die_status(EXIT_USAGE, "ZMQ_MAXMSGSIZE: %s", zmq_strerror(errno));
     }
     if (!strncmp(ep, "ipc://", 6) || insecure) {
         return;
     }
     if (!server_key_arg || !key_file) {
-        die(EXIT_USAGE, "%s is not a local ipc:// socket: it needs the "
+        cli_die_status(EXIT_USAGE,
+            "%s is not a local ipc:// socket: it needs the "
             "TEM's public key (--server-key) and this client's key pair "
             "(--key-file), or --insecure-plaintext", ep);
     }
@@ -144,7 +131,7 @@ secure_socket(void *s, const char *ep)
     }
     memset(sec, 0, sizeof sec);
     if (error) {
-        die(EXIT_USAGE, "%s", error);
+        cli_die_status(EXIT_USAGE, "%s", error);
     }
 }
 
@@ -157,13 +144,14 @@ request(struct json_object *req)
     const char *text = json_object_to_json_string_ext(req, JSON_PLAIN);
 
     if (strlen(text) > max_request) {
-        die(EXIT_USAGE, "the request is %zu bytes, more than the %"PRIu64
+        cli_die_status(EXIT_USAGE,
+            "the request is %zu bytes, more than the %"PRIu64
             " the TEM takes (--max-request-bytes; the TEM would close the "
             "connection unanswered)", strlen(text), max_request);
     }
     secure_socket(s, ctl_ep);
     if (zmq_connect(s, ctl_ep)) {
-        die(EXIT_USAGE, "bad control endpoint '%s': %s", ctl_ep,
+        cli_die_status(EXIT_USAGE, "bad control endpoint '%s': %s", ctl_ep,
             zmq_strerror(errno));
     }
 
@@ -171,13 +159,15 @@ request(struct json_object *req)
     long ms = (long) ((timeout_ns + 999999) / 1000000);
     if (zmq_poll(&item, 1, ms) <= 0
         || zmq_send(s, text, strlen(text), ZMQ_DONTWAIT) < 0) {
-        die(EXIT_UNREACHABLE, "TEM unreachable at %s (no answer within "
+        cli_die_status(EXIT_UNREACHABLE,
+            "TEM unreachable at %s (no answer within "
             "the timeout; is trumpet-tem running with this --ctl?)",
             ctl_ep);
     }
     item.events = ZMQ_POLLIN;
     if (zmq_poll(&item, 1, ms) <= 0) {
-        die(EXIT_UNREACHABLE, "TEM at %s did not answer within the timeout%s",
+        cli_die_status(EXIT_UNREACHABLE,
+            "TEM at %s did not answer within the timeout%s",
             ctl_ep, server_key_arg && strncmp(ctl_ep, "ipc://", 6)
                     ? " (or it refused this client's key, or its public key "
                       "is not --server-key)" : "");
@@ -186,14 +176,15 @@ request(struct json_object *req)
     zmq_msg_t msg;
     zmq_msg_init(&msg);
     if (zmq_msg_recv(&msg, s, 0) < 0) {
-        die(EXIT_UNREACHABLE, "reading the TEM's reply: %s",
+        cli_die_status(EXIT_UNREACHABLE, "reading the TEM's reply: %s",
             zmq_strerror(errno));
     }
     struct json_tokener *tok = json_tokener_new();
     struct json_object *reply = json_tokener_parse_ex(tok, zmq_msg_data(&msg),
                                                       zmq_msg_size(&msg));
     if (!reply || !json_object_is_type(reply, json_type_object)) {
-        die(EXIT_ERROR_REPLY, "the TEM's reply is not a JSON object");
+        cli_die_status(EXIT_ERROR_REPLY,
+            "the TEM's reply is not a JSON object");
     }
     json_tokener_free(tok);
     zmq_msg_close(&msg);
@@ -444,7 +435,8 @@ follow(const char *pub, const char *event)
 
     secure_socket(s, pub);
     if (zmq_connect(s, pub)) {
-        die(EXIT_UNREACHABLE, "cannot connect to the TEM's alerts at '%s': "
+        cli_die_status(EXIT_UNREACHABLE,
+            "cannot connect to the TEM's alerts at '%s': "
             "%s", pub, zmq_strerror(errno));
     }
     /* The topic frame is the event name: match it whole. */
@@ -477,7 +469,8 @@ static void
 need_args(const char *cmd, int n, int min, int max, const char *args)
 {
     if (n < min || n > max) {
-        die(EXIT_USAGE, "usage: tem-ctl %s%s%s", cmd, *args ? " " : "",
+        cli_die_status(EXIT_USAGE,
+            "usage: tem-ctl %s%s%s", cmd, *args ? " " : "",
             args);
     }
 }
@@ -498,6 +491,7 @@ main(int argc, char *argv[])
         { NULL, 0, NULL, 0 },
     };
 
+    cli_init("tem-ctl", EXIT_USAGE);
     for (;;) {
         int ch = getopt_long(argc, argv, "+h", options, NULL);
         if (ch == -1) {
@@ -507,14 +501,9 @@ main(int argc, char *argv[])
         case 'c':
             ctl_ep = optarg;
             break;
-        case 't': {
-            char *error = tpm_parse_time(optarg, &timeout_ns);
-            if (error || !timeout_ns) {
-                die(EXIT_USAGE, "--timeout: '%s' is not a positive time "
-                    "such as 5s", optarg);
-            }
+        case 't':
+            timeout_ns = cli_time("--timeout", optarg, false);
             break;
-        }
         case 'j':
             json_output = true;
             break;
@@ -528,12 +517,12 @@ main(int argc, char *argv[])
             insecure = true;
             break;
         case 'R':
+            max_request = cli_uint("--max-request-bytes", optarg, 1024,
+                                   INT64_MAX);
+            break;
         case 'P':
-            if (!tpm_parse_uint(optarg, 1024, INT64_MAX,
-                                ch == 'R' ? &max_request : &max_reply)) {
-                die(EXIT_USAGE, "--max-%s-bytes: '%s' is not an integer "
-                    ">= 1024", ch == 'R' ? "request" : "reply", optarg);
-            }
+            max_reply = cli_uint("--max-reply-bytes", optarg, 1024,
+                                 INT64_MAX);
             break;
         case 'h':
             usage();
@@ -543,7 +532,7 @@ main(int argc, char *argv[])
         }
     }
     if (optind >= argc) {
-        die(EXIT_USAGE, "missing command (try --help)");
+        cli_die_status(EXIT_USAGE, "missing command (try --help)");
     }
 
     const char *cmd = argv[optind];
@@ -559,7 +548,7 @@ main(int argc, char *argv[])
         char pub[TPM_CURVE_KEY_LEN + 1];
         char *error = tpm_curve_keygen(args[force], force, pub);
         if (error) {
-            die(EXIT_ERROR_REPLY, "keygen: %s", error);
+            cli_die_status(EXIT_ERROR_REPLY, "keygen: %s", error);
         }
         printf("%s\n", pub);
         fprintf(stderr, "tem-ctl: key pair in %s (secret, mode 0600), "
@@ -595,7 +584,8 @@ main(int argc, char *argv[])
         unsigned long long bytes = strtoull(b, &end, 10);
         if (!*b || *end || errno || b[strspn(b, "0123456789")]
             || bytes > UINT32_MAX) {
-            die(EXIT_USAGE, "dos-threshold: '%s' is not a number of bytes: "
+            cli_die_status(EXIT_USAGE,
+                "dos-threshold: '%s' is not a number of bytes: "
                 "expected an integer in [0, %"PRIu32"] (0: off)", b,
                 UINT32_MAX);
         }
@@ -613,11 +603,12 @@ main(int argc, char *argv[])
                 char *end;
                 count = strtoll(args[i] + 8, &end, 10);
                 if (*end || end == args[i] + 8 || count < 0) {
-                    die(EXIT_USAGE, "--count: '%s' is not a number >= 0",
+                    cli_die_status(EXIT_USAGE,
+                        "--count: '%s' is not a number >= 0",
                         args[i] + 8);
                 }
             } else if (args[i][0] == '-' || follow_event) {
-                die(EXIT_USAGE, "usage: tem-ctl alerts [--follow] "
+                cli_die_status(EXIT_USAGE, "usage: tem-ctl alerts [--follow] "
                     "[--count=N] [EVENT]");
             } else {
                 follow_event = args[i];
@@ -629,7 +620,7 @@ main(int argc, char *argv[])
                                    json_object_new_string(follow_event));
         }
     } else {
-        die(EXIT_USAGE, "unknown command '%s': expected event-add, "
+        cli_die_status(EXIT_USAGE, "unknown command '%s': expected event-add, "
             "event-del, event-list, event-show, hosts, dos-threshold, "
             "alerts, status, allow-reload or keygen (try --help)", cmd);
     }

@@ -47,6 +47,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "cli.h"
 #include "clock.h"
 #include "event.h"
 #include "report-json.h"
@@ -200,64 +201,11 @@ usage(void)
 }
 
 static void
-vwarn(const char *format, va_list args)
-{
-    fputs("tpm-replay: ", stderr);
-    vfprintf(stderr, format, args);
-    fputc('\n', stderr);
-}
-
-static void __attribute__((format(printf, 1, 2)))
-warn(const char *format, ...)
-{
-    va_list args;
-    va_start(args, format);
-    vwarn(format, args);
-    va_end(args);
-}
-
-static void __attribute__((format(printf, 1, 2), noreturn))
-die(const char *format, ...)
-{
-    va_list args;
-    va_start(args, format);
-    vwarn(format, args);
-    va_end(args);
-    exit(EXIT_FAILURE);
-}
-
-static uint64_t
-parse_uint(const char *opt, const char *s, uint64_t min, uint64_t max)
-{
-    uint64_t v;
-    if (!tpm_parse_uint(s, min, max, &v)) {
-        die("%s: '%s' is not an integer in [%"PRIu64", %"PRIu64"]", opt, s,
-            min, max);
-    }
-    return v;
-}
-
-/* Parses a time option; "0" is accepted without a unit. */
-static uint64_t
-parse_time_opt(const char *opt, const char *s)
-{
-    uint64_t ns;
-    if (!strcmp(s, "0")) {
-        return 0;
-    }
-    char *error = tpm_parse_time(s, &ns);
-    if (error) {
-        die("%s: %s", opt, error);
-    }
-    return ns;
-}
-
-static void
 add_event(struct replay *r, struct tpm_event *ev)
 {
     for (size_t i = 0; i < r->n_events; i++) {
         if (!strcmp(r->events[i]->name, ev->name)) {
-            die("event %s is defined twice", ev->name);
+            cli_die("event %s is defined twice", ev->name);
         }
     }
     r->events = xrealloc(r->events, (r->n_events + 1) * sizeof *r->events);
@@ -269,7 +217,7 @@ load_events_file(struct replay *r, const char *file)
 {
     FILE *stream = fopen(file, "r");
     if (!stream) {
-        die("%s: %s", file, strerror(errno));
+        cli_die("%s: %s", file, strerror(errno));
     }
 
     char *line = NULL;
@@ -281,7 +229,7 @@ load_events_file(struct replay *r, const char *file)
         line[strcspn(line, "\r\n")] = '\0';
         char *error = tpm_event_parse_line(line, &ev);
         if (error) {
-            die("%s:%d: %s", file, lineno, error);
+            cli_die("%s:%d: %s", file, lineno, error);
         }
         if (ev) {
             add_event(r, ev);
@@ -441,7 +389,7 @@ tem_install(struct replay *r, const struct tpm_agent_cmd *cmd)
     if (error) {
         r->tem.install_errors++;
         tpm_event_destroy(ev);
-        warn("TEM install of event %"PRIu32" (%s) refused: %s",
+        cli_warn("TEM install of event %"PRIu32" (%s) refused: %s",
              cmd->event_id, cmd->name, error);
         tpm_agent_send_nack(r->agent, cmd->cookie, cmd->event_id, error);
         free(error);
@@ -510,7 +458,7 @@ tem_configure(struct replay *r, const struct tpm_agent_cmd *cmd)
     if (cmd->has_dos_threshold) {
         tpm_set_dos_threshold(r->tpm, cmd->dos_threshold);
         /* What the monitor now uses. */
-        warn("DoS threshold: %"PRIu32" bytes (set by TEM)",
+        cli_warn("DoS threshold: %"PRIu32" bytes (set by TEM)",
              tpm_get_params(r->tpm)->dos_threshold);
     }
     tpm_agent_send_ack(r->agent, cmd->cookie, cmd->event_id);
@@ -686,10 +634,10 @@ replay_pass(struct replay *r, const char *file, int64_t *shift,
     pcap_t *pcap = pcap_open_offline_with_tstamp_precision(
         file, PCAP_TSTAMP_PRECISION_NANO, errbuf);
     if (!pcap) {
-        die("%s", errbuf);
+        cli_die("%s", errbuf);
     }
     if (pcap_datalink(pcap) != DLT_EN10MB) {
-        die("%s: link type %s, expected Ethernet", file,
+        cli_die("%s: link type %s, expected Ethernet", file,
             pcap_datalink_val_to_name(pcap_datalink(pcap)));
     }
 
@@ -725,7 +673,7 @@ replay_pass(struct replay *r, const char *file, int64_t *shift,
         feed(r, ns, hdr, data);
     }
     if (rc == -1) {
-        die("%s: %s", file, pcap_geterr(pcap));
+        cli_die("%s: %s", file, pcap_geterr(pcap));
     }
     pcap_close(pcap);
     flush_batch(r);
@@ -771,11 +719,11 @@ wait_for_tem(struct replay *r, const char *endpoint, uint64_t timeout_ns,
     char timeout[32];
     tpm_time_format(timeout_ns, timeout, sizeof timeout);
     if (required) {
-        die("TEM at %s not reached within %s (%s): %s", endpoint, timeout,
+        cli_die("TEM at %s not reached within %s (%s): %s", endpoint, timeout,
             tpm_agent_state_name(s.state),
             s.last_error[0] ? s.last_error : "no connection yet");
     }
-    warn("TEM at %s not reached within %s (%s%s%s); replaying anyway, "
+    cli_warn("TEM at %s not reached within %s (%s%s%s); replaying anyway, "
          "still trying", endpoint, timeout, tpm_agent_state_name(s.state),
          s.last_error[0] ? ": " : "", s.last_error);
 }
@@ -807,7 +755,7 @@ report_loss(const struct replay *r)
         }
         if (n) {
             if (!lossy) {
-                warn("incomplete: the output misses data (exit status %d):",
+                cli_warn("incomplete: the output misses data (exit status %d):",
                      EXIT_INCOMPLETE);
             }
             fprintf(stderr, "  %s: %"PRIu64"\n", what, n);
@@ -969,6 +917,7 @@ main(int argc, char *argv[])
 
     tpm_params_init(&params);
     bool budget_set = false;
+    cli_init("tpm-replay", EXIT_FAILURE);
     for (;;) {
         int c = getopt_long(argc, argv, "e:f:h", options, NULL);
         if (c == -1) {
@@ -979,10 +928,10 @@ main(int argc, char *argv[])
             struct tpm_event *ev;
             error = tpm_event_parse_line(optarg, &ev);
             if (error) {
-                die("%s", error);
+                cli_die("%s", error);
             }
             if (!ev) {
-                die("-e: empty event definition");
+                cli_die("-e: empty event definition");
             }
             add_event(&r, ev);
             break;
@@ -994,59 +943,59 @@ main(int argc, char *argv[])
             if (!strcmp(optarg, "auto")) {
                 auto_epoch = true;
             } else if ((error = tpm_parse_time(optarg, &params.epoch_ns))) {
-                die("--epoch: %s", error);
+                cli_die("--epoch: %s", error);
             }
             break;
         case OPT_BUDGET:
-            r.budget_ns = parse_time_opt("--sweep-budget", optarg);
+            r.budget_ns = cli_time("--sweep-budget", optarg, true);
             budget_set = true;
             break;
         case OPT_FT:
-            params.flow_table_size = parse_uint("--flow-table-size", optarg,
+            params.flow_table_size = cli_uint("--flow-table-size", optarg,
                                                 0, UINT32_MAX);
             break;
         case OPT_PROBE:
-            params.flow_probe_limit = parse_uint("--probe-limit", optarg,
+            params.flow_probe_limit = cli_uint("--probe-limit", optarg,
                                                  0, UINT32_MAX);
             break;
         case OPT_NO_PRECHECK:
             params.dos_precheck = 0;
             break;
         case OPT_DOS_TABLE:
-            params.dos_table_size = parse_uint("--dos-table-size", optarg,
+            params.dos_table_size = cli_uint("--dos-table-size", optarg,
                                                0, UINT32_MAX);
             break;
         case OPT_DOS_WINDOW:
-            params.dos_window = parse_uint("--dos-window", optarg, 0,
+            params.dos_window = cli_uint("--dos-window", optarg, 0,
                                            UINT32_MAX);
             break;
         case OPT_NO_DOS_CLEAR:
             params.dos_clear_on_pass = 0;
             break;
         case OPT_DOS:
-            params.dos_threshold = parse_uint("--dos-threshold", optarg,
+            params.dos_threshold = cli_uint("--dos-threshold", optarg,
                                               0, UINT32_MAX);
             break;
         case OPT_HIST:
-            params.history_len = parse_uint("--history", optarg, 0,
+            params.history_len = cli_uint("--history", optarg, 0,
                                             UINT32_MAX);
             break;
         case OPT_RETIRE:
-            params.retire_epochs = parse_uint("--retire-epochs", optarg, 0,
+            params.retire_epochs = cli_uint("--retire-epochs", optarg, 0,
                                               UINT32_MAX);
             break;
         case OPT_TRIG:
-            params.max_triggers = parse_uint("--max-triggers", optarg, 0,
+            params.max_triggers = cli_uint("--max-triggers", optarg, 0,
                                              UINT32_MAX);
             params.max_children = MIN(params.max_children,
                                       params.max_triggers);
             break;
         case OPT_TCP_POOL:
-            params.tcp_state_pool = parse_uint("--tcp-state-pool", optarg,
+            params.tcp_state_pool = cli_uint("--tcp-state-pool", optarg,
                                                0, UINT32_MAX);
             break;
         case OPT_BURST_GAP:
-            params.burst_gap_ns = parse_time_opt("--burst-gap", optarg);
+            params.burst_gap_ns = cli_time("--burst-gap", optarg, true);
             break;
         case OPT_STATS:
             stats = true;
@@ -1076,7 +1025,7 @@ main(int argc, char *argv[])
             size_t n_more;
             error = tpm_prefix_parse_list(optarg, &more, &n_more);
             if (error) {
-                die("--prefix: %s", error);
+                cli_die("--prefix: %s", error);
             }
             prefixes = xrealloc(prefixes, (n_prefixes + n_more)
                                           * sizeof *prefixes);
@@ -1090,22 +1039,22 @@ main(int argc, char *argv[])
             r.realtime = true;
             break;
         case OPT_START_AT:
-            r.start_ns = parse_uint("--start-at", optarg, 0, UINT64_MAX);
+            r.start_ns = cli_uint("--start-at", optarg, 0, UINT64_MAX);
             break;
         case OPT_LINGER:
-            linger_ns = parse_time_opt("--linger", optarg);
+            linger_ns = cli_time("--linger", optarg, true);
             linger_set = true;
             controller_only = "--linger";
             break;
         case OPT_LOOP:
-            loops = parse_uint("--loop", optarg, 1, UINT32_MAX);
+            loops = cli_uint("--loop", optarg, 1, UINT32_MAX);
             break;
         case OPT_CONNECT_TIMEOUT:
-            connect_timeout_ns = parse_time_opt("--connect-timeout", optarg);
+            connect_timeout_ns = cli_time("--connect-timeout", optarg, true);
             controller_only = "--connect-timeout";
             break;
         case OPT_SETTLE:
-            settle_ns = parse_time_opt("--settle", optarg);
+            settle_ns = cli_time("--settle", optarg, true);
             controller_only = "--settle";
             break;
         case OPT_REQUIRE:
@@ -1121,10 +1070,10 @@ main(int argc, char *argv[])
         }
     }
     if (optind != argc - 1) {
-        die("exactly one PCAP file expected (try --help)");
+        cli_die("exactly one PCAP file expected (try --help)");
     }
     if (r.start_ns && !r.realtime) {
-        die("--start-at needs --realtime");
+        cli_die("--start-at needs --realtime");
     }
     if (!budget_set) {
         /* Exact from a file; as a switch would run it at the wire's
@@ -1135,17 +1084,17 @@ main(int argc, char *argv[])
     /* Offline, a full report ring waits for us to drain it. */
     params.sweep_waits_for_reports = !r.realtime;
     if (!controller && controller_only) {
-        die("%s needs --controller", controller_only);
+        cli_die("%s needs --controller", controller_only);
     }
     if (!r.n_events && !controller) {
-        die("no events given (use -e or -f, or --controller)");
+        cli_die("no events given (use -e or -f, or --controller)");
     }
     if (!linger_set && !controller) {
         linger_ns = 0;
     }
     if (auto_epoch) {
         if (!r.n_events) {
-            die("--epoch auto needs local events (-e or -f) to take the "
+            cli_die("--epoch auto needs local events (-e or -f) to take the "
                 "intervals from");
         }
         uint64_t g = 0;
@@ -1159,7 +1108,7 @@ main(int argc, char *argv[])
 
     r.tpm = tpm_create(&params, &error);
     if (!r.tpm) {
-        die("%s", error);
+        cli_die("%s", error);
     }
     for (size_t i = 0; i < r.n_events; i++) {
         /* The monitor takes ownership of a copy; 'r.events' keeps the
@@ -1168,7 +1117,7 @@ main(int argc, char *argv[])
         error = tpm_event_add(r.tpm, copy, LOCAL_ID_BASE + (uint32_t) i);
         if (error) {
             tpm_event_destroy(copy);
-            die("%s", error);
+            cli_die("%s", error);
         }
     }
     r.bufs = xmalloc(TPM_BATCH_MAX * sizeof *r.bufs);
@@ -1193,7 +1142,7 @@ main(int argc, char *argv[])
         ac.insecure_plaintext = insecure;
         r.agent = tpm_agent_create(&ac, &error);
         if (!r.agent) {
-            die("--controller: %s", error);
+            cli_die("--controller: %s", error);
         }
         wait_for_tem(&r, controller, connect_timeout_ns, settle_ns, require);
     }

@@ -39,6 +39,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "cli.h"
 #include "clock.h"
 #include "cuckoo.h"
 #include "event.h"
@@ -59,22 +60,6 @@
 /* Output.  The table goes to 'tout': stdout, or stderr with --json. */
 static FILE *tout;
 static bool json;
-
-static void
-die(const char *format, ...)
-    __attribute__((format(printf, 1, 2), noreturn));
-
-static void
-die(const char *format, ...)
-{
-    va_list args;
-    va_start(args, format);
-    fputs("tpm-bench: ", stderr);
-    vfprintf(stderr, format, args);
-    fputc('\n', stderr);
-    va_end(args);
-    exit(EXIT_FAILURE);
-}
 
 static void tprintf(const char *format, ...)
     __attribute__((format(printf, 1, 2)));
@@ -245,7 +230,7 @@ parse_count(const char *opt, const char *s, uint64_t min, uint64_t max)
     errno = 0;
     double v = strtod(s, &end);
     if (errno || end == s || v < 0) {
-        die("--%s: '%s' is not a count", opt, s);
+        cli_die("--%s: '%s' is not a count", opt, s);
     }
     static const struct {
         const char *suffix;
@@ -258,13 +243,13 @@ parse_count(const char *opt, const char *s, uint64_t min, uint64_t max)
         if (!strcmp(end, suffixes[i].suffix)) {
             double x = v * suffixes[i].mult;
             if (x != floor(x) || x < min || x > max) {
-                die("--%s: %s is out of range [%"PRIu64", %"PRIu64"]", opt,
+                cli_die("--%s: %s is out of range [%"PRIu64", %"PRIu64"]", opt,
                     s, min, max);
             }
             return (uint64_t) x;
         }
     }
-    die("--%s: '%s': unknown suffix (k M G Ki Mi Gi)", opt, s);
+    cli_die("--%s: '%s': unknown suffix (k M G Ki Mi Gi)", opt, s);
 }
 
 static double
@@ -274,23 +259,9 @@ parse_double(const char *opt, const char *s, double min, double max)
     errno = 0;
     double v = strtod(s, &end);
     if (errno || end == s || *end || !(v >= min && v <= max)) {
-        die("--%s: '%s' is not a number in [%g, %g]", opt, s, min, max);
+        cli_die("--%s: '%s' is not a number in [%g, %g]", opt, s, min, max);
     }
     return v;
-}
-
-static uint64_t
-parse_time_opt(const char *opt, const char *s)
-{
-    uint64_t ns;
-    if (!strcmp(s, "0")) {
-        return 0;
-    }
-    char *error = tpm_parse_time(s, &ns);
-    if (error) {
-        die("--%s: %s", opt, error);
-    }
-    return ns;
 }
 
 static uint32_t
@@ -534,11 +505,11 @@ wl_install(struct tpm *tpm, const struct wl_opts *o, uint32_t n_prefixes,
             struct tpm_event *ev;
             char *error = tpm_event_parse(name, text, &ev);
             if (error) {
-                die("%s: %s", text, error);
+                cli_die("%s: %s", text, error);
             }
             error = tpm_event_add(tpm, ev, id);
             if (error) {
-                die("%s: %s", text, error);
+                cli_die("%s: %s", text, error);
             }
         }
     }
@@ -588,7 +559,7 @@ wl_run(const struct wl_opts *o, uint64_t seed, struct wl_result *res)
     p.max_events = MAX(p.max_events, o->n_events);
     struct tpm *tpm = tpm_create(&p, &error);
     if (!tpm) {
-        die("tpm_create: %s", error);
+        cli_die("tpm_create: %s", error);
     }
     if (!o->phase1_only) {
         wl_install(tpm, o, n_prefixes, &r);
@@ -600,14 +571,14 @@ wl_run(const struct wl_opts *o, uint64_t seed, struct wl_result *res)
         char *perr = tpm_event_parse("none", "filter=ip,nw_dst=192.0.2.0/24 "
                                      "predicate=count() > 1", &ev);
         if (perr || (perr = tpm_event_add(tpm, ev, 0))) {
-            die("phase-1-only event: %s", perr);
+            cli_die("phase-1-only event: %s", perr);
         }
     }
 
     struct wl_flow *flows = aligned_alloc(CACHE_LINE_SIZE,
                                           o->flows * sizeof *flows);
     if (!flows) {
-        die("out of memory for %u flows", o->flows);
+        cli_die("out of memory for %u flows", o->flows);
     }
     for (uint32_t i = 0; i < o->flows; i++) {
         wl_new_flow(&flows[i], &r, n_prefixes, o->tcp);
@@ -982,7 +953,7 @@ cmd_workload(int argc, char *argv[])
             packets_set = true;
             break;
         case OPT_WARMUP:
-            o.warmup_ns = parse_time_opt("warmup", optarg);
+            o.warmup_ns = cli_time("--warmup", optarg, true);
             break;
         case OPT_RUNS:
             o.runs = parse_count("runs", optarg, 1, 1000);
@@ -1000,16 +971,16 @@ cmd_workload(int argc, char *argv[])
             o.flows = parse_count("flows", optarg, 1, 1u << 24);
             break;
         case OPT_ARRIVAL:
-            o.arrival_ns = parse_time_opt("arrival", optarg);
+            o.arrival_ns = cli_time("--arrival", optarg, true);
             if (!o.arrival_ns) {
-                die("--arrival must be positive");
+                cli_die("--arrival must be positive");
             }
             break;
         case OPT_RATE:
             o.rate_mpps = parse_double("rate", optarg, 0.001, 1000);
             break;
         case OPT_EPOCH:
-            o.epoch_ns = parse_time_opt("epoch", optarg);
+            o.epoch_ns = cli_time("--epoch", optarg, true);
             break;
         case OPT_BATCH:
             o.batch = parse_count("batch", optarg, 1, TPM_BATCH_MAX);
@@ -1018,7 +989,7 @@ cmd_workload(int argc, char *argv[])
             o.burst = parse_count("burst", optarg, 1, 1 << 20);
             break;
         case OPT_BUDGET:
-            o.budget_ns = parse_time_opt("budget", optarg);
+            o.budget_ns = cli_time("--budget", optarg, true);
             break;
         case OPT_TABLE:
             o.table_size = parse_count("flow-table-size", optarg, 64,
@@ -1053,19 +1024,19 @@ cmd_workload(int argc, char *argv[])
             wl_usage();
             return 0;
         default:
-            die("workload: try --help");
+            cli_die("workload: try --help");
         }
     }
     if (optind < argc) {
-        die("workload: unexpected argument '%s'", argv[optind]);
+        cli_die("workload: unexpected argument '%s'", argv[optind]);
     }
     if (o.n_events % o.per_prefix || o.n_events / o.per_prefix > 65536) {
-        die("--events must be a multiple of --per-prefix, with at most "
+        cli_die("--events must be a multiple of --per-prefix, with at most "
             "65536 prefixes");
     }
     if ((o.state_vars || o.plain_vars)
         && (!o.tcp || o.phase1_only || (o.state_vars && o.plain_vars))) {
-        die("--state-vars or --plain-vars (one of them) needs --tcp and "
+        cli_die("--state-vars or --plain-vars (one of them) needs --tcp and "
             "events (not --phase1-only)");
     }
     if (o.instr) {
@@ -1244,7 +1215,7 @@ match_specs_patterns(uint32_t n, uint32_t n_pat)
         int plen = 16 + j % 16;
         uint64_t room = n_pat > 1 ? 1ull << (plen - 5) : 1ull << plen;
         if (count > room) {
-            die("%u triggers over %u patterns: too many for a /%d pattern",
+            cli_die("%u triggers over %u patterns: too many for a /%d pattern",
                 n, n_pat, plen);
         }
         for (uint32_t t = 0; t < count; t++, i++) {
@@ -1282,7 +1253,7 @@ match_specs_tries(uint32_t n, uint32_t n_pat)
         uint32_t count = n / n_pat + (j < n % n_pat);
         int plen = 16 + j % 16;
         if (count > 1ull << (plen - bits)) {
-            die("%u triggers over %u patterns: too many for a /%d pattern",
+            cli_die("%u triggers over %u patterns: too many for a /%d pattern",
                 n, n_pat, plen);
         }
         for (uint32_t t = 0; t < count; t++, i++) {
@@ -1353,12 +1324,12 @@ match_build(struct trig_index *ti, const struct match_spec *specs, uint32_t n)
                  sport);
         char *error = tpm_event_parse("m", text, &ev);
         if (error) {
-            die("%s: %s", text, error);
+            cli_die("%s: %s", text, error);
         }
         if (i == 0 && (ev->filter.key.dst[0] != htonl(s->addr)
                        || ev->filter.mask.dst[0]
                           != htonl(plen_mask(s->plen)))) {
-            die("%s: parsed nw_dst is not %08x/%08x in network byte order",
+            cli_die("%s: parsed nw_dst is not %08x/%08x in network byte order",
                 text, s->addr, plen_mask(s->plen));
         }
         trig_index_insert(ti, &ev->filter, i);
@@ -1539,7 +1510,7 @@ parse_list(const char *opt, const char *s, uint32_t *out, uint64_t min,
     for (char *t = strtok_r(copy, ",", &save); t;
          t = strtok_r(NULL, ",", &save)) {
         if (n >= MATCH_MAX_LIST) {
-            die("--%s: at most %d values", opt, MATCH_MAX_LIST);
+            cli_die("--%s: at most %d values", opt, MATCH_MAX_LIST);
         }
         out[n++] = parse_count(opt, t, min, max);
     }
@@ -1686,7 +1657,7 @@ cmd_match(int argc, char *argv[])
                 o.run_linear = strcmp(optarg, "tries") != 0;
                 o.run_tries = strcmp(optarg, "linear") != 0;
             } else {
-                die("--search: '%s' is not linear, tries or both", optarg);
+                cli_die("--search: '%s' is not linear, tries or both", optarg);
             }
             break;
         case OPT_PTRIG:
@@ -1712,11 +1683,11 @@ cmd_match(int argc, char *argv[])
             match_usage();
             return 0;
         default:
-            die("match: try --help");
+            cli_die("match: try --help");
         }
     }
     if (optind < argc) {
-        die("match: unexpected argument '%s'", argv[optind]);
+        cli_die("match: unexpected argument '%s'", argv[optind]);
     }
     if (o.instr) {
         o.runs = 1;
@@ -1769,7 +1740,7 @@ cmd_match(int argc, char *argv[])
             cfg->ti = xmalloc(sizeof *cfg->ti);
             match_build(cfg->ti, cfg->specs, cfg->triggers);
             if (cfg->ti->n_patterns != cfg->patterns) {
-                die("%s: %u patterns built, %u intended", cfg->series,
+                cli_die("%s: %u patterns built, %u intended", cfg->series,
                     cfg->ti->n_patterns, cfg->patterns);
             }
         }
@@ -2243,7 +2214,7 @@ tbl_measure(const struct tbl_opts *o, uint32_t ws)
                 struct tpm_flow_table ft;
                 int error = tpm_flow_table_init(&ft, size, o->probe_limit);
                 if (error) {
-                    die("flow table of %u entries: %s", size,
+                    cli_die("flow table of %u entries: %s", size,
                         strerror(error));
                 }
                 c0 = tpm_rdtsc();
@@ -2267,7 +2238,7 @@ tbl_measure(const struct tbl_opts *o, uint32_t ws)
                 struct cuckoo c;
                 int error = cuckoo_init(&c, size);
                 if (error) {
-                    die("cuckoo table of %u entries: %s", size,
+                    cli_die("cuckoo table of %u entries: %s", size,
                         strerror(error));
                 }
                 c0 = tpm_rdtsc();
@@ -2451,7 +2422,7 @@ cmd_table(int argc, char *argv[])
             uint32_t list[MATCH_MAX_LIST];
             int n = parse_list("flows", optarg, list, 1, 1u << 26);
             if (n > TBL_MAX_WS) {
-                die("--flows: at most %d working sets", TBL_MAX_WS);
+                cli_die("--flows: at most %d working sets", TBL_MAX_WS);
             }
             memcpy(o.ws, list, n * sizeof *list);
             o.n_ws = n;
@@ -2473,7 +2444,7 @@ cmd_table(int argc, char *argv[])
             } else if (!strcmp(optarg, "random")) {
                 o.round_robin = false;
             } else {
-                die("--order: 'random' or 'rr'");
+                cli_die("--order: 'random' or 'rr'");
             }
             break;
         case OPT_PROBE:
@@ -2495,7 +2466,7 @@ cmd_table(int argc, char *argv[])
                     continue;
                 }
                 if (s == TS_N) {
-                    die("--which: unknown table '%s'", t);
+                    cli_die("--which: unknown table '%s'", t);
                 }
                 o.which |= 1u << s;
             }
@@ -2512,11 +2483,11 @@ cmd_table(int argc, char *argv[])
             table_usage();
             return 0;
         default:
-            die("table: try --help");
+            cli_die("table: try --help");
         }
     }
     if (optind < argc) {
-        die("table: unexpected argument '%s'", argv[optind]);
+        cli_die("table: unexpected argument '%s'", argv[optind]);
     }
     if (o.instr) {
         o.runs = 1;
@@ -2576,6 +2547,7 @@ int
 main(int argc, char *argv[])
 {
     tout = stdout;
+    cli_init("tpm-bench", EXIT_FAILURE);
     tpm_log_set_hook(log_hook);
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")
         || !strcmp(argv[1], "help")) {
@@ -2591,5 +2563,5 @@ main(int argc, char *argv[])
     } else if (!strcmp(cmd, "table")) {
         return cmd_table(argc - 1, argv + 1);
     }
-    die("unknown command '%s' (workload, match, table; try --help)", cmd);
+    cli_die("unknown command '%s' (workload, match, table; try --help)", cmd);
 }

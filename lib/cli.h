@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Command-line helpers shared by the tools (tpm-replay, tem-ctl and the
+ * benchmarks): messages prefixed with the program's name, fatal errors
+ * with an exit status, and option values checked the same way everywhere
+ * (integers in a range, times with a unit).
+ *
+ * A tool calls cli_init() first with its name and the exit status of a
+ * usage error (its documented one: 1 for tpm-replay, 2 for tem-ctl).
+ */
+#ifndef TPM_CLI_H
+#define TPM_CLI_H 1
+
+#include <stdbool.h>
+#include <stdint.h>
+
+void cli_init(const char *program, int usage_status);
+
+/* "PROGRAM: MESSAGE" on stderr. */
+void cli_warn(const char *format, ...)
+    __attribute__((format(printf, 1, 2)));
+
+/* cli_warn(), then exit with status 1 or 'status'. */
+void cli_die(const char *format, ...)
+    __attribute__((format(printf, 1, 2), noreturn));
+void cli_die_status(int status, const char *format, ...)
+    __attribute__((format(printf, 2, 3), noreturn));
+
+/* "PROGRAM: MESSAGE (try --help)", exit with the usage status. */
+void cli_usage_error(const char *format, ...)
+    __attribute__((format(printf, 1, 2), noreturn));
+
+/* The value 'arg' of option 'opt' (as written, "--name"): an integer in
+ * ['min', 'max'], or a time with a unit (tpm_parse_time(); "0" needs no
+ * unit; 0 only if 'zero_ok').  A bad value is a usage error. */
+uint64_t cli_uint(const char *opt, const char *arg, uint64_t min,
+                  uint64_t max);
+uint64_t cli_time(const char *opt, const char *arg, bool zero_ok);
+
+#endif /* cli.h */
