@@ -22,6 +22,7 @@ DEB_FILES = \
 	ovs-patches/debian/rules \
 	ovs-patches/debian/source/format \
 	ovs-patches/debian/trumpet-tem.install \
+	ovs-patches/debian/trumpet-tem.postinst \
 	ovs-patches/debian/trumpet-tem.postrm
 EXTRA_DIST += $(DEB_FILES)
 
