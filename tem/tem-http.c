@@ -70,7 +70,8 @@ parse_addr(const char *spec, struct http_addr *a)
     }
     if (spec[0] == '[') {
         const char *end = strchr(spec, ']');
-        if (!end || end[1] != ':' || (size_t) (end - spec - 1) >= sizeof host) {
+        if (!end || end[1] != ':'
+            || (size_t) (end - spec - 1) >= sizeof host) {
             goto bad;
         }
         memcpy(host, spec + 1, end - spec - 1);

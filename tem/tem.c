@@ -36,8 +36,8 @@
  * --batch frames from hosts, timers (heartbeats, deadlines), then at most
  * one control request (at most --max-request-bytes), then the metrics
  * server's pending work (at most TEM_HTTP_MAX_CONNECTIONS connections),
- * so no client can delay hosts by more than one bounded request.  status reports the
- * longest turn and the longest request seen.
+ * so no client can delay hosts by more than one bounded request.
+ * status reports the longest turn and the longest request seen.
  *
  * The logic lives in tem-core.c; this file owns options, sockets,
  * persistence of the event definitions (tem-state.c) and the control
