@@ -1404,6 +1404,20 @@ main(int argc, char *argv[])
         setvbuf(d.alert_file, NULL, _IOLBF, 0);
     }
 
+    /* Before the sockets: an address in use stops the TEM before it
+     * binds anything. */
+    if (strcmp(d.opt.metrics, "off")) {
+        d.http = tem_http_start(d.opt.metrics, metrics_fill, &d, &error);
+        if (!d.http) {
+            fprintf(stderr, "trumpet-tem: refusing to start: --metrics: "
+                    "%s\n", error);
+            free(error);
+            return EXIT_FAILURE;
+        }
+        tpm_log(TPM_LOG_INFO, "metrics on http://%s/metrics",
+                tem_http_address(d.http));
+    }
+
     d.zctx = zmq_ctx_new();
     if (!d.opt.insecure) {
         /* Before any CURVE socket: without a handler, ZeroMQ lets every
@@ -1431,17 +1445,6 @@ main(int argc, char *argv[])
     monitor_start(&d, d.router, &d.mon[0], "hosts");
     monitor_start(&d, d.rep, &d.mon[1], "ctl");
     monitor_start(&d, d.pub, &d.mon[2], "pub");
-    if (strcmp(d.opt.metrics, "off")) {
-        d.http = tem_http_start(d.opt.metrics, metrics_fill, &d, &error);
-        if (!d.http) {
-            fprintf(stderr, "trumpet-tem: refusing to start: --metrics: "
-                    "%s\n", error);
-            free(error);
-            return EXIT_FAILURE;
-        }
-        tpm_log(TPM_LOG_INFO, "metrics on http://%s/metrics",
-                tem_http_address(d.http));
-    }
     tpm_log(TPM_LOG_INFO, "TEM %s up: hosts on %s, alerts on %s, control on "
             "%s, %zu events from %s; %s", d.opt.cfg.tem_id, d.listen_ep,
             d.pub_ep, d.ctl_ep, tem_core_n_events(d.core),
