@@ -13,8 +13,9 @@
  * TEM_HTTP_MEMORY bytes, closed after TEM_HTTP_TIMEOUT_S idle seconds.
  *
  * A fault of the server (a response that cannot be built or queued, a
- * failing MHD_run()) is counted and logged at most once every 10 seconds;
- * it never stops the TEM.
+ * failing MHD_run(), any error libmicrohttpd reports, such as a client
+ * that closed mid-request) is counted and logged at most once every 10
+ * seconds; it never stops the TEM.
  */
 #ifndef TEM_HTTP_H
 #define TEM_HTTP_H 1
