@@ -8,7 +8,8 @@ noinst_LTLIBRARIES += tem/libtemcore.la
 tem_libtemcore_la_SOURCES = \
 	tem/tem-core.c tem/tem-core.h \
 	tem/tem-state.c tem/tem-state.h \
-	tem/tem-auth.c tem/tem-auth.h
+	tem/tem-auth.c tem/tem-auth.h \
+	tem/tem-metrics.c tem/tem-metrics.h
 tem_libtemcore_la_CFLAGS = $(AM_CFLAGS) $(JSON_C_CFLAGS) \
 	$(PROTOBUF_C_CFLAGS) $(ZMQ_CFLAGS)
 tem_libtemcore_la_LIBADD = tpm/libtpmjson.la lib/libtproto.la \
@@ -18,17 +19,20 @@ tem_libtemcore_la_LIBADD = tpm/libtpmjson.la lib/libtproto.la \
 # member of the group trumpet may run it).
 sbin_PROGRAMS += tem/trumpet-tem
 bin_PROGRAMS += tem/tem-ctl
-tem_trumpet_tem_SOURCES = tem/tem.c
+# Its metrics server (tem-http.c) is libmicrohttpd's, run from the
+# daemon's loop.
+tem_trumpet_tem_SOURCES = tem/tem.c tem/tem-http.c tem/tem-http.h
 tem_trumpet_tem_CFLAGS = $(AM_CFLAGS) $(JSON_C_CFLAGS) $(ZMQ_CFLAGS) \
-	$(PROTOBUF_C_CFLAGS)
-tem_trumpet_tem_LDADD = tem/libtemcore.la $(ZMQ_LIBS) $(JSON_C_LIBS)
+	$(PROTOBUF_C_CFLAGS) $(MHD_CFLAGS)
+tem_trumpet_tem_LDADD = tem/libtemcore.la $(ZMQ_LIBS) $(JSON_C_LIBS) \
+	$(MHD_LIBS)
 
 tem_tem_ctl_SOURCES = tem/tem-ctl.c
 tem_tem_ctl_CFLAGS = $(AM_CFLAGS) $(JSON_C_CFLAGS) $(ZMQ_CFLAGS)
 tem_tem_ctl_LDADD = lib/libtproto.la lib/libtpmcommon.la $(ZMQ_LIBS) \
 	$(JSON_C_LIBS)
 tem/libtemcore_la-tem-core.lo tem/libtemcore_la-tem-state.lo \
-tem/libtemcore_la-tem-auth.lo \
+tem/libtemcore_la-tem-auth.lo tem/libtemcore_la-tem-metrics.lo \
 tem/trumpet_tem-tem.$(OBJEXT): $(PROTO_GEN)
 
 # tem-bench: throughput and latency of a running TEM with simulated hosts

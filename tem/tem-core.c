@@ -11,6 +11,7 @@
  * Nothing is logged per message; every drop is a counter.
  */
 #include "tem-core.h"
+#include "tem-metrics.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -322,6 +323,11 @@ struct tem_core {
     uint64_t next_hk_ns;        /* Housekeeping. */
     struct tproto_batch tmp;    /* For peers without a session. */
     struct tem_stats stats;
+    /* Detection latency (first satisfaction to alert), for
+     * tem_core_metrics(): counts per bucket of latency_bounds[], the
+     * last one above them all, and their sum. */
+    uint64_t latency_counts[TEM_LATENCY_BUCKETS + 1];
+    double latency_sum_s;
     struct tem_rl rl_session, rl_install, rl_drill, rl_misc, rl_input;
     struct tem_rl rl_security;
 };
@@ -1124,6 +1130,23 @@ part_holds(const struct tem_event *e, const struct tem_part *p)
                || (e->has_threshold && compare_holds(e, p->value)));
 }
 
+/* Upper bounds of the detection latency histogram's buckets, seconds:
+ * around the poll deadline (100 ms by default) and epochs (10 ms). */
+static const double latency_bounds[TEM_LATENCY_BUCKETS] = {
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5,
+};
+
+static void
+latency_observe(struct tem_core *core, double secs)
+{
+    size_t i = 0;
+    while (i < TEM_LATENCY_BUCKETS && secs > latency_bounds[i]) {
+        i++;
+    }
+    core->latency_counts[i]++;
+    core->latency_sum_s += secs;
+}
+
 static void
 sbuf_reserve(struct sbuf *b, size_t n)
 {
@@ -1347,6 +1370,7 @@ raise_alert(struct tem_core *core, struct tem_event *e,
 
     core->stats.alerts++;
     e->stats.alerts++;
+    latency_observe(core, (now - d->started_ns) / 1e9);
     ring_put(&e->recent[e->recent_next], b->s, b->len);
     ring_advance(core->cfg.recent_alerts, &e->n_recent, &e->recent_next);
     ring_put(&core->history[core->history_next], b->s, b->len);
@@ -3192,4 +3216,230 @@ tem_core_alerts_json(const struct tem_core *core, const char *event,
     struct json_object *r = json_object_new_object();
     json_object_object_add(r, "alerts", a);
     return r;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Prometheus metrics. */
+
+/* A counter of tem_stats: its metric name (without the prefix) and
+ * help. */
+struct stat_metric {
+    size_t offset;
+    const char *name;
+    const char *help;
+};
+
+#define SM(FIELD, NAME, HELP) \
+    { offsetof(struct tem_stats, FIELD), NAME, HELP }
+static const struct stat_metric stat_metrics[] = {
+    SM(frames_in, "frames_received_total", "Frames received from hosts."),
+    SM(msgs_in, "messages_received_total",
+       "Protocol messages in the frames received from hosts."),
+    SM(invalid_frames, "invalid_frames_total",
+       "Frames from hosts that could not be decoded (or of a wrong "
+       "protocol version)."),
+    SM(invalid_msgs, "invalid_messages_total",
+       "Messages from hosts that were invalid or not valid in their "
+       "session's state."),
+    SM(unknown_peer, "unknown_peer_frames_total",
+       "Frames from a peer without a session."),
+    SM(auth_mismatch, "auth_mismatches_total",
+       "Hellos or frames for another host id than the one the peer's key "
+       "is bound to (refused)."),
+    SM(revoked, "sessions_revoked_total",
+       "Sessions ended because their key is no longer allowed."),
+    SM(hellos, "hellos_total", "Hello messages received."),
+    SM(sessions, "sessions_total", "Host sessions opened (Welcome sent)."),
+    SM(refused, "sessions_refused_total", "Hellos refused."),
+    SM(replaced, "sessions_replaced_total",
+       "Sessions replaced by a new Hello of the same host."),
+    SM(hosts_gone, "hosts_gone_total",
+       "Hosts that said Bye or stayed silent for 3 heartbeat periods."),
+    SM(satisfactions, "satisfactions_total",
+       "Satisfactions received from hosts."),
+    SM(sat_unknown, "satisfactions_unknown_total",
+       "Satisfactions for an event not defined or not installed on that "
+       "host (dropped)."),
+    SM(sat_late, "satisfactions_late_total",
+       "Satisfactions for a key decided already."),
+    SM(decisions_full, "satisfactions_dropped_total",
+       "Satisfactions dropped: no room for a decision (--max-decisions)."),
+    SM(polls_sent, "polls_sent_total", "Polls sent to hosts."),
+    SM(poll_replies, "poll_replies_total", "Poll replies received."),
+    SM(repolls, "repolls_total",
+       "Polls sent again after a NOT_YET reply."),
+    SM(replies_stale, "poll_replies_stale_total",
+       "Poll replies for a decided or unknown decision."),
+    SM(decisions, "decisions_total", "Decisions made."),
+    SM(decided_complete, "decisions_complete_total",
+       "Decisions made with every host's answer."),
+    SM(decided_deadline, "decisions_deadline_total",
+       "Decisions made at the poll deadline: some poll timed out."),
+    SM(missing_parts, "poll_timeouts_total",
+       "Hosts listed as missing in decisions (their poll timed out or "
+       "they were gone)."),
+    SM(alerts, "alerts_total", "Alerts raised."),
+    SM(installs, "installs_total", "Install messages sent to hosts."),
+    SM(removes, "removes_total", "Remove messages sent to hosts."),
+    SM(acks, "acks_total", "Acks received from hosts."),
+    SM(nacks, "nacks_total", "Nacks received from hosts."),
+    SM(configures, "configures_total", "Configure messages sent to hosts."),
+    SM(drilldowns, "drilldowns_total",
+       "Standby events installed because of an alert (then=)."),
+    SM(drilldown_errors, "drilldown_errors_total",
+       "then= targets missing or not standby."),
+    SM(rebalances, "rebalances_total", "Threshold re-splits."),
+    SM(frames_out, "frames_sent_total", "Frames sent to hosts."),
+    SM(msgs_out, "messages_sent_total", "Messages sent to hosts."),
+    SM(send_drops, "send_drops_total",
+       "Frames to hosts dropped (high-water mark reached)."),
+};
+#undef SM
+
+/* A per-host counter of tem_host_stats. */
+struct host_metric {
+    size_t offset;
+    const char *name;
+    const char *help;
+};
+
+#define HM(FIELD, NAME, HELP) \
+    { offsetof(struct tem_host_stats, FIELD), NAME, HELP }
+static const struct host_metric host_metrics[] = {
+    HM(sessions, "host_sessions_total", "Sessions this host opened."),
+    HM(frames_in, "host_frames_received_total",
+       "Frames received from this host."),
+    HM(invalid_frames, "host_invalid_frames_total",
+       "Frames from this host that could not be decoded."),
+    HM(invalid_msgs, "host_invalid_messages_total",
+       "Invalid messages from this host."),
+    HM(satisfactions, "host_satisfactions_total",
+       "Satisfactions received from this host."),
+    HM(poll_replies, "host_poll_replies_total",
+       "Poll replies received from this host."),
+    HM(nacks, "host_nacks_total", "Nacks received from this host."),
+    HM(heartbeats, "host_heartbeats_total",
+       "Heartbeats received from this host."),
+    HM(frames_out, "host_frames_sent_total", "Frames sent to this host."),
+    HM(send_drops, "host_send_drops_total",
+       "Frames to this host dropped (high-water mark reached)."),
+};
+#undef HM
+
+static bool
+host_known(const struct tem_host *h)
+{
+    return h && h->state != TEM_HOST_FREE;
+}
+
+void
+tem_core_metrics(const struct tem_core *core, struct tem_metrics *m)
+{
+    uint64_t now = now__(core);
+    size_t connected = 0, gone = 0;
+
+    for (uint32_t i = 0; i < core->n_host_slots; i++) {
+        const struct tem_host *h = core->hosts[i];
+        connected += host_connected(h);
+        gone += host_known(h) && !host_connected(h);
+    }
+    tem_metrics_gauge(m, "trumpet_tem_start_time_seconds",
+                      "When the TEM started, seconds since the epoch.",
+                      core->start_ns / 1e9);
+    tem_metrics_family(m, "trumpet_tem_hosts", "gauge",
+                       "Hosts known, by state: connected, or gone "
+                       "(remembered after Bye or silence).");
+    tem_metrics_sample(m, "trumpet_tem_hosts", "state", "connected",
+                       connected);
+    tem_metrics_sample(m, "trumpet_tem_hosts", "state", "gone", gone);
+    tem_metrics_gauge(m, "trumpet_tem_events", "Events defined.",
+                      core->n_events);
+    size_t n_decided = 0;
+    for (const struct tem_list *l = core->decided.next; l != &core->decided;
+         l = l->next) {
+        n_decided++;
+    }
+    tem_metrics_gauge(m, "trumpet_tem_decisions_pending",
+                      "Decisions waiting for polls.",
+                      core->dh_count - n_decided);
+
+    for (size_t i = 0; i < ARRAY_SIZE(stat_metrics); i++) {
+        const struct stat_metric *sm = &stat_metrics[i];
+        char *name = xasprintf("trumpet_tem_%s", sm->name);
+        const uint64_t *v = (const uint64_t *) (const void *)
+                            ((const char *) &core->stats + sm->offset);
+        tem_metrics_counter(m, name, sm->help, *v);
+        free(name);
+    }
+
+    tem_metrics_family(m, "trumpet_tem_detection_latency_seconds",
+                       "histogram", "Time from the first satisfaction of "
+                       "a decision to its alert (an alert's latency_us).");
+    tem_metrics_histogram(m, "trumpet_tem_detection_latency_seconds",
+                          latency_bounds, core->latency_counts,
+                          TEM_LATENCY_BUCKETS, core->latency_sum_s);
+
+    /* Per event. */
+    tem_metrics_family(m, "trumpet_tem_event_satisfactions_total",
+                       "counter", "Satisfactions received, by event.");
+    for (size_t i = 0; i < core->n_events; i++) {
+        const struct tem_event *e = core->events[i];
+        tem_metrics_sample(m, "trumpet_tem_event_satisfactions_total",
+                           "event", e->name, e->stats.satisfactions);
+    }
+    tem_metrics_family(m, "trumpet_tem_event_alerts_total", "counter",
+                       "Alerts raised, by event.");
+    for (size_t i = 0; i < core->n_events; i++) {
+        const struct tem_event *e = core->events[i];
+        tem_metrics_sample(m, "trumpet_tem_event_alerts_total", "event",
+                           e->name, e->stats.alerts);
+    }
+
+    /* Per host (those known: connected or gone). */
+    tem_metrics_family(m, "trumpet_tem_host_connected", "gauge",
+                       "1 if the host has a session, 0 if it is gone.");
+    for (uint32_t i = 0; i < core->n_host_slots; i++) {
+        const struct tem_host *h = core->hosts[i];
+        if (host_known(h)) {
+            tem_metrics_sample(m, "trumpet_tem_host_connected", "host",
+                               h->id, host_connected(h));
+        }
+    }
+    tem_metrics_family(m, "trumpet_tem_host_last_receive_age_seconds",
+                       "gauge", "Time since the last frame from the "
+                       "host.");
+    for (uint32_t i = 0; i < core->n_host_slots; i++) {
+        const struct tem_host *h = core->hosts[i];
+        if (host_known(h)) {
+            tem_metrics_sample(m,
+                               "trumpet_tem_host_last_receive_age_seconds",
+                               "host", h->id,
+                               now > h->last_rx_ns
+                               ? (now - h->last_rx_ns) / 1e9 : 0);
+        }
+    }
+    tem_metrics_family(m, "trumpet_tem_host_monitors", "gauge",
+                       "Packet monitors (PMD threads) the host said it "
+                       "has in Hello.");
+    for (uint32_t i = 0; i < core->n_host_slots; i++) {
+        const struct tem_host *h = core->hosts[i];
+        if (host_known(h)) {
+            tem_metrics_sample(m, "trumpet_tem_host_monitors", "host",
+                               h->id, h->n_pmds);
+        }
+    }
+    for (size_t k = 0; k < ARRAY_SIZE(host_metrics); k++) {
+        const struct host_metric *hm = &host_metrics[k];
+        char *name = xasprintf("trumpet_tem_%s", hm->name);
+        tem_metrics_family(m, name, "counter", hm->help);
+        for (uint32_t i = 0; i < core->n_host_slots; i++) {
+            const struct tem_host *h = core->hosts[i];
+            if (host_known(h)) {
+                const uint64_t *v = (const uint64_t *) (const void *)
+                    ((const char *) &h->stats + hm->offset);
+                tem_metrics_sample(m, name, "host", h->id, *v);
+            }
+        }
+        free(name);
+    }
 }

@@ -232,6 +232,15 @@ struct tem_stats {
 
 void tem_core_get_stats(const struct tem_core *, struct tem_stats *);
 
+/* Buckets of the detection latency histogram (docs/tem.md, "Metrics"). */
+#define TEM_LATENCY_BUCKETS 12
+
+/* Appends the core's metrics in Prometheus text format (docs/tem.md,
+ * "Metrics": hosts, events, the counters of tem_stats, the detection
+ * latency histogram, per-host and per-event counters) to 'm'. */
+struct tem_metrics;
+void tem_core_metrics(const struct tem_core *, struct tem_metrics *m);
+
 /* Logs 'format' at 'level' through the core's rate limiter of security
  * events (at most 10 lines a second; the number suppressed is told with
  * the next line), for the caller's refusals of keys and requests. */

@@ -11,7 +11,12 @@
  *   - REP (--ctl) for tem-ctl: one JSON request, one JSON reply;
  *   - REP on inproc://zeromq.zap.01, the ZAP handler: ZeroMQ asks it about
  *     every CURVE handshake, and it answers from the allow-list
- *     (tem-auth.h) without ever blocking.
+ *     (tem-auth.h) without ever blocking;
+ *
+ * and, with --metrics, the metrics server's descriptor (tem-http.h:
+ * libmicrohttpd without a thread, Prometheus text on GET /metrics): its
+ * requests are served in this thread, so they read the core's state
+ * without locks, after everything else of the turn.
  *
  * Security (docs/operations.md, "Keys"): the TEM has a CURVE key pair
  * (--key-file).  The hosts' socket is always a CURVE server: a host needs
@@ -29,9 +34,10 @@
  *
  * Each loop turn does bounded work, hosts first: ZAP answers, at most
  * --batch frames from hosts, timers (heartbeats, deadlines), then at most
- * one control request (at most --max-request-bytes), so no client can
- * delay hosts by more than one bounded request.  status reports the
- * longest turn and the longest request seen.
+ * one control request (at most --max-request-bytes), then the metrics
+ * server's pending work (at most TEM_HTTP_MAX_CONNECTIONS connections),
+ * so no client can delay hosts by more than one bounded request.
+ * status reports the longest turn and the longest request seen.
  *
  * The logic lives in tem-core.c; this file owns options, sockets,
  * persistence of the event definitions (tem-state.c) and the control
@@ -58,6 +64,8 @@
 #include "event.h"
 #include "tem-auth.h"
 #include "tem-core.h"
+#include "tem-http.h"
+#include "tem-metrics.h"
 #include "tem-state.h"
 #include "tproto.h"
 #include "util.h"
@@ -77,6 +85,7 @@ struct tem_options {
     const char *alert_file;
     const char *key_file;       /* The TEM's key pair. */
     const char *allow_file;     /* Keys allowed in. */
+    const char *metrics;        /* --metrics (tem_http_parse()). */
     bool insecure;              /* --insecure-plaintext. */
     bool alerts_stdout;
     uint32_t batch;             /* Frames read per wake-up. */
@@ -117,6 +126,10 @@ struct tem_daemon {
 
     /* Loop: longest turn and control request, ns. */
     uint64_t turn_max_ns, ctl_max_ns, ctl_last_ns;
+
+    /* Metrics server (NULL: --metrics=off). */
+    struct tem_http *http;
+    uint64_t http_last_run_ns;  /* Monotonic. */
 };
 
 static volatile sig_atomic_t stop_signal;
@@ -370,6 +383,9 @@ ctl_status(struct tem_daemon *d)
                            json_object_new_string(d->listen_ep));
     json_object_object_add(ep, "pub", json_object_new_string(d->pub_ep));
     json_object_object_add(ep, "ctl", json_object_new_string(d->ctl_ep));
+    json_object_object_add(ep, "metrics", d->http
+                           ? json_object_new_string(tem_http_address(d->http))
+                           : NULL);
     json_object_object_add(r, "endpoints", ep);
     json_object_object_add(r, "state_file",
                            json_object_new_string(d->opt.state_file));
@@ -430,6 +446,18 @@ ctl_status(struct tem_daemon *d)
     add_int(loop, "ctl_max_ns", d->ctl_max_ns);
     add_int(loop, "ctl_last_ns", d->ctl_last_ns);
     json_object_object_add(r, "loop", loop);
+
+    if (d->http) {
+        struct tem_http_stats hs;
+        struct json_object *mo = json_object_new_object();
+        tem_http_get_stats(d->http, &hs);
+        add_int(mo, "requests", hs.requests);
+        add_int(mo, "scrapes", hs.scrapes);
+        add_int(mo, "errors", hs.errors);
+        json_object_object_add(r, "metrics", mo);
+    } else {
+        json_object_object_add(r, "metrics", NULL);
+    }
     return reply_ok(r);
 }
 
@@ -908,7 +936,7 @@ enum {
     OPT_REBALANCE_CHANGE, OPT_HISTORY_ALPHA, OPT_WEIGHT_FLOOR,
     OPT_RECENT_ALERTS, OPT_ALERT_HISTORY, OPT_BATCH, OPT_MAX_BATCH_BYTES,
     OPT_SNDHWM, OPT_RCVHWM, OPT_KEY_FILE, OPT_ALLOW_FILE, OPT_INSECURE,
-    OPT_MAX_FRAME_BYTES, OPT_MAX_REQUEST_BYTES,
+    OPT_MAX_FRAME_BYTES, OPT_MAX_REQUEST_BYTES, OPT_METRICS,
 };
 
 static void
@@ -927,6 +955,9 @@ Sockets and files:\n\
   --alert-file=PATH       append alerts (JSON lines) to PATH (none)\n\
   --no-alerts-stdout      do not print alerts on standard output\n\
   --tem-id=ID             name sent to hosts in Welcome (tem)\n\
+  --metrics=ADDR          serve Prometheus metrics over HTTP on ADDR:\n\
+                          off, PORT (on 127.0.0.1), IPV4:PORT or\n\
+                          [IPV6]:PORT, at /metrics (off)\n\
 Keys (CURVE, see docs/operations.md):\n\
   --key-file=PATH         the TEM's key pair, from tem-ctl keygen\n\
                           (/etc/trumpet/tem.key)\n\
@@ -1060,6 +1091,7 @@ parse_options(int argc, char *argv[], struct tem_options *o)
         { "max-frame-bytes", required_argument, NULL, OPT_MAX_FRAME_BYTES },
         { "max-request-bytes", required_argument, NULL,
           OPT_MAX_REQUEST_BYTES },
+        { "metrics", required_argument, NULL, OPT_METRICS },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -1073,6 +1105,7 @@ parse_options(int argc, char *argv[], struct tem_options *o)
     o->alerts_stdout = true;
     o->key_file = "/etc/trumpet/tem.key";
     o->allow_file = "/etc/trumpet/tem-allow";
+    o->metrics = "off";
     o->batch = 256;
     o->max_frame = TPROTO_MAX_FRAME;
     o->max_request = 65536;
@@ -1173,6 +1206,15 @@ parse_options(int argc, char *argv[], struct tem_options *o)
         case OPT_RCVHWM:
             o->rcvhwm = parse_uint_opt(name, optarg, 0, INT_MAX);
             break;
+        case OPT_METRICS: {
+            bool off;
+            char *error = tem_http_parse(optarg, &off);
+            if (error) {
+                die_usage("--metrics: %s", error);
+            }
+            o->metrics = optarg;
+            break;
+        }
         case OPT_KEY_FILE: o->key_file = optarg; break;
         case OPT_ALLOW_FILE: o->allow_file = optarg; break;
         case OPT_INSECURE: o->insecure = true; break;
@@ -1197,6 +1239,76 @@ parse_options(int argc, char *argv[], struct tem_options *o)
     if (c->max_batch_bytes > o->max_frame / 2) {
         c->max_batch_bytes = MAX(4096, o->max_frame / 2);
     }
+}
+
+/* The metrics of a scrape: the core's, then the daemon's (docs/tem.md,
+ * "Metrics"). */
+static void
+metrics_fill(void *aux, struct tem_metrics *m)
+{
+    struct tem_daemon *d = aux;
+    static const char *const mon_names[] = { "hosts", "ctl", "pub" };
+    const char *name;
+
+    tem_core_metrics(d->core, m);
+
+    tem_metrics_counter(m, "trumpet_tem_alert_publish_drops_total",
+                        "Alerts not published on --pub (high-water mark).",
+                        d->pub_drops);
+    tem_metrics_counter(m, "trumpet_tem_ctl_requests_total",
+                        "Control requests (tem-ctl) answered.",
+                        d->ctl_requests);
+    tem_metrics_counter(m, "trumpet_tem_ctl_errors_total",
+                        "Control requests answered with an error.",
+                        d->ctl_errors);
+
+    name = "trumpet_tem_auth_refusals_total";
+    tem_metrics_family(m, name, "counter", "Refusals by key: CURVE "
+                       "handshakes refused (handshake), host frames whose "
+                       "key is no longer allowed (frame), control requests "
+                       "of a key not allowed (ctl).");
+    tem_metrics_sample(m, name, "kind", "handshake", d->zap_refused);
+    tem_metrics_sample(m, name, "kind", "frame", d->frames_unauthorized);
+    tem_metrics_sample(m, name, "kind", "ctl", d->ctl_unauthorized);
+    tem_metrics_counter(m, "trumpet_tem_handshakes_allowed_total",
+                        "CURVE handshakes allowed by the allow-list.",
+                        d->zap_allowed);
+    tem_metrics_counter(m, "trumpet_tem_allow_reloads_total",
+                        "Reloads of the allow-list.", d->allow_reloads);
+    tem_metrics_counter(m, "trumpet_tem_allow_reload_errors_total",
+                        "Reloads of the allow-list that failed (the list "
+                        "in use was kept).", d->allow_reload_errors);
+
+    name = "trumpet_tem_connections_accepted_total";
+    tem_metrics_family(m, name, "counter",
+                       "Connections accepted, by socket.");
+    for (size_t i = 0; i < ARRAY_SIZE(d->mon); i++) {
+        tem_metrics_sample(m, name, "socket", mon_names[i],
+                           d->mon[i].accepted);
+    }
+    name = "trumpet_tem_connections_failed_total";
+    tem_metrics_family(m, name, "counter", "Connections that failed their "
+                       "handshake (authentication, protocol or other), by "
+                       "socket.");
+    for (size_t i = 0; i < ARRAY_SIZE(d->mon); i++) {
+        const struct sock_counters *c = &d->mon[i];
+        tem_metrics_sample(m, name, "socket", mon_names[i],
+                           c->failed_auth + c->failed_protocol
+                           + c->failed_other);
+    }
+
+    tem_metrics_gauge(m, "trumpet_tem_loop_turn_max_seconds",
+                      "Longest turn of the main loop so far.",
+                      d->turn_max_ns / 1e9);
+
+    struct tem_http_stats hs;
+    tem_http_get_stats(d->http, &hs);
+    tem_metrics_counter(m, "trumpet_tem_metrics_scrapes_total",
+                        "Scrapes of /metrics answered (this one "
+                        "included).", hs.scrapes);
+    tem_metrics_counter(m, "trumpet_tem_metrics_errors_total",
+                        "Faults of the metrics server (logged at most "
+                        "once every 10 s).", hs.errors);
 }
 
 /* Reads the key pair and the allow-list, or says that there are none. */
@@ -1292,6 +1404,20 @@ main(int argc, char *argv[])
         setvbuf(d.alert_file, NULL, _IOLBF, 0);
     }
 
+    /* Before the sockets: an address in use stops the TEM before it
+     * binds anything. */
+    if (strcmp(d.opt.metrics, "off")) {
+        d.http = tem_http_start(d.opt.metrics, metrics_fill, &d, &error);
+        if (!d.http) {
+            fprintf(stderr, "trumpet-tem: refusing to start: --metrics: "
+                    "%s\n", error);
+            free(error);
+            return EXIT_FAILURE;
+        }
+        tpm_log(TPM_LOG_INFO, "metrics on http://%s/metrics",
+                tem_http_address(d.http));
+    }
+
     d.zctx = zmq_ctx_new();
     if (!d.opt.insecure) {
         /* Before any CURVE socket: without a handler, ZeroMQ lets every
@@ -1345,13 +1471,22 @@ main(int argc, char *argv[])
             { .socket = d.router, .events = ZMQ_POLLIN },
             { .socket = d.rep, .events = ZMQ_POLLIN },
             { .socket = d.zap, .events = ZMQ_POLLIN },
+            { .socket = NULL, .fd = d.http ? tem_http_fd(d.http) : -1,
+              .events = ZMQ_POLLIN },
         };
+        /* Without ZAP, the metrics item moves into its place. */
+        size_t n_items = d.zap ? 3 : 2;
+        size_t http_item = n_items;
+        if (d.http) {
+            items[http_item] = items[3];
+            n_items++;
+        }
         for (size_t i = 0; i < ARRAY_SIZE(d.mon); i++) {
             if (d.mon[i].monitor) {
                 monitor_read(&d.mon[i], d.opt.batch);
             }
         }
-        if (zmq_poll(items, d.zap ? 3 : 2, timeout) < 0) {
+        if (zmq_poll(items, n_items, timeout) < 0) {
             if (errno == EINTR) {
                 continue;
             }
@@ -1380,10 +1515,21 @@ main(int argc, char *argv[])
             d.ctl_last_ns = tpm_clock_mono_ns() - ctl_start;
             d.ctl_max_ns = MAX(d.ctl_max_ns, d.ctl_last_ns);
         }
+        /* The metrics server last: when it has input, and once a
+         * second for its timeouts. */
+        if (d.http) {
+            uint64_t mono = tpm_clock_mono_ns();
+            if (items[http_item].revents & ZMQ_POLLIN
+                || mono - d.http_last_run_ns >= 1000000000ULL) {
+                d.http_last_run_ns = mono;
+                tem_http_run(d.http);
+            }
+        }
         d.turn_max_ns = MAX(d.turn_max_ns, tpm_clock_mono_ns() - start);
     }
 
     tpm_log(TPM_LOG_INFO, "stopping on signal %d", (int) stop_signal);
+    tem_http_stop(d.http);
     tem_core_bye_all(d.core, "TEM shutting down");
     tem_core_flush(d.core);
     tem_core_destroy(d.core);

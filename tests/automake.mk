@@ -116,6 +116,13 @@ EXTRA_DIST += tests/tem-replay.sh tests/tem-wire.py tests/tem-keys.sh \
 TESTS += tests/tem-security.sh
 EXTRA_DIST += tests/tem-security.sh
 
+# The TEM's metrics (--metrics) scraped by a real Prometheus on loopback
+# while tpm-replay hosts raise alerts, read back through its HTTP API
+# against the TEM's own counters; bad addresses; a full metrics server
+# does not stall the TEM.  Skipped without prometheus.
+TESTS += tests/tem-metrics.sh
+EXTRA_DIST += tests/tem-metrics.sh
+
 # The TEM with two hosts: the patched ovs-vswitchd on the veth-DPDK test
 # bed and a tpm-replay (network-wide alerts checked against what was sent,
 # no alert below the total, drill-down, TEM restart).  It keeps a PMD

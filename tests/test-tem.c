@@ -8,6 +8,7 @@
 #include <check.h>
 #include <json-c/json.h>
 #include <math.h>
+#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 
 #include "tem-auth.h"
 #include "tem-core.h"
+#include "tem-metrics.h"
 #include "tem-state.h"
 #include "test-util.h"
 #include "tproto.h"
@@ -607,6 +609,171 @@ START_TEST(test_poll_deadline)
     free(missing);
     ck_assert(!json_object_get_boolean(field(a, "deadline")));
     json_object_put(a);
+}
+END_TEST
+
+/* Checks every line of 'text' against the Prometheus text format: HELP
+ * and TYPE once per family and before its samples, metric and label names
+ * and values by the format's grammar, counters ending in _total.  Returns
+ * the number of samples. */
+static size_t
+check_exposition(const char *text)
+{
+    static const char *const patterns[] = {
+        "^# HELP ([a-zA-Z_:][a-zA-Z0-9_:]*) [^\n]*$",
+        "^# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) "
+        "(counter|gauge|histogram|summary|untyped)$",
+        "^([a-zA-Z_:][a-zA-Z0-9_:]*)"
+        "(\\{[a-zA-Z_][a-zA-Z0-9_]*=\"([^\"\\\\]|\\\\[\\\\\"n])*\"\\})? "
+        "(-?[0-9]+(\\.[0-9]+)?([eE][-+]?[0-9]+)?|[-+]Inf|NaN)$",
+    };
+    regex_t re[3];
+    char family[256] = "", type[32] = "";
+    bool help_seen = false;
+    size_t n_samples = 0;
+
+    for (size_t i = 0; i < 3; i++) {
+        ck_assert_int_eq(regcomp(&re[i], patterns[i], REG_EXTENDED), 0);
+    }
+    ck_assert_msg(*text && text[strlen(text) - 1] == '\n',
+                  "exposition does not end in a newline");
+    char *copy = xstrdup(text), *save = NULL;
+    for (char *line = strtok_r(copy, "\n", &save); line;
+         line = strtok_r(NULL, "\n", &save)) {
+        regmatch_t m[2];
+        char name[256];
+        size_t k;
+        for (k = 0; k < 3; k++) {
+            if (!regexec(&re[k], line, 2, m, 0)) {
+                break;
+            }
+        }
+        ck_assert_msg(k < 3, "not Prometheus text: '%s'", line);
+        snprintf(name, sizeof name, "%.*s", (int) (m[1].rm_eo - m[1].rm_so),
+                 line + m[1].rm_so);
+        ck_assert_msg(!strncmp(name, "trumpet_tem_", 12),
+                      "no trumpet_tem_ prefix: '%s'", line);
+        if (k == 0) {
+            ck_assert_msg(strcmp(name, family), "HELP twice: '%s'", line);
+            snprintf(family, sizeof family, "%s", name);
+            help_seen = true;
+            type[0] = '\0';
+        } else if (k == 1) {
+            ck_assert_msg(help_seen && !strcmp(name, family),
+                          "TYPE without its HELP: '%s'", line);
+            snprintf(type, sizeof type, "%s", strrchr(line, ' ') + 1);
+            help_seen = false;
+            size_t len = strlen(name);
+            if (!strcmp(type, "counter")) {
+                ck_assert_msg(len > 6 && !strcmp(name + len - 6, "_total"),
+                              "counter without _total: '%s'", line);
+            }
+        } else {
+            size_t flen = strlen(family);
+            ck_assert_msg(type[0], "sample before its TYPE: '%s'", line);
+            bool ok = !strcmp(name, family);
+            if (!strcmp(type, "histogram") && !strncmp(name, family, flen)) {
+                ok = (!strcmp(name + flen, "_bucket")
+                      && strstr(line, "{le=\""))
+                     || !strcmp(name + flen, "_sum")
+                     || !strcmp(name + flen, "_count");
+            }
+            ck_assert_msg(ok, "sample of another family than %s: '%s'",
+                          family, line);
+            n_samples++;
+        }
+    }
+    free(copy);
+    for (size_t i = 0; i < 3; i++) {
+        regfree(&re[i]);
+    }
+    return n_samples;
+}
+
+/* The value of sample 'sample' (name and labels as written) in 'text'. */
+static double
+sample_value(const char *text, const char *sample)
+{
+    size_t len = strlen(sample);
+    for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1
+                                                                 : NULL) {
+        if (!strncmp(p, sample, len) && p[len] == ' ') {
+            return strtod(p + len + 1, NULL);
+        }
+    }
+    ck_abort_msg("no sample %s", sample);
+    return 0;
+}
+
+START_TEST(test_metrics)
+{
+    struct tem_metrics m;
+    uint32_t id = sum_event();
+
+    /* Two alerts: one at the poll deadline (latency 100 ms), one at
+     * once. */
+    satisfy("a", id, 9, "10.1.0.7", 70);
+    tem_core_flush(fx.core);
+    reply("b", 0, TRUMPET__POLL_STATUS__POLL_OK, 25);
+    fx.now += 100 * MS;
+    step();
+    satisfy("a", id, 10, "10.1.0.7", 100);
+    tem_core_flush(fx.core);
+    reply("b", 1, TRUMPET__POLL_STATUS__POLL_EXPIRED, 0);
+    reply("c", 1, TRUMPET__POLL_STATUS__POLL_NO_EVENT, 0);
+    ck_assert_uint_eq(fx.n_alerts, 2);
+
+    tem_metrics_init(&m);
+    tem_core_metrics(fx.core, &m);
+    ck_assert_uint_gt(check_exposition(m.s), 50);
+
+    struct tem_stats st;
+    tem_core_get_stats(fx.core, &st);
+    ck_assert_double_eq(sample_value(m.s, "trumpet_tem_alerts_total"), 2);
+    ck_assert_double_eq(sample_value(m.s, "trumpet_tem_satisfactions_total"),
+                        st.satisfactions);
+    ck_assert_double_eq(sample_value(m.s, "trumpet_tem_polls_sent_total"),
+                        st.polls_sent);
+    ck_assert_double_eq(sample_value(m.s, "trumpet_tem_poll_timeouts_total"),
+                        st.missing_parts);
+    ck_assert_double_eq(sample_value(m.s,
+                                     "trumpet_tem_hosts{state=\"connected\"}"),
+                        3);
+    ck_assert_double_eq(sample_value(m.s, "trumpet_tem_events"), 1);
+    ck_assert_double_eq(sample_value(
+        m.s, "trumpet_tem_host_satisfactions_total{host=\"a\"}"), 2);
+    ck_assert_double_eq(sample_value(
+        m.s, "trumpet_tem_host_poll_replies_total{host=\"b\"}"), 2);
+    ck_assert_double_eq(sample_value(
+        m.s, "trumpet_tem_event_alerts_total{event=\"svc\"}"), 2);
+
+    /* The histogram: 0 s and 0.1 s. */
+    static const char h[] = "trumpet_tem_detection_latency_seconds";
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s_bucket{le=\"0.001\"}", h);
+    ck_assert_double_eq(sample_value(m.s, buf), 1);
+    snprintf(buf, sizeof buf, "%s_bucket{le=\"0.05\"}", h);
+    ck_assert_double_eq(sample_value(m.s, buf), 1);
+    snprintf(buf, sizeof buf, "%s_bucket{le=\"0.1\"}", h);
+    ck_assert_double_eq(sample_value(m.s, buf), 2);
+    snprintf(buf, sizeof buf, "%s_bucket{le=\"+Inf\"}", h);
+    ck_assert_double_eq(sample_value(m.s, buf), 2);
+    snprintf(buf, sizeof buf, "%s_count", h);
+    ck_assert_double_eq(sample_value(m.s, buf), 2);
+    snprintf(buf, sizeof buf, "%s_sum", h);
+    ck_assert_double_eq_tol(sample_value(m.s, buf), 0.1, 1e-9);
+
+    /* Label values escaped; values exact up to 2^53. */
+    tem_metrics_clear(&m);
+    tem_metrics_family(&m, "trumpet_tem_x_total", "counter", "a\\b\nc");
+    tem_metrics_sample(&m, "trumpet_tem_x_total", "host", "q\"\\\n",
+                       9007199254740992.0);
+    ck_assert_str_eq(m.s, "# HELP trumpet_tem_x_total a\\\\b\\nc\n"
+                     "# TYPE trumpet_tem_x_total counter\n"
+                     "trumpet_tem_x_total{host=\"q\\\"\\\\\\n\"} "
+                     "9007199254740992\n");
+    ck_assert_uint_eq(check_exposition(m.s), 1);
+    tem_metrics_destroy(&m);
 }
 END_TEST
 
@@ -1633,6 +1800,7 @@ main(void)
     tcase_add_test(tc, test_auth);
     tcase_add_test(tc, test_event_ids);
     tcase_add_test(tc, test_allow_list);
+    tcase_add_test(tc, test_metrics);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }

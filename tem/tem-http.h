@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The TEM's metrics server: GET /metrics answers Prometheus text
+ * (tem-metrics.h) over HTTP, served by libmicrohttpd without a thread of
+ * its own.
+ *
+ * The daemon's loop owns it: tem_http_fd() is a file descriptor to add to
+ * its poll set, and tem_http_run() does the server's pending work (accept,
+ * read, answer, time out) without blocking, calling the 'fill' callback in
+ * the loop's own thread, so that the callback reads the TEM's state
+ * without locks.  Its work per call is bounded: at most
+ * TEM_HTTP_MAX_CONNECTIONS connections, each with a request of at most
+ * TEM_HTTP_MEMORY bytes, closed after TEM_HTTP_TIMEOUT_S idle seconds.
+ *
+ * A fault of the server (a response that cannot be built or queued, a
+ * failing MHD_run(), any error libmicrohttpd reports, such as a client
+ * that closed mid-request) is counted and logged at most once every 10
+ * seconds; it never stops the TEM.
+ */
+#ifndef TEM_HTTP_H
+#define TEM_HTTP_H 1
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct tem_metrics;
+
+#define TEM_HTTP_MAX_CONNECTIONS 16
+#define TEM_HTTP_MEMORY (32 * 1024)
+#define TEM_HTTP_TIMEOUT_S 10
+
+/* Parses 'spec': "off", "PORT" (on 127.0.0.1), "ADDRESS:PORT" with a
+ * numeric IPv4 address or "[ADDRESS]:PORT" with an IPv6 one; PORT 0 picks
+ * a free port.  Returns NULL, or an error (caller frees); sets '*off'. */
+char *tem_http_parse(const char *spec, bool *off)
+    __attribute__((warn_unused_result));
+
+/* Fills 'm' with the metrics to serve. */
+typedef void tem_http_fill_func(void *aux, struct tem_metrics *m);
+
+struct tem_http_stats {
+    uint64_t requests;          /* Every request answered. */
+    uint64_t scrapes;           /* GET /metrics answered with metrics. */
+    uint64_t errors;            /* Faults (above). */
+};
+
+/* Starts a server on 'spec' (tem_http_parse()).  Returns NULL and an
+ * error in '*errp' (caller frees). */
+struct tem_http *tem_http_start(const char *spec, tem_http_fill_func *,
+                                void *aux, char **errp);
+void tem_http_stop(struct tem_http *);
+
+/* The descriptor to poll for input, and the address bound ("IP:PORT",
+ * "[IP]:PORT"). */
+int tem_http_fd(const struct tem_http *);
+const char *tem_http_address(const struct tem_http *);
+
+/* Does the server's pending work, without blocking. */
+void tem_http_run(struct tem_http *);
+
+void tem_http_get_stats(const struct tem_http *, struct tem_http_stats *);
+
+#endif /* tem-http.h */
