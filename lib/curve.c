@@ -183,7 +183,8 @@ tpm_curve_read_file(const char *path, char pub[TPM_CURVE_KEY_LEN + 1],
 char *
 tpm_curve_public_arg(const char *arg, char pub[TPM_CURVE_KEY_LEN + 1])
 {
-    if (tpm_curve_key_valid(arg)) {
+    /* A file by that name wins: a path may be 40 Z85 characters too. */
+    if (tpm_curve_key_valid(arg) && access(arg, F_OK)) {
         memcpy(pub, arg, TPM_CURVE_KEY_LEN + 1);
         return NULL;
     }

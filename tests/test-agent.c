@@ -1217,6 +1217,42 @@ END_TEST
 
 /* Over CURVE: the agent reaches a TEM whose public key it pins, and not
  * one with another key (it says so in last_error). */
+/* A public key argument that names a key file is the file's key, even when
+ * the path itself is 40 Z85 characters. */
+START_TEST(test_curve_public_arg)
+{
+    char dir[] = "/tmp/test-agent-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char pub[TPM_CURVE_KEY_LEN + 1], got[TPM_CURVE_KEY_LEN + 1];
+    char *file = make_keys(dir, "k", pub);
+
+    /* A relative path of exactly 40 Z85 characters. */
+    char cwd[4096];
+    ck_assert_ptr_nonnull(getcwd(cwd, sizeof cwd));
+    ck_assert_int_eq(chdir(dir), 0);
+    const char *name = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJ.pub";
+    ck_assert_uint_eq(strlen(name), TPM_CURVE_KEY_LEN);
+    ck_assert(tpm_curve_key_valid(name));
+    char *pubfile = xasprintf("%s.pub", file);
+    ck_assert_int_eq(symlink(pubfile, name), 0);
+    char *error = tpm_curve_public_arg(name, got);
+    ck_assert_msg(!error, "%s", error);
+    ck_assert_str_eq(got, pub);
+    /* Without the file, the same 40 characters are the key itself. */
+    ck_assert_int_eq(unlink(name), 0);
+    error = tpm_curve_public_arg(name, got);
+    ck_assert_msg(!error, "%s", error);
+    ck_assert_str_eq(got, name);
+    ck_assert_int_eq(chdir(cwd), 0);
+
+    char *cmd = xasprintf("rm -rf %s", dir);
+    ck_assert_int_eq(system(cmd), 0);
+    free(cmd);
+    free(pubfile);
+    free(file);
+}
+END_TEST
+
 START_TEST(test_curve)
 {
     char dir[] = "/tmp/test-agent-XXXXXX";
@@ -1290,6 +1326,7 @@ agent_suite(void)
     tcase_add_test(tc, test_unreachable);
     tcase_add_test(tc, test_keys_required);
     tcase_add_test(tc, test_curve);
+    tcase_add_test(tc, test_curve_public_arg);
     suite_add_tcase(s, tc);
     return s;
 }
