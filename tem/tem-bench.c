@@ -1477,7 +1477,7 @@ parse_options(int argc, char *argv[], struct options *o)
             } else {
                 cli_usage_error(
                     "--mode: '%s' is not throughput, latency or rtt",
-                          optarg);
+                    optarg);
             }
             break;
         case OPT_SCENARIO: {
@@ -1490,7 +1490,7 @@ parse_options(int argc, char *argv[], struct options *o)
             if (i == ARRAY_SIZE(scenario_names)) {
                 cli_usage_error(
                     "--scenario: '%s' is not all, one or one-quiet",
-                          optarg);
+                    optarg);
             }
             o->scenario = i;
             break;
@@ -1548,7 +1548,7 @@ parse_options(int argc, char *argv[], struct options *o)
         && o->n_hosts < 2) {
         cli_usage_error(
             "--scenario=one-quiet needs --hosts=2 or more (with one "
-                  "host every satisfaction is the whole sum)");
+            "host every satisfaction is the whole sum)");
     }
     if (o->mode == MODE_LATENCY && o->n_events > TPROTO_MAX_BATCH) {
         cli_usage_error("--events: at most %d in latency mode (one frame)",

@@ -2410,8 +2410,8 @@ collapse_space(const char *s)
     return out;
 }
 
-/* Fills 'e''s network-wide settings from the extension clauses 'x'.  Returns NULL or an
- * error. */
+/* Fills 'e''s network-wide settings from the extension clauses 'x'.
+ * Returns NULL or an error. */
 static char *
 parse_net_clauses(const struct tem_core *core, struct tem_event *e,
                   const struct tpm_event_ext *x)

@@ -169,8 +169,8 @@ request(struct json_object *req)
         cli_die_status(EXIT_UNREACHABLE,
             "TEM at %s did not answer within the timeout%s",
             ctl_ep, server_key_arg && strncmp(ctl_ep, "ipc://", 6)
-                    ? " (or it refused this client's key, or its public key "
-                      "is not --server-key)" : "");
+            ? " (or it refused this client's key, or its public key "
+            "is not --server-key)" : "");
     }
 
     zmq_msg_t msg;

@@ -59,6 +59,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "cli.h"
 #include "clock.h"
 #include "curve.h"
 #include "event.h"
@@ -997,45 +998,6 @@ Alerts kept:\n\
 TIME is a number with a unit ns, us, ms or s.  See docs/tem.md.\n");
 }
 
-static void
-die_usage(const char *format, ...) __attribute__((format(printf, 1, 2),
-                                                  noreturn));
-
-static void
-die_usage(const char *format, ...)
-{
-    va_list args;
-    va_start(args, format);
-    fputs("trumpet-tem: ", stderr);
-    vfprintf(stderr, format, args);
-    fputs(" (try --help)\n", stderr);
-    va_end(args);
-    exit(2);
-}
-
-static uint64_t
-parse_time_opt(const char *name, const char *arg, bool zero_ok)
-{
-    uint64_t ns;
-    char *error = tpm_parse_time(arg, &ns);
-    if (error || (!ns && !zero_ok)) {
-        die_usage("--%s: '%s' is not a %stime such as 10ms", name, arg,
-                  zero_ok ? "" : "positive ");
-    }
-    return ns;
-}
-
-static uint64_t
-parse_uint_opt(const char *name, const char *arg, uint64_t min, uint64_t max)
-{
-    uint64_t v;
-    if (!tpm_parse_uint(arg, min, max, &v)) {
-        die_usage("--%s: '%s' is not an integer from %"PRIu64" to %"PRIu64,
-                  name, arg, min, max);
-    }
-    return v;
-}
-
 /* Parses "20%" or "0.2" into 0.2 (a fraction within [min, max]). */
 static double
 parse_fraction_opt(const char *name, const char *arg, double min, double max)
@@ -1048,8 +1010,8 @@ parse_fraction_opt(const char *name, const char *arg, double min, double max)
         v = -1;
     }
     if (!(v >= min && v <= max)) {
-        die_usage("--%s: '%s' is not a fraction from %g to %g (or a "
-                  "percentage such as 20%%)", name, arg, min, max);
+        cli_usage_error("%s: '%s' is not a fraction from %g to %g (or a "
+                        "percentage such as 20%%)", name, arg, min, max);
     }
     return v;
 }
@@ -1117,10 +1079,10 @@ parse_options(int argc, char *argv[], struct tem_options *o)
         if (ch == -1) {
             break;
         }
-        const char *name = NULL;
+        char name[64] = "";
         for (size_t i = 0; options[i].name; i++) {
             if (options[i].val == ch) {
-                name = options[i].name;
+                snprintf(name, sizeof name, "--%s", options[i].name);
             }
         }
         switch (ch) {
@@ -1136,47 +1098,48 @@ parse_options(int argc, char *argv[], struct tem_options *o)
                 || strspn(optarg, "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
                           "abcdefghijklmnopqrstuvwxyz0123456789_.:-")
                    != len) {
-                die_usage("--tem-id: '%s' is not 1 to %d characters from "
-                          "A-Z a-z 0-9 _ . : -", optarg, TPROTO_MAX_ID);
+                cli_usage_error("--tem-id: '%s' is not 1 to %d characters "
+                                "from A-Z a-z 0-9 _ . : -", optarg,
+                                TPROTO_MAX_ID);
             }
             c->tem_id = optarg;
             break;
         }
         case OPT_EPOCH:
-            c->epoch_ns = parse_time_opt(name, optarg, false);
+            c->epoch_ns = cli_time(name, optarg, false);
             if (c->epoch_ns > TPROTO_MAX_EPOCH_NS) {
-                die_usage("--epoch: at most 1 hour");
+                cli_usage_error("--epoch: at most 1 hour");
             }
             break;
         case OPT_HEARTBEAT: {
-            uint64_t ns = parse_time_opt(name, optarg, false);
+            uint64_t ns = cli_time(name, optarg, false);
             if (ns < 1000000 || ns > TPROTO_MAX_HEARTBEAT_MS * 1000000ULL) {
-                die_usage("--heartbeat: '%s' is not from 1ms to 60s",
+                cli_usage_error("--heartbeat: '%s' is not from 1ms to 60s",
                           optarg);
             }
             c->heartbeat_ms = ns / 1000000;
             break;
         }
         case OPT_MAX_HOSTS:
-            c->max_hosts = parse_uint_opt(name, optarg, 1, 65535);
+            c->max_hosts = cli_uint(name, optarg, 1, 65535);
             break;
         case OPT_MAX_EVENTS:
-            c->max_events = parse_uint_opt(name, optarg, 1, 1 << 20);
+            c->max_events = cli_uint(name, optarg, 1, 1 << 20);
             break;
         case OPT_MAX_DECISIONS:
-            c->max_decisions = parse_uint_opt(name, optarg, 16, 1 << 24);
+            c->max_decisions = cli_uint(name, optarg, 16, 1 << 24);
             break;
         case OPT_POLL_DEADLINE:
-            c->poll_deadline_ns = parse_time_opt(name, optarg, false);
+            c->poll_deadline_ns = cli_time(name, optarg, false);
             break;
         case OPT_REPOLL_DELAY:
-            c->repoll_ns = parse_time_opt(name, optarg, false);
+            c->repoll_ns = cli_time(name, optarg, false);
             break;
         case OPT_DECIDED_KEEP:
-            c->decided_keep_ns = parse_time_opt(name, optarg, true);
+            c->decided_keep_ns = cli_time(name, optarg, true);
             break;
         case OPT_REBALANCE_INTERVAL:
-            c->rebalance_ns = parse_time_opt(name, optarg, false);
+            c->rebalance_ns = cli_time(name, optarg, false);
             break;
         case OPT_REBALANCE_CHANGE:
             c->rebalance_change = parse_fraction_opt(name, optarg, 0, 100);
@@ -1188,29 +1151,29 @@ parse_options(int argc, char *argv[], struct tem_options *o)
             c->weight_floor = parse_fraction_opt(name, optarg, 0.0001, 1);
             break;
         case OPT_RECENT_ALERTS:
-            c->recent_alerts = parse_uint_opt(name, optarg, 1, 100000);
+            c->recent_alerts = cli_uint(name, optarg, 1, 100000);
             break;
         case OPT_ALERT_HISTORY:
-            c->alert_history = parse_uint_opt(name, optarg, 1, 10000000);
+            c->alert_history = cli_uint(name, optarg, 1, 10000000);
             break;
         case OPT_BATCH:
-            o->batch = parse_uint_opt(name, optarg, 1, 1 << 20);
+            o->batch = cli_uint(name, optarg, 1, 1 << 20);
             break;
         case OPT_MAX_BATCH_BYTES:
-            c->max_batch_bytes = parse_uint_opt(name, optarg, 4096,
+            c->max_batch_bytes = cli_uint(name, optarg, 4096,
                                                 TPROTO_MAX_FRAME / 2);
             break;
         case OPT_SNDHWM:
-            o->sndhwm = parse_uint_opt(name, optarg, 0, INT_MAX);
+            o->sndhwm = cli_uint(name, optarg, 0, INT_MAX);
             break;
         case OPT_RCVHWM:
-            o->rcvhwm = parse_uint_opt(name, optarg, 0, INT_MAX);
+            o->rcvhwm = cli_uint(name, optarg, 0, INT_MAX);
             break;
         case OPT_METRICS: {
             bool off;
             char *error = tem_http_parse(optarg, &off);
             if (error) {
-                die_usage("--metrics: %s", error);
+                cli_usage_error("--metrics: %s", error);
             }
             o->metrics = optarg;
             break;
@@ -1219,11 +1182,11 @@ parse_options(int argc, char *argv[], struct tem_options *o)
         case OPT_ALLOW_FILE: o->allow_file = optarg; break;
         case OPT_INSECURE: o->insecure = true; break;
         case OPT_MAX_FRAME_BYTES:
-            o->max_frame = parse_uint_opt(name, optarg, 4096,
+            o->max_frame = cli_uint(name, optarg, 4096,
                                           TPROTO_MAX_FRAME);
             break;
         case OPT_MAX_REQUEST_BYTES:
-            o->max_request = parse_uint_opt(name, optarg, 1024,
+            o->max_request = cli_uint(name, optarg, 1024,
                                             64 * 1024 * 1024);
             break;
         case 'h':
@@ -1234,7 +1197,7 @@ parse_options(int argc, char *argv[], struct tem_options *o)
         }
     }
     if (optind < argc) {
-        die_usage("unexpected argument '%s'", argv[optind]);
+        cli_usage_error("unexpected argument '%s'", argv[optind]);
     }
     if (c->max_batch_bytes > o->max_frame / 2) {
         c->max_batch_bytes = MAX(4096, o->max_frame / 2);
@@ -1348,6 +1311,7 @@ main(int argc, char *argv[])
     char *error;
 
     memset(&d, 0, sizeof d);
+    cli_init("trumpet-tem", 2);
     parse_options(argc, argv, &d.opt);
     tpm_log_set_hook(log_hook);
     setvbuf(stdout, NULL, _IOLBF, 0);
