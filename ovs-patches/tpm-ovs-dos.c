@@ -4,7 +4,8 @@
  * threshold sets the live threshold, tpm/dos-profile measures the model's
  * costs with the installed events, tpm/dos-model answers with the
  * smallest threshold that keeps the PMD within its cycles; the switch's
- * own cost per packet and byte is fitted from the PMDs' samples.
+ * own cost per packet and byte is fitted (tpm_dos_switch_fit()) on the
+ * PMDs' samples.
  */
 #include <config.h>
 

@@ -3,8 +3,9 @@
  * The glue between Open vSwitch and libtpm, inside: what its files share.
  *
  *   tpm-ovs.c          the PMD hooks (tpm-ovs.h) and the queue-adaptive
- *                      scheduling of sweep steps, the PMD registry, the
- *                      monitor's clock, the knobs, the main loop's hooks
+ *                      scheduling of sweep steps (tpm/sweep-sched.h
+ *                      decides), the PMD registry, the monitor's
+ *                      clock, the knobs, the main loop's hooks
  *   tpm-ovs-request.c  requests to the PMDs and the operations made of
  *                      them (below): the main thread never waits
  *   tpm-ovs-event.c    host events, their satisfactions and the local TEM

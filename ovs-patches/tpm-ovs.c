@@ -29,8 +29,10 @@
  * or goes away cannot stall them.
  *
  * This file holds the PMD hooks (tpm-ovs.h) and the queue-adaptive
- * scheduling of sweep steps, the PMD registry, the monitor's clock, the
- * knobs and the main loop's hooks; tpm-ovs-private.h lists the others.
+ * scheduling of sweep steps (tpm/sweep-sched.h decides when and with what
+ * budget; this file reads the knobs and counts the steps), the PMD
+ * registry, the monitor's clock, the knobs and the main loop's hooks;
+ * tpm-ovs-private.h lists the others.
  */
 #include <config.h>
 
