@@ -4,7 +4,8 @@
  * threshold sets the live threshold, tpm/dos-profile measures the model's
  * costs with the installed events, tpm/dos-model answers with the
  * smallest threshold that keeps the PMD within its cycles; the switch's
- * own cost per packet and byte is fitted from the PMDs' samples.
+ * own cost per packet and byte is fitted (tpm_dos_switch_fit()) on the
+ * PMDs' samples.
  */
 #include <config.h>
 
@@ -74,56 +75,34 @@ static int dos_switch_sizes;    /* Frame-size buckets fitted (0: none). */
 static bool dos_switch_given;   /* switch-pkt= or switch-byte= given. */
 static char *dos_attack_event;  /* The profile's attacker's aim. */
 
-/* Sets c->switch_pkt and c->switch_byte from the PMDs' samples: a line
- * cycles = a + b * bytes per packet, weighted least squares over the
- * saturated iterations' frame-size buckets that have enough samples (the
- * model is about a PMD at its limit, where rx batches are full and the
- * per-iteration costs are spread over them).  With one bucket, or sizes
- * too close to tell a slope, b = 0; with none, the figure of all busy
- * iterations.  Main thread. */
+/* Sets c->switch_pkt and c->switch_byte from the PMDs' samples: the
+ * line of tpm_dos_switch_fit() over the saturated iterations' frame-size
+ * buckets (the model is about a PMD at its limit, where rx batches are
+ * full and the per-iteration costs are spread over them); with no bucket
+ * to fit, the figure of all busy iterations.  Main thread. */
 static void
 switch_cost_fit(struct tpm_dos_costs *c)
 {
     size_t n;
     struct tpm_pmd **parts = tpm_ovs_pmds_snapshot(&n);
-    double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
-    int points = 0;
-    for (size_t b = 0; b < ARRAY_SIZE(parts[0]->sat) && n; b++) {
-        uint64_t cycles = 0, packets = 0, bytes = 0;
+    struct tpm_dos_switch_sample s[TPM_DOS_SIZE_BUCKETS];
+    memset(s, 0, sizeof s);
+    for (size_t b = 0; b < TPM_DOS_SIZE_BUCKETS; b++) {
         for (size_t i = 0; i < n; i++) {
             uint64_t v;
             atomic_read_relaxed(&parts[i]->sat[b].cycles, &v);
-            cycles += v;
+            s[b].cycles += v;
             atomic_read_relaxed(&parts[i]->sat[b].packets, &v);
-            packets += v;
+            s[b].packets += v;
             atomic_read_relaxed(&parts[i]->sat[b].bytes, &v);
-            bytes += v;
+            s[b].bytes += v;
         }
-        if (packets < 1024) {
-            continue;
-        }
-        double w = packets, x = (double) bytes / packets;
-        double y = (double) cycles / packets;
-        sw += w;
-        sx += w * x;
-        sy += w * y;
-        sxx += w * x * x;
-        sxy += w * x * y;
-        points++;
     }
     free(parts);
-    dos_switch_sizes = points;
-    c->switch_byte = 0;
-    if (!points) {
+    dos_switch_sizes = tpm_dos_switch_fit(s, TPM_DOS_SIZE_BUCKETS,
+                                          &c->switch_pkt, &c->switch_byte);
+    if (!dos_switch_sizes) {
         c->switch_pkt = switch_cycles_per_packet();
-        return;
-    }
-    double mx = sx / sw, my = sy / sw;
-    double var = sxx / sw - mx * mx, cov = sxy / sw - mx * my;
-    c->switch_pkt = my;
-    if (points > 1 && var > 32 * 32 && cov > 0) {
-        c->switch_byte = cov / var;
-        c->switch_pkt = my - c->switch_byte * mx;
     }
 }
 

@@ -3,8 +3,9 @@
  * The glue between Open vSwitch and libtpm, inside: what its files share.
  *
  *   tpm-ovs.c          the PMD hooks (tpm-ovs.h) and the queue-adaptive
- *                      scheduling of sweep steps, the PMD registry, the
- *                      monitor's clock, the knobs, the main loop's hooks
+ *                      scheduling of sweep steps (tpm/sweep-sched.h
+ *                      decides), the PMD registry, the monitor's
+ *                      clock, the knobs, the main loop's hooks
  *   tpm-ovs-request.c  requests to the PMDs and the operations made of
  *                      them (below): the main thread never waits
  *   tpm-ovs-event.c    host events, their satisfactions and the local TEM
@@ -34,6 +35,7 @@
 #include "dos-model.h"
 #include "event.h"
 #include "split.h"
+#include "sweep-sched.h"
 #include "tpm.h"
 
 struct smap;
@@ -61,8 +63,7 @@ struct tpm_pmd {
 
     /* PMD thread only. */
     bool full_batch;            /* A full rx batch in this iteration. */
-    uint32_t busy_iterations;   /* Since the last sweep step. */
-    uint64_t last_step_ns;      /* Time of the last sweep step. */
+    struct tpm_sched sched;     /* Sweep steps (tpm/sweep-sched.h). */
     uint32_t unwatched_iterations;  /* While no event is installed. */
     uint64_t now;               /* Clock read for the latest rx batch. */
     /* Cycle accounting, one iteration in CYCLE_SAMPLE_EVERY: the
@@ -85,13 +86,14 @@ struct tpm_pmd {
     atomic_uint64_t busy_monitor;   /* ... their monitor cycles, */
     atomic_uint64_t busy_packets;   /* ... and packets. */
     /* Sampled saturated iterations (a full rx batch), by their mean frame
-     * size (size_bucket()): the switch's cycles (the monitor's taken
-     * out), packets and bytes, for the DoS model's switch term. */
+     * size (tpm_dos_size_bucket()): the switch's cycles (the monitor's
+     * taken out), packets and bytes, for the DoS model's switch term
+     * (tpm_dos_switch_fit()). */
     struct {
         atomic_uint64_t cycles;
         atomic_uint64_t packets;
         atomic_uint64_t bytes;
-    } sat[5];
+    } sat[TPM_DOS_SIZE_BUCKETS];
 
     /* Main thread only: the loss counters (tpm_losses) last logged. */
     uint64_t losses_logged[TPM_N_LOSSES];

@@ -29,8 +29,10 @@
  * or goes away cannot stall them.
  *
  * This file holds the PMD hooks (tpm-ovs.h) and the queue-adaptive
- * scheduling of sweep steps, the PMD registry, the monitor's clock, the
- * knobs and the main loop's hooks; tpm-ovs-private.h lists the others.
+ * scheduling of sweep steps (tpm/sweep-sched.h decides when and with what
+ * budget; this file reads the knobs and counts the steps), the PMD
+ * registry, the monitor's clock, the knobs and the main loop's hooks;
+ * tpm-ovs-private.h lists the others.
  */
 #include <config.h>
 
@@ -95,18 +97,6 @@ static bool knobs_set;
 static const char *dos_threshold_by = "default";
 static bool dos_knob_seen;
 static uint32_t dos_knob_value;
-
-/* The 'sat' bucket of a mean frame size: < 128, < 256, < 512, < 1024,
- * and the rest. */
-static int
-size_bucket(uint64_t bytes)
-{
-    int b = 0;
-    for (uint64_t edge = 128; b < 4 && bytes >= edge; edge *= 2) {
-        b++;
-    }
-    return b;
-}
 
 /* The monitor's clock.
  *
@@ -349,7 +339,8 @@ tpm_ovs_rx(struct tpm_pmd *p, const struct dp_packet_batch *batch,
         frames[i].wirelen = dp_packet_size(packet);
     }
     if (p->sampling) {
-        /* For the switch's cost per frame size (size_bucket()). */
+        /* For the switch's cost per frame size
+         * (tpm_dos_size_bucket()). */
         for (size_t i = 0; i < n; i++) {
             p->iter_bytes += frames[i].wirelen;
         }
@@ -396,40 +387,37 @@ tpm_ovs_pmd_iteration(struct tpm_pmd *p, uint64_t rx_packets,
         tpm_advance(p->tpm, now);
     }
 
-    /* Queue-adaptive (paper algorithm 2): a step when every queue came
-     * back short; when the PMD is saturated, still one bounded step every
-     * 'sweep_every' iterations, or once the last step is 'sweep_gap_ns'
-     * old (iterations that transmit to kernel devices can take
-     * milliseconds), so each sweep completes within its epoch. */
+    /* Queue-adaptive (paper algorithm 2, tpm/sweep-sched.h): a step when
+     * every queue came back short; when the PMD is saturated, still one
+     * bounded step every 'sweep_every' iterations, or once the last step
+     * is 'sweep_gap_ns' old, so each sweep completes within its epoch. */
     uint32_t every;
     uint64_t gap;
     atomic_read_relaxed(&live_sweep_every, &every);
     atomic_read_relaxed(&live_sweep_gap_ns, &gap);
     bool drained = !p->full_batch;
     p->full_batch = false;
-    if (drained || ++p->busy_iterations >= every
-        || now - p->last_step_ns >= gap) {
-        uint64_t since = MIN(now - p->last_step_ns,
-                             tpm_get_params(p->tpm)->epoch_ns);
-        p->busy_iterations = 0;
-        p->last_step_ns = now;
-        uint64_t budget;
-        atomic_read_relaxed(&live_sweep_budget_ns, &budget);
-        if (tpm_sweep_pending(p->tpm)) {
-            uint64_t orig;
-            atomic_add_relaxed(drained ? &p->steps_idle : &p->steps_forced,
-                               1, &orig);
-            /* A saturated PMD's sweep behind its pace gets up to
-             * 'catchup' % of the time since the last step (so of the
-             * core), rather than the fixed budget, until back on pace. */
-            uint32_t catchup;
-            atomic_read_relaxed(&live_sweep_catchup, &catchup);
-            if (!drained && budget && catchup
-                && since * catchup / 100 > budget
-                && tpm_sweep_lateness(p->tpm, now) > 0) {
-                budget = since * catchup / 100;
-                atomic_add_relaxed(&p->steps_catchup, 1, &orig);
-            }
+    if (tpm_sched_due(&p->sched, drained, now, every, gap)) {
+        uint64_t fixed, budget, orig;
+        uint32_t catchup;
+        atomic_read_relaxed(&live_sweep_budget_ns, &fixed);
+        atomic_read_relaxed(&live_sweep_catchup, &catchup);
+        switch (tpm_sched_step(&p->sched, drained, now,
+                               tpm_get_params(p->tpm)->epoch_ns, fixed,
+                               catchup, tpm_sweep_pending(p->tpm),
+                               tpm_sweep_lateness, p->tpm, &budget)) {
+        case TPM_SCHED_NO_SWEEP:
+            break;
+        case TPM_SCHED_IDLE:
+            atomic_add_relaxed(&p->steps_idle, 1, &orig);
+            break;
+        case TPM_SCHED_CATCHUP:     /* A forced step too. */
+            atomic_add_relaxed(&p->steps_catchup, 1, &orig);
+            atomic_add_relaxed(&p->steps_forced, 1, &orig);
+            break;
+        case TPM_SCHED_FORCED:
+            atomic_add_relaxed(&p->steps_forced, 1, &orig);
+            break;
         }
         uint32_t dos;
         atomic_read_relaxed(&live_dos_threshold, &dos);
@@ -454,7 +442,7 @@ tpm_ovs_pmd_iteration(struct tpm_pmd *p, uint64_t rx_packets,
             uint64_t cycles = t1 - p->iter_tsc;
             uint64_t monitor = p->iter_monitor + (t1 - t0);
             if (!drained && p->iter_bytes && cycles > monitor) {
-                int b = size_bucket(p->iter_bytes / rx_packets);
+                int b = tpm_dos_size_bucket(p->iter_bytes / rx_packets);
                 atomic_add_relaxed(&p->sat[b].cycles, cycles - monitor,
                                    &orig);
                 atomic_add_relaxed(&p->sat[b].packets, rx_packets, &orig);

@@ -12,7 +12,8 @@ check_PROGRAMS += \
 	tests/test-split \
 	tests/test-flow-table \
 	tests/test-trig-index \
-	tests/test-tpm
+	tests/test-tpm \
+	tests/test-sched
 
 tests_test_event_SOURCES = tests/test-event.c
 tests_test_event_CFLAGS = $(TEST_CFLAGS)
@@ -35,6 +36,9 @@ tests_test_trig_index_LDADD = $(TEST_LDADD)
 tests_test_tpm_SOURCES = tests/test-tpm.c
 tests_test_tpm_CFLAGS = $(TEST_CFLAGS)
 tests_test_tpm_LDADD = $(TEST_LDADD) -lpthread
+tests_test_sched_SOURCES = tests/test-sched.c
+tests_test_sched_CFLAGS = $(TEST_CFLAGS)
+tests_test_sched_LDADD = $(TEST_LDADD)
 
 TESTS += \
 	tests/test-event \
@@ -44,6 +48,7 @@ TESTS += \
 	tests/test-flow-table \
 	tests/test-trig-index \
 	tests/test-tpm \
+	tests/test-sched \
 	tests/e2e-replay.sh
 
 TESTS_ENVIRONMENT = \

@@ -891,6 +891,111 @@ END_TEST
 
 /* Lateness: the share of the epoch gone minus the share of instances
  * swept. */
+/* The switch's cost fit: a line through synthetic samples drawn from a
+ * known cost per packet and per byte. */
+static struct tpm_dos_switch_sample
+switch_sample(double pkt, double byte, uint64_t packets, uint64_t size,
+              double noise)
+{
+    struct tpm_dos_switch_sample s = {
+        .packets = packets, .bytes = packets * size,
+    };
+    s.cycles = llround(packets * (pkt + byte * size) * (1 + noise));
+    return s;
+}
+
+START_TEST(test_dos_switch_fit)
+{
+    /* Size buckets: < 128, < 256, < 512, < 1024, the rest. */
+    static const struct { uint64_t bytes; int bucket; } edges[] = {
+        { 0, 0 }, { 64, 0 }, { 127, 0 }, { 128, 1 }, { 255, 1 },
+        { 256, 2 }, { 511, 2 }, { 512, 3 }, { 1023, 3 }, { 1024, 4 },
+        { 1500, 4 }, { 9000, 4 }, { UINT64_MAX, 4 },
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(edges); i++) {
+        ck_assert_int_eq(tpm_dos_size_bucket(edges[i].bytes),
+                         edges[i].bucket);
+    }
+
+    /* Noiseless: the costs come back exactly (to rounding). */
+    static const uint64_t sizes[TPM_DOS_SIZE_BUCKETS] = {
+        64, 192, 384, 768, 1500,
+    };
+    struct tpm_dos_switch_sample s[TPM_DOS_SIZE_BUCKETS];
+    for (size_t b = 0; b < TPM_DOS_SIZE_BUCKETS; b++) {
+        s[b] = switch_sample(250, 0.5, 100000 * (b + 1), sizes[b], 0);
+    }
+    double pkt, byte;
+    ck_assert_int_eq(tpm_dos_switch_fit(s, TPM_DOS_SIZE_BUCKETS, &pkt,
+                                        &byte), 5);
+    ck_assert_double_eq_tol(pkt, 250, 1e-6);
+    ck_assert_double_eq_tol(byte, 0.5, 1e-9);
+
+    /* Two buckets are enough for a line. */
+    ck_assert_int_eq(tpm_dos_switch_fit(&s[1], 2, &pkt, &byte), 2);
+    ck_assert_double_eq_tol(pkt, 250, 1e-6);
+    ck_assert_double_eq_tol(byte, 0.5, 1e-9);
+
+    /* Noise of up to 2% in every bucket: within tolerance. */
+    static const double noise[TPM_DOS_SIZE_BUCKETS] = {
+        0.02, -0.015, 0.01, -0.02, 0.005,
+    };
+    for (size_t b = 0; b < TPM_DOS_SIZE_BUCKETS; b++) {
+        s[b] = switch_sample(400, 1.25, 50000, sizes[b], noise[b]);
+    }
+    ck_assert_int_eq(tpm_dos_switch_fit(s, TPM_DOS_SIZE_BUCKETS, &pkt,
+                                        &byte), 5);
+    ck_assert_double_eq_tol(pkt, 400, 20);
+    ck_assert_double_eq_tol(byte, 1.25, 0.05);
+
+    /* Buckets of fewer than TPM_DOS_SWITCH_MIN_PACKETS are left out. */
+    s[0] = switch_sample(400, 1.25, TPM_DOS_SWITCH_MIN_PACKETS - 1, 64,
+                         5.0);
+    s[1] = switch_sample(400, 1.25, TPM_DOS_SWITCH_MIN_PACKETS, 192, 0);
+    s[2] = switch_sample(400, 1.25, TPM_DOS_SWITCH_MIN_PACKETS, 1500, 0);
+    ck_assert_int_eq(tpm_dos_switch_fit(s, 3, &pkt, &byte), 2);
+    ck_assert_double_eq_tol(pkt, 400, 1e-6);
+    ck_assert_double_eq_tol(byte, 1.25, 1e-9);
+
+    /* One bucket: its mean per packet, no slope. */
+    s[0] = switch_sample(300, 2, 4096, 1500, 0);
+    ck_assert_int_eq(tpm_dos_switch_fit(s, 1, &pkt, &byte), 1);
+    ck_assert_double_eq_tol(pkt, 300 + 2 * 1500, 1e-9);
+    ck_assert_double_eq(byte, 0);
+
+    /* Sizes too close to tell a slope (a spread of at most 32 bytes):
+     * the weighted mean, no slope. */
+    s[0] = switch_sample(300, 2, 4096, 100, 0);
+    s[1] = switch_sample(300, 2, 4096, 140, 0);
+    ck_assert_int_eq(tpm_dos_switch_fit(s, 2, &pkt, &byte), 2);
+    ck_assert_double_eq_tol(pkt, 300 + 2 * 120, 1e-9);
+    ck_assert_double_eq(byte, 0);
+
+    /* A slope that is not positive: the mean, no slope. */
+    s[0] = switch_sample(900, -0.25, 4096, 64, 0);
+    s[1] = switch_sample(900, -0.25, 4096 * 3, 1500, 0);
+    ck_assert_int_eq(tpm_dos_switch_fit(s, 2, &pkt, &byte), 2);
+    ck_assert_double_eq_tol(pkt,
+                            900 - 0.25 * (64 + 3 * 1500) / 4.0, 1e-9);
+    ck_assert_double_eq(byte, 0);
+
+    /* No samples, or none with enough packets: 0, both 0. */
+    pkt = byte = 7;
+    ck_assert_int_eq(tpm_dos_switch_fit(s, 0, &pkt, &byte), 0);
+    ck_assert_double_eq(pkt, 0);
+    ck_assert_double_eq(byte, 0);
+    memset(s, 0, sizeof s);
+    s[3].packets = 1000;
+    s[3].bytes = 1000 * 700;
+    s[3].cycles = 1000 * 900;
+    pkt = byte = 7;
+    ck_assert_int_eq(tpm_dos_switch_fit(s, TPM_DOS_SIZE_BUCKETS, &pkt,
+                                        &byte), 0);
+    ck_assert_double_eq(pkt, 0);
+    ck_assert_double_eq(byte, 0);
+}
+END_TEST
+
 START_TEST(test_sweep_lateness)
 {
     struct tpm *tpm = sweep_partly_done();
@@ -2182,6 +2287,7 @@ tpm_suite(void)
     tcase_add_test(tc, test_dos_pass_after_epoch);
     tcase_add_test(tc, test_dos_removals);
     tcase_add_test(tc, test_dos_model);
+    tcase_add_test(tc, test_dos_switch_fit);
     tcase_add_test(tc, test_sweep_lateness);
     tcase_add_test(tc, test_dos_syn_model);
     tcase_add_test(tc, test_dos_precheck);

@@ -3,7 +3,7 @@ noinst_LTLIBRARIES += tpm/libtpm.la
 tpm_libtpm_la_SOURCES = \
 	tpm/dos-model.c tpm/dos-model.h \
 	tpm/flow-table.c tpm/flow-table.h \
-	tpm/sweep.c \
+	tpm/sweep.c tpm/sweep-sched.h \
 	tpm/tpm.c tpm/tpm.h tpm/tpm-private.h \
 	tpm/triggers.c \
 	tpm/trig-index.c tpm/trig-index.h

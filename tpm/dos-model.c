@@ -507,3 +507,37 @@ tpm_dos_min_threshold(const struct tpm_dos_costs *c,
     tpm_dos_predict(c, p, t, hi, out);
     return hi;
 }
+
+int
+tpm_dos_switch_fit(const struct tpm_dos_switch_sample *s, size_t n,
+                   double *pkt, double *byte)
+{
+    double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+    int points = 0;
+    for (size_t b = 0; b < n; b++) {
+        if (s[b].packets < TPM_DOS_SWITCH_MIN_PACKETS) {
+            continue;
+        }
+        double w = s[b].packets, x = (double) s[b].bytes / s[b].packets;
+        double y = (double) s[b].cycles / s[b].packets;
+        sw += w;
+        sx += w * x;
+        sy += w * y;
+        sxx += w * x * x;
+        sxy += w * x * y;
+        points++;
+    }
+    *pkt = 0;
+    *byte = 0;
+    if (!points) {
+        return 0;
+    }
+    double mx = sx / sw, my = sy / sw;
+    double var = sxx / sw - mx * mx, cov = sxy / sw - mx * my;
+    *pkt = my;
+    if (points > 1 && var > 32 * 32 && cov > 0) {
+        *byte = cov / var;
+        *pkt = my - *byte * mx;
+    }
+    return points;
+}

@@ -33,8 +33,11 @@
  * flows drawn from its filter alone; attack flows are costed with those.
  * The switch's own cost per packet (receive, classify, send) is not the
  * monitor's to measure: callers inside a switch pass it
- * as switch(bytes) = switch_pkt + switch_byte * bytes (tpm-ovs.c fits it
- * on its PMDs' saturated iterations), others leave 0.
+ * as switch(bytes) = switch_pkt + switch_byte * bytes, others leave 0.
+ * tpm_dos_switch_fit() fits that line on the switch's samples: the
+ * cycles, packets and bytes of its saturated polling iterations, summed
+ * per frame-size bucket (tpm_dos_size_bucket()); the OVS glue (ovs-
+ * patches/tpm-ovs-dos.c) samples its PMDs' saturated iterations.
  *
  * tpm_dos_predict() turns the costs into the fraction of one core that a
  * given attack and good traffic would take at a given threshold:
@@ -151,5 +154,45 @@ uint32_t tpm_dos_min_threshold(const struct tpm_dos_costs *c,
                                const struct tpm_dos_traffic *t,
                                double budget, uint32_t max,
                                struct tpm_dos_load *out);
+
+/* The switch's cost per frame size.
+ *
+ * Samples are kept in TPM_DOS_SIZE_BUCKETS buckets by mean frame size:
+ * < 128, < 256, < 512, < 1024 bytes, and the rest. */
+#define TPM_DOS_SIZE_BUCKETS 5
+
+/* The bucket of a mean frame size of 'bytes'. */
+static inline int
+tpm_dos_size_bucket(uint64_t bytes)
+{
+    int b = 0;
+    for (uint64_t edge = 128; b < TPM_DOS_SIZE_BUCKETS - 1 && bytes >= edge;
+         edge *= 2) {
+        b++;
+    }
+    return b;
+}
+
+/* One bucket's samples: the switch's cycles (the monitor's taken out),
+ * over 'packets' packets of 'bytes' bytes in all. */
+struct tpm_dos_switch_sample {
+    uint64_t cycles;
+    uint64_t packets;
+    uint64_t bytes;
+};
+
+/* A bucket with fewer packets is left out of the fit. */
+#define TPM_DOS_SWITCH_MIN_PACKETS 1024
+
+/* Fits the line cycles = '*pkt' + '*byte' * bytes per packet to the 'n'
+ * buckets 's' (each a point at its mean frame size and mean cycles per
+ * packet), by least squares weighted by their packets, over the buckets
+ * with at least TPM_DOS_SWITCH_MIN_PACKETS packets.  With one bucket, or
+ * sizes too close to tell a slope (a variance of at most 32 * 32 bytes
+ * squared), or a slope that is not positive, '*byte' is 0 and '*pkt' the
+ * mean.  Returns the number of buckets fitted; with none, both are 0 (the
+ * caller knows better, e.g. the mean over every busy iteration). */
+int tpm_dos_switch_fit(const struct tpm_dos_switch_sample *s, size_t n,
+                       double *pkt, double *byte);
 
 #endif /* dos-model.h */

@@ -181,7 +181,8 @@ bool tpm_sweep_pending(const struct tpm *);
  * with the epoch, at time 'now_ns': the share of the epoch gone minus the
  * share of trigger instances swept, in [0, 1] (0 on pace, or no sweep).
  * A caller that gives the sweep time only when it must (a saturated PMD)
- * gives it more while this is above 0. */
+ * gives it more while this is above 0 (sweep-sched.h decides when and how
+ * much). */
 double tpm_sweep_lateness(const struct tpm *, uint64_t now_ns);
 
 /* Current epoch number (absolute: time / epoch length), or UINT64_MAX
