@@ -144,3 +144,32 @@ OVS_EXACT_LOG = tests/ovs-exact.sh.log
 $(OVS_EXACT_LOG): tests/tcp-kernel.sh.log
 endif
 EXTRA_DIST += tests/ovs-exact.sh tests/exact-pcap.py
+
+# The fuzz targets (tests/fuzz/, docs/fuzzing.md): libFuzzer with ASan and
+# UBSan, built with clang apart from this build by tests/fuzz/fuzz.sh.
+# The suite runs each for a few seconds from its seed corpus (skipped
+# without clang); "make fuzz-long" runs them long (FUZZ_SECONDS per
+# target, or FUZZ_RUNS executions; FUZZ_TARGETS to choose).
+TESTS += tests/fuzz/fuzz.sh
+FUZZ_SRC = tests/fuzz/fuzz.sh tests/fuzz/fuzz.mk tests/fuzz/make-corpus.py \
+	tests/fuzz/fuzz-util.h tests/fuzz/fuzz-tem-util.h \
+	tests/fuzz/fuzz-tem-util.c tests/fuzz/fuzz-event.c \
+	tests/fuzz/fuzz-packet.c tests/fuzz/fuzz-proto.c \
+	tests/fuzz/fuzz-tem-ctl.c tests/fuzz/fuzz-tem-host.c \
+	tests/fuzz/event.dict tests/fuzz/tem-ctl.dict
+EXTRA_DIST += $(FUZZ_SRC) tests/fuzz/corpus
+FUZZ_TARGETS =
+fuzz-long: $(PROTO_GEN)
+	top_srcdir='$(top_srcdir)' top_builddir='$(abs_top_builddir)' \
+	FUZZ_SECONDS='$(FUZZ_SECONDS)' FUZZ_RUNS='$(FUZZ_RUNS)' \
+	$(SHELL) $(top_srcdir)/tests/fuzz/fuzz.sh long $(FUZZ_TARGETS)
+fuzz-build: $(PROTO_GEN)
+	top_srcdir='$(top_srcdir)' top_builddir='$(abs_top_builddir)' \
+	$(SHELL) $(top_srcdir)/tests/fuzz/fuzz.sh build
+mostlyclean-local: clean-fuzz
+clean-fuzz:
+	rm -rf tests/fuzz/obj tests/fuzz/libfuzzdeps.a tests/fuzz/corpus-long
+	rm -f tests/fuzz/fuzz-event tests/fuzz/fuzz-packet \
+	    tests/fuzz/fuzz-proto tests/fuzz/fuzz-tem-ctl \
+	    tests/fuzz/fuzz-tem-host tests/fuzz/*.smoke.log \
+	    tests/fuzz/*.long.log

@@ -9,7 +9,8 @@
 #   fuzz.sh build             build only
 #   fuzz.sh long [TARGET...]  run each target (default: all), one after
 #                             the other, niced, on a corpus kept in the
-#                             build tree, and print its executions
+#                             build tree (BUILD/tests/fuzz/corpus-long),
+#                             and print its executions
 #
 # The targets are built with clang (tests/fuzz/fuzz.mk) into
 # BUILD/tests/fuzz/, apart from the gcc build, whose generated protocol
@@ -62,7 +63,7 @@ build() {
     [ -f "$builddir/proto/trumpet.pb-c.c" ] \
         || make -C "$builddir" proto/trumpet.pb-c.c proto/trumpet.pb-c.h \
             >/dev/null
-    make -s -j"${JOBS:-2}" -f "$top/tests/fuzz/fuzz.mk" top="$top" \
+    nice -n 10 make -s -j"${JOBS:-2}" -f "$top/tests/fuzz/fuzz.mk" top="$top" \
         out="$out" proto="$builddir/proto" CLANG="$clang"
 }
 
@@ -101,6 +102,7 @@ case $mode in
     smoke)
         build
         secs=${FUZZ_SMOKE_SECONDS:-10}
+        nice="nice -n 10"       # Beside the tests that keep a core busy.
         tmp=$(mktemp -d)
         trap 'rm -rf "$tmp"' EXIT
         failed=0
@@ -118,7 +120,7 @@ case $mode in
         for t in $targets; do
             set -- -max_total_time="${FUZZ_SECONDS:-600}"
             [ -n "${FUZZ_RUNS:-}" ] && set -- -runs="$FUZZ_RUNS"
-            run "$t" "$out/corpus/$t" "$out/fuzz-$t.long.log" "$@" \
+            run "$t" "$out/corpus-long/$t" "$out/fuzz-$t.long.log" "$@" \
                 || failed=1
         done
         exit $failed
