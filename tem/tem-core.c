@@ -2698,6 +2698,11 @@ tem_core_event_add(struct tem_core *core, const char *name,
     if (id && event_by_id(core, id)) {
         return xasprintf("event id %"PRIu32" is used twice", id);
     }
+    /* A new id: past an event of id UINT32_MAX (from the state file),
+     * 'next_id' starts again at 1, where ids may be in use. */
+    while (!id && event_by_id(core, core->next_id)) {
+        core->next_id = core->next_id == UINT32_MAX ? 1 : core->next_id + 1;
+    }
     error = event_parse(core, name, definition, &e);
     if (error) {
         return error;

@@ -894,6 +894,39 @@ START_TEST(test_persistence)
 }
 END_TEST
 
+/* After an event of id 4294967295 (from a state file), new ids start again
+ * at 1 and skip those in use: no two events share an id, and the state
+ * saved loads again. */
+START_TEST(test_event_id_wrap)
+{
+    struct json_object *obj = json_tokener_parse(
+        "{\"format\":1,\"events\":["
+        "{\"id\":1,\"name\":\"a\",\"definition\":\"filter=ip "
+        "predicate=count() > 1\"},"
+        "{\"id\":3,\"name\":\"b\",\"definition\":\"filter=ip "
+        "predicate=count() > 2\"},"
+        "{\"id\":4294967295,\"name\":\"c\",\"definition\":\"filter=ip "
+        "predicate=count() > 3\"}]}");
+    char *error = tem_core_events_from_json(fx.core, obj);
+    ck_assert_msg(!error, "%s", error);
+    json_object_put(obj);
+
+    ck_assert_uint_eq(add_event("d", "filter=ip predicate=count() > 4"), 2);
+    ck_assert_uint_eq(add_event("e", "filter=ip predicate=count() > 4"), 4);
+    ck_assert_uint_eq(add_event("f", "filter=ip predicate=count() > 4"), 5);
+
+    obj = tem_core_events_to_json(fx.core);
+    struct tem_config cfg;
+    fx_config(&cfg);
+    struct tem_core *core2 = tem_core_create(&cfg);
+    error = tem_core_events_from_json(core2, obj);
+    ck_assert_msg(!error, "%s", error);
+    ck_assert_uint_eq(tem_core_n_events(core2), 6);
+    json_object_put(obj);
+    tem_core_destroy(core2);
+}
+END_TEST
+
 START_TEST(test_event_errors)
 {
     static const struct {
@@ -1408,6 +1441,7 @@ main(void)
     tcase_add_test(tc, test_atleast_and_max);
     tcase_add_test(tc, test_drilldown);
     tcase_add_test(tc, test_persistence);
+    tcase_add_test(tc, test_event_id_wrap);
     tcase_add_test(tc, test_event_errors);
     tcase_add_test(tc, test_sessions);
     tcase_add_test(tc, test_invalid_messages);
