@@ -342,6 +342,13 @@ def tem_ctl(out):
           '"filter=ip predicate=sum(volume) > 10KB standby=yes","standby":'
           'true}]}\n{"command":"event-del","name":"hh"}\n'
           + add("hh", "filter=ip predicate=count() > 3 standby=yes") + "\n")
+    # Ids wrap past 4294967295 (new ids must skip those in use).
+    write(out, "tem-ctl", "state-id-wrap",
+          'state:{"format":1,"events":[{"id":1,"name":"a","definition":'
+          '"filter=ip predicate=count() > 1"},{"id":4294967295,"name":"b",'
+          '"definition":"filter=ip predicate=count() > 2"}]}\n'
+          + add("c", "filter=ip predicate=count() > 3") + "\n"
+          + '{"command":"event-list"}\n')
 
 
 def main():
