@@ -2700,14 +2700,15 @@ tem_core_event_add(struct tem_core *core, const char *name,
     }
     /* A new id: past an event of id UINT32_MAX (from the state file),
      * 'next_id' starts again at 1, where ids may be in use. */
-    while (!id && event_by_id(core, core->next_id)) {
-        core->next_id = core->next_id == UINT32_MAX ? 1 : core->next_id + 1;
+    uint32_t new_id = id ? id : core->next_id;
+    while (!id && event_by_id(core, new_id)) {
+        new_id = new_id == UINT32_MAX ? 1 : new_id + 1;
     }
     error = event_parse(core, name, definition, &e);
     if (error) {
         return error;
     }
-    e->id = id ? id : core->next_id;
+    e->id = new_id;
     if (e->id >= core->next_id) {
         core->next_id = e->id + 1;
         if (!core->next_id) {
