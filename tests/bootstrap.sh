@@ -22,12 +22,14 @@ jobs=${JOBS:-$(nproc)}
 # its test helpers, Check for the unit tests; Open vSwitch 3.1.0 source and
 # DPDK 22.11 for the patched ovs-vswitchd; iproute2, ethtool, ping and
 # tcpdump for the veth-DPDK testbed; iptables and libnetfilter-queue for
-# the TCP test's impairments (loss, CE marks, policers, a delay line).
+# the TCP test's impairments (loss, CE marks, policers, a delay line);
+# clang and its runtime libraries (libFuzzer, ASan, UBSan) for the fuzz
+# targets (tests/fuzz/).
 packages="autoconf automake libtool pkg-config make gcc patch check
 libpcap-dev libjson-c-dev libzmq3-dev libprotobuf-c-dev protobuf-c-compiler
 python3 python3-zmq valgrind openvswitch-source libdpdk-dev
 dpdk-dev iproute2 ethtool iputils-ping tcpdump iptables
-libnetfilter-queue-dev util-linux"
+libnetfilter-queue-dev util-linux clang libclang-rt-14-dev"
 
 if [ "${SKIP_APT:-0}" != 1 ]; then
     missing=

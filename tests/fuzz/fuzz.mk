@@ -15,8 +15,11 @@ proto ?= build/proto
 CLANG ?= clang
 PKG_CONFIG ?= pkg-config
 
+# COV: source-based coverage instead of the sanitizers (fuzz.sh coverage
+# builds with SAN= COV='-fprofile-instr-generate -fcoverage-mapping').
 SAN = -fsanitize=address,undefined -fno-sanitize-recover=all
-FUZZ_CFLAGS = -std=gnu11 -g -O1 -fno-omit-frame-pointer $(SAN)
+COV =
+FUZZ_CFLAGS = -std=gnu11 -g -O1 -fno-omit-frame-pointer $(SAN) $(COV)
 WARN = -Wall -Wextra -Wno-unused-parameter -Wno-unused-function
 PKGS = json-c libprotobuf-c libzmq
 FUZZ_CPPFLAGS = -I$(top)/lib -I$(top)/tpm -I$(top)/tem -I$(proto) \

@@ -7,6 +7,10 @@
 #                             suite's run (skipped, exit 77, without clang
 #                             and libFuzzer)
 #   fuzz.sh build             build only
+#   fuzz.sh coverage [TARGET...]  line coverage of the code under test by
+#                             each target's corpus (the long runs' and the
+#                             seeds), from a build with clang's
+#                             source-based coverage (needs llvm-cov)
 #   fuzz.sh long [TARGET...]  run each target (default: all), one after
 #                             the other, niced, on a corpus kept in the
 #                             build tree (BUILD/tests/fuzz/corpus-long),
@@ -130,8 +134,44 @@ case $mode in
         done
         exit $failed
         ;;
+    coverage)
+        check_clang
+        llvm_cov=$(command -v llvm-cov || command -v llvm-cov-14) \
+            || skip "no llvm-cov (apt-get install llvm)"
+        llvm_profdata=$(command -v llvm-profdata \
+                        || command -v llvm-profdata-14)
+        cov=$out/cov
+        make -s -j"${JOBS:-2}" -f "$top/tests/fuzz/fuzz.mk" top="$top" \
+            out="$cov" proto="$builddir/proto" CLANG="$clang" SAN= \
+            COV="-fprofile-instr-generate -fcoverage-mapping"
+        [ $# -gt 0 ] && targets="$*"
+        for t in $targets; do
+            rm -f "$cov/$t".prof*
+            mkdir -p "$out/corpus-long/$t"
+            LLVM_PROFILE_FILE="$cov/$t.profraw" "$cov/fuzz-$t" -runs=0 \
+                "$out/corpus-long/$t" "$top/tests/fuzz/corpus/$t" \
+                >"$cov/$t.log" 2>&1
+            "$llvm_profdata" merge -o "$cov/$t.profdata" "$cov/$t.profraw"
+            case $t in
+                event) files="lib/event.c" ;;
+                packet) files="lib/packet.c" ;;
+                proto) files="lib/tproto.c" ;;
+                tem-ctl) files="tem/tem.c tem/tem-core.c tem/tem-state.c" ;;
+                tem-host) files="tem/tem-core.c lib/tproto.c" ;;
+            esac
+            echo "fuzz-$t ($(ls "$out/corpus-long/$t" | wc -l) inputs" \
+                 "in the long runs' corpus): line coverage"
+            for f in $files; do
+                "$llvm_cov" report "$cov/fuzz-$t" \
+                    -instr-profile="$cov/$t.profdata" "$top/$f" \
+                    | awk -v f="$f" '$1 == "TOTAL" {
+                        print "    " f ": " $(NF-3) " of lines (" \
+                              $(NF-6) " of functions)" }'
+            done
+        done
+        ;;
     *)
-        echo "usage: $0 [smoke|build|long [TARGET...]]" >&2
+        echo "usage: $0 [smoke|build|coverage|long [TARGET...]]" >&2
         exit 2
         ;;
 esac
