@@ -104,7 +104,7 @@ EXTRA_DIST += tests/demo-tem.sh tests/tem-trace.py
 # exit codes, the wire checked with hand-encoded protobuf, decisions
 # against traces of known volume, persistence.
 TESTS += tests/tem-replay.sh
-EXTRA_DIST += tests/tem-replay.sh tests/tem-wire.py
+EXTRA_DIST += tests/tem-replay.sh tests/tem-wire.py tests/pbwire.py
 
 # The TEM with two hosts: the patched ovs-vswitchd on the veth-DPDK test
 # bed and a tpm-replay (network-wide alerts checked against what was sent,

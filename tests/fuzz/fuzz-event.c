@@ -82,8 +82,8 @@ eval_term(const struct tpm_expr *agg, bool prev, void *aux)
     *(double *) aux += v;
 }
 
-/* Parses "filter=any predicate=P group=G interval=I" from the event's own formatted
- * parts and checks that it gives the same parts back. */
+/* Parses "filter=any predicate=P group=G interval=I" from the event's
+ * own formatted parts and checks that it gives the same parts back. */
 static void
 check_roundtrip(const struct tpm_event *ev)
 {

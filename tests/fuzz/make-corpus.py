@@ -19,6 +19,9 @@ import struct
 import sys
 
 TOP = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(TOP, "tests"))
+from pbwire import frame, varint  # noqa: E402
+from pbwire import field_bytes as fb, field_varint as fv  # noqa: E402
 
 
 def write(out, target, name, data):
@@ -99,7 +102,7 @@ def udp(payload=b""):
     return struct.pack(">HHHH", 53, 1024, 8 + len(payload), 0) + payload
 
 
-def frame(l2, l3, l4):
+def ether(l2, l3, l4):
     return l2 + l3 + l4
 
 
@@ -111,31 +114,31 @@ def packets(out):
     icmp = b"\x08\0\0\0\0\x01\0\x01" + pay
     sctp = struct.pack(">HHII", 5000, 6000, 1, 0) + pay
     frames = {
-        "ipv4-tcp": frame(eth(0x0800), ipv4(6, len(t)), t),
-        "ipv4-tcp-syn": frame(eth(0x0800), ipv4(6, len(syn)), syn),
-        "ipv4-udp": frame(eth(0x0800), ipv4(17, len(u)), u),
-        "ipv4-icmp": frame(eth(0x0800), ipv4(1, len(icmp)), icmp),
-        "ipv4-sctp": frame(eth(0x0800), ipv4(132, len(sctp)), sctp),
-        "ipv4-gre": frame(eth(0x0800), ipv4(47, 4), b"\0\0\x08\0"),
-        "ipv4-options": frame(eth(0x0800), ipv4(6, len(t), b"\x01" * 8),
+        "ipv4-tcp": ether(eth(0x0800), ipv4(6, len(t)), t),
+        "ipv4-tcp-syn": ether(eth(0x0800), ipv4(6, len(syn)), syn),
+        "ipv4-udp": ether(eth(0x0800), ipv4(17, len(u)), u),
+        "ipv4-icmp": ether(eth(0x0800), ipv4(1, len(icmp)), icmp),
+        "ipv4-sctp": ether(eth(0x0800), ipv4(132, len(sctp)), sctp),
+        "ipv4-gre": ether(eth(0x0800), ipv4(47, 4), b"\0\0\x08\0"),
+        "ipv4-options": ether(eth(0x0800), ipv4(6, len(t), b"\x01" * 8),
                               t),
-        "ipv4-first-fragment": frame(eth(0x0800),
+        "ipv4-first-fragment": ether(eth(0x0800),
                                      ipv4(17, len(u), frag=0x2000), u),
-        "ipv4-later-fragment": frame(eth(0x0800),
+        "ipv4-later-fragment": ether(eth(0x0800),
                                      ipv4(17, len(u), frag=0x0010), u),
-        "ipv4-ecn-ce": frame(eth(0x0800), ipv4(6, len(t), tos=3), t),
-        "ipv4-tot-zero": frame(eth(0x0800), ipv4(6, len(t), tot=0), t),
-        "ipv4-cut-tcp": frame(eth(0x0800), ipv4(6, len(t)), t[:10]),
-        "vlan-ipv4-udp": frame(eth(0x0800, [(0x8100, 5)]),
+        "ipv4-ecn-ce": ether(eth(0x0800), ipv4(6, len(t), tos=3), t),
+        "ipv4-tot-zero": ether(eth(0x0800), ipv4(6, len(t), tot=0), t),
+        "ipv4-cut-tcp": ether(eth(0x0800), ipv4(6, len(t)), t[:10]),
+        "vlan-ipv4-udp": ether(eth(0x0800, [(0x8100, 5)]),
                                ipv4(17, len(u)), u),
-        "qinq-ipv6-tcp": frame(eth(0x86dd, [(0x88a8, 1), (0x8100, 2)]),
+        "qinq-ipv6-tcp": ether(eth(0x86dd, [(0x88a8, 1), (0x8100, 2)]),
                                ipv6(6, len(t)), t),
-        "ipv6-udp": frame(eth(0x86dd), ipv6(17, len(u)), u),
-        "ipv6-tcp-syn": frame(eth(0x86dd), ipv6(6, len(syn), tc=3), syn),
-        "ipv6-hop-frag-udp": frame(
+        "ipv6-udp": ether(eth(0x86dd), ipv6(17, len(u)), u),
+        "ipv6-tcp-syn": ether(eth(0x86dd), ipv6(6, len(syn), tc=3), syn),
+        "ipv6-hop-frag-udp": ether(
             eth(0x86dd), ipv6(0, 8 + 8 + len(u)),
             b"\x2c\0" + b"\0" * 6 + b"\x11\0\0\0\0\0\0\x01" + u),
-        "ipv6-icmp6": frame(eth(0x86dd), ipv6(58, 8), b"\x80\0\0\0\0\1\0\1"),
+        "ipv6-icmp6": ether(eth(0x86dd), ipv6(58, 8), b"\x80\0\0\0\0\1\0\1"),
         "arp": eth(0x0806) + b"\0\x01\x08\0\x06\x04\0\x01" + b"\0" * 20,
         "runt": eth(0x0800)[:10],
     }
@@ -146,34 +149,8 @@ def packets(out):
 
 # -------------------------------------------------------------- protocol
 
-def varint(n):
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
-def fv(num, value):
-    return varint(num << 3) + varint(value)
-
-
-def fb(num, data):
-    if isinstance(data, str):
-        data = data.encode()
-    return varint(num << 3 | 2) + varint(len(data)) + data
-
-
 def fd(num, value):
     return varint(num << 3 | 1) + struct.pack("<d", value)
-
-
-def pframe(version, *messages):
-    return fv(1, version) + b"".join(fb(2, m) for m in messages)
 
 
 def key(v6=False):
@@ -215,18 +192,18 @@ MESSAGES = {
 
 def proto(out):
     for name, m in sorted(MESSAGES.items()):
-        write(out, "proto", name, pframe(2, m))
+        write(out, "proto", name, frame(2, m))
     for status in range(6):
         r = fb(10, fv(1, 9) + fv(2, 1) + fv(3, 5) + fv(4, status)
                + (fd(5, 42.0) if status in (0, 5) else b""))
-        write(out, "proto", "poll-reply-%d" % status, pframe(1, r))
+        write(out, "proto", "poll-reply-%d" % status, frame(1, r))
     write(out, "proto", "batch",
-          pframe(1, MESSAGES["satisfaction"], MESSAGES["heartbeat"],
+          frame(1, MESSAGES["satisfaction"], MESSAGES["heartbeat"],
                  MESSAGES["ack"], MESSAGES["nack"]))
     write(out, "proto", "hello-version-99",
-          pframe(99, fb(1, fv(1, 99) + fv(2, 99) + fb(3, "future")
+          frame(99, fb(1, fv(1, 99) + fv(2, 99) + fb(3, "future")
                         + fv(5, 10000000) + fv(6, 1))))
-    write(out, "proto", "unknown-kind", pframe(2, fb(99, b"\x08\x01")))
+    write(out, "proto", "unknown-kind", frame(2, fb(99, b"\x08\x01")))
     write(out, "proto", "prefix-list", "10.0.0.0/8, fd00::/8 192.168.1.7")
 
 
