@@ -34,6 +34,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static char state_dir[256];
 static char state_file[300];
 
+static void
+remove_state_dir(void)
+{
+    unlink(state_file);
+    rmdir(state_dir);
+}
+
 int
 LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -43,6 +50,7 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
                strerror(errno));
     snprintf(state_file, sizeof state_file, "%s/tem-events.json",
              state_dir);
+    atexit(remove_state_dir);
     return 0;
 }
 
