@@ -68,8 +68,10 @@ build() {
     [ -f "$builddir/proto/trumpet.pb-c.c" ] \
         || make -C "$builddir" proto/trumpet.pb-c.c proto/trumpet.pb-c.h \
             >/dev/null
-    nice -n 10 make -s -j"${JOBS:-2}" -f "$top/tests/fuzz/fuzz.mk" top="$top" \
-        out="$out" proto="$builddir/proto" CLANG="$clang"
+    # Not a sub-make of "make check": its own jobs, its own output.
+    MAKEFLAGS= nice -n 10 make -s -j"${JOBS:-2}" \
+        -f "$top/tests/fuzz/fuzz.mk" top="$top" out="$out" \
+        proto="$builddir/proto" CLANG="$clang"
 }
 
 # run TARGET CORPUS LOG [libFuzzer options...]: runs TARGET from CORPUS
@@ -141,8 +143,8 @@ case $mode in
         llvm_profdata=$(command -v llvm-profdata \
                         || command -v llvm-profdata-14)
         cov=$out/cov
-        make -s -j"${JOBS:-2}" -f "$top/tests/fuzz/fuzz.mk" top="$top" \
-            out="$cov" proto="$builddir/proto" CLANG="$clang" SAN= \
+        MAKEFLAGS= make -s -j"${JOBS:-2}" -f "$top/tests/fuzz/fuzz.mk" \
+            top="$top" out="$cov" proto="$builddir/proto" CLANG="$clang" SAN= \
             COV="-fprofile-instr-generate -fcoverage-mapping"
         [ $# -gt 0 ] && targets="$*"
         for t in $targets; do
