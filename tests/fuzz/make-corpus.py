@@ -204,6 +204,15 @@ def proto(out):
           frame(99, fb(1, fv(1, 99) + fv(2, 99) + fb(3, "future")
                         + fv(5, 10000000) + fv(6, 1))))
     write(out, "proto", "unknown-kind", frame(2, fb(99, b"\x08\x01")))
+    # Bounds on wide integers: a port above 65535, an epoch of 2^62, a
+    # heartbeat period of 0.
+    wide = (fv(1, 4) + fb(2, bytes(4)) + fb(3, bytes(4)) + fv(4, 70000)
+            + fv(5, 2) + fv(6, 300))
+    write(out, "proto", "bounds",
+          frame(2, fb(8, fv(1, 1) + fv(2, 5) + fb(3, wide) + fd(4, 1.0)),
+                fb(9, fv(1, 9) + fv(2, 1) + fv(3, 1 << 62) + fb(4, key())),
+                fb(10, fv(1, 9) + fv(2, 1) + fv(3, 1 << 62) + fv(4, 1)),
+                fb(2, fv(1, 2) + fb(2, "tem") + fv(3, 17) + fv(4, 0))))
     write(out, "proto", "prefix-list", "10.0.0.0/8, fd00::/8 192.168.1.7")
 
 
