@@ -4,6 +4,7 @@ EXTRA_DIST += \
 	docs/contributing.md \
 	docs/benchmarks.md \
 	docs/event-language.md \
+	docs/fuzzing.md \
 	docs/operations.md \
 	docs/tem.md
 

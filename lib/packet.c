@@ -343,12 +343,18 @@ tpm_packet_parse_full(const void *data, uint32_t caplen, uint32_t wirelen,
         memcpy(pkt->key.src, p + 8, 16);
         memcpy(pkt->key.dst, p + 24, 16);
         p += 40;
-        /* Skip extension headers. */
-        for (int i = 0; i < 8; i++) {
+        /* Skip extension headers: the key's protocol is never one of
+         * theirs (a frame whose headers do not end within the payload
+         * length, or that has more than TPM_IPV6_EXT_MAX of them, is
+         * malformed). */
+        for (int i = 0; ; i++) {
             uint32_t elen;
             if (nh != IPPROTO_HOPOPTS_ && nh != IPPROTO_ROUTING_
                 && nh != IPPROTO_DSTOPTS_ && nh != IPPROTO_FRAGMENT_) {
                 break;
+            } else if (i == TPM_IPV6_EXT_MAX) {
+                why = TPM_PARSE_BAD_IP_HEADER;
+                goto not_parsed;
             } else if (end - p < 8) {
                 why = TPM_PARSE_L3_TRUNCATED;
                 goto not_parsed;
@@ -359,7 +365,8 @@ tpm_packet_parse_full(const void *data, uint32_t caplen, uint32_t wirelen,
                 elen = (p[1] + 1) * 8;
             }
             if (elen > plen) {
-                break;
+                why = TPM_PARSE_BAD_IP_HEADER;
+                goto not_parsed;
             } else if (end - p < (long) elen) {
                 why = TPM_PARSE_L3_TRUNCATED;
                 goto not_parsed;

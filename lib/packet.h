@@ -99,6 +99,10 @@ struct tpm_pkt {
  * with more are not parsed (counted as too_many_tags). */
 #define TPM_VLAN_MAX 4
 
+/* Most IPv6 extension headers before the upper-layer header: frames with
+ * more are not parsed (counted as bad_ip_header). */
+#define TPM_IPV6_EXT_MAX 8
+
 /* Why a frame was not parsed. */
 enum tpm_parse_reason {
     TPM_PARSE_NON_IP,           /* EtherType neither IPv4 nor IPv6 (after
@@ -109,7 +113,10 @@ enum tpm_parse_reason {
                                  * cut. */
     TPM_PARSE_BAD_IP_HEADER,    /* IP version not that of the EtherType,
                                  * IPv4 header length below 20 or total
-                                 * length (not 0) below the header. */
+                                 * length (not 0) below the header, IPv6
+                                 * extension header beyond the payload
+                                 * length or more than TPM_IPV6_EXT_MAX
+                                 * of them. */
     TPM_PARSE_PORTS_NOT_CAPTURED, /* TCP, UDP or SCTP ports (ICMP: type and
                                    * code) not captured. */
     TPM_PARSE_N_REASONS

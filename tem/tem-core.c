@@ -2689,7 +2689,7 @@ tem_core_event_add(struct tem_core *core, const char *name,
     if (error) {
         return error;
     }
-    e->id = id ? id : core->next_id;
+    e->id = id ? id : (uint32_t) core->next_id;
     if (e->id >= core->next_id) {
         core->next_id = (uint64_t) e->id + 1;
     }

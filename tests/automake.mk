@@ -111,8 +111,8 @@ EXTRA_DIST += tests/demo-tem.sh tests/tem-trace.py
 # exit codes, the wire checked with hand-encoded protobuf, decisions
 # against traces of known volume, persistence.
 TESTS += tests/tem-replay.sh
-EXTRA_DIST += tests/tem-replay.sh tests/tem-wire.py tests/tem-keys.sh \
-	tests/tem-lib.sh
+EXTRA_DIST += tests/tem-replay.sh tests/tem-wire.py tests/pbwire.py \
+	tests/tem-keys.sh tests/tem-lib.sh
 
 # Attacks on the TEM's control plane with two tpm-replay hosts: rogue
 # peers without a key, with an unknown key, with another host's key;
@@ -192,3 +192,32 @@ if HAVE_OVS_SOURCE
 DEB_PACKAGES_LOG = tests/deb-packages.sh.log
 $(DEB_PACKAGES_LOG): tests/demo-ovs.sh.log
 endif
+
+# The fuzz targets (tests/fuzz/, docs/fuzzing.md): libFuzzer with ASan and
+# UBSan, built with clang apart from this build by tests/fuzz/fuzz.sh.
+# The suite runs each for a few seconds from its seed corpus (skipped
+# without clang); "make fuzz-long" runs them long (FUZZ_SECONDS per
+# target, or FUZZ_RUNS executions; FUZZ_TARGETS to choose).
+TESTS += tests/fuzz/fuzz.sh
+FUZZ_SRC = tests/fuzz/fuzz.sh tests/fuzz/fuzz.mk tests/fuzz/make-corpus.py \
+	tests/fuzz/fuzz-util.h tests/fuzz/fuzz-tem-util.h \
+	tests/fuzz/fuzz-tem-util.c tests/fuzz/fuzz-event.c \
+	tests/fuzz/fuzz-packet.c tests/fuzz/fuzz-proto.c \
+	tests/fuzz/fuzz-tem-ctl.c tests/fuzz/fuzz-tem-host.c \
+	tests/fuzz/event.dict tests/fuzz/tem-ctl.dict
+EXTRA_DIST += $(FUZZ_SRC) tests/fuzz/corpus
+FUZZ_TARGETS =
+fuzz-long: $(PROTO_GEN)
+	top_srcdir='$(top_srcdir)' top_builddir='$(abs_top_builddir)' \
+	FUZZ_SECONDS='$(FUZZ_SECONDS)' FUZZ_RUNS='$(FUZZ_RUNS)' \
+	$(SHELL) $(top_srcdir)/tests/fuzz/fuzz.sh long $(FUZZ_TARGETS)
+fuzz-build: $(PROTO_GEN)
+	top_srcdir='$(top_srcdir)' top_builddir='$(abs_top_builddir)' \
+	$(SHELL) $(top_srcdir)/tests/fuzz/fuzz.sh build
+mostlyclean-local: clean-fuzz
+clean-fuzz:
+	rm -rf tests/fuzz/obj tests/fuzz/libfuzzdeps.a tests/fuzz/corpus-long
+	rm -f tests/fuzz/fuzz-event tests/fuzz/fuzz-packet \
+	    tests/fuzz/fuzz-proto tests/fuzz/fuzz-tem-ctl \
+	    tests/fuzz/fuzz-tem-host tests/fuzz/*.smoke.log \
+	    tests/fuzz/*.long.log

@@ -32,13 +32,16 @@ jobs=${JOBS:-$(nproc)}
 # (make deb, tests/deb-packages.sh): debhelper and dpkg-dev build the
 # packages; systemd (systemd-analyze, systemd-sysusers), man-db and
 # binutils (strings) check them.  libmicrohttpd serves the TEM's
-# metrics; Prometheus scrapes them in tests/tem-metrics.sh.
+# metrics; Prometheus scrapes them in tests/tem-metrics.sh.  clang and
+# its runtime libraries (libFuzzer, ASan, UBSan) for the fuzz targets
+# (tests/fuzz/).
 packages="autoconf automake libtool pkg-config make gcc patch check
 libpcap-dev libjson-c-dev libzmq3-dev libprotobuf-c-dev protobuf-c-compiler
 python3 python3-zmq valgrind openvswitch-source libdpdk-dev
 dpdk-dev iproute2 ethtool iputils-ping tcpdump iptables
 libnetfilter-queue-dev util-linux libssl-dev libcap-ng-dev libunbound-dev
-debhelper dpkg-dev systemd man-db binutils libmicrohttpd-dev prometheus"
+debhelper dpkg-dev systemd man-db binutils libmicrohttpd-dev prometheus
+clang libclang-rt-14-dev"
 
 if [ "${SKIP_APT:-0}" != 1 ]; then
     missing=

@@ -5,7 +5,7 @@
     tem-wire.py ENDPOINT CASE [--server-key KEY --key-file FILE]
                 [--host-id ID] [--mb N] [--count N]
 
-Encodes protobuf by hand (a few lines: varints and length-delimited
+Encodes protobuf by hand (tests/pbwire.py: varints and length-delimited
 fields, following proto/trumpet.proto), independently of the protobuf-c
 code the TEM and the agent use, and checks what the TEM answers:
 
@@ -43,34 +43,7 @@ import time
 
 import zmq
 
-
-def varint(n):
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
-def field_varint(num, value):
-    return varint(num << 3) + varint(value)
-
-
-def field_bytes(num, data):
-    if isinstance(data, str):
-        data = data.encode()
-    return varint(num << 3 | 2) + varint(len(data)) + data
-
-
-def frame(version, *messages):
-    out = field_varint(1, version)
-    for m in messages:
-        out += field_bytes(2, m)
-    return out
+from pbwire import field_bytes, field_varint, frame, varint
 
 
 def hello(vmin, vmax, host, epoch_ns):

@@ -1109,6 +1109,77 @@ START_TEST(test_ipv4_total_length_0)
 }
 END_TEST
 
+/* Writes 'n' IPv6 destination-options headers of 8 bytes, the last one
+ * followed by 'last_nh'. */
+static void
+dstopts(struct fb *f, int n, uint8_t last_nh)
+{
+    for (int i = 0; i < n; i++) {
+        put8(f, i == n - 1 ? last_nh : 60);
+        put8(f, 0);             /* 8 bytes. */
+        put8(f, 1);             /* PadN, 4 bytes. */
+        put8(f, 4);
+        put32(f, 0);
+    }
+}
+
+/* IPv6 extension headers that run past the payload length, or number
+ * more than TPM_IPV6_EXT_MAX: the frame is not parsed (bad IP header),
+ * rather than parsed with an extension header's number as its protocol
+ * (a key that no frame of tpm_frame_build() gives back). */
+START_TEST(test_ipv6_bad_extension_headers)
+{
+    struct tpm_parse_stats st;
+    struct tpm_pkt p;
+    struct fb f;
+
+    /* Hop-by-hop of 16 bytes in a payload of 8. */
+    memset(&st, 0, sizeof st);
+    memset(&f, 0, sizeof f);
+    eth(&f, 0x86dd);
+    ipv6(&f, 0, 8, 0, 64);
+    put8(&f, 6);
+    put8(&f, 1);                /* (1 + 1) * 8 = 16 bytes. */
+    for (int i = 0; i < 14; i++) {
+        put8(&f, 0);
+    }
+    tcp(&f, 1, 2, 3, 4, 5, TPM_TCP_ACK, 5);
+    ck_assert(!parse_cut(&f, f.n, f.n, &p, &st));
+    ck_assert_uint_eq(p.key.ipver, 0);
+    ck_assert_uint_eq(p.key.proto, 0);
+    ck_assert_uint_eq(st.not_parsed[TPM_PARSE_BAD_IP_HEADER], 1);
+
+    /* Payload length 0 with a hop-by-hop header. */
+    memset(&f, 0, sizeof f);
+    eth(&f, 0x86dd);
+    ipv6(&f, 0, 0, 0, 64);
+    dstopts(&f, 1, 17);
+    udp(&f, 53, 53, 8);
+    ck_assert(!parse_cut(&f, f.n, f.n, &p, &st));
+    ck_assert_uint_eq(st.not_parsed[TPM_PARSE_BAD_IP_HEADER], 2);
+
+    /* TPM_IPV6_EXT_MAX headers are skipped; one more is too many. */
+    for (int n = TPM_IPV6_EXT_MAX; n <= TPM_IPV6_EXT_MAX + 1; n++) {
+        memset(&f, 0, sizeof f);
+        eth(&f, 0x86dd);
+        ipv6(&f, 0, n * 8 + 8 + 10, 60, 64);
+        dstopts(&f, n, 17);
+        udp(&f, 53, 54, 18);
+        payload(&f, 10);
+        bool ok = parse_cut(&f, f.n, f.n, &p, &st);
+        if (n == TPM_IPV6_EXT_MAX) {
+            ck_assert(ok);
+            ck_assert_uint_eq(p.key.proto, 17);
+            ck_assert_uint_eq(p.key.dport, 54);
+            ck_assert_uint_eq(p.volume, 10);
+        } else {
+            ck_assert(!ok);
+            ck_assert_uint_eq(st.not_parsed[TPM_PARSE_BAD_IP_HEADER], 3);
+        }
+    }
+}
+END_TEST
+
 /* Every reason a frame is not parsed, with its counter. */
 START_TEST(test_not_parsed_reasons)
 {
@@ -1880,6 +1951,7 @@ packet_suite(void)
     tcase_add_test(tc, test_ipv6_tcp_cut_64);
     tcase_add_test(tc, test_ipv4_cut_50);
     tcase_add_test(tc, test_ipv4_total_length_0);
+    tcase_add_test(tc, test_ipv6_bad_extension_headers);
     tcase_add_test(tc, test_not_parsed_reasons);
     tcase_add_test(tc, test_ecn);
     tcase_add_test(tc, test_byte_order);

@@ -1,0 +1,161 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Fuzz target: the packet parser (lib/packet.h).
+ *
+ * Input: 2 bytes that choose the length on the wire (bit 15 clear: the
+ * captured length plus the low 15 bits; set: the low 15 bits as they
+ * are, possibly less than the captured length), then the frame.
+ *
+ * Checks, on every input:
+ *   - the inline parser (tpm_packet_parse_counted(), whose IPv4 fast path
+ *     takes the common frames) and the full parser agree on the result,
+ *     the whole key and every per-packet variable, and count the same;
+ *   - tpm_packet_parse_hash() agrees too, and its hash is the key's;
+ *   - when the fast path alone takes the frame, it writes what the full
+ *     parser writes;
+ *   - neither touches the monitor's variables ('pkt->v');
+ *   - a frame that is not parsed has an all-zero key;
+ *   - a parsed key comes back from tpm_frame_build() and a new parse;
+ *   - the key formatting functions stay within their buffers.
+ */
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "fuzz-util.h"
+#include "packet.h"
+
+static bool
+pkt_equal(const struct tpm_pkt *a, const struct tpm_pkt *b)
+{
+    return tpm_key_equal(&a->key, &b->key) && a->hash == b->hash
+           && a->bytes == b->bytes && a->volume == b->volume
+           && a->seq == b->seq && a->ack == b->ack && a->rwnd == b->rwnd
+           && a->ttl == b->ttl && a->ecn == b->ecn
+           && a->tcp_flags == b->tcp_flags && a->wscale == b->wscale
+           && a->mss == b->mss;
+}
+
+static bool
+vars_untouched(const struct tpm_pkt *p)
+{
+    const uint8_t *v = (const uint8_t *) &p->v;
+    for (size_t i = 0; i < sizeof p->v; i++) {
+        if (v[i] != 0x5a) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static void
+check_key_roundtrip(const struct tpm_pkt *p)
+{
+    static const struct tpm_key zero;
+    uint8_t frame[256];
+    struct tpm_pkt q;
+
+    uint32_t len = tpm_frame_build(frame, sizeof frame, &p->key, 0);
+    FUZZ_CHECK(len, "tpm_frame_build() refused a parsed key");
+    FUZZ_CHECK(tpm_packet_parse(frame, len, len, &q),
+               "a built frame does not parse");
+    FUZZ_CHECK(tpm_key_equal(&q.key, &p->key),
+               "tpm_frame_build() does not give the key back");
+
+    /* Formatting, with the full mask and with none. */
+    char buf[TPM_KEY_STRLEN];
+    struct tpm_key_field fields[5];
+    struct tpm_key mask;
+    memset(&mask, 0xff, sizeof mask);
+    mask.pad = 0;
+    tpm_key_format(&p->key, buf, sizeof buf);
+    FUZZ_CHECK(memchr(buf, '\0', sizeof buf), "key format not terminated");
+    int n = tpm_key_fields(&mask, &p->key, fields);
+    FUZZ_CHECK(n >= 0 && n <= 5, "%d key fields", n);
+    n = tpm_key_fields(&zero, &p->key, fields);
+    FUZZ_CHECK(n >= 0 && n <= 5, "%d key fields", n);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static const struct tpm_key zero;
+
+    if (size < 2) {
+        return 0;
+    }
+    uint16_t w = data[0] | data[1] << 8;
+    data += 2;
+    size -= 2;
+    uint32_t caplen = size;
+    uint32_t wirelen = w & 0x8000 ? w & 0x7fff : caplen + w;
+
+    struct tpm_parse_stats st_fast, st_full;
+    struct tpm_pkt fast, full, hashed;
+    memset(&st_fast, 0, sizeof st_fast);
+    memset(&st_full, 0, sizeof st_full);
+    memset(&fast, 0x5a, sizeof fast);
+    memset(&full, 0x5a, sizeof full);
+    memset(&hashed, 0x5a, sizeof hashed);
+
+    bool r_fast = tpm_packet_parse_counted(data, caplen, wirelen, &fast,
+                                           &st_fast);
+    bool r_full = tpm_packet_parse_full(data, caplen, wirelen, &full,
+                                        &st_full);
+    bool r_hash = tpm_packet_parse_hash(data, caplen, wirelen, &hashed,
+                                        NULL);
+
+    FUZZ_CHECK(r_fast == r_full, "inline %d, full %d", r_fast, r_full);
+    FUZZ_CHECK(r_hash == r_full, "hashing %d, full %d", r_hash, r_full);
+    FUZZ_CHECK(pkt_equal(&fast, &full), "inline and full parses differ");
+    FUZZ_CHECK(!memcmp(&st_fast, &st_full, sizeof st_fast),
+               "inline and full parses count differently");
+    FUZZ_CHECK(vars_untouched(&fast) && vars_untouched(&full)
+               && vars_untouched(&hashed), "the parser wrote pkt->v");
+    FUZZ_CHECK(fast.bytes == wirelen, "bytes %u, wire length %u",
+               fast.bytes, wirelen);
+
+    /* The IPv4 fast path on its own: when it takes the frame, it writes
+     * exactly what the full parser does. */
+    struct tpm_pkt v4;
+    uint64_t w0, w2, w4;
+    memset(&v4, 0x5a, sizeof v4);
+    if (tpm_packet_parse_v4__(data, caplen, wirelen, &v4, &w0, &w2, &w4)) {
+        v4.hash = 0;
+        FUZZ_CHECK(r_full && pkt_equal(&v4, &full),
+                   "the IPv4 fast path and the full parser differ");
+        const tpm_key_word *k = (const tpm_key_word *) &full.key;
+        FUZZ_CHECK(w0 == k[0] && w2 == k[2] && w4 == k[4],
+                   "the fast path's hash words are not the key's");
+    }
+
+    if (r_full) {
+        uint32_t h = hashed.hash;
+        hashed.hash = full.hash;
+        FUZZ_CHECK(pkt_equal(&hashed, &full), "hashing parse differs");
+        FUZZ_CHECK(h == tpm_key_hash(&full.key), "hash %#x, key hash %#x",
+                   h, tpm_key_hash(&full.key));
+        FUZZ_CHECK(h == tpm_key_hash(&full.key)
+                   && (tpm_key_hash_hw
+                       ? h == tpm_key_hash_crc32c(&full.key)
+                       : h == tpm_key_hash_portable(&full.key)),
+                   "inline and out-of-line hashes differ");
+        FUZZ_CHECK(full.key.ipver == 4 || full.key.ipver == 6,
+                   "parsed with IP version %u", full.key.ipver);
+        FUZZ_CHECK(!full.key.pad, "key padding %u", full.key.pad);
+        FUZZ_CHECK(full.wscale == TPM_WSCALE_NONE
+                   || full.wscale <= TPM_WSCALE_MAX, "wscale %u",
+                   full.wscale);
+        check_key_roundtrip(&full);
+    } else {
+        FUZZ_CHECK(tpm_key_equal(&full.key, &zero),
+                   "a frame not parsed has a key");
+        FUZZ_CHECK(tpm_parse_stats_not_parsed(&st_full) == 1,
+                   "a frame not parsed counted %llu times",
+                   (unsigned long long) tpm_parse_stats_not_parsed(
+                       &st_full));
+    }
+    return 0;
+}
