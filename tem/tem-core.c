@@ -3221,8 +3221,8 @@ tem_core_alerts_json(const struct tem_core *core, const char *event,
 /* ---------------------------------------------------------------------- */
 /* Prometheus metrics. */
 
-/* A counter of tem_stats: its metric name (without the prefix) and
- * help. */
+/* A counter of tem_stats or tem_host_stats: its offset there, its metric
+ * name (without the prefix) and help. */
 struct stat_metric {
     size_t offset;
     const char *name;
@@ -3296,16 +3296,10 @@ static const struct stat_metric stat_metrics[] = {
 };
 #undef SM
 
-/* A per-host counter of tem_host_stats. */
-struct host_metric {
-    size_t offset;
-    const char *name;
-    const char *help;
-};
-
+/* The per-host counters (tem_host_stats). */
 #define HM(FIELD, NAME, HELP) \
     { offsetof(struct tem_host_stats, FIELD), NAME, HELP }
-static const struct host_metric host_metrics[] = {
+static const struct stat_metric host_metrics[] = {
     HM(sessions, "host_sessions_total", "Sessions this host opened."),
     HM(frames_in, "host_frames_received_total",
        "Frames received from this host."),
@@ -3429,7 +3423,7 @@ tem_core_metrics(const struct tem_core *core, struct tem_metrics *m)
         }
     }
     for (size_t k = 0; k < ARRAY_SIZE(host_metrics); k++) {
-        const struct host_metric *hm = &host_metrics[k];
+        const struct stat_metric *hm = &host_metrics[k];
         char *name = xasprintf("trumpet_tem_%s", hm->name);
         tem_metrics_family(m, name, "counter", hm->help);
         for (uint32_t i = 0; i < core->n_host_slots; i++) {
