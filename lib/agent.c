@@ -138,6 +138,8 @@ struct tpm_agent {
 
     /* Shared, under 'mutex'. */
     pthread_mutex_t mutex;
+    struct tproto_host_counters counters;  /* For heartbeats... */
+    bool has_counters;                  /* ...once the host gave them. */
     struct tpm_agent_cmd *cmds;         /* Ring of 'queue_size'. */
     uint32_t cmd_head, cmd_n;
     struct agent_out *out;              /* Ring of 'queue_size'. */
@@ -629,6 +631,16 @@ tpm_agent_send_satisfaction(struct tpm_agent *a, uint32_t event_id,
         .n_missing = n_missing,
     };
     return agent_out_push(a, &m);
+}
+
+void
+tpm_agent_set_counters(struct tpm_agent *a,
+                       const struct tproto_host_counters *c)
+{
+    pthread_mutex_lock(&a->mutex);
+    a->counters = *c;
+    a->has_counters = true;
+    pthread_mutex_unlock(&a->mutex);
 }
 
 bool
@@ -1182,7 +1194,13 @@ agent_timers(struct tpm_agent *a, uint64_t now)
         return a->retry_ns;
     }
     if (now >= a->s.next_hb_ns) {
-        tproto_add_heartbeat(&a->batch, tpm_clock_real_ns(), a->s.hb_seq++);
+        struct tproto_host_counters c;
+        pthread_mutex_lock(&a->mutex);
+        bool has = a->has_counters;
+        c = a->counters;
+        pthread_mutex_unlock(&a->mutex);
+        tproto_add_heartbeat_counters(&a->batch, tpm_clock_real_ns(),
+                                      a->s.hb_seq++, has ? &c : NULL);
         agent_send_control(a);
         a->s.next_hb_ns = now + a->s.hb_ns;
     }

@@ -141,6 +141,12 @@ bool tpm_agent_send_poll_reply(struct tpm_agent *, uint64_t cookie,
                                uint32_t event_id, uint64_t epoch,
                                Trumpet__PollStatus status, double value);
 
+/* The host's monitor counters (all its monitors summed) that the next
+ * heartbeats carry to the TEM, for its metrics.  Cheap: call it about
+ * once a heartbeat period. */
+void tpm_agent_set_counters(struct tpm_agent *,
+                            const struct tproto_host_counters *);
+
 enum tpm_agent_state {
     TPM_AGENT_CONNECTING,       /* Hello sent, no answer yet. */
     TPM_AGENT_CONNECTED,        /* Welcomed. */

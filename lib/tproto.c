@@ -1087,13 +1087,32 @@ tproto_add_poll_reply(struct tproto_batch *b, uint64_t cookie,
 void
 tproto_add_heartbeat(struct tproto_batch *b, uint64_t clock_ns, uint64_t seq)
 {
+    tproto_add_heartbeat_counters(b, clock_ns, seq, NULL);
+}
+
+void
+tproto_add_heartbeat_counters(struct tproto_batch *b, uint64_t clock_ns,
+                              uint64_t seq,
+                              const struct tproto_host_counters *c)
+{
     char *x;
     Trumpet__Heartbeat *h = append__(b, TRUMPET__MESSAGE__BODY_HEARTBEAT,
-                                     sizeof *h, 0, &x);
+                                     sizeof *h,
+                                     c ? ALIGN8(sizeof *h->counters) : 0,
+                                     &x);
 
     trumpet__heartbeat__init(h);
     h->clock_ns = clock_ns;
     h->seq = seq;
+    if (c) {
+        Trumpet__HostCounters *hc = (Trumpet__HostCounters *) x;
+        trumpet__host_counters__init(hc);
+#define HC(FIELD) hc->has_##FIELD = true; hc->FIELD = c->FIELD;
+        HC(packets) HC(bytes) HC(sweeps) HC(sweeps_unfinished)
+        HC(reports) HC(reports_dropped) HC(dos_skipped) HC(dos_passed)
+#undef HC
+        h->counters = hc;
+    }
 }
 
 void

@@ -192,6 +192,19 @@ void tproto_add_poll_reply(struct tproto_batch *, uint64_t cookie,
                            Trumpet__PollStatus status, double value);
 void tproto_add_heartbeat(struct tproto_batch *, uint64_t clock_ns,
                           uint64_t seq);
+
+/* A host's counters for its heartbeats (proto HostCounters). */
+struct tproto_host_counters {
+    uint64_t packets, bytes;
+    uint64_t sweeps, sweeps_unfinished;
+    uint64_t reports, reports_dropped;
+    uint64_t dos_skipped, dos_passed;
+};
+
+/* A heartbeat carrying 'c' (NULL: none). */
+void tproto_add_heartbeat_counters(struct tproto_batch *, uint64_t clock_ns,
+                                   uint64_t seq,
+                                   const struct tproto_host_counters *c);
 void tproto_add_bye(struct tproto_batch *, const char *reason);
 
 /* Serializes the batch as one frame of version TPROTO_VERSION_MAX (or

@@ -917,3 +917,29 @@ tpm_ovs_agent_wait(void)
         poll_immediate_wake();
     }
 }
+
+/* Gives the agent the PMDs' counters, summed, for its heartbeats (the
+ * TEM's metrics).  About once a second. */
+void
+tpm_ovs_agent_counters(struct tpm_pmd **parts, size_t n)
+{
+    struct tproto_host_counters c;
+
+    if (!agent) {
+        return;
+    }
+    memset(&c, 0, sizeof c);
+    for (size_t i = 0; i < n; i++) {
+        struct tpm_stats st;
+        tpm_get_stats(parts[i]->tpm, &st);
+        c.packets += st.packets;
+        c.bytes += st.bytes;
+        c.sweeps += st.sweeps_done;
+        c.sweeps_unfinished += st.sweeps_unfinished;
+        c.reports += st.reports;
+        c.reports_dropped += st.reports_dropped;
+        c.dos_skipped += st.dos_skipped_pkts;
+        c.dos_passed += st.dos_passed;
+    }
+    tpm_agent_set_counters(agent, &c);
+}

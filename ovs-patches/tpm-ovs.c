@@ -538,6 +538,7 @@ tpm_ovs_run(void)
         checked_ns = t0;
         clock_check();
         losses_check(parts, n);
+        tpm_ovs_agent_counters(parts, n);
     }
     tpm_ovs_ops_begin();
     tpm_ovs_event_drain(parts, n);

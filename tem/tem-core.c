@@ -97,6 +97,10 @@ struct tem_host_stats {
     uint64_t satisfactions, poll_replies, acks, nacks, heartbeats;
     uint64_t frames_out, msgs_out, send_drops;
     uint64_t sessions;
+    /* The host's monitor counters, as its latest heartbeat gave them. */
+    uint64_t mon_packets, mon_bytes, mon_sweeps, mon_sweeps_unfinished;
+    uint64_t mon_reports, mon_reports_dropped, mon_dos_skipped;
+    uint64_t mon_dos_passed;
 };
 
 /* Where a host stands with the DoS threshold the TEM sets on it
@@ -2101,9 +2105,18 @@ handle_message(struct tem_core *core, struct tem_host *h,
     case TRUMPET__MESSAGE__BODY_POLL_REPLY:
         handle_poll_reply(core, h, msg->poll_reply);
         break;
-    case TRUMPET__MESSAGE__BODY_HEARTBEAT:
+    case TRUMPET__MESSAGE__BODY_HEARTBEAT: {
+        const Trumpet__HostCounters *c = msg->heartbeat->counters;
         h->stats.heartbeats++;
+        if (c) {
+#define MON(FIELD) if (c->has_##FIELD) { h->stats.mon_##FIELD = c->FIELD; }
+            MON(packets) MON(bytes) MON(sweeps) MON(sweeps_unfinished)
+            MON(reports) MON(reports_dropped) MON(dos_skipped)
+            MON(dos_passed)
+#undef MON
+        }
         break;
+    }
     case TRUMPET__MESSAGE__BODY_ACK:
         handle_ack(core, h, msg->ack->cookie, msg->ack->event_id, NULL);
         break;
@@ -3317,6 +3330,24 @@ static const struct stat_metric host_metrics[] = {
     HM(frames_out, "host_frames_sent_total", "Frames sent to this host."),
     HM(send_drops, "host_send_drops_total",
        "Frames to this host dropped (high-water mark reached)."),
+    /* The host's own counters, from its heartbeats (restart at 0 when the
+     * host restarts). */
+    HM(mon_packets, "host_monitor_packets_total",
+       "Frames the host's monitors saw."),
+    HM(mon_bytes, "host_monitor_bytes_total",
+       "Bytes of the frames the host's monitors saw."),
+    HM(mon_sweeps, "host_monitor_sweeps_total",
+       "Sweeps the host's monitors completed."),
+    HM(mon_sweeps_unfinished, "host_monitor_sweeps_unfinished_total",
+       "Sweeps the host's monitors abandoned (values flagged partial)."),
+    HM(mon_reports, "host_monitor_reports_total",
+       "Satisfactions the host's monitors reported."),
+    HM(mon_reports_dropped, "host_monitor_reports_dropped_total",
+       "Satisfactions the host's monitors dropped (report ring full)."),
+    HM(mon_dos_skipped, "host_monitor_dos_skipped_packets_total",
+       "Packets of flows below the host's DoS threshold."),
+    HM(mon_dos_passed, "host_monitor_dos_passed_flows_total",
+       "Flows matched on passing the host's DoS threshold."),
 };
 #undef HM
 

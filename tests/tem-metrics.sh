@@ -273,6 +273,20 @@ while True:
         print("FAIL: Prometheus against the TEM:\n  " + "\n  ".join(bad))
         sys.exit(1)
     time.sleep(0.5)
+# The hosts' own monitor counters, from their heartbeats (sent once a
+# second: the last may predate the last packets).  h1's trace holds 800
+# frames of 1042 bytes, h2's 500.
+mon = {}
+for host, frames in (("h1", 800), ("h2", 500)):
+    n = query('trumpet_tem_host_monitor_packets_total{host="%s"}' % host)
+    b = query('trumpet_tem_host_monitor_bytes_total{host="%s"}' % host)
+    if n is None or not 0 < n <= frames or b is None or b < n * 1000:
+        print("FAIL: %s's monitor counters from its heartbeats: packets "
+              "%s, bytes %s (trace: %d frames)" % (host, n, b, frames))
+        sys.exit(1)
+    mon[host] = n
+print("PASS: the hosts' monitor counters through their heartbeats: "
+      "packets h1 %d of 800, h2 %d of 500" % (mon["h1"], mon["h2"]))
 print("PASS: Prometheus's values equal the TEM's: %d alerts, %d "
       "satisfactions, %d polls, %d replies, %d decisions, hosts, latency "
       "histogram (%d, sum %.3f s)" % (c["alerts"], c["satisfactions"],

@@ -747,6 +747,43 @@ START_TEST(test_metrics)
     ck_assert_double_eq(sample_value(
         m.s, "trumpet_tem_event_alerts_total{event=\"svc\"}"), 2);
 
+    /* A host's monitor counters, carried by its heartbeat. */
+    struct tproto_batch hb;
+    struct tproto_host_counters c = {
+        .packets = 123456789012ULL, .bytes = 7, .sweeps = 42,
+        .sweeps_unfinished = 3, .reports = 11, .reports_dropped = 2,
+        .dos_skipped = 5, .dos_passed = 1,
+    };
+    tproto_batch_init(&hb);
+    tproto_add_heartbeat_counters(&hb, fx.now, 1, &c);
+    input("p-a", &hb);
+    tproto_batch_destroy(&hb);
+    tem_metrics_clear(&m);
+    tem_core_metrics(fx.core, &m);
+    ck_assert_uint_gt(check_exposition(m.s), 50);
+    static const struct {
+        const char *name;
+        double value;
+    } mon[] = {
+        { "packets_total", 123456789012.0 },
+        { "bytes_total", 7 },
+        { "sweeps_total", 42 },
+        { "sweeps_unfinished_total", 3 },
+        { "reports_total", 11 },
+        { "reports_dropped_total", 2 },
+        { "dos_skipped_packets_total", 5 },
+        { "dos_passed_flows_total", 1 },
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(mon); i++) {
+        char name[128];
+        snprintf(name, sizeof name,
+                 "trumpet_tem_host_monitor_%s{host=\"a\"}", mon[i].name);
+        ck_assert_double_eq(sample_value(m.s, name), mon[i].value);
+        snprintf(name, sizeof name,
+                 "trumpet_tem_host_monitor_%s{host=\"b\"}", mon[i].name);
+        ck_assert_double_eq(sample_value(m.s, name), 0);
+    }
+
     /* The histogram: 0 s and 0.1 s. */
     static const char h[] = "trumpet_tem_detection_latency_seconds";
     char buf[128];
