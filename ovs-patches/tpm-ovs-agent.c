@@ -918,10 +918,10 @@ tpm_ovs_agent_wait(void)
     }
 }
 
-/* Gives the agent the PMDs' counters, summed, for its heartbeats (the
- * TEM's metrics).  About once a second. */
+/* Gives the agent the 'n' PMDs' counters 'stats', summed, for its
+ * heartbeats (the TEM's metrics).  About once a second. */
 void
-tpm_ovs_agent_counters(struct tpm_pmd **parts, size_t n)
+tpm_ovs_agent_counters(const struct tpm_stats *stats, size_t n)
 {
     struct tproto_host_counters c;
 
@@ -930,16 +930,15 @@ tpm_ovs_agent_counters(struct tpm_pmd **parts, size_t n)
     }
     memset(&c, 0, sizeof c);
     for (size_t i = 0; i < n; i++) {
-        struct tpm_stats st;
-        tpm_get_stats(parts[i]->tpm, &st);
-        c.packets += st.packets;
-        c.bytes += st.bytes;
-        c.sweeps += st.sweeps_done;
-        c.sweeps_unfinished += st.sweeps_unfinished;
-        c.reports += st.reports;
-        c.reports_dropped += st.reports_dropped;
-        c.dos_skipped += st.dos_skipped_pkts;
-        c.dos_passed += st.dos_passed;
+        const struct tpm_stats *st = &stats[i];
+        c.packets += st->packets;
+        c.bytes += st->bytes;
+        c.sweeps += st->sweeps_done;
+        c.sweeps_unfinished += st->sweeps_unfinished;
+        c.reports += st->reports;
+        c.reports_dropped += st->reports_dropped;
+        c.dos_skipped += st->dos_skipped_pkts;
+        c.dos_passed += st->dos_passed;
     }
     tpm_agent_set_counters(agent, &c);
 }

@@ -284,7 +284,7 @@ void tpm_ovs_agent_set_config(const struct smap *);
 void tpm_ovs_agent_check_pmds(struct tpm_pmd **, size_t n);
 void tpm_ovs_agent_run(struct tpm_pmd **, size_t n);
 void tpm_ovs_agent_wait(void);
-void tpm_ovs_agent_counters(struct tpm_pmd **, size_t n);
+void tpm_ovs_agent_counters(const struct tpm_stats *, size_t n);
 void tpm_ovs_agent_format_summary(struct ds *);
 void tpm_ovs_tem_reply(enum tpm_agent_cmd_type, uint64_t cookie,
                        uint32_t event_id, const char *error);

@@ -176,11 +176,15 @@ pmd_by_serial(struct tpm_pmd **parts, size_t n, uint64_t serial,
 void
 tpm_ovs_ops_run(struct tpm_pmd **parts, size_t n)
 {
+    ops_blocked = false;
+    if (ovs_list_is_empty(&ops)) {
+        return;                 /* Every main-loop turn, mostly this. */
+    }
+
     uint64_t now = tpm_ovs_now_ns();
     bool *full = xcalloc(MAX(n, 1), sizeof *full);
     struct op *op;
 
-    ops_blocked = false;
     LIST_FOR_EACH_SAFE (op, node, &ops) {
         bool complete = true;
         for (size_t i = 0; i < op->n_reqs; i++) {

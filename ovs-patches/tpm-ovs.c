@@ -495,20 +495,21 @@ main_time_account(uint64_t t0, uint64_t cpu0)
 }
 
 /* Main thread, about once a second: a warning naming every counter of
- * lost data (tpm_losses) that rose on one of the 'n' PMDs 'parts' since
- * the last one (the counters themselves are in tpm/stats). */
+ * lost data (tpm_losses) that rose on one of the 'n' PMDs 'parts' (their
+ * counters 'stats') since the last one (the counters themselves are in
+ * tpm/stats). */
 static void
-losses_check(struct tpm_pmd **parts, size_t n)
+losses_check(struct tpm_pmd **parts, const struct tpm_stats *stats,
+             size_t n)
 {
     static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 10);
 
     for (size_t i = 0; i < n; i++) {
         struct tpm_pmd *p = parts[i];
-        struct tpm_stats st;
+        const struct tpm_stats *st = &stats[i];
         struct ds s = DS_EMPTY_INITIALIZER;
-        tpm_get_stats(p->tpm, &st);
         for (size_t j = 0; j < TPM_N_LOSSES; j++) {
-            uint64_t v = tpm_loss_get(&st, &tpm_losses[j]);
+            uint64_t v = tpm_loss_get(st, &tpm_losses[j]);
             if (v > p->losses_logged[j]) {
                 ds_put_format(&s, "%s%s +%"PRIu64, s.length ? ", " : "",
                               tpm_losses[j].what, v - p->losses_logged[j]);
@@ -520,7 +521,7 @@ losses_check(struct tpm_pmd **parts, size_t n)
             VLOG_WARN("pmd core %u lost data: %s (totals in tpm/stats)",
                       p->core_id, ds_cstr(&s));
             for (size_t j = 0; j < TPM_N_LOSSES; j++) {
-                p->losses_logged[j] = tpm_loss_get(&st, &tpm_losses[j]);
+                p->losses_logged[j] = tpm_loss_get(st, &tpm_losses[j]);
             }
         }
         ds_destroy(&s);
@@ -536,9 +537,15 @@ tpm_ovs_run(void)
     struct tpm_pmd **parts = tpm_ovs_pmds_snapshot(&n);
     if (t0 - checked_ns >= SECOND_CHECK_NS) {
         checked_ns = t0;
+        /* Each PMD's counters read once for both. */
+        struct tpm_stats *st = xcalloc(MAX(n, 1), sizeof *st);
+        for (size_t i = 0; i < n; i++) {
+            tpm_get_stats(parts[i]->tpm, &st[i]);
+        }
         clock_check();
-        losses_check(parts, n);
-        tpm_ovs_agent_counters(parts, n);
+        losses_check(parts, st, n);
+        tpm_ovs_agent_counters(st, n);
+        free(st);
     }
     tpm_ovs_ops_begin();
     tpm_ovs_event_drain(parts, n);

@@ -772,8 +772,8 @@ report_loss(const struct replay *r)
         }
         if (n) {
             if (!lossy) {
-                cli_warn("incomplete: the output misses data (exit status %d):",
-                     EXIT_INCOMPLETE);
+                cli_warn("incomplete: the output misses data (exit status "
+                         "%d):", EXIT_INCOMPLETE);
             }
             fprintf(stderr, "  %s: %"PRIu64"\n", what, n);
             lossy = true;

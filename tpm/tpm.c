@@ -837,7 +837,8 @@ flow_attach__(struct tpm *tpm, struct tpm_flow *f, uint32_t evi)
     struct tpm_key gkey;
     tpm_key_and(&gkey, &f->key, &ev->def->group);
     struct tpm_child *c = tpm_instance_get__(tpm, evi, &gkey);
-    if (!c || !tpm_list_append__(tpm, c, tpm_flow_index(&tpm->ft, f), f->gen)) {
+    if (!c || !tpm_list_append__(tpm, c, tpm_flow_index(&tpm->ft, f),
+                                 f->gen)) {
         return false;
     }
     if (mask != f->sum_mask) {
