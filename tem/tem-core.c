@@ -26,6 +26,7 @@
 
 #include "event.h"
 #include "json-number.h"
+#include "sbuf.h"
 #include "report-json.h"
 #include "split.h"
 #include "util.h"
@@ -272,11 +273,6 @@ struct repoll {
  * alert path builds its JSON by hand (json-c objects cost about 10 us an
  * alert).  Every string written is an event name, host id or group field,
  * whose characters need no JSON escaping. */
-struct sbuf {
-    char *s;
-    size_t len, cap;
-};
-
 struct tem_core {
     struct tem_config cfg;
     uint64_t start_ns;
@@ -1149,30 +1145,6 @@ latency_observe(struct tem_core *core, double secs)
     }
     core->latency_counts[i]++;
     core->latency_sum_s += secs;
-}
-
-static void
-sbuf_reserve(struct sbuf *b, size_t n)
-{
-    if (b->len + n + 1 > b->cap) {
-        b->cap = MAX(2 * b->cap, b->len + n + 1);
-        b->s = xrealloc(b->s, b->cap);
-    }
-}
-
-static void
-sbuf_put(struct sbuf *b, const char *s, size_t n)
-{
-    sbuf_reserve(b, n);
-    memcpy(b->s + b->len, s, n);
-    b->len += n;
-    b->s[b->len] = '\0';
-}
-
-static void
-sbuf_str(struct sbuf *b, const char *s)
-{
-    sbuf_put(b, s, strlen(s));
 }
 
 /* Appends '"s"'. */

@@ -223,8 +223,8 @@ on_request(void *aux, struct MHD_Connection *conn, const char *url,
     tem_metrics_clear(&h->buf);
     h->fill(h->aux, &h->buf);
     h->stats.scrapes++;
-    return answer(h, conn, MHD_HTTP_OK, h->buf.s ? h->buf.s : "",
-                  h->buf.len, CONTENT_TYPE);
+    return answer(h, conn, MHD_HTTP_OK, h->buf.b.s ? h->buf.b.s : "",
+                  h->buf.b.len, CONTENT_TYPE);
 }
 
 struct tem_http *

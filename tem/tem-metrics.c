@@ -19,42 +19,31 @@
 void
 tem_metrics_init(struct tem_metrics *m)
 {
-    m->s = NULL;
-    m->len = m->cap = 0;
+    m->b = (struct sbuf) SBUF_INITIALIZER;
 }
 
 void
 tem_metrics_clear(struct tem_metrics *m)
 {
-    m->len = 0;
-    if (m->s) {
-        m->s[0] = '\0';
-    }
+    sbuf_clear(&m->b);
 }
 
 void
 tem_metrics_destroy(struct tem_metrics *m)
 {
-    free(m->s);
-    tem_metrics_init(m);
+    sbuf_destroy(&m->b);
 }
 
 static void
 put(struct tem_metrics *m, const char *s, size_t n)
 {
-    if (m->len + n + 1 > m->cap) {
-        m->cap = MAX(MAX(2 * m->cap, m->len + n + 1), 4096);
-        m->s = xrealloc(m->s, m->cap);
-    }
-    memcpy(m->s + m->len, s, n);
-    m->len += n;
-    m->s[m->len] = '\0';
+    sbuf_put(&m->b, s, n);
 }
 
 static void
 puts__(struct tem_metrics *m, const char *s)
 {
-    put(m, s, strlen(s));
+    sbuf_str(&m->b, s);
 }
 
 static void

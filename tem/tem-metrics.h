@@ -17,12 +17,13 @@
 #ifndef TEM_METRICS_H
 #define TEM_METRICS_H 1
 
+#include "sbuf.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
 struct tem_metrics {
-    char *s;                    /* NUL-terminated text. */
-    size_t len, cap;
+    struct sbuf b;              /* The text ('b.s', NUL-terminated). */
 };
 
 void tem_metrics_init(struct tem_metrics *);

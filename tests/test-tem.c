@@ -725,27 +725,27 @@ START_TEST(test_metrics)
 
     tem_metrics_init(&m);
     tem_core_metrics(fx.core, &m);
-    ck_assert_uint_gt(check_exposition(m.s), 50);
+    ck_assert_uint_gt(check_exposition(m.b.s), 50);
 
     struct tem_stats st;
     tem_core_get_stats(fx.core, &st);
-    ck_assert_double_eq(sample_value(m.s, "trumpet_tem_alerts_total"), 2);
-    ck_assert_double_eq(sample_value(m.s, "trumpet_tem_satisfactions_total"),
+    ck_assert_double_eq(sample_value(m.b.s, "trumpet_tem_alerts_total"), 2);
+    ck_assert_double_eq(sample_value(m.b.s, "trumpet_tem_satisfactions_total"),
                         st.satisfactions);
-    ck_assert_double_eq(sample_value(m.s, "trumpet_tem_polls_sent_total"),
+    ck_assert_double_eq(sample_value(m.b.s, "trumpet_tem_polls_sent_total"),
                         st.polls_sent);
-    ck_assert_double_eq(sample_value(m.s, "trumpet_tem_poll_timeouts_total"),
+    ck_assert_double_eq(sample_value(m.b.s, "trumpet_tem_poll_timeouts_total"),
                         st.missing_parts);
-    ck_assert_double_eq(sample_value(m.s,
+    ck_assert_double_eq(sample_value(m.b.s,
                                      "trumpet_tem_hosts{state=\"connected\"}"),
                         3);
-    ck_assert_double_eq(sample_value(m.s, "trumpet_tem_events"), 1);
+    ck_assert_double_eq(sample_value(m.b.s, "trumpet_tem_events"), 1);
     ck_assert_double_eq(sample_value(
-        m.s, "trumpet_tem_host_satisfactions_total{host=\"a\"}"), 2);
+        m.b.s, "trumpet_tem_host_satisfactions_total{host=\"a\"}"), 2);
     ck_assert_double_eq(sample_value(
-        m.s, "trumpet_tem_host_poll_replies_total{host=\"b\"}"), 2);
+        m.b.s, "trumpet_tem_host_poll_replies_total{host=\"b\"}"), 2);
     ck_assert_double_eq(sample_value(
-        m.s, "trumpet_tem_event_alerts_total{event=\"svc\"}"), 2);
+        m.b.s, "trumpet_tem_event_alerts_total{event=\"svc\"}"), 2);
 
     /* A host's monitor counters, carried by its heartbeat. */
     struct tproto_batch hb;
@@ -760,7 +760,7 @@ START_TEST(test_metrics)
     tproto_batch_destroy(&hb);
     tem_metrics_clear(&m);
     tem_core_metrics(fx.core, &m);
-    ck_assert_uint_gt(check_exposition(m.s), 50);
+    ck_assert_uint_gt(check_exposition(m.b.s), 50);
     static const struct {
         const char *name;
         double value;
@@ -778,38 +778,38 @@ START_TEST(test_metrics)
         char name[128];
         snprintf(name, sizeof name,
                  "trumpet_tem_host_monitor_%s{host=\"a\"}", mon[i].name);
-        ck_assert_double_eq(sample_value(m.s, name), mon[i].value);
+        ck_assert_double_eq(sample_value(m.b.s, name), mon[i].value);
         snprintf(name, sizeof name,
                  "trumpet_tem_host_monitor_%s{host=\"b\"}", mon[i].name);
-        ck_assert_double_eq(sample_value(m.s, name), 0);
+        ck_assert_double_eq(sample_value(m.b.s, name), 0);
     }
 
     /* The histogram: 0 s and 0.1 s. */
     static const char h[] = "trumpet_tem_detection_latency_seconds";
     char buf[128];
     snprintf(buf, sizeof buf, "%s_bucket{le=\"0.001\"}", h);
-    ck_assert_double_eq(sample_value(m.s, buf), 1);
+    ck_assert_double_eq(sample_value(m.b.s, buf), 1);
     snprintf(buf, sizeof buf, "%s_bucket{le=\"0.05\"}", h);
-    ck_assert_double_eq(sample_value(m.s, buf), 1);
+    ck_assert_double_eq(sample_value(m.b.s, buf), 1);
     snprintf(buf, sizeof buf, "%s_bucket{le=\"0.1\"}", h);
-    ck_assert_double_eq(sample_value(m.s, buf), 2);
+    ck_assert_double_eq(sample_value(m.b.s, buf), 2);
     snprintf(buf, sizeof buf, "%s_bucket{le=\"+Inf\"}", h);
-    ck_assert_double_eq(sample_value(m.s, buf), 2);
+    ck_assert_double_eq(sample_value(m.b.s, buf), 2);
     snprintf(buf, sizeof buf, "%s_count", h);
-    ck_assert_double_eq(sample_value(m.s, buf), 2);
+    ck_assert_double_eq(sample_value(m.b.s, buf), 2);
     snprintf(buf, sizeof buf, "%s_sum", h);
-    ck_assert_double_eq_tol(sample_value(m.s, buf), 0.1, 1e-9);
+    ck_assert_double_eq_tol(sample_value(m.b.s, buf), 0.1, 1e-9);
 
     /* Label values escaped; values exact up to 2^53. */
     tem_metrics_clear(&m);
     tem_metrics_family(&m, "trumpet_tem_x_total", "counter", "a\\b\nc");
     tem_metrics_sample(&m, "trumpet_tem_x_total", "host", "q\"\\\n",
                        9007199254740992.0);
-    ck_assert_str_eq(m.s, "# HELP trumpet_tem_x_total a\\\\b\\nc\n"
+    ck_assert_str_eq(m.b.s, "# HELP trumpet_tem_x_total a\\\\b\\nc\n"
                      "# TYPE trumpet_tem_x_total counter\n"
                      "trumpet_tem_x_total{host=\"q\\\"\\\\\\n\"} "
                      "9007199254740992\n");
-    ck_assert_uint_eq(check_exposition(m.s), 1);
+    ck_assert_uint_eq(check_exposition(m.b.s), 1);
     tem_metrics_destroy(&m);
 }
 END_TEST
