@@ -467,7 +467,9 @@ tpm_ovs_pmd_parked(const struct tpm_pmd *p, uint64_t now)
     uint64_t last;
     atomic_read_relaxed(&CONST_CAST(struct tpm_pmd *, p)->last_iteration_ns,
                         &last);
-    return now - last > TPM_PMD_PARKED_NS;
+    /* 'now' may predate the PMD's latest iteration: the caller read it
+     * before, and the PMD ran meanwhile (even on the same CPU). */
+    return now > last && now - last > TPM_PMD_PARKED_NS;
 }
 
 /* The main thread's time in tpm_ovs_run() (tpm/stats): wall clock, and
