@@ -129,9 +129,21 @@ reencode(struct tproto_batch *b, Trumpet__Message *m)
         r->has_value = true;
         break;
     }
-    case TRUMPET__MESSAGE__BODY_HEARTBEAT:
-        tproto_add_heartbeat(b, m->heartbeat->clock_ns, m->heartbeat->seq);
+    case TRUMPET__MESSAGE__BODY_HEARTBEAT: {
+        Trumpet__HostCounters *hc = m->heartbeat->counters;
+        struct tproto_host_counters c;
+        if (hc) {
+            /* The encoder writes every counter, an absent one as 0. */
+#define HC(F) \
+            c.F = hc->has_##F ? hc->F : 0; hc->has_##F = true; hc->F = c.F;
+            HC(packets) HC(bytes) HC(sweeps) HC(sweeps_unfinished)
+            HC(reports) HC(reports_dropped) HC(dos_skipped) HC(dos_passed)
+#undef HC
+        }
+        tproto_add_heartbeat_counters(b, m->heartbeat->clock_ns,
+                                      m->heartbeat->seq, hc ? &c : NULL);
         break;
+    }
     case TRUMPET__MESSAGE__BODY_BYE:
         tproto_add_bye(b, m->bye->reason);
         break;
