@@ -133,6 +133,7 @@ reencode(struct tproto_batch *b, Trumpet__Message *m)
         Trumpet__HostCounters *hc = m->heartbeat->counters;
         struct tproto_host_counters c;
         if (hc) {
+            drop_unknown(&hc->base);
             /* The encoder writes every counter, an absent one as 0. */
 #define HC(F) \
             c.F = hc->has_##F ? hc->F : 0; hc->has_##F = true; hc->F = c.F;
