@@ -39,7 +39,7 @@
  * so no client can delay hosts by more than one bounded request.
  * status reports the longest turn and the longest request seen.
  *
- * The logic lives in tem-core.c; this file owns options, sockets,
+ * The logic lives in tem-core.h; this file owns options, sockets,
  * persistence of the event definitions (tem-state.c) and the control
  * commands.
  */

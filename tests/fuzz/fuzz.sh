@@ -147,6 +147,8 @@ case $mode in
             top="$top" out="$cov" proto="$builddir/proto" CLANG="$clang" SAN= \
             COV="-fprofile-instr-generate -fcoverage-mapping"
         [ $# -gt 0 ] && targets="$*"
+        tem_core="tem/tem-core.c tem/tem-host.c tem/tem-event.c
+                  tem/tem-decide.c tem/tem-alert.c tem/tem-view.c"
         for t in $targets; do
             rm -f "$cov/$t".prof*
             mkdir -p "$out/corpus-long/$t"
@@ -158,8 +160,8 @@ case $mode in
                 event) files="lib/event.c" ;;
                 packet) files="lib/packet.c" ;;
                 proto) files="lib/tproto.c" ;;
-                tem-ctl) files="tem/tem.c tem/tem-core.c tem/tem-state.c" ;;
-                tem-host) files="tem/tem-core.c lib/tproto.c" ;;
+                tem-ctl) files="tem/tem.c $tem_core tem/tem-state.c" ;;
+                tem-host) files="$tem_core lib/tproto.c" ;;
             esac
             echo "fuzz-$t ($(ls "$out/corpus-long/$t" | wc -l) inputs" \
                  "in the long runs' corpus): line coverage"

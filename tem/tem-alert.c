@@ -1,0 +1,334 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The TEM's alerts and drill-down (paper section 6).
+ *
+ * An alert is one line of JSON (docs/tem.md, "Alerts"): the event, epoch
+ * and group, the value against the threshold, each answering host's
+ * value, the hosts missing or incomplete (and, for across=max and
+ * atleast, those holding on their own), whether the deadline decided it,
+ * and the detection latency.  It is built by hand into one buffer reused
+ * from one alert to the next (json-c objects cost about 10 us an alert);
+ * every string written is an event name, host id or group field, whose
+ * characters need no JSON escaping.  The alert goes to the 'alert'
+ * callback, to the event's ring of recent alerts (event-show) and to the
+ * core's history ring ("alerts"); its latency goes to the histogram of the
+ * metrics.
+ *
+ * Drill-down: an event with then=NAME:DURATION makes the standby event
+ * NAME wanted, for DURATION, on the hosts that contributed to the alert
+ * (a value above zero).  tem-event.c's reconcile installs it there; the
+ * housekeeping (tem-host.c) reconciles again when the drill-down ends.
+ */
+#include "tem-core-private.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "json-number.h"
+
+/* ---------------------------------------------------------------------- */
+/* Alerts and drill-down. */
+
+static bool
+compare_holds(const struct tem_event *e, double v)
+{
+    const struct tpm_expr *p = e->ev->pred;
+    return tpm_compare(p->op, v, e->threshold);
+}
+
+/* Returns true if part 'p' holds on its own against the full predicate:
+ * it reported a satisfaction, or the predicate is "V cmp constant" and
+ * its value satisfies the comparison. */
+bool
+part_holds(const struct tem_event *e, const struct tem_part *p)
+{
+    return p->state == TEM_PART_VALUE
+           && ((p->flags & PART_SATISFIED)
+               || (e->has_threshold && compare_holds(e, p->value)));
+}
+
+/* Upper bounds of the detection latency histogram's buckets, seconds:
+ * around the poll deadline (100 ms by default) and epochs (10 ms). */
+const double latency_bounds[TEM_LATENCY_BUCKETS] = {
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5,
+};
+
+static void
+latency_observe(struct tem_core *core, double secs)
+{
+    size_t i = 0;
+    while (i < TEM_LATENCY_BUCKETS && secs > latency_bounds[i]) {
+        i++;
+    }
+    core->latency_counts[i]++;
+    core->latency_sum_s += secs;
+}
+
+/* Appends '"s"'. */
+static void
+sbuf_quoted(struct sbuf *b, const char *s)
+{
+    sbuf_put(b, "\"", 1);
+    sbuf_str(b, s);
+    sbuf_put(b, "\"", 1);
+}
+
+static void
+sbuf_int(struct sbuf *b, int64_t v)
+{
+    char buf[24], *p = buf + sizeof buf;
+    uint64_t u = v < 0 ? -(uint64_t) v : (uint64_t) v;
+    do {
+        *--p = '0' + u % 10;
+        u /= 10;
+    } while (u);
+    if (v < 0) {
+        *--p = '-';
+    }
+    sbuf_put(b, p, buf + sizeof buf - p);
+}
+
+/* Appends 'v' by the one JSON number rule (tpm_json_number()). */
+static void
+sbuf_number(struct sbuf *b, double v)
+{
+    char buf[TPM_JSON_NUMBER_LEN];
+    sbuf_str(b, tpm_json_number(v, buf));
+}
+
+/* Appends '"key":'. */
+static void
+sbuf_key(struct sbuf *b, const char *key)
+{
+    sbuf_quoted(b, key);
+    sbuf_put(b, ":", 1);
+}
+
+/* Appends time 'ns' as "2026-11-22T05:21:15.496845Z" (the formatted
+ * second is cached). */
+static void
+sbuf_time(struct tem_core *core, struct sbuf *b, uint64_t ns)
+{
+    time_t secs = ns / NS_PER_S;
+    if (secs != core->time_cache_secs || !core->time_cache[0]) {
+        struct tm tm;
+        gmtime_r(&secs, &tm);
+        strftime(core->time_cache, sizeof core->time_cache,
+                 "%Y-%m-%dT%H:%M:%S", &tm);
+        core->time_cache_secs = secs;
+    }
+    char frac[16];
+    snprintf(frac, sizeof frac, ".%06uZ",
+             (unsigned int) (ns % NS_PER_S / 1000));
+    sbuf_put(b, "\"", 1);
+    sbuf_str(b, core->time_cache);
+    sbuf_str(b, frac);
+    sbuf_put(b, "\"", 1);
+}
+
+/* Appends the ids of the parts of 'd' for which 'pred' is true as a JSON
+ * array. */
+static void
+sbuf_hosts(const struct tem_core *core, struct sbuf *b,
+           const struct tem_event *e, const struct tem_decision *d,
+           bool (*pred)(const struct tem_event *, const struct tem_part *))
+{
+    bool first = true;
+    sbuf_put(b, "[", 1);
+    for (uint32_t i = 0; i < d->n_parts; i++) {
+        if (pred(e, &d->parts[i])) {
+            if (!first) {
+                sbuf_put(b, ",", 1);
+            }
+            first = false;
+            sbuf_quoted(b, core->hosts[d->parts[i].host_slot]->id);
+        }
+    }
+    sbuf_put(b, "]", 1);
+}
+
+static bool
+part_missing(const struct tem_event *e, const struct tem_part *p)
+{
+    return p->state != TEM_PART_VALUE;
+}
+
+static bool
+part_incomplete(const struct tem_event *e, const struct tem_part *p)
+{
+    return p->state == TEM_PART_VALUE && (p->flags & PART_INCOMPLETE);
+}
+
+/* Copies 'len' bytes of 's' into ring slot '*slot' (reusing its
+ * memory). */
+static void
+ring_put(char **slot, const char *s, size_t len)
+{
+    *slot = xrealloc(*slot, len + 1);
+    memcpy(*slot, s, len + 1);
+}
+
+static void
+ring_advance(size_t cap, size_t *n, size_t *next)
+{
+    *next = (*next + 1) % cap;
+    if (*n < cap) {
+        (*n)++;
+    }
+}
+
+static void drilldown(struct tem_core *, struct tem_event *,
+                      const struct tem_decision *, uint64_t now);
+
+void
+raise_alert(struct tem_core *core, struct tem_event *e,
+            const struct tem_decision *d, double value, double threshold,
+            bool has_threshold, bool deadline, uint64_t now)
+{
+    struct sbuf *b = &core->alert_buf;
+    struct tpm_key_field fields[5];
+    int n_fields = tpm_key_fields(&e->ev->group, &d->group, fields);
+    bool first;
+
+    b->len = 0;
+    sbuf_put(b, "{", 1);
+    sbuf_key(b, "event");
+    sbuf_quoted(b, e->name);
+    sbuf_str(b, ",\"id\":");
+    sbuf_int(b, e->id);
+    sbuf_str(b, ",\"epoch\":");
+    sbuf_int(b, d->epoch);
+    sbuf_str(b, ",\"interval_ns\":");
+    sbuf_int(b, e->ev->interval_ns);
+    sbuf_str(b, ",\"group\":{");
+    for (int i = 0; i < n_fields; i++) {
+        if (i) {
+            sbuf_put(b, ",", 1);
+        }
+        sbuf_key(b, fields[i].name);
+        if (fields[i].is_int) {
+            sbuf_int(b, fields[i].int_value);
+        } else {
+            sbuf_quoted(b, fields[i].str_value);
+        }
+    }
+    sbuf_str(b, "},\"value\":");
+    sbuf_number(b, value);
+    sbuf_str(b, ",\"threshold\":");
+    if (has_threshold) {
+        sbuf_number(b, threshold);
+    } else {
+        sbuf_str(b, "null");
+    }
+    sbuf_str(b, ",\"across\":");
+    sbuf_quoted(b, across_names[e->across]);
+
+    sbuf_str(b, ",\"hosts\":{");
+    first = true;
+    for (uint32_t i = 0; i < d->n_parts; i++) {
+        const struct tem_part *p = &d->parts[i];
+        if (p->state == TEM_PART_VALUE) {
+            if (!first) {
+                sbuf_put(b, ",", 1);
+            }
+            first = false;
+            sbuf_key(b, core->hosts[p->host_slot]->id);
+            sbuf_number(b, p->value);
+        }
+    }
+    sbuf_str(b, "},\"missing\":");
+    sbuf_hosts(core, b, e, d, part_missing);
+    sbuf_str(b, ",\"incomplete\":");
+    sbuf_hosts(core, b, e, d, part_incomplete);
+    if (e->across == TEM_ACROSS_ATLEAST || e->across == TEM_ACROSS_MAX) {
+        sbuf_str(b, ",\"holding\":");
+        sbuf_hosts(core, b, e, d, part_holds);
+    }
+    if (e->across == TEM_ACROSS_ATLEAST) {
+        sbuf_str(b, ",\"host_threshold\":");
+        if (e->has_threshold) {
+            sbuf_number(b, e->threshold);
+        } else {
+            sbuf_str(b, "null");
+        }
+    }
+    sbuf_str(b, deadline ? ",\"deadline\":true" : ",\"deadline\":false");
+    sbuf_str(b, ",\"latency_us\":");
+    sbuf_int(b, (now - d->started_ns) / 1000);
+    sbuf_str(b, ",\"time\":");
+    sbuf_time(core, b, now);
+    sbuf_str(b, ",\"time_ns\":");
+    sbuf_int(b, now);
+    sbuf_put(b, "}", 1);
+
+    core->stats.alerts++;
+    e->stats.alerts++;
+    latency_observe(core, (now - d->started_ns) / 1e9);
+    ring_put(&e->recent[e->recent_next], b->s, b->len);
+    ring_advance(core->cfg.recent_alerts, &e->n_recent, &e->recent_next);
+    ring_put(&core->history[core->history_next], b->s, b->len);
+    snprintf(core->history_event[core->history_next],
+             sizeof core->history_event[0], "%s", e->name);
+    ring_advance(core->cfg.alert_history, &core->n_history,
+                 &core->history_next);
+    if (core->cfg.alert) {
+        core->cfg.alert(core->cfg.aux, e->name, b->s);
+    }
+
+    if (e->then_name) {
+        drilldown(core, e, d, now);
+    }
+}
+
+/* Installs 'e''s then= event on the hosts that contributed to decision
+ * 'd' (value > 0), for the then= duration. */
+static void
+drilldown(struct tem_core *core, struct tem_event *e,
+          const struct tem_decision *d, uint64_t now)
+{
+    struct tem_event *t = event_by_name(core, e->then_name);
+    if (!t || !t->standby) {
+        core->stats.drilldown_errors++;
+        tem_log_rl(core, &core->rl_drill, TPM_LOG_WARN,
+                   "event %s: drill-down to '%s' impossible: %s", e->name,
+                   e->then_name, t ? "it is not a standby event"
+                                   : "no such event");
+        return;
+    }
+
+    uint64_t until = now + e->then_ns;
+    size_t n_new = 0, n = 0;
+    for (uint32_t i = 0; i < d->n_parts; i++) {
+        const struct tem_part *p = &d->parts[i];
+        struct tem_host *h = core->hosts[p->host_slot];
+        if (p->state != TEM_PART_VALUE || p->value <= 0
+            || !host_connected(h) || h->session != p->session
+            || !event_eligible(t, h)) {
+            continue;
+        }
+        n++;
+        if (t->drill_until[h->slot] <= now) {
+            n_new++;
+        }
+        if (t->drill_until[h->slot] < until) {
+            t->drill_until[h->slot] = until;
+        }
+    }
+    if (!n) {
+        return;
+    }
+    t->drill_next = t->drill_next && t->drill_next <= until
+                    ? t->drill_next : until;
+    t->stats.drilldowns++;
+    core->stats.drilldowns++;
+    if (n_new) {
+        char dur[32];
+        tpm_time_format(e->then_ns, dur, sizeof dur);
+        tem_log_rl(core, &core->rl_drill, TPM_LOG_INFO,
+                   "event %s alerted: drill-down installs %s on %zu more "
+                   "host(s) for %s", e->name, t->name, n_new, dur);
+        event_reconcile(core, t, now);
+    }
+}

@@ -1,0 +1,389 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The TEM core's insides: the structures and functions that the files
+ * implementing tem-core.h share.  Nothing here is for the core's callers.
+ *
+ * The core is split by job, one file each, each with an essay of its own:
+ *
+ *   tem-core.c     the core's life: configuration, creation, destruction,
+ *                  the rate-limited log, tem_core_run() (the timers)
+ *   tem-host.c     hosts: sessions (Hello, Welcome, Refuse, Bye, silence),
+ *                  frames in and batches out, acks, heartbeats, the DoS
+ *                  threshold the TEM sets on hosts, housekeeping
+ *   tem-event.c    events: definitions with their network-wide clauses,
+ *                  placement on hosts, threshold shares, reconcile and
+ *                  rebalance, the events' JSON persistence
+ *   tem-decide.c   decisions: satisfactions, polls, re-polls, poll
+ *                  replies, deadlines, deciding
+ *   tem-alert.c    alerts, their history, drill-down
+ *   tem-view.c     the JSON views of the control socket and the metrics
+ *
+ * Calls go from the hosts' input (tem-host.c) to the decisions
+ * (tem-decide.c), from there to the alerts (tem-alert.c), and from a
+ * drill-down back to the events' placement (tem-event.c); every file
+ * queues what it sends through host_out() (tem-host.c).  The views only
+ * read.
+ *
+ * Host slots, sessions and event ids tie the parts together: an event's
+ * member and a decision's part name a host by its slot in core->hosts and
+ * the session it was made for, so that nothing of a host's old session is
+ * taken for its new one's.
+ */
+#ifndef TEM_CORE_PRIVATE_H
+#define TEM_CORE_PRIVATE_H 1
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "event.h"
+#include "sbuf.h"
+#include "tem-core.h"
+#include "tproto.h"
+#include "util.h"
+
+struct json_object;
+
+#define NS_PER_MS 1000000ULL
+#define NS_PER_S 1000000000ULL
+
+/* A host that sends nothing for this many heartbeat periods is gone. */
+#define TEM_HEARTBEAT_MISSES 3
+
+/* Log lines per rate limiter and second. */
+#define TEM_LOG_BURST 10
+
+/* Poll cookies: decision slot (24 bits), part (16 bits), generation. */
+#define COOKIE_SLOT_BITS 24
+#define COOKIE_PART_BITS 16
+#define COOKIE_GEN_BITS 24
+
+/* Doubly linked list with a sentinel. */
+struct tem_list {
+    struct tem_list *prev, *next;
+};
+
+static inline void
+list_init(struct tem_list *l)
+{
+    l->prev = l->next = l;
+}
+
+static inline bool
+list_empty(const struct tem_list *l)
+{
+    return l->next == l;
+}
+
+static inline void
+list_push_back(struct tem_list *l, struct tem_list *e)
+{
+    e->prev = l->prev;
+    e->next = l;
+    l->prev->next = e;
+    l->prev = e;
+}
+
+static inline void
+list_remove(struct tem_list *e)
+{
+    e->prev->next = e->next;
+    e->next->prev = e->prev;
+    e->prev = e->next = e;
+}
+
+/* Rate-limited logging: at most TEM_LOG_BURST lines a second per
+ * limiter; the number suppressed is told with the next line. */
+struct tem_rl {
+    uint64_t window;
+    unsigned int n;
+    uint64_t suppressed;
+};
+
+enum tem_host_state {
+    TEM_HOST_FREE,
+    TEM_HOST_CONNECTED,
+    TEM_HOST_GONE,
+};
+
+struct tem_host_stats {
+    uint64_t frames_in, msgs_in, invalid_frames, invalid_msgs;
+    uint64_t satisfactions, poll_replies, acks, nacks, heartbeats;
+    uint64_t frames_out, msgs_out, send_drops;
+    uint64_t sessions;
+    /* The host's monitor counters, as its latest heartbeat gave them. */
+    uint64_t mon_packets, mon_bytes, mon_sweeps, mon_sweeps_unfinished;
+    uint64_t mon_reports, mon_reports_dropped, mon_dos_skipped;
+    uint64_t mon_dos_passed;
+};
+
+/* Where a host stands with the DoS threshold the TEM sets on it
+ * (tem_core_set_dos_threshold()). */
+enum tem_dos_state {
+    TEM_DOS_NONE,               /* The TEM sets none on this host. */
+    TEM_DOS_PENDING,            /* Configure sent, no answer yet. */
+    TEM_DOS_ACKED,
+    TEM_DOS_NACKED,             /* 'dos_reason' says why. */
+    TEM_DOS_UNSUPPORTED,        /* Session of a protocol version without
+                                 * Configure: not sent. */
+    TEM_DOS_WAITING,            /* Not connected: sent when it is. */
+};
+
+struct tem_host {
+    uint32_t slot;
+    enum tem_host_state state;
+    uint32_t session;           /* Unique per Welcome. */
+    char id[TPROTO_MAX_ID + 1];
+    uint8_t peer[256];
+    size_t peer_len;
+    struct tem_host *peer_next; /* Chain of 'peers' hash. */
+    struct tpm_prefix *prefixes;
+    size_t n_prefixes;
+    uint32_t version;
+    uint32_t n_pmds;
+    char *software;
+    uint64_t connected_ns, last_rx_ns, last_hb_tx_ns, gone_ns;
+    uint64_t hb_seq;
+    char gone_reason[160];
+
+    /* DoS threshold: this host's own value (tem-ctl dos-threshold HOST),
+     * else the TEM's value for all hosts if there is one. */
+    bool dos_own;
+    uint32_t dos_own_bytes;
+    enum tem_dos_state dos_state;
+    uint32_t dos_sent;          /* Value of the last Configure. */
+    uint64_t dos_cookie;        /* ... its cookie ... */
+    uint32_t dos_session;       /* ... and session. */
+    char dos_reason[256];       /* Nack reason. */
+
+    struct tproto_batch out;    /* Queued for the next flush. */
+    size_t out_bytes;           /* Estimated size of 'out'. */
+    bool dirty;                 /* On 'dirty' list. */
+    struct tem_host_stats stats;
+};
+
+enum tem_across {
+    TEM_ACROSS_SUM,
+    TEM_ACROSS_COUNT,
+    TEM_ACROSS_MAX,
+    TEM_ACROSS_ATLEAST,
+};
+
+enum tem_install_state {
+    TEM_INSTALL_PENDING,
+    TEM_INSTALL_ACKED,
+    TEM_INSTALL_NACKED,
+};
+
+struct tem_member {
+    uint32_t host_slot;
+    uint32_t session;
+    enum tem_install_state state;
+    bool is_new;                /* Added by the current reconcile. */
+    uint64_t cookie;            /* Of the last Install. */
+    uint64_t installed_ns;
+    char *reason;               /* Nack reason (owned) or NULL. */
+    double share;               /* Threshold share (split events). */
+    double ewma;                /* History of the host's values. */
+    bool has_ewma;
+};
+
+struct tem_event_stats {
+    uint64_t satisfactions, decisions, alerts, decided_deadline;
+    uint64_t late, dropped, nacks, drilldowns, reinstalls;
+};
+
+struct tem_event {
+    uint32_t id;
+    char *name;
+    char *definition;           /* As given, network clauses included. */
+    char *local_def;            /* Sent to hosts. */
+    struct tpm_event *ev;
+
+    bool scope_all;
+    struct tpm_prefix *scope;
+    size_t n_scope;
+    struct tpm_prefix addr[2];  /* Filter's nw_src / nw_dst prefixes. */
+    size_t n_addr;
+
+    enum tem_across across;
+    bool across_given;
+    uint32_t atleast_k;
+    bool atleast_pct;
+    bool weighted;
+    bool split;                 /* Threshold split over the hosts. */
+    bool has_threshold;         /* Simple "V cmp constant" predicate. */
+    double threshold;
+    char *then_name;
+    uint64_t then_ns;
+    bool standby;
+
+    struct tem_member *members;
+    size_t n_members, allocated;
+    int32_t *member_of;         /* [max_hosts]: index or -1. */
+    uint64_t *drill_until;      /* [max_hosts], standby events. */
+    uint64_t drill_next;        /* Earliest active 'drill_until'. */
+    uint64_t next_rebalance_ns;
+
+    char **recent;              /* Ring of 'recent_alerts' JSON lines. */
+    size_t n_recent, recent_next;
+
+    struct tem_event_stats stats;
+    struct tem_event *id_next;  /* Chain of 'by_id' hash. */
+};
+
+enum tem_part_state {
+    TEM_PART_WAITING,
+    TEM_PART_VALUE,
+    TEM_PART_MISSING,
+};
+
+#define PART_SATISFIED 1        /* The host reported a satisfaction. */
+#define PART_INCOMPLETE 2       /* Value from some of its PMDs only. */
+
+struct tem_part {
+    uint32_t host_slot;
+    uint32_t session;
+    double value;
+    uint8_t state;
+    uint8_t flags;
+};
+
+struct tem_decision {
+    struct tem_list node;       /* In 'pending' or 'decided'. */
+    uint32_t event_id;
+    uint32_t hash;
+    uint64_t epoch;
+    struct tpm_key group;
+    uint32_t slot, gen;
+    bool in_use, decided;
+    uint64_t started_ns, deadline_ns, expires_ns;
+    uint32_t n_parts, n_waiting, cap;
+    struct tem_part *parts;
+};
+
+struct dh_entry {
+    uint32_t hash;
+    uint32_t slot1;             /* Decision slot + 1; 0: empty. */
+};
+
+struct repoll {
+    uint64_t due_ns;
+    uint32_t slot, gen, part;
+};
+
+/* A growable string for alerts, reused from one alert to the next: the
+ * alert path builds its JSON by hand (json-c objects cost about 10 us an
+ * alert).  Every string written is an event name, host id or group field,
+ * whose characters need no JSON escaping. */
+struct tem_core {
+    struct tem_config cfg;
+    uint64_t start_ns;
+
+    /* Hosts. */
+    struct tem_host **hosts;    /* [max_hosts], NULL until used. */
+    uint32_t n_host_slots;      /* Slots ever used. */
+    struct tem_host **peers;    /* Hash by peer identity. */
+    size_t peer_mask;
+    uint32_t session_seq;
+    struct tem_host **dirty;
+    size_t n_dirty;
+
+    /* Events. */
+    struct tem_event **events;  /* Dense, in creation order. */
+    size_t n_events;
+    struct tem_event **by_id;
+    size_t id_mask;
+    uint64_t next_id;           /* Up to TEM_MAX_EVENT_ID + 1. */
+    uint64_t events_version;
+    uint64_t next_cookie;
+
+    /* Decisions. */
+    struct tem_decision **dslots;
+    uint32_t n_dslots;          /* Slots ever used. */
+    uint32_t *dfree;
+    uint32_t n_dfree;
+    struct dh_entry *dh;
+    size_t dh_mask, dh_count;
+    struct tem_list pending;    /* By deadline. */
+    struct tem_list decided;    /* By expiry (roughly). */
+    struct repoll *repolls;     /* Ring. */
+    size_t rp_head, rp_count, rp_cap;
+
+    /* Alerts. */
+    char **history;             /* Ring of 'alert_history' JSON lines. */
+    char (*history_event)[TPROTO_MAX_ID + 1];   /* Event names. */
+    struct sbuf alert_buf;
+    char time_cache[32];        /* Formatted second of 'time_cache_secs'. */
+    time_t time_cache_secs;
+    size_t n_history, history_next;
+
+    /* DoS threshold for every host without its own (tem-ctl
+     * dos-threshold BYTES). */
+    bool dos_all;
+    uint32_t dos_all_bytes;
+
+    uint64_t next_hk_ns;        /* Housekeeping. */
+    struct tproto_batch tmp;    /* For peers without a session. */
+    struct tem_stats stats;
+    /* Detection latency (first satisfaction to alert), for
+     * tem_core_metrics(): counts per bucket of latency_bounds[], the
+     * last one above them all, and their sum. */
+    uint64_t latency_counts[TEM_LATENCY_BUCKETS + 1];
+    double latency_sum_s;
+    struct tem_rl rl_session, rl_install, rl_drill, rl_misc, rl_input;
+    struct tem_rl rl_security;
+};
+
+static inline uint64_t
+now__(const struct tem_core *core)
+{
+    return core->cfg.clock(core->cfg.aux);
+}
+
+/* Names of enum tem_dos_state and enum tem_across. */
+extern const char *const dos_state_names[];
+extern const char *const across_names[];
+
+/* tem-core.c. */
+void tem_log_rl(struct tem_core *, struct tem_rl *, enum tpm_log_level,
+                const char *format, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* tem-host.c. */
+struct tem_host *host_by_slot(const struct tem_core *, uint32_t slot);
+bool host_connected(const struct tem_host *);
+struct tproto_batch *host_out(struct tem_core *, struct tem_host *,
+                              size_t bytes);
+bool host_dos_wanted(const struct tem_core *, const struct tem_host *,
+                     uint32_t *bytes);
+void housekeeping(struct tem_core *, uint64_t now);
+
+/* tem-event.c. */
+struct tem_event *event_by_id(const struct tem_core *, uint32_t id);
+struct tem_event *event_by_name(const struct tem_core *, const char *name);
+bool event_eligible(const struct tem_event *, const struct tem_host *);
+void event_reconcile(struct tem_core *, struct tem_event *, uint64_t now);
+void reconcile_all(struct tem_core *, uint64_t now);
+void event_rebalance(struct tem_core *, struct tem_event *, uint64_t now);
+void event_free(struct tem_event *);
+
+/* tem-decide.c. */
+void handle_satisfaction(struct tem_core *, struct tem_host *,
+                         const Trumpet__Satisfaction *);
+void handle_poll_reply(struct tem_core *, struct tem_host *,
+                       const Trumpet__PollReply *);
+void decisions_host_gone(struct tem_core *, const struct tem_host *);
+void send_poll(struct tem_core *, struct tem_decision *, uint32_t part);
+void decide(struct tem_core *, struct tem_decision *, bool deadline);
+void decision_free(struct tem_core *, struct tem_decision *);
+
+/* tem-alert.c. */
+extern const double latency_bounds[TEM_LATENCY_BUCKETS];
+bool part_holds(const struct tem_event *, const struct tem_part *);
+void raise_alert(struct tem_core *, struct tem_event *,
+                 const struct tem_decision *, double value, double threshold,
+                 bool has_threshold, bool deadline, uint64_t now);
+
+#endif /* tem-core-private.h */

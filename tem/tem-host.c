@@ -1,0 +1,806 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The TEM's hosts (paper section 6; the host's side is lib/agent.h):
+ * their sessions, the frames they send, the batches sent to them, and the
+ * DoS threshold the TEM sets on them.
+ *
+ * Sessions.  A host opens a session with Hello and gets Welcome, or
+ * Refuse with a reason it can read whatever its protocol version (no
+ * common version, another epoch, another host id than its key's, too many
+ * hosts).  A new Hello on a live session restarts it; a Hello for a host
+ * id in session elsewhere replaces that session.  A session ends with
+ * Bye, with a revoked key, or after TEM_HEARTBEAT_MISSES heartbeat
+ * periods of silence; the host is then "gone" and its events' members and
+ * decisions' parts for that session are dropped or missing.
+ *
+ * Slots.  A host has a slot in core->hosts for the core's life: a gone
+ * host keeps its id and counters for the views until a new host needs its
+ * slot (the longest gone first, once --max-hosts slots are used).  Each
+ * Welcome numbers a new session (core->session_seq); members and parts
+ * record the session they were made for.  'peers' hashes exactly the
+ * connected hosts by ZeroMQ peer identity.
+ *
+ * Input.  tem_core_input_auth() decodes a frame, validates every message
+ * (tproto_validate()) and dispatches: Hello here, satisfactions and poll
+ * replies to tem-decide.c, acks of installs to the events' members, acks
+ * of Configure to the DoS threshold, heartbeats' host counters to the
+ * host's stats.  A frame of a connection authenticated for another host
+ * id is dropped before anything reads it.
+ *
+ * Output.  Every message to a host goes through host_out(), which queues
+ * it in the host's batch (sending what is queued first when the frame
+ * would grow past --max-batch-bytes or TPROTO_MAX_BATCH messages) and
+ * marks the host dirty; tem_core_flush() sends each dirty host's batch as
+ * one frame.  Peers without a session get Refuse or Bye at once.
+ *
+ * Housekeeping, run by tem_core_run() about twice a heartbeat period:
+ * heartbeats out, silent hosts gone, and the events' timers (drill-down
+ * expiry, rebalancing of weighted splits, tem-event.c).
+ */
+#include "tem-core-private.h"
+
+#include <inttypes.h>
+#include <json-c/json.h>
+#include <stdio.h>
+#include <string.h>
+
+const char *const dos_state_names[] = {
+    "none", "pending", "acked", "nacked", "unsupported", "waiting",
+};
+
+/* ---------------------------------------------------------------------- */
+/* Hosts and outgoing messages. */
+
+static uint32_t
+peer_hash(const void *peer, size_t len)
+{
+    const uint8_t *p = peer;
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < len; i++) {
+        h = (h ^ p[i]) * 16777619u;
+    }
+    return h;
+}
+
+static struct tem_host *
+host_by_peer(const struct tem_core *core, const void *peer, size_t len)
+{
+    for (struct tem_host *h = core->peers[peer_hash(peer, len)
+                                          & core->peer_mask];
+         h; h = h->peer_next) {
+        if (h->peer_len == len && !memcmp(h->peer, peer, len)) {
+            return h;
+        }
+    }
+    return NULL;
+}
+
+static void
+peer_insert(struct tem_core *core, struct tem_host *h)
+{
+    struct tem_host **b = &core->peers[peer_hash(h->peer, h->peer_len)
+                                       & core->peer_mask];
+    h->peer_next = *b;
+    *b = h;
+}
+
+static void
+peer_remove(struct tem_core *core, struct tem_host *h)
+{
+    struct tem_host **pp = &core->peers[peer_hash(h->peer, h->peer_len)
+                                        & core->peer_mask];
+    while (*pp && *pp != h) {
+        pp = &(*pp)->peer_next;
+    }
+    if (*pp) {
+        *pp = h->peer_next;
+    }
+    h->peer_next = NULL;
+}
+
+static struct tem_host *
+host_by_id(const struct tem_core *core, const char *id)
+{
+    for (uint32_t i = 0; i < core->n_host_slots; i++) {
+        struct tem_host *h = core->hosts[i];
+        if (h && h->state != TEM_HOST_FREE && !strcmp(h->id, id)) {
+            return h;
+        }
+    }
+    return NULL;
+}
+
+struct tem_host *
+host_by_slot(const struct tem_core *core, uint32_t slot)
+{
+    return slot < core->n_host_slots ? core->hosts[slot] : NULL;
+}
+
+bool
+host_connected(const struct tem_host *h)
+{
+    return h && h->state == TEM_HOST_CONNECTED;
+}
+
+static void
+send_batch(struct tem_core *core, const void *peer, size_t peer_len,
+           uint32_t version, struct tproto_batch *b,
+           struct tem_host_stats *hs)
+{
+    size_t n = tproto_batch_count(b);
+    if (!n) {
+        return;
+    }
+    bool ok = core->cfg.send(core->cfg.aux, peer, peer_len, version, b);
+    core->stats.frames_out++;
+    core->stats.msgs_out += n;
+    if (hs) {
+        hs->frames_out++;
+        hs->msgs_out += n;
+    }
+    if (!ok) {
+        core->stats.send_drops += n;
+        if (hs) {
+            hs->send_drops += n;
+        }
+    }
+    tproto_batch_clear(b);
+}
+
+static void
+host_flush(struct tem_core *core, struct tem_host *h)
+{
+    if (host_connected(h)) {
+        send_batch(core, h->peer, h->peer_len, h->version, &h->out,
+                   &h->stats);
+    }
+    tproto_batch_clear(&h->out);
+    h->out_bytes = 0;
+}
+
+/* Returns 'h''s outgoing batch for one more message of about 'bytes'
+ * bytes, sending what is queued first if the frame would grow too
+ * large. */
+struct tproto_batch *
+host_out(struct tem_core *core, struct tem_host *h, size_t bytes)
+{
+    if (tproto_batch_count(&h->out) >= TPROTO_MAX_BATCH
+        || h->out_bytes + bytes > core->cfg.max_batch_bytes) {
+        host_flush(core, h);
+    }
+    if (!h->dirty) {
+        h->dirty = true;
+        core->dirty[core->n_dirty++] = h;
+    }
+    h->out_bytes += bytes + 16;
+    return &h->out;
+}
+
+void
+tem_core_flush(struct tem_core *core)
+{
+    for (size_t i = 0; i < core->n_dirty; i++) {
+        struct tem_host *h = core->dirty[i];
+        host_flush(core, h);
+        h->dirty = false;
+    }
+    core->n_dirty = 0;
+}
+
+/* Sends one message to a peer without a session, at once. */
+static void
+send_refuse(struct tem_core *core, const void *peer, size_t peer_len,
+            const char *reason)
+{
+    tproto_add_refuse(&core->tmp, reason);
+    send_batch(core, peer, peer_len, 0, &core->tmp, NULL);
+}
+
+static void
+send_bye(struct tem_core *core, const void *peer, size_t peer_len,
+         const char *reason)
+{
+    tproto_add_bye(&core->tmp, reason);
+    send_batch(core, peer, peer_len, 0, &core->tmp, NULL);
+}
+
+/* ---------------------------------------------------------------------- */
+/* DoS threshold. */
+
+/* Returns true if the TEM sets a DoS threshold on 'h', in '*bytes'. */
+bool
+host_dos_wanted(const struct tem_core *core, const struct tem_host *h,
+                uint32_t *bytes)
+{
+    if (h->dos_own) {
+        *bytes = h->dos_own_bytes;
+        return true;
+    } else if (core->dos_all) {
+        *bytes = core->dos_all_bytes;
+        return true;
+    }
+    return false;
+}
+
+/* Sends 'h' the DoS threshold the TEM wants on it, if any and if its
+ * session speaks Configure; updates its state either way. */
+static void
+host_dos_send(struct tem_core *core, struct tem_host *h)
+{
+    uint32_t bytes;
+
+    h->dos_reason[0] = '\0';
+    if (!host_dos_wanted(core, h, &bytes)) {
+        h->dos_state = TEM_DOS_NONE;
+    } else if (!host_connected(h)) {
+        h->dos_state = TEM_DOS_WAITING;
+    } else if (h->version < TPROTO_VERSION_CONFIGURE) {
+        h->dos_state = TEM_DOS_UNSUPPORTED;
+        tem_log_rl(core, &core->rl_install, TPM_LOG_WARN, "host %s speaks "
+                   "protocol version %"PRIu32": cannot set its DoS "
+                   "threshold (Configure needs version %d)", h->id,
+                   h->version, TPROTO_VERSION_CONFIGURE);
+    } else {
+        h->dos_state = TEM_DOS_PENDING;
+        h->dos_sent = bytes;
+        h->dos_cookie = core->next_cookie++;
+        h->dos_session = h->session;
+        tproto_add_configure(host_out(core, h, 24), h->dos_cookie, true,
+                             bytes);
+        core->stats.configures++;
+    }
+}
+
+/* The answer of 'h' to Configure 'cookie': 'reason' NULL for an ack.
+ * Returns false if it answers no Configure of this session. */
+static bool
+host_dos_answer(struct tem_core *core, struct tem_host *h, uint64_t cookie,
+                const char *reason)
+{
+    if (h->dos_state != TEM_DOS_PENDING || h->dos_cookie != cookie
+        || h->dos_session != h->session) {
+        return false;
+    }
+    if (reason) {
+        h->dos_state = TEM_DOS_NACKED;
+        snprintf(h->dos_reason, sizeof h->dos_reason, "%s", reason);
+        tem_log_rl(core, &core->rl_install, TPM_LOG_WARN, "host %s refused "
+                   "DoS threshold %"PRIu32": %s", h->id, h->dos_sent,
+                   reason);
+    } else {
+        h->dos_state = TEM_DOS_ACKED;
+    }
+    return true;
+}
+
+char *
+tem_core_set_dos_threshold(struct tem_core *core, const char *host,
+                           uint32_t bytes, struct json_object **resultp)
+{
+    struct tem_host *only = NULL;
+
+    *resultp = NULL;
+    if (host) {
+        only = host_by_id(core, host);
+        if (!only) {
+            return xasprintf("no host '%s' (tem-ctl hosts lists them)",
+                             host);
+        }
+        if (host_connected(only)
+            && only->version < TPROTO_VERSION_CONFIGURE) {
+            return xasprintf("host %s speaks protocol version %"PRIu32": "
+                             "it cannot take a DoS threshold from the TEM "
+                             "(Configure needs version %d); set it on the "
+                             "host", host, only->version,
+                             TPROTO_VERSION_CONFIGURE);
+        }
+        only->dos_own = true;
+        only->dos_own_bytes = bytes;
+    } else {
+        /* Every host, those to come too; the last word wins over values
+         * set for single hosts. */
+        core->dos_all = true;
+        core->dos_all_bytes = bytes;
+    }
+
+    struct json_object *a = json_object_new_array();
+    for (uint32_t i = 0; i < core->n_host_slots; i++) {
+        struct tem_host *h = core->hosts[i];
+        if (!h || h->state == TEM_HOST_FREE || (only && h != only)) {
+            continue;
+        }
+        h->dos_own = only != NULL;
+        host_dos_send(core, h);
+
+        struct json_object *o = json_object_new_object();
+        json_object_object_add(o, "host", json_object_new_string(h->id));
+        json_object_object_add(o, "state", json_object_new_string(
+                                   dos_state_names[h->dos_state]));
+        json_object_object_add(o, "version",
+                               json_object_new_int64(h->version));
+        json_object_array_add(a, o);
+    }
+    tem_log_rl(core, &core->rl_misc, TPM_LOG_INFO, "DoS threshold %"PRIu32
+               " bytes for %s%s", bytes, only ? "host " : "all hosts",
+               only ? only->id : "");
+
+    struct json_object *r = json_object_new_object();
+    json_object_object_add(r, "host", only ? json_object_new_string(host)
+                                           : NULL);
+    json_object_object_add(r, "dos_threshold", json_object_new_int64(bytes));
+    json_object_object_add(r, "hosts", a);
+    *resultp = r;
+    return NULL;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Sessions. */
+
+/* Ends 'h''s session; the caller reconciles the events. */
+static void
+host_gone__(struct tem_core *core, struct tem_host *h, const char *reason,
+            uint64_t now)
+{
+    tem_log_rl(core, &core->rl_session, TPM_LOG_INFO, "host %s gone: %s",
+               h->id, reason);
+    decisions_host_gone(core, h);
+    peer_remove(core, h);
+    tproto_batch_clear(&h->out);
+    h->out_bytes = 0;
+    h->state = TEM_HOST_GONE;
+    h->gone_ns = now;
+    if (h->dos_state != TEM_DOS_NONE) {
+        /* Sent again when it is back. */
+        h->dos_state = TEM_DOS_WAITING;
+    }
+    snprintf(h->gone_reason, sizeof h->gone_reason, "%s", reason);
+    core->stats.hosts_gone++;
+}
+
+static void
+host_gone(struct tem_core *core, struct tem_host *h, const char *reason)
+{
+    if (h->state == TEM_HOST_CONNECTED) {
+        uint64_t now = now__(core);
+        host_gone__(core, h, reason, now);
+        reconcile_all(core, now);
+    }
+}
+
+void
+tem_core_bye_all(struct tem_core *core, const char *reason)
+{
+    for (uint32_t i = 0; i < core->n_host_slots; i++) {
+        struct tem_host *h = core->hosts[i];
+        if (host_connected(h)) {
+            tproto_batch_clear(&h->out);
+            tproto_add_bye(&h->out, reason);
+            send_batch(core, h->peer, h->peer_len, h->version, &h->out,
+                       &h->stats);
+            host_gone__(core, h, reason, now__(core));
+        }
+    }
+    reconcile_all(core, now__(core));
+}
+
+void
+tem_core_peer_revoke(struct tem_core *core, const void *peer,
+                     size_t peer_len, const char *reason)
+{
+    struct tem_host *h = host_by_peer(core, peer, peer_len);
+
+    if (host_connected(h)) {
+        core->stats.revoked++;
+        send_bye(core, h->peer, h->peer_len, reason);
+        host_gone(core, h, reason);
+    }
+}
+
+/* Returns a slot for a new host: a never used one, else the one gone the
+ * longest ago; NULL if every host is connected. */
+static struct tem_host *
+host_alloc(struct tem_core *core)
+{
+    struct tem_host *h = NULL;
+
+    if (core->n_host_slots < core->cfg.max_hosts) {
+        h = xzalloc(sizeof *h);
+        h->slot = core->n_host_slots;
+        tproto_batch_init(&h->out);
+        core->hosts[core->n_host_slots++] = h;
+        return h;
+    }
+    for (uint32_t i = 0; i < core->n_host_slots; i++) {
+        struct tem_host *g = core->hosts[i];
+        if (g->state != TEM_HOST_CONNECTED
+            && (!h || g->gone_ns < h->gone_ns)) {
+            h = g;
+        }
+    }
+    if (h) {
+        /* Forget the old host's drill-downs and counters. */
+        for (size_t i = 0; i < core->n_events; i++) {
+            if (core->events[i]->drill_until) {
+                core->events[i]->drill_until[h->slot] = 0;
+            }
+        }
+        free(h->prefixes);
+        free(h->software);
+        uint32_t slot = h->slot;
+        struct tproto_batch out = h->out;
+        memset(h, 0, sizeof *h);
+        h->slot = slot;
+        h->out = out;
+    }
+    return h;
+}
+
+static void
+handle_hello(struct tem_core *core, const void *peer, size_t peer_len,
+             const char *auth_id, struct tem_host *cur,
+             const Trumpet__Hello *hello)
+{
+    uint32_t version = tproto_version_choose(hello->version_min,
+                                             hello->version_max);
+    char reason[256];
+
+    core->stats.hellos++;
+    if (auth_id && strcmp(auth_id, hello->host_id)) {
+        /* Checked first: a host never disturbs another's session. */
+        core->stats.auth_mismatch++;
+        snprintf(reason, sizeof reason, "host id '%s' is not the one "
+                 "bound to this connection's key ('%s', the TEM's "
+                 "allow-list)", hello->host_id, auth_id);
+        goto refuse;
+    }
+    if (!version) {
+        snprintf(reason, sizeof reason, "no common protocol version: host "
+                 "%s speaks versions %"PRIu32"..%"PRIu32", the TEM speaks "
+                 "%d..%d", hello->host_id, hello->version_min,
+                 hello->version_max, TPROTO_VERSION_MIN, TPROTO_VERSION_MAX);
+        goto refuse;
+    }
+    if (hello->epoch_ns != core->cfg.epoch_ns) {
+        char a[32], b[32];
+        tpm_time_format(hello->epoch_ns, a, sizeof a);
+        tpm_time_format(core->cfg.epoch_ns, b, sizeof b);
+        snprintf(reason, sizeof reason, "epoch mismatch: host %s uses "
+                 "epochs of %s, the TEM of %s (its --epoch)",
+                 hello->host_id, a, b);
+        goto refuse;
+    }
+
+    /* A new Hello on a live session restarts it. */
+    if (cur) {
+        host_gone(core, cur, "new Hello on the same connection");
+    }
+    struct tem_host *h = host_by_id(core, hello->host_id);
+    if (h && h->state == TEM_HOST_CONNECTED) {
+        core->stats.replaced++;
+        send_bye(core, h->peer, h->peer_len, "replaced by a new session of "
+                 "the same host id");
+        host_gone(core, h, "replaced by a new session from another peer");
+    }
+    if (!h) {
+        h = host_alloc(core);
+        if (!h) {
+            snprintf(reason, sizeof reason, "too many hosts: %"PRIu32" "
+                     "connected (the TEM's --max-hosts)",
+                     core->cfg.max_hosts);
+            goto refuse;
+        }
+    }
+
+    uint64_t now = now__(core);
+    snprintf(h->id, sizeof h->id, "%s", hello->host_id);
+    memcpy(h->peer, peer, peer_len);
+    h->peer_len = peer_len;
+    free(h->prefixes);
+    h->n_prefixes = hello->n_prefixes;
+    h->prefixes = xcalloc(h->n_prefixes, sizeof *h->prefixes);
+    for (size_t i = 0; i < h->n_prefixes; i++) {
+        tproto_prefix_from_msg(hello->prefixes[i], &h->prefixes[i]);
+    }
+    free(h->software);
+    h->software = hello->software ? xstrdup(hello->software) : NULL;
+    h->n_pmds = hello->n_pmd_ids;
+    h->version = version;
+    h->state = TEM_HOST_CONNECTED;
+    h->session = ++core->session_seq;
+    h->connected_ns = h->last_rx_ns = h->last_hb_tx_ns = now;
+    h->gone_reason[0] = '\0';
+    h->stats.sessions++;
+    peer_insert(core, h);
+    core->stats.sessions++;
+
+    tproto_add_welcome(host_out(core, h, 64 + strlen(core->cfg.tem_id)),
+                       version, core->cfg.tem_id, now,
+                       core->cfg.heartbeat_ms);
+    tem_log_rl(core, &core->rl_session, TPM_LOG_INFO,
+               "host %s connected (protocol version %"PRIu32", %zu "
+               "prefixes, %"PRIu32" monitors%s%s)", h->id, version,
+               h->n_prefixes, h->n_pmds, h->software ? ", " : "",
+               h->software ? h->software : "");
+    /* The host may have restarted: its DoS threshold again, before its
+     * triggers. */
+    host_dos_send(core, h);
+    reconcile_all(core, now);
+    return;
+
+refuse:
+    core->stats.refused++;
+    tem_log_rl(core, &core->rl_session, TPM_LOG_WARN, "refusing host: %s",
+               reason);
+    send_refuse(core, peer, peer_len, reason);
+}
+
+static void
+handle_ack(struct tem_core *core, struct tem_host *h, uint64_t cookie,
+           uint32_t event_id, const char *reason)
+{
+    struct tem_event *e = event_by_id(core, event_id);
+    int32_t idx = e ? e->member_of[h->slot] : -1;
+
+    if (reason) {
+        core->stats.nacks++;
+        h->stats.nacks++;
+    } else {
+        core->stats.acks++;
+        h->stats.acks++;
+    }
+    if (!event_id) {
+        /* The answer to a Configure. */
+        if (!host_dos_answer(core, h, cookie, reason) && reason) {
+            tem_log_rl(core, &core->rl_install, TPM_LOG_WARN,
+                       "host %s refused configure %"PRIu64" (since "
+                       "superseded): %s", h->id, cookie, reason);
+        }
+        return;
+    }
+    if (idx < 0 || e->members[idx].cookie != cookie
+        || e->members[idx].session != h->session) {
+        /* The ack of a Remove, or of an Install since replaced. */
+        if (reason) {
+            tem_log_rl(core, &core->rl_install, TPM_LOG_WARN,
+                       "host %s refused command %"PRIu64" for event id "
+                       "%"PRIu32": %s", h->id, cookie, event_id, reason);
+        }
+        return;
+    }
+    struct tem_member *m = &e->members[idx];
+    if (reason) {
+        m->state = TEM_INSTALL_NACKED;
+        free(m->reason);
+        m->reason = xstrdup(reason);
+        e->stats.nacks++;
+        tem_log_rl(core, &core->rl_install, TPM_LOG_WARN,
+                   "host %s refused to install event %s: %s", h->id,
+                   e->name, reason);
+    } else {
+        m->state = TEM_INSTALL_ACKED;
+    }
+}
+
+static void
+handle_message(struct tem_core *core, struct tem_host *h,
+               const Trumpet__Message *msg)
+{
+    switch (msg->body_case) {
+    case TRUMPET__MESSAGE__BODY_SATISFACTION:
+        handle_satisfaction(core, h, msg->satisfaction);
+        break;
+    case TRUMPET__MESSAGE__BODY_POLL_REPLY:
+        handle_poll_reply(core, h, msg->poll_reply);
+        break;
+    case TRUMPET__MESSAGE__BODY_HEARTBEAT: {
+        const Trumpet__HostCounters *c = msg->heartbeat->counters;
+        h->stats.heartbeats++;
+        if (c) {
+#define MON(FIELD) if (c->has_##FIELD) { h->stats.mon_##FIELD = c->FIELD; }
+            MON(packets) MON(bytes) MON(sweeps) MON(sweeps_unfinished)
+            MON(reports) MON(reports_dropped) MON(dos_skipped)
+            MON(dos_passed)
+#undef MON
+        }
+        break;
+    }
+    case TRUMPET__MESSAGE__BODY_ACK:
+        handle_ack(core, h, msg->ack->cookie, msg->ack->event_id, NULL);
+        break;
+    case TRUMPET__MESSAGE__BODY_NACK:
+        handle_ack(core, h, msg->nack->cookie, msg->nack->event_id,
+                   msg->nack->reason);
+        break;
+    case TRUMPET__MESSAGE__BODY_BYE: {
+        char reason[160];
+        snprintf(reason, sizeof reason, "said Bye (%s)",
+                 msg->bye->reason ? msg->bye->reason : "no reason");
+        host_gone(core, h, reason);
+        break;
+    }
+    case TRUMPET__MESSAGE__BODY_HELLO:
+    case TRUMPET__MESSAGE__BODY_WELCOME:
+    case TRUMPET__MESSAGE__BODY_REFUSE:
+    case TRUMPET__MESSAGE__BODY_INSTALL:
+    case TRUMPET__MESSAGE__BODY_REMOVE:
+    case TRUMPET__MESSAGE__BODY_POLL:
+    case TRUMPET__MESSAGE__BODY_CONFIGURE:
+    case TRUMPET__MESSAGE__BODY__NOT_SET:
+    case _TRUMPET__MESSAGE__BODY__CASE_IS_INT_SIZE:
+    default:
+        /* TEM -> host messages coming back: invalid here. */
+        core->stats.invalid_msgs++;
+        h->stats.invalid_msgs++;
+        break;
+    }
+}
+
+/* Formats who sent a frame, for logs: the session's host id, the id its
+ * key is bound to, and the ZeroMQ peer id in hex. */
+static void
+peer_name(const struct tem_host *h, const char *auth_id, const void *peer,
+          size_t peer_len, char *buf, size_t size)
+{
+    const uint8_t *p = peer;
+    size_t n = snprintf(buf, size, "peer 0x");
+
+    for (size_t i = 0; i < peer_len && i < 16 && n + 3 < size; i++) {
+        n += snprintf(buf + n, size - n, "%02x", p[i]);
+    }
+    if (h && n < size) {
+        n += snprintf(buf + n, size - n, " (host %s)", h->id);
+    }
+    if (auth_id && n < size) {
+        snprintf(buf + n, size - n, " (key of %s)", auth_id);
+    }
+}
+
+void
+tem_core_input(struct tem_core *core, const void *peer, size_t peer_len,
+               const void *data, size_t len)
+{
+    tem_core_input_auth(core, peer, peer_len, NULL, data, len);
+}
+
+void
+tem_core_input_auth(struct tem_core *core, const void *peer, size_t peer_len,
+                    const char *auth_id, const void *data, size_t len)
+{
+    struct tem_host *h = host_by_peer(core, peer, peer_len);
+    const char *why;
+    Trumpet__Frame *frame;
+    char who[160];
+
+    core->stats.frames_in++;
+    if (h) {
+        h->stats.frames_in++;
+    }
+    if (!peer_len || peer_len > sizeof h->peer) {
+        core->stats.invalid_frames++;
+        return;
+    }
+    if (h && auth_id && strcmp(h->id, auth_id)) {
+        /* The session's host id is not the key's: never act on it. */
+        core->stats.auth_mismatch++;
+        h->stats.invalid_frames++;
+        peer_name(h, auth_id, peer, peer_len, who, sizeof who);
+        tem_log_rl(core, &core->rl_input, TPM_LOG_WARN, "frame from %s "
+                   "dropped: its key is bound to host id %s", who, auth_id);
+        return;
+    }
+    frame = tproto_decode(data, len, &why);
+    if (!frame) {
+        core->stats.invalid_frames++;
+        if (h) {
+            h->stats.invalid_frames++;
+        } else {
+            core->stats.unknown_peer++;
+        }
+        peer_name(h, auth_id, peer, peer_len, who, sizeof who);
+        tem_log_rl(core, &core->rl_input, TPM_LOG_WARN, "invalid frame "
+                   "(%zu bytes) from %s: %s", len, who, why);
+        return;
+    }
+
+    bool session_only = !tproto_version_supported(frame->version);
+    bool said_bye = false;
+    for (size_t i = 0; i < frame->n_messages; i++) {
+        const Trumpet__Message *msg = frame->messages[i];
+        const char *invalid = tproto_validate(msg);
+
+        core->stats.msgs_in++;
+        if (h) {
+            h->stats.msgs_in++;
+        }
+        if (invalid) {
+            core->stats.invalid_msgs++;
+            if (h) {
+                h->stats.invalid_msgs++;
+            }
+            peer_name(h, auth_id, peer, peer_len, who, sizeof who);
+            tem_log_rl(core, &core->rl_input, TPM_LOG_WARN, "invalid "
+                       "message from %s: %s", who, invalid);
+            continue;
+        }
+        if (msg->body_case == TRUMPET__MESSAGE__BODY_HELLO) {
+            handle_hello(core, peer, peer_len, auth_id, h, msg->hello);
+            h = host_by_peer(core, peer, peer_len);
+            said_bye = true;    /* Refused: the Refuse says it all. */
+        } else if (!h) {
+            /* Not in session: ask for Hello (but never answer a Bye or
+             * Refuse). */
+            core->stats.unknown_peer++;
+            if (!said_bye && msg->body_case != TRUMPET__MESSAGE__BODY_BYE
+                && msg->body_case != TRUMPET__MESSAGE__BODY_REFUSE) {
+                send_bye(core, peer, peer_len, "unknown session");
+                said_bye = true;
+            }
+        } else if (session_only) {
+            if (msg->body_case == TRUMPET__MESSAGE__BODY_BYE) {
+                handle_message(core, h, msg);
+            }
+        } else {
+            h->last_rx_ns = now__(core);
+            handle_message(core, h, msg);
+        }
+        if (h && h->state != TEM_HOST_CONNECTED) {
+            h = NULL;
+        }
+    }
+    tproto_free(frame);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Timers. */
+
+void
+housekeeping(struct tem_core *core, uint64_t now)
+{
+    uint64_t hb_ns = core->cfg.heartbeat_ms * NS_PER_MS;
+    uint64_t next = now + MAX(hb_ns / 2, NS_PER_MS);
+
+    for (uint32_t i = 0; i < core->n_host_slots; i++) {
+        struct tem_host *h = core->hosts[i];
+        if (!host_connected(h)) {
+            continue;
+        }
+        if (now - h->last_rx_ns >= TEM_HEARTBEAT_MISSES * hb_ns) {
+            host_gone(core, h, "no message for 3 heartbeat periods");
+            continue;
+        }
+        if (now - h->last_hb_tx_ns >= hb_ns) {
+            tproto_add_heartbeat(host_out(core, h, 24), now, ++h->hb_seq);
+            h->last_hb_tx_ns = now;
+        }
+        next = MIN(next, h->last_hb_tx_ns + hb_ns);
+        next = MIN(next, h->last_rx_ns + TEM_HEARTBEAT_MISSES * hb_ns);
+    }
+
+    for (size_t i = 0; i < core->n_events; i++) {
+        struct tem_event *e = core->events[i];
+        if (e->standby && e->drill_next && e->drill_next <= now) {
+            uint64_t earliest = 0;
+            event_reconcile(core, e, now);
+            for (uint32_t s = 0; s < core->n_host_slots; s++) {
+                uint64_t u = e->drill_until[s];
+                if (u > now && (!earliest || u < earliest)) {
+                    earliest = u;
+                }
+            }
+            e->drill_next = earliest;
+        }
+        if (e->standby && e->drill_next) {
+            next = MIN(next, e->drill_next);
+        }
+        if (e->split) {
+            if (now >= e->next_rebalance_ns) {
+                if (e->next_rebalance_ns) {
+                    event_rebalance(core, e, now);
+                }
+                e->next_rebalance_ns = now + core->cfg.rebalance_ns;
+            }
+            next = MIN(next, e->next_rebalance_ns);
+        }
+    }
+    core->next_hk_ns = next;
+}
