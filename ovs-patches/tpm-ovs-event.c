@@ -45,12 +45,9 @@ static struct host_report *report_log;
 static size_t report_log_size, report_log_n, report_log_next;
 
 /* Local TEM: pending decisions for split events.  Part numbers index the
- * PMD list snapshot taken when the decision started ('parts'). */
+ * PMD list snapshot taken when the decision started, whose generation
+ * (tpm_ovs_snapshot_gen) is the decision's 'aux'. */
 static struct tpm_decisions *decisions;
-struct decision_ctx {
-    struct tpm_pmd **parts;
-    uint64_t *poll_cookies;
-};
 
 /* Main thread: reports from the PMDs. */
 
@@ -191,7 +188,7 @@ host_report(struct host_event *he, uint64_t epoch,
 static void
 decision_finish(struct tpm_decision *d, void *aux OVS_UNUSED)
 {
-    struct host_event *he = host_event_find_id(d->event);
+    struct host_event *he = host_event_find_id(d->key.event);
     uint64_t now = tpm_ovs_now_ns();
 
     if (!he || (d->decided && now > d->expires_ns)) {
@@ -208,12 +205,12 @@ decision_finish(struct tpm_decision *d, void *aux OVS_UNUSED)
         COVERAGE_INC(tpm_poll_timeout);
     }
     if (tpm_split_holds(he->def, total, he->def->threshold->num)) {
-        host_report(he, d->epoch, &d->group, total, 0,
+        host_report(he, d->key.epoch, &d->key.group, total, 0,
                     d->n_parts - missing, missing);
     }
-    d->decided = true;
-    d->expires_ns = now + MAX(4 * tpm_ovs_knobs.poll_timeout_ns,
-                              4 * he->def->interval_ns);
+    tpm_decision_decided(decisions, d,
+                         now + MAX(4 * tpm_ovs_knobs.poll_timeout_ns,
+                                   4 * he->def->interval_ns));
 }
 
 /* Handles one report popped from PMD number 'part' of 'parts'. */
@@ -234,9 +231,10 @@ handle_report(struct tpm_pmd **parts, size_t n_parts, size_t part,
         if (r->type == TPM_REPORT_POLL_REPLY) {
             struct host_event *he = host_event_find_id(r->event_id);
             struct tpm_key g = r->group;
+            struct tpm_decision_key k;
+            tpm_decision_key_init(&k, r->event_id, r->epoch, &g);
             struct tpm_decision *d
-                = he ? tpm_decision_find(decisions, r->event_id, r->epoch,
-                                         &g) : NULL;
+                = he ? tpm_decision_find(decisions, &k) : NULL;
             if (d && d->aux != tpm_ovs_snapshot_gen) {
                 tpm_decision_missing(d, part);
             } else if (d && !d->decided) {
@@ -267,13 +265,14 @@ handle_report(struct tpm_pmd **parts, size_t n_parts, size_t part,
         host_report(he, r->epoch, &r->group, r->value, r->flags, 1, 0);
         return;
     }
-    struct tpm_decision *d = tpm_decision_find(decisions, r->event_id,
-                                               r->epoch, &r->group);
+    struct tpm_decision_key k;
+    tpm_decision_key_init(&k, r->event_id, r->epoch, &r->group);
+    struct tpm_decision *d = tpm_decision_find(decisions, &k);
     if (!d) {
+        /* No maximum: a start always finds room. */
         uint64_t now = tpm_ovs_now_ns();
-        d = tpm_decision_start(decisions, r->event_id, r->epoch, &r->group,
-                               n_parts, now,
-                                   now + tpm_ovs_knobs.poll_timeout_ns);
+        d = tpm_decision_start(decisions, &k, n_parts, now,
+                               now + tpm_ovs_knobs.poll_timeout_ns);
         d->aux = tpm_ovs_snapshot_gen;
         for (size_t i = 0; i < n_parts; i++) {
             struct tpm_stats st;
@@ -884,7 +883,7 @@ tpm_ovs_event_init(size_t report_log_len)
     if (decisions) {
         return;
     }
-    decisions = tpm_decisions_create();
+    decisions = tpm_decisions_create(NULL);
     report_log_size = report_log_len;
     report_log = xcalloc(MAX(report_log_size, 1), sizeof *report_log);
 }
