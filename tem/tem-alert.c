@@ -44,9 +44,9 @@ compare_holds(const struct tem_event *e, double v)
 bool
 part_holds(const struct tem_event *e, const struct tem_part *p)
 {
-    return p->state == TEM_PART_VALUE
-           && ((p->flags & PART_SATISFIED)
-               || (e->has_threshold && compare_holds(e, p->value)));
+    return p->up.state == TPM_PART_VALUE
+           && ((p->up.flags & PART_SATISFIED)
+               || (e->has_threshold && compare_holds(e, p->up.value)));
 }
 
 /* Upper bounds of the detection latency histogram's buckets, seconds:
@@ -132,18 +132,19 @@ sbuf_time(struct tem_core *core, struct sbuf *b, uint64_t ns)
  * array. */
 static void
 sbuf_hosts(const struct tem_core *core, struct sbuf *b,
-           const struct tem_event *e, const struct tem_decision *d,
+           const struct tem_event *e, const struct tpm_decision *d,
            bool (*pred)(const struct tem_event *, const struct tem_part *))
 {
+    const struct tem_part *parts = tem_parts(d);
     bool first = true;
     sbuf_put(b, "[", 1);
     for (uint32_t i = 0; i < d->n_parts; i++) {
-        if (pred(e, &d->parts[i])) {
+        if (pred(e, &parts[i])) {
             if (!first) {
                 sbuf_put(b, ",", 1);
             }
             first = false;
-            sbuf_quoted(b, core->hosts[d->parts[i].host_slot]->id);
+            sbuf_quoted(b, core->hosts[parts[i].host_slot]->id);
         }
     }
     sbuf_put(b, "]", 1);
@@ -152,13 +153,13 @@ sbuf_hosts(const struct tem_core *core, struct sbuf *b,
 static bool
 part_missing(const struct tem_event *e, const struct tem_part *p)
 {
-    return p->state != TEM_PART_VALUE;
+    return p->up.state != TPM_PART_VALUE;
 }
 
 static bool
 part_incomplete(const struct tem_event *e, const struct tem_part *p)
 {
-    return p->state == TEM_PART_VALUE && (p->flags & PART_INCOMPLETE);
+    return p->up.state == TPM_PART_VALUE && (p->up.flags & PART_INCOMPLETE);
 }
 
 /* Copies 'len' bytes of 's' into ring slot '*slot' (reusing its
@@ -180,16 +181,16 @@ ring_advance(size_t cap, size_t *n, size_t *next)
 }
 
 static void drilldown(struct tem_core *, struct tem_event *,
-                      const struct tem_decision *, uint64_t now);
+                      const struct tpm_decision *, uint64_t now);
 
 void
 raise_alert(struct tem_core *core, struct tem_event *e,
-            const struct tem_decision *d, double value, double threshold,
+            const struct tpm_decision *d, double value, double threshold,
             bool has_threshold, bool deadline, uint64_t now)
 {
     struct sbuf *b = &core->alert_buf;
     struct tpm_key_field fields[5];
-    int n_fields = tpm_key_fields(&e->ev->group, &d->group, fields);
+    int n_fields = tpm_key_fields(&e->ev->group, &d->key.group, fields);
     bool first;
 
     b->len = 0;
@@ -199,7 +200,7 @@ raise_alert(struct tem_core *core, struct tem_event *e,
     sbuf_str(b, ",\"id\":");
     sbuf_int(b, e->id);
     sbuf_str(b, ",\"epoch\":");
-    sbuf_int(b, d->epoch);
+    sbuf_int(b, d->key.epoch);
     sbuf_str(b, ",\"interval_ns\":");
     sbuf_int(b, e->ev->interval_ns);
     sbuf_str(b, ",\"group\":{");
@@ -228,14 +229,14 @@ raise_alert(struct tem_core *core, struct tem_event *e,
     sbuf_str(b, ",\"hosts\":{");
     first = true;
     for (uint32_t i = 0; i < d->n_parts; i++) {
-        const struct tem_part *p = &d->parts[i];
-        if (p->state == TEM_PART_VALUE) {
+        const struct tem_part *p = &tem_parts(d)[i];
+        if (p->up.state == TPM_PART_VALUE) {
             if (!first) {
                 sbuf_put(b, ",", 1);
             }
             first = false;
             sbuf_key(b, core->hosts[p->host_slot]->id);
-            sbuf_number(b, p->value);
+            sbuf_number(b, p->up.value);
         }
     }
     sbuf_str(b, "},\"missing\":");
@@ -286,7 +287,7 @@ raise_alert(struct tem_core *core, struct tem_event *e,
  * 'd' (value > 0), for the then= duration. */
 static void
 drilldown(struct tem_core *core, struct tem_event *e,
-          const struct tem_decision *d, uint64_t now)
+          const struct tpm_decision *d, uint64_t now)
 {
     struct tem_event *t = event_by_name(core, e->then_name);
     if (!t || !t->standby) {
@@ -301,9 +302,9 @@ drilldown(struct tem_core *core, struct tem_event *e,
     uint64_t until = now + e->then_ns;
     size_t n_new = 0, n = 0;
     for (uint32_t i = 0; i < d->n_parts; i++) {
-        const struct tem_part *p = &d->parts[i];
+        const struct tem_part *p = &tem_parts(d)[i];
         struct tem_host *h = core->hosts[p->host_slot];
-        if (p->state != TEM_PART_VALUE || p->value <= 0
+        if (p->up.state != TPM_PART_VALUE || p->up.value <= 0
             || !host_connected(h) || h->session != p->session
             || !event_eligible(t, h)) {
             continue;

@@ -39,6 +39,7 @@
 
 #include "event.h"
 #include "sbuf.h"
+#include "split.h"
 #include "tem-core.h"
 #include "tproto.h"
 #include "util.h"
@@ -58,40 +59,6 @@ struct json_object;
 #define COOKIE_SLOT_BITS 24
 #define COOKIE_PART_BITS 16
 #define COOKIE_GEN_BITS 24
-
-/* Doubly linked list with a sentinel. */
-struct tem_list {
-    struct tem_list *prev, *next;
-};
-
-static inline void
-list_init(struct tem_list *l)
-{
-    l->prev = l->next = l;
-}
-
-static inline bool
-list_empty(const struct tem_list *l)
-{
-    return l->next == l;
-}
-
-static inline void
-list_push_back(struct tem_list *l, struct tem_list *e)
-{
-    e->prev = l->prev;
-    e->next = l;
-    l->prev->next = e;
-    l->prev = e;
-}
-
-static inline void
-list_remove(struct tem_list *e)
-{
-    e->prev->next = e->next;
-    e->next->prev = e->prev;
-    e->prev = e->next = e;
-}
 
 /* Rate-limited logging: at most TEM_LOG_BURST lines a second per
  * limiter; the number suppressed is told with the next line. */
@@ -233,41 +200,25 @@ struct tem_event {
     struct tem_event *id_next;  /* Chain of 'by_id' hash. */
 };
 
-enum tem_part_state {
-    TEM_PART_WAITING,
-    TEM_PART_VALUE,
-    TEM_PART_MISSING,
-};
-
 #define PART_SATISFIED 1        /* The host reported a satisfaction. */
 #define PART_INCOMPLETE 2       /* Value from some of its PMDs only. */
 
+/* A decision's part (lib/split.h): the host that answers for it, by slot
+ * and session. */
 struct tem_part {
+    struct tpm_part up;         /* Its 'flags' are PART_*. */
     uint32_t host_slot;
     uint32_t session;
-    double value;
-    uint8_t state;
-    uint8_t flags;
 };
 
-struct tem_decision {
-    struct tem_list node;       /* In 'pending' or 'decided'. */
-    uint32_t event_id;
-    uint32_t hash;
-    uint64_t epoch;
-    struct tpm_key group;
-    uint32_t slot, gen;
-    bool in_use, decided;
-    uint64_t started_ns, deadline_ns, expires_ns;
-    uint32_t n_parts, n_waiting, cap;
-    struct tem_part *parts;
-};
+static inline struct tem_part *
+tem_parts(const struct tpm_decision *d)
+{
+    return d->parts;
+}
 
-struct dh_entry {
-    uint32_t hash;
-    uint32_t slot1;             /* Decision slot + 1; 0: empty. */
-};
-
+/* A host to poll again (it answered POLL_NOT_YET), by decision slot and
+ * generation. */
 struct repoll {
     uint64_t due_ns;
     uint32_t slot, gen, part;
@@ -300,14 +251,7 @@ struct tem_core {
     uint64_t next_cookie;
 
     /* Decisions. */
-    struct tem_decision **dslots;
-    uint32_t n_dslots;          /* Slots ever used. */
-    uint32_t *dfree;
-    uint32_t n_dfree;
-    struct dh_entry *dh;
-    size_t dh_mask, dh_count;
-    struct tem_list pending;    /* By deadline. */
-    struct tem_list decided;    /* By expiry (roughly). */
+    struct tpm_decisions *decisions;    /* Parts are struct tem_part. */
     struct repoll *repolls;     /* Ring. */
     size_t rp_head, rp_count, rp_cap;
 
@@ -375,15 +319,14 @@ void handle_satisfaction(struct tem_core *, struct tem_host *,
 void handle_poll_reply(struct tem_core *, struct tem_host *,
                        const Trumpet__PollReply *);
 void decisions_host_gone(struct tem_core *, const struct tem_host *);
-void send_poll(struct tem_core *, struct tem_decision *, uint32_t part);
-void decide(struct tem_core *, struct tem_decision *, bool deadline);
-void decision_free(struct tem_core *, struct tem_decision *);
+void decisions_run(struct tem_core *, uint64_t now);
+uint64_t decisions_next_ns(const struct tem_core *);
 
 /* tem-alert.c. */
 extern const double latency_bounds[TEM_LATENCY_BUCKETS];
 bool part_holds(const struct tem_event *, const struct tem_part *);
 void raise_alert(struct tem_core *, struct tem_event *,
-                 const struct tem_decision *, double value, double threshold,
+                 const struct tpm_decision *, double value, double threshold,
                  bool has_threshold, bool deadline, uint64_t now);
 
 #endif /* tem-core-private.h */

@@ -134,12 +134,12 @@ tem_core_create(const struct tem_config *cfg)
     core->next_id = 1;
     core->next_cookie = 1;
 
-    core->dslots = xcalloc(core->cfg.max_decisions, sizeof *core->dslots);
-    core->dfree = xcalloc(core->cfg.max_decisions, sizeof *core->dfree);
-    core->dh_mask = 1023;
-    core->dh = xcalloc(core->dh_mask + 1, sizeof *core->dh);
-    list_init(&core->pending);
-    list_init(&core->decided);
+    struct tpm_decisions_config dc;
+    tpm_decisions_config_init(&dc);
+    dc.capacity = MIN(core->cfg.max_decisions, 1024);
+    dc.max = core->cfg.max_decisions;
+    dc.part_size = sizeof(struct tem_part);
+    core->decisions = tpm_decisions_create(&dc);
 
     core->history = xcalloc(core->cfg.alert_history, sizeof *core->history);
     core->history_event = xcalloc(core->cfg.alert_history,
@@ -166,12 +166,7 @@ tem_core_destroy(struct tem_core *core)
             free(h);
         }
     }
-    for (uint32_t i = 0; i < core->n_dslots; i++) {
-        if (core->dslots[i]) {
-            free(core->dslots[i]->parts);
-            free(core->dslots[i]);
-        }
-    }
+    tpm_decisions_destroy(core->decisions);
     for (size_t i = 0; i < core->cfg.alert_history; i++) {
         free(core->history[i]);
     }
@@ -179,9 +174,6 @@ tem_core_destroy(struct tem_core *core)
     free(core->history);
     free(core->history_event);
     free(core->repolls);
-    free(core->dh);
-    free(core->dfree);
-    free(core->dslots);
     free(core->by_id);
     free(core->events);
     free(core->dirty);
@@ -196,64 +188,9 @@ tem_core_run(struct tem_core *core)
 {
     uint64_t now = now__(core);
 
-    while (core->rp_count) {
-        struct repoll *r = &core->repolls[core->rp_head];
-        if (r->due_ns > now) {
-            break;
-        }
-        struct tem_decision *d = core->dslots[r->slot];
-        if (d->in_use && !d->decided && d->gen == r->gen
-            && r->part < d->n_parts
-            && d->parts[r->part].state == TEM_PART_WAITING
-            && host_connected(core->hosts[d->parts[r->part].host_slot])) {
-            send_poll(core, d, r->part);
-            core->stats.repolls++;
-        }
-        core->rp_head = (core->rp_head + 1) % core->rp_cap;
-        core->rp_count--;
-    }
-
-    while (!list_empty(&core->pending)) {
-        struct tem_decision *d = CONTAINER_OF(core->pending.next,
-                                              struct tem_decision, node);
-        if (d->deadline_ns > now) {
-            break;
-        }
-        for (uint32_t i = 0; i < d->n_parts; i++) {
-            if (d->parts[i].state == TEM_PART_WAITING) {
-                d->parts[i].state = TEM_PART_MISSING;
-            }
-        }
-        d->n_waiting = 0;
-        decide(core, d, true);
-    }
-
-    while (!list_empty(&core->decided)) {
-        struct tem_decision *d = CONTAINER_OF(core->decided.next,
-                                              struct tem_decision, node);
-        if (d->expires_ns > now) {
-            break;
-        }
-        decision_free(core, d);
-    }
-
+    decisions_run(core, now);
     if (now >= core->next_hk_ns) {
         housekeeping(core, now);
     }
-
-    uint64_t next = core->next_hk_ns;
-    if (core->rp_count) {
-        next = MIN(next, core->repolls[core->rp_head].due_ns);
-    }
-    if (!list_empty(&core->pending)) {
-        next = MIN(next, CONTAINER_OF(core->pending.next,
-                                      struct tem_decision,
-                                      node)->deadline_ns);
-    }
-    if (!list_empty(&core->decided)) {
-        next = MIN(next, CONTAINER_OF(core->decided.next,
-                                      struct tem_decision,
-                                      node)->expires_ns);
-    }
-    return next;
+    return MIN(core->next_hk_ns, decisions_next_ns(core));
 }

@@ -19,9 +19,16 @@
  * raises the alert (tem-alert.c); it also feeds each host's history for
  * weighted splits (tem-event.c).  A decided key is kept for decided_keep()
  * so that later satisfactions for it are counted as late, not decided
- * again.  Pending decisions are listed by deadline (every decision waits
- * the same --poll-deadline) and decided ones by expiry, so the timers
- * (tem_core_run()) look only at the head of each list.
+ * again.
+ *
+ * The bookkeeping is lib/split.h's decision engine, which the host's local
+ * TEM uses too: the table of decisions by key, their parts (here struct
+ * tem_part: the engine's part, then the host's slot and session), slots
+ * and generations, deadlines (every decision waits the same
+ * --poll-deadline, so the engine's pending list is in deadline order) and
+ * the decided keys kept; --max-decisions is its maximum.  This file adds
+ * the protocol: polls and their cookies, re-polls, and what a decision
+ * means for an event.
  *
  * Hot path: a satisfaction costs an event lookup by id (hash chain), a
  * member lookup by host slot (array), a decision lookup (open addressing,
@@ -40,152 +47,26 @@
 /* ---------------------------------------------------------------------- */
 /* Decisions. */
 
+/* The generation of 'd''s slot, as poll cookies carry it. */
 static uint32_t
-decision_hash(uint32_t event, uint64_t epoch, const struct tpm_key *group)
+cookie_gen(const struct tpm_decision *d)
 {
-    uint64_t h = tpm_key_hash(group)
-                 ^ ((uint64_t) event * 0x9e3779b97f4a7c15ULL)
-                 ^ (epoch * 0xc2b2ae3d27d4eb4fULL);
-    h ^= h >> 29;
-    h *= 0xbf58476d1ce4e5b9ULL;
-    h ^= h >> 32;
-    return (uint32_t) h;
-}
-
-static struct tem_decision *
-decision_find(const struct tem_core *core, uint32_t event, uint64_t epoch,
-              const struct tpm_key *group)
-{
-    uint32_t hash = decision_hash(event, epoch, group);
-    for (size_t i = hash & core->dh_mask; core->dh[i].slot1;
-         i = (i + 1) & core->dh_mask) {
-        if (core->dh[i].hash == hash) {
-            struct tem_decision *d = core->dslots[core->dh[i].slot1 - 1];
-            if (d->event_id == event && d->epoch == epoch
-                && tpm_key_equal(&d->group, group)) {
-                return d;
-            }
-        }
-    }
-    return NULL;
-}
-
-static void
-dh_insert__(struct dh_entry *dh, size_t mask, uint32_t hash, uint32_t slot1)
-{
-    size_t i = hash & mask;
-    while (dh[i].slot1) {
-        i = (i + 1) & mask;
-    }
-    dh[i].hash = hash;
-    dh[i].slot1 = slot1;
-}
-
-static void
-dh_insert(struct tem_core *core, const struct tem_decision *d)
-{
-    if (2 * (core->dh_count + 1) > core->dh_mask + 1) {
-        size_t mask = 2 * (core->dh_mask + 1) - 1;
-        struct dh_entry *dh = xcalloc(mask + 1, sizeof *dh);
-        for (size_t i = 0; i <= core->dh_mask; i++) {
-            if (core->dh[i].slot1) {
-                dh_insert__(dh, mask, core->dh[i].hash, core->dh[i].slot1);
-            }
-        }
-        free(core->dh);
-        core->dh = dh;
-        core->dh_mask = mask;
-    }
-    dh_insert__(core->dh, core->dh_mask, d->hash, d->slot + 1);
-    core->dh_count++;
-}
-
-/* Deletes 'd''s entry with backward-shift deletion (no tombstones). */
-static void
-dh_delete(struct tem_core *core, const struct tem_decision *d)
-{
-    size_t mask = core->dh_mask;
-    size_t i = d->hash & mask;
-    while (core->dh[i].slot1 != d->slot + 1) {
-        if (!core->dh[i].slot1) {
-            return;
-        }
-        i = (i + 1) & mask;
-    }
-    for (;;) {
-        size_t j = i;
-        core->dh[i].slot1 = 0;
-        for (;;) {
-            j = (j + 1) & mask;
-            if (!core->dh[j].slot1) {
-                core->dh_count--;
-                return;
-            }
-            size_t home = core->dh[j].hash & mask;
-            /* Move entry j to i unless its home lies cyclically in
-             * (i, j]. */
-            if (i <= j ? (home <= i || home > j) : (home <= i && home > j)) {
-                break;
-            }
-        }
-        core->dh[i] = core->dh[j];
-        i = j;
-    }
-}
-
-void
-decision_free(struct tem_core *core, struct tem_decision *d)
-{
-    dh_delete(core, d);
-    list_remove(&d->node);
-    d->in_use = false;
-    d->gen = (d->gen + 1) & ((1u << COOKIE_GEN_BITS) - 1);
-    core->dfree[core->n_dfree++] = d->slot;
-}
-
-/* Returns a free decision with room for 'n_parts' parts, or NULL if every
- * slot holds a pending decision. */
-static struct tem_decision *
-decision_alloc(struct tem_core *core, uint32_t n_parts)
-{
-    struct tem_decision *d;
-
-    if (!core->n_dfree && core->n_dslots >= core->cfg.max_decisions) {
-        if (list_empty(&core->decided)) {
-            return NULL;
-        }
-        decision_free(core, CONTAINER_OF(core->decided.next,
-                                         struct tem_decision, node));
-    }
-    if (core->n_dfree) {
-        d = core->dslots[core->dfree[--core->n_dfree]];
-    } else {
-        d = xzalloc(sizeof *d);
-        d->slot = core->n_dslots;
-        core->dslots[core->n_dslots++] = d;
-        list_init(&d->node);
-    }
-    if (d->cap < n_parts) {
-        d->cap = MAX(n_parts, 4);
-        free(d->parts);
-        d->parts = xmalloc(d->cap * sizeof *d->parts);
-    }
-    return d;
+    return d->gen & ((1u << COOKIE_GEN_BITS) - 1);
 }
 
 static uint64_t
-poll_cookie(const struct tem_decision *d, uint32_t part)
+poll_cookie(const struct tpm_decision *d, uint32_t part)
 {
-    return ((uint64_t) d->gen << (COOKIE_SLOT_BITS + COOKIE_PART_BITS))
+    return ((uint64_t) cookie_gen(d) << (COOKIE_SLOT_BITS + COOKIE_PART_BITS))
            | ((uint64_t) part << COOKIE_SLOT_BITS) | d->slot;
 }
 
-void
-send_poll(struct tem_core *core, struct tem_decision *d, uint32_t part)
+static void
+send_poll(struct tem_core *core, struct tpm_decision *d, uint32_t part)
 {
-    struct tem_host *h = core->hosts[d->parts[part].host_slot];
-    tproto_add_poll(host_out(core, h, 64), poll_cookie(d, part), d->event_id,
-                    d->epoch, &d->group);
+    struct tem_host *h = core->hosts[tem_parts(d)[part].host_slot];
+    tproto_add_poll(host_out(core, h, 64), poll_cookie(d, part),
+                    d->key.event, d->key.epoch, &d->key.group);
     core->stats.polls_sent++;
 }
 
@@ -199,19 +80,43 @@ decided_keep(const struct tem_core *core, const struct tem_event *e)
                e ? 4 * e->ev->interval_ns : 0);
 }
 
+static void decide(struct tem_core *, struct tpm_decision *, bool deadline);
+
+/* Part 'p' of 'd' answered 'value' (state TPM_PART_VALUE), or will not
+ * answer (TPM_PART_MISSING, for a part that waits); 'd' is decided once no
+ * part waits. */
 static void
-part_done(struct tem_core *core, struct tem_decision *d, struct tem_part *p,
-          enum tem_part_state state, double value)
+part_done(struct tem_core *core, struct tpm_decision *d, struct tem_part *p,
+          enum tpm_part_state state, double value)
 {
-    if (p->state == TEM_PART_WAITING) {
-        d->n_waiting--;
+    size_t i = p - tem_parts(d);
+    if (state == TPM_PART_VALUE) {
+        tpm_decision_set(d, i, value);
+    } else {
+        tpm_decision_missing(d, i);
     }
-    p->state = state;
-    if (state == TEM_PART_VALUE) {
-        p->value = value;
-    }
-    if (!d->n_waiting && !d->decided) {
+    if (tpm_decision_complete(d) && !d->decided) {
         decide(core, d, false);
+    }
+}
+
+/* Parts of the session of 'h' that can no longer answer. */
+struct host_gone_ctx {
+    struct tem_core *core;
+    const struct tem_host *h;
+};
+
+static void
+decision_host_gone(struct tpm_decision *d, void *ctx_)
+{
+    const struct host_gone_ctx *ctx = ctx_;
+    struct tem_part *parts = tem_parts(d);
+    for (uint32_t i = 0; i < d->n_parts && !d->decided; i++) {
+        struct tem_part *p = &parts[i];
+        if (p->host_slot == ctx->h->slot && p->session == ctx->h->session
+            && p->up.state == TPM_PART_WAITING) {
+            part_done(ctx->core, d, p, TPM_PART_MISSING, 0);
+        }
     }
 }
 
@@ -220,52 +125,41 @@ part_done(struct tem_core *core, struct tem_decision *d, struct tem_part *p,
 void
 decisions_host_gone(struct tem_core *core, const struct tem_host *h)
 {
-    struct tem_list *node = core->pending.next;
-    while (node != &core->pending) {
-        struct tem_decision *d = CONTAINER_OF(node, struct tem_decision,
-                                              node);
-        node = node->next;
-        for (uint32_t i = 0; i < d->n_parts && !d->decided; i++) {
-            struct tem_part *p = &d->parts[i];
-            if (p->host_slot == h->slot && p->session == h->session
-                && p->state == TEM_PART_WAITING) {
-                part_done(core, d, p, TEM_PART_MISSING, 0);
-            }
-        }
-    }
+    struct host_gone_ctx ctx = { core, h };
+    tpm_decisions_for_each_pending(core->decisions, decision_host_gone,
+                                   &ctx);
 }
 
 /* Updates the history of every host of 'd' (for weighted splits). */
 static void
 update_history(struct tem_core *core, struct tem_event *e,
-               const struct tem_decision *d)
+               const struct tpm_decision *d)
 {
     double alpha = core->cfg.ewma_alpha;
+    const struct tem_part *parts = tem_parts(d);
     for (uint32_t i = 0; i < d->n_parts; i++) {
-        const struct tem_part *p = &d->parts[i];
+        const struct tem_part *p = &parts[i];
         int32_t idx = e->member_of[p->host_slot];
-        if (p->state != TEM_PART_VALUE || idx < 0) {
+        if (p->up.state != TPM_PART_VALUE || idx < 0) {
             continue;
         }
         struct tem_member *m = &e->members[idx];
         if (m->session == p->session) {
-            m->ewma = m->has_ewma ? alpha * p->value + (1 - alpha) * m->ewma
-                                  : p->value;
+            m->ewma = m->has_ewma
+                      ? alpha * p->up.value + (1 - alpha) * m->ewma
+                      : p->up.value;
             m->has_ewma = true;
         }
     }
 }
 
-void
-decide(struct tem_core *core, struct tem_decision *d, bool deadline)
+static void
+decide(struct tem_core *core, struct tpm_decision *d, bool deadline)
 {
-    struct tem_event *e = event_by_id(core, d->event_id);
+    struct tem_event *e = event_by_id(core, d->key.event);
     uint64_t now = now__(core);
 
-    list_remove(&d->node);
-    d->decided = true;
-    d->expires_ns = now + decided_keep(core, e);
-    list_push_back(&core->decided, &d->node);
+    tpm_decision_decided(core->decisions, d, now + decided_keep(core, e));
     if (deadline) {
         core->stats.decided_deadline++;
     } else {
@@ -280,11 +174,12 @@ decide(struct tem_core *core, struct tem_decision *d, bool deadline)
 
     double total = 0, max = -INFINITY;
     uint32_t n_holding = 0, n_missing = 0;
+    const struct tem_part *parts = tem_parts(d);
     for (uint32_t i = 0; i < d->n_parts; i++) {
-        const struct tem_part *p = &d->parts[i];
-        if (p->state == TEM_PART_VALUE) {
-            total += p->value;
-            max = MAX(max, p->value);
+        const struct tem_part *p = &parts[i];
+        if (p->up.state == TPM_PART_VALUE) {
+            total += p->up.value;
+            max = MAX(max, p->up.value);
             n_holding += part_holds(e, p);
         } else {
             n_missing++;
@@ -323,48 +218,35 @@ decide(struct tem_core *core, struct tem_decision *d, bool deadline)
     }
 }
 
-/* Starts a decision for event 'e' on the satisfaction 'value' of member
- * 'idx'.  Returns NULL if there is no room. */
-static struct tem_decision *
-decision_start(struct tem_core *core, struct tem_event *e, uint64_t epoch,
-               const struct tpm_key *group, uint32_t hash, size_t idx,
-               uint64_t now)
+/* Starts the decision of 'key' for event 'e' on the satisfaction of
+ * member 'idx' (its part has a value, 0 until the caller sets it).
+ * Returns NULL if there is no room. */
+static struct tpm_decision *
+decision_start(struct tem_core *core, struct tem_event *e,
+               const struct tpm_decision_key *key, size_t idx, uint64_t now)
 {
-    struct tem_decision *d = decision_alloc(core, e->n_members);
+    struct tpm_decision *d = tpm_decision_start(
+        core->decisions, key, e->n_members, now,
+        now + core->cfg.poll_deadline_ns);
     if (!d) {
         return NULL;
     }
-    d->event_id = e->id;
-    d->hash = hash;
-    d->epoch = epoch;
-    d->group = *group;
-    d->in_use = true;
-    d->decided = false;
-    d->started_ns = now;
-    d->deadline_ns = now + core->cfg.poll_deadline_ns;
-    d->n_parts = e->n_members;
-    d->n_waiting = 0;
-    dh_insert(core, d);
-    list_push_back(&core->pending, &d->node);
     core->stats.decisions++;
     e->stats.decisions++;
 
+    struct tem_part *parts = tem_parts(d);
     for (uint32_t i = 0; i < d->n_parts; i++) {
         const struct tem_member *m = &e->members[i];
-        struct tem_part *p = &d->parts[i];
+        struct tem_part *p = &parts[i];
         struct tem_host *h = core->hosts[m->host_slot];
         p->host_slot = m->host_slot;
         p->session = m->session;
-        p->value = 0;
-        p->flags = 0;
         if (i == idx) {
-            p->state = TEM_PART_VALUE;
+            tpm_decision_set(d, i, 0);
         } else if (m->state == TEM_INSTALL_NACKED || !host_connected(h)
                    || h->session != m->session) {
-            p->state = TEM_PART_MISSING;
+            tpm_decision_missing(d, i);
         } else {
-            p->state = TEM_PART_WAITING;
-            d->n_waiting++;
             send_poll(core, d, i);
         }
     }
@@ -388,9 +270,10 @@ handle_satisfaction(struct tem_core *core, struct tem_host *h,
     e->stats.satisfactions++;
 
     struct tpm_key group;
+    struct tpm_decision_key key;
     tproto_key_from_msg(s->group, &group);
-    uint32_t hash = decision_hash(e->id, s->epoch, &group);
-    struct tem_decision *d = decision_find(core, e->id, s->epoch, &group);
+    tpm_decision_key_init(&key, e->id, s->epoch, &group);
+    struct tpm_decision *d = tpm_decision_find(core->decisions, &key);
     uint8_t flags = PART_SATISFIED;
     if ((s->has_flags && (s->flags & 1))
         || (s->has_n_missing && s->n_missing)) {
@@ -398,16 +281,15 @@ handle_satisfaction(struct tem_core *core, struct tem_host *h,
     }
 
     if (!d) {
-        d = decision_start(core, e, s->epoch, &group, hash, idx,
-                           now__(core));
+        d = decision_start(core, e, &key, idx, now__(core));
         if (!d) {
             core->stats.decisions_full++;
             e->stats.dropped++;
             return;
         }
-        d->parts[idx].value = s->value;
-        d->parts[idx].flags = flags;
-        if (!d->n_waiting) {
+        tem_parts(d)[idx].up.value = s->value;
+        tem_parts(d)[idx].up.flags = flags;
+        if (tpm_decision_complete(d)) {
             decide(core, d, false);
         }
         return;
@@ -420,14 +302,14 @@ handle_satisfaction(struct tem_core *core, struct tem_host *h,
 
     /* Another host's satisfaction for a pending key: find its part (at
      * the member's index unless membership changed since). */
+    struct tem_part *parts = tem_parts(d);
     struct tem_part *p = NULL;
-    if ((uint32_t) idx < d->n_parts
-        && d->parts[idx].host_slot == h->slot) {
-        p = &d->parts[idx];
+    if ((uint32_t) idx < d->n_parts && parts[idx].host_slot == h->slot) {
+        p = &parts[idx];
     } else {
         for (uint32_t i = 0; i < d->n_parts; i++) {
-            if (d->parts[i].host_slot == h->slot) {
-                p = &d->parts[i];
+            if (parts[i].host_slot == h->slot) {
+                p = &parts[i];
                 break;
             }
         }
@@ -436,12 +318,12 @@ handle_satisfaction(struct tem_core *core, struct tem_host *h,
         core->stats.sat_unknown++;
         return;
     }
-    p->flags |= flags;
-    part_done(core, d, p, TEM_PART_VALUE, s->value);
+    p->up.flags |= flags;
+    part_done(core, d, p, TPM_PART_VALUE, s->value);
 }
 
 static void
-repoll_push(struct tem_core *core, const struct tem_decision *d,
+repoll_push(struct tem_core *core, const struct tpm_decision *d,
             uint32_t part, uint64_t due)
 {
     if (core->rp_count == core->rp_cap) {
@@ -468,31 +350,31 @@ handle_poll_reply(struct tem_core *core, struct tem_host *h,
     uint32_t part = (r->cookie >> COOKIE_SLOT_BITS)
                     & ((1u << COOKIE_PART_BITS) - 1);
     uint64_t gen = r->cookie >> (COOKIE_SLOT_BITS + COOKIE_PART_BITS);
-    struct tem_decision *d = slot < core->n_dslots ? core->dslots[slot]
-                                                   : NULL;
+    struct tpm_decision *d = tpm_decision_by_slot(core->decisions, slot);
+    struct tem_part *parts = d ? tem_parts(d) : NULL;
 
     core->stats.poll_replies++;
     h->stats.poll_replies++;
-    if (!d || !d->in_use || d->decided || d->gen != gen
-        || d->event_id != r->event_id || d->epoch != r->epoch
-        || part >= d->n_parts || d->parts[part].host_slot != h->slot
-        || d->parts[part].session != h->session
-        || d->parts[part].state != TEM_PART_WAITING) {
+    if (!d || d->decided || cookie_gen(d) != gen
+        || d->key.event != r->event_id || d->key.epoch != r->epoch
+        || part >= d->n_parts || parts[part].host_slot != h->slot
+        || parts[part].session != h->session
+        || parts[part].up.state != TPM_PART_WAITING) {
         core->stats.replies_stale++;
         return;
     }
 
-    struct tem_part *p = &d->parts[part];
+    struct tem_part *p = &parts[part];
     switch (r->status) {
     case TRUMPET__POLL_STATUS__POLL_OK:
-        part_done(core, d, p, TEM_PART_VALUE, r->value);
+        part_done(core, d, p, TPM_PART_VALUE, r->value);
         break;
     case TRUMPET__POLL_STATUS__POLL_NO_GROUP:
-        part_done(core, d, p, TEM_PART_VALUE, 0);
+        part_done(core, d, p, TPM_PART_VALUE, 0);
         break;
     case TRUMPET__POLL_STATUS__POLL_INCOMPLETE:
-        p->flags |= PART_INCOMPLETE;
-        part_done(core, d, p, TEM_PART_VALUE, r->has_value ? r->value : 0);
+        p->up.flags |= PART_INCOMPLETE;
+        part_done(core, d, p, TPM_PART_VALUE, r->has_value ? r->value : 0);
         break;
     case TRUMPET__POLL_STATUS__POLL_NOT_YET: {
         uint64_t due = now__(core) + core->cfg.repoll_ns;
@@ -505,7 +387,54 @@ handle_poll_reply(struct tem_core *core, struct tem_host *h,
     case TRUMPET__POLL_STATUS__POLL_NO_EVENT:
     case _TRUMPET__POLL_STATUS_IS_INT_SIZE:
     default:
-        part_done(core, d, p, TEM_PART_MISSING, 0);
+        part_done(core, d, p, TPM_PART_MISSING, 0);
         break;
     }
+}
+
+/* ---------------------------------------------------------------------- */
+/* Timers. */
+
+/* Sends the re-polls that are due, decides the decisions whose deadline
+ * passed (their waiting parts missing), and forgets the decided keys kept
+ * long enough. */
+void
+decisions_run(struct tem_core *core, uint64_t now)
+{
+    while (core->rp_count) {
+        struct repoll *r = &core->repolls[core->rp_head];
+        if (r->due_ns > now) {
+            break;
+        }
+        struct tpm_decision *d = tpm_decision_by_slot(core->decisions,
+                                                      r->slot);
+        if (d && !d->decided && d->gen == r->gen && r->part < d->n_parts
+            && tem_parts(d)[r->part].up.state == TPM_PART_WAITING
+            && host_connected(core->hosts[tem_parts(d)[r->part].host_slot])) {
+            send_poll(core, d, r->part);
+            core->stats.repolls++;
+        }
+        core->rp_head = (core->rp_head + 1) % core->rp_cap;
+        core->rp_count--;
+    }
+
+    struct tpm_decision *d;
+    while ((d = tpm_decisions_due(core->decisions, now))) {
+        tpm_decision_missing_all(d);
+        decide(core, d, true);
+    }
+
+    tpm_decisions_expire(core->decisions, now);
+}
+
+/* Returns when decisions_run() next has something to do (UINT64_MAX:
+ * nothing in view). */
+uint64_t
+decisions_next_ns(const struct tem_core *core)
+{
+    uint64_t next = tpm_decisions_next_ns(core->decisions);
+    if (core->rp_count) {
+        next = MIN(next, core->repolls[core->rp_head].due_ns);
+    }
+    return next;
 }

@@ -311,13 +311,10 @@ tem_core_status_json(const struct tem_core *core)
     json_object_object_add(o, "hosts_known", json_object_new_int64(known));
     json_object_object_add(o, "events",
                            json_object_new_int64(core->n_events));
-    size_t n_decided = 0;
-    for (const struct tem_list *l = core->decided.next; l != &core->decided;
-         l = l->next) {
-        n_decided++;
-    }
+    size_t n_decided = tpm_decisions_count_decided(core->decisions);
     json_object_object_add(o, "decisions_pending", json_object_new_int64(
-                               core->dh_count - n_decided));
+                               tpm_decisions_count(core->decisions)
+                               - n_decided));
     json_object_object_add(o, "decisions_kept",
                            json_object_new_int64(n_decided));
     json_object_object_add(o, "dos_threshold_all", core->dos_all
@@ -543,14 +540,10 @@ tem_core_metrics(const struct tem_core *core, struct tem_metrics *m)
     tem_metrics_sample(m, "trumpet_tem_hosts", "state", "gone", gone);
     tem_metrics_gauge(m, "trumpet_tem_events", "Events defined.",
                       core->n_events);
-    size_t n_decided = 0;
-    for (const struct tem_list *l = core->decided.next; l != &core->decided;
-         l = l->next) {
-        n_decided++;
-    }
+    size_t n_decided = tpm_decisions_count_decided(core->decisions);
     tem_metrics_gauge(m, "trumpet_tem_decisions_pending",
                       "Decisions waiting for polls.",
-                      core->dh_count - n_decided);
+                      tpm_decisions_count(core->decisions) - n_decided);
 
     for (size_t i = 0; i < ARRAY_SIZE(stat_metrics); i++) {
         const struct stat_metric *sm = &stat_metrics[i];

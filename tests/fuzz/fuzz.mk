@@ -46,10 +46,14 @@ LIB_OBJS = $(patsubst %.c,$(out)/obj/%.o,$(LIB_SRCS)) \
 
 all: $(addprefix $(out)/,$(TARGETS))
 
-$(out)/obj/%.o: $(top)/%.c $(proto)/trumpet.pb-c.h
+# -MMD: each object's dependencies on headers in a .d beside it (read
+# below), so that a changed header, such as tem/tem-core-private.h's
+# structures, rebuilds every object that includes it; a changed fuzz.mk
+# (flags, sources) rebuilds them all.
+$(out)/obj/%.o: $(top)/%.c $(proto)/trumpet.pb-c.h $(top)/tests/fuzz/fuzz.mk
 	@mkdir -p $(dir $@)
 	$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link $(FUZZ_CPPFLAGS) \
-	    -w -c $< -o $@
+	    -MMD -MP -w -c $< -o $@
 
 $(out)/obj/trumpet.pb-c.o: $(proto)/trumpet.pb-c.c $(proto)/trumpet.pb-c.h
 	@mkdir -p $(dir $@)
@@ -84,3 +88,5 @@ $(out)/fuzz-%: $(out)/obj/fuzz-%.o $(out)/libfuzzdeps.a
 
 .PHONY: all
 .SECONDARY:
+
+-include $(LIB_OBJS:.o=.d)
