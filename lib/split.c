@@ -141,16 +141,6 @@ slot_decision(const struct tpm_decisions *ds, uint32_t slot)
             + (size_t) (slot % DECISION_CHUNK) * ds->stride);
 }
 
-static size_t
-pow2_at_least(size_t n)
-{
-    size_t p = 16;
-    while (p < n) {
-        p *= 2;
-    }
-    return p;
-}
-
 void
 tpm_decision_key_init(struct tpm_decision_key *k, uint32_t event,
                       uint64_t epoch, const struct tpm_key *group)

@@ -147,4 +147,16 @@ is_pow2(uint64_t x)
     return x && !(x & (x - 1));
 }
 
+/* Returns the least power of 2 that is at least 'n' and at least 16: the
+ * size of a hash table for 'n' entries and more. */
+static inline size_t
+pow2_at_least(size_t n)
+{
+    size_t p = 16;
+    while (p < n) {
+        p *= 2;
+    }
+    return p;
+}
+
 #endif /* util.h */

@@ -49,17 +49,6 @@ struct json_object;
 #define NS_PER_MS 1000000ULL
 #define NS_PER_S 1000000000ULL
 
-/* A host that sends nothing for this many heartbeat periods is gone. */
-#define TEM_HEARTBEAT_MISSES 3
-
-/* Log lines per rate limiter and second. */
-#define TEM_LOG_BURST 10
-
-/* Poll cookies: decision slot (24 bits), part (16 bits), generation. */
-#define COOKIE_SLOT_BITS 24
-#define COOKIE_PART_BITS 16
-#define COOKIE_GEN_BITS 24
-
 /* Rate-limited logging: at most TEM_LOG_BURST lines a second per
  * limiter; the number suppressed is told with the next line. */
 struct tem_rl {
@@ -224,10 +213,7 @@ struct repoll {
     uint32_t slot, gen, part;
 };
 
-/* A growable string for alerts, reused from one alert to the next: the
- * alert path builds its JSON by hand (json-c objects cost about 10 us an
- * alert).  Every string written is an event name, host id or group field,
- * whose characters need no JSON escaping. */
+/* The core: what its files share. */
 struct tem_core {
     struct tem_config cfg;
     uint64_t start_ns;
@@ -258,7 +244,8 @@ struct tem_core {
     /* Alerts. */
     char **history;             /* Ring of 'alert_history' JSON lines. */
     char (*history_event)[TPROTO_MAX_ID + 1];   /* Event names. */
-    struct sbuf alert_buf;
+    struct sbuf alert_buf;      /* The alert being built, reused from one
+                                 * alert to the next (tem-alert.c). */
     char time_cache[32];        /* Formatted second of 'time_cache_secs'. */
     time_t time_cache_secs;
     size_t n_history, history_next;

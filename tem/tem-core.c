@@ -26,6 +26,9 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Log lines per rate limiter and second. */
+#define TEM_LOG_BURST 10
+
 static void tem_log_rlv(struct tem_core *, struct tem_rl *,
                         enum tpm_log_level, const char *format, va_list)
     __attribute__((format(printf, 4, 0)));
@@ -96,16 +99,6 @@ tem_config_init(struct tem_config *cfg)
     cfg->recent_alerts = 10;
     cfg->alert_history = 100;
     cfg->max_batch_bytes = 256 * 1024;
-}
-
-static size_t
-pow2_at_least(size_t n)
-{
-    size_t p = 16;
-    while (p < n) {
-        p *= 2;
-    }
-    return p;
 }
 
 struct tem_core *

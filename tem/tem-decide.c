@@ -44,6 +44,12 @@
 
 #include "split.h"
 
+/* Poll cookies: decision slot (24 bits: --max-decisions is at most 2^24),
+ * part (16 bits: --max-hosts is at most 65535), generation. */
+#define COOKIE_SLOT_BITS 24
+#define COOKIE_PART_BITS 16
+#define COOKIE_GEN_BITS 24
+
 /* ---------------------------------------------------------------------- */
 /* Decisions. */
 

@@ -44,6 +44,9 @@
 #include <stdio.h>
 #include <string.h>
 
+/* A host that sends nothing for this many heartbeat periods is gone. */
+#define TEM_HEARTBEAT_MISSES 3
+
 const char *const dos_state_names[] = {
     "none", "pending", "acked", "nacked", "unsupported", "waiting",
 };
