@@ -6,12 +6,13 @@
  *
  * Every job of the core has a file of its own (tem-core-private.h lists
  * them: hosts, events, decisions, alerts, views); this one allocates what
- * they share, sized once from the configuration (hosts, events, the
- * decision slots, the alert history), and frees it.
+ * they share, sized once from the configuration (hosts, events, the alert
+ * history; the decision engine of lib/split.h grows as far as
+ * --max-decisions), and frees it.
  *
- * Timers: tem_core_run() sends the re-polls that are due and decides the
- * decisions whose poll deadline passed (tem-decide.c), forgets the decided
- * keys kept long enough, and runs the housekeeping (tem-host.c:
+ * Timers: tem_core_run() has tem-decide.c send the re-polls that are due,
+ * decide the decisions whose poll deadline passed and forget the decided
+ * keys kept long enough, then runs the housekeeping (tem-host.c:
  * heartbeats, host timeouts, drill-down expiry, rebalancing) when it is
  * due.  It returns when it next needs to run; nothing else keeps time.
  *
