@@ -19,9 +19,10 @@
 #   5. what tpm-replay counted in the capture to size its tables (--stats
 #      "sizing": distinct flows, trigger instances, flows with TCP state)
 #      equals NAME.census, which gen-trace.py counts from the packets.
-# The comparisons are tests/replay-check.py's.  Then it checks that a malformed event is rejected cleanly, and that a
-# run that loses data (a trigger repository too small for the capture)
-# says so on stderr and exits with status 3.
+# The comparisons are tests/replay-check.py's.  Then it checks that a
+# malformed event is rejected cleanly, and that a run that loses data (a
+# trigger repository too small for the capture) says so on stderr and
+# exits with status 3.
 #
 # Automake test protocol: exit 0 pass, 1 fail, 77 skip.  Environment (set
 # by TESTS_ENVIRONMENT in tests/automake.mk): top_srcdir, top_builddir,

@@ -141,11 +141,14 @@ elif ! sizing "$tmp/pipe.err" 'not z["from_capture"]' \
         'z["flow_table_size"] == 65536' 'z["max_triggers"] == 131072'; then
     fail "pipe: not the default tables"
 else
+    # The summary's lines, and the early warning.
     missing=
-    for what in 'flow evictions \(flow table full\): [1-9].*raise --flow-table-size, now 65536' \
-                'trigger instances refused.*: [1-9].*raise --max-triggers, now 131072' \
-                'without TCP state.*: [1-9].*raise --tcp-state-pool, now 16384' \
-                '^tpm-replay: flow evictions .*after [0-9]+ packets.*raise --flow-table-size'; do
+    for what in \
+        'evictions \(flow table full\): [1-9].*--flow-table-size, now 65536' \
+        'trigger instances refused.*: [1-9].*--max-triggers, now 131072' \
+        'without TCP state.*: [1-9].*--tcp-state-pool, now 16384' \
+        '^tpm-replay: flow evictions .*after [0-9]+ packets.*--flow-table-size'
+    do
         grep -Eq -- "$what" "$tmp/pipe.err" || missing="$missing '$what'"
     done
     if [ -n "$missing" ]; then
@@ -168,9 +171,9 @@ elif ! sizing "$tmp/small.err" 'z["from_capture"]' \
         'z["max_chunks"] == 64' 'z["flow_table_size"] > 65536' \
         's["flow_evictions"] == 0' 's["tcp_state_exhausted"] == 0'; then
     fail "explicit sizes: not the sizes given, or the others not sized"
-elif ! grep -Eq 'trigger instances refused.*: [1-9].*raise --max-triggers, now 100000' \
+elif ! grep -Eq 'instances refused.*: [1-9].*--max-triggers, now 100000' \
         "$tmp/small.err" \
-        || ! grep -Eq 'chunk pool empty.*: [1-9].*raise --max-chunks, now 64' \
+        || ! grep -Eq 'chunk pool empty.*: [1-9].*--max-chunks, now 64' \
         "$tmp/small.err"; then
     fail "explicit sizes: stderr does not name both tables:" \
         "$(grep -v '^{' "$tmp/small.err" | head -c 600)"

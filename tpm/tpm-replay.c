@@ -1082,9 +1082,9 @@ size_tables(struct replay *r, const char *file, struct tpm_params *params,
         r->sizing.scan_ns = tpm_clock_mono_ns() - start;
         r->sizing.scanned = true;
         if (c->truncated) {
-            snprintf(what, sizeof what, "more than %"PRIu64" flows, whose "
-                     "flow table alone would take more than the memory "
-                     "limit", max_flows);
+            snprintf(what, sizeof what, "it holds more than %"PRIu64
+                     " flows, whose flow table alone would take more than "
+                     "the memory limit", max_flows);
             refuse_sizes(file, what, set, true);
         }
 
@@ -1143,7 +1143,7 @@ size_tables(struct replay *r, const char *file, struct tpm_params *params,
             memcpy(&v, (const char *) params + limits[i].offset, sizeof v);
             if (v > limits[i].max) {
                 snprintf(what, sizeof what, "its %"PRIu64" flows need "
-                         "%"PRIu32" %s, more than the monitor's limit "
+                         "%"PRIu32" %s, more than the monitor's limit of "
                          "%"PRIu64, c->flows, v, limits[i].what,
                          limits[i].max);
                 refuse_sizes(file, what, set, false);
@@ -1151,12 +1151,12 @@ size_tables(struct replay *r, const char *file, struct tpm_params *params,
         }
         r->sizing.memory = tpm_params_memory(params);
         if (r->sizing.memory > set->memory_limit) {
-            snprintf(what, sizeof what, "its %"PRIu64" flows need a flow "
-                     "table of %"PRIu32" entries, %"PRIu32" trigger "
-                     "instances, %"PRIu32" flow-list chunks and %"PRIu32
-                     " TCP states: %s", c->flows, params->flow_table_size,
-                     params->max_triggers, params->max_chunks,
-                     params->tcp_state_pool,
+            snprintf(what, sizeof what, "the tables for its %"PRIu64
+                     " flows (a flow table of %"PRIu32" entries, %"PRIu32
+                     " trigger instances, %"PRIu32" flow-list chunks, "
+                     "%"PRIu32" TCP states) would take %s", c->flows,
+                     params->flow_table_size, params->max_triggers,
+                     params->max_chunks, params->tcp_state_pool,
                      format_mib(r->sizing.memory, mib, sizeof mib));
             refuse_sizes(file, what, set, true);
         }
