@@ -9,8 +9,9 @@
  * and the same parser and hash, lib/packet.h, as the replay), counts what
  * the tables will have to hold at most (replay_census()), and sizes them
  * from that count (replay_flow_table_size() and the bounds below, applied
- * by tpm-replay.c).  Every count is an upper bound on what the monitor
- * can need at once, so a run sized from it loses nothing to a full table;
+ * by tpm-replay.c).  Every count bounds what the monitor can need at
+ * once (with the margins said below), so a run sized from it loses
+ * nothing to a full table;
  * should one still fill, the monitor counts the loss and tpm-replay says
  * so and exits with its loss status, as with any other size.
  *
@@ -37,10 +38,14 @@
  *     meanwhile: an "activation").  So an instance never holds more than
  *     ceil((activations - 1) / 64) chunks, nor (once the lists have been
  *     swept) more than one per flow of the group.  5-tuple instances list
- *     their one flow inline.
+ *     their one flow inline.  A flow matched again before the sweep has
+ *     dropped its previous item (within one epoch) is not counted:
+ *     tpm-replay.c adds an eighth for it.
  *
  *   - connections with TCP state: one at most per flow matched by an
- *     event that needs per-flow state (both directions share one).
+ *     event that needs per-flow state (both directions share one); those
+ *     of flows gone wait for the scrubber to return them to the pool,
+ *     for which tpm-replay.c adds an eighth.
  *
  * Thread-safety: none needed (tpm-replay's main thread).
  */
