@@ -95,3 +95,55 @@ cli_time(const char *opt, const char *arg, bool zero_ok)
     }
     return ns;
 }
+
+static const struct {
+    const char *name;
+    uint64_t bytes;
+} byte_units[] = {
+    { "KB", UINT64_C(1000) }, { "MB", UINT64_C(1000000) },
+    { "GB", UINT64_C(1000000000) }, { "TB", UINT64_C(1000000000000) },
+    { "KiB", UINT64_C(1) << 10 }, { "MiB", UINT64_C(1) << 20 },
+    { "GiB", UINT64_C(1) << 30 }, { "TiB", UINT64_C(1) << 40 },
+};
+
+uint64_t
+cli_bytes(const char *opt, const char *arg, uint64_t min)
+{
+    size_t digits = strspn(arg, "0123456789");
+    const char *unit = arg + digits;
+    uint64_t scale = 1, n;
+    char *number = xstrndup(arg, digits);
+    bool ok = digits && tpm_parse_uint(number, 0, UINT64_MAX, &n);
+
+    free(number);
+    if (ok && *unit) {
+        ok = false;
+        for (size_t i = 0; i < ARRAY_SIZE(byte_units); i++) {
+            if (!strcmp(unit, byte_units[i].name)) {
+                scale = byte_units[i].bytes;
+                ok = true;
+                break;
+            }
+        }
+    }
+    if (!ok || n > UINT64_MAX / scale || n * scale < min) {
+        cli_usage_error("%s: '%s' is not a size of at least %"PRIu64" bytes "
+                        "(a whole number, optionally with KB, MB, GB, TB, "
+                        "KiB, MiB, GiB or TiB)", opt, arg, min);
+    }
+    return n * scale;
+}
+
+char *
+cli_format_bytes(uint64_t bytes, char *buf, int size)
+{
+    static const char *const units[] = { "", "KiB", "MiB", "GiB", "TiB" };
+    int u = 0;
+
+    while (u + 1 < (int) ARRAY_SIZE(units) && bytes && !(bytes & 1023)) {
+        bytes >>= 10;
+        u++;
+    }
+    snprintf(buf, size, "%"PRIu64"%s", bytes, units[u]);
+    return buf;
+}

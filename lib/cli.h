@@ -3,7 +3,7 @@
  * Command-line helpers shared by the tools (tpm-replay, tem-ctl and the
  * benchmarks): messages prefixed with the program's name, fatal errors
  * with an exit status, and option values checked the same way everywhere
- * (integers in a range, times with a unit).
+ * (integers in a range, times and sizes with a unit).
  *
  * A tool calls cli_init() first with its name and the exit status of a
  * usage error (its documented one: 1 for tpm-replay, 2 for tem-ctl).
@@ -36,5 +36,15 @@ void cli_usage_error(const char *format, ...)
 uint64_t cli_uint(const char *opt, const char *arg, uint64_t min,
                   uint64_t max);
 uint64_t cli_time(const char *opt, const char *arg, bool zero_ok);
+
+/* The value 'arg' of option 'opt': a number of bytes, a whole number with
+ * an optional unit as in the event language (KB MB GB TB = 10^3.., KiB
+ * MiB GiB TiB = 2^10..), at least 'min'.  A bad value is a usage error. */
+uint64_t cli_bytes(const char *opt, const char *arg, uint64_t min);
+
+/* Formats 'bytes' into 'buf' ('size' bytes) as a whole number of the
+ * largest binary unit that divides it ("4GiB", "1536KiB", "100").
+ * Returns 'buf'. */
+char *cli_format_bytes(uint64_t bytes, char *buf, int size);
 
 #endif /* cli.h */

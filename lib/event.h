@@ -174,6 +174,17 @@ struct tpm_match {
     struct tpm_key mask;
 };
 
+/* Returns true if the flow key 'key' of a parsed frame matches filter
+ * 'm': what the monitor's trigger index decides for a new flow, and what
+ * tpm-replay counts when it sizes its tables from a capture. */
+static inline bool
+tpm_match_key(const struct tpm_match *m, const struct tpm_key *key)
+{
+    struct tpm_key masked;
+    tpm_key_and(&masked, key, &m->mask);
+    return tpm_key_equal(&masked, &m->key);
+}
+
 struct tpm_event {
     char *name;
     char *text;                 /* The definition as given. */

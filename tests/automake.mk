@@ -51,6 +51,11 @@ TESTS += \
 	tests/test-sched \
 	tests/e2e-replay.sh
 
+# tpm-replay's tables sized from the capture: 100000 flows under eight
+# events with default options, exact against gen-trace.py's truth; a
+# pipe (default tables), explicit sizes and the memory limit.
+TESTS += tests/replay-sizing.sh
+
 TESTS_ENVIRONMENT = \
 	top_srcdir='$(top_srcdir)' top_builddir='$(abs_top_builddir)' \
 	PYTHON3='$(PYTHON3)' OVS_SOURCE='$(OVS_SOURCE)'
@@ -82,6 +87,7 @@ EXTRA_DIST += tests/ovs-patch.sh tests/ovs-autotests.sh \
 	tests/pcap-volume.py tests/tpm-reports.py
 
 EXTRA_DIST += tests/test-util.h tests/e2e-replay.sh tests/gen-trace.py tests/bootstrap.sh \
+	tests/replay-check.py tests/replay-sizing.sh \
 	tests/data/table2.events tests/data/table2-tcp.events
 
 # The host agent (lib/agent.h) against a fake TEM.

@@ -15,10 +15,14 @@
 #      reason; L4 headers cut) equal NAME.counters, which gen-trace.py
 #      computes from the packet fields and the snap length (scenarios
 #      snap64, cut at 64 bytes, and vlan3, with up to five VLAN tags, are
-#      about exactly that).
-# Then it checks that a malformed event is rejected cleanly, and that a
-# run that loses data (a trigger repository too small for the capture)
-# says so on stderr and exits with status 3.
+#      about exactly that);
+#   5. what tpm-replay counted in the capture to size its tables (--stats
+#      "sizing": distinct flows, trigger instances, flows with TCP state)
+#      equals NAME.census, which gen-trace.py counts from the packets.
+# The comparisons are tests/replay-check.py's.  Then it checks that a
+# malformed event is rejected cleanly, and that a run that loses data (a
+# trigger repository too small for the capture) says so on stderr and
+# exits with status 3.
 #
 # Automake test protocol: exit 0 pass, 1 fail, 77 skip.  Environment (set
 # by TESTS_ENVIRONMENT in tests/automake.mk): top_srcdir, top_builddir,
@@ -39,6 +43,8 @@ if ! command -v "$PYTHON3" >/dev/null 2>&1; then
 fi
 
 gen=$top_srcdir/tests/gen-trace.py
+# The comparisons (reports, counters): tests/replay-check.py.
+check=$top_srcdir/tests/replay-check.py
 replay=${TPM_REPLAY:-$top_builddir/tpm/tpm-replay}
 if [ ! -x "$replay" ]; then
     echo "FAIL: $replay not built"
@@ -51,113 +57,6 @@ if [ "${E2E_KEEP:-0}" = 1 ]; then
 else
     trap 'rm -rf "$tmp"' EXIT
 fi
-
-# compare EXPECTED ACTUAL EVENTS LABEL: prints one summary line; exits
-# non-zero on any difference.
-compare_py='
-import json, math, sys
-
-exp_path, act_path, events_path, label = sys.argv[1:5]
-KEYS = ["event", "epoch", "group", "value"]
-errors = []
-
-def load(path, what):
-    rows = []
-    with open(path) as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line, object_pairs_hook=lambda p: p)
-            except ValueError as e:
-                errors.append("%s line %d: not JSON (%s): %s"
-                              % (what, n, e, line.rstrip()[:200]))
-                continue
-            keys = [k for k, _ in obj]
-            if keys != KEYS:
-                errors.append("%s line %d: keys %s, expected %s"
-                              % (what, n, keys, KEYS))
-                continue
-            d = dict(obj)
-            group = d["group"]
-            if not isinstance(group, list) or not isinstance(d["value"],
-                                                             (int, float)):
-                errors.append("%s line %d: bad group or value: %s"
-                              % (what, n, line.rstrip()[:200]))
-                continue
-            # The group keeps its key order, so a misordered group counts
-            # as a different group.
-            rows.append(((d["event"], d["epoch"], tuple(group)), d["value"],
-                         line.rstrip()))
-    return rows
-
-exp = load(exp_path, "expected")
-act = load(act_path, "actual")
-if not exp:
-    errors.append("expected output is empty: the scenario tests nothing")
-names = set()
-with open(events_path) as f:
-    for line in f:
-        if line.strip() and not line.lstrip().startswith("#"):
-            names.add(line.split()[0])
-silent = names - {k[0] for k, _, _ in exp}
-if silent:
-    errors.append("events that never fire in expected: %s" % sorted(silent))
-
-def index(rows):
-    d = {}
-    for key, value, line in rows:
-        d.setdefault(key, []).append((value, line))
-    return d
-
-ei, ai = index(exp), index(act)
-missing, unexpected, wrong = [], [], []
-for key in sorted(set(ei) | set(ai), key=repr):
-    e, a = ei.get(key, []), ai.get(key, [])
-    missing += [line for _, line in e[len(a):]]
-    unexpected += [line for _, line in a[len(e):]]
-    for (ev, el), (av, al) in zip(e, a):
-        if not math.isclose(ev, av, rel_tol=1e-9, abs_tol=1e-12):
-            wrong.append("expected %s\n      got %s" % (el, al))
-
-for title, lines in (("missing", missing), ("unexpected", unexpected),
-                     ("wrong value", wrong)):
-    if lines:
-        errors.append("%d %s reports%s:" % (len(lines), title,
-                      " (first 20)" if len(lines) > 20 else ""))
-        errors += ["    " + line for line in lines[:20]]
-if errors:
-    print("FAIL: %s" % label)
-    for e in errors:
-        print("  " + e)
-    sys.exit(1)
-print("PASS: %s: %d reports matched" % (label, len(exp)))
-'
-
-# counters EXPECTED STDERR LABEL: the --stats line of tpm-replay (the last
-# JSON object on its stderr) must hold the expected counters.
-counters_py='
-import json, sys
-
-exp_path, err_path, label = sys.argv[1:4]
-with open(exp_path) as f:
-    exp = json.load(f)
-stats = None
-with open(err_path) as f:
-    for line in f:
-        if line.startswith("{"):
-            stats = json.loads(line)
-if stats is None:
-    print("FAIL: %s: no --stats line" % label)
-    sys.exit(1)
-wrong = ["%s: %s, expected %s" % (k, stats.get(k), v)
-         for k, v in sorted(exp.items()) if stats.get(k) != v]
-if wrong:
-    print("FAIL: %s: counters: %s" % (label, "; ".join(wrong)))
-    sys.exit(1)
-print("PASS: %s: counters %s" % (label, ", ".join(
-    "%s %d" % (k, v) for k, v in sorted(exp.items()) if v)))
-'
 
 failures=0
 fail() {
@@ -191,7 +90,7 @@ for seed in $seeds; do
             head -n 20 "$base.stderr"
             continue
         fi
-        if ! "$PYTHON3" -c "$compare_py" "$base.expected" "$base.actual" \
+        if ! "$PYTHON3" "$check" reports "$base.expected" "$base.actual" \
                 "$base.events" "$label"; then
             failures=$((failures + 1))
             if [ -s "$base.stderr" ]; then
@@ -199,8 +98,13 @@ for seed in $seeds; do
                 head -n 10 "$base.stderr" | sed 's/^/    /'
             fi
         fi
-        if ! "$PYTHON3" -c "$counters_py" "$base.counters" "$base.stderr" \
+        if ! "$PYTHON3" "$check" counters "$base.counters" "$base.stderr" \
                 "$label"; then
+            failures=$((failures + 1))
+        fi
+        # What tpm-replay counted to size its tables from the capture.
+        if ! "$PYTHON3" "$check" counters "$base.census" "$base.stderr" \
+                "$label" sizing; then
             failures=$((failures + 1))
         fi
     done
@@ -272,7 +176,7 @@ PY
     if [ "$status" -ne 0 ]; then
         fail "pcapng: tpm-replay exited with status $status:" \
             "$(head -c 300 "$base.ng.stderr")"
-    elif ! "$PYTHON3" -c "$compare_py" "$base.expected" "$base.ng.actual" \
+    elif ! "$PYTHON3" "$check" reports "$base.expected" "$base.ng.actual" \
             "$base.events" "table2 seed 1 as pcapng"; then
         failures=$((failures + 1))
     fi

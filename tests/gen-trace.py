@@ -12,9 +12,14 @@ list in pure Python, never using libtpm:
     OUT/NAME.events     the events, in the event language (lib/event.h)
     OUT/NAME.expected   one JSON line per satisfied trigger, as tpm-replay
                         prints them
+    OUT/NAME.counters   the parser's counters tpm-replay --stats must show
+    OUT/NAME.census     what tpm-replay must count in the capture to size
+                        its tables (census())
 
 Modes:
     gen-trace.py --scenario all --seed 1 --out-dir DIR
+        every scenario but "flows" (100000 flows and 140000 reports, some
+        seconds to generate: name it, and --flows N to change its size)
     gen-trace.py --verify PCAP EVENTS EXPECTED
         re-reads PCAP with a parser of its own (independent of the frame
         builder below), checks every IP and L4 checksum and length,
@@ -749,12 +754,16 @@ def fmt_addr(ver, value, plen=None):
 
 
 def group_key(group, r):
-    """The group of record 'r' as a tuple of (json key, value) pairs."""
+    """The group of record 'r' as a tuple of (json key, value) pairs.  An
+    address of prefix length 0 selects no bit, so it is no field of the
+    group (a catch-all group prints as {})."""
     out = []
     v6 = r[R_VER] == 6
     for field, plen in group:
         if field == 'nw_proto':
             out.append(('nw_proto', r[R_PROTO]))
+        elif field in ('src', 'dst') and plen == 0:
+            continue
         elif field in ('src', 'dst'):
             name = ('ipv6_' if v6 else 'nw_') + field
             out.append((name, fmt_addr(r[R_VER], r[R_SRC if field == 'src'
@@ -1175,6 +1184,29 @@ def compute_truth(recs, events, epoch_ns=EPOCH_NS, strict=False):
     return evals
 
 
+def census(recs, events):
+    """What tpm-replay counts in the capture to size its tables from it
+    (--stats "sizing", tpm/replay-sizing.h): the distinct flows of the
+    monitored frames, the trigger instances (an event's distinct groups
+    among the flows its filter matches; a group is of one IP version
+    whatever its fields, as the monitor's group masks always keep it),
+    and the flows matched by an event that needs per-flow state."""
+    flows, groups, state = set(), set(), set()
+    for r in recs:
+        key = (r[R_VER], r[R_PROTO], r[R_SRC], r[R_DST], r[R_SPORT],
+               r[R_DPORT])
+        if not r[R_VER] or key in flows:
+            continue
+        flows.add(key)
+        for ev in events:
+            if ev.match(r):
+                groups.add((ev.name, r[R_VER], group_key(ev.group, r)))
+                if ev.needs_state:
+                    state.add(key)
+    return {'capture_flows': len(flows), 'capture_instances': len(groups),
+            'capture_state_flows': len(state)}
+
+
 def json_value(v):
     """Numbers as %.17g would show them: integral values without '.0'."""
     if isinstance(v, float) and v.is_integer() and abs(v) < 2**53:
@@ -1208,6 +1240,7 @@ class TraceBuilder:
         self.base = self.start // epoch_ns
         self.pkts = []
         self.checks = []            # (event, report epoch, group, fires)
+        self.sentinel = True        # finish() appends one (see there).
         self.ports = set()
 
     def abs(self, rel):
@@ -1334,11 +1367,16 @@ class TraceBuilder:
         'min_gap' empty epochs, and appends a sentinel: an IP packet that
         matches no filter, two epochs after the end of the last interval
         of every event, so that tpm-replay has swept every interval with
-        traffic whether or not it flushes at the end of the file."""
+        traffic whether or not it flushes at the end of the file (a
+        scenario whose events match every IP packet clears
+        'self.sentinel': its last intervals are then evaluated only by
+        tpm-replay's flush at the end of the capture)."""
         self.pkts.sort(key=lambda p: p.ts)
         epochs = sorted({p.ts // self.E for p in self.pkts})
         gap = max(b - a - 1 for a, b in zip(epochs, epochs[1:]))
         assert gap >= min_gap, 'no gap of %d empty epochs' % min_gap
+        if not self.sentinel:
+            return
         last = epochs[-1]
         end = max((last // m) * m + m - 1
                   for m in (ev.interval_ns // self.E for ev in events))
@@ -2045,6 +2083,58 @@ def scen_vlan3(tb, ev):
     return active
 
 
+def scen_flows(tb, ev):
+    """Many distinct flows at once (--flows, 100000 by default; a twentieth
+    IPv6), under eight events: four per 5-tuple (one of them on a
+    variable that needs per-flow TCP state) and four coarser, down to one
+    group for all of IPv4.  More flows, trigger instances and TCP states
+    than tpm-replay's default tables hold: it must size them from the
+    capture to stay exact (tests/replay-sizing.sh)."""
+    rng = tb.rng
+    X = ev['f_vol'].threshold
+    busy = [1, 2, 3, 4]
+    quiet = 9                       # After a gap: the coarse groups fail.
+    tb.sentinel = False             # 'f_any' would match it.
+    flows = []
+    for i in range(tb.n_flows):
+        # Distinct 5-tuples: the source host and port are unique together.
+        s, sp = i % 4096, 1024 + i // 4096
+        d = (i * 7919) % 1000
+        proto = UDP if i % 3 == 0 else TCP
+        if i % 20 == 19:
+            f = Flow(6, (0xfd000064 << 96) | s, (0xfd000099 << 96) | d, proto,
+                     sp, (53, 443, 8080)[i % 3])
+        else:
+            f = Flow(4, 0x0a400000 | s, 0x0a630000 | (d >> 8) << 8 | d & 255,
+                     proto, sp, (53, 80, 443, 5001, 8080)[i % 5])
+        flows.append(f)
+        # In one of the busy epochs, one packet or two (a burst, within
+        # 20 us, for one flow in eleven), and a seventh of the flows again
+        # in the next epoch: 5-tuple values on both sides of the
+        # thresholds, most flows recent at once.
+        e = busy[i % len(busy)]
+        for rel in (e, e + 1) if i % 7 == 0 else (e,):
+            if i % 11 == 0:
+                t = tb.rand_ts(rel, 1)[0]
+                times = (t, min(t + rng.randrange(1000, 15000),
+                                tb.epoch_start(rel + 1) - 1))
+            else:
+                times = tb.rand_ts(rel, 1 + (i // 4) % 2)
+            for ts in times:
+                tb.add(f, ts, rng.randrange(0, X + 1))
+    for f in flows[:300]:
+        tb.add(f, tb.rand_ts(quiet, 1)[0], rng.randrange(0, 100))
+
+    # Exactly at the '>' threshold: silent; one above: fires.
+    fx = Flow(4, '10.65.0.1', '10.99.1.1', UDP, 40000, 53)
+    fy = Flow(4, '10.65.0.2', '10.99.1.1', UDP, 40000, 53)
+    tb.add(fx, tb.rand_ts(quiet, 1)[0], X)
+    tb.add(fy, tb.rand_ts(quiet, 1)[0], X + 1)
+    tb.check('f_vol', tb.abs(quiet), fx.group5(), False)
+    tb.check('f_vol', tb.abs(quiet), fy.group5(), True)
+    return busy + [quiet]
+
+
 # name -> (builder, snaplen, noise packets, events or None for a file)
 SCENARIOS = {
     'heavy': (scen_heavy, 256, 1.0, [
@@ -2141,6 +2231,24 @@ SCENARIOS = {
         'v3v6 filter=ipv6,ipv6_dst=fd00:99:8::/48 predicate=sum(volume) > '
         '40KB group=ipv6_dst interval=10ms',
     ]),
+    'flows': (scen_flows, 96, 0, [
+        'f_vol filter=ip predicate=sum(volume) > 1000 group=5tuple '
+        'interval=10ms',
+        'f_udp2 filter=udp predicate=count() >= 2 group=5tuple '
+        'interval=10ms',
+        'f_burst filter=tcp,nw_dst=10.99.0.0/23 predicate=count(is_burst) '
+        '>= 1 group=5tuple interval=20ms',
+        'f_any filter=any predicate=sum(bytes) > 400 group=5tuple '
+        'interval=20ms',
+        'f_src24 filter=ip predicate=sum(volume) > 500KB group=nw_src/24 '
+        'interval=10ms',
+        'f_dst filter=tcp predicate=count() > 16 group=nw_dst '
+        'interval=10ms',
+        'f_port filter=ip predicate=sum(bytes) > 1MB group=nw_proto,tp_dst '
+        'interval=20ms',
+        'f_total filter=ip predicate=count() > 1000 group=nw_src/0 '
+        'interval=10ms',
+    ]),
 }
 
 
@@ -2167,10 +2275,12 @@ def build_scenario(name, seed, args):
     for attempt in range(50):
         rng = random.Random('%s:%s:%d' % (seed, name, attempt))
         tb = TraceBuilder(rng, args.epoch_ns)
+        tb.n_flows = args.flows
         active = builder(tb, by_name)
         tb.noise(int(args.packets * noise_scale), active)
         tb.finish(events)
-        recs = [p.record(scenario_snaplen(name, args)) for p in tb.pkts]
+        recs = tb.recs = [p.record(scenario_snaplen(name, args))
+                          for p in tb.pkts]
         try:
             evals = compute_truth(recs, events, args.epoch_ns, strict=True)
         except NearTie:
@@ -2226,6 +2336,8 @@ def write_scenario(name, seed, args):
         f.write('\n'.join(reports) + '\n')
     with open(base + '.counters', 'w') as f:
         f.write(json.dumps(parse_counters(tb.pkts, snaplen)) + '\n')
+    with open(base + '.census', 'w') as f:
+        f.write(json.dumps(census(tb.recs, events)) + '\n')
     if args.self_check:
         # Re-read the pcap we just wrote and compare record by record.
         errors = []
@@ -2279,9 +2391,13 @@ def main():
         description='Generate pcaps, events and ground truth for '
         'tpm-replay (see the module docstring).')
     ap.add_argument('--scenario', default='all',
-                    help='one of %s, or "all"' % ', '.join(SCENARIOS))
+                    help='one of %s, or "all" (all but "flows")'
+                    % ', '.join(SCENARIOS))
     ap.add_argument('--seed', default='1')
     ap.add_argument('--out-dir', default='.')
+    ap.add_argument('--flows', type=int, default=100000,
+                    help='distinct flows of the "flows" scenario (default '
+                    '100000)')
     ap.add_argument('--packets', type=int, default=500,
                     help='noise frames added to each scenario (default '
                     '500)')
@@ -2329,8 +2445,8 @@ def main():
             args.table2_events))
         return 0
 
-    names = list(SCENARIOS) if args.scenario == 'all' else \
-        args.scenario.split(',')
+    names = [n for n in SCENARIOS if n != 'flows'] \
+        if args.scenario == 'all' else args.scenario.split(',')
     for name in names:
         if name not in SCENARIOS:
             ap.error('unknown scenario %r' % name)

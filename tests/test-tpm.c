@@ -8,6 +8,7 @@
 #include <arpa/inet.h>
 #include <check.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "dos-model.h"
 #include "event.h"
@@ -1768,6 +1770,60 @@ START_TEST(test_params_check)
 }
 END_TEST
 
+/* tpm_params_memory() against the per-entry costs that docs/operations.md
+ * gives the operator (192-byte flow entries, 512-byte chunks, 128-byte
+ * connections), and against what a monitor really maps: no table is
+ * left out of the sum. */
+START_TEST(test_params_memory)
+{
+    struct tpm_params p, q;
+    tpm_params_init(&p);
+    uint64_t base = tpm_params_memory(&p);
+
+    q = p;
+    q.flow_table_size *= 2;
+    /* The entry, and its connection reference (the pool is on). */
+    ck_assert_uint_eq(tpm_params_memory(&q) - base,
+                      (uint64_t) p.flow_table_size * (192 + 4));
+    q = p;
+    q.max_chunks *= 2;
+    ck_assert_uint_eq(tpm_params_memory(&q) - base,
+                      (uint64_t) p.max_chunks * (512 + 8));
+    q = p;
+    q.tcp_state_pool *= 2;
+    ck_assert_uint_eq(tpm_params_memory(&q) - base,
+                      (uint64_t) p.tcp_state_pool * (128 + 4));
+    q = p;
+    q.max_triggers *= 2;
+    /* An instance (four lines), its history, two instance-map slots. */
+    ck_assert_uint_eq(tpm_params_memory(&q) - base,
+                      (uint64_t) p.max_triggers
+                      * (256 + p.history_len * 24 + 2 * 8));
+
+    /* A monitor's mappings add up to no more than the estimate (and to
+     * most of it: the rest is the history, filled as instances close,
+     * and malloc's own rounding). */
+    FILE *maps_before = fopen("/proc/self/statm", "r");
+    ck_assert_ptr_nonnull(maps_before);
+    unsigned long vm0, vm1;
+    ck_assert_int_eq(fscanf(maps_before, "%lu", &vm0), 1);
+    fclose(maps_before);
+    struct tpm *tpm = new_tpm(&p);
+    FILE *maps_after = fopen("/proc/self/statm", "r");
+    ck_assert_ptr_nonnull(maps_after);
+    ck_assert_int_eq(fscanf(maps_after, "%lu", &vm1), 1);
+    fclose(maps_after);
+    uint64_t mapped = (uint64_t) (vm1 - vm0) * sysconf(_SC_PAGESIZE);
+    ck_assert_msg(mapped <= base + (4u << 20),
+                  "tpm_create() mapped %"PRIu64" bytes, estimate %"PRIu64,
+                  mapped, base);
+    ck_assert_msg(mapped >= base / 2,
+                  "tpm_create() mapped %"PRIu64" bytes, estimate %"PRIu64,
+                  mapped, base);
+    tpm_destroy(tpm);
+}
+END_TEST
+
 START_TEST(test_full_table_never_fails)
 {
     struct tpm_params p;
@@ -2296,6 +2352,7 @@ tpm_suite(void)
     tcase_add_test(tc, test_control_rings);
     tcase_add_test(tc, test_control_two_threads);
     tcase_add_test(tc, test_params_check);
+    tcase_add_test(tc, test_params_memory);
     tcase_add_test(tc, test_full_table_never_fails);
     tcase_add_test(tc, test_tcp_vars);
     tcase_add_test(tc, test_tcp_vars_reverse_unmatched);

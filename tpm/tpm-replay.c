@@ -13,10 +13,20 @@
  * is moved past the end of every open interval so the last intervals are
  * evaluated too.
  *
+ * Reading a file, the tables that no option sizes (flow table, trigger
+ * instances, flow-list chunks, TCP state pool) are sized from the capture
+ * itself, read once before the replay (replay-sizing.h), so that the
+ * default run is exact whatever the number of flows and events; a
+ * capture whose tables would take more than --max-table-memory is
+ * refused.  From a pipe, or with --realtime, the tables keep their
+ * defaults, as on a switch.
+ *
  * Nothing is lost silently: if any report was dropped, any sweep left
  * unfinished, any flow or match not kept or any value partial, a summary
- * naming the counters goes to stderr and the exit status is
- * EXIT_INCOMPLETE (3) rather than 0 (1 is a usage or input error).
+ * naming the counters (and the option that raises a table that ran out)
+ * goes to stderr and the exit status is EXIT_INCOMPLETE (3) rather than 0
+ * (1 is a usage or input error).  A table that runs out is also named on
+ * stderr as soon as it is noticed, so a long run can be stopped early.
  *
  * Controller mode (--controller): the replay is also a host of a TEM
  * (lib/agent.h).  It installs, removes and polls the TEM's triggers, and
@@ -40,9 +50,11 @@
 #include <inttypes.h>
 #include <pcap/pcap.h>
 #include <poll.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -50,6 +62,7 @@
 #include "cli.h"
 #include "clock.h"
 #include "event.h"
+#include "replay-sizing.h"
 #include "report-json.h"
 #include "tpm.h"
 #include "tproto.h"
@@ -68,6 +81,15 @@
 
 #define NS_PER_S UINT64_C(1000000000)
 #define NS_PER_MS UINT64_C(1000000)
+
+/* Default of --max-table-memory: enough for the tables of a few million
+ * flows under a handful of events (about 1 KB per flow and event at
+ * most), and a clear refusal, naming what the capture needs, beyond. */
+#define TABLE_MEMORY_DEFAULT (UINT64_C(4) << 30)
+
+/* Batches between two looks at the monitor's loss counters: a table that
+ * runs out is named within a few thousand packets. */
+#define LOSS_WATCH_BATCHES 256
 
 struct replay {
     uint64_t counters_ns;       /* Counters last given to the agent. */
@@ -96,6 +118,20 @@ struct replay {
     uint64_t last_ns;           /* Time of the latest packet fed. */
     uint64_t n_packets;
 
+    /* Table sizes (replay-sizing.h), for --stats. */
+    struct {
+        bool scanned;           /* Sized from the capture. */
+        struct replay_census census;
+        uint32_t longest_cluster; /* Of the flows in the flow table
+                                   * chosen (0: not chosen from the
+                                   * capture). */
+        uint64_t scan_ns;       /* Time the census took. */
+        uint64_t memory;        /* tpm_params_memory() of the sizes. */
+        uint64_t limit;         /* --max-table-memory. */
+    } sizing;
+    uint64_t n_batches;
+    bool loss_named[TPM_N_LOSSES]; /* Already named on stderr. */
+
     /* Controller mode. */
     struct tpm_agent *agent;
     uint32_t *tem_ids;          /* Installed TEM events. */
@@ -108,6 +144,15 @@ struct replay {
     } tem;
 };
 
+/* The table sizes given as options (the others are sized from the
+ * capture when it is a file), and --max-table-memory. */
+struct table_options {
+    bool flow_table, triggers, chunks, tcp_state_pool;
+    uint64_t memory_limit;
+};
+
+static void watch_losses(struct replay *);
+
 static void
 usage(void)
 {
@@ -119,13 +164,16 @@ usage(void)
            "(repeatable)\n"
            "  -f, --events FILE              install the events of FILE "
            "(one per line)\n"
-           "Monitor knobs (defaults as in docs/operations.md):\n"
+           "Monitor knobs (defaults as in docs/operations.md).  Reading a "
+           "file (not a pipe,\nnot --realtime), the tables marked * that "
+           "no option sizes are sized from the\ncapture, read once "
+           "before the replay; otherwise they keep the default shown:\n"
            "  --epoch TIME|auto       epoch length (10ms; auto: gcd of "
            "the intervals)\n"
            "  --sweep-budget TIME     bound of one sweep step (0: "
            "unbounded, every sweep\n"
            "                          complete; with --realtime 10us)\n"
-           "  --flow-table-size N     flow entries, a power of two "
+           "  --flow-table-size N   * flow entries, a power of two "
            "(65536)\n"
            "  --probe-limit N         linear-probing window (32)\n"
            "  --dos-threshold BYTES   match flows only past BYTES (0: "
@@ -145,9 +193,16 @@ usage(void)
            "  --retire-epochs N       epochs without a packet before a flow "
            "leaves its\n"
            "                          triggers (16)\n"
-           "  --max-triggers N        trigger instances (131072)\n"
-           "  --tcp-state-pool N      connections with per-flow TCP state "
+           "  --max-triggers N      * trigger instances, one per event "
+           "and group (131072)\n"
+           "  --max-chunks N        * 64-flow list chunks of the "
+           "instances (16384)\n"
+           "  --tcp-state-pool N    * connections with per-flow TCP state "
            "(16384)\n"
+           "  --max-table-memory SIZE  most memory for the tables sized "
+           "from the capture;\n"
+           "                          a capture that needs more is "
+           "refused (4GiB)\n"
            "  --burst-gap TIME        is_burst: largest gap to the flow's "
            "previous packet\n"
            "                          (20us)\n"
@@ -191,14 +246,16 @@ usage(void)
            "  --linger TIME           after the capture, keep answering "
            "the TEM this long (1s)\n"
            "Output:\n"
-           "  --stats                 print the monitor's counters as "
-           "JSON on stderr\n"
+           "  --stats                 print the monitor's counters and "
+           "table sizes as JSON\n"
+           "                          on stderr\n"
            "  -h, --help              this help\n"
            "Exit status: 0 complete; 1 usage or input error; 3 complete "
            "but with loss\n"
            "(reports dropped, sweeps unfinished, flows or matches not "
            "kept, partial\n"
-           "values: named on stderr).\n");
+           "values: named on stderr, with the option that raises the "
+           "table that ran out).\n");
 }
 
 static void
@@ -585,6 +642,9 @@ flush_batch(struct replay *r)
         tpm_process_batch_at(r->tpm, r->batch, r->batch_ts, r->n);
         r->n = 0;
         sweep(r);
+        if (!(++r->n_batches % LOSS_WATCH_BATCHES)) {
+            watch_losses(r);
+        }
     }
     handle_commands(r);
 }
@@ -745,8 +805,60 @@ wait_for_tem(struct replay *r, const char *endpoint, uint64_t timeout_ns,
          s.last_error[0] ? ": " : "", s.last_error);
 }
 
-/* If the run lost anything, names the counters on stderr and returns
- * true. */
+/* The option that raises the table behind loss counter 'l' (one of
+ * tpm_losses), and that table's size now; NULL for the losses that no
+ * table size causes. */
+static const char *
+loss_option(const struct replay *r, const struct tpm_loss *l,
+            uint32_t *size)
+{
+    const struct tpm_params *p = tpm_get_params(r->tpm);
+    static const struct {
+        const char *loss;
+        const char *option;
+        size_t offset;
+    } tables[] = {
+        { "flow_evictions", "--flow-table-size",
+          offsetof(struct tpm_params, flow_table_size) },
+        { "children_dropped", "--max-triggers",
+          offsetof(struct tpm_params, max_triggers) },
+        { "chunks_exhausted", "--max-chunks",
+          offsetof(struct tpm_params, max_chunks) },
+        { "tcp_state_exhausted", "--tcp-state-pool",
+          offsetof(struct tpm_params, tcp_state_pool) },
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(tables); i++) {
+        if (!strcmp(l->name, tables[i].loss)) {
+            memcpy(size, (const char *) p + tables[i].offset, sizeof *size);
+            return tables[i].option;
+        }
+    }
+    return NULL;
+}
+
+/* Names on stderr, once each, the tables that have run out so far: the
+ * run goes on (its output will say what it saw), but an operator learns
+ * early that its exit status will be EXIT_INCOMPLETE. */
+static void
+watch_losses(struct replay *r)
+{
+    struct tpm_stats s;
+    tpm_get_stats(r->tpm, &s);
+    for (size_t i = 0; i < TPM_N_LOSSES; i++) {
+        const struct tpm_loss *l = &tpm_losses[i];
+        uint32_t size;
+        const char *option = loss_option(r, l, &size);
+        if (option && !r->loss_named[i] && tpm_loss_get(&s, l)) {
+            r->loss_named[i] = true;
+            cli_warn("%s, after %"PRIu64" packets: the output will miss "
+                     "data (exit status %d); raise %s (now %"PRIu32")",
+                     l->what, r->n_packets, EXIT_INCOMPLETE, option, size);
+        }
+    }
+}
+
+/* If the run lost anything, names the counters on stderr, with the option
+ * that raises each table that ran out, and returns true. */
 static bool
 report_loss(const struct replay *r)
 {
@@ -761,11 +873,13 @@ report_loss(const struct replay *r)
     };
     bool lossy = false;
     for (size_t i = 0; i < TPM_N_LOSSES + ARRAY_SIZE(ours); i++) {
-        const char *what;
+        const char *what, *option = NULL;
+        uint32_t size = 0;
         uint64_t n;
         if (i < TPM_N_LOSSES) {
             what = tpm_losses[i].what;
             n = tpm_loss_get(&s, &tpm_losses[i]);
+            option = loss_option(r, &tpm_losses[i], &size);
         } else {
             what = ours[i - TPM_N_LOSSES].what;
             n = ours[i - TPM_N_LOSSES].n;
@@ -775,7 +889,11 @@ report_loss(const struct replay *r)
                 cli_warn("incomplete: the output misses data (exit status "
                          "%d):", EXIT_INCOMPLETE);
             }
-            fprintf(stderr, "  %s: %"PRIu64"\n", what, n);
+            fprintf(stderr, "  %s: %"PRIu64, what, n);
+            if (option) {
+                fprintf(stderr, " (raise %s, now %"PRIu32")", option, size);
+            }
+            fputc('\n', stderr);
             lossy = true;
         }
     }
@@ -822,6 +940,36 @@ print_stats(const struct replay *r)
                            json_object_new_int64(s.parse.ip_len_from_frame));
 #undef STAT
 
+    /* The table sizes in force, and what the capture's census counted
+     * when they were sized from it. */
+    const struct tpm_params *p = tpm_get_params(r->tpm);
+    const struct replay_census *c = &r->sizing.census;
+    struct json_object *z = json_object_new_object();
+#define ZST(NAME, V) \
+    json_object_object_add(z, NAME, json_object_new_int64(V))
+    json_object_object_add(z, "from_capture",
+                           json_object_new_boolean(r->sizing.scanned));
+    if (r->sizing.scanned) {
+        ZST("capture_packets", c->packets);
+        ZST("capture_flows", c->flows);
+        ZST("capture_instances", c->instances);
+        ZST("capture_max_instances", c->max_instances);
+        ZST("capture_chunks", c->chunks);
+        ZST("capture_state_flows", c->state_flows);
+        ZST("longest_cluster", r->sizing.longest_cluster);
+        ZST("census_ms", r->sizing.scan_ns / NS_PER_MS);
+    }
+    ZST("flow_table_size", p->flow_table_size);
+    ZST("probe_limit", p->flow_probe_limit);
+    ZST("max_triggers", p->max_triggers);
+    ZST("max_children", p->max_children);
+    ZST("max_chunks", p->max_chunks);
+    ZST("tcp_state_pool", p->tcp_state_pool);
+    ZST("table_memory", r->sizing.memory);
+    ZST("max_table_memory", r->sizing.limit);
+#undef ZST
+    json_object_object_add(o, "sizing", z);
+
     if (r->agent) {
         struct tpm_agent_status a;
         tpm_agent_get_status(r->agent, &a);
@@ -848,6 +996,173 @@ print_stats(const struct replay *r)
     fprintf(stderr, "%s\n",
             json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
     json_object_put(o);
+}
+
+/* Returns true if 'file' can be read twice: a regular file, not standard
+ * input ("-") nor a pipe. */
+static bool
+is_regular_file(const char *file)
+{
+    struct stat st;
+    return strcmp(file, "-") && !stat(file, &st) && S_ISREG(st.st_mode);
+}
+
+/* Returns the bytes of memory that one more flow-table entry takes (the
+ * entry and, with a connection pool, its connection reference). */
+static uint64_t
+flow_entry_bytes(const struct tpm_params *params)
+{
+    struct tpm_params a = *params, b = *params;
+    a.flow_table_size = 1u << 20;
+    b.flow_table_size = 1u << 21;
+    return (tpm_params_memory(&b) - tpm_params_memory(&a)) >> 20;
+}
+
+/* Formats 'bytes' as mebibytes, one decimal, into 'buf'. */
+static char *
+format_mib(uint64_t bytes, char *buf, int size)
+{
+    snprintf(buf, size, "%.1f MiB", bytes / 1048576.0);
+    return buf;
+}
+
+/* Refuses to size the tables for capture 'file' because of 'what': over
+ * the memory limit ('memory'), or over one of the monitor's limits. */
+static void __attribute__((noreturn))
+refuse_sizes(const char *file, const char *what,
+             const struct table_options *set, bool memory)
+{
+    char raise[64] = "", limit[32];
+    if (memory) {
+        snprintf(raise, sizeof raise, "raise --max-table-memory (now %s), "
+                 "or ", cli_format_bytes(set->memory_limit, limit,
+                                         sizeof limit));
+    }
+    cli_die("%s: %s; %sgive the table sizes (--flow-table-size, "
+            "--max-triggers, --max-chunks, --tcp-state-pool): a table that "
+            "then runs out is named on stderr and the exit status is %d",
+            file, what, raise, EXIT_INCOMPLETE);
+}
+
+/* Sizes the tables of 'params' that no option in 'set' sized, from the
+ * capture 'file' when it is a regular file read at the monitor's own pace
+ * (replay-sizing.h says what is counted and why each bound holds), and
+ * refuses (exit 1) a capture whose tables would exceed the memory limit.
+ * From a pipe or with --realtime, the defaults stay, as on a switch.  The
+ * per-event bound on instances follows --max-triggers: a replay has one
+ * monitor, and one event may need every instance. */
+static void
+size_tables(struct replay *r, const char *file, struct tpm_params *params,
+            const struct table_options *set, uint64_t loops, bool controller)
+{
+    struct tpm_params defaults;
+    tpm_params_init(&defaults);
+    r->sizing.limit = set->memory_limit;
+
+    bool any_state = false;
+    for (size_t i = 0; i < r->n_events; i++) {
+        any_state |= tpm_event_needs_tcp_state(r->events[i]);
+    }
+    if (!r->realtime && is_regular_file(file)
+        && (!set->flow_table || !set->triggers || !set->chunks
+            || (!set->tcp_state_pool && any_state))) {
+        struct replay_census *c = &r->sizing.census;
+        char what[512], mib[32];
+
+        /* No capture whose flows alone would take the flow table over
+         * the limit (two entries per flow at least) is read to its end. */
+        uint64_t max_flows = set->memory_limit / flow_entry_bytes(params)
+                             / 2;
+        uint64_t start = tpm_clock_mono_ns();
+        char *error = replay_census(file, r->events, r->n_events,
+                                    params->epoch_ns, loops, max_flows, c);
+        if (error) {
+            cli_die("%s", error);
+        }
+        r->sizing.scan_ns = tpm_clock_mono_ns() - start;
+        r->sizing.scanned = true;
+        if (c->truncated) {
+            snprintf(what, sizeof what, "it holds more than %"PRIu64
+                     " flows, whose flow table alone would take more than "
+                     "the memory limit", max_flows);
+            refuse_sizes(file, what, set, true);
+        }
+
+        if (!set->flow_table) {
+            uint32_t size = replay_flow_table_size(
+                c, params->flow_probe_limit, defaults.flow_table_size,
+                1u << 28, &r->sizing.longest_cluster);
+            if (!size) {
+                snprintf(what, sizeof what, "no flow table of up to 2^28 "
+                         "entries keeps its %"PRIu64" flows within "
+                         "--probe-limit %"PRIu32, c->flows,
+                         params->flow_probe_limit);
+                refuse_sizes(file, what, set, false);
+            }
+            params->flow_table_size = size;
+        }
+        /* At most one instance per event and group at once: the count is
+         * exact, no margin.  A TEM's events (controller mode) are not
+         * known yet: they keep the default room on top. */
+        uint64_t tem_room = controller ? defaults.max_triggers : 0;
+        if (!set->triggers) {
+            params->max_triggers = MAX(defaults.max_triggers,
+                                       c->instances + tem_room);
+        }
+        /* The chunk bound may miss the items of a flow matched again
+         * before the sweep dropped its previous entry's (within the same
+         * epoch): an eighth more covers them. */
+        if (!set->chunks) {
+            params->max_chunks = MAX(defaults.max_chunks,
+                                     c->chunks + c->chunks / 8
+                                     + (controller ? defaults.max_chunks
+                                        : 0));
+        }
+        /* A connection whose flows have gone waits for the scrubber to
+         * come back to the pool: an eighth more. */
+        if (!set->tcp_state_pool && c->state_flows) {
+            params->tcp_state_pool = MAX(defaults.tcp_state_pool,
+                                         c->state_flows
+                                         + c->state_flows / 8);
+        }
+
+        static const struct {
+            const char *what;
+            size_t offset;
+            uint64_t max;
+        } limits[] = {
+            { "trigger instances",
+              offsetof(struct tpm_params, max_triggers), 1u << 26 },
+            { "flow-list chunks",
+              offsetof(struct tpm_params, max_chunks), 1u << 26 },
+            { "connections with TCP state",
+              offsetof(struct tpm_params, tcp_state_pool), 1u << 24 },
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(limits); i++) {
+            uint32_t v;
+            memcpy(&v, (const char *) params + limits[i].offset, sizeof v);
+            if (v > limits[i].max) {
+                snprintf(what, sizeof what, "its %"PRIu64" flows need "
+                         "%"PRIu32" %s, more than the monitor's limit of "
+                         "%"PRIu64, c->flows, v, limits[i].what,
+                         limits[i].max);
+                refuse_sizes(file, what, set, false);
+            }
+        }
+        r->sizing.memory = tpm_params_memory(params);
+        if (r->sizing.memory > set->memory_limit) {
+            snprintf(what, sizeof what, "the tables for its %"PRIu64
+                     " flows (a flow table of %"PRIu32" entries, %"PRIu32
+                     " trigger instances, %"PRIu32" flow-list chunks, "
+                     "%"PRIu32" TCP states) would take %s", c->flows,
+                     params->flow_table_size, params->max_triggers,
+                     params->max_chunks, params->tcp_state_pool,
+                     format_mib(r->sizing.memory, mib, sizeof mib));
+            refuse_sizes(file, what, set, true);
+        }
+    }
+    params->max_children = params->max_triggers;
+    r->sizing.memory = tpm_params_memory(params);
 }
 
 /* Returns a host id made from the host name. */
@@ -880,7 +1195,8 @@ main(int argc, char *argv[])
         OPT_TRIG, OPT_STATS, OPT_CONTROLLER, OPT_HOST_ID, OPT_PREFIX,
         OPT_REALTIME, OPT_LINGER, OPT_LOOP, OPT_CONNECT_TIMEOUT, OPT_SETTLE,
         OPT_REQUIRE, OPT_START_AT, OPT_TCP_POOL, OPT_BURST_GAP,
-        OPT_TEM_KEY, OPT_HOST_KEY_FILE, OPT_INSECURE,
+        OPT_TEM_KEY, OPT_HOST_KEY_FILE, OPT_INSECURE, OPT_CHUNKS,
+        OPT_TABLE_MEMORY,
     };
     static const struct option options[] = {
         { "event", required_argument, NULL, 'e' },
@@ -897,6 +1213,8 @@ main(int argc, char *argv[])
         { "history", required_argument, NULL, OPT_HIST },
         { "retire-epochs", required_argument, NULL, OPT_RETIRE },
         { "max-triggers", required_argument, NULL, OPT_TRIG },
+        { "max-chunks", required_argument, NULL, OPT_CHUNKS },
+        { "max-table-memory", required_argument, NULL, OPT_TABLE_MEMORY },
         { "tcp-state-pool", required_argument, NULL, OPT_TCP_POOL },
         { "burst-gap", required_argument, NULL, OPT_BURST_GAP },
         { "stats", no_argument, NULL, OPT_STATS },
@@ -934,6 +1252,7 @@ main(int argc, char *argv[])
 
     tpm_params_init(&params);
     bool budget_set = false;
+    struct table_options set = { .memory_limit = TABLE_MEMORY_DEFAULT };
     cli_init("tpm-replay", EXIT_FAILURE);
     for (;;) {
         int c = getopt_long(argc, argv, "e:f:h", options, NULL);
@@ -970,6 +1289,7 @@ main(int argc, char *argv[])
         case OPT_FT:
             params.flow_table_size = cli_uint("--flow-table-size", optarg,
                                                 0, UINT32_MAX);
+            set.flow_table = true;
             break;
         case OPT_PROBE:
             params.flow_probe_limit = cli_uint("--probe-limit", optarg,
@@ -1004,12 +1324,20 @@ main(int argc, char *argv[])
         case OPT_TRIG:
             params.max_triggers = cli_uint("--max-triggers", optarg, 0,
                                              UINT32_MAX);
-            params.max_children = MIN(params.max_children,
-                                      params.max_triggers);
+            set.triggers = true;
+            break;
+        case OPT_CHUNKS:
+            params.max_chunks = cli_uint("--max-chunks", optarg, 0,
+                                         UINT32_MAX);
+            set.chunks = true;
+            break;
+        case OPT_TABLE_MEMORY:
+            set.memory_limit = cli_bytes("--max-table-memory", optarg, 1);
             break;
         case OPT_TCP_POOL:
             params.tcp_state_pool = cli_uint("--tcp-state-pool", optarg,
                                                0, UINT32_MAX);
+            set.tcp_state_pool = true;
             break;
         case OPT_BURST_GAP:
             params.burst_gap_ns = cli_time("--burst-gap", optarg, true);
@@ -1122,6 +1450,7 @@ main(int argc, char *argv[])
     }
     params.max_events = MAX(params.max_events, r.n_events);
     r.epoch_ns = params.epoch_ns;
+    size_tables(&r, argv[optind], &params, &set, loops, controller != NULL);
 
     r.tpm = tpm_create(&params, &error);
     if (!r.tpm) {
@@ -1222,5 +1551,6 @@ main(int argc, char *argv[])
     free(r.bufs);
     free(prefixes);
     free(host_id);
+    replay_census_destroy(&r.sizing.census);
     return lossy ? EXIT_INCOMPLETE : 0;
 }

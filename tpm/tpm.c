@@ -102,6 +102,47 @@ tpm_params_check(const struct tpm_params *p)
     return NULL;
 }
 
+/* Returns the power of two that tpm_create() gives a map of at least
+ * twice 'n' entries. */
+static uint64_t
+map_size__(uint64_t n)
+{
+    uint64_t size = 4;
+    while (size < 2 * n) {
+        size *= 2;
+    }
+    return size;
+}
+
+uint64_t
+tpm_params_memory(const struct tpm_params *p)
+{
+    const uint64_t page = TPM_HUGE_PAGE_SIZE;
+    uint64_t m = 0;
+
+    m += ROUND_UP((uint64_t) p->flow_table_size * sizeof(struct tpm_flow),
+                  page);
+    m += ROUND_UP((uint64_t) p->max_triggers * sizeof(struct tpm_child),
+                  page);
+    m += (uint64_t) p->max_triggers * p->history_len
+         * sizeof(struct tpm_hist);
+    m += map_size__(p->max_triggers) * sizeof(struct tpm_imap_entry);
+    m += ROUND_UP((uint64_t) p->max_chunks * sizeof(struct tpm_chunk), page);
+    m += (uint64_t) p->max_chunks * 2 * sizeof(uint32_t);
+    if (p->tcp_state_pool) {
+        m += ROUND_UP((uint64_t) p->tcp_state_pool * sizeof(struct tpm_conn),
+                      page);
+        m += (uint64_t) p->tcp_state_pool * sizeof(uint32_t);
+        m += (uint64_t) p->flow_table_size * sizeof(uint32_t);
+    }
+    m += (uint64_t) p->max_events * (sizeof(struct tpm_ev)
+                                     + 2 * sizeof(uint32_t));
+    m += map_size__(p->max_events) * sizeof(struct tpm_idmap_entry);
+    m += (uint64_t) p->dos_table_size * sizeof(uint64_t);
+    m += 2 * map_size__((p->ring_size + 1) / 2) * sizeof(struct tpm_report);
+    return m;
+}
+
 struct tpm *
 tpm_create(const struct tpm_params *params, char **errp)
 {
@@ -151,10 +192,7 @@ tpm_create(const struct tpm_params *params, char **errp)
 
     tpm->hist = xcalloc((size_t) p->max_triggers * p->history_len,
                         sizeof *tpm->hist);
-    uint32_t imap_size = 4;
-    while (imap_size < 2 * p->max_triggers) {
-        imap_size *= 2;
-    }
+    uint32_t imap_size = map_size__(p->max_triggers);
     tpm->imap = xmalloc(imap_size * sizeof *tpm->imap);
     for (uint32_t i = 0; i < imap_size; i++) {
         tpm->imap[i].child = TPM_NONE;
@@ -164,10 +202,7 @@ tpm_create(const struct tpm_params *params, char **errp)
     tpm->evs = xzalloc_aligned(p->max_events * sizeof *tpm->evs,
                                CACHE_LINE_SIZE);
     tpm->free_evs = xcalloc(p->max_events, sizeof *tpm->free_evs);
-    uint32_t idmap_size = 4;
-    while (idmap_size < 2 * p->max_events) {
-        idmap_size *= 2;
-    }
+    uint32_t idmap_size = map_size__(p->max_events);
     tpm->idmap = xmalloc(idmap_size * sizeof *tpm->idmap);
     for (uint32_t i = 0; i < idmap_size; i++) {
         tpm->idmap[i].slot = TPM_NONE;
@@ -870,15 +905,6 @@ flow_match__(struct tpm *tpm, struct tpm_flow *f)
     }
 }
 
-/* Returns true if 'key' matches filter 'm'. */
-static bool
-filter_matches__(const struct tpm_match *m, const struct tpm_key *key)
-{
-    struct tpm_key masked;
-    tpm_key_and(&masked, key, &m->mask);
-    return tpm_key_equal(&masked, &m->key);
-}
-
 /* Backfill: walks up to 'n' flow slots for each event added while flows
  * were already in the table, attaching those matched before the event was
  * added (a trigger added at run time also covers existing flows). */
@@ -895,7 +921,7 @@ tpm_backfill_step__(struct tpm *tpm, uint32_t n)
             struct tpm_flow *f = &ft->flows[size - ev->backfill_left--];
             if (f->state == TPM_FLOW_LIVE
                 && (int16_t) (f->birth - ev->seq) < 0
-                && filter_matches__(&ev->def->filter, &f->key)
+                && tpm_match_key(&ev->def->filter, &f->key)
                 && flow_attach__(tpm, f, e)) {
                 TPM_STAT_ADD(tpm, backfilled, 1);
             }

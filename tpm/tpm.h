@@ -125,6 +125,14 @@ void tpm_params_init(struct tpm_params *);
 char *tpm_params_check(const struct tpm_params *)
     __attribute__((warn_unused_result));
 
+/* Returns the bytes tpm_create() allocates for the tables of 'params' (the
+ * flow table, the trigger repository with its history and instance map,
+ * the flow-list chunks, the connection pool, the event slots, the filter
+ * table and the rings), huge-page regions rounded up to whole pages: what
+ * a front end that sizes the tables itself weighs against its memory
+ * limit. */
+uint64_t tpm_params_memory(const struct tpm_params *);
+
 /* Creates a monitor.  Returns NULL and stores an error message in '*errp'
  * (caller frees) on failure. */
 struct tpm *tpm_create(const struct tpm_params *, char **errp);
