@@ -117,6 +117,8 @@ struct options {
     enum bench_mode mode;
     enum scenario scenario;
     uint32_t n_hosts;
+    uint32_t n_old_hosts;       /* Of those, speaking protocol version 2
+                                 * (no PollBatch). */
     uint32_t n_events;          /* 0: 16 (throughput) or 256 (latency). */
     uint32_t batch;             /* Keys per round (frame). */
     uint32_t window;            /* Messages in flight at most. */
@@ -167,7 +169,8 @@ struct bench {
     uint32_t n_round_slots;
     uint64_t next_round_done;   /* one-quiet: oldest round in flight. */
     uint64_t alerts_rx;
-    uint64_t polls_rx;
+    uint64_t polls_rx;          /* Polls and PollBatch entries. */
+    uint64_t poll_batches_rx;
     uint64_t last_progress_ns;
 
     /* Latency. */
@@ -436,6 +439,10 @@ host_open(struct bench *b, struct host *h, uint32_t idx)
     prefix.addr[0] = htonl(0x0a000000 | (idx & 0xffff) << 8);
     tproto_add_hello(&h->out, h->id, &prefix, 1, b->epoch_ns,
                      tpm_clock_real_ns(), &pmd, 1, "tem-bench");
+    if (idx < b->opt.n_old_hosts) {
+        /* Before PollBatch: the TEM must poll it one Poll at a time. */
+        h->out.msgs[0]->hello->version_max = TPROTO_VERSION_POLL_BATCH - 1;
+    }
     host_send_batch(h, &h->out);
 }
 
@@ -467,23 +474,16 @@ key_group(uint64_t key, struct tpm_key *g)
     g->dst[0] = htonl(0x0a000000 | (key & 0xffffff));
 }
 
-static uint64_t
-group_key(const Trumpet__GroupKey *g)
-{
-    uint32_t dst;
-    memcpy(&dst, g->dst.data, 4);
-    return ntohl(dst) & 0xffffff;
-}
-
-/* A poll reached a host: in one-quiet, counts it against its round. */
+/* A poll of the group with destination 'dst' (network order) reached a
+ * host: in one-quiet, counts it against its round. */
 static void
-poll_credit(struct bench *b, const Trumpet__Poll *p)
+poll_credit(struct bench *b, uint32_t dst)
 {
     if (b->opt.scenario != SC_ONE_QUIET || !b->round_left) {
         return;
     }
     /* Keys wrap at 2^24: take the round in flight that matches. */
-    uint64_t k24 = group_key(p->group);
+    uint64_t k24 = ntohl(dst) & 0xffffff;
     uint64_t key = (b->keys_sent & ~0xffffffULL) | k24;
     if (key >= b->keys_sent) {
         key -= 1ULL << 24;
@@ -501,6 +501,20 @@ poll_credit(struct bench *b, const Trumpet__Poll *p)
             b->keys_done = MAX(b->keys_done, end);
             b->last_progress_ns = mono_ns();
         }
+    }
+}
+
+/* Latency mode: a poll (or batch) arrived and was answered. */
+static void
+host_poll_seen(struct bench *b)
+{
+    if (b->collect) {
+        uint64_t now = mono_ns();
+        if (!b->first_poll_ns) {
+            b->first_poll_ns = now;
+        }
+        b->last_poll_ns = now;
+        b->replied = true;
     }
 }
 
@@ -532,15 +546,32 @@ host_message(struct bench *b, struct host *h, const Trumpet__Message *m)
         b->polls_rx++;
         tproto_add_poll_reply(&h->out, p->cookie, p->event_id, p->epoch,
                               TRUMPET__POLL_STATUS__POLL_OK, poll_value(b));
-        poll_credit(b, p);
-        if (b->collect) {
-            uint64_t now = mono_ns();
-            if (!b->first_poll_ns) {
-                b->first_poll_ns = now;
-            }
-            b->last_poll_ns = now;
-            b->replied = true;
+        uint32_t dst;
+        memcpy(&dst, p->group->dst.data, sizeof dst);
+        poll_credit(b, dst);
+        host_poll_seen(b);
+        break;
+    }
+    case TRUMPET__MESSAGE__BODY_POLL_BATCH: {
+        const Trumpet__PollBatch *p = m->poll_batch;
+        size_t n = p->n_event_ids, off = 0;
+        uint8_t *status = xzalloc(n);   /* POLL_OK is 0. */
+        double *values = xmalloc(n * sizeof *values);
+        for (size_t i = 0; i < n; i++) {
+            struct tpm_key g;
+            off += tproto_key_record_get(p->keys.data + off,
+                                         p->keys.len - off, &g);
+            values[i] = poll_value(b);
+            poll_credit(b, g.dst[0]);
         }
+        tproto_add_poll_batch_reply(&h->out, p->cookie, p->epoch, status,
+                                    values, n);
+        free(status);
+        free(values);
+        h->polls += n;
+        b->polls_rx += n;
+        b->poll_batches_rx++;
+        host_poll_seen(b);
         break;
     }
     case TRUMPET__MESSAGE__BODY_HEARTBEAT:
@@ -1062,6 +1093,7 @@ throughput_report(const struct bench *b, const struct tput_result *r)
         json_object_object_add(j, "scenario", json_object_new_string(
                                    scenario_names[o->scenario]));
         ADD_INT("hosts", o->n_hosts);
+        ADD_INT("old_hosts", o->n_old_hosts);
         ADD_INT("events", o->n_events);
         ADD_INT("batch", o->batch);
         ADD_INT("window", o->window);
@@ -1079,6 +1111,7 @@ throughput_report(const struct bench *b, const struct tput_result *r)
         ADD_INT("msgs_out", r->msgs_out);
         ADD_INT("polls_sent", r->polls);
         ADD_INT("poll_replies", r->replies);
+        ADD_INT("poll_batches_rx", b->poll_batches_rx);
         ADD_INT("replies_stale", r->stale);
         ADD_INT("sat_late", r->late);
         ADD_DBL("sat_per_cpu_s", rate(r->sat, r->cpu_s));
@@ -1381,7 +1414,7 @@ rtt(const struct options *o)
 enum {
     OPT_CTL = 256, OPT_TEM_PID, OPT_MODE, OPT_SCENARIO, OPT_HOSTS,
     OPT_EVENTS, OPT_BATCH, OPT_WINDOW, OPT_WARMUP, OPT_SECONDS, OPT_EPOCHS,
-    OPT_RTT_COUNT, OPT_THRESHOLD, OPT_TIMEOUT, OPT_JSON,
+    OPT_RTT_COUNT, OPT_THRESHOLD, OPT_TIMEOUT, OPT_JSON, OPT_OLD_HOSTS,
 };
 
 static void
@@ -1398,6 +1431,8 @@ usage: tem-bench --ctl=EP [OPTIONS]\n\
   --mode=MODE       throughput, latency or rtt (throughput)\n\
   --scenario=S      throughput: all, one or one-quiet (one)\n\
   --hosts=N         simulated hosts (8)\n\
+  --old-hosts=N     of those, N speak protocol version 2: polled one\n\
+                    Poll at a time, not by PollBatch (0)\n\
   --events=E        events defined (throughput 16, latency 256)\n\
   --batch=B         throughput: keys per round, one frame (256)\n\
   --window=W        throughput: messages in flight at most, at least\n\
@@ -1423,6 +1458,7 @@ parse_options(int argc, char *argv[], struct options *o)
         { "mode", required_argument, NULL, OPT_MODE },
         { "scenario", required_argument, NULL, OPT_SCENARIO },
         { "hosts", required_argument, NULL, OPT_HOSTS },
+        { "old-hosts", required_argument, NULL, OPT_OLD_HOSTS },
         { "events", required_argument, NULL, OPT_EVENTS },
         { "batch", required_argument, NULL, OPT_BATCH },
         { "window", required_argument, NULL, OPT_WINDOW },
@@ -1498,6 +1534,9 @@ parse_options(int argc, char *argv[], struct options *o)
         case OPT_HOSTS:
             o->n_hosts = cli_uint(name, optarg, 1, 4096);
             break;
+        case OPT_OLD_HOSTS:
+            o->n_old_hosts = cli_uint(name, optarg, 0, 4096);
+            break;
         case OPT_EVENTS:
             o->n_events = cli_uint(name, optarg, 1, 1 << 20);
             break;
@@ -1543,6 +1582,10 @@ parse_options(int argc, char *argv[], struct options *o)
     }
     if (!o->n_events) {
         o->n_events = o->mode == MODE_LATENCY ? 256 : 16;
+    }
+    if (o->n_old_hosts > o->n_hosts) {
+        cli_usage_error("--old-hosts: %"PRIu32" is more than --hosts "
+                        "(%"PRIu32")", o->n_old_hosts, o->n_hosts);
     }
     if (o->mode == MODE_THROUGHPUT && o->scenario == SC_ONE_QUIET
         && o->n_hosts < 2) {
