@@ -712,6 +712,7 @@ tem_core_input_auth(struct tem_core *core, const void *peer, size_t peer_len,
 
     bool session_only = !tproto_version_supported(frame->version);
     bool said_bye = false;
+    uint64_t rx_ns = 0;         /* The clock, read once a frame. */
     for (size_t i = 0; i < frame->n_messages; i++) {
         const Trumpet__Message *msg = frame->messages[i];
         const char *invalid = tproto_validate(msg);
@@ -748,7 +749,10 @@ tem_core_input_auth(struct tem_core *core, const void *peer, size_t peer_len,
                 handle_message(core, h, msg);
             }
         } else {
-            h->last_rx_ns = now__(core);
+            if (!rx_ns) {
+                rx_ns = now__(core);
+            }
+            h->last_rx_ns = rx_ns;
             handle_message(core, h, msg);
         }
         if (h && h->state != TEM_HOST_CONNECTED) {
