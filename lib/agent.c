@@ -72,8 +72,9 @@
 
 /* A message for the TEM, as queued by the host. */
 struct agent_out {
-    Trumpet__Message__BodyCase type;    /* ACK, NACK, SATISFACTION or
-                                         * POLL_REPLY. */
+    Trumpet__Message__BodyCase type;    /* ACK, NACK, SATISFACTION,
+                                         * POLL_REPLY or
+                                         * POLL_BATCH_REPLY. */
     uint64_t cookie;
     uint32_t event_id;
     uint64_t epoch;
@@ -82,6 +83,12 @@ struct agent_out {
     Trumpet__PollStatus status;
     char *reason;                       /* NACK (owned). */
     struct tpm_key group;               /* SATISFACTION. */
+    double *values;                     /* POLL_BATCH_REPLY: 'n_values'
+                                         * values, then as many status
+                                         * bytes ('statuses'), one
+                                         * allocation (owned). */
+    uint8_t *statuses;
+    size_t n_values;
 };
 
 struct agent_ratelimit {
@@ -507,8 +514,12 @@ tpm_agent_cmd_free(struct tpm_agent_cmd *cmd)
     if (cmd) {
         free(cmd->name);
         free(cmd->definition);
+        free(cmd->groups);
         cmd->name = NULL;
         cmd->definition = NULL;
+        cmd->event_ids = NULL;
+        cmd->groups = NULL;
+        cmd->n_entries = 0;
     }
 }
 
@@ -659,6 +670,29 @@ tpm_agent_send_poll_reply(struct tpm_agent *a, uint64_t cookie,
     return agent_out_push(a, &m);
 }
 
+bool
+tpm_agent_send_poll_batch_reply(struct tpm_agent *a, uint64_t cookie,
+                                uint64_t epoch, const uint8_t *status,
+                                const double *values, size_t n)
+{
+    size_t vbytes = n * sizeof *values;
+    struct agent_out m = {
+        .type = TRUMPET__MESSAGE__BODY_POLL_BATCH_REPLY,
+        .cookie = cookie,
+        .epoch = epoch,
+        .values = xmalloc(vbytes + n),
+        .n_values = n,
+    };
+    memcpy(m.values, values, vbytes);
+    m.statuses = (uint8_t *) m.values + vbytes;
+    memcpy(m.statuses, status, n);
+    bool ok = agent_out_push(a, &m);
+    if (!ok) {
+        free(m.values);
+    }
+    return ok;
+}
+
 static void
 agent_out_add(struct tproto_batch *b, const struct agent_out *m)
 {
@@ -678,6 +712,10 @@ agent_out_add(struct tproto_batch *b, const struct agent_out *m)
         tproto_add_poll_reply(b, m->cookie, m->event_id, m->epoch,
                               m->status, m->value);
         break;
+    case TRUMPET__MESSAGE__BODY_POLL_BATCH_REPLY:
+        tproto_add_poll_batch_reply(b, m->cookie, m->epoch, m->statuses,
+                                    m->values, m->n_values);
+        break;
     case TRUMPET__MESSAGE__BODY__NOT_SET:
     case TRUMPET__MESSAGE__BODY_HELLO:
     case TRUMPET__MESSAGE__BODY_WELCOME:
@@ -688,6 +726,7 @@ agent_out_add(struct tproto_batch *b, const struct agent_out *m)
     case TRUMPET__MESSAGE__BODY_HEARTBEAT:
     case TRUMPET__MESSAGE__BODY_BYE:
     case TRUMPET__MESSAGE__BODY_CONFIGURE:
+    case TRUMPET__MESSAGE__BODY_POLL_BATCH:
     default:
         abort();
     }
@@ -700,7 +739,9 @@ agent_out_pop__(struct tpm_agent *a, uint32_t n)
     for (uint32_t i = 0; i < n; i++) {
         struct agent_out *m = &a->out[(a->out_head + i) % a->queue_size];
         free(m->reason);
+        free(m->values);
         m->reason = NULL;
+        m->values = NULL;
     }
     a->out_head = (a->out_head + n) % a->queue_size;
     a->out_n -= n;
@@ -780,7 +821,8 @@ agent_send_pending(struct tpm_agent *a)
                && bytes < AGENT_FRAME_BUDGET) {
             const struct agent_out *m = &a->out[(head + n) % a->queue_size];
             agent_out_add(&a->batch, m);
-            bytes += 96 + (m->reason ? strlen(m->reason) : 0);
+            bytes += (96 + (m->reason ? strlen(m->reason) : 0)
+                      + m->n_values * (sizeof *m->values + 1));
             n++;
         }
 
@@ -975,6 +1017,28 @@ agent_strdup_or_empty(const char *s)
 }
 
 /* Handles one valid message.  May end the session (check a->s.sock). */
+/* A validated PollBatch as one command: its entries' keys, then their
+ * event ids, in one allocation ('groups', which tpm_agent_cmd_free()
+ * frees). */
+static void
+agent_poll_batch_cmd(const Trumpet__PollBatch *p, struct tpm_agent_cmd *cmd)
+{
+    size_t n = p->n_event_ids;
+    size_t off = 0;
+
+    cmd->type = TPM_AGENT_POLL_BATCH;
+    cmd->cookie = p->cookie;
+    cmd->epoch = p->epoch;
+    cmd->n_entries = n;
+    cmd->groups = xmalloc(n * (sizeof *cmd->groups + sizeof *cmd->event_ids));
+    cmd->event_ids = (uint32_t *) (cmd->groups + n);
+    memcpy(cmd->event_ids, p->event_ids, n * sizeof *cmd->event_ids);
+    for (size_t i = 0; i < n; i++) {
+        off += tproto_key_record_get(p->keys.data + off, p->keys.len - off,
+                                     &cmd->groups[i]);
+    }
+}
+
 static void
 agent_on_message(struct tpm_agent *a, const Trumpet__Message *m)
 {
@@ -1005,6 +1069,7 @@ agent_on_message(struct tpm_agent *a, const Trumpet__Message *m)
     case TRUMPET__MESSAGE__BODY_INSTALL:
     case TRUMPET__MESSAGE__BODY_REMOVE:
     case TRUMPET__MESSAGE__BODY_POLL:
+    case TRUMPET__MESSAGE__BODY_POLL_BATCH:
     case TRUMPET__MESSAGE__BODY_CONFIGURE:
         if (!a->s.welcomed) {
             agent_invalid(a, "%s from TEM before welcome",
@@ -1031,6 +1096,8 @@ agent_on_message(struct tpm_agent *a, const Trumpet__Message *m)
             cmd.cookie = c->cookie;
             cmd.has_dos_threshold = c->has_dos_threshold;
             cmd.dos_threshold = c->dos_threshold;
+        } else if (m->body_case == TRUMPET__MESSAGE__BODY_POLL_BATCH) {
+            agent_poll_batch_cmd(m->poll_batch, &cmd);
         } else {
             const Trumpet__Poll *p = m->poll;
             cmd.type = TPM_AGENT_POLL;
@@ -1047,6 +1114,7 @@ agent_on_message(struct tpm_agent *a, const Trumpet__Message *m)
     case TRUMPET__MESSAGE__BODY_NACK:
     case TRUMPET__MESSAGE__BODY_SATISFACTION:
     case TRUMPET__MESSAGE__BODY_POLL_REPLY:
+    case TRUMPET__MESSAGE__BODY_POLL_BATCH_REPLY:
     case TRUMPET__MESSAGE__BODY__NOT_SET:
     default:
         agent_invalid(a, "unexpected %s from TEM",
@@ -1450,6 +1518,7 @@ tpm_agent_destroy(struct tpm_agent *a)
     }
     for (uint32_t i = 0; i < a->out_n; i++) {
         free(a->out[(a->out_head + i) % a->queue_size].reason);
+        free(a->out[(a->out_head + i) % a->queue_size].values);
     }
     free(a->cmds);
     free(a->out);

@@ -93,6 +93,10 @@ enum tpm_agent_cmd_type {
     TPM_AGENT_INSTALL,
     TPM_AGENT_REMOVE,
     TPM_AGENT_POLL,
+    TPM_AGENT_POLL_BATCH,       /* Protocol version 3 on: 'n_entries'
+                                 * polls of one epoch; answer them all
+                                 * with one
+                                 * tpm_agent_send_poll_batch_reply(). */
     TPM_AGENT_RESYNC,           /* A new session was welcomed: forget
                                  * every trigger the TEM installed; it
                                  * installs them again. */
@@ -108,8 +112,11 @@ struct tpm_agent_cmd {
     char *definition;           /* INSTALL (owned). */
     bool has_threshold;         /* INSTALL: share of a split threshold. */
     double threshold;
-    uint64_t epoch;             /* POLL. */
+    uint64_t epoch;             /* POLL, POLL_BATCH. */
     struct tpm_key group;       /* POLL. */
+    size_t n_entries;           /* POLL_BATCH: entry i is ('event_ids[i]', */
+    uint32_t *event_ids;        /* 'groups[i]') (owned: one allocation). */
+    struct tpm_key *groups;
     bool has_dos_threshold;     /* CONFIGURE: set the DoS threshold... */
     uint32_t dos_threshold;     /* ...to this many bytes (0: off). */
 };
@@ -140,6 +147,12 @@ bool tpm_agent_send_satisfaction(struct tpm_agent *, uint32_t event_id,
 bool tpm_agent_send_poll_reply(struct tpm_agent *, uint64_t cookie,
                                uint32_t event_id, uint64_t epoch,
                                Trumpet__PollStatus status, double value);
+
+/* The answers to a POLL_BATCH: 'status[i]' (a Trumpet__PollStatus) and
+ * 'values[i]' (0 where the status has none) answer its entry i. */
+bool tpm_agent_send_poll_batch_reply(struct tpm_agent *, uint64_t cookie,
+                                     uint64_t epoch, const uint8_t *status,
+                                     const double *values, size_t n);
 
 /* The host's monitor counters (all its monitors summed) that the next
  * heartbeats carry to the TEM, for its metrics.  Cheap: call it about

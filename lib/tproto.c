@@ -666,6 +666,59 @@ validate_poll_reply__(const Trumpet__PollReply *r)
     return NULL;
 }
 
+static const char *
+validate_poll_batch__(const Trumpet__PollBatch *p)
+{
+    if (!p->n_event_ids) {
+        return "poll_batch: no entries";
+    } else if (p->n_event_ids > TPROTO_MAX_POLL_ENTRIES) {
+        return "poll_batch: more than " XSTR(TPROTO_MAX_POLL_ENTRIES)
+               " entries";
+    } else if (p->epoch >= TPROTO_MAX_EPOCH) {
+        return "poll_batch: epoch not below 2^62";
+    }
+
+    const uint8_t *k = p->keys.data;
+    size_t left = p->keys.len;
+    for (size_t i = 0; i < p->n_event_ids; i++) {
+        struct tpm_key key;
+        size_t len = k ? tproto_key_record_get(k, left, &key) : 0;
+
+        if (!p->event_ids[i]) {
+            return "poll_batch: event_id is 0";
+        } else if (!len) {
+            return "poll_batch: keys: not one record (ipver 4 or 6, whole) "
+                   "per entry";
+        }
+        k += len;
+        left -= len;
+    }
+    return left ? "poll_batch: keys: bytes beyond the last entry's" : NULL;
+}
+
+static const char *
+validate_poll_batch_reply__(const Trumpet__PollBatchReply *r)
+{
+    if (!r->n_values) {
+        return "poll_batch_reply: no entries";
+    } else if (r->n_values > TPROTO_MAX_POLL_ENTRIES) {
+        return "poll_batch_reply: more than "
+               XSTR(TPROTO_MAX_POLL_ENTRIES) " entries";
+    } else if (r->status.len != r->n_values || !r->status.data) {
+        return "poll_batch_reply: not one status per value";
+    } else if (r->epoch >= TPROTO_MAX_EPOCH) {
+        return "poll_batch_reply: epoch not below 2^62";
+    }
+    for (size_t i = 0; i < r->n_values; i++) {
+        if (r->status.data[i] > TRUMPET__POLL_STATUS__POLL_INCOMPLETE) {
+            return "poll_batch_reply: status unknown";
+        } else if (!isfinite(r->values[i])) {
+            return "poll_batch_reply: value not finite";
+        }
+    }
+    return NULL;
+}
+
 const char *
 tproto_validate(const Trumpet__Message *msg)
 {
@@ -713,6 +766,10 @@ tproto_validate(const Trumpet__Message *msg)
         return validate_poll__(msg->poll);
     case TRUMPET__MESSAGE__BODY_POLL_REPLY:
         return validate_poll_reply__(msg->poll_reply);
+    case TRUMPET__MESSAGE__BODY_POLL_BATCH:
+        return validate_poll_batch__(msg->poll_batch);
+    case TRUMPET__MESSAGE__BODY_POLL_BATCH_REPLY:
+        return validate_poll_batch_reply__(msg->poll_batch_reply);
     case TRUMPET__MESSAGE__BODY_HEARTBEAT:
         return NULL;
     case TRUMPET__MESSAGE__BODY_BYE:
@@ -746,6 +803,8 @@ tproto_body_name(Trumpet__Message__BodyCase c)
     case TRUMPET__MESSAGE__BODY_HEARTBEAT: return "heartbeat";
     case TRUMPET__MESSAGE__BODY_BYE: return "bye";
     case TRUMPET__MESSAGE__BODY_CONFIGURE: return "configure";
+    case TRUMPET__MESSAGE__BODY_POLL_BATCH: return "poll_batch";
+    case TRUMPET__MESSAGE__BODY_POLL_BATCH_REPLY: return "poll_batch_reply";
     default: return "unknown";
     }
 }
@@ -1085,6 +1144,49 @@ tproto_add_poll_reply(struct tproto_batch *b, uint64_t cookie,
 }
 
 void
+tproto_add_poll_batch(struct tproto_batch *b, uint64_t cookie,
+                      uint64_t epoch, const uint32_t *event_ids, size_t n,
+                      const uint8_t *keys, size_t keys_len)
+{
+    char *x;
+    Trumpet__PollBatch *p = append__(b, TRUMPET__MESSAGE__BODY_POLL_BATCH,
+                                     sizeof *p,
+                                     ALIGN8(n * sizeof *event_ids)
+                                     + ALIGN8(keys_len), &x);
+
+    trumpet__poll_batch__init(p);
+    p->cookie = cookie;
+    p->epoch = epoch;
+    p->n_event_ids = n;
+    p->event_ids = take__(&x, n * sizeof *event_ids);
+    memcpy(p->event_ids, event_ids, n * sizeof *event_ids);
+    p->keys.len = keys_len;
+    p->keys.data = take__(&x, keys_len);
+    memcpy(p->keys.data, keys, keys_len);
+}
+
+void
+tproto_add_poll_batch_reply(struct tproto_batch *b, uint64_t cookie,
+                            uint64_t epoch, const uint8_t *status,
+                            const double *values, size_t n)
+{
+    char *x;
+    Trumpet__PollBatchReply *r = append__(
+        b, TRUMPET__MESSAGE__BODY_POLL_BATCH_REPLY, sizeof *r,
+        ALIGN8(n * sizeof *values) + ALIGN8(n), &x);
+
+    trumpet__poll_batch_reply__init(r);
+    r->cookie = cookie;
+    r->epoch = epoch;
+    r->n_values = n;
+    r->values = take__(&x, n * sizeof *values);
+    memcpy(r->values, values, n * sizeof *values);
+    r->status.len = n;
+    r->status.data = take__(&x, n);
+    memcpy(r->status.data, status, n);
+}
+
+void
 tproto_add_heartbeat(struct tproto_batch *b, uint64_t clock_ns, uint64_t seq)
 {
     tproto_add_heartbeat_counters(b, clock_ns, seq, NULL);
@@ -1149,6 +1251,47 @@ tproto_batch_encode(const struct tproto_batch *b, uint32_t version,
     }
     *datap = data;
     return size;
+}
+
+/* Key records. */
+
+size_t
+tproto_key_record_put(uint8_t *p, const struct tpm_key *key)
+{
+    size_t n = key->ipver == 4 ? 4 : 16;
+
+    p[0] = key->ipver;
+    memcpy(p + 1, key->src, n);
+    memcpy(p + 1 + n, key->dst, n);
+    p += 1 + 2 * n;
+    p[0] = key->sport >> 8;
+    p[1] = key->sport;
+    p[2] = key->dport >> 8;
+    p[3] = key->dport;
+    p[4] = key->proto;
+    return 1 + 2 * n + 5;
+}
+
+size_t
+tproto_key_record_get(const uint8_t *p, size_t n, struct tpm_key *key)
+{
+    size_t len = (!n ? 0
+                  : p[0] == 4 ? TPROTO_KEY_RECORD_V4
+                  : p[0] == 6 ? TPROTO_KEY_RECORD_V6 : 0);
+    if (!len || n < len) {
+        return 0;
+    }
+
+    size_t a = p[0] == 4 ? 4 : 16;
+    memset(key, 0, sizeof *key);
+    key->ipver = p[0];
+    memcpy(key->src, p + 1, a);
+    memcpy(key->dst, p + 1 + a, a);
+    p += 1 + 2 * a;
+    key->sport = (p[0] << 8) | p[1];
+    key->dport = (p[2] << 8) | p[3];
+    key->proto = p[4];
+    return len;
 }
 
 /* Conversions. */

@@ -45,8 +45,24 @@
  * peer drops a message of a kind it does not know without answering (it
  * decodes as a message with no body, see proto/trumpet.proto). */
 #define TPROTO_VERSION_MIN 1
-#define TPROTO_VERSION_MAX 2
+#define TPROTO_VERSION_MAX 3
 #define TPROTO_VERSION_CONFIGURE 2
+
+/* Version 3 added PollBatch and PollBatchReply: in a session of version
+ * TPROTO_VERSION_POLL_BATCH or later the TEM sends a host one PollBatch
+ * per epoch instead of a Poll per (event, group), and the host answers
+ * with one PollBatchReply; older sessions keep Poll and PollReply. */
+#define TPROTO_VERSION_POLL_BATCH 3
+
+/* Entries of one PollBatch (and its reply).  An IPv6 entry takes at most
+ * 43 bytes (a 5-byte event id and a 38-byte key record), so a full batch
+ * fits a frame (TPROTO_MAX_FRAME) with room to spare; a TEM with more to
+ * ask one host for one epoch sends several. */
+#define TPROTO_MAX_POLL_ENTRIES 16384
+
+/* Bytes of a key record in PollBatch.keys (proto/trumpet.proto). */
+#define TPROTO_KEY_RECORD_V4 14
+#define TPROTO_KEY_RECORD_V6 38
 
 /* Largest frame accepted (bytes) and messages per frame.  Larger frames
  * are dropped unread. */
@@ -193,6 +209,18 @@ void tproto_add_poll_reply(struct tproto_batch *, uint64_t cookie,
 void tproto_add_heartbeat(struct tproto_batch *, uint64_t clock_ns,
                           uint64_t seq);
 
+/* Version 3.  A PollBatch of 'n' entries (1..TPROTO_MAX_POLL_ENTRIES):
+ * 'event_ids[i]' and the i-th key record of 'keys' ('keys_len' bytes,
+ * written with tproto_key_record_put()).  Copied, in one allocation. */
+void tproto_add_poll_batch(struct tproto_batch *, uint64_t cookie,
+                           uint64_t epoch, const uint32_t *event_ids,
+                           size_t n, const uint8_t *keys, size_t keys_len);
+/* Its reply: 'status[i]' (a Trumpet__PollStatus) and 'values[i]' answer
+ * entry i. */
+void tproto_add_poll_batch_reply(struct tproto_batch *, uint64_t cookie,
+                                 uint64_t epoch, const uint8_t *status,
+                                 const double *values, size_t n);
+
 /* A host's counters for its heartbeats (proto HostCounters). */
 struct tproto_host_counters {
     uint64_t packets, bytes;
@@ -212,6 +240,15 @@ void tproto_add_bye(struct tproto_batch *, const char *reason);
  * Returns its length. */
 size_t tproto_batch_encode(const struct tproto_batch *, uint32_t version,
                            uint8_t **datap);
+
+/* Key records (PollBatch.keys).  tproto_key_record_put() writes 'key'
+ * (ipver 4 or 6) at 'p', which has room for TPROTO_KEY_RECORD_V6 bytes,
+ * and returns the bytes written.  tproto_key_record_get() reads the record
+ * at the start of the 'n' bytes at 'p' into '*key' and returns its length,
+ * or 0 if they do not start with a whole record. */
+size_t tproto_key_record_put(uint8_t *p, const struct tpm_key *key);
+size_t tproto_key_record_get(const uint8_t *p, size_t n,
+                             struct tpm_key *key);
 
 /* Conversions.  tproto_key_from_msg() expects a validated key. */
 void tproto_key_from_msg(const Trumpet__GroupKey *, struct tpm_key *);

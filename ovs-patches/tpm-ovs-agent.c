@@ -65,6 +65,7 @@ struct agent_counters {
     uint64_t satisfactions, satisfactions_dropped;
     uint64_t replies, replies_dropped;  /* Acks, nacks, poll replies. */
     uint64_t polls_incomplete, polls_not_yet, polls_cancelled;
+    uint64_t poll_batches;              /* Of 'polls', in batches. */
 };
 static struct agent_counters actr;
 static bool agent_backlog;      /* tpm_ovs_run() left commands queued. */
@@ -76,6 +77,28 @@ static bool agent_backlog;      /* tpm_ovs_run() left commands queued. */
 /* The TEM's polls being answered (struct tem_poll), oldest first. */
 static struct ovs_list tem_polls = OVS_LIST_INITIALIZER(&tem_polls);
 static size_t tem_polls_n;
+
+/* A PollBatch of the TEM (protocol version 3): its entries start as
+ * polls of their own while fewer than the agent's queue size are pending
+ * (so a batch of any size is bounded like single polls); each answer goes
+ * into 'status' and 'values', and the last sends them all in one
+ * PollBatchReply. */
+struct tem_poll_batch {
+    struct ovs_list node;       /* In 'tem_batches' while entries remain
+                                 * to start. */
+    uint64_t cookie, epoch;
+    size_t n;                   /* Entries. */
+    size_t next;                /* Next entry to start. */
+    size_t left;                /* Entries not answered nor cancelled. */
+    bool cancelled;             /* Its session ended: send nothing. */
+    uint32_t *event_ids;        /* From the agent's command; 'groups' owns
+                                 * the allocation. */
+    struct tpm_key *groups;
+    uint8_t *status;
+    double *values;
+};
+
+static struct ovs_list tem_batches = OVS_LIST_INITIALIZER(&tem_batches);
 
 /* Sends host-level satisfaction of TEM event 'he' to the TEM. */
 void
@@ -125,6 +148,8 @@ agent_cmd_name(enum tpm_agent_cmd_type type)
         return "remove";
     case TPM_AGENT_POLL:
         return "poll";
+    case TPM_AGENT_POLL_BATCH:
+        return "poll batch";
     case TPM_AGENT_RESYNC:
         return "resync";
     case TPM_AGENT_CONFIGURE:
@@ -274,12 +299,42 @@ tem_events_remove_all(struct tpm_pmd **parts, size_t n)
     free(ids);
 }
 
+/* One entry of 'b' is done (answered, or cancelled if 'b->cancelled');
+ * the last one sends the reply, if any, and frees 'b'. */
 static void
-tem_poll_answer(uint64_t cookie, uint32_t tem_id, uint64_t epoch,
-                Trumpet__PollStatus status, double value)
+tem_poll_batch_unref(struct tem_poll_batch *b)
 {
-    if (agent && tpm_agent_send_poll_reply(agent, cookie, tem_id, epoch,
-                                           status, value)) {
+    if (--b->left) {
+        return;
+    }
+    if (!b->cancelled) {
+        if (agent && tpm_agent_send_poll_batch_reply(agent, b->cookie,
+                                                     b->epoch, b->status,
+                                                     b->values, b->n)) {
+            actr.replies++;
+        } else {
+            actr.replies_dropped++;
+            agent_send_dropped("poll batch reply", b->event_ids[0]);
+        }
+    }
+    free(b->groups);
+    free(b->status);
+    free(b->values);
+    free(b);
+}
+
+/* Answers a poll: on its own, or as entry 'index' of 'batch'. */
+static void
+tem_poll_answer(struct tem_poll_batch *batch, size_t index, uint64_t cookie,
+                uint32_t tem_id, uint64_t epoch, Trumpet__PollStatus status,
+                double value)
+{
+    if (batch) {
+        batch->status[index] = status;
+        batch->values[index] = value;
+        tem_poll_batch_unref(batch);
+    } else if (agent && tpm_agent_send_poll_reply(agent, cookie, tem_id,
+                                                  epoch, status, value)) {
         actr.replies++;
     } else {
         actr.replies_dropped++;
@@ -295,11 +350,17 @@ struct tem_poll {
     uint64_t cookie;            /* The TEM's. */
     uint32_t tem_id;
     uint64_t epoch;
+    struct tem_poll_batch *batch;   /* NULL: a poll on its own. */
+    size_t index;               /* In 'batch'. */
 };
 
 static void
 tem_poll_free(struct tem_poll *p)
 {
+    if (p->batch) {             /* Not answered: cancelled. */
+        p->batch->cancelled = true;
+        tem_poll_batch_unref(p->batch);
+    }
     ovs_list_remove(&p->node);
     tem_polls_n--;
     tpm_ovs_op_destroy(&p->up);
@@ -311,6 +372,16 @@ tem_poll_free(struct tem_poll *p)
 static void
 tem_polls_cancel_all(void)
 {
+    struct tem_poll_batch *b;
+    LIST_FOR_EACH_SAFE (b, node, &tem_batches) {
+        size_t unstarted = b->n - b->next;
+        ovs_list_remove(&b->node);
+        actr.polls_cancelled += unstarted;
+        b->cancelled = true;
+        b->left -= unstarted - 1;
+        tem_poll_batch_unref(b);
+    }
+
     struct tem_poll *p;
     LIST_FOR_EACH_SAFE (p, node, &tem_polls) {
         actr.polls_cancelled++;
@@ -370,19 +441,24 @@ tem_poll_finish(struct op *op, struct tpm_pmd **parts OVS_UNUSED,
     } else {
         status = TRUMPET__POLL_STATUS__POLL_OK;
     }
-    tem_poll_answer(p->cookie, p->tem_id, p->epoch, status, sum);
+    tem_poll_answer(p->batch, p->index, p->cookie, p->tem_id, p->epoch,
+                    status, sum);
+    p->batch = NULL;
     tem_poll_free(p);
 }
 
-/* Starts answering the TEM's poll 'cmd' over the PMDs 'parts'. */
+/* Starts answering the TEM's poll of 'event_id' for 'group' in 'epoch'
+ * (with 'cookie', or as entry 'index' of 'batch') over the PMDs
+ * 'parts'. */
 static void
-tem_poll_start(const struct tpm_agent_cmd *cmd, struct tpm_pmd **parts,
-               size_t n)
+tem_poll_start(uint64_t cookie, uint32_t event_id, uint64_t epoch,
+               const struct tpm_key *group, struct tem_poll_batch *batch,
+               size_t index, struct tpm_pmd **parts, size_t n)
 {
-    struct host_event *he = tem_event_find(cmd->event_id);
+    struct host_event *he = tem_event_find(event_id);
     COVERAGE_INC(tpm_tem_poll);
     if (!he) {
-        tem_poll_answer(cmd->cookie, cmd->event_id, cmd->epoch,
+        tem_poll_answer(batch, index, cookie, event_id, epoch,
                         TRUMPET__POLL_STATUS__POLL_NO_EVENT, 0);
         return;
     }
@@ -392,15 +468,17 @@ tem_poll_start(const struct tpm_agent_cmd *cmd, struct tpm_pmd **parts,
     tpm_ovs_op_init(&p->up, tem_poll_finish, NULL, n,
                     tpm_ovs_knobs.poll_timeout_ns);
     p->up.repoll = true;
-    p->cookie = cmd->cookie;
-    p->tem_id = cmd->event_id;
-    p->epoch = cmd->epoch;
+    p->cookie = cookie;
+    p->tem_id = event_id;
+    p->epoch = epoch;
+    p->batch = batch;
+    p->index = index;
     for (size_t i = 0; i < n; i++) {
         struct pmd_req *rq = tpm_ovs_op_req(&p->up, i, parts[i],
                                             TPM_REPORT_POLL_REPLY, he->id);
         struct tpm_stats st;
-        rq->epoch = cmd->epoch;
-        rq->group = cmd->group;
+        rq->epoch = epoch;
+        rq->group = *group;
         tpm_get_stats(parts[i]->tpm, &st);
         if (!st.packets && tpm_ovs_pmd_parked(parts[i], now)) {
             /* No rx queue ever: its share is exactly zero. */
@@ -413,6 +491,55 @@ tem_poll_start(const struct tpm_agent_cmd *cmd, struct tpm_pmd **parts,
     tpm_ovs_op_start(&p->up);
 }
 
+/* Takes over the PollBatch 'cmd' (its entries). */
+static void
+tem_poll_batch_queue(struct tpm_agent_cmd *cmd)
+{
+    struct tem_poll_batch *b = xzalloc(sizeof *b);
+
+    b->cookie = cmd->cookie;
+    b->epoch = cmd->epoch;
+    b->n = b->left = cmd->n_entries;
+    b->event_ids = cmd->event_ids;
+    b->groups = cmd->groups;
+    cmd->event_ids = NULL;
+    cmd->groups = NULL;
+    b->status = xzalloc(b->n);
+    b->values = xcalloc(b->n, sizeof *b->values);
+    ovs_list_push_back(&tem_batches, &b->node);
+    actr.polls += b->n;
+    actr.poll_batches++;
+}
+
+/* Starts the entries of the queued PollBatches, oldest first, while
+ * fewer than the agent's queue size of polls are pending.  Returns false
+ * if entries remain to start. */
+static bool
+tem_poll_batches_start(struct tpm_pmd **parts, size_t n)
+{
+    while (!ovs_list_is_empty(&tem_batches)) {
+        struct tem_poll_batch *b = CONTAINER_OF(ovs_list_front(&tem_batches),
+                                                struct tem_poll_batch, node);
+        while (b->next < b->n) {
+            if (tem_polls_n >= agent_cfg.queue_size) {
+                return false;
+            }
+            size_t i = b->next++;
+            bool last = b->next == b->n;
+            if (last) {
+                /* Its last start may answer and free 'b'. */
+                ovs_list_remove(&b->node);
+            }
+            tem_poll_start(b->cookie, b->event_ids[i], b->epoch,
+                           &b->groups[i], b, i, parts, n);
+            if (last) {
+                break;
+            }
+        }
+    }
+    return true;
+}
+
 /* Executes the TEM's commands queued by the agent (a bounded number);
  * tpm_ovs_run() then queues what they ask of the PMDs. */
 void
@@ -422,7 +549,8 @@ tpm_ovs_agent_run(struct tpm_pmd **parts, size_t n)
     if (!agent) {
         return;
     }
-    for (int i = 0; tem_polls_n < agent_cfg.queue_size; i++) {
+    for (int i = 0; tem_poll_batches_start(parts, n)
+                    && tem_polls_n < agent_cfg.queue_size; i++) {
         struct tpm_agent_cmd cmd;
 
         if (i >= TPM_AGENT_CMDS_PER_RUN) {
@@ -454,7 +582,11 @@ tpm_ovs_agent_run(struct tpm_pmd **parts, size_t n)
         }
         case TPM_AGENT_POLL:
             actr.polls++;
-            tem_poll_start(&cmd, parts, n);
+            tem_poll_start(cmd.cookie, cmd.event_id, cmd.epoch, &cmd.group,
+                           NULL, 0, parts, n);
+            break;
+        case TPM_AGENT_POLL_BATCH:
+            tem_poll_batch_queue(&cmd);
             break;
         case TPM_AGENT_CONFIGURE:
             /* Every PMD applies it at its next sweep step.  The agent
@@ -860,9 +992,10 @@ tpm_unixctl_controller_show(struct unixctl_conn *conn, int argc OVS_UNUSED,
                   actr.satisfactions, actr.satisfactions_dropped,
                   actr.replies, actr.replies_dropped);
     ds_put_format(&s, "polls: pending %"PRIuSIZE", answered incomplete "
-                  "%"PRIu64", not yet %"PRIu64", cancelled %"PRIu64"\n",
+                  "%"PRIu64", not yet %"PRIu64", cancelled %"PRIu64
+                  ", batches %"PRIu64"\n",
                   tem_polls_n, actr.polls_incomplete, actr.polls_not_yet,
-                  actr.polls_cancelled);
+                  actr.polls_cancelled, actr.poll_batches);
 
     size_t n;
     struct tpm_pmd **parts = tpm_ovs_pmds_snapshot(&n);
@@ -910,6 +1043,9 @@ tpm_ovs_agent_wait(void)
     if (agent_backlog) {
         poll_immediate_wake();
     } else if (tem_polls_n < agent_cfg.queue_size) {
+        if (!ovs_list_is_empty(&tem_batches)) {
+            poll_immediate_wake();
+        }
         /* A command from the TEM wakes us at once. */
         poll_fd_wait(tpm_agent_fd(agent), POLLIN);
     }

@@ -119,12 +119,15 @@ sbuf_time(struct tem_core *core, struct sbuf *b, uint64_t ns)
                  "%Y-%m-%dT%H:%M:%S", &tm);
         core->time_cache_secs = secs;
     }
-    char frac[16];
-    snprintf(frac, sizeof frac, ".%06uZ",
-             (unsigned int) (ns % NS_PER_S / 1000));
+    char frac[9] = ".000000Z";
+    unsigned int us = ns % NS_PER_S / 1000;
+    for (int i = 6; i >= 1; i--) {
+        frac[i] = '0' + us % 10;
+        us /= 10;
+    }
     sbuf_put(b, "\"", 1);
     sbuf_str(b, core->time_cache);
-    sbuf_str(b, frac);
+    sbuf_put(b, frac, 8);
     sbuf_put(b, "\"", 1);
 }
 

@@ -117,7 +117,11 @@ struct options {
     enum bench_mode mode;
     enum scenario scenario;
     uint32_t n_hosts;
+    uint32_t n_old_hosts;       /* Of those, speaking protocol version 2
+                                 * (no PollBatch). */
     uint32_t n_events;          /* 0: 16 (throughput) or 256 (latency). */
+    uint32_t event_hosts;       /* Hosts each event covers (a power of
+                                 * two); 0: all. */
     uint32_t batch;             /* Keys per round (frame). */
     uint32_t window;            /* Messages in flight at most. */
     uint64_t warmup_ns, seconds_ns;
@@ -167,7 +171,8 @@ struct bench {
     uint32_t n_round_slots;
     uint64_t next_round_done;   /* one-quiet: oldest round in flight. */
     uint64_t alerts_rx;
-    uint64_t polls_rx;
+    uint64_t polls_rx;          /* Polls and PollBatch entries. */
+    uint64_t poll_batches_rx;
     uint64_t last_progress_ns;
 
     /* Latency. */
@@ -436,6 +441,10 @@ host_open(struct bench *b, struct host *h, uint32_t idx)
     prefix.addr[0] = htonl(0x0a000000 | (idx & 0xffff) << 8);
     tproto_add_hello(&h->out, h->id, &prefix, 1, b->epoch_ns,
                      tpm_clock_real_ns(), &pmd, 1, "tem-bench");
+    if (idx < b->opt.n_old_hosts) {
+        /* Before PollBatch: the TEM must poll it one Poll at a time. */
+        h->out.msgs[0]->hello->version_max = TPROTO_VERSION_POLL_BATCH - 1;
+    }
     host_send_batch(h, &h->out);
 }
 
@@ -467,23 +476,16 @@ key_group(uint64_t key, struct tpm_key *g)
     g->dst[0] = htonl(0x0a000000 | (key & 0xffffff));
 }
 
-static uint64_t
-group_key(const Trumpet__GroupKey *g)
-{
-    uint32_t dst;
-    memcpy(&dst, g->dst.data, 4);
-    return ntohl(dst) & 0xffffff;
-}
-
-/* A poll reached a host: in one-quiet, counts it against its round. */
+/* A poll of the group with destination 'dst' (network order) reached a
+ * host: in one-quiet, counts it against its round. */
 static void
-poll_credit(struct bench *b, const Trumpet__Poll *p)
+poll_credit(struct bench *b, uint32_t dst)
 {
     if (b->opt.scenario != SC_ONE_QUIET || !b->round_left) {
         return;
     }
     /* Keys wrap at 2^24: take the round in flight that matches. */
-    uint64_t k24 = group_key(p->group);
+    uint64_t k24 = ntohl(dst) & 0xffffff;
     uint64_t key = (b->keys_sent & ~0xffffffULL) | k24;
     if (key >= b->keys_sent) {
         key -= 1ULL << 24;
@@ -501,6 +503,20 @@ poll_credit(struct bench *b, const Trumpet__Poll *p)
             b->keys_done = MAX(b->keys_done, end);
             b->last_progress_ns = mono_ns();
         }
+    }
+}
+
+/* Latency mode: a poll (or batch) arrived and was answered. */
+static void
+host_poll_seen(struct bench *b)
+{
+    if (b->collect) {
+        uint64_t now = mono_ns();
+        if (!b->first_poll_ns) {
+            b->first_poll_ns = now;
+        }
+        b->last_poll_ns = now;
+        b->replied = true;
     }
 }
 
@@ -532,15 +548,32 @@ host_message(struct bench *b, struct host *h, const Trumpet__Message *m)
         b->polls_rx++;
         tproto_add_poll_reply(&h->out, p->cookie, p->event_id, p->epoch,
                               TRUMPET__POLL_STATUS__POLL_OK, poll_value(b));
-        poll_credit(b, p);
-        if (b->collect) {
-            uint64_t now = mono_ns();
-            if (!b->first_poll_ns) {
-                b->first_poll_ns = now;
-            }
-            b->last_poll_ns = now;
-            b->replied = true;
+        uint32_t dst;
+        memcpy(&dst, p->group->dst.data, sizeof dst);
+        poll_credit(b, dst);
+        host_poll_seen(b);
+        break;
+    }
+    case TRUMPET__MESSAGE__BODY_POLL_BATCH: {
+        const Trumpet__PollBatch *p = m->poll_batch;
+        size_t n = p->n_event_ids, off = 0;
+        uint8_t *status = xzalloc(n);   /* POLL_OK is 0. */
+        double *values = xmalloc(n * sizeof *values);
+        for (size_t i = 0; i < n; i++) {
+            struct tpm_key g;
+            off += tproto_key_record_get(p->keys.data + off,
+                                         p->keys.len - off, &g);
+            values[i] = poll_value(b);
+            poll_credit(b, g.dst[0]);
         }
+        tproto_add_poll_batch_reply(&h->out, p->cookie, p->epoch, status,
+                                    values, n);
+        free(status);
+        free(values);
+        h->polls += n;
+        b->polls_rx += n;
+        b->poll_batches_rx++;
+        host_poll_seen(b);
         break;
     }
     case TRUMPET__MESSAGE__BODY_HEARTBEAT:
@@ -750,11 +783,17 @@ all_welcomed(struct bench *b)
 
 /* True once every host received an Install of every event and the TEM
  * counts every install acked. */
+static uint32_t event_group(const struct bench *, uint32_t i);
+static uint32_t event_members(const struct bench *);
+
 static bool
 all_installed(struct bench *b)
 {
+    /* Each host gets the events of its group. */
+    uint32_t per_host = (b->opt.n_events * (uint64_t) event_members(b)
+                         / b->opt.n_hosts);
     for (uint32_t i = 0; i < b->opt.n_hosts; i++) {
-        if (b->hosts[i].installs < b->opt.n_events) {
+        if (b->hosts[i].installs < per_host) {
             return false;
         }
     }
@@ -766,13 +805,14 @@ all_installed(struct bench *b)
         struct json_object *e = json_object_array_get_idx(events, i);
         if (!strncmp(json_str(e, "name"), "bench_", 6)) {
             n_ours++;
-            ok = json_int(e, "acked") == b->opt.n_hosts
+            ok = json_int(e, "acked") == event_members(b)
                  && json_int(e, "pending") == 0;
         }
     }
     json_object_put(r);
     return ok && n_ours == b->opt.n_events;
 }
+
 
 static void
 setup(struct bench *b)
@@ -823,12 +863,24 @@ setup(struct bench *b)
     char interval[32], thr[64];
     tpm_time_format(b->epoch_ns, interval, sizeof interval);
     snprintf(thr, sizeof thr, "%.17g", b->opt.threshold);
-    char *def = xasprintf("filter=ip predicate=sum(volume) > %s "
-                          "group=nw_dst interval=%s across=sum", thr,
-                          interval);
     b->event_ids = xcalloc(b->opt.n_events, sizeof *b->event_ids);
     b->event_names = xcalloc(b->opt.n_events, sizeof *b->event_names);
     for (uint32_t i = 0; i < b->opt.n_events; i++) {
+        char *def;
+        if (b->opt.event_hosts) {
+            /* The hosts of group i % groups: their /24s make one
+             * prefix. */
+            uint32_t base = event_group(b, i) * b->opt.event_hosts;
+            int plen = 24 - __builtin_ctz(b->opt.event_hosts);
+            def = xasprintf("filter=ip,nw_dst=10.%"PRIu32".%"PRIu32".0/%d "
+                            "predicate=sum(volume) > %s group=nw_dst "
+                            "interval=%s across=sum", base >> 8,
+                            base & 0xff, plen, thr, interval);
+        } else {
+            def = xasprintf("filter=ip predicate=sum(volume) > %s "
+                            "group=nw_dst interval=%s across=sum", thr,
+                            interval);
+        }
         struct json_object *req = json_object_new_object();
         snprintf(b->event_names[i], sizeof b->event_names[i], "bench_%"
                  PRIu32, i);
@@ -841,9 +893,9 @@ setup(struct bench *b)
         r = ctl_call(b, req);
         b->event_ids[i] = json_int(r, "id");
         json_object_put(r);
+        free(def);
         service(b, 0);
     }
-    free(def);
     service_until(b, all_installed, "every event acked by every host");
 
     if (b->opt.mode == MODE_THROUGHPUT && deadline_ns < 10 * NS_PER_MS) {
@@ -874,6 +926,20 @@ teardown(struct bench *b)
     free(b->event_names);
 }
 
+/* Hosts of an event ('event_hosts', or all). */
+static uint32_t
+event_members(const struct bench *b)
+{
+    return b->opt.event_hosts ? b->opt.event_hosts : b->opt.n_hosts;
+}
+
+/* With --event-hosts, event 'i' covers the hosts of group i % groups. */
+static uint32_t
+event_group(const struct bench *b, uint32_t i)
+{
+    return i % (b->opt.n_hosts / event_members(b));
+}
+
 static uint64_t
 current_epoch(const struct bench *b)
 {
@@ -886,7 +952,8 @@ static void
 send_round(struct bench *b, uint64_t first, uint32_t count, uint64_t epoch,
            struct tproto_batch *batch)
 {
-    uint32_t n = b->opt.n_hosts;
+    uint32_t n = event_members(b);
+    uint32_t n_groups = b->opt.n_hosts / n;
     struct tpm_key g;
     /* Over the host's share (T/N).  A quiet host stays below T; otherwise
      * every satisfaction exceeds T on its own, so that every decision
@@ -894,32 +961,41 @@ send_round(struct bench *b, uint64_t first, uint32_t count, uint64_t epoch,
     double value = (b->opt.scenario == SC_ONE_QUIET
                     ? b->opt.threshold / n : b->opt.threshold) + 1;
 
-    for (uint32_t i = 0; i < count; i++) {
-        uint64_t key = first + i;
-        key_group(key, &g);
-        tproto_add_satisfaction(batch, b->event_ids[key % b->opt.n_events],
-                                epoch, &g, value, 0, 1, 0);
-    }
+    /* The keys of each host group's events, from its members. */
+    for (uint32_t grp = 0; grp < n_groups; grp++) {
+        for (uint32_t i = 0; i < count; i++) {
+            uint64_t key = first + i;
+            uint32_t e = key % b->opt.n_events;
+            if (event_group(b, e) == grp) {
+                key_group(key, &g);
+                tproto_add_satisfaction(batch, b->event_ids[e], epoch, &g,
+                                        value, 0, 1, 0);
+            }
+        }
+        if (!tproto_batch_count(batch)) {
+            continue;
+        }
 
-    uint8_t *data;
-    size_t len = tproto_batch_encode(batch, 0, &data);
-    tproto_batch_clear(batch);
-    uint32_t from = b->rounds_sent % n;
-    for (uint32_t i = 0; i < n; i++) {
-        struct host *h = &b->hosts[(from + i) % n];
-        if (b->opt.scenario != SC_ALL && i) {
-            break;
+        uint8_t *data;
+        size_t len = tproto_batch_encode(batch, 0, &data);
+        tproto_batch_clear(batch);
+        uint32_t from = b->rounds_sent % n;
+        for (uint32_t i = 0; i < n; i++) {
+            struct host *h = &b->hosts[grp * n + (from + i) % n];
+            if (b->opt.scenario != SC_ALL && i) {
+                break;
+            }
+            /* Answers queued for this host go first, as a real agent's
+             * would. */
+            host_flush(h);
+            if (zmq_send(h->sock, data, len, 0) < 0) {
+                cli_die("host %s: cannot send %zu bytes of satisfactions: "
+                        "%s", h->id, len, zmq_strerror(errno));
+            }
+            h->last_tx_ns = mono_ns();
         }
-        /* Answers queued for this host go first, as a real agent's
-         * would. */
-        host_flush(h);
-        if (zmq_send(h->sock, data, len, 0) < 0) {
-            cli_die("host %s: cannot send %zu bytes of satisfactions: %s",
-                h->id, len, zmq_strerror(errno));
-        }
-        h->last_tx_ns = mono_ns();
+        free(data);
     }
-    free(data);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -940,7 +1016,7 @@ throughput_round(struct bench *b, struct tproto_batch *batch)
     uint32_t count = b->opt.batch;
     if (b->opt.scenario == SC_ONE_QUIET) {
         b->round_left[b->rounds_sent % b->n_round_slots]
-            = count * (b->opt.n_hosts - 1);
+            = count * (event_members(b) - 1);
     }
     send_round(b, b->keys_sent, count, current_epoch(b) - 1, batch);
     b->keys_sent += count;
@@ -1062,6 +1138,8 @@ throughput_report(const struct bench *b, const struct tput_result *r)
         json_object_object_add(j, "scenario", json_object_new_string(
                                    scenario_names[o->scenario]));
         ADD_INT("hosts", o->n_hosts);
+        ADD_INT("old_hosts", o->n_old_hosts);
+        ADD_INT("event_hosts", event_members(b));
         ADD_INT("events", o->n_events);
         ADD_INT("batch", o->batch);
         ADD_INT("window", o->window);
@@ -1079,6 +1157,7 @@ throughput_report(const struct bench *b, const struct tput_result *r)
         ADD_INT("msgs_out", r->msgs_out);
         ADD_INT("polls_sent", r->polls);
         ADD_INT("poll_replies", r->replies);
+        ADD_INT("poll_batches_rx", b->poll_batches_rx);
         ADD_INT("replies_stale", r->stale);
         ADD_INT("sat_late", r->late);
         ADD_DBL("sat_per_cpu_s", rate(r->sat, r->cpu_s));
@@ -1381,7 +1460,8 @@ rtt(const struct options *o)
 enum {
     OPT_CTL = 256, OPT_TEM_PID, OPT_MODE, OPT_SCENARIO, OPT_HOSTS,
     OPT_EVENTS, OPT_BATCH, OPT_WINDOW, OPT_WARMUP, OPT_SECONDS, OPT_EPOCHS,
-    OPT_RTT_COUNT, OPT_THRESHOLD, OPT_TIMEOUT, OPT_JSON,
+    OPT_RTT_COUNT, OPT_THRESHOLD, OPT_TIMEOUT, OPT_JSON, OPT_OLD_HOSTS,
+    OPT_EVENT_HOSTS,
 };
 
 static void
@@ -1398,7 +1478,12 @@ usage: tem-bench --ctl=EP [OPTIONS]\n\
   --mode=MODE       throughput, latency or rtt (throughput)\n\
   --scenario=S      throughput: all, one or one-quiet (one)\n\
   --hosts=N         simulated hosts (8)\n\
+  --old-hosts=N     of those, N speak protocol version 2: polled one\n\
+                    Poll at a time, not by PollBatch (0)\n\
   --events=E        events defined (throughput 16, latency 256)\n\
+  --event-hosts=M   throughput: each event covers M hosts (a power of\n\
+                    two dividing --hosts; event i the group i modulo\n\
+                    hosts/M), as events scoped to a rack are (all)\n\
   --batch=B         throughput: keys per round, one frame (256)\n\
   --window=W        throughput: messages in flight at most, at least\n\
                     two rounds (16384)\n\
@@ -1423,6 +1508,8 @@ parse_options(int argc, char *argv[], struct options *o)
         { "mode", required_argument, NULL, OPT_MODE },
         { "scenario", required_argument, NULL, OPT_SCENARIO },
         { "hosts", required_argument, NULL, OPT_HOSTS },
+        { "old-hosts", required_argument, NULL, OPT_OLD_HOSTS },
+        { "event-hosts", required_argument, NULL, OPT_EVENT_HOSTS },
         { "events", required_argument, NULL, OPT_EVENTS },
         { "batch", required_argument, NULL, OPT_BATCH },
         { "window", required_argument, NULL, OPT_WINDOW },
@@ -1498,6 +1585,12 @@ parse_options(int argc, char *argv[], struct options *o)
         case OPT_HOSTS:
             o->n_hosts = cli_uint(name, optarg, 1, 4096);
             break;
+        case OPT_EVENT_HOSTS:
+            o->event_hosts = cli_uint(name, optarg, 1, 65536);
+            break;
+        case OPT_OLD_HOSTS:
+            o->n_old_hosts = cli_uint(name, optarg, 0, 4096);
+            break;
         case OPT_EVENTS:
             o->n_events = cli_uint(name, optarg, 1, 1 << 20);
             break;
@@ -1544,6 +1637,24 @@ parse_options(int argc, char *argv[], struct options *o)
     if (!o->n_events) {
         o->n_events = o->mode == MODE_LATENCY ? 256 : 16;
     }
+    if (o->event_hosts
+        && (o->event_hosts & (o->event_hosts - 1)
+            || o->n_hosts % o->event_hosts || o->n_hosts > 65536
+            || o->mode != MODE_THROUGHPUT)) {
+        cli_usage_error("--event-hosts: %"PRIu32" is not a power of two "
+                        "dividing --hosts (%"PRIu32", at most 65536), or "
+                        "not in throughput mode", o->event_hosts,
+                        o->n_hosts);
+    }
+    if (o->mode == MODE_THROUGHPUT && o->scenario == SC_ONE_QUIET
+        && o->event_hosts == 1) {
+        cli_usage_error("--scenario=one-quiet needs --event-hosts=2 or "
+                        "more");
+    }
+    if (o->n_old_hosts > o->n_hosts) {
+        cli_usage_error("--old-hosts: %"PRIu32" is more than --hosts "
+                        "(%"PRIu32")", o->n_old_hosts, o->n_hosts);
+    }
     if (o->mode == MODE_THROUGHPUT && o->scenario == SC_ONE_QUIET
         && o->n_hosts < 2) {
         cli_usage_error(
@@ -1571,6 +1682,8 @@ main(int argc, char *argv[])
     }
 
     b.zctx = zmq_ctx_new();
+    /* A socket per host, beyond ZeroMQ's default of 1023 sockets. */
+    zmq_ctx_set(b.zctx, ZMQ_MAX_SOCKETS, b.opt.n_hosts + 16);
     b.ctl = zmq_socket(b.zctx, ZMQ_REQ);
     zmq_setsockopt(b.ctl, ZMQ_LINGER, &zero, sizeof zero);
     tpm_zmq_max_msg(b.ctl, 64 << 20);

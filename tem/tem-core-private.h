@@ -86,6 +86,39 @@ enum tem_dos_state {
     TEM_DOS_WAITING,            /* Not connected: sent when it is. */
 };
 
+/* A poll inside a PollBatch: the decision's slot and generation and the
+ * part polled, so that the reply's entry i finds its decision without a
+ * lookup by key. */
+struct tem_poll_ref {
+    uint32_t slot, gen, part;
+};
+
+/* Batches a host has been sent and not answered, by cookie modulo this
+ * (older ones are forgotten: their answers count as stale and their
+ * parts wait for the deadline). */
+#define TEM_POLL_BATCHES_OUT 32
+
+/* A host's polls for protocol version 3 on: those of the current loop
+ * turn gather in 'ids', 'keys' and 'refs' (for one epoch; another epoch,
+ * or TPROTO_MAX_POLL_ENTRIES, starts another batch) and leave as one
+ * PollBatch when the host's messages are flushed.  The buffers of the
+ * batches out are swapped in and out, never allocated per message. */
+struct tem_pollq {
+    uint64_t epoch;
+    size_t n, cap;              /* Entries gathered, room. */
+    uint32_t *ids;
+    uint8_t *keys;              /* Key records (tproto_key_record_put()). */
+    size_t keys_len;
+    struct tem_poll_ref *refs;
+    uint64_t next_cookie;       /* Cookies: 1, 2, ... */
+    struct tem_poll_out {
+        uint64_t cookie;        /* 0: none. */
+        uint64_t epoch;
+        size_t n, cap;
+        struct tem_poll_ref *refs;
+    } out[TEM_POLL_BATCHES_OUT];
+};
+
 struct tem_host {
     uint32_t slot;
     enum tem_host_state state;
@@ -114,6 +147,7 @@ struct tem_host {
     char dos_reason[256];       /* Nack reason. */
 
     struct tproto_batch out;    /* Queued for the next flush. */
+    struct tem_pollq *pollq;    /* Version 3 on, once polled. */
     size_t out_bytes;           /* Estimated size of 'out'. */
     bool dirty;                 /* On 'dirty' list. */
     struct tem_host_stats stats;
@@ -303,6 +337,11 @@ void event_free(struct tem_event *);
 /* tem-decide.c. */
 void handle_satisfaction(struct tem_core *, struct tem_host *,
                          const Trumpet__Satisfaction *);
+void handle_poll_batch_reply(struct tem_core *, struct tem_host *,
+                             const Trumpet__PollBatchReply *);
+void pollq_flush(struct tem_core *, struct tem_host *);
+void pollq_free(struct tem_pollq *);
+void pollq_reset(struct tem_pollq *);
 void handle_poll_reply(struct tem_core *, struct tem_host *,
                        const Trumpet__PollReply *);
 void decisions_host_gone(struct tem_core *, const struct tem_host *);

@@ -155,6 +155,7 @@ tem_core_destroy(struct tem_core *core)
         struct tem_host *h = core->hosts[i];
         if (h) {
             tproto_batch_destroy(&h->out);
+            pollq_free(h->pollq);
             free(h->prefixes);
             free(h->software);
             free(h);

@@ -216,6 +216,12 @@ struct tem_stats {
                                  * not installed on that host. */
     uint64_t sat_late;          /* For a key decided already. */
     uint64_t polls_sent, poll_replies, repolls;
+    uint64_t poll_batches;      /* PollBatches sent (their entries count
+                                 * in 'polls_sent', their answers in
+                                 * 'poll_replies'). */
+    uint64_t poll_batches_forgotten;    /* Unanswered when
+                                         * TEM_POLL_BATCHES_OUT newer ones
+                                         * had been sent to the host. */
     uint64_t replies_stale;     /* For a decided or unknown decision. */
     uint64_t decisions, decided_complete, decided_deadline;
     uint64_t decisions_full;    /* Satisfactions dropped: no room for a

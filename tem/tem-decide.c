@@ -67,12 +67,125 @@ poll_cookie(const struct tpm_decision *d, uint32_t part)
            | ((uint64_t) part << COOKIE_SLOT_BITS) | d->slot;
 }
 
+/* Batched polls (protocol version 3 on). */
+
+static struct tem_pollq *
+pollq_get(struct tem_host *h)
+{
+    if (!h->pollq) {
+        h->pollq = xzalloc(sizeof *h->pollq);
+    }
+    return h->pollq;
+}
+
+void
+pollq_free(struct tem_pollq *q)
+{
+    if (q) {
+        free(q->ids);
+        free(q->keys);
+        free(q->refs);
+        for (size_t i = 0; i < TEM_POLL_BATCHES_OUT; i++) {
+            free(q->out[i].refs);
+        }
+        free(q);
+    }
+}
+
+/* Appends the entries gathered for 'h' as one PollBatch to its outgoing
+ * messages and remembers them under its cookie. */
+void
+pollq_flush(struct tem_core *core, struct tem_host *h)
+{
+    struct tem_pollq *q = h->pollq;
+    uint64_t cookie = ++q->next_cookie;
+    struct tem_poll_out *o = &q->out[cookie % TEM_POLL_BATCHES_OUT];
+    size_t n = q->n;
+
+    if (o->cookie) {
+        /* Never answered: its entries will find no batch. */
+        core->stats.poll_batches_forgotten++;
+    }
+    /* host_out() may flush the host's messages first, which must not
+     * flush this batch again. */
+    q->n = 0;
+    struct tproto_batch *out = host_out(core, h, 16 + q->keys_len + 5 * n);
+    tproto_add_poll_batch(out, cookie, q->epoch, q->ids, n, q->keys,
+                          q->keys_len);
+    core->stats.poll_batches++;
+
+    /* The gathered refs become the batch's; its old buffer gathers the
+     * next. */
+    struct tem_poll_ref *refs = o->refs;
+    size_t cap = o->cap;
+    o->cookie = cookie;
+    o->epoch = q->epoch;
+    o->n = n;
+    o->refs = q->refs;
+    o->cap = q->cap;
+    q->refs = refs;
+    q->keys_len = 0;
+    if (cap < q->cap) {
+        q->refs = xrealloc(q->refs, q->cap * sizeof *q->refs);
+    }
+}
+
+/* 'h''s session ended: its gathered polls and batches out are void. */
+void
+pollq_reset(struct tem_pollq *q)
+{
+    if (q) {
+        q->n = q->keys_len = 0;
+        for (size_t i = 0; i < TEM_POLL_BATCHES_OUT; i++) {
+            q->out[i].cookie = 0;
+        }
+    }
+}
+
+/* Gathers the poll of part 'part' of 'd' into the next PollBatch of
+ * 'h'. */
+static void
+pollq_add(struct tem_core *core, struct tem_host *h,
+          const struct tpm_decision *d, uint32_t part)
+{
+    struct tem_pollq *q = pollq_get(h);
+
+    if (q->n && (q->epoch != d->key.epoch
+                 || q->n == TPROTO_MAX_POLL_ENTRIES)) {
+        pollq_flush(core, h);
+    }
+    if (q->n == q->cap) {
+        q->cap = q->cap ? 2 * q->cap : 64;
+        q->ids = xrealloc(q->ids, q->cap * sizeof *q->ids);
+        q->keys = xrealloc(q->keys, q->cap * TPROTO_KEY_RECORD_V6);
+        q->refs = xrealloc(q->refs, q->cap * sizeof *q->refs);
+    }
+    if (!q->n) {
+        q->epoch = d->key.epoch;
+        if (!h->dirty) {        /* So that tem_core_flush() sends it. */
+            h->dirty = true;
+            core->dirty[core->n_dirty++] = h;
+        }
+    }
+    q->ids[q->n] = d->key.event;
+    q->keys_len += tproto_key_record_put(q->keys + q->keys_len,
+                                         &d->key.group);
+    q->refs[q->n] = (struct tem_poll_ref) {
+        .slot = d->slot, .gen = d->gen, .part = part,
+    };
+    q->n++;
+}
+
 static void
 send_poll(struct tem_core *core, struct tpm_decision *d, uint32_t part)
 {
     struct tem_host *h = core->hosts[tem_parts(d)[part].host_slot];
-    tproto_add_poll(host_out(core, h, 64), poll_cookie(d, part),
-                    d->key.event, d->key.epoch, &d->key.group);
+    if (h->version >= TPROTO_VERSION_POLL_BATCH) {
+        pollq_add(core, h, d, part);
+    } else {
+        tproto_add_poll(host_out(core, h, 64), poll_cookie(d, part),
+                        d->key.event, d->key.epoch, &d->key.group);
+    }
     core->stats.polls_sent++;
 }
 
@@ -348,6 +461,38 @@ repoll_push(struct tem_core *core, const struct tpm_decision *d,
                             .part = part };
 }
 
+/* Part 'part' of 'd', waiting, answered 'status' and 'value'. */
+static void
+poll_answer(struct tem_core *core, struct tpm_decision *d, uint32_t part,
+            unsigned int status, double value)
+{
+    struct tem_part *p = &tem_parts(d)[part];
+    switch (status) {
+    case TRUMPET__POLL_STATUS__POLL_OK:
+        part_done(core, d, p, TPM_PART_VALUE, value);
+        break;
+    case TRUMPET__POLL_STATUS__POLL_NO_GROUP:
+        part_done(core, d, p, TPM_PART_VALUE, 0);
+        break;
+    case TRUMPET__POLL_STATUS__POLL_INCOMPLETE:
+        p->up.flags |= PART_INCOMPLETE;
+        part_done(core, d, p, TPM_PART_VALUE, value);
+        break;
+    case TRUMPET__POLL_STATUS__POLL_NOT_YET: {
+        uint64_t due = now__(core) + core->cfg.repoll_ns;
+        if (due < d->deadline_ns) {
+            repoll_push(core, d, part, due);
+        }
+        break;
+    }
+    case TRUMPET__POLL_STATUS__POLL_EXPIRED:
+    case TRUMPET__POLL_STATUS__POLL_NO_EVENT:
+    default:
+        part_done(core, d, p, TPM_PART_MISSING, 0);
+        break;
+    }
+}
+
 void
 handle_poll_reply(struct tem_core *core, struct tem_host *h,
                   const Trumpet__PollReply *r)
@@ -370,31 +515,41 @@ handle_poll_reply(struct tem_core *core, struct tem_host *h,
         return;
     }
 
-    struct tem_part *p = &parts[part];
-    switch (r->status) {
-    case TRUMPET__POLL_STATUS__POLL_OK:
-        part_done(core, d, p, TPM_PART_VALUE, r->value);
-        break;
-    case TRUMPET__POLL_STATUS__POLL_NO_GROUP:
-        part_done(core, d, p, TPM_PART_VALUE, 0);
-        break;
-    case TRUMPET__POLL_STATUS__POLL_INCOMPLETE:
-        p->up.flags |= PART_INCOMPLETE;
-        part_done(core, d, p, TPM_PART_VALUE, r->has_value ? r->value : 0);
-        break;
-    case TRUMPET__POLL_STATUS__POLL_NOT_YET: {
-        uint64_t due = now__(core) + core->cfg.repoll_ns;
-        if (due < d->deadline_ns) {
-            repoll_push(core, d, part, due);
-        }
-        break;
+    poll_answer(core, d, part, r->status, r->has_value ? r->value : 0);
+}
+
+/* The answers of a PollBatch: entry i answers the batch's entry i. */
+void
+handle_poll_batch_reply(struct tem_core *core, struct tem_host *h,
+                        const Trumpet__PollBatchReply *r)
+{
+    struct tem_pollq *q = h->pollq;
+    struct tem_poll_out *o = (q ? &q->out[r->cookie % TEM_POLL_BATCHES_OUT]
+                              : NULL);
+    size_t n = r->n_values;
+
+    core->stats.poll_replies += n;
+    h->stats.poll_replies += n;
+    if (!o || !r->cookie || o->cookie != r->cookie || o->n != n
+        || o->epoch != r->epoch) {
+        core->stats.replies_stale += n;
+        return;
     }
-    case TRUMPET__POLL_STATUS__POLL_EXPIRED:
-    case TRUMPET__POLL_STATUS__POLL_NO_EVENT:
-    case _TRUMPET__POLL_STATUS_IS_INT_SIZE:
-    default:
-        part_done(core, d, p, TPM_PART_MISSING, 0);
-        break;
+    o->cookie = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct tem_poll_ref *ref = &o->refs[i];
+        struct tpm_decision *d = tpm_decision_by_slot(core->decisions,
+                                                      ref->slot);
+        struct tem_part *parts = d ? tem_parts(d) : NULL;
+        if (!d || d->decided || d->gen != ref->gen
+            || ref->part >= d->n_parts
+            || parts[ref->part].host_slot != h->slot
+            || parts[ref->part].session != h->session
+            || parts[ref->part].up.state != TPM_PART_WAITING) {
+            core->stats.replies_stale++;
+            continue;
+        }
+        poll_answer(core, d, ref->part, r->status.data[i], r->values[i]);
     }
 }
 

@@ -153,6 +153,9 @@ send_batch(struct tem_core *core, const void *peer, size_t peer_len,
 static void
 host_flush(struct tem_core *core, struct tem_host *h)
 {
+    if (h->pollq && h->pollq->n) {
+        pollq_flush(core, h);
+    }
     if (host_connected(h)) {
         send_batch(core, h->peer, h->peer_len, h->version, &h->out,
                    &h->stats);
@@ -349,6 +352,7 @@ host_gone__(struct tem_core *core, struct tem_host *h, const char *reason,
     decisions_host_gone(core, h);
     peer_remove(core, h);
     tproto_batch_clear(&h->out);
+    pollq_reset(h->pollq);
     h->out_bytes = 0;
     h->state = TEM_HOST_GONE;
     h->gone_ns = now;
@@ -595,6 +599,9 @@ handle_message(struct tem_core *core, struct tem_host *h,
     case TRUMPET__MESSAGE__BODY_POLL_REPLY:
         handle_poll_reply(core, h, msg->poll_reply);
         break;
+    case TRUMPET__MESSAGE__BODY_POLL_BATCH_REPLY:
+        handle_poll_batch_reply(core, h, msg->poll_batch_reply);
+        break;
     case TRUMPET__MESSAGE__BODY_HEARTBEAT: {
         const Trumpet__HostCounters *c = msg->heartbeat->counters;
         h->stats.heartbeats++;
@@ -627,6 +634,7 @@ handle_message(struct tem_core *core, struct tem_host *h,
     case TRUMPET__MESSAGE__BODY_INSTALL:
     case TRUMPET__MESSAGE__BODY_REMOVE:
     case TRUMPET__MESSAGE__BODY_POLL:
+    case TRUMPET__MESSAGE__BODY_POLL_BATCH:
     case TRUMPET__MESSAGE__BODY_CONFIGURE:
     case TRUMPET__MESSAGE__BODY__NOT_SET:
     case _TRUMPET__MESSAGE__BODY__CASE_IS_INT_SIZE:
@@ -707,6 +715,7 @@ tem_core_input_auth(struct tem_core *core, const void *peer, size_t peer_len,
 
     bool session_only = !tproto_version_supported(frame->version);
     bool said_bye = false;
+    uint64_t rx_ns = 0;         /* The clock, read once a frame. */
     for (size_t i = 0; i < frame->n_messages; i++) {
         const Trumpet__Message *msg = frame->messages[i];
         const char *invalid = tproto_validate(msg);
@@ -743,7 +752,10 @@ tem_core_input_auth(struct tem_core *core, const void *peer, size_t peer_len,
                 handle_message(core, h, msg);
             }
         } else {
-            h->last_rx_ns = now__(core);
+            if (!rx_ns) {
+                rx_ns = now__(core);
+            }
+            h->last_rx_ns = rx_ns;
             handle_message(core, h, msg);
         }
         if (h && h->state != TEM_HOST_CONNECTED) {

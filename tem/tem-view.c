@@ -342,6 +342,8 @@ tem_core_status_json(const struct tem_core *core)
     STAT(polls_sent);
     STAT(poll_replies);
     STAT(repolls);
+    STAT(poll_batches);
+    STAT(poll_batches_forgotten);
     STAT(replies_stale);
     STAT(decisions);
     STAT(decided_complete);
@@ -438,7 +440,12 @@ static const struct stat_metric stat_metrics[] = {
        "Satisfactions for a key decided already."),
     SM(decisions_full, "satisfactions_dropped_total",
        "Satisfactions dropped: no room for a decision (--max-decisions)."),
-    SM(polls_sent, "polls_sent_total", "Polls sent to hosts."),
+    SM(polls_sent, "polls_sent_total",
+       "Polls sent to hosts (each entry of a PollBatch counts)."),
+    SM(poll_batches, "poll_batches_total",
+       "PollBatch messages sent (protocol version 3 hosts)."),
+    SM(poll_batches_forgotten, "poll_batches_forgotten_total",
+       "PollBatches never answered before newer ones took their place."),
     SM(poll_replies, "poll_replies_total", "Poll replies received."),
     SM(repolls, "repolls_total",
        "Polls sent again after a NOT_YET reply."),

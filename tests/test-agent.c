@@ -207,6 +207,17 @@ tem_expect(struct tem *t, Trumpet__Message__BodyCase type)
 }
 
 static void
+tem_welcome_version(struct tem *t, const char *tem_id, uint32_t version)
+{
+    struct tproto_batch b;
+    tproto_batch_init(&b);
+    tproto_add_welcome(&b, version, tem_id, tpm_clock_real_ns(),
+                       t->heartbeat_ms);
+    tem_send(t, &b);
+    tproto_batch_destroy(&b);
+}
+
+static void
 tem_welcome(struct tem *t, const char *tem_id)
 {
     struct tproto_batch b;
@@ -879,18 +890,18 @@ START_TEST(test_refuse)
     tproto_free(f);
     struct tproto_batch b;
     tproto_batch_init(&b);
-    tproto_add_refuse(&b, "protocol versions 1..2 not in 3..4");
+    tproto_add_refuse(&b, "protocol versions 1..3 not in 4..5");
     b.msgs[0]->refuse->has_version_min = true;
-    b.msgs[0]->refuse->version_min = 3;
+    b.msgs[0]->refuse->version_min = 4;
     b.msgs[0]->refuse->has_version_max = true;
-    b.msgs[0]->refuse->version_max = 4;
+    b.msgs[0]->refuse->version_max = 5;
     tem_send(&t, &b);
 
     wait_state(a, TPM_AGENT_REFUSED);
     struct tpm_agent_status s = status(a);
     ck_assert_msg(strstr(s.last_error, "TEM refused: protocol versions "
-                         "1..2 not in 3..4 (TEM speaks protocol versions "
-                         "3..4, this host 1..2)"), "%s", s.last_error);
+                         "1..3 not in 4..5 (TEM speaks protocol versions "
+                         "4..5, this host 1..3)"), "%s", s.last_error);
     ck_assert_uint_eq(s.sessions, 0);
     ck_assert_uint_eq(s.version, 0);
     ck_assert(!tpm_agent_send_ack(a, 1, 1));
@@ -907,13 +918,13 @@ START_TEST(test_refuse)
     tem_send(&t, &b);
     f = tem_expect(&t, TRUMPET__MESSAGE__BODY_BYE);
     ck_assert_msg(strstr(f->messages[0]->bye->reason,
-                         "protocol version 7 not in 1..2"), "%s",
+                         "protocol version 7 not in 1..3"), "%s",
                   f->messages[0]->bye->reason);
     tproto_free(f);
     wait_state(a, TPM_AGENT_REFUSED);
     s = status(a);
     ck_assert_msg(strstr(s.last_error, "TEM tem-future chose protocol "
-                         "version 7 not in 1..2"), "%s", s.last_error);
+                         "version 7 not in 1..3"), "%s", s.last_error);
     ck_assert_uint_eq(s.sessions, 0);
 
     /* And then a proper session. */
@@ -1309,6 +1320,99 @@ START_TEST(test_curve)
 }
 END_TEST
 
+/* Protocol version 3: a PollBatch reaches the host as one command with
+ * every entry (IPv4 and IPv6 keys, in order); the host's one answer
+ * reaches the TEM as one PollBatchReply, entry for entry. */
+START_TEST(test_poll_batch)
+{
+    struct tem t;
+    tem_init(&t, 1000);
+    struct tpm_agent_config c;
+    agent_config(&c, t.endpoint);
+    struct tpm_agent *a = agent_start(&c);
+
+    Trumpet__Frame *f = tem_expect(&t, TRUMPET__MESSAGE__BODY_HELLO);
+    ck_assert_uint_eq(f->messages[0]->hello->version_max,
+                      TPROTO_VERSION_POLL_BATCH);
+    tproto_free(f);
+    tem_welcome_version(&t, "tem-test", TPROTO_VERSION_POLL_BATCH);
+    struct tpm_agent_cmd cmd;
+    wait_cmd(a, &cmd);
+    ck_assert_int_eq(cmd.type, TPM_AGENT_RESYNC);
+    ck_assert_uint_eq(status(a).version, TPROTO_VERSION_POLL_BATCH);
+
+    enum { N = 300 };
+    uint32_t ids[N];
+    struct tpm_key keys[N];
+    uint8_t records[N * TPROTO_KEY_RECORD_V6];
+    size_t len = 0;
+    for (size_t i = 0; i < N; i++) {
+        ids[i] = 1 + i % 7;
+        keys[i] = make_key(i, 1000 + i);
+        if (i % 3 == 2) {
+            keys[i].ipver = 6;
+            keys[i].src[3] = htonl(i);
+            keys[i].dst[0] = htonl(0xfd000000);
+        }
+        len += tproto_key_record_put(records + len, &keys[i]);
+    }
+    struct tproto_batch b;
+    tproto_batch_init(&b);
+    tproto_add_poll_batch(&b, 777, 123456789, ids, N, records, len);
+    tem_send(&t, &b);
+
+    wait_cmd(a, &cmd);
+    ck_assert_int_eq(cmd.type, TPM_AGENT_POLL_BATCH);
+    ck_assert_uint_eq(cmd.cookie, 777);
+    ck_assert_uint_eq(cmd.epoch, 123456789);
+    ck_assert_uint_eq(cmd.n_entries, N);
+    for (size_t i = 0; i < N; i++) {
+        ck_assert_uint_eq(cmd.event_ids[i], ids[i]);
+        ck_assert_msg(tpm_key_equal(&cmd.groups[i], &keys[i]),
+                      "entry %zu: key differs", i);
+    }
+    tpm_agent_cmd_free(&cmd);
+    ck_assert_ptr_null(cmd.groups);
+
+    uint8_t st[N];
+    double values[N];
+    for (size_t i = 0; i < N; i++) {
+        st[i] = i % 6;
+        values[i] = i * 1.5;
+    }
+    ck_assert(tpm_agent_send_poll_batch_reply(a, 777, 123456789, st, values,
+                                              N));
+    const Trumpet__PollBatchReply *r = NULL;
+    while (!r) {
+        f = tem_recv_data(&t, WAIT_MS);
+        ck_assert_msg(f, "no poll batch reply");
+        for (size_t i = 0; i < f->n_messages; i++) {
+            const Trumpet__Message *m = f->messages[i];
+            if (m->body_case == TRUMPET__MESSAGE__BODY_POLL_BATCH_REPLY) {
+                ck_assert_ptr_null(tproto_validate(m));
+                r = m->poll_batch_reply;
+            }
+        }
+        if (!r) {
+            tproto_free(f);
+        }
+    }
+    ck_assert_uint_eq(f->version, TPROTO_VERSION_POLL_BATCH);
+    ck_assert_uint_eq(r->cookie, 777);
+    ck_assert_uint_eq(r->epoch, 123456789);
+    ck_assert_uint_eq(r->n_values, N);
+    ck_assert_mem_eq(r->status.data, st, N);
+    ck_assert_mem_eq(r->values, values, sizeof values);
+    tproto_free(f);
+    ck_assert_uint_eq(status(a).drops_out, 0);
+    ck_assert_uint_eq(status(a).invalid_in, 0);
+
+    tproto_batch_destroy(&b);
+    tpm_agent_destroy(a);
+    tem_destroy(&t);
+}
+END_TEST
+
 static Suite *
 agent_suite(void)
 {
@@ -1318,6 +1422,7 @@ agent_suite(void)
     tcase_add_test(tc, test_endpoint);
     tcase_add_test(tc, test_session);
     tcase_add_test(tc, test_batching);
+    tcase_add_test(tc, test_poll_batch);
     tcase_add_test(tc, test_invalid);
     tcase_add_test(tc, test_configure);
     tcase_add_test(tc, test_refuse);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for the event language parser (lib/event.c). */
 #include "event.h"
+#include "json-number.h"
 #include "util.h"
 
 #include <arpa/inet.h>
@@ -1729,12 +1730,50 @@ START_TEST(test_expr_clone)
 }
 END_TEST
 
+/* lib/json-number.h, the one JSON number rule, against printf: integral
+ * values within 2^53 as printf's %lld (written by hand there), others as
+ * %.17g, non-finite ones as null. */
+START_TEST(test_json_number)
+{
+    static const double cases[] = {
+        0, -0.0, 1, -1, 9, 10, 99, 100, 12345, -987654321, 4294967296.0,
+        9007199254740991.0, -9007199254740991.0, 9007199254740992.0,
+        1e300, 0.5, -2.25, 1.0 / 3, 125000, 1e-300,
+    };
+    char buf[TPM_JSON_NUMBER_LEN], want[64];
+
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        double v = cases[i];
+        if (v == floor(v) && fabs(v) < 9007199254740992.0) {
+            snprintf(want, sizeof want, "%lld", (long long) v);
+        } else {
+            snprintf(want, sizeof want, "%.17g", v);
+        }
+        ck_assert_str_eq(tpm_json_number(v, buf), want);
+    }
+    /* Every power of ten and its neighbours, both signs. */
+    for (long long p = 1; p < 1000000000000000LL; p *= 10) {
+        for (long long d = -1; d <= 1; d++) {
+            for (int sign = -1; sign <= 1; sign += 2) {
+                long long x = sign * (p + d);
+                snprintf(want, sizeof want, "%lld", x);
+                ck_assert_str_eq(tpm_json_number((double) x, buf), want);
+            }
+        }
+    }
+    ck_assert_str_eq(tpm_json_number(NAN, buf), "null");
+    ck_assert_str_eq(tpm_json_number(INFINITY, buf), "null");
+    ck_assert_str_eq(tpm_json_number(-INFINITY, buf), "null");
+}
+END_TEST
+
 static Suite *
 event_suite(void)
 {
     Suite *s = suite_create("event");
 
     TCase *tc = tcase_create("table2");
+    tcase_add_test(tc, test_json_number);
     tcase_add_test(tc, test_table2_heavy_flows);
     tcase_add_test(tc, test_table2_burst_loss);
     tcase_add_test(tc, test_table2_congestion);

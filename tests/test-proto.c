@@ -1013,6 +1013,153 @@ START_TEST(test_unknown_kind)
 }
 END_TEST
 
+/* PollBatch and PollBatchReply (version 3): key records byte for byte as
+ * proto/trumpet.proto lays them out, a round trip of a mixed IPv4/IPv6
+ * batch, and every way a batch can be malformed. */
+START_TEST(test_poll_batch)
+{
+    static const uint8_t rec4[TPROTO_KEY_RECORD_V4] = {
+        4, 10, 0, 0, 1, 10, 0, 0, 2, 0x04, 0xd2, 0x00, 0x50, 6,
+    };
+    struct tpm_key k4 = key4("10.0.0.1", "10.0.0.2", 1234, 80, 6);
+    struct tpm_key k6 = key6("fd00::1", "fd00::2:3", 65535, 0, 17);
+    uint8_t buf[2 * TPROTO_KEY_RECORD_V6 + TPROTO_KEY_RECORD_V4];
+    struct tpm_key got;
+    size_t n;
+
+    /* Key records. */
+    ck_assert_uint_eq(tproto_key_record_put(buf, &k4), sizeof rec4);
+    ck_assert_mem_eq(buf, rec4, sizeof rec4);
+    ck_assert_uint_eq(tproto_key_record_get(rec4, sizeof rec4, &got),
+                      sizeof rec4);
+    ck_assert(tpm_key_equal(&got, &k4));
+    ck_assert_uint_eq(got.pad, 0);
+    ck_assert_uint_eq(tproto_key_record_get(rec4, sizeof rec4 - 1, &got), 0);
+    ck_assert_uint_eq(tproto_key_record_get(rec4, 0, &got), 0);
+    n = tproto_key_record_put(buf, &k6);
+    ck_assert_uint_eq(n, TPROTO_KEY_RECORD_V6);
+    ck_assert_uint_eq(buf[0], 6);
+    ck_assert_uint_eq(buf[33], 0xff);       /* sport, high byte. */
+    ck_assert_uint_eq(buf[37], 17);
+    ck_assert_uint_eq(tproto_key_record_get(buf, n, &got), n);
+    ck_assert(tpm_key_equal(&got, &k6));
+    buf[0] = 5;
+    ck_assert_uint_eq(tproto_key_record_get(buf, n, &got), 0);
+
+    /* Round trip: entries k4, k6, k4. */
+    uint32_t ids[3] = { 7, 4294967295u, 1 };
+    n = tproto_key_record_put(buf, &k4);
+    n += tproto_key_record_put(buf + n, &k6);
+    n += tproto_key_record_put(buf + n, &k4);
+    struct tproto_batch b;
+    tproto_batch_init(&b);
+    tproto_add_poll_batch(&b, 99, 123456, ids, 3, buf, n);
+    uint8_t status[3] = { TRUMPET__POLL_STATUS__POLL_OK,
+                          TRUMPET__POLL_STATUS__POLL_EXPIRED,
+                          TRUMPET__POLL_STATUS__POLL_INCOMPLETE };
+    double values[3] = { 1.5, 0, -2e300 };
+    tproto_add_poll_batch_reply(&b, 99, 123456, status, values, 3);
+
+    Trumpet__Frame *f = round_trip(&b, TPROTO_VERSION_POLL_BATCH);
+    ck_assert_uint_eq(f->n_messages, 2);
+    const Trumpet__PollBatch *pb = f->messages[0]->poll_batch;
+    ck_assert_int_eq(f->messages[0]->body_case,
+                     TRUMPET__MESSAGE__BODY_POLL_BATCH);
+    ck_assert_ptr_null(tproto_validate(f->messages[0]));
+    ck_assert_uint_eq(pb->cookie, 99);
+    ck_assert_uint_eq(pb->epoch, 123456);
+    ck_assert_uint_eq(pb->n_event_ids, 3);
+    ck_assert_mem_eq(pb->event_ids, ids, sizeof ids);
+    ck_assert_uint_eq(pb->keys.len, n);
+    size_t off = 0;
+    const struct tpm_key *want[3] = { &k4, &k6, &k4 };
+    for (size_t i = 0; i < 3; i++) {
+        size_t len = tproto_key_record_get(pb->keys.data + off,
+                                           pb->keys.len - off, &got);
+        ck_assert_uint_ne(len, 0);
+        ck_assert(tpm_key_equal(&got, want[i]));
+        off += len;
+    }
+    ck_assert_uint_eq(off, pb->keys.len);
+    const Trumpet__PollBatchReply *pr = f->messages[1]->poll_batch_reply;
+    ck_assert_ptr_null(tproto_validate(f->messages[1]));
+    ck_assert_uint_eq(pr->cookie, 99);
+    ck_assert_uint_eq(pr->n_values, 3);
+    ck_assert_uint_eq(pr->status.len, 3);
+    ck_assert_mem_eq(pr->status.data, status, 3);
+    ck_assert_mem_eq(pr->values, values, sizeof values);
+    ck_assert_str_eq(tproto_body_name(f->messages[1]->body_case),
+                     "poll_batch_reply");
+
+    /* Malformed, each on its own. */
+    Trumpet__PollBatch *mpb = f->messages[0]->poll_batch;
+    Trumpet__PollBatchReply *mpr = f->messages[1]->poll_batch_reply;
+    mpb->keys.len = n - 1;
+    ck_assert_str_eq(tproto_validate(f->messages[0]),
+                     "poll_batch: keys: not one record (ipver 4 or 6, "
+                     "whole) per entry");
+    mpb->keys.len = n;
+    mpb->n_event_ids = 2;
+    ck_assert_str_eq(tproto_validate(f->messages[0]),
+                     "poll_batch: keys: bytes beyond the last entry's");
+    mpb->n_event_ids = 3;
+    mpb->event_ids[1] = 0;
+    ck_assert_str_eq(tproto_validate(f->messages[0]),
+                     "poll_batch: event_id is 0");
+    mpb->event_ids[1] = 5;
+    mpb->keys.data[TPROTO_KEY_RECORD_V4] = 0;
+    ck_assert_ptr_nonnull(tproto_validate(f->messages[0]));
+    mpb->keys.data[TPROTO_KEY_RECORD_V4] = 6;
+    mpb->epoch = TPROTO_MAX_EPOCH;
+    ck_assert_str_eq(tproto_validate(f->messages[0]),
+                     "poll_batch: epoch not below 2^62");
+    mpb->epoch = 1;
+    mpb->n_event_ids = 0;
+    ck_assert_str_eq(tproto_validate(f->messages[0]),
+                     "poll_batch: no entries");
+    mpb->n_event_ids = 3;
+    ck_assert_ptr_null(tproto_validate(f->messages[0]));
+
+    mpr->status.len = 2;
+    ck_assert_str_eq(tproto_validate(f->messages[1]),
+                     "poll_batch_reply: not one status per value");
+    mpr->status.len = 3;
+    mpr->status.data[2] = 6;
+    ck_assert_str_eq(tproto_validate(f->messages[1]),
+                     "poll_batch_reply: status unknown");
+    mpr->status.data[2] = 0;
+    mpr->values[0] = NAN;
+    ck_assert_str_eq(tproto_validate(f->messages[1]),
+                     "poll_batch_reply: value not finite");
+    mpr->values[0] = 0;
+    mpr->n_values = 0;
+    ck_assert_str_eq(tproto_validate(f->messages[1]),
+                     "poll_batch_reply: no entries");
+    tproto_free(f);
+
+    /* The largest batch fits a frame with its largest keys. */
+    uint32_t *many_ids = xmalloc(TPROTO_MAX_POLL_ENTRIES * sizeof *many_ids);
+    uint8_t *many_keys = xmalloc(TPROTO_MAX_POLL_ENTRIES
+                                 * TPROTO_KEY_RECORD_V6);
+    n = 0;
+    for (size_t i = 0; i < TPROTO_MAX_POLL_ENTRIES; i++) {
+        many_ids[i] = UINT32_MAX - i;
+        n += tproto_key_record_put(many_keys + n, &k6);
+    }
+    tproto_batch_clear(&b);
+    tproto_add_poll_batch(&b, UINT64_MAX, TPROTO_MAX_EPOCH - 1, many_ids,
+                          TPROTO_MAX_POLL_ENTRIES, many_keys, n);
+    f = round_trip(&b, 0);
+    ck_assert_ptr_null(tproto_validate(f->messages[0]));
+    ck_assert_uint_eq(f->messages[0]->poll_batch->n_event_ids,
+                      TPROTO_MAX_POLL_ENTRIES);
+    tproto_free(f);
+    free(many_ids);
+    free(many_keys);
+    tproto_batch_destroy(&b);
+}
+END_TEST
+
 START_TEST(test_body_name)
 {
     ck_assert_str_eq(tproto_body_name(TRUMPET__MESSAGE__BODY_HELLO),
@@ -1307,6 +1454,7 @@ main(void)
     tcase_add_test(tc, test_version);
     tcase_add_test(tc, test_configure_wire);
     tcase_add_test(tc, test_unknown_kind);
+    tcase_add_test(tc, test_poll_batch);
     tcase_add_test(tc, test_body_name);
     tcase_add_test(tc, test_key_conversion);
     tcase_add_test(tc, test_prefix_parse);

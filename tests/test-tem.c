@@ -43,6 +43,10 @@ struct fixture {
 
 static struct fixture fx;
 
+/* The protocol version hello() offers: 2 (a Poll per entry) unless a test
+ * of PollBatch asks for more. */
+static uint32_t fx_hello_version;
+
 static uint64_t
 fake_clock(void *aux)
 {
@@ -114,6 +118,7 @@ setup(void)
     struct tem_config cfg;
     memset(&fx, 0, sizeof fx);
     fx.now = 1700000000ULL * 1000000000ULL;
+    fx_hello_version = 2;
     fx_config(&cfg);
     fx.core = tem_core_create(&cfg);
 }
@@ -201,6 +206,7 @@ hello(const char *id, const char *prefixes)
     snprintf(peer, sizeof peer, "p-%s", id);
     tproto_batch_init(&b);
     tproto_add_hello(&b, id, p, n, EPOCH_NS, fx.now, NULL, 0, "test");
+    b.msgs[0]->hello->version_max = fx_hello_version;
     input(peer, &b);
     tproto_batch_destroy(&b);
     free(p);
@@ -532,6 +538,203 @@ START_TEST(test_poll_all_reply)
     a = alert(1);
     ck_assert_double_eq(json_object_get_double(field(a, "value")), 95);
     ck_assert_double_eq(host_value(a, "c"), 0);
+    json_object_put(a);
+}
+END_TEST
+
+/* Answers the 'k'th PollBatch sent to host 'id': entry i with 'status[i]'
+ * and 'values[i]' ('n' of them, which may differ from the batch's to
+ * test a bad reply; 'cookie' 0: the batch's). */
+static void
+reply_batch(const char *id, size_t k, const uint8_t *status,
+            const double *values, size_t n, uint64_t cookie)
+{
+    char peer[64];
+    struct tproto_batch b;
+    snprintf(peer, sizeof peer, "p-%s", id);
+    const Trumpet__PollBatch *p = get_sent(
+        peer, TRUMPET__MESSAGE__BODY_POLL_BATCH, k)->poll_batch;
+    tproto_batch_init(&b);
+    tproto_add_poll_batch_reply(&b, cookie ? cookie : p->cookie, p->epoch,
+                                status, values, n);
+    input(peer, &b);
+    tproto_batch_destroy(&b);
+}
+
+/* The key of entry 'i' of 'p'. */
+static struct tpm_key
+batch_key(const Trumpet__PollBatch *p, size_t i)
+{
+    struct tpm_key key;
+    size_t off = 0, len = 0;
+    for (size_t j = 0; j <= i; j++) {
+        off += len;
+        len = tproto_key_record_get(p->keys.data + off, p->keys.len - off,
+                                    &key);
+        ck_assert_uint_ne(len, 0);
+    }
+    return key;
+}
+
+/* Protocol version 3: one PollBatch per host and epoch carries every
+ * poll of a loop turn, in order; its reply's entry i answers entry i; a
+ * reply with a stale cookie or the wrong number of entries changes
+ * nothing; NOT_YET entries are asked again in a later batch. */
+START_TEST(test_poll_batch)
+{
+    fx_hello_version = TPROTO_VERSION_POLL_BATCH;
+    uint32_t id = sum_event();
+    uint32_t id2 = add_event("svc2", "filter=ip predicate=sum(volume) > 60 "
+                             "group=nw_dst");
+    ack_installs("a");
+    ack_installs("b");
+    ack_installs("c");
+    fx_clear_sent();
+
+    /* One frame from a: three keys of epoch 42 (two events), one of 43. */
+    struct tproto_batch b;
+    tproto_batch_init(&b);
+    struct tpm_key k1 = group_key("10.1.0.1"), k2 = group_key("10.1.0.2");
+    tproto_add_satisfaction(&b, id, 42, &k1, 40, 0, 1, 0);
+    tproto_add_satisfaction(&b, id2, 42, &k1, 30, 0, 1, 0);
+    tproto_add_satisfaction(&b, id, 42, &k2, 40, 0, 1, 0);
+    tproto_add_satisfaction(&b, id, 43, &k1, 40, 0, 1, 0);
+    input("p-a", &b);
+    ck_assert_uint_eq(count_sent("p-b", TRUMPET__MESSAGE__BODY_POLL), 0);
+    ck_assert_uint_eq(count_sent("p-b", TRUMPET__MESSAGE__BODY_POLL_BATCH),
+                      2);
+    ck_assert_uint_eq(count_sent("p-c", TRUMPET__MESSAGE__BODY_POLL_BATCH),
+                      2);
+    ck_assert_uint_eq(count_sent("p-a", TRUMPET__MESSAGE__BODY_POLL_BATCH),
+                      0);
+    const Trumpet__PollBatch *pb = get_sent(
+        "p-b", TRUMPET__MESSAGE__BODY_POLL_BATCH, 0)->poll_batch;
+    ck_assert_uint_eq(pb->epoch, 42);
+    ck_assert_uint_eq(pb->n_event_ids, 3);
+    ck_assert_uint_eq(pb->event_ids[0], id);
+    ck_assert_uint_eq(pb->event_ids[1], id2);
+    ck_assert_uint_eq(pb->event_ids[2], id);
+    struct tpm_key got = batch_key(pb, 2);
+    ck_assert(tpm_key_equal(&got, &k2));
+    const Trumpet__PollBatch *pb43 = get_sent(
+        "p-b", TRUMPET__MESSAGE__BODY_POLL_BATCH, 1)->poll_batch;
+    ck_assert_uint_eq(pb43->epoch, 43);
+    ck_assert_uint_eq(pb43->n_event_ids, 1);
+    ck_assert_uint_ne(pb43->cookie, pb->cookie);
+    struct tem_stats st;
+    tem_core_get_stats(fx.core, &st);
+    ck_assert_uint_eq(st.polls_sent, 8);
+    ck_assert_uint_eq(st.poll_batches, 4);
+
+    /* Wrong number of entries, unknown cookie: stale, nothing decided. */
+    uint8_t ok3[3] = { 0, 0, 0 };
+    double v3[3] = { 35, 20, 10 };
+    reply_batch("b", 0, ok3, v3, 2, 0);
+    reply_batch("b", 0, ok3, v3, 3, 999);
+    tem_core_get_stats(fx.core, &st);
+    ck_assert_uint_eq(st.replies_stale, 5);
+    ck_assert_uint_eq(fx.n_alerts, 0);
+
+    /* b answers epoch 42: key 1 of svc OK 35, svc2 NOT_YET, key 2 NO_GROUP;
+     * c answers 20, 25, 10. */
+    uint8_t sb[3] = { TRUMPET__POLL_STATUS__POLL_OK,
+                      TRUMPET__POLL_STATUS__POLL_NOT_YET,
+                      TRUMPET__POLL_STATUS__POLL_NO_GROUP };
+    reply_batch("b", 0, sb, v3, 3, 0);
+    ck_assert_uint_eq(fx.n_alerts, 0);
+    uint8_t sc[3] = { 0, 0, 0 };
+    double vc[3] = { 20, 25, 10 };
+    reply_batch("c", 0, sc, vc, 3, 0);
+    /* svc key 1: 40 + 35 + 20 = 95 > 90; key 2: 40 + 0 + 10 = 50. */
+    ck_assert_uint_eq(fx.n_alerts, 1);
+    struct json_object *a = alert(0);
+    ck_assert_str_eq(json_object_get_string(field(a, "event")), "svc");
+    ck_assert_double_eq(json_object_get_double(field(a, "value")), 95);
+    ck_assert_double_eq(host_value(a, "b"), 35);
+    json_object_put(a);
+    /* The same reply again: every entry stale. */
+    reply_batch("c", 0, sc, vc, 3, 0);
+    tem_core_get_stats(fx.core, &st);
+    ck_assert_uint_eq(st.replies_stale, 8);
+
+    /* svc2 on b is asked again, in a batch of its own. */
+    fx_clear_sent();
+    fx.now += MS;
+    step();
+    ck_assert_uint_eq(count_sent("p-b", TRUMPET__MESSAGE__BODY_POLL_BATCH),
+                      1);
+    pb = get_sent("p-b", TRUMPET__MESSAGE__BODY_POLL_BATCH, 0)->poll_batch;
+    ck_assert_uint_eq(pb->n_event_ids, 1);
+    ck_assert_uint_eq(pb->event_ids[0], id2);
+    ck_assert_uint_eq(pb->epoch, 42);
+    uint8_t s1[1] = { 0 };
+    double v1[1] = { 6 };
+    reply_batch("b", 0, s1, v1, 1, 0);
+    /* svc2: 30 + 6 + 25 = 61 > 60. */
+    ck_assert_uint_eq(fx.n_alerts, 2);
+    a = alert(1);
+    ck_assert_str_eq(json_object_get_string(field(a, "event")), "svc2");
+    ck_assert_double_eq(json_object_get_double(field(a, "value")), 61);
+    json_object_put(a);
+    tproto_batch_destroy(&b);
+}
+END_TEST
+
+/* Hosts of protocol versions 2 and 3 side by side: the old one gets a Poll
+ * per entry, the new one a PollBatch; both answers count. */
+START_TEST(test_poll_mixed_versions)
+{
+    hello("a", "10.1.0.0/24");
+    hello("b", "10.1.1.0/24");
+    fx_hello_version = TPROTO_VERSION_POLL_BATCH;
+    hello("c", "10.1.2.0/24");
+    ck_assert_uint_eq(get_sent("p-b", TRUMPET__MESSAGE__BODY_WELCOME,
+                               0)->welcome->version, 2);
+    ck_assert_uint_eq(get_sent("p-c", TRUMPET__MESSAGE__BODY_WELCOME,
+                               0)->welcome->version,
+                      TPROTO_VERSION_POLL_BATCH);
+    uint32_t id = add_event("svc", "filter=ip predicate=sum(volume) > 90 "
+                            "group=nw_dst");
+    ack_installs("a");
+    ack_installs("b");
+    ack_installs("c");
+    fx_clear_sent();
+
+    satisfy("a", id, 7, "10.1.0.7", 40);
+    ck_assert_uint_eq(count_sent("p-b", TRUMPET__MESSAGE__BODY_POLL), 1);
+    ck_assert_uint_eq(count_sent("p-b", TRUMPET__MESSAGE__BODY_POLL_BATCH),
+                      0);
+    ck_assert_uint_eq(count_sent("p-c", TRUMPET__MESSAGE__BODY_POLL), 0);
+    ck_assert_uint_eq(count_sent("p-c", TRUMPET__MESSAGE__BODY_POLL_BATCH),
+                      1);
+    reply("b", 0, TRUMPET__POLL_STATUS__POLL_OK, 30);
+    uint8_t s1[1] = { 0 };
+    double v1[1] = { 21 };
+    reply_batch("c", 0, s1, v1, 1, 0);
+    ck_assert_uint_eq(fx.n_alerts, 1);
+    struct json_object *a = alert(0);
+    ck_assert_double_eq(json_object_get_double(field(a, "value")), 91);
+    ck_assert_double_eq(host_value(a, "b"), 30);
+    ck_assert_double_eq(host_value(a, "c"), 21);
+    json_object_put(a);
+
+    /* c goes away with a batch out: its part is missing, the decision
+     * made without waiting for the deadline. */
+    fx_clear_sent();
+    satisfy("a", id, 8, "10.1.0.7", 95);
+    ck_assert_uint_eq(count_sent("p-c", TRUMPET__MESSAGE__BODY_POLL_BATCH),
+                      1);
+    reply("b", 0, TRUMPET__POLL_STATUS__POLL_OK, 1);
+    struct tproto_batch b;
+    tproto_batch_init(&b);
+    tproto_add_bye(&b, "test");
+    input("p-c", &b);
+    tproto_batch_destroy(&b);
+    ck_assert_uint_eq(fx.n_alerts, 2);
+    a = alert(1);
+    char *missing = joined(a, "missing");
+    ck_assert_str_eq(missing, "c");
+    free(missing);
     json_object_put(a);
 }
 END_TEST
@@ -1221,7 +1424,7 @@ START_TEST(test_sessions)
     input("p-h2", &b);
     m = get_sent("p-h2", TRUMPET__MESSAGE__BODY_REFUSE, 0);
     ck_assert_msg(strstr(m->refuse->reason, "host h2 speaks versions 7..9, "
-                         "the TEM speaks 1..2"), "%s", m->refuse->reason);
+                         "the TEM speaks 1..3"), "%s", m->refuse->reason);
 
     /* The same host id from another peer replaces the session. */
     hello("a", NULL);
@@ -1823,6 +2026,8 @@ main(void)
     tcase_add_test(tc, test_install_prefixes);
     tcase_add_test(tc, test_poll_all_reply);
     tcase_add_test(tc, test_poll_not_yet);
+    tcase_add_test(tc, test_poll_batch);
+    tcase_add_test(tc, test_poll_mixed_versions);
     tcase_add_test(tc, test_poll_deadline);
     tcase_add_test(tc, test_host_gone);
     tcase_add_test(tc, test_below_threshold);

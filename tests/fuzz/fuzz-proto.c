@@ -129,6 +129,18 @@ reencode(struct tproto_batch *b, Trumpet__Message *m)
         r->has_value = true;
         break;
     }
+    case TRUMPET__MESSAGE__BODY_POLL_BATCH: {
+        const Trumpet__PollBatch *p = m->poll_batch;
+        tproto_add_poll_batch(b, p->cookie, p->epoch, p->event_ids,
+                              p->n_event_ids, p->keys.data, p->keys.len);
+        break;
+    }
+    case TRUMPET__MESSAGE__BODY_POLL_BATCH_REPLY: {
+        const Trumpet__PollBatchReply *r = m->poll_batch_reply;
+        tproto_add_poll_batch_reply(b, r->cookie, r->epoch, r->status.data,
+                                    r->values, r->n_values);
+        break;
+    }
     case TRUMPET__MESSAGE__BODY_HEARTBEAT: {
         Trumpet__HostCounters *hc = m->heartbeat->counters;
         struct tproto_host_counters c;
