@@ -507,6 +507,28 @@ tem_poll(struct replay *r, const struct tpm_agent_cmd *cmd)
                               value);
 }
 
+/* A PollBatch: every entry answered from the monitor, in one reply. */
+static void
+tem_poll_batch(struct replay *r, const struct tpm_agent_cmd *cmd)
+{
+    uint8_t *status = xmalloc(cmd->n_entries);
+    double *values = xcalloc(cmd->n_entries, sizeof *values);
+
+    r->tem.polls += cmd->n_entries;
+    for (size_t i = 0; i < cmd->n_entries; i++) {
+        enum tpm_poll_status st = TPM_POLL_NO_EVENT;
+        if (tem_find(r, cmd->event_ids[i]) != SIZE_MAX) {
+            st = tpm_poll(r->tpm, cmd->event_ids[i], &cmd->groups[i],
+                          cmd->epoch, &values[i]);
+        }
+        status[i] = poll_status_to_msg(st);
+    }
+    tpm_agent_send_poll_batch_reply(r->agent, cmd->cookie, cmd->epoch,
+                                    status, values, cmd->n_entries);
+    free(status);
+    free(values);
+}
+
 /* Applies the TEM's settings to the monitor (this thread owns it: the
  * replay has no other) and acks. */
 static void
@@ -570,6 +592,9 @@ handle_commands(struct replay *r)
             break;
         case TPM_AGENT_POLL:
             tem_poll(r, &cmd);
+            break;
+        case TPM_AGENT_POLL_BATCH:
+            tem_poll_batch(r, &cmd);
             break;
         case TPM_AGENT_RESYNC:
             tem_resync(r);
