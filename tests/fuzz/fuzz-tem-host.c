@@ -15,6 +15,9 @@
  *                  version range, right or wrong epoch length;
  *   satisfaction   an event id, an epoch near now, a group key, a value,
  *                  flags and parts;
+ *   poll batch reply  to one of the last PollBatches (protocol version
+ *                  3) the TEM sent that peer, entry for entry, any
+ *                  statuses and values (or a wrong cookie or count);
  *   poll reply     to one of the last polls the TEM sent that peer (or
  *                  with a stale cookie), any status and value;
  *   ack, nack      of one of the last Installs, Removes or Configures;
@@ -135,7 +138,9 @@ recent_cmd(const struct fuzz_tem *ft, int peer,
             = &ft->cmds[peer][(ft->n_cmds[peer] - 1 - (pick + i) % n)
                               % FUZZ_TEM_RECENT];
         if (kind == TRUMPET__MESSAGE__BODY__NOT_SET
-            ? c->kind != TRUMPET__MESSAGE__BODY_POLL : c->kind == kind) {
+            ? (c->kind != TRUMPET__MESSAGE__BODY_POLL
+               && c->kind != TRUMPET__MESSAGE__BODY_POLL_BATCH)
+            : c->kind == kind) {
             return c;
         }
     }
@@ -209,6 +214,27 @@ step(struct fuzz_tem *ft, struct fuzz_in *in, struct tproto_batch *pending)
             tproto_add_poll_reply(b, fuzz_u64(in), event_id(in), epoch,
                                   s % 6, v);
         }
+        break;
+    }
+    case 11: {                  /* PollBatchReply. */
+        const struct fuzz_tem_cmd *c = recent_cmd(
+            ft, peer, TRUMPET__MESSAGE__BODY_POLL_BATCH, fuzz_u8(in));
+        uint8_t how = fuzz_u8(in);
+        size_t n = c ? c->n_entries : 1 + how % 4;
+        if (how & 0x40 && n > 1) {
+            n--;                /* One entry short: stale. */
+        }
+        uint8_t *status = xmalloc(n);
+        double *values = xmalloc(n * sizeof *values);
+        for (size_t i = 0; i < n; i++) {
+            status[i] = fuzz_u8(in) % 6;
+            values[i] = status[i] % 2 ? 0 : make_value(in);
+        }
+        tproto_add_poll_batch_reply(b, (c ? c->cookie : fuzz_u64(in))
+                                       ^ (how & 0x80 ? 1 : 0),
+                                    c ? c->epoch : epoch, status, values, n);
+        free(status);
+        free(values);
         break;
     }
     case 4: {                   /* Ack or Nack. */

@@ -48,6 +48,11 @@ remember(struct fuzz_tem *ft, int peer, const Trumpet__Message *m)
         c.epoch = m->poll->epoch;
         tproto_key_from_msg(m->poll->group, &c.group);
         break;
+    case TRUMPET__MESSAGE__BODY_POLL_BATCH:
+        c.cookie = m->poll_batch->cookie;
+        c.epoch = m->poll_batch->epoch;
+        c.n_entries = m->poll_batch->n_event_ids;
+        break;
     default:
         return;
     }

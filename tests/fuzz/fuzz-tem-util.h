@@ -23,12 +23,13 @@
 
 /* A command the core sent to a peer: what a host needs to answer it. */
 struct fuzz_tem_cmd {
-    Trumpet__Message__BodyCase kind;    /* Install, Remove, Configure or
-                                         * Poll. */
+    Trumpet__Message__BodyCase kind;    /* Install, Remove, Configure,
+                                         * Poll or PollBatch. */
     uint64_t cookie;
     uint32_t event_id;
     uint64_t epoch;                     /* Poll. */
     struct tpm_key group;               /* Poll. */
+    uint32_t n_entries;                 /* PollBatch. */
 };
 
 struct fuzz_tem {
