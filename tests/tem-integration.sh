@@ -742,7 +742,7 @@ scenario_dos() {
     out=$(temctl dos-threshold 0 2>&1) \
         || tb_fail "scenario 5: tem-ctl dos-threshold 0: $out"
     tb_wait_for 5 dos_acked replay1 0 && tb_wait_for 3 replay_dos 1 0 \
-        && dos_acked ovs1 0 && ovs_dos 0 \
+        && tb_wait_for 5 dos_acked ovs1 0 && tb_wait_for 3 ovs_dos 0 \
         || tb_fail "scenario 5: not back to 0 on both hosts: $(temctl hosts)"
     tb_log "PASS: 5 DoS threshold from the TEM: bad input refused" \
            "(nothing set), 4000 acked by ovs1 (tpm/dos-threshold and every" \
