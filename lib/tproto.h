@@ -140,6 +140,13 @@ Trumpet__Frame *tproto_decode(const void *data, size_t len,
                               const char **why);
 void tproto_free(Trumpet__Frame *);
 
+/* tproto_decode() reads frames of satisfactions only with a decoder of
+ * its own (much faster than protobuf-c's generic one) and everything else
+ * with protobuf-c; this decodes with protobuf-c alone, with no other check
+ * (free the frame with tproto_free()), so that tests can compare the
+ * two. */
+Trumpet__Frame *tproto_decode_generic(const void *data, size_t len);
+
 /* Checks one decoded message.  Returns NULL if it is valid, otherwise a
  * static string saying what is wrong ("hello: host_id empty", "poll: bad
  * group key length"...).  A message with no body is invalid: that is

@@ -1160,6 +1160,108 @@ START_TEST(test_poll_batch)
 }
 END_TEST
 
+/* Returns true if 'a' and 'b' pack into the same bytes. */
+static bool
+frames_equal(const Trumpet__Frame *a, const Trumpet__Frame *b)
+{
+    size_t na = trumpet__frame__get_packed_size(a);
+    size_t nb = trumpet__frame__get_packed_size(b);
+    uint8_t *pa = xmalloc(na), *pb = xmalloc(nb);
+    trumpet__frame__pack(a, pa);
+    trumpet__frame__pack(b, pb);
+    bool eq = na == nb && !memcmp(pa, pb, na);
+    free(pa);
+    free(pb);
+    return eq;
+}
+
+/* tproto_decode() reads frames of satisfactions with a decoder of its
+ * own: on every frame it must read what protobuf-c reads, including the
+ * odd ones it leaves to protobuf-c (a repeated field, an unknown one, a
+ * uint32 above 2^32 - 1, an overlong varint, an empty address). */
+START_TEST(test_decode_by_hand)
+{
+    struct tproto_batch b;
+    tproto_batch_init(&b);
+    for (int i = 0; i < 50; i++) {
+        struct tpm_key k = (i % 3
+                            ? key4("10.0.0.1", "10.9.8.7", i, 80, 6)
+                            : key6("fd00::1", "fd00::2", 53, i, 17));
+        tproto_add_satisfaction(&b, 1 + i, UINT64_C(1) << (i % 62), &k,
+                                i * 1.5 - 20, i & 1, i % 4, i % 4 / 2);
+    }
+    uint8_t *data;
+    size_t len = tproto_batch_encode(&b, 0, &data);
+    const char *why;
+    Trumpet__Frame *f = tproto_decode(data, len, &why);
+    Trumpet__Frame *g = tproto_decode_generic(data, len);
+    ck_assert_ptr_nonnull(f);
+    ck_assert_ptr_nonnull(g);
+    ck_assert(frames_equal(f, g));
+    ck_assert_uint_eq(f->n_messages, 50);
+    ck_assert_uint_eq(f->messages[7]->satisfaction->event_id, 8);
+    ck_assert_double_eq(f->messages[7]->satisfaction->value, 7 * 1.5 - 20);
+    tproto_free(f);
+    tproto_free(g);
+    free(data);
+
+    /* Frame { version 3, messages { satisfaction { SAT } } } with SAT as
+     * below; the group is { ipver 4, src 4 bytes, dst 4 bytes, sport 1,
+     * dport 2, proto 6 }. */
+#define GROUP 0x1a, 0x14, 0x08, 0x04, 0x12, 0x04, 10, 0, 0, 1, \
+              0x1a, 0x04, 10, 0, 0, 2, 0x20, 0x01, 0x28, 0x02, 0x30, 0x06
+#define VALUE 0x21, 0, 0, 0, 0, 0, 0, 0xf0, 0x3f    /* 1.0 */
+    static const uint8_t sat_ok[] = { 0x08, 0x07, 0x10, 0x05, GROUP, VALUE };
+    static const uint8_t sat_twice[] = { 0x08, 0x07, 0x08, 0x09, 0x10, 0x05,
+                                         GROUP, VALUE };
+    static const uint8_t sat_unknown[] = { 0x08, 0x07, 0x10, 0x05, GROUP,
+                                           VALUE, 0x58, 0x01 };
+    static const uint8_t sat_big[] = { 0x08, 0x80, 0x80, 0x80, 0x80, 0x10,
+                                       0x10, 0x05, GROUP, VALUE };
+    static const uint8_t sat_long[] = { 0x08, 0x87, 0x80, 0x80, 0x80, 0x80,
+                                        0x80, 0x00, 0x10, 0x05, GROUP,
+                                        VALUE };
+    static const uint8_t sat_no_value[] = { 0x08, 0x07, 0x10, 0x05, GROUP };
+#undef GROUP
+#undef VALUE
+    static const struct {
+        const uint8_t *sat;
+        size_t len;
+        bool decodes;
+    } cases[] = {
+        { sat_ok, sizeof sat_ok, true },
+        { sat_twice, sizeof sat_twice, true },
+        { sat_unknown, sizeof sat_unknown, true },
+        { sat_big, sizeof sat_big, true },
+        { sat_long, sizeof sat_long, true },
+        { sat_no_value, sizeof sat_no_value, false },
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        uint8_t frame[128];
+        size_t n = 0, sl = cases[i].len;
+        frame[n++] = 0x08;              /* version 3 */
+        frame[n++] = 0x03;
+        frame[n++] = 0x12;              /* messages */
+        frame[n++] = sl + 2;
+        frame[n++] = 0x42;              /* satisfaction (field 8) */
+        frame[n++] = sl;
+        memcpy(frame + n, cases[i].sat, sl);
+        n += sl;
+        f = tproto_decode(frame, n, &why);
+        g = tproto_decode_generic(frame, n);
+        ck_assert_msg(!f == !cases[i].decodes, "case %zu: %s", i,
+                      f ? "decoded" : why);
+        ck_assert_msg(!g == !cases[i].decodes, "case %zu (protobuf-c)", i);
+        if (f) {
+            ck_assert_msg(frames_equal(f, g), "case %zu differs", i);
+        }
+        tproto_free(f);
+        tproto_free(g);
+    }
+    tproto_batch_destroy(&b);
+}
+END_TEST
+
 START_TEST(test_body_name)
 {
     ck_assert_str_eq(tproto_body_name(TRUMPET__MESSAGE__BODY_HELLO),
@@ -1455,6 +1557,7 @@ main(void)
     tcase_add_test(tc, test_configure_wire);
     tcase_add_test(tc, test_unknown_kind);
     tcase_add_test(tc, test_poll_batch);
+    tcase_add_test(tc, test_decode_by_hand);
     tcase_add_test(tc, test_body_name);
     tcase_add_test(tc, test_key_conversion);
     tcase_add_test(tc, test_prefix_parse);

@@ -6,6 +6,8 @@
  * text for the address-prefix parser, which shares the file.
  *
  * Checks, on every input:
+ *   - tproto_decode() (which reads frames of satisfactions with a decoder
+ *     of its own) and protobuf-c alone read the same frame;
  *   - tproto_decode() returns a frame or a reason, and tproto_validate()
  *     a verdict for each message, without touching memory it must not
  *     (AddressSanitizer) on any bytes;
@@ -190,6 +192,20 @@ check_frame(const uint8_t *data, size_t size)
     }
     FUZZ_CHECK(f->n_messages >= 1 && f->n_messages <= TPROTO_MAX_BATCH,
                "%zu messages", f->n_messages);
+
+    /* The decoder by hand (frames of satisfactions) and protobuf-c's agree
+     * on every frame: byte for byte once packed again. */
+    Trumpet__Frame *generic = tproto_decode_generic(data, size);
+    FUZZ_CHECK(generic, "tproto_decode() read a frame protobuf-c cannot");
+    uint8_t *pf = xmalloc(trumpet__frame__get_packed_size(f));
+    uint8_t *pg = xmalloc(trumpet__frame__get_packed_size(generic));
+    size_t nf = trumpet__frame__pack(f, pf);
+    size_t ng = trumpet__frame__pack(generic, pg);
+    FUZZ_CHECK(nf == ng && !memcmp(pf, pg, nf),
+               "the two decoders read the frame differently");
+    free(pf);
+    free(pg);
+    tproto_free(generic);
 
     struct tproto_batch b;
     bool *valid = xcalloc(f->n_messages, sizeof *valid);
