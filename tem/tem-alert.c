@@ -22,6 +22,7 @@
 #include "tem-core-private.h"
 
 #include <inttypes.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -170,7 +171,11 @@ part_incomplete(const struct tem_event *e, const struct tem_part *p)
 static void
 ring_put(char **slot, const char *s, size_t len)
 {
-    *slot = xrealloc(*slot, len + 1);
+    /* Alerts of one event are about the same length: the slot's buffer is
+     * reused while it is large enough (no realloc per alert). */
+    if (!*slot || malloc_usable_size(*slot) < len + 1) {
+        *slot = xrealloc(*slot, len + 1);
+    }
     memcpy(*slot, s, len + 1);
 }
 
@@ -273,8 +278,10 @@ raise_alert(struct tem_core *core, struct tem_event *e,
     ring_put(&e->recent[e->recent_next], b->s, b->len);
     ring_advance(core->cfg.recent_alerts, &e->n_recent, &e->recent_next);
     ring_put(&core->history[core->history_next], b->s, b->len);
-    snprintf(core->history_event[core->history_next],
-             sizeof core->history_event[0], "%s", e->name);
+    char *hname = core->history_event[core->history_next];
+    size_t nlen = strnlen(e->name, TPROTO_MAX_ID);
+    memcpy(hname, e->name, nlen);
+    hname[nlen] = '\0';
     ring_advance(core->cfg.alert_history, &core->n_history,
                  &core->history_next);
     if (core->cfg.alert) {
