@@ -32,8 +32,9 @@
  * state: rwnd is_lost is_burst rtt seq ack dup), with the same operators
  * ("count(t)" counts packets where t is non-zero).  A variable outside
  * an aggregate means its last value in the interval; "ack_lastepoch"
- * (any variable with the suffix) is its last value in the previous interval, and
- * prev(e) is aggregate expression e over the previous interval.
+ * (any variable with the suffix) is its last value in the previous
+ * interval, and prev(e) is aggregate expression e over the previous
+ * interval.
  *
  * The value an event reports is the left operand of its leftmost
  * comparison ("sum(volume)" in the example), and the threshold is that
