@@ -791,6 +791,9 @@ validate_hello__(const Trumpet__Hello *h)
                                    STR_TEXT))) {
         return software[e];
     }
+    if (h->has_instance && !h->instance) {
+        return "hello: instance is 0";
+    }
     if (h->n_prefixes && !h->prefixes) {
         return "hello: prefix missing";
     }
@@ -896,6 +899,10 @@ validate_satisfaction__(const Trumpet__Satisfaction *s)
     } else if (s->has_n_missing
                && (!s->has_n_parts || s->n_missing > s->n_parts)) {
         return "satisfaction: n_missing above n_parts";
+    } else if (s->has_seq && (!s->seq || s->seq >= TPROTO_MAX_SEQ)) {
+        return "satisfaction: seq 0 or not below 2^62";
+    } else if (s->has_late && !s->has_seq) {
+        return "satisfaction: late without seq";
     }
     return NULL;
 }
@@ -932,6 +939,10 @@ validate_poll_reply__(const Trumpet__PollReply *r)
                && (r->status == TRUMPET__POLL_STATUS__POLL_OK
                    || r->status == TRUMPET__POLL_STATUS__POLL_INCOMPLETE)) {
         return "poll_reply: value missing for status OK or INCOMPLETE";
+    } else if (r->has_seq && (!r->seq || r->seq >= TPROTO_MAX_SEQ)) {
+        return "poll_reply: seq 0 or not below 2^62";
+    } else if (r->has_late && !r->has_seq) {
+        return "poll_reply: late without seq";
     }
     return NULL;
 }
@@ -1041,7 +1052,9 @@ tproto_validate(const Trumpet__Message *msg)
     case TRUMPET__MESSAGE__BODY_POLL_BATCH_REPLY:
         return validate_poll_batch_reply__(msg->poll_batch_reply);
     case TRUMPET__MESSAGE__BODY_HEARTBEAT:
-        return NULL;
+        return (msg->heartbeat->has_received
+                && msg->heartbeat->received >= TPROTO_MAX_SEQ
+                ? "heartbeat: received not below 2^62" : NULL);
     case TRUMPET__MESSAGE__BODY_BYE:
         if (!msg->bye->reason) {
             return NULL;
@@ -1485,6 +1498,53 @@ tproto_add_heartbeat_counters(struct tproto_batch *b, uint64_t clock_ns,
 #undef HC
         h->counters = hc;
     }
+}
+
+/* Returns the message last appended to 'b', which must be of kind
+ * 'kind'. */
+static Trumpet__Message *
+last__(struct tproto_batch *b, Trumpet__Message__BodyCase kind)
+{
+    if (!b->n || b->msgs[b->n - 1]->body_case != kind) {
+        tpm_log(TPM_LOG_ERR, "tproto: last message is not a %s",
+                tproto_body_name(kind));
+        abort();
+    }
+    return b->msgs[b->n - 1];
+}
+
+void
+tproto_set_seq(struct tproto_batch *b, uint64_t seq, bool late)
+{
+    Trumpet__Message *m = b->n ? b->msgs[b->n - 1] : NULL;
+
+    if (m && m->body_case == TRUMPET__MESSAGE__BODY_POLL_REPLY) {
+        m->poll_reply->has_seq = m->poll_reply->has_late = true;
+        m->poll_reply->seq = seq;
+        m->poll_reply->late = late;
+    } else {
+        m = last__(b, TRUMPET__MESSAGE__BODY_SATISFACTION);
+        m->satisfaction->has_seq = m->satisfaction->has_late = true;
+        m->satisfaction->seq = seq;
+        m->satisfaction->late = late;
+    }
+}
+
+void
+tproto_set_instance(struct tproto_batch *b, uint64_t instance)
+{
+    Trumpet__Hello *h = last__(b, TRUMPET__MESSAGE__BODY_HELLO)->hello;
+    h->has_instance = true;
+    h->instance = instance;
+}
+
+void
+tproto_set_received(struct tproto_batch *b, uint64_t received)
+{
+    Trumpet__Heartbeat *h
+        = last__(b, TRUMPET__MESSAGE__BODY_HEARTBEAT)->heartbeat;
+    h->has_received = true;
+    h->received = received;
 }
 
 void

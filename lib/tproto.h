@@ -48,11 +48,22 @@
 #define TPROTO_VERSION_MAX 3
 #define TPROTO_VERSION_CONFIGURE 2
 
-/* Version 3 added PollBatch and PollBatchReply: in a session of version
- * TPROTO_VERSION_POLL_BATCH or later the TEM sends a host one PollBatch
- * per epoch instead of a Poll per (event, group), and the host answers
- * with one PollBatchReply; older sessions keep Poll and PollReply. */
+/* Version 3 added two things, one version for both (a peer of version 3
+ * speaks both):
+ *
+ *   - PollBatch and PollBatchReply: in a session of version
+ *     TPROTO_VERSION_POLL_BATCH or later the TEM sends a host one
+ *     PollBatch per epoch instead of a Poll per (event, group), and the
+ *     host answers with one PollBatchReply; older sessions keep Poll and
+ *     PollReply.
+ *
+ *   - Confirmed delivery: satisfactions (and PollReplies) carry a
+ *     sequence number per run of the host's agent (Hello.instance) and the
+ *     TEM confirms what it took (Heartbeat.received).  A host relies on
+ *     confirmations only in sessions of version TPROTO_VERSION_CONFIRM or
+ *     later (an older TEM ignores the fields and confirms nothing). */
 #define TPROTO_VERSION_POLL_BATCH 3
+#define TPROTO_VERSION_CONFIRM 3
 
 /* Entries of one PollBatch (and its reply).  An IPv6 entry takes at most
  * 43 bytes (a 5-byte event id and a 38-byte key record), so a full batch
@@ -84,12 +95,17 @@ bool tproto_id_valid(const char *id);
 /* Bounds checked by tproto_validate(): the epoch length in Hello (1 ns to
  * one hour), an epoch number (below 2^62; epochs are wall-clock ns
  * divided by the epoch length), the Welcome heartbeat period (1 ms to one
- * minute), and the Satisfaction.flags bits defined so far (0x1: partial,
- * TPM_REPORT_PARTIAL in tpm/tpm.h). */
+ * minute), the Satisfaction.flags bits defined so far (0x1: partial,
+ * TPM_REPORT_PARTIAL in tpm/tpm.h), and sequence numbers (below; 'late'
+ * only with 'seq', Hello.instance not 0). */
 #define TPROTO_MAX_EPOCH_NS (3600ULL * 1000 * 1000 * 1000)
 #define TPROTO_MAX_EPOCH (1ULL << 62)
 #define TPROTO_MAX_HEARTBEAT_MS 60000
 #define TPROTO_SAT_FLAGS 0x1u
+
+/* Sequence numbers of satisfactions and poll replies (and the TEM's
+ * Heartbeat.received) are below this; a 'seq' is at least 1. */
+#define TPROTO_MAX_SEQ (1ULL << 62)
 
 /* Returns true if this build speaks protocol version 'v'. */
 bool tproto_version_supported(uint32_t v);
@@ -227,6 +243,18 @@ void tproto_add_poll_batch(struct tproto_batch *, uint64_t cookie,
 void tproto_add_poll_batch_reply(struct tproto_batch *, uint64_t cookie,
                                  uint64_t epoch, const uint8_t *status,
                                  const double *values, size_t n);
+
+/* Version 3's fields of confirmed delivery, set on the message last
+ * appended to 'b' (which must be of the kind named; anything else is a bug
+ * and aborts):
+ *
+ *   tproto_set_seq(): a Satisfaction's or PollReply's sequence number
+ *   'seq' (1 to TPROTO_MAX_SEQ - 1) and its late flag (always written);
+ *   tproto_set_instance(): a Hello's agent instance (not 0);
+ *   tproto_set_received(): a Heartbeat's 'received' (TEM -> host). */
+void tproto_set_seq(struct tproto_batch *, uint64_t seq, bool late);
+void tproto_set_instance(struct tproto_batch *, uint64_t instance);
+void tproto_set_received(struct tproto_batch *, uint64_t received);
 
 /* A host's counters for its heartbeats (proto HostCounters). */
 struct tproto_host_counters {

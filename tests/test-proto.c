@@ -537,6 +537,19 @@ MUTATOR(poll_epoch, m->poll->epoch = UINT64_MAX)
 MUTATOR(poll_sport, m->poll->group->sport = 65536)
 MUTATOR(poll_ipver, m->poll->group->ipver = 0)
 MUTATOR(reply_id0, m->poll_reply->event_id = 0)
+MUTATOR(hello_instance0,
+        (m->hello->has_instance = true, m->hello->instance = 0))
+MUTATOR(sat_seq0, (m->satisfaction->has_seq = true,
+                   m->satisfaction->seq = 0))
+MUTATOR(sat_seq_big, (m->satisfaction->has_seq = true,
+                      m->satisfaction->seq = TPROTO_MAX_SEQ))
+MUTATOR(sat_late_alone, m->satisfaction->has_late = true)
+MUTATOR(reply_seq0, (m->poll_reply->has_seq = true,
+                     m->poll_reply->seq = 0))
+MUTATOR(reply_late_alone, (m->poll_reply->has_late = true,
+                           m->poll_reply->late = true))
+MUTATOR(hb_received, (m->heartbeat->has_received = true,
+                      m->heartbeat->received = TPROTO_MAX_SEQ))
 MUTATOR(reply_epoch, m->poll_reply->epoch = TPROTO_MAX_EPOCH + 5)
 MUTATOR(reply_status, m->poll_reply->status = 6)
 MUTATOR(reply_inf, m->poll_reply->value = INFINITY)
@@ -577,6 +590,17 @@ static const struct reject_case {
     { make_hello, hello_npmds, false, "hello: pmd_ids: more than" },
     { make_hello, hello_pmd_dup, true, "hello: pmd_ids: duplicate" },
     { make_hello, hello_software, true, "hello: software has a character" },
+    { make_hello, hello_instance0, true, "hello: instance is 0" },
+    { make_satisfaction, sat_seq0, true, "satisfaction: seq 0 or not" },
+    { make_satisfaction, sat_seq_big, true,
+      "satisfaction: seq 0 or not below 2^62" },
+    { make_satisfaction, sat_late_alone, true,
+      "satisfaction: late without seq" },
+    { make_poll_reply, reply_seq0, true, "poll_reply: seq 0 or not" },
+    { make_poll_reply, reply_late_alone, true,
+      "poll_reply: late without seq" },
+    { make_heartbeat, hb_received, true,
+      "heartbeat: received not below 2^62" },
     { make_welcome, welcome_version0, true, "welcome: version is 0" },
     { make_welcome, welcome_id_empty, true, "welcome: tem_id empty" },
     { make_welcome, welcome_id_chars, true, "welcome: tem_id has" },
@@ -945,6 +969,50 @@ START_TEST(test_version)
     ck_assert_uint_eq(tproto_version_choose(TPROTO_VERSION_MAX + 1, 50), 0);
     ck_assert_uint_eq(tproto_version_choose(0, 0), 0);
     ck_assert_uint_eq(tproto_version_choose(3, 2), 0);
+    tproto_batch_destroy(&b);
+}
+END_TEST
+
+/* Version 3's fields of confirmed delivery, set on the message last
+ * added, and back. */
+START_TEST(test_seq_fields)
+{
+    struct tproto_batch b;
+    struct tpm_key k = key4("10.0.0.1", "10.0.0.2", 1, 2, 17);
+    tproto_batch_init(&b);
+    tproto_add_hello(&b, "h1", NULL, 0, 10000000, 1, NULL, 0, NULL);
+    tproto_set_instance(&b, 0xfedcba9876543210ULL);
+    tproto_add_satisfaction(&b, 7, 100, &k, 5, 0, 1, 0);
+    tproto_set_seq(&b, 41, true);
+    tproto_add_poll_reply(&b, 9, 7, 100, TRUMPET__POLL_STATUS__POLL_OK, 3);
+    tproto_set_seq(&b, 42, false);
+    tproto_add_satisfaction(&b, 7, 101, &k, 5, 0, 1, 0);
+    tproto_add_heartbeat(&b, 1, 2);
+    tproto_set_received(&b, TPROTO_MAX_SEQ - 1);
+    tproto_add_heartbeat(&b, 1, 3);
+
+    Trumpet__Frame *f = round_trip(&b, 0);
+    ck_assert_uint_eq(f->n_messages, 6);
+    for (size_t i = 0; i < f->n_messages; i++) {
+        const char *why = tproto_validate(f->messages[i]);
+        ck_assert_msg(!why, "message %zu: %s", i, why);
+    }
+    const Trumpet__Hello *h = f->messages[0]->hello;
+    ck_assert(h->has_instance);
+    ck_assert_uint_eq(h->instance, 0xfedcba9876543210ULL);
+    const Trumpet__Satisfaction *s = f->messages[1]->satisfaction;
+    ck_assert(s->has_seq && s->has_late && s->late);
+    ck_assert_uint_eq(s->seq, 41);
+    const Trumpet__PollReply *r = f->messages[2]->poll_reply;
+    ck_assert(r->has_seq && r->has_late && !r->late);
+    ck_assert_uint_eq(r->seq, 42);
+    s = f->messages[3]->satisfaction;
+    ck_assert(!s->has_seq && !s->has_late);
+    ck_assert(f->messages[4]->heartbeat->has_received);
+    ck_assert_uint_eq(f->messages[4]->heartbeat->received,
+                      TPROTO_MAX_SEQ - 1);
+    ck_assert(!f->messages[5]->heartbeat->has_received);
+    tproto_free(f);
     tproto_batch_destroy(&b);
 }
 END_TEST
@@ -1555,6 +1623,7 @@ main(void)
     tcase_add_test(tc, test_limits);
     tcase_add_test(tc, test_version);
     tcase_add_test(tc, test_configure_wire);
+    tcase_add_test(tc, test_seq_fields);
     tcase_add_test(tc, test_unknown_kind);
     tcase_add_test(tc, test_poll_batch);
     tcase_add_test(tc, test_decode_by_hand);

@@ -69,6 +69,9 @@ reencode(struct tproto_batch *b, Trumpet__Message *m)
         tproto_add_hello(b, h->host_id, p, h->n_prefixes, h->epoch_ns,
                          h->clock_ns, h->pmd_ids, h->n_pmd_ids,
                          h->software);
+        if (h->has_instance) {
+            tproto_set_instance(b, h->instance);
+        }
         free(p);
         h->version_min = TPROTO_VERSION_MIN;
         h->version_max = TPROTO_VERSION_MAX;
@@ -115,6 +118,12 @@ reencode(struct tproto_batch *b, Trumpet__Message *m)
         tproto_add_satisfaction(b, s->event_id, s->epoch, &key, s->value,
                                 s->flags, s->n_parts, s->n_missing);
         s->has_flags = s->has_n_parts = s->has_n_missing = true;
+        if (s->has_seq) {
+            /* With a sequence number, the late flag is always written. */
+            s->late = s->has_late && s->late;
+            s->has_late = true;
+            tproto_set_seq(b, s->seq, s->late);
+        }
         break;
     }
     case TRUMPET__MESSAGE__BODY_POLL: {
@@ -129,6 +138,11 @@ reencode(struct tproto_batch *b, Trumpet__Message *m)
         tproto_add_poll_reply(b, r->cookie, r->event_id, r->epoch, r->status,
                               r->value);
         r->has_value = true;
+        if (r->has_seq) {
+            r->late = r->has_late && r->late;
+            r->has_late = true;
+            tproto_set_seq(b, r->seq, r->late);
+        }
         break;
     }
     case TRUMPET__MESSAGE__BODY_POLL_BATCH: {
@@ -157,6 +171,9 @@ reencode(struct tproto_batch *b, Trumpet__Message *m)
         }
         tproto_add_heartbeat_counters(b, m->heartbeat->clock_ns,
                                       m->heartbeat->seq, hc ? &c : NULL);
+        if (m->heartbeat->has_received) {
+            tproto_set_received(b, m->heartbeat->received);
+        }
         break;
     }
     case TRUMPET__MESSAGE__BODY_BYE:
