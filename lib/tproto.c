@@ -321,14 +321,15 @@ tproto_decode_generic(const void *data, size_t len)
  * descriptors for every field of every message) and took a fifth of the
  * TEM's CPU when every host satisfies.  This one reads exactly the wire
  * format of proto/trumpet.proto's Frame { version, messages { satisfaction
- * { ... group { ... } } } } into the structures protobuf-c would build, in
- * the same arena, and gives up (returns false, having allocated nothing
- * the caller keeps) on anything else: another message kind, a field
- * unknown, repeated or of another wire type, a required field missing, a
- * uint32 above 2^32 - 1.  The caller then decodes with protobuf-c, which
- * decides what such input means, so that both give the same result on
- * every input (tests/test-proto.c and the protocol fuzz target compare
- * them). */
+ * { ... group { ... } } } } (version 3's seq and late included: hosts of
+ * that version number every satisfaction) into the structures protobuf-c
+ * would build, in the same arena, and gives up (returns false, having
+ * allocated nothing the caller keeps) on anything else: another message
+ * kind, a field unknown, repeated or of another wire type, a required
+ * field missing, a uint32 above 2^32 - 1.  The caller then decodes with
+ * protobuf-c, which decides what such input means, so that both give the
+ * same result on every input (tests/test-proto.c and the protocol fuzz
+ * target compare them). */
 
 struct wire {
     const uint8_t *p, *end;
@@ -460,12 +461,13 @@ fast_satisfaction__(struct wire w, struct arena *arena,
 
     trumpet__satisfaction__init(s);
     while (w.p < w.end) {
-        if (!wire_tag__(&w, &field, &type) || field < 1 || field > 7
+        if (!wire_tag__(&w, &field, &type) || field < 1 || field > 9
             || !wire_once__(&seen, field)
             || type != (field == 3 ? 2 : field == 4 ? 1 : 0)) {
             return false;
         }
         bool ok;
+        uint64_t late = 0;
         switch (field) {
         case 1:
             ok = wire_u32__(&w, &s->event_id);
@@ -493,8 +495,16 @@ fast_satisfaction__(struct wire w, struct arena *arena,
         case 6:
             ok = (s->has_n_parts = wire_u32__(&w, &s->n_parts));
             break;
-        default:
+        case 7:
             ok = (s->has_n_missing = wire_u32__(&w, &s->n_missing));
+            break;
+        case 8:                 /* Version 3: every numbered host's. */
+            ok = (s->has_seq = wire_varint__(&w, &s->seq));
+            break;
+        default:
+            /* A bool is true if any bit of its varint is (protobuf-c). */
+            ok = (s->has_late = wire_varint__(&w, &late));
+            s->late = late != 0;
             break;
         }
         if (!ok) {

@@ -1257,6 +1257,9 @@ START_TEST(test_decode_by_hand)
                             : key6("fd00::1", "fd00::2", 53, i, 17));
         tproto_add_satisfaction(&b, 1 + i, UINT64_C(1) << (i % 62), &k,
                                 i * 1.5 - 20, i & 1, i % 4, i % 4 / 2);
+        if (i % 5) {            /* Numbered, as hosts of version 3. */
+            tproto_set_seq(&b, UINT64_C(1) << (i % 62), i % 3 == 1);
+        }
     }
     uint8_t *data;
     size_t len = tproto_batch_encode(&b, 0, &data);
@@ -1269,6 +1272,10 @@ START_TEST(test_decode_by_hand)
     ck_assert_uint_eq(f->n_messages, 50);
     ck_assert_uint_eq(f->messages[7]->satisfaction->event_id, 8);
     ck_assert_double_eq(f->messages[7]->satisfaction->value, 7 * 1.5 - 20);
+    ck_assert(f->messages[7]->satisfaction->has_seq);
+    ck_assert_uint_eq(f->messages[7]->satisfaction->seq, 1 << 7);
+    ck_assert(f->messages[7]->satisfaction->late);
+    ck_assert(!f->messages[10]->satisfaction->has_seq);
     tproto_free(f);
     tproto_free(g);
     free(data);
@@ -1290,6 +1297,14 @@ START_TEST(test_decode_by_hand)
                                         0x80, 0x00, 0x10, 0x05, GROUP,
                                         VALUE };
     static const uint8_t sat_no_value[] = { 0x08, 0x07, 0x10, 0x05, GROUP };
+    /* Version 3's seq (field 8) and late (9, a bool: any bit set). */
+    static const uint8_t sat_seq[] = { 0x08, 0x07, 0x10, 0x05, GROUP, VALUE,
+                                       0x40, 0xac, 0x02, 0x48, 0x01 };
+    static const uint8_t sat_late2[] = { 0x08, 0x07, 0x10, 0x05, GROUP,
+                                         VALUE, 0x40, 0x01, 0x48, 0x80,
+                                         0x01 };
+    static const uint8_t sat_late0[] = { 0x08, 0x07, 0x10, 0x05, GROUP,
+                                         VALUE, 0x48, 0x80, 0x00 };
 #undef GROUP
 #undef VALUE
     static const struct {
@@ -1303,6 +1318,9 @@ START_TEST(test_decode_by_hand)
         { sat_big, sizeof sat_big, true },
         { sat_long, sizeof sat_long, true },
         { sat_no_value, sizeof sat_no_value, false },
+        { sat_seq, sizeof sat_seq, true },
+        { sat_late2, sizeof sat_late2, true },
+        { sat_late0, sizeof sat_late0, true },
     };
     for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
         uint8_t frame[128];
@@ -1322,6 +1340,14 @@ START_TEST(test_decode_by_hand)
         ck_assert_msg(!g == !cases[i].decodes, "case %zu (protobuf-c)", i);
         if (f) {
             ck_assert_msg(frames_equal(f, g), "case %zu differs", i);
+        }
+        if (cases[i].sat == sat_seq) {
+            const Trumpet__Satisfaction *sat = f->messages[0]->satisfaction;
+            ck_assert(sat->has_seq && sat->has_late && sat->late);
+            ck_assert_uint_eq(sat->seq, 300);
+        } else if (cases[i].sat == sat_late0) {
+            ck_assert(f->messages[0]->satisfaction->has_late);
+            ck_assert(!f->messages[0]->satisfaction->late);
         }
         tproto_free(f);
         tproto_free(g);
