@@ -1494,6 +1494,24 @@ START_TEST(test_poll_history)
     g.dst[0] = htonl(ip4(10, 8, 0, 0));
     ck_assert_int_eq(tpm_poll(tpm, 3, &g, e0 + 7, &v), TPM_POLL_NO_GROUP);
     ck_assert_int_eq(tpm_poll(tpm, 4, &g, e0 + 7, &v), TPM_POLL_NO_EVENT);
+
+    /* An event added later (as the TEM installs its events again after a
+     * resync) knows nothing of the intervals over before it: expired,
+     * not "no traffic"; it answers for those after. */
+    add(tpm, 4, "vol2 filter=udp predicate=sum(volume) > 1000000 "
+        "group=nw_dst/16");
+    struct frame f2;
+    udp_frame(&f2, ip4(10, 99, 0, 1), ip4(10, 7, 1, 1), 3, 4, 10, 64);
+    send1(tpm, T0 + 80 * MS + 1, &f2);
+    tpm_advance(tpm, T0 + 90 * MS);
+    sweep_all(tpm);
+    g.dst[0] = htonl(ip4(10, 7, 0, 0));
+    ck_assert_int_eq(tpm_poll(tpm, 4, &g, e0 + 7, &v), TPM_POLL_EXPIRED);
+    ck_assert_int_eq(tpm_poll(tpm, 4, &g, e0 + 8, &v), TPM_POLL_OK);
+    ck_assert_double_eq(v, 10);
+    g.dst[0] = htonl(ip4(10, 8, 0, 0));
+    ck_assert_int_eq(tpm_poll(tpm, 4, &g, e0 + 7, &v), TPM_POLL_EXPIRED);
+    ck_assert_int_eq(tpm_poll(tpm, 4, &g, e0 + 8, &v), TPM_POLL_NO_GROUP);
     tpm_destroy(tpm);
 }
 END_TEST

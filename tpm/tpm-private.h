@@ -119,6 +119,10 @@ struct tpm_ev {
     bool needs_state;           /* Uses per-flow state variables. */
     uint32_t backfill_left;     /* Flow slots still to backfill. */
     uint64_t first_full;        /* First fully observed epoch (rel). */
+    uint64_t added;             /* Epoch it was added in (rel): polls of
+                                 * intervals that ended before are
+                                 * answered EXPIRED, never from a history
+                                 * that did not exist. */
 } __attribute__((aligned(CACHE_LINE_SIZE)));
 BUILD_ASSERT_DECL(offsetof(struct tpm_ev, def) <= CACHE_LINE_SIZE);
 

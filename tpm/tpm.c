@@ -552,6 +552,7 @@ tpm_event_add(struct tpm *tpm, struct tpm_event *event, uint32_t id)
     ev->id = id;
     ev->seq = ++tpm->ev_seq;
     ev->interval = event->interval_ns / p->epoch_ns;
+    ev->added = tpm->cur;
     ev->needs_state = needs_state;
     tpm->n_state_evs += needs_state;
     if (tpm->clock_started && tpm->ft.n_live) {
@@ -1568,6 +1569,12 @@ tpm_poll(const struct tpm *tpm, uint32_t id, const struct tpm_key *group,
                              - (tpm->sw.active ? 1 : 0);
     if (end > swept_through || tpm_abs_epoch(tpm, tpm->cur) == 0) {
         return TPM_POLL_NOT_YET;
+    }
+    if (end < tpm_abs_epoch(tpm, ev->added)) {
+        /* Over before the trigger existed (e.g. the TEM installed it
+         * again after a resync, and polls an epoch of before): it knows
+         * nothing of it, which is not "no traffic". */
+        return TPM_POLL_EXPIRED;
     }
 
     struct tpm_key gkey;

@@ -216,7 +216,8 @@ int tpm_event_del(struct tpm *, uint32_t id);
 enum tpm_poll_status {
     TPM_POLL_OK,                /* '*value' set. */
     TPM_POLL_NOT_YET,           /* That interval has not been swept yet. */
-    TPM_POLL_EXPIRED,           /* Older than the history kept. */
+    TPM_POLL_EXPIRED,           /* Older than the history kept, or
+                                 * over before the event was added. */
     TPM_POLL_NO_GROUP,          /* No traffic seen for that group (its
                                  * value is 0 for sums and counts). */
     TPM_POLL_NO_EVENT,          /* Unknown event. */
