@@ -22,11 +22,33 @@
  *     and the session ends when nothing arrived for 3 heartbeats.
  *
  * Ending a session closes the socket (a short linger lets a parting Bye
- * out), drops and counts what the host queued for it, and waits for the
- * backoff (doubling from the minimum to the maximum, back to the minimum
- * on Welcome) before a new socket says Hello again.  The outgoing ring is
- * read by the agent thread in place: messages leave it only once ZeroMQ
- * took the frame that carries them.
+ * out), drops and counts the acks, nacks and PollBatchReplies not sent,
+ * and waits for the backoff (doubling from the minimum to the maximum,
+ * back to the minimum on Welcome) before a new socket says Hello again.
+ *
+ * Outgoing messages.  The agent thread moves what the host queued in
+ * 'out' into two queues of its own: 'ctl' (acks, nacks and
+ * PollBatchReplies, for the current session only) and 'rtx', the outage
+ * buffer (satisfactions and PollReplies, "reports"), and sends from
+ * those.  A PollBatchReply (version 3's answer to a poll) is not kept
+ * over an outage: it answers a PollBatch of its session, which the TEM
+ * forgets when the session ends (the decision counts the host missing),
+ * so that sent in a later session it would only be counted stale; like
+ * an ack it is sent in its session or dropped and counted.
+ *
+ * A report gets its sequence number as it enters 'rtx', whose entries are
+ * therefore consecutive; in a session of version 3 it stays there once
+ * sent until the TEM's Heartbeat.received covers it, and a new session
+ * sends again from the oldest.  So the reports of 'rtx' are, from the
+ * oldest: sent in this session and awaiting confirmation ('n_sent' of
+ * them), then not sent in this session (some perhaps in an earlier one).
+ *
+ * A full 'rtx' drops its oldest report to make room.  One awaiting
+ * confirmation in this session is not lost yet: its sequence number joins
+ * the range ['evict_lo', 'evict_hi'] (consecutive, since only the oldest
+ * is dropped, and always older than every entry left), which the TEM's
+ * next confirmations count as acked and the end of the session as
+ * unconfirmed.  So every report is counted exactly once (agent.h).
  */
 #include "agent.h"
 
@@ -39,6 +61,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/random.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -70,6 +93,10 @@
 
 #define MS UINT64_C(1000000)
 
+/* Entries of the outage buffer allocated at first (it grows by
+ * doubling, up to 'outage_buffer'). */
+#define AGENT_RTX_MIN 256
+
 /* A message for the TEM, as queued by the host. */
 struct agent_out {
     Trumpet__Message__BodyCase type;    /* ACK, NACK, SATISFACTION,
@@ -89,6 +116,18 @@ struct agent_out {
                                          * allocation (owned). */
     uint8_t *statuses;
     size_t n_values;
+    uint64_t session;                   /* Reports: the session open when
+                                         * the host gave it (its number,
+                                         * 'status.sessions'), 0: none. */
+    uint64_t seq;                       /* Reports, once in 'rtx'. */
+    bool sent;                          /* Sent in some session. */
+};
+
+/* A queue of the agent thread: a ring that grows up to 'max' entries. */
+struct agent_ring {
+    struct agent_out *e;
+    uint32_t cap, max;
+    uint32_t head, n;
 };
 
 struct agent_ratelimit {
@@ -110,6 +149,7 @@ struct agent_session {
     uint64_t hb_ns;             /* From Welcome. */
     uint64_t hb_seq;
     uint32_t version;           /* Negotiated, 0 before Welcome. */
+    uint64_t number;            /* 'status.sessions' once welcomed. */
 };
 
 struct tpm_agent {
@@ -128,6 +168,7 @@ struct tpm_agent {
     uint64_t hello_timeout_ns;
     char tem_key[TPM_CURVE_KEY_LEN + 1];    /* "": insecure plaintext. */
     char *key_file;
+    uint64_t instance;          /* This run, for Hello.instance. */
 
     void *zctx;
     pthread_t thread;
@@ -142,6 +183,15 @@ struct tpm_agent {
     uint64_t retry_ns;          /* Open a new socket at this time. */
     uint64_t n_sockets;
     struct agent_ratelimit rl_thread;
+    struct agent_ring ctl;      /* Acks and nacks of this session. */
+    struct agent_ring rtx;      /* The outage buffer (see above). */
+    uint32_t n_sent;            /* Oldest 'rtx' entries sent in this
+                                 * session, awaiting confirmation. */
+    uint64_t next_seq;          /* Of the next report entering 'rtx'. */
+    uint64_t evict_lo, evict_hi;    /* Dropped from 'rtx' while awaiting
+                                     * confirmation (none: lo > hi). */
+    uint64_t unsent_ns;         /* When 'ctl' or 'rtx' last got unsent
+                                 * entries with none before. */
 
     /* Shared, under 'mutex'. */
     pthread_mutex_t mutex;
@@ -152,7 +202,7 @@ struct tpm_agent {
     struct agent_out *out;              /* Ring of 'queue_size'. */
     uint32_t out_head, out_n;
     uint64_t out_first_ns;      /* When 'out' last turned non-empty. */
-    bool connected;             /* Host messages are accepted. */
+    bool connected;             /* Acks and nacks are accepted. */
     struct agent_ratelimit rl_host;
     struct tpm_agent_status status;
 };
@@ -170,6 +220,7 @@ tpm_agent_config_init(struct tpm_agent_config *c)
     c->backoff_max_ns = 5000 * MS;
     c->batch_ns = 0;
     c->hello_timeout_ns = 3000 * MS;
+    c->outage_buffer = 131072;
 }
 
 const char *
@@ -355,6 +406,10 @@ agent_config_check(const struct tpm_agent_config *c)
         return xasprintf("hello timeout %"PRIu64" ns is out of range "
                          "[1 ms, 1 h]", c->hello_timeout_ns);
     }
+    if (c->outage_buffer < 1 || c->outage_buffer > (1u << 24)) {
+        return xasprintf("outage_buffer=%"PRIu32" is out of range [1, %u]",
+                         c->outage_buffer, 1u << 24);
+    }
 
     /* The TEM validates Hello with the same code: check it here so that a
      * bad prefix or software string is an error now, not a refusal
@@ -539,31 +594,52 @@ agent_batch_full(const struct tpm_agent *a)
     return MIN(TPROTO_MAX_BATCH, a->queue_size);
 }
 
+static bool
+agent_is_report(Trumpet__Message__BodyCase type)
+{
+    return (type == TRUMPET__MESSAGE__BODY_SATISFACTION
+            || type == TRUMPET__MESSAGE__BODY_POLL_REPLY);
+}
+
 /* Host side: queues 'm' (taking its 'reason'), or drops and counts it. */
 static bool
 agent_out_push(struct tpm_agent *a, struct agent_out *m)
 {
+    bool report = agent_is_report(m->type);
     bool wake = false, full = false, ok;
     uint64_t suppressed = 0;
     bool log = false;
 
     pthread_mutex_lock(&a->mutex);
-    if (!a->connected) {
+    if (report) {
+        a->status.reports++;
+        m->session = a->connected ? a->status.sessions : 0;
+    }
+    if (!report && !a->connected) {
         a->status.drops_out++;
         ok = false;
     } else if (a->out_n >= a->queue_size) {
-        a->status.drops_out++;
+        if (report) {
+            a->status.dropped_outage++;
+        } else {
+            a->status.drops_out++;
+        }
         full = true;
         ok = false;
         log = agent_ratelimit_allow(&a->rl_host, &suppressed);
     } else {
         uint32_t tail = (a->out_head + a->out_n) % a->queue_size;
         a->out[tail] = *m;
+        a->status.pending += report;
         if (!a->out_n++) {
             a->out_first_ns = tpm_clock_mono_ns();
             wake = true;
-        } else if (a->out_n == agent_batch_full(a) && a->batch_ns) {
-            wake = true;        /* Do not wait for the batch timer. */
+        } else if ((a->out_n == agent_batch_full(a) && a->batch_ns)
+                   || a->out_n == a->queue_size / 2) {
+            /* Do not wait for the batch timer; without a session, let
+             * the agent thread move them to the outage buffer before the
+             * queue fills. */
+            wake = true;
         }
         ok = true;
     }
@@ -693,8 +769,11 @@ tpm_agent_send_poll_batch_reply(struct tpm_agent *a, uint64_t cookie,
     return ok;
 }
 
+/* Appends 'm' to 'b'; a report with its sequence number and late flag if
+ * 'seq' (sessions of version 3). */
 static void
-agent_out_add(struct tproto_batch *b, const struct agent_out *m)
+agent_out_add(struct tproto_batch *b, const struct agent_out *m, bool seq,
+              bool late)
 {
     switch (m->type) {
     case TRUMPET__MESSAGE__BODY_ACK:
@@ -730,33 +809,219 @@ agent_out_add(struct tproto_batch *b, const struct agent_out *m)
     default:
         abort();
     }
-}
-
-/* Removes the 'n' oldest outgoing messages (caller holds the mutex). */
-static void
-agent_out_pop__(struct tpm_agent *a, uint32_t n)
-{
-    for (uint32_t i = 0; i < n; i++) {
-        struct agent_out *m = &a->out[(a->out_head + i) % a->queue_size];
-        free(m->reason);
-        free(m->values);
-        m->reason = NULL;
-        m->values = NULL;
+    if (seq && agent_is_report(m->type)) {
+        tproto_set_seq(b, m->seq, late);
     }
-    a->out_head = (a->out_head + n) % a->queue_size;
-    a->out_n -= n;
 }
 
-/* Session end: the host's messages for the session are dropped. */
+/* The agent thread's queues. */
+
+static struct agent_out *
+ring_at(struct agent_ring *r, uint32_t i)
+{
+    return &r->e[(r->head + i) % r->cap];
+}
+
+/* Grows 'r' to hold 'n' more entries, as far as 'max' allows. */
+static void
+ring_reserve(struct agent_ring *r, uint32_t n)
+{
+    uint64_t want = MIN((uint64_t) r->max, (uint64_t) r->n + n);
+    if (want <= r->cap) {
+        return;
+    }
+    uint32_t cap = MAX(r->cap, MIN(r->max, AGENT_RTX_MIN));
+    while (cap < want) {
+        cap = MIN(r->max, 2 * cap);
+    }
+    struct agent_out *e = xmalloc(cap * sizeof *e);
+    for (uint32_t i = 0; i < r->n; i++) {
+        e[i] = r->e[(r->head + i) % r->cap];
+    }
+    free(r->e);
+    r->e = e;
+    r->cap = cap;
+    r->head = 0;
+}
+
+/* Makes room for one more entry if 'r' may still grow.  Returns false if
+ * 'r' is full. */
+static bool
+ring_room(struct agent_ring *r)
+{
+    if (r->n < r->cap) {
+        return true;
+    }
+    if (r->cap >= r->max) {
+        return false;
+    }
+    ring_reserve(r, 1);
+    return true;
+}
+
+/* Appends 'm' to 'r', which has room. */
+static void
+ring_push(struct agent_ring *r, const struct agent_out *m)
+{
+    r->e[(r->head + r->n++) % r->cap] = *m;
+}
+
+/* Removes the oldest entry of 'r', freeing what it owns. */
+static void
+ring_pop(struct agent_ring *r)
+{
+    struct agent_out *m = ring_at(r, 0);
+    free(m->reason);
+    free(m->values);
+    m->reason = NULL;
+    m->values = NULL;
+    r->head = (r->head + 1) % r->cap;
+    r->n--;
+}
+
+static void
+ring_destroy(struct agent_ring *r)
+{
+    while (r->n) {
+        ring_pop(r);
+    }
+    free(r->e);
+    memset(r, 0, sizeof *r);
+}
+
+/* Messages not sent in this session. */
+static uint32_t
+agent_unsent(const struct tpm_agent *a)
+{
+    return a->ctl.n + (a->rtx.n - a->n_sent);
+}
+
+/* Drops the oldest report of the full outage buffer (caller holds the
+ * mutex). */
+static void
+agent_rtx_evict__(struct tpm_agent *a)
+{
+    struct agent_out *m = ring_at(&a->rtx, 0);
+
+    if (a->n_sent) {
+        /* Sent in this session: the TEM may confirm it still. */
+        if (a->evict_lo > a->evict_hi) {
+            a->evict_lo = m->seq;
+        }
+        a->evict_hi = m->seq;
+        a->n_sent--;
+    } else if (m->sent) {
+        a->status.unconfirmed++;
+        a->status.pending--;
+    } else {
+        a->status.dropped_outage++;
+        a->status.pending--;
+    }
+
+    uint64_t suppressed;
+    char buf[64];
+    if (agent_ratelimit_allow(&a->rl_thread, &suppressed)) {
+        tpm_log(TPM_LOG_WARN, "agent %s: outage buffer full (%"PRIu32
+                " entries): oldest %s (event %"PRIu32", epoch %"PRIu64") "
+                "dropped%s%s", a->host_id, a->rtx.max,
+                tproto_body_name(m->type), m->event_id, m->epoch,
+                m->sent ? ", sent but not confirmed" : "",
+                agent_suppressed(suppressed, buf, sizeof buf));
+    }
+    ring_pop(&a->rtx);
+}
+
+/* Moves what the host queued into 'ctl' and 'rtx'.  Acks and nacks that
+ * do not fit are dropped and counted; reports make room by dropping the
+ * oldest. */
+static void
+agent_out_drain(struct tpm_agent *a)
+{
+    /* Grow outside the mutex, so that the host is not held up (entries
+     * queued meanwhile may still grow the rings under it). */
+    pthread_mutex_lock(&a->mutex);
+    uint32_t n = a->out_n;
+    pthread_mutex_unlock(&a->mutex);
+    ring_reserve(&a->rtx, n);
+    ring_reserve(&a->ctl, n);
+
+    pthread_mutex_lock(&a->mutex);
+    bool had_unsent = agent_unsent(a) > 0;
+    uint64_t first = a->out_first_ns;
+    while (a->out_n) {
+        struct agent_out *m = &a->out[a->out_head];
+        if (agent_is_report(m->type)) {
+            if (!ring_room(&a->rtx)) {
+                agent_rtx_evict__(a);
+            }
+            m->seq = a->next_seq++;
+            ring_push(&a->rtx, m);
+        } else if (ring_room(&a->ctl)) {
+            ring_push(&a->ctl, m);
+        } else {
+            a->status.drops_out++;
+            free(m->reason);
+            free(m->values);
+        }
+        memset(m, 0, sizeof *m);
+        a->out_head = (a->out_head + 1) % a->queue_size;
+        a->out_n--;
+    }
+    a->out_head = 0;
+    pthread_mutex_unlock(&a->mutex);
+
+    if (!had_unsent && agent_unsent(a)) {
+        a->unsent_ns = first;
+    }
+}
+
+/* The TEM received every report up to 'seq' (Heartbeat.received). */
+static void
+agent_on_received(struct tpm_agent *a, uint64_t seq)
+{
+    pthread_mutex_lock(&a->mutex);
+    if (a->evict_lo <= a->evict_hi && seq >= a->evict_lo) {
+        uint64_t n = MIN(seq, a->evict_hi) - a->evict_lo + 1;
+        a->status.acked += n;
+        a->status.pending -= n;
+        a->evict_lo += n;
+    }
+    /* Only reports sent can have been received: a TEM saying more is
+     * wrong, and believing it would hide a loss. */
+    while (a->rtx.n && ring_at(&a->rtx, 0)->seq <= seq
+           && ring_at(&a->rtx, 0)->sent) {
+        if (a->n_sent) {
+            a->n_sent--;
+        }
+        ring_pop(&a->rtx);
+        a->status.acked++;
+        a->status.pending--;
+    }
+    pthread_mutex_unlock(&a->mutex);
+}
+
+/* The session ended: acks and nacks not sent are dropped; reports
+ * awaiting confirmation are to be sent again, except those already
+ * dropped from the buffer, which will never be confirmed. */
 static void
 agent_out_flush(struct tpm_agent *a)
 {
+    agent_out_drain(a);
     pthread_mutex_lock(&a->mutex);
     a->connected = false;
-    a->status.drops_out += a->out_n;
-    agent_out_pop__(a, a->out_n);
-    a->out_head = 0;
+    a->status.drops_out += a->ctl.n;
+    if (a->evict_lo <= a->evict_hi) {
+        uint64_t n = a->evict_hi - a->evict_lo + 1;
+        a->status.unconfirmed += n;
+        a->status.pending -= n;
+    }
     pthread_mutex_unlock(&a->mutex);
+    while (a->ctl.n) {
+        ring_pop(&a->ctl);
+    }
+    a->evict_lo = 1;
+    a->evict_hi = 0;
+    a->n_sent = 0;
 }
 
 /* Sends the batch in 'a->batch' on the current socket.  Returns 0, or an
@@ -797,53 +1062,64 @@ agent_send_control(struct tpm_agent *a)
     return error;
 }
 
-/* Sends frames from the outgoing ring while the socket takes them, at
- * most AGENT_TX_BURST. */
-static void
+/* Sends frames of the messages not sent in this session (acks and nacks
+ * first, then reports, oldest first) while the socket takes them, at
+ * most AGENT_TX_BURST.  Returns 0, or the errno value of a send that
+ * failed (EAGAIN: the socket is full); what was not sent is kept. */
+static int
 agent_send_pending(struct tpm_agent *a)
 {
-    for (int f = 0; f < AGENT_TX_BURST; f++) {
-        uint32_t head, avail;
+    bool seq = a->s.version >= TPROTO_VERSION_CONFIRM;
 
-        pthread_mutex_lock(&a->mutex);
-        head = a->out_head;
-        avail = a->out_n;
-        pthread_mutex_unlock(&a->mutex);
-        if (!avail) {
-            return;
-        }
-
-        /* Only this thread removes entries and the host only appends, so
-         * the 'avail' oldest entries stay put while we read them. */
-        uint32_t n = 0;
+    for (int f = 0; f < AGENT_TX_BURST && agent_unsent(a); f++) {
+        uint32_t n_ctl = 0, n_rtx = 0, n_late = 0;
         size_t bytes = 0;
-        while (n < avail && n < TPROTO_MAX_BATCH
+
+        while (n_ctl < a->ctl.n && n_ctl < TPROTO_MAX_BATCH
                && bytes < AGENT_FRAME_BUDGET) {
-            const struct agent_out *m = &a->out[(head + n) % a->queue_size];
-            agent_out_add(&a->batch, m);
+            const struct agent_out *m = ring_at(&a->ctl, n_ctl++);
+            agent_out_add(&a->batch, m, false, false);
             bytes += (96 + (m->reason ? strlen(m->reason) : 0)
                       + m->n_values * (sizeof *m->values + 1));
-            n++;
+        }
+        while (a->n_sent + n_rtx < a->rtx.n
+               && n_ctl + n_rtx < TPROTO_MAX_BATCH
+               && bytes < AGENT_FRAME_BUDGET) {
+            const struct agent_out *m = ring_at(&a->rtx, a->n_sent + n_rtx);
+            bool late = m->session != a->s.number;
+            agent_out_add(&a->batch, m, seq, late);
+            n_late += late;
+            bytes += 112;
+            n_rtx++;
         }
 
         int error = agent_send_batch(a);
-        if (error == EAGAIN) {
-            return;
+        if (error) {
+            return error;
         }
 
+        while (n_ctl--) {
+            ring_pop(&a->ctl);
+        }
         pthread_mutex_lock(&a->mutex);
-        agent_out_pop__(a, n);
-        if (error) {
-            a->status.drops_out += n;
+        if (seq) {
+            /* Kept until the TEM confirms them. */
+            for (uint32_t i = 0; i < n_rtx; i++) {
+                ring_at(&a->rtx, a->n_sent + i)->sent = true;
+            }
+            a->n_sent += n_rtx;
+            a->status.late_sent += n_late;
+        } else {
+            /* An older TEM confirms nothing. */
+            for (uint32_t i = 0; i < n_rtx; i++) {
+                ring_pop(&a->rtx);
+            }
+            a->status.unconfirmed += n_rtx;
+            a->status.pending -= n_rtx;
         }
         pthread_mutex_unlock(&a->mutex);
-        if (error) {
-            tpm_log(TPM_LOG_WARN, "agent %s: send to %s: %s: %"PRIu32
-                    " messages dropped", a->host_id, a->endpoint,
-                    zmq_strerror(error), n);
-            return;
-        }
     }
+    return 0;
 }
 
 /* Opens a new socket and starts a session (Hello goes out once the
@@ -981,8 +1257,10 @@ agent_on_welcome(struct tpm_agent *a, const Trumpet__Welcome *w)
     a->status.state = TPM_AGENT_CONNECTED;
     snprintf(a->status.tem_id, sizeof a->status.tem_id, "%s", w->tem_id);
     a->status.version = w->version;
-    a->status.sessions++;
+    a->s.number = ++a->status.sessions;
     pthread_mutex_unlock(&a->mutex);
+    /* What the outage buffer holds goes at once (flagged late). */
+    a->unsent_ns = 0;
 
     /* After the state, so that a host woken by RESYNC finds the session
      * open. */
@@ -1064,6 +1342,10 @@ agent_on_message(struct tpm_agent *a, const Trumpet__Message *m)
         return;
 
     case TRUMPET__MESSAGE__BODY_HEARTBEAT:
+        if (a->s.welcomed && a->s.version >= TPROTO_VERSION_CONFIRM
+            && m->heartbeat->has_received) {
+            agent_on_received(a, m->heartbeat->received);
+        }
         return;
 
     case TRUMPET__MESSAGE__BODY_INSTALL:
@@ -1186,6 +1468,7 @@ agent_send_hello(struct tpm_agent *a)
     tproto_add_hello(&a->batch, a->host_id, a->prefixes, a->n_prefixes,
                      a->epoch_ns, tpm_clock_real_ns(), a->pmd_ids, a->n_pmds,
                      a->software);
+    tproto_set_instance(&a->batch, a->instance);
     int error = agent_send_control(a);
     if (!error) {
         a->s.hello_sent = true;
@@ -1293,6 +1576,7 @@ static void
 agent_shutdown(struct tpm_agent *a)
 {
     if (a->s.sock && a->s.welcomed) {
+        agent_out_drain(a);
         agent_send_pending(a);
         tproto_add_bye(&a->batch, "host agent shutting down");
         agent_send_control(a);
@@ -1323,28 +1607,42 @@ agent_main(void *a_)
 
         uint64_t deadline = agent_timers(a, now);
 
-        /* Outgoing messages: send when a batch is due and the socket
-         * takes it. */
+        /* Outgoing messages: without a session, into the outage buffer
+         * at once; in one, when a batch is due, and sent while the socket
+         * takes them. */
         bool want_out = false;
-        if (a->s.sock && a->s.welcomed) {
-            uint32_t n;
-            uint64_t first;
-            pthread_mutex_lock(&a->mutex);
-            n = a->out_n;
-            first = a->out_first_ns;
-            pthread_mutex_unlock(&a->mutex);
-            if (n) {
-                uint64_t due = first + a->batch_ns;
-                if (n >= agent_batch_full(a) || now >= due) {
-                    /* What is left (the socket is full, or the burst
-                     * ended) goes when the socket is writable. */
-                    agent_send_pending(a);
-                    pthread_mutex_lock(&a->mutex);
-                    want_out = a->out_n > 0;
-                    pthread_mutex_unlock(&a->mutex);
+        bool welcomed = a->s.sock && a->s.welcomed;
+        uint32_t n;
+        uint64_t first;
+        pthread_mutex_lock(&a->mutex);
+        n = a->out_n;
+        first = a->out_first_ns;
+        pthread_mutex_unlock(&a->mutex);
+        if (n) {
+            uint64_t due = first + a->batch_ns;
+            if (!welcomed || agent_unsent(a) || now >= due
+                || n >= agent_batch_full(a) || n >= a->queue_size / 2) {
+                agent_out_drain(a);
+            } else {
+                deadline = MIN(deadline, due);
+            }
+        }
+        if (welcomed && agent_unsent(a)) {
+            uint64_t due = a->unsent_ns + a->batch_ns;
+            if (now >= due || agent_unsent(a) >= agent_batch_full(a)) {
+                /* What is left (the socket is full, or the burst ended)
+                 * goes when the socket is writable; after any other
+                 * error, in the next session. */
+                int error = agent_send_pending(a);
+                if (error && error != EAGAIN) {
+                    agent_session_end(a, TPM_AGENT_BACKOFF, "send to %s: "
+                                      "%s", a->endpoint,
+                                      zmq_strerror(error));
                 } else {
-                    deadline = MIN(deadline, due);
+                    want_out = agent_unsent(a) > 0;
                 }
+            } else {
+                deadline = MIN(deadline, due);
             }
         }
 
@@ -1381,6 +1679,19 @@ agent_main(void *a_)
     }
     agent_shutdown(a);
     return NULL;
+}
+
+/* A number for Hello.instance that no earlier run of an agent of this
+ * host id is likely to have used: random, else the clocks and pid. */
+static uint64_t
+agent_instance(void)
+{
+    uint64_t v = 0;
+    if (getrandom(&v, sizeof v, GRND_NONBLOCK) != sizeof v) {
+        v = (tpm_clock_real_ns() * UINT64_C(0x9e3779b97f4a7c15))
+            ^ (tpm_clock_mono_ns() << 17) ^ (uint64_t) getpid();
+    }
+    return v ? v : 1;
 }
 
 struct tpm_agent *
@@ -1430,6 +1741,12 @@ tpm_agent_create(const struct tpm_agent_config *c, char **errp)
     }
     a->cmds = xcalloc(a->queue_size, sizeof *a->cmds);
     a->out = xcalloc(a->queue_size, sizeof *a->out);
+    a->ctl.max = a->queue_size;
+    a->rtx.max = c->outage_buffer;
+    a->next_seq = 1;
+    a->evict_lo = 1;
+    a->evict_hi = 0;
+    a->instance = agent_instance();
     tproto_batch_init(&a->batch);
     atomic_init(&a->exiting, false);
     pthread_mutex_init(&a->mutex, NULL);
@@ -1511,6 +1828,12 @@ tpm_agent_destroy(struct tpm_agent *a)
         }
         pthread_join(a->thread, NULL);
         zmq_ctx_term(a->zctx);
+        if (a->status.pending) {
+            /* The outage buffer goes with the agent. */
+            tpm_log(TPM_LOG_WARN, "agent %s: stopped with %"PRIu64" "
+                    "satisfactions and poll replies the TEM did not "
+                    "confirm", a->host_id, a->status.pending);
+        }
     }
 
     for (uint32_t i = 0; i < a->cmd_n; i++) {
@@ -1522,6 +1845,8 @@ tpm_agent_destroy(struct tpm_agent *a)
     }
     free(a->cmds);
     free(a->out);
+    ring_destroy(&a->ctl);
+    ring_destroy(&a->rtx);
     tproto_batch_destroy(&a->batch);
     pthread_mutex_destroy(&a->mutex);
     if (a->cmd_fd >= 0) {

@@ -13,6 +13,18 @@
  *   - messages to the TEM (acks, satisfactions, poll replies) that the
  *     host queues with tpm_agent_send_*(), sent in batches.
  *
+ * Satisfactions and PollReplies ("reports") outlive a session: the agent
+ * keeps each one, in order, in a bounded outage buffer until the TEM
+ * confirms it (sessions of protocol version 3, TPROTO_VERSION_CONFIRM),
+ * and a new session sends again, flagged late, every one not confirmed.
+ * When the buffer is full the oldest report is dropped.  Each report the
+ * host gives is, at any time, in exactly one of the status counters
+ * 'acked', 'unconfirmed', 'dropped_outage' and 'pending' (struct
+ * tpm_agent_status).  Acks, nacks and PollBatchReplies (the poll replies
+ * of version 3 sessions, which answer a poll of their session only: the
+ * TEM would not use them in another) belong to their session: those not
+ * sent when it ends are dropped and counted ('drops_out').
+ *
  * The host side never blocks: a full queue drops the message and counts
  * it.  The host is whatever owns the monitors: ovs-vswitchd's main thread
  * (ovs-patches/tpm-ovs.c, which relays to the PMDs' rings) or the
@@ -53,6 +65,13 @@ struct tpm_agent_config {
                                  * queue) goes at once. */
     uint64_t hello_timeout_ns;  /* No Welcome or Refuse this long after
                                  * Hello was sent: start over (3 s). */
+    uint32_t outage_buffer;     /* Reports kept until the TEM confirms
+                                 * them (131072, 1 .. 2^24): over 5 s at
+                                 * the 25,600 a second of the TEM
+                                 * benchmark's hosts (docs/operations.md,
+                                 * "Short TEM outages").  Memory grows
+                                 * with use, up to about 128 bytes an
+                                 * entry. */
 
     /* CURVE (lib/curve.h, docs/operations.md "Keys"): the TEM's public
      * key, pinned (40 Z85 characters, or a key file holding it), and this
@@ -131,11 +150,12 @@ void tpm_agent_cmd_free(struct tpm_agent_cmd *);
 int tpm_agent_fd(const struct tpm_agent *);
 
 /* Messages to the TEM.  An ack or nack echoes the command's cookie and
- * event id (0 for CONFIGURE).  Each returns false if the outgoing queue is
- * full
- * (the message is dropped and counted) or no session is open (satisfactions
- * and replies for a session that ended are dropped and counted: the TEM
- * re-installs and re-polls). */
+ * event id (0 for CONFIGURE).  Each returns false if the message was
+ * dropped (and counted): the outgoing queue is full, or, for an ack, nack
+ * or PollBatchReply, no session is open (the TEM re-installs and re-polls
+ * in the next one).  A satisfaction or PollReply is taken with or without
+ * a session (the outage buffer keeps it for the next one); taking it may
+ * drop the oldest one kept (see above). */
 bool tpm_agent_send_ack(struct tpm_agent *, uint64_t cookie,
                         uint32_t event_id);
 bool tpm_agent_send_nack(struct tpm_agent *, uint64_t cookie,
@@ -185,8 +205,28 @@ struct tpm_agent_status {
                                  * still queued from a session that
                                  * ended when a new one began (RESYNC
                                  * supersedes them). */
-    uint64_t drops_out;         /* Messages dropped: queue full or no
-                                 * session. */
+    uint64_t drops_out;         /* Acks, nacks and PollBatchReplies
+                                 * dropped: queue full, or no session
+                                 * (given without one, or not sent when
+                                 * it ended). */
+
+    /* Reports (satisfactions and PollReplies).  reports = acked +
+     * unconfirmed + dropped_outage + pending at all times. */
+    uint64_t reports;           /* Given by the host. */
+    uint64_t acked;             /* Confirmed by the TEM (received). */
+    uint64_t unconfirmed;       /* Sent, but the TEM cannot confirm: a
+                                 * session older than version 3, or the
+                                 * session ended before the TEM confirmed
+                                 * and the buffer dropped it before the
+                                 * next (the TEM may have it or not). */
+    uint64_t dropped_outage;    /* Never sent: dropped, oldest first, from
+                                 * the full outage buffer, or refused by
+                                 * a full outgoing queue. */
+    uint64_t pending;           /* Not sent yet, or sent and not yet
+                                 * confirmed. */
+    uint64_t late_sent;         /* Sends flagged late: in a later session
+                                 * than the report was made in (a report
+                                 * sent again twice counts twice). */
     uint64_t last_rx_ns;        /* Wall clock of the last message in. */
     char last_error[256];       /* Empty if none. */
     uint64_t last_error_ns;

@@ -44,6 +44,7 @@ struct agent_cfg {
     char *host_id;              /* NULL: the system's hostname. */
     char *prefixes;             /* As given; "" if unset. */
     uint32_t queue_size;
+    uint32_t outage_buffer;
     uint64_t backoff_max_ns;
     uint64_t epoch_ns;
     char *tem_key;              /* tpm-controller-key. */
@@ -121,7 +122,7 @@ tpm_ovs_tem_send_satisfaction(struct host_event *he, uint64_t epoch,
     COVERAGE_INC(tpm_agent_send_dropped);
     VLOG_WARN_RL(&rl, "%s: satisfaction for epoch %"PRIu64" not sent to "
                  "the TEM (%s)", he->name, epoch,
-                 agent ? "agent queue full or no session" : "no agent");
+                 agent ? "agent queue full" : "no agent");
 }
 
 /* The TEM. */
@@ -159,14 +160,16 @@ agent_cmd_name(enum tpm_agent_cmd_type type)
     }
 }
 
-/* Counts a message the agent did not take. */
+/* Counts a message the agent did not take: its queue is full, or, for
+ * one of the session only ('session': an ack, nack or poll batch reply),
+ * no session is open.  (A PollReply is kept over an outage.) */
 static void
-agent_send_dropped(const char *what, uint32_t tem_id)
+agent_send_dropped(const char *what, uint32_t tem_id, bool session)
 {
     static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(5, 20);
     COVERAGE_INC(tpm_agent_send_dropped);
     VLOG_WARN_RL(&rl, "%s for TEM event id %"PRIu32" not sent: agent queue "
-                 "full or no session", what, tem_id);
+                 "full%s", what, tem_id, session ? " or no session" : "");
 }
 
 /* Acks the TEM's command ('type', 'cookie', 'event_id'), or nacks it with
@@ -195,7 +198,7 @@ tpm_ovs_tem_reply(enum tpm_agent_cmd_type type, uint64_t cookie,
         actr.replies++;
     } else {
         actr.replies_dropped++;
-        agent_send_dropped(error ? "nack" : "ack", event_id);
+        agent_send_dropped(error ? "nack" : "ack", event_id, true);
     }
 }
 
@@ -314,7 +317,7 @@ tem_poll_batch_unref(struct tem_poll_batch *b)
             actr.replies++;
         } else {
             actr.replies_dropped++;
-            agent_send_dropped("poll batch reply", b->event_ids[0]);
+            agent_send_dropped("poll batch reply", b->event_ids[0], true);
         }
     }
     free(b->groups);
@@ -338,7 +341,7 @@ tem_poll_answer(struct tem_poll_batch *batch, size_t index, uint64_t cookie,
         actr.replies++;
     } else {
         actr.replies_dropped++;
-        agent_send_dropped("poll reply", tem_id);
+        agent_send_dropped("poll reply", tem_id, false);
     }
 }
 
@@ -632,6 +635,7 @@ agent_cfg_equal(const struct agent_cfg *a, const struct agent_cfg *b)
            && nullable_string_is_equal(a->host_id, b->host_id)
            && nullable_string_is_equal(a->prefixes, b->prefixes)
            && a->queue_size == b->queue_size
+           && a->outage_buffer == b->outage_buffer
            && a->backoff_max_ns == b->backoff_max_ns
            && a->epoch_ns == b->epoch_ns
            && nullable_string_is_equal(a->tem_key, b->tem_key)
@@ -711,6 +715,7 @@ agent_start(const struct agent_cfg *c, struct tpm_pmd **parts, size_t n)
     ac.n_pmds = n;
     ac.software = "ovs-vswitchd " VERSION;
     ac.queue_size = c->queue_size;
+    ac.outage_buffer = c->outage_buffer;
     ac.backoff_max_ns = c->backoff_max_ns;
     ac.tem_public_key = c->tem_key;
     ac.key_file = c->key_file;
@@ -797,6 +802,7 @@ tpm_ovs_agent_set_config(const struct smap *cfg)
     tpm_agent_config_init(&defaults);
     memset(&c, 0, sizeof c);
     c.queue_size = defaults.queue_size;
+    c.outage_buffer = defaults.outage_buffer;
     c.backoff_max_ns = defaults.backoff_max_ns;
     c.epoch_ns = tpm_ovs_knobs.params.epoch_ns;
 
@@ -848,6 +854,8 @@ tpm_ovs_agent_set_config(const struct smap *cfg)
 
     ok &= tpm_ovs_knob_uint(cfg, "tpm-agent-queue", 16, 1u << 20,
                             &c.queue_size);
+    ok &= tpm_ovs_knob_uint(cfg, "tpm-agent-outage-buffer", 1, 1u << 24,
+                            &c.outage_buffer);
     uint64_t backoff = c.backoff_max_ns;
     ok &= tpm_ovs_knob_time(cfg, "tpm-agent-backoff-max",
                             defaults.backoff_min_ns,
@@ -908,11 +916,12 @@ tpm_ovs_agent_format_summary(struct ds *s)
     }
     tpm_agent_get_status(agent, &st);
     ds_put_format(s, "controller: %s, %s; messages in %"PRIu64", out "
-                  "%"PRIu64", dropped in %"PRIu64", out %"PRIu64"; TEM "
-                  "events %"PRIuSIZE", polls pending %"PRIuSIZE"\n",
+                  "%"PRIu64", dropped in %"PRIu64", out %"PRIu64"; reports "
+                  "acked %"PRIu64", pending %"PRIu64", dropped %"PRIu64
+                  "; TEM events %"PRIuSIZE", polls pending %"PRIuSIZE"\n",
                   st.endpoint, tpm_agent_state_name(st.state), st.msgs_in,
-                  st.msgs_out, st.drops_in, st.drops_out, n_tem,
-                  tem_polls_n);
+                  st.msgs_out, st.drops_in, st.drops_out, st.acked,
+                  st.pending, st.dropped_outage, n_tem, tem_polls_n);
 }
 
 /* Formats an age in seconds ("never" if 'then' is 0). */
@@ -970,8 +979,15 @@ tpm_unixctl_controller_show(struct unixctl_conn *conn, int argc OVS_UNUSED,
                   st.msgs_in, st.msgs_out);
     ds_put_format(&s, "invalid in: %"PRIu64"\n", st.invalid_in);
     ds_put_format(&s, "drops in: %"PRIu64" (command queue full), out: "
-                  "%"PRIu64" (queue full or no session)\n", st.drops_in,
-                  st.drops_out);
+                  "%"PRIu64" (acks, nacks, poll batch replies: queue full or "
+                  "no session)\n",
+                  st.drops_in, st.drops_out);
+    ds_put_format(&s, "reports (satisfactions, PollReplies): %"PRIu64
+                  ": acked %"PRIu64", unconfirmed %"PRIu64", dropped "
+                  "%"PRIu64" (outage buffer of %"PRIu32" full), pending "
+                  "%"PRIu64"; sent late %"PRIu64"\n", st.reports, st.acked,
+                  st.unconfirmed, st.dropped_outage,
+                  agent_cfg.outage_buffer, st.pending, st.late_sent);
     ds_put_cstr(&s, "last message in: ");
     format_age(&s, st.last_rx_ns, now);
     ds_put_cstr(&s, "\nlast error: ");

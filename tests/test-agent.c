@@ -41,6 +41,7 @@ struct tem {
     uint8_t peer[256];          /* Identity of the last peer heard. */
     size_t peer_len;
     uint32_t heartbeat_ms;      /* Sent in Welcome. */
+    uint32_t version;           /* Chosen in Welcome (1). */
     uint64_t last_tx_ns;
     uint64_t hb_seq;
 };
@@ -67,6 +68,7 @@ tem_init(struct tem *t, uint32_t heartbeat_ms)
     t->ctx = zmq_ctx_new();
     ck_assert_ptr_nonnull(t->ctx);
     t->heartbeat_ms = heartbeat_ms;
+    t->version = 1;
     tem_bind(t, "tcp://127.0.0.1:*");
 }
 
@@ -222,7 +224,8 @@ tem_welcome(struct tem *t, const char *tem_id)
 {
     struct tproto_batch b;
     tproto_batch_init(&b);
-    tproto_add_welcome(&b, 1, tem_id, tpm_clock_real_ns(), t->heartbeat_ms);
+    tproto_add_welcome(&b, t->version, tem_id, tpm_clock_real_ns(),
+                       t->heartbeat_ms);
     tem_send(t, &b);
     tproto_batch_destroy(&b);
 }
@@ -292,6 +295,23 @@ wait_state(struct tpm_agent *a, enum tpm_agent_state state)
     }
 }
 
+/* Waits until the agent's status 's' satisfies 'cond' (an expression on
+ * 's'), failing after WAIT_MS. */
+#define WAIT_STATUS(a, s, cond)                                         \
+    do {                                                                \
+        uint64_t deadline_ = tpm_clock_mono_ns() + WAIT_MS * MS;        \
+        for (;;) {                                                      \
+            struct tpm_agent_status s = status(a);                      \
+            if (cond) {                                                 \
+                break;                                                  \
+            }                                                           \
+            ck_assert_msg(tpm_clock_mono_ns() < deadline_,              \
+                          "still not %s: acked %"PRIu64", pending "     \
+                          "%"PRIu64, #cond, s.acked, s.pending);        \
+            sleep_ms(1);                                                \
+        }                                                               \
+    } while (0)
+
 /* Takes the next command, waiting on tpm_agent_fd() for it. */
 static void
 wait_cmd(struct tpm_agent *a, struct tpm_agent_cmd *cmd)
@@ -336,14 +356,29 @@ check_hello(const Trumpet__Frame *f)
     ck_assert_str_eq(tpm_prefix_format(&p, buf, sizeof buf), "fd00::/8");
 }
 
-/* Opens a session: Hello checked, Welcome sent, RESYNC taken. */
-static void
-open_session(struct tem *t, struct tpm_agent *a, uint64_t sessions)
+/* Opens a session: Hello checked, Welcome sent (in the same frame as a
+ * Heartbeat saying reports up to 'received' arrived, if not 0), RESYNC
+ * taken.  Returns the Hello's agent instance. */
+static uint64_t
+open_session_received(struct tem *t, struct tpm_agent *a, uint64_t sessions,
+                      uint64_t received)
 {
     Trumpet__Frame *f = tem_expect(t, TRUMPET__MESSAGE__BODY_HELLO);
     check_hello(f);
+    ck_assert(f->messages[0]->hello->has_instance);
+    uint64_t instance = f->messages[0]->hello->instance;
+    ck_assert_uint_ne(instance, 0);
     tproto_free(f);
-    tem_welcome(t, "tem-test");
+    struct tproto_batch b;
+    tproto_batch_init(&b);
+    tproto_add_welcome(&b, t->version, "tem-test", tpm_clock_real_ns(),
+                       t->heartbeat_ms);
+    if (received) {
+        tproto_add_heartbeat(&b, tpm_clock_real_ns(), t->hb_seq++);
+        tproto_set_received(&b, received);
+    }
+    tem_send(t, &b);
+    tproto_batch_destroy(&b);
 
     struct tpm_agent_cmd cmd;
     wait_cmd(a, &cmd);
@@ -354,8 +389,15 @@ open_session(struct tem *t, struct tpm_agent *a, uint64_t sessions)
     struct tpm_agent_status s = status(a);
     ck_assert_int_eq(s.state, TPM_AGENT_CONNECTED);
     ck_assert_str_eq(s.tem_id, "tem-test");
-    ck_assert_uint_eq(s.version, 1);
+    ck_assert_uint_eq(s.version, t->version);
     ck_assert_uint_eq(s.sessions, sessions);
+    return instance;
+}
+
+static void
+open_session(struct tem *t, struct tpm_agent *a, uint64_t sessions)
+{
+    open_session_received(t, a, sessions, 0);
 }
 
 static struct tpm_key
@@ -462,15 +504,18 @@ START_TEST(test_session)
     agent_config(&c, t.endpoint);
     struct tpm_agent *a = agent_start(&c);
 
-    /* Before Welcome: nothing for the TEM is accepted. */
+    /* Before Welcome: an ack has no session to go to; a satisfaction
+     * waits for one. */
     Trumpet__Frame *f = tem_expect(&t, TRUMPET__MESSAGE__BODY_HELLO);
     check_hello(f);
     tproto_free(f);
     ck_assert_int_eq(status(a).state, TPM_AGENT_CONNECTING);
     struct tpm_key k1 = make_key(1, 1000);
     ck_assert(!tpm_agent_send_ack(a, 1, 1));
-    ck_assert(!tpm_agent_send_satisfaction(a, 1, 2, &k1, 3, 0, 1, 0));
-    ck_assert_uint_eq(status(a).drops_out, 2);
+    ck_assert(tpm_agent_send_satisfaction(a, 1, 2, &k1, 3, 0, 1, 0));
+    ck_assert_uint_eq(status(a).drops_out, 1);
+    ck_assert_uint_eq(status(a).reports, 1);
+    ck_assert_uint_eq(status(a).pending, 1);
     ck_assert(!fd_readable(a));
 
     tem_welcome(&t, "tem-test");
@@ -486,6 +531,14 @@ START_TEST(test_session)
     ck_assert_uint_eq(s.reconnects, 0);
     ck_assert_uint_eq(s.invalid_in, 0);
     ck_assert_str_eq(s.last_error, "");
+
+    /* The satisfaction kept goes first; a TEM of version 1 gets no
+     * sequence numbers and confirms nothing. */
+    f = tem_expect(&t, TRUMPET__MESSAGE__BODY_SATISFACTION);
+    ck_assert_uint_eq(f->messages[0]->satisfaction->epoch, 2);
+    ck_assert(!f->messages[0]->satisfaction->has_seq);
+    ck_assert(!f->messages[0]->satisfaction->has_late);
+    tproto_free(f);
 
     /* TEM -> host, one frame of four commands. */
     struct tproto_batch b;
@@ -613,15 +666,20 @@ START_TEST(test_session)
     /* The agent counts a frame after ZeroMQ took it: the TEM may read it
      * first. */
     uint64_t deadline = tpm_clock_mono_ns() + WAIT_MS * MS;
-    while (status(a).msgs_out < 6) {
+    while (status(a).msgs_out < 7) {
         ck_assert(tpm_clock_mono_ns() < deadline);
         sleep_ms(1);
     }
+    WAIT_STATUS(a, w, !w.pending);
     s = status(a);
-    ck_assert_uint_eq(s.drops_out, 2);
+    ck_assert_uint_eq(s.drops_out, 1);
     ck_assert_uint_eq(s.drops_in, 0);
     ck_assert_uint_ge(s.msgs_in, 5);    /* Welcome, 4 commands. */
-    ck_assert_uint_ge(s.msgs_out, 6);   /* Hello and the 5 above. */
+    ck_assert_uint_ge(s.msgs_out, 7);   /* Hello and the 6 above. */
+    ck_assert_uint_eq(s.reports, 4);
+    ck_assert_uint_eq(s.unconfirmed, 4);
+    ck_assert_uint_eq(s.acked + s.dropped_outage + s.pending + s.late_sent,
+                      0);
     ck_assert_uint_ge(s.frames_in, 2);
     ck_assert_uint_ge(s.frames_out, 2);
     ck_assert_msg(s.last_rx_ns <= tpm_clock_real_ns()
@@ -960,8 +1018,8 @@ START_TEST(test_reconnect)
     tem_close(&t);
     uint64_t closed = tpm_clock_mono_ns();
 
-    /* After 3 missed heartbeats the session ends; the host's messages are
-     * dropped and counted meanwhile. */
+    /* After 3 missed heartbeats the session ends; meanwhile acks are
+     * dropped and counted, reports kept. */
     uint64_t deadline = closed + WAIT_MS * MS;
     while (status(a).state == TPM_AGENT_CONNECTED) {
         ck_assert(tpm_clock_mono_ns() < deadline);
@@ -975,10 +1033,12 @@ START_TEST(test_reconnect)
                   s.last_error);
     uint64_t drops = s.drops_out;
     struct tpm_key k = make_key(1, 1);
-    ck_assert(!tpm_agent_send_satisfaction(a, 1, 1, &k, 1, 0, 1, 0));
-    ck_assert(!tpm_agent_send_poll_reply(a, 1, 1, 1,
-                                         TRUMPET__POLL_STATUS__POLL_OK, 1));
-    ck_assert_uint_eq(status(a).drops_out, drops + 2);
+    ck_assert(tpm_agent_send_satisfaction(a, 1, 1, &k, 1, 0, 1, 0));
+    ck_assert(tpm_agent_send_poll_reply(a, 1, 1, 1,
+                                        TRUMPET__POLL_STATUS__POLL_OK, 1));
+    ck_assert(!tpm_agent_send_ack(a, 1, 1));
+    ck_assert_uint_eq(status(a).drops_out, drops + 1);
+    ck_assert_uint_eq(status(a).pending, 2);
 
     /* A TEM on the same endpoint: a new Hello, a second session, and a
      * RESYNC for the host. */
@@ -989,6 +1049,21 @@ START_TEST(test_reconnect)
     s = status(a);
     ck_assert_uint_ge(s.reconnects, 1);
     ck_assert_int_eq(s.state, TPM_AGENT_CONNECTED);
+    /* The reports kept arrive first. */
+    size_t got = 0;
+    while (got < 2) {
+        f = tem_recv_data(&t, WAIT_MS);
+        ck_assert_msg(f, "%zu of 2 reports kept arrived", got);
+        for (size_t i = 0; i < f->n_messages; i++) {
+            Trumpet__Message__BodyCase bc = f->messages[i]->body_case;
+            if (bc != TRUMPET__MESSAGE__BODY_HEARTBEAT) {
+                ck_assert_int_eq(bc, got++
+                                 ? TRUMPET__MESSAGE__BODY_POLL_REPLY
+                                 : TRUMPET__MESSAGE__BODY_SATISFACTION);
+            }
+        }
+        tproto_free(f);
+    }
     ck_assert(tpm_agent_send_ack(a, 9, 9));
     f = tem_expect(&t, TRUMPET__MESSAGE__BODY_ACK);
     ck_assert_uint_eq(f->messages[0]->ack->cookie, 9);
@@ -1011,6 +1086,324 @@ START_TEST(test_reconnect)
     ck_assert_uint_eq(status(a).sessions, 3);
 
     tproto_batch_destroy(&b);
+    tpm_agent_destroy(a);
+    tem_destroy(&t);
+}
+END_TEST
+
+/* A report as the fake TEM received it. */
+struct report {
+    Trumpet__Message__BodyCase type;
+    uint64_t epoch;
+    bool has_seq, late;
+    uint64_t seq;
+};
+
+/* Receives the next 'n' reports (satisfactions and poll replies) into
+ * 'r'; anything else but heartbeats fails. */
+static void
+tem_recv_reports(struct tem *t, struct report *r, size_t n)
+{
+    size_t got = 0;
+    while (got < n) {
+        Trumpet__Frame *f = tem_recv_data(t, WAIT_MS);
+        ck_assert_msg(f, "%zu of %zu reports arrived", got, n);
+        for (size_t i = 0; i < f->n_messages; i++) {
+            const Trumpet__Message *m = f->messages[i];
+            if (m->body_case == TRUMPET__MESSAGE__BODY_HEARTBEAT) {
+                continue;
+            }
+            ck_assert_msg(got < n, "more than %zu reports", n);
+            struct report *p = &r[got++];
+            p->type = m->body_case;
+            if (m->body_case == TRUMPET__MESSAGE__BODY_SATISFACTION) {
+                p->epoch = m->satisfaction->epoch;
+                p->has_seq = m->satisfaction->has_seq;
+                p->seq = m->satisfaction->seq;
+                p->late = m->satisfaction->late;
+            } else {
+                ck_assert_int_eq(m->body_case,
+                                 TRUMPET__MESSAGE__BODY_POLL_REPLY);
+                p->epoch = m->poll_reply->epoch;
+                p->has_seq = m->poll_reply->has_seq;
+                p->seq = m->poll_reply->seq;
+                p->late = m->poll_reply->late;
+            }
+        }
+        tproto_free(f);
+    }
+}
+
+/* Sends a Heartbeat saying reports up to 'seq' arrived. */
+static void
+tem_send_received(struct tem *t, uint64_t seq)
+{
+    struct tproto_batch b;
+    tproto_batch_init(&b);
+    tproto_add_heartbeat(&b, tpm_clock_real_ns(), t->hb_seq++);
+    tproto_set_received(&b, seq);
+    tem_send(t, &b);
+    tproto_batch_destroy(&b);
+}
+
+/* The host gives reports 'first'..'last': report i is for epoch 1000 + i,
+ * a poll reply if i is a multiple of 10, else a satisfaction. */
+static void
+give_reports(struct tpm_agent *a, uint32_t first, uint32_t last)
+{
+    for (uint32_t i = first; i <= last; i++) {
+        struct tpm_key k = make_key(i, i);
+        ck_assert(i % 10
+                  ? tpm_agent_send_satisfaction(a, 1, 1000 + i, &k, i, 0,
+                                                1, 0)
+                  : tpm_agent_send_poll_reply(a, i, 1, 1000 + i,
+                                              TRUMPET__POLL_STATUS__POLL_OK,
+                                              i));
+    }
+}
+
+/* Checks that reports 'r' are reports 'first'.. of give_reports(), with
+ * sequence numbers 'seq'.. and late flags 'late'. */
+static void
+check_reports(const struct report *r, size_t n, uint32_t first,
+              uint64_t seq, bool late)
+{
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_msg(r[i].has_seq && r[i].seq == seq + i,
+                      "report %zu: seq %"PRIu64", expected %"PRIu64, i,
+                      r[i].seq, seq + i);
+        ck_assert_uint_eq(r[i].epoch, 1000 + first + i);
+        ck_assert_int_eq(r[i].type, (first + i) % 10
+                         ? TRUMPET__MESSAGE__BODY_SATISFACTION
+                         : TRUMPET__MESSAGE__BODY_POLL_REPLY);
+        ck_assert_msg(r[i].late == late, "report %zu (seq %"PRIu64"): "
+                      "late %d", i, r[i].seq, r[i].late);
+    }
+}
+
+/* Checks the report counters of 'a': 'reports' given, then acked,
+ * unconfirmed, dropped_outage, pending, late_sent. */
+static void
+check_counters(struct tpm_agent *a, uint64_t reports, uint64_t acked,
+               uint64_t unconfirmed, uint64_t dropped, uint64_t pending,
+               uint64_t late)
+{
+    struct tpm_agent_status s = status(a);
+    ck_assert_msg(s.reports == reports && s.acked == acked
+                  && s.unconfirmed == unconfirmed
+                  && s.dropped_outage == dropped && s.pending == pending
+                  && s.late_sent == late,
+                  "reports %"PRIu64" acked %"PRIu64" unconfirmed %"PRIu64
+                  " dropped %"PRIu64" pending %"PRIu64" late %"PRIu64
+                  ", expected %"PRIu64" %"PRIu64" %"PRIu64" %"PRIu64
+                  " %"PRIu64" %"PRIu64, s.reports, s.acked, s.unconfirmed,
+                  s.dropped_outage, s.pending, s.late_sent, reports, acked,
+                  unconfirmed, dropped, pending, late);
+    ck_assert_uint_eq(s.reports, s.acked + s.unconfirmed + s.dropped_outage
+                                 + s.pending);
+}
+
+/* The TEM dies in the middle of a stream of reports and comes back: the
+ * agent keeps every report it did not confirm, and sends those the new
+ * session does not have again, in order and flagged late; every report
+ * ends acked, with exact counts all along. */
+START_TEST(test_outage_resend)
+{
+    struct tem t;
+    tem_init(&t, 200);
+    t.version = TPROTO_VERSION_CONFIRM;
+    struct tpm_agent_config c;
+    agent_config(&c, t.endpoint);
+    struct tpm_agent *a = agent_start(&c);
+    uint64_t instance = open_session_received(&t, a, 1, 0);
+    struct report r[64];
+
+    /* 50 reports, numbered 1..50, none late. */
+    give_reports(a, 1, 50);
+    tem_recv_reports(&t, r, 50);
+    check_reports(r, 50, 1, 1, false);
+    WAIT_STATUS(a, w, w.pending == 50);
+    check_counters(a, 50, 0, 0, 0, 50, 0);
+
+    /* The TEM confirms the first 20. */
+    tem_send_received(&t, 20);
+    WAIT_STATUS(a, w, w.acked == 20);
+    check_counters(a, 50, 20, 0, 0, 30, 0);
+
+    /* It dies: 30 more reports, written into the dead connection or kept
+     * while the agent notices.  Nothing is lost. */
+    char endpoint[256];
+    snprintf(endpoint, sizeof endpoint, "%s", t.endpoint);
+    tem_close(&t);
+    give_reports(a, 51, 80);
+    wait_state(a, TPM_AGENT_BACKOFF);
+    WAIT_STATUS(a, w, w.pending == 60);
+    check_counters(a, 80, 20, 0, 0, 60, 0);
+
+    /* Back: the TEM has up to 35 already (said with its Welcome); 36..80
+     * come again, in order, flagged late, and nothing else. */
+    t.peer_len = 0;
+    tem_bind(&t, endpoint);
+    ck_assert_uint_eq(open_session_received(&t, a, 2, 35), instance);
+    tem_recv_reports(&t, r, 45);
+    check_reports(r, 45, 36, 36, true);
+    ck_assert_ptr_null(tem_recv_data(&t, 100));
+    tem_send_received(&t, 80);
+    WAIT_STATUS(a, w, w.acked == 80);
+    check_counters(a, 80, 80, 0, 0, 0, 45);
+
+    /* Reports of this session are not late. */
+    give_reports(a, 81, 81);
+    tem_recv_reports(&t, r, 1);
+    check_reports(r, 1, 81, 81, false);
+    tem_send_received(&t, 81);
+    WAIT_STATUS(a, w, w.acked == 81);
+    check_counters(a, 81, 81, 0, 0, 0, 45);
+
+    tpm_agent_destroy(a);
+    tem_destroy(&t);
+}
+END_TEST
+
+/* A full outage buffer drops its oldest reports, each counted once:
+ * dropped if it was never sent, unconfirmed if it was sent in a session
+ * that ended before the TEM confirmed it, acked if the TEM confirms it
+ * after it was dropped from the buffer (still in the same session). */
+START_TEST(test_outage_buffer_full)
+{
+    struct tem t;
+    tem_init(&t, 200);
+    t.version = TPROTO_VERSION_CONFIRM;
+    struct tpm_agent_config c;
+    agent_config(&c, t.endpoint);
+    c.outage_buffer = 10;
+    struct tpm_agent *a = agent_start(&c);
+    open_session(&t, a, 1);
+    struct report r[16];
+
+    /* 10 reports sent, then 5 more: the buffer drops 1..5, which the
+     * TEM may still confirm. */
+    give_reports(a, 1, 10);
+    tem_recv_reports(&t, r, 10);
+    check_reports(r, 10, 1, 1, false);
+    give_reports(a, 11, 15);
+    tem_recv_reports(&t, r, 5);
+    check_reports(r, 5, 11, 11, false);
+    WAIT_STATUS(a, w, w.pending == 15);
+    check_counters(a, 15, 0, 0, 0, 15, 0);
+    tem_send_received(&t, 3);
+    WAIT_STATUS(a, w, w.acked == 3);
+    check_counters(a, 15, 3, 0, 0, 12, 0);
+
+    /* The TEM dies: 4 and 5 will never be confirmed. */
+    char endpoint[256];
+    snprintf(endpoint, sizeof endpoint, "%s", t.endpoint);
+    tem_close(&t);
+    wait_state(a, TPM_AGENT_BACKOFF);
+    WAIT_STATUS(a, w, w.unconfirmed == 2);
+    check_counters(a, 15, 3, 2, 0, 10, 0);
+
+    /* 12 reports during the outage: 6..15 (sent before, unconfirmed) and
+     * 16, 17 (never sent, dropped) make room for them. */
+    give_reports(a, 16, 27);
+    WAIT_STATUS(a, w, w.dropped_outage == 2);
+    check_counters(a, 27, 3, 12, 2, 10, 0);
+
+    /* Back: 18..27, late. */
+    t.peer_len = 0;
+    tem_bind(&t, endpoint);
+    open_session(&t, a, 2);
+    tem_recv_reports(&t, r, 10);
+    check_reports(r, 10, 18, 18, true);
+    tem_send_received(&t, 27);
+    WAIT_STATUS(a, w, w.acked == 13);
+    check_counters(a, 27, 13, 12, 2, 0, 10);
+
+    tpm_agent_destroy(a);
+    tem_destroy(&t);
+}
+END_TEST
+
+/* PollBatchReplies (the poll replies of version 3) belong to their
+ * session: sent once, never numbered nor kept; one given without a
+ * session is refused and counted in drops_out, not in the report
+ * counters, and no later session gets it.  The satisfactions around them
+ * are numbered, kept and sent again as usual. */
+START_TEST(test_outage_poll_batch_reply)
+{
+    struct tem t;
+    tem_init(&t, 200);
+    t.version = TPROTO_VERSION_CONFIRM;
+    struct tpm_agent_config c;
+    agent_config(&c, t.endpoint);
+    struct tpm_agent *a = agent_start(&c);
+    open_session(&t, a, 1);
+
+    uint8_t st[2] = { TRUMPET__POLL_STATUS__POLL_OK,
+                      TRUMPET__POLL_STATUS__POLL_NO_GROUP };
+    double v[2] = { 5, 0 };
+    struct tpm_key k = make_key(1, 1);
+    ck_assert(tpm_agent_send_satisfaction(a, 1, 1001, &k, 1, 0, 1, 0));
+    ck_assert(tpm_agent_send_poll_batch_reply(a, 7, 1000, st, v, 2));
+    ck_assert(tpm_agent_send_satisfaction(a, 1, 1002, &k, 1, 0, 1, 0));
+    size_t n_sat = 0, n_reply = 0;
+    while (n_sat < 2 || !n_reply) {
+        Trumpet__Frame *f = tem_recv_data(&t, WAIT_MS);
+        ck_assert_msg(f, "%zu satisfactions, %zu replies arrived", n_sat,
+                      n_reply);
+        for (size_t i = 0; i < f->n_messages; i++) {
+            const Trumpet__Message *m = f->messages[i];
+            if (m->body_case == TRUMPET__MESSAGE__BODY_SATISFACTION) {
+                const Trumpet__Satisfaction *sat = m->satisfaction;
+                n_sat++;
+                ck_assert(sat->has_seq && !sat->late);
+                ck_assert_uint_eq(sat->seq, n_sat);
+                ck_assert_uint_eq(sat->epoch, 1000 + n_sat);
+            } else if (m->body_case
+                       == TRUMPET__MESSAGE__BODY_POLL_BATCH_REPLY) {
+                n_reply++;
+                ck_assert_uint_eq(m->poll_batch_reply->cookie, 7);
+                ck_assert_uint_eq(m->poll_batch_reply->n_values, 2);
+            } else {
+                ck_assert_int_eq(m->body_case,
+                                 TRUMPET__MESSAGE__BODY_HEARTBEAT);
+            }
+        }
+        tproto_free(f);
+    }
+    ck_assert_uint_eq(n_reply, 1);
+    check_counters(a, 2, 0, 0, 0, 2, 0);
+    ck_assert_uint_eq(status(a).drops_out, 0);
+
+    /* The TEM dies: a reply now has no session to go to. */
+    char endpoint[256];
+    snprintf(endpoint, sizeof endpoint, "%s", t.endpoint);
+    tem_close(&t);
+    wait_state(a, TPM_AGENT_BACKOFF);
+    ck_assert(!tpm_agent_send_poll_batch_reply(a, 8, 1001, st, v, 2));
+    ck_assert_uint_eq(status(a).drops_out, 1);
+    check_counters(a, 2, 0, 0, 0, 2, 0);
+
+    /* Back, having confirmed nothing: the two satisfactions come again,
+     * late, and nothing else (tem_recv_reports() fails on a
+     * PollBatchReply). */
+    t.peer_len = 0;
+    tem_bind(&t, endpoint);
+    open_session(&t, a, 2);
+    struct report r[2];
+    tem_recv_reports(&t, r, 2);
+    for (size_t i = 0; i < 2; i++) {
+        ck_assert_int_eq(r[i].type, TRUMPET__MESSAGE__BODY_SATISFACTION);
+        ck_assert(r[i].has_seq && r[i].late);
+        ck_assert_uint_eq(r[i].seq, i + 1);
+        ck_assert_uint_eq(r[i].epoch, 1001 + i);
+    }
+    ck_assert_ptr_null(tem_recv_data(&t, 100));
+    tem_send_received(&t, 2);
+    WAIT_STATUS(a, w, w.acked == 2);
+    check_counters(a, 2, 2, 0, 0, 0, 2);
+    ck_assert_uint_eq(status(a).drops_out, 1);
+
     tpm_agent_destroy(a);
     tem_destroy(&t);
 }
@@ -1060,7 +1453,8 @@ START_TEST(test_queue_full)
     ck_assert(!tpm_agent_recv(a, &cmd));
     ck_assert(!fd_readable(a));
 
-    /* Outgoing: the host queues faster than the agent sends. */
+    /* Outgoing: the host queues faster than the agent thread takes
+     * them (into the outage buffer): refusals are counted as dropped. */
     uint32_t accepted = 0, refused = 0;
     for (uint32_t i = 0; i < 2000; i++) {
         struct tpm_key k = make_key(i, i);
@@ -1071,8 +1465,8 @@ START_TEST(test_queue_full)
         }
     }
     ck_assert_uint_ge(accepted, 8);
-    ck_assert_uint_gt(refused, 0);
-    ck_assert_uint_eq(status(a).drops_out, refused);
+    ck_assert_uint_eq(status(a).dropped_outage, refused);
+    ck_assert_uint_eq(status(a).drops_out, 0);
 
     /* What was accepted arrives, in order, and nothing else. */
     uint32_t got = 0;
@@ -1093,6 +1487,14 @@ START_TEST(test_queue_full)
     ck_assert_uint_eq(got, accepted);
     f = tem_recv_data(&t, 100);
     ck_assert_ptr_null(f);
+    /* Version 1: sent is all the agent can say. */
+    WAIT_STATUS(a, w, !w.pending);
+    struct tpm_agent_status s = status(a);
+    ck_assert_uint_eq(s.reports, 2000);
+    ck_assert_uint_eq(s.unconfirmed, accepted);
+    ck_assert_uint_eq(s.dropped_outage, refused);
+    ck_assert_uint_eq(s.pending, 0);
+    ck_assert_uint_eq(s.acked, 0);
 
     tproto_batch_destroy(&b);
     tpm_agent_destroy(a);
@@ -1428,6 +1830,9 @@ agent_suite(void)
     tcase_add_test(tc, test_refuse);
     tcase_add_test(tc, test_reconnect);
     tcase_add_test(tc, test_queue_full);
+    tcase_add_test(tc, test_outage_resend);
+    tcase_add_test(tc, test_outage_buffer_full);
+    tcase_add_test(tc, test_outage_poll_batch_reply);
     tcase_add_test(tc, test_unreachable);
     tcase_add_test(tc, test_keys_required);
     tcase_add_test(tc, test_curve);

@@ -244,7 +244,11 @@ usage(void)
            "                          --connect-timeout (default: replay "
            "anyway, retrying)\n"
            "  --linger TIME           after the capture, keep answering "
-           "the TEM this long (1s)\n"
+           "the TEM this long (1s),\n"
+           "                          then up to 1s more while reports "
+           "await its confirmation\n"
+           "  --outage-buffer N       satisfactions kept for the TEM over "
+           "an outage (131072)\n"
            "Output:\n"
            "  --stats                 print the monitor's counters and "
            "table sizes as JSON\n"
@@ -889,12 +893,20 @@ report_loss(const struct replay *r)
 {
     struct tpm_stats s;
     tpm_get_stats(r->tpm, &s);
+    struct tpm_agent_status a;
+    memset(&a, 0, sizeof a);
+    if (r->agent) {
+        tpm_agent_get_status(r->agent, &a);
+    }
     const struct {
         const char *what;
         uint64_t n;
     } ours[] = {
         { "values partial (local events)", r->n_partial },
-        { "satisfactions not sent to the TEM", r->tem.reports_dropped },
+        { "satisfactions and poll replies the agent dropped (outage "
+          "buffer or queue full)", a.dropped_outage },
+        { "satisfactions and poll replies the TEM had not confirmed at "
+          "exit", a.pending },
     };
     bool lossy = false;
     for (size_t i = 0; i < TPM_N_LOSSES + ARRAY_SIZE(ours); i++) {
@@ -1007,6 +1019,10 @@ print_stats(const struct replay *r)
         AST(version); AST(sessions); AST(reconnects); AST(frames_in);
         AST(frames_out); AST(msgs_in); AST(msgs_out); AST(invalid_in);
         AST(drops_in); AST(drops_out);
+        json_object_object_add(t, "agent_reports",
+                               json_object_new_int64(a.reports));
+        AST(acked); AST(unconfirmed); AST(dropped_outage); AST(pending);
+        AST(late_sent);
 #undef AST
 #define TST(F) json_object_object_add(t, #F, \
                                       json_object_new_int64(r->tem.F))
@@ -1221,7 +1237,7 @@ main(int argc, char *argv[])
         OPT_REALTIME, OPT_LINGER, OPT_LOOP, OPT_CONNECT_TIMEOUT, OPT_SETTLE,
         OPT_REQUIRE, OPT_START_AT, OPT_TCP_POOL, OPT_BURST_GAP,
         OPT_TEM_KEY, OPT_HOST_KEY_FILE, OPT_INSECURE, OPT_CHUNKS,
-        OPT_TABLE_MEMORY,
+        OPT_TABLE_MEMORY, OPT_OUTAGE_BUFFER,
     };
     static const struct option options[] = {
         { "event", required_argument, NULL, 'e' },
@@ -1256,6 +1272,7 @@ main(int argc, char *argv[])
         { "connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT },
         { "settle", required_argument, NULL, OPT_SETTLE },
         { "require-controller", no_argument, NULL, OPT_REQUIRE },
+        { "outage-buffer", required_argument, NULL, OPT_OUTAGE_BUFFER },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -1273,6 +1290,7 @@ main(int argc, char *argv[])
     const char *tem_key = NULL, *host_key_file = NULL;
     bool insecure = false;
     uint64_t loops = 1;
+    uint32_t outage_buffer = 0;
     char *error;
 
     tpm_params_init(&params);
@@ -1431,6 +1449,10 @@ main(int argc, char *argv[])
             require = true;
             controller_only = "--require-controller";
             break;
+        case OPT_OUTAGE_BUFFER:
+            outage_buffer = cli_uint("--outage-buffer", optarg, 1, 1u << 24);
+            controller_only = "--outage-buffer";
+            break;
         case 'h':
             usage();
             return 0;
@@ -1511,6 +1533,9 @@ main(int argc, char *argv[])
         ac.tem_public_key = tem_key;
         ac.key_file = host_key_file;
         ac.insecure_plaintext = insecure;
+        if (outage_buffer) {
+            ac.outage_buffer = outage_buffer;
+        }
         r.agent = tpm_agent_create(&ac, &error);
         if (!r.agent) {
             cli_die("--controller: %s", error);
@@ -1556,9 +1581,22 @@ main(int argc, char *argv[])
         drain_reports(&r);
     }
     if (r.agent) {
-        /* Keep answering the TEM's polls. */
+        /* Keep answering the TEM's polls; then give the TEM a moment to
+         * confirm the last reports (it does within a loop turn). */
         idle_until(&r, tpm_clock_real_ns() + linger_ns,
                    r.realtime ? UINT64_MAX : r.clock_ns);
+        uint64_t until = tpm_clock_real_ns() + NS_PER_S;
+        struct tpm_agent_status a;
+        for (;;) {
+            tpm_agent_get_status(r.agent, &a);
+            uint64_t now = tpm_clock_real_ns();
+            if (!a.pending || a.state != TPM_AGENT_CONNECTED
+                || now >= until) {
+                break;
+            }
+            idle_until(&r, now + 10 * NS_PER_MS,
+                       r.realtime ? UINT64_MAX : r.clock_ns);
+        }
     }
     fflush(stdout);
     if (stats) {
