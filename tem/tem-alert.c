@@ -6,13 +6,17 @@
  * and group, the value against the threshold, each answering host's
  * value, the hosts missing or incomplete (and, for across=max and
  * atleast, those holding on their own), whether the deadline decided it,
- * and the detection latency.  It is built by hand into one buffer reused
- * from one alert to the next (json-c objects cost about 10 us an alert);
- * every string written is an event name, host id or group field, whose
- * characters need no JSON escaping.  The alert goes to the 'alert'
- * callback, to the event's ring of recent alerts (event-show) and to the
- * core's history ring ("alerts"); its latency goes to the histogram of the
- * metrics.
+ * whether a late satisfaction (sent again after an outage of the TEM)
+ * started or joined it, and the detection latency.  It is built by hand
+ * into one buffer reused from one alert to the next (json-c objects cost
+ * about 10 us an alert); every string written is an event name, host id
+ * or group field, whose characters need no JSON escaping.  The alert goes
+ * to the 'alert' callback, to the event's ring of recent alerts
+ * (event-show) and to the core's history ring ("alerts"); its latency
+ * goes to the histogram of the metrics.
+ *
+ * A late decision that raises no alert could not be decided (tem-decide.c,
+ * "Late reports"): late_undecidable() counts it and logs what is known.
  *
  * Drill-down: an event with then=NAME:DURATION makes the standby event
  * NAME wanted, for DURATION, on the hosts that contributed to the alert
@@ -264,6 +268,9 @@ raise_alert(struct tem_core *core, struct tem_event *e,
         }
     }
     sbuf_str(b, deadline ? ",\"deadline\":true" : ",\"deadline\":false");
+    bool late = d->aux & DECISION_LATE;
+    sbuf_str(b, late ? ",\"late\":true" : ",\"late\":false");
+    core->stats.alerts_late += late;
     sbuf_str(b, ",\"latency_us\":");
     sbuf_int(b, (now - d->started_ns) / 1000);
     sbuf_str(b, ",\"time\":");
@@ -291,6 +298,94 @@ raise_alert(struct tem_core *core, struct tem_event *e,
     if (e->then_name) {
         drilldown(core, e, d, now);
     }
+}
+
+/* Appends to 'b' the ids of the parts of 'd' that are missing, with
+ * ('expired') or without PART_EXPIRED, separated by commas; "-" if
+ * none. */
+static void
+late_hosts(const struct tem_core *core, const struct tpm_decision *d,
+           bool expired, struct sbuf *b)
+{
+    const struct tem_part *parts = tem_parts(d);
+    size_t len = b->len;
+    for (uint32_t i = 0; i < d->n_parts; i++) {
+        const struct tem_part *p = &parts[i];
+        if (p->up.state != TPM_PART_VALUE
+            && !(p->up.flags & PART_EXPIRED) == !expired) {
+            if (b->len != len) {
+                sbuf_put(b, ",", 1);
+            }
+            sbuf_str(b, core->hosts[p->host_slot]->id);
+        }
+    }
+    if (b->len == len) {
+        sbuf_put(b, "-", 1);
+    }
+}
+
+/* Appends to 'b' "HOST=VALUE" for every part of 'd' with a value, or
+ * "-". */
+static void
+late_values(const struct tem_core *core, const struct tpm_decision *d,
+            struct sbuf *b)
+{
+    const struct tem_part *parts = tem_parts(d);
+    size_t len = b->len;
+    for (uint32_t i = 0; i < d->n_parts; i++) {
+        const struct tem_part *p = &parts[i];
+        if (p->up.state == TPM_PART_VALUE) {
+            if (b->len != len) {
+                sbuf_put(b, ",", 1);
+            }
+            sbuf_str(b, core->hosts[p->host_slot]->id);
+            sbuf_put(b, "=", 1);
+            sbuf_number(b, p->up.value);
+        }
+    }
+    if (b->len == len) {
+        sbuf_put(b, "-", 1);
+    }
+}
+
+/* Late decision 'd' of 'e' raised no alert: the epoch could not be
+ * decided.  Counted, and logged (rate-limited) with the values known and
+ * the hosts missing. */
+void
+late_undecidable(struct tem_core *core, struct tem_event *e,
+                 const struct tpm_decision *d)
+{
+    struct tpm_key_field fields[5];
+    int n_fields = tpm_key_fields(&e->ev->group, &d->key.group, fields);
+    struct sbuf b = SBUF_INITIALIZER;
+
+    core->stats.late_undecidable++;
+    e->stats.undecidable++;
+
+    for (int i = 0; i < n_fields; i++) {
+        sbuf_str(&b, i ? "," : "");
+        sbuf_str(&b, fields[i].name);
+        sbuf_put(&b, "=", 1);
+        if (fields[i].is_int) {
+            sbuf_int(&b, fields[i].int_value);
+        } else {
+            sbuf_str(&b, fields[i].str_value);
+        }
+    }
+    if (!n_fields) {
+        sbuf_str(&b, "-");
+    }
+    sbuf_str(&b, "; values ");
+    late_values(core, d, &b);
+    sbuf_str(&b, "; history expired on ");
+    late_hosts(core, d, true, &b);
+    sbuf_str(&b, "; no answer from ");
+    late_hosts(core, d, false, &b);
+    tem_log_rl(core, &core->rl_late, TPM_LOG_WARN, "event %s: epoch "
+               "%"PRIu64" undecidable, history expired or hosts not known "
+               "(a late satisfaction, no alert): group %s", e->name,
+               d->key.epoch, b.s);
+    sbuf_destroy(&b);
 }
 
 /* Installs 'e''s then= event on the hosts that contributed to decision

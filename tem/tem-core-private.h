@@ -8,14 +8,18 @@
  *   tem-core.c     the core's life: configuration, creation, destruction,
  *                  the rate-limited log, tem_core_run() (the timers)
  *   tem-host.c     hosts: sessions (Hello, Welcome, Refuse, Bye, silence),
- *                  frames in and batches out, acks, heartbeats, the DoS
- *                  threshold the TEM sets on hosts, housekeeping
+ *                  frames in and batches out, acks, heartbeats, the
+ *                  sequence numbers of their reports and the TEM's
+ *                  confirmations, the DoS threshold the TEM sets on
+ *                  hosts, housekeeping
  *   tem-event.c    events: definitions with their network-wide clauses,
  *                  placement on hosts, threshold shares, reconcile and
  *                  rebalance, the events' JSON persistence
- *   tem-decide.c   decisions: satisfactions, polls, re-polls, poll
- *                  replies, deadlines, deciding
- *   tem-alert.c    alerts, their history, drill-down
+ *   tem-decide.c   decisions: satisfactions (held from confirmation
+ *                  until decided), polls, re-polls, poll replies,
+ *                  deadlines, deciding, late reports
+ *   tem-alert.c    alerts, their history, drill-down, late epochs that
+ *                  could not be decided
  *   tem-view.c     the JSON views of the control socket and the metrics
  *
  * Calls go from the hosts' input (tem-host.c) to the decisions
@@ -72,6 +76,8 @@ struct tem_host_stats {
     uint64_t mon_packets, mon_bytes, mon_sweeps, mon_sweeps_unfinished;
     uint64_t mon_reports, mon_reports_dropped, mon_dos_skipped;
     uint64_t mon_dos_passed;
+    /* As in struct tem_stats. */
+    uint64_t reports_late, reports_dup, reports_skipped;
 };
 
 /* Where a host stands with the DoS threshold the TEM sets on it
@@ -151,7 +157,21 @@ struct tem_host {
     size_t out_bytes;           /* Estimated size of 'out'. */
     bool dirty;                 /* On 'dirty' list. */
     struct tem_host_stats stats;
+
+    /* Sequence numbers of the host's reports (tem-host.c, "Delivery of
+     * hosts' reports"): kept across its sessions while its agent is the
+     * same run. */
+    uint64_t seq_instance;      /* Hello.instance (0: none). */
+    uint64_t seq_recv;          /* Highest taken (0: none yet). */
+    uint64_t seq_told;          /* Last Heartbeat.received sent. */
+    uint64_t *held;             /* Ring of the satisfactions taken whose
+                                 * decision is pending, increasing; ORed
+                                 * with HELD_DONE once decided
+                                 * (tem-decide.c). */
+    size_t held_head, held_n, held_cap;
 };
+
+#define HELD_DONE (1ULL << 63)
 
 enum tem_across {
     TEM_ACROSS_SUM,
@@ -182,6 +202,7 @@ struct tem_member {
 struct tem_event_stats {
     uint64_t satisfactions, decisions, alerts, decided_deadline;
     uint64_t late, dropped, nacks, drilldowns, reinstalls;
+    uint64_t undecidable;       /* As tem_stats.late_undecidable. */
 };
 
 struct tem_event {
@@ -225,6 +246,8 @@ struct tem_event {
 
 #define PART_SATISFIED 1        /* The host reported a satisfaction. */
 #define PART_INCOMPLETE 2       /* Value from some of its PMDs only. */
+#define PART_EXPIRED 4          /* Missing: its history does not reach
+                                 * the epoch (POLL_EXPIRED, NO_EVENT). */
 
 /* A decision's part (lib/split.h): the host that answers for it, by slot
  * and session. */
@@ -232,7 +255,14 @@ struct tem_part {
     struct tpm_part up;         /* Its 'flags' are PART_*. */
     uint32_t host_slot;
     uint32_t session;
+    uint64_t seq;               /* Its satisfaction, held until decided
+                                 * (0: none)... */
+    uint64_t seq_instance;      /* ... of this run of the host's agent. */
 };
+
+/* Bits of a decision's 'aux' (struct tpm_decision). */
+#define DECISION_LATE 1         /* A late satisfaction started or joined
+                                 * it. */
 
 static inline struct tem_part *
 tem_parts(const struct tpm_decision *d)
@@ -298,7 +328,7 @@ struct tem_core {
     uint64_t latency_counts[TEM_LATENCY_BUCKETS + 1];
     double latency_sum_s;
     struct tem_rl rl_session, rl_install, rl_drill, rl_misc, rl_input;
-    struct tem_rl rl_security;
+    struct tem_rl rl_security, rl_late;
 };
 
 static inline uint64_t
@@ -321,6 +351,7 @@ struct tem_host *host_by_slot(const struct tem_core *, uint32_t slot);
 bool host_connected(const struct tem_host *);
 struct tproto_batch *host_out(struct tem_core *, struct tem_host *,
                               size_t bytes);
+void host_dirty(struct tem_core *, struct tem_host *);
 bool host_dos_wanted(const struct tem_core *, const struct tem_host *,
                      uint32_t *bytes);
 void housekeeping(struct tem_core *, uint64_t now);
@@ -354,5 +385,7 @@ bool part_holds(const struct tem_event *, const struct tem_part *);
 void raise_alert(struct tem_core *, struct tem_event *,
                  const struct tpm_decision *, double value, double threshold,
                  bool has_threshold, bool deadline, uint64_t now);
+void late_undecidable(struct tem_core *, struct tem_event *,
+                      const struct tpm_decision *);
 
 #endif /* tem-core-private.h */

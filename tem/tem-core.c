@@ -158,6 +158,7 @@ tem_core_destroy(struct tem_core *core)
             pollq_free(h->pollq);
             free(h->prefixes);
             free(h->software);
+            free(h->held);
             free(h);
         }
     }

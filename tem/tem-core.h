@@ -234,6 +234,21 @@ struct tem_stats {
     uint64_t drilldown_errors;  /* then= target missing or not standby. */
     uint64_t rebalances;
     uint64_t frames_out, msgs_out, send_drops;
+    /* Delivery of satisfactions and poll replies (protocol version 3,
+     * docs/tem.md "Late reports"). */
+    uint64_t reports_late;      /* Flagged late: sent again, or sent after
+                                 * an outage, by the host. */
+    uint64_t reports_dup;       /* Dropped: taken already (its sequence
+                                 * number was received). */
+    uint64_t reports_skipped;   /* Sequence numbers never received: the
+                                 * host dropped them (outage buffer full). */
+    uint64_t alerts_late;       /* Alerts of decisions with a late
+                                 * satisfaction ("late":true). */
+    uint64_t late_undecidable;  /* Decisions started or joined by a late
+                                 * satisfaction that raised no alert: the
+                                 * hosts of that epoch and their history
+                                 * are not all known any more, so only an
+                                 * alert decides (logged). */
 };
 
 void tem_core_get_stats(const struct tem_core *, struct tem_stats *);

@@ -21,6 +21,23 @@
  * so that later satisfactions for it are counted as late, not decided
  * again.
  *
+ * Late reports (protocol version 3; docs/tem.md "Late reports").  A host
+ * sends again, flagged late, the satisfactions a session ended without
+ * confirming (tem-host.c takes each once).  A satisfaction whose decision
+ * is pending is "held": its host is not told it arrived until the
+ * decision is made (report_hold(), decision_release()), so that a TEM
+ * stopping before it decides gets it again.  A late satisfaction is
+ * decided like any other, its alert marked "late":true, but only an alert
+ * is a decision: without one, the epoch could not be decided, and is
+ * counted and logged as undecidable (tem-alert.c).  The hosts that had
+ * the event's trigger then are not known any more (after an outage some
+ * are not back yet, or gone; a restarted TEM never knew them), and those
+ * polled may have no history of the epoch left (PART_EXPIRED): what is
+ * known is a lower bound, enough to say yes, never to say no.  A late
+ * PollReply answers a poll of an ended session, whose decision counted
+ * that host missing then (and, after a TEM restart, its cookie means
+ * nothing): it is counted and not used.
+ *
  * The bookkeeping is lib/split.h's decision engine, which the host's local
  * TEM uses too: the table of decisions by key, their parts (here struct
  * tem_part: the engine's part, then the host's slot and session), slots
@@ -201,6 +218,70 @@ decided_keep(const struct tem_core *core, const struct tem_event *e)
 
 static void decide(struct tem_core *, struct tpm_decision *, bool deadline);
 
+/* Holds satisfaction 'seq' (0: none) of 'h' in part 'p' of a pending
+ * decision: not confirmed until the decision is made. */
+static void
+report_hold(struct tem_host *h, struct tem_part *p, uint64_t seq)
+{
+    if (!seq || p->seq) {
+        return;
+    }
+    if (h->held_n == h->held_cap) {
+        size_t cap = MAX(16, 2 * h->held_cap);
+        uint64_t *held = xmalloc(cap * sizeof *held);
+        for (size_t i = 0; i < h->held_n; i++) {
+            held[i] = h->held[(h->held_head + i) % h->held_cap];
+        }
+        free(h->held);
+        h->held = held;
+        h->held_cap = cap;
+        h->held_head = 0;
+    }
+    /* Numbers are taken in increasing order: the ring stays sorted. */
+    h->held[(h->held_head + h->held_n++) % h->held_cap] = seq;
+    p->seq = seq;
+    p->seq_instance = h->seq_instance;
+}
+
+/* Decision 'd' is made: its satisfactions may be confirmed. */
+static void
+decision_release(struct tem_core *core, struct tpm_decision *d)
+{
+    struct tem_part *parts = tem_parts(d);
+    for (uint32_t i = 0; i < d->n_parts; i++) {
+        struct tem_part *p = &parts[i];
+        struct tem_host *h = core->hosts[p->host_slot];
+        if (!p->seq) {
+            continue;
+        }
+        if (h && h->seq_instance == p->seq_instance && h->held_n) {
+            /* Binary search in the sorted ring. */
+            size_t lo = 0, hi = h->held_n;
+            while (lo < hi) {
+                size_t mid = (lo + hi) / 2;
+                uint64_t v = h->held[(h->held_head + mid) % h->held_cap];
+                if ((v & ~HELD_DONE) < p->seq) {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+            uint64_t *v = &h->held[(h->held_head + lo) % h->held_cap];
+            if (lo < h->held_n && (*v & ~HELD_DONE) == p->seq) {
+                *v |= HELD_DONE;
+            }
+            while (h->held_n && h->held[h->held_head] & HELD_DONE) {
+                h->held_head = (h->held_head + 1) % h->held_cap;
+                h->held_n--;
+            }
+            if (host_connected(h)) {
+                host_dirty(core, h);
+            }
+        }
+        p->seq = 0;
+    }
+}
+
 /* Part 'p' of 'd' answered 'value' (state TPM_PART_VALUE), or will not
  * answer (TPM_PART_MISSING, for a part that waits); 'd' is decided once no
  * part waits. */
@@ -278,6 +359,7 @@ decide(struct tem_core *core, struct tpm_decision *d, bool deadline)
     struct tem_event *e = event_by_id(core, d->key.event);
     uint64_t now = now__(core);
 
+    decision_release(core, d);
     tpm_decision_decided(core->decisions, d, now + decided_keep(core, e));
     if (deadline) {
         core->stats.decided_deadline++;
@@ -293,6 +375,7 @@ decide(struct tem_core *core, struct tpm_decision *d, bool deadline)
 
     double total = 0, max = -INFINITY;
     uint32_t n_holding = 0, n_missing = 0;
+    uint64_t alerts = core->stats.alerts;
     const struct tem_part *parts = tem_parts(d);
     for (uint32_t i = 0; i < d->n_parts; i++) {
         const struct tem_part *p = &parts[i];
@@ -334,6 +417,9 @@ decide(struct tem_core *core, struct tpm_decision *d, bool deadline)
     }
     default:
         break;
+    }
+    if ((d->aux & DECISION_LATE) && core->stats.alerts == alerts) {
+        late_undecidable(core, e, d);
     }
 }
 
@@ -377,6 +463,9 @@ handle_satisfaction(struct tem_core *core, struct tem_host *h,
                     const Trumpet__Satisfaction *s)
 {
     struct tem_event *e = event_by_id(core, s->event_id);
+    bool late = s->has_late && s->late;
+    uint64_t seq = (s->has_seq && h->version >= TPROTO_VERSION_CONFIRM
+                    ? s->seq : 0);
     int32_t idx;
 
     core->stats.satisfactions++;
@@ -408,8 +497,13 @@ handle_satisfaction(struct tem_core *core, struct tem_host *h,
         }
         tem_parts(d)[idx].up.value = s->value;
         tem_parts(d)[idx].up.flags = flags;
+        if (late) {
+            d->aux |= DECISION_LATE;
+        }
         if (tpm_decision_complete(d)) {
             decide(core, d, false);
+        } else {
+            report_hold(h, &tem_parts(d)[idx], seq);
         }
         return;
     }
@@ -438,6 +532,10 @@ handle_satisfaction(struct tem_core *core, struct tem_host *h,
         return;
     }
     p->up.flags |= flags;
+    if (late) {
+        d->aux |= DECISION_LATE;
+    }
+    report_hold(h, p, seq);
     part_done(core, d, p, TPM_PART_VALUE, s->value);
 }
 
@@ -487,6 +585,9 @@ poll_answer(struct tem_core *core, struct tpm_decision *d, uint32_t part,
     }
     case TRUMPET__POLL_STATUS__POLL_EXPIRED:
     case TRUMPET__POLL_STATUS__POLL_NO_EVENT:
+        p->up.flags |= PART_EXPIRED;
+        part_done(core, d, p, TPM_PART_MISSING, 0);
+        break;
     default:
         part_done(core, d, p, TPM_PART_MISSING, 0);
         break;
@@ -506,7 +607,7 @@ handle_poll_reply(struct tem_core *core, struct tem_host *h,
 
     core->stats.poll_replies++;
     h->stats.poll_replies++;
-    if (!d || d->decided || cookie_gen(d) != gen
+    if ((r->has_late && r->late) || !d || d->decided || cookie_gen(d) != gen
         || d->key.event != r->event_id || d->key.epoch != r->epoch
         || part >= d->n_parts || parts[part].host_slot != h->slot
         || parts[part].session != h->session

@@ -33,6 +33,12 @@
  * marks the host dirty; tem_core_flush() sends each dirty host's batch as
  * one frame.  Peers without a session get Refuse or Bye at once.
  *
+ * Delivery.  In sessions of protocol version 3 the TEM takes each of a
+ * host's numbered reports once and tells the host, with every batch that
+ * follows and in its heartbeats, what it has (see "Delivery of hosts'
+ * reports" below); tem-decide.c holds back the satisfactions whose
+ * decision is pending.
+ *
  * Housekeeping, run by tem_core_run() about twice a heartbeat period:
  * heartbeats out, silent hosts gone, and the events' timers (drill-down
  * expiry, rebalancing of weighted splits, tem-event.c).
@@ -150,6 +156,8 @@ send_batch(struct tem_core *core, const void *peer, size_t peer_len,
     tproto_batch_clear(b);
 }
 
+static void host_tell_received(struct tem_core *, struct tem_host *);
+
 static void
 host_flush(struct tem_core *core, struct tem_host *h)
 {
@@ -157,6 +165,7 @@ host_flush(struct tem_core *core, struct tem_host *h)
         pollq_flush(core, h);
     }
     if (host_connected(h)) {
+        host_tell_received(core, h);
         send_batch(core, h->peer, h->peer_len, h->version, &h->out,
                    &h->stats);
     }
@@ -174,12 +183,19 @@ host_out(struct tem_core *core, struct tem_host *h, size_t bytes)
         || h->out_bytes + bytes > core->cfg.max_batch_bytes) {
         host_flush(core, h);
     }
+    host_dirty(core, h);
+    h->out_bytes += bytes + 16;
+    return &h->out;
+}
+
+/* Puts 'h' on the list of hosts flushed by tem_core_flush(). */
+void
+host_dirty(struct tem_core *core, struct tem_host *h)
+{
     if (!h->dirty) {
         h->dirty = true;
         core->dirty[core->n_dirty++] = h;
     }
-    h->out_bytes += bytes + 16;
-    return &h->out;
 }
 
 void
@@ -191,6 +207,116 @@ tem_core_flush(struct tem_core *core)
         h->dirty = false;
     }
     core->n_dirty = 0;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Delivery of hosts' reports (protocol version 3).
+ *
+ * A host's agent numbers its satisfactions (and PollReplies, "reports")
+ * 1, 2, ... in each of its runs (Hello.instance names the run), keeps
+ * them until the TEM confirms them, and sends again, flagged late, those
+ * a session ended without confirming (lib/agent.h; a PollBatchReply
+ * answers a poll of its session only, and is neither numbered nor sent
+ * again).  The TEM takes each number once: 'seq_recv' is the highest
+ * taken, kept across the host's sessions while its agent is the same run;
+ * a report at or below it was taken already and is dropped (counted), one
+ * above it is taken, a jump counting the numbers skipped (reports the
+ * host dropped before sending: it resends from its oldest unconfirmed,
+ * and one connection delivers in order).
+ *
+ * After each frame, and in every heartbeat, the TEM tells the host
+ * (Heartbeat.received) what it has, host_received(): everything taken,
+ * but that a satisfaction whose decision is pending is "held" until the
+ * decision is made (tem-decide.c), so that a TEM stopping or crashing
+ * before it decides gets it again (with what the host sent after it: the
+ * confirmation is cumulative).  What a late report means for a decision
+ * is tem-decide.c's. */
+
+/* A new session of 'h', whose Hello is 'hello'. */
+static void
+host_seq_hello(struct tem_host *h, const Trumpet__Hello *hello)
+{
+    uint64_t instance = hello->has_instance ? hello->instance : 0;
+    if (!instance || instance != h->seq_instance) {
+        /* Another run of its agent: numbers start again (the decisions
+         * holding the old run's numbers release nothing, see
+         * tem-decide.c). */
+        h->seq_recv = 0;
+        h->held_n = 0;
+    }
+    h->seq_instance = instance;
+    /* Tell it at once what it need not send again. */
+    h->seq_told = 0;
+}
+
+/* Takes report 'seq' ('has_seq') of 'h', flagged 'late'.  Returns false
+ * if it was taken already (counted; the caller drops it). */
+static bool
+report_take(struct tem_core *core, struct tem_host *h, bool has_seq,
+            uint64_t seq, bool late)
+{
+    if (has_seq && h->version >= TPROTO_VERSION_CONFIRM) {
+        host_dirty(core, h);    /* host_tell_received() at the flush. */
+        if (h->seq_recv && seq <= h->seq_recv) {
+            core->stats.reports_dup++;
+            h->stats.reports_dup++;
+            h->seq_told = 0;    /* It did not hear: tell it again. */
+            return false;
+        }
+        if (h->seq_recv && seq > h->seq_recv + 1) {
+            core->stats.reports_skipped += seq - h->seq_recv - 1;
+            h->stats.reports_skipped += seq - h->seq_recv - 1;
+        }
+        h->seq_recv = seq;
+    }
+    if (late) {
+        core->stats.reports_late++;
+        h->stats.reports_late++;
+    }
+    return true;
+}
+
+/* What 'h' is told it delivered: the reports taken, but for the
+ * satisfactions whose decision is pending, and those after them (the
+ * confirmation is cumulative).  A TEM that stops or crashes before
+ * deciding them gets them again, late, from the host. */
+static uint64_t
+host_received(const struct tem_host *h)
+{
+    return h->held_n ? h->held[h->held_head] - 1 : h->seq_recv;
+}
+
+/* Appends a heartbeat to 'h''s batch, with what it delivered. */
+static void
+host_heartbeat(struct tem_core *core, struct tem_host *h, uint64_t now)
+{
+    struct tproto_batch *b = host_out(core, h, 32);
+    tproto_add_heartbeat(b, now, ++h->hb_seq);
+    if (h->version >= TPROTO_VERSION_CONFIRM && host_received(h)) {
+        h->seq_told = host_received(h);
+        tproto_set_received(b, h->seq_told);
+    }
+    h->last_hb_tx_ns = now;
+}
+
+/* Before 'h''s batch goes: tells it the reports taken since it was last
+ * told, in a heartbeat at the batch's end (after a full batch, in a frame
+ * of its own). */
+static void
+host_tell_received(struct tem_core *core, struct tem_host *h)
+{
+    if (h->version >= TPROTO_VERSION_CONFIRM
+        && host_received(h) != h->seq_told) {
+        uint64_t now = now__(core);
+        if (tproto_batch_count(&h->out) >= TPROTO_MAX_BATCH) {
+            send_batch(core, h->peer, h->peer_len, h->version, &h->out,
+                       &h->stats);
+        }
+        h->seq_told = host_received(h);
+        tproto_add_heartbeat(&h->out, now, ++h->hb_seq);
+        tproto_set_received(&h->out, h->seq_told);
+        h->last_hb_tx_ns = now;
+    }
 }
 
 /* Sends one message to a peer without a session, at once. */
@@ -381,6 +507,8 @@ tem_core_bye_all(struct tem_core *core, const char *reason)
         struct tem_host *h = core->hosts[i];
         if (host_connected(h)) {
             tproto_batch_clear(&h->out);
+            /* What it delivered, so that it does not send it again. */
+            host_tell_received(core, h);
             tproto_add_bye(&h->out, reason);
             send_batch(core, h->peer, h->peer_len, h->version, &h->out,
                        &h->stats);
@@ -433,6 +561,7 @@ host_alloc(struct tem_core *core)
         }
         free(h->prefixes);
         free(h->software);
+        free(h->held);
         uint32_t slot = h->slot;
         struct tproto_batch out = h->out;
         memset(h, 0, sizeof *h);
@@ -512,6 +641,7 @@ handle_hello(struct tem_core *core, const void *peer, size_t peer_len,
     h->software = hello->software ? xstrdup(hello->software) : NULL;
     h->n_pmds = hello->n_pmd_ids;
     h->version = version;
+    host_seq_hello(h, hello);
     h->state = TEM_HOST_CONNECTED;
     h->session = ++core->session_seq;
     h->connected_ns = h->last_rx_ns = h->last_hb_tx_ns = now;
@@ -593,12 +723,22 @@ handle_message(struct tem_core *core, struct tem_host *h,
                const Trumpet__Message *msg)
 {
     switch (msg->body_case) {
-    case TRUMPET__MESSAGE__BODY_SATISFACTION:
-        handle_satisfaction(core, h, msg->satisfaction);
+    case TRUMPET__MESSAGE__BODY_SATISFACTION: {
+        const Trumpet__Satisfaction *s = msg->satisfaction;
+        if (report_take(core, h, s->has_seq, s->seq,
+                        s->has_late && s->late)) {
+            handle_satisfaction(core, h, s);
+        }
         break;
-    case TRUMPET__MESSAGE__BODY_POLL_REPLY:
-        handle_poll_reply(core, h, msg->poll_reply);
+    }
+    case TRUMPET__MESSAGE__BODY_POLL_REPLY: {
+        const Trumpet__PollReply *r = msg->poll_reply;
+        if (report_take(core, h, r->has_seq, r->seq,
+                        r->has_late && r->late)) {
+            handle_poll_reply(core, h, r);
+        }
         break;
+    }
     case TRUMPET__MESSAGE__BODY_POLL_BATCH_REPLY:
         handle_poll_batch_reply(core, h, msg->poll_batch_reply);
         break;
@@ -784,8 +924,7 @@ housekeeping(struct tem_core *core, uint64_t now)
             continue;
         }
         if (now - h->last_hb_tx_ns >= hb_ns) {
-            tproto_add_heartbeat(host_out(core, h, 24), now, ++h->hb_seq);
-            h->last_hb_tx_ns = now;
+            host_heartbeat(core, h, now);
         }
         next = MIN(next, h->last_hb_tx_ns + hb_ns);
         next = MIN(next, h->last_rx_ns + TEM_HEARTBEAT_MISSES * hb_ns);

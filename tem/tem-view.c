@@ -182,6 +182,7 @@ tem_core_event_show_json(const struct tem_core *core, const char *name,
     STAT(nacks);
     STAT(drilldowns);
     STAT(reinstalls);
+    STAT(undecidable);
 #undef STAT
     json_object_object_add(o, "stats", st);
 
@@ -213,6 +214,9 @@ host_stats_json(struct json_object *o, const struct tem_host_stats *s)
     STAT(frames_out);
     STAT(msgs_out);
     STAT(send_drops);
+    STAT(reports_late);
+    STAT(reports_dup);
+    STAT(reports_skipped);
 #undef STAT
 }
 
@@ -362,6 +366,11 @@ tem_core_status_json(const struct tem_core *core)
     STAT(frames_out);
     STAT(msgs_out);
     STAT(send_drops);
+    STAT(reports_late);
+    STAT(reports_dup);
+    STAT(reports_skipped);
+    STAT(alerts_late);
+    STAT(late_undecidable);
 #undef STAT
     json_object_object_add(o, "counters", c);
     return o;
@@ -474,6 +483,20 @@ static const struct stat_metric stat_metrics[] = {
     SM(msgs_out, "messages_sent_total", "Messages sent to hosts."),
     SM(send_drops, "send_drops_total",
        "Frames to hosts dropped (high-water mark reached)."),
+    SM(reports_late, "reports_late_total",
+       "Satisfactions and poll replies that hosts flagged late (sent after "
+       "an outage of the TEM)."),
+    SM(reports_dup, "reports_duplicate_total",
+       "Satisfactions and poll replies dropped: received already."),
+    SM(reports_skipped, "reports_skipped_total",
+       "Satisfactions and poll replies never received: their hosts dropped "
+       "them (outage buffer full)."),
+    SM(alerts_late, "alerts_late_total",
+       "Alerts of decisions that a late satisfaction started or joined."),
+    SM(late_undecidable, "decisions_undecidable_total",
+       "Late decisions that could not be decided: no alert from the hosts "
+       "there now (the others' history of the epoch expired, or they are "
+       "not known any more)."),
 };
 #undef SM
 
@@ -498,6 +521,14 @@ static const struct stat_metric host_metrics[] = {
     HM(frames_out, "host_frames_sent_total", "Frames sent to this host."),
     HM(send_drops, "host_send_drops_total",
        "Frames to this host dropped (high-water mark reached)."),
+    HM(reports_late, "host_reports_late_total",
+       "Satisfactions and poll replies this host flagged late."),
+    HM(reports_dup, "host_reports_duplicate_total",
+       "Satisfactions and poll replies of this host dropped: received "
+       "already."),
+    HM(reports_skipped, "host_reports_skipped_total",
+       "Satisfactions and poll replies this host dropped before sending "
+       "(sequence numbers never received)."),
     /* The host's own counters, from its heartbeats (restart at 0 when the
      * host restarts). */
     HM(mon_packets, "host_monitor_packets_total",

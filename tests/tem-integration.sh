@@ -762,6 +762,16 @@ ovs_sessions() {
         | sed -n 's/^sessions: \([0-9]*\),.*/\1/p'
 }
 
+# ovs_reports_settled: every report (satisfaction; its poll replies are
+# PollBatchReplies, not kept) ovs1's agent was given is confirmed by the
+# TEM (tpm/controller-show "reports" line): none dropped, unconfirmed or
+# pending.  Sets OVS_REPORTS to the line.
+ovs_reports_settled() {
+    OVS_REPORTS=$(tb_appctl tpm/controller-show | grep '^reports ')
+    echo "$OVS_REPORTS" | grep -Eq \
+        '\): ([0-9]+): acked \1, unconfirmed 0, dropped 0 .*, pending 0;'
+}
+
 ovs_reconnected() {
     [ "$(ovs_sessions)" -ge 2 ] \
         && tb_appctl tpm/controller-show | grep -q '^state: connected$'
@@ -814,13 +824,17 @@ scenario_restart() {
 
     burst "scenario 4" 35
     check_heavy_alert "scenario 4" 35 "$BURST_EPOCH"
+    tb_wait_for 5 ovs_reports_settled \
+        || tb_fail "scenario 4: ovs1's reports not all confirmed:" \
+                   "$OVS_REPORTS"
     tb_log "PASS: 4 TEM restart: exit 0 $STOP_MS ms after SIGTERM, down" \
            "$down_ms ms; same" \
            "events and ids ($(tb_json "$TB_DIR/list-after.json" "', '.join('%s=%d' % (e['name'], e['id']) for e in d['events'])")), state" \
            "file unchanged; both hosts back and acked within $back_ms ms" \
            "(ovs1 sessions: $sessions); burst in epoch $BURST_EPOCH alerts" \
            "again: value $(tb_json <(echo "$ALERT") "d['value']"), hosts" \
-           "$(tb_json <(echo "$ALERT") "d['hosts']")"
+           "$(tb_json <(echo "$ALERT") "d['hosts']"); ovs1's" \
+           "${OVS_REPORTS#reports }"
 }
 
 # --- Ping throughout --------------------------------------------------------

@@ -8,7 +8,8 @@
 # tem_test_init NAME (bash): the tests' programs (TEM, CTL, REPLAY, PY),
 # skips (77) without python3-zmq, makes the work directory $tmp, and at
 # exit kills the processes of $pids and $tem_pid, shows the end of
-# $tmp/tem.log on failure and removes $tmp.  fail MESSAGE: FAIL, exit 1.
+# $tmp/tem.log on failure and removes $tmp (kept with KEEP_TMP=1).  fail
+# MESSAGE: FAIL, exit 1.
 tem_test_init() {
     top_builddir=${top_builddir:-$top_srcdir/build}
     PY=${PYTHON3:-python3}
@@ -35,7 +36,7 @@ tem_test_cleanup() {
         echo "--- TEM log:"
         tail -n 40 "$tmp/tem.log"
     fi
-    rm -rf "$tmp"
+    [ -n "${KEEP_TMP:-}" ] || rm -rf "$tmp"
     exit $rc
 }
 

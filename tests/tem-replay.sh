@@ -44,7 +44,7 @@ ctl() {
 # The hosts' keys: tpm-replay hosts h1, h2; tem-wire.py's g1, bad-version,
 # bad-epoch, wire1.
 K=$tmp/keys
-tem_keys "$K" h1 h2 g1 bad-version bad-epoch wire1
+tem_keys "$K" h1 h2 g1 bad-version bad-epoch wire1 wire2
 KEYS=(--key-file="$K/tem.key" --allow-file="$K/allow")
 
 # wire CASE HOST: tests/tem-wire.py CASE with HOST's key.
@@ -93,19 +93,25 @@ for c in version epoch hello; do
     [ $c = hello ] || h=bad-$c
     out=$(wire $c $h) || fail "wire case $c: $out"
 done
+out=$(wire seq wire2) || fail "wire case seq: $out"
 for i in $(seq 50); do
     [ "$(counter invalid_frames)" = 2 ] && break
     sleep 0.1
 done
 [ "$(counter invalid_frames)" = 2 ] \
     || fail "invalid_frames $(counter invalid_frames), expected 2"
-[ "$(counter invalid_msgs)" = 1 ] \
-    || fail "invalid_msgs $(counter invalid_msgs), expected 1"
+[ "$(counter invalid_msgs)" = 3 ] \
+    || fail "invalid_msgs $(counter invalid_msgs), expected 3"
 [ "$(counter refused)" = 2 ] || fail "refused $(counter refused), expected 2"
-[ "$(counter sat_unknown)" = 1 ] \
-    || fail "sat_unknown $(counter sat_unknown), expected 1"
+[ "$(counter sat_unknown)" = 3 ] \
+    || fail "sat_unknown $(counter sat_unknown), expected 3"
+for c in reports_late:1 reports_dup:1 reports_skipped:1; do
+    [ "$(counter ${c%:*})" = "${c#*:}" ] \
+        || fail "${c%:*} $(counter ${c%:*}), expected ${c#*:}"
+done
 echo "PASS: garbage counted, versions and epochs refused with reasons," \
-     "invalid messages dropped in a live session"
+     "invalid messages dropped in a live session, numbered" \
+     "satisfactions taken once and confirmed"
 
 # --- 3. Two hosts -------------------------------------------------------
 f="filter=udp,nw_dst=10.99.0.2 interval=100ms"
@@ -214,3 +220,109 @@ rc=0
 grep -q 'predicate' "$tmp/bad.err" \
     || fail "a bad state file: message '$(cat "$tmp/bad.err")'"
 echo "PASS: a bad state file stops the TEM: $(tail -n 1 "$tmp/bad.err")"
+
+# --- 5. A TEM restart of 2 s during traffic ------------------------------
+# h1 and h2 again, 40 intervals, the TEM stopped 1 s in and started again
+# 2 s later.  The agents keep their satisfactions and send them again,
+# late, to the new TEM.  Truth: h1's own reports (each printed as made).
+#   o_max (max, > 70 KB: h1 holds alone): an alert for every interval h1
+#     reported, none twice unless late, value 80000;
+#   o_sum (sum > 120 KB, 60 KB each: h1 reports, h2 is polled): an alert
+#     of 130000 for every interval h1 reported, but for the late ones
+#     whose poll of h2 found its history expired (h2's triggers were
+#     installed again), which the TEM counts undecidable;
+#   h1 reported every interval but those its triggers were re-installed
+#     in (at most 2: partly observed); its agent counts every report
+#     acked, none dropped, unconfirmed or pending, and some sent late.
+start_tem5() {
+    tem_start "${KEYS[@]}" --listen="ipc://$tmp/tem" --pub="ipc://$tmp/pub" \
+        --state-file="$tmp/events5.json" --alert-file="$tmp/alerts5.json" \
+        --no-alerts-stdout --heartbeat=200ms --poll-deadline=200ms
+}
+start_tem5
+f="filter=udp,nw_dst=10.99.0.2 interval=100ms group=nw_dst"
+ctl event-add o_max "$f" 'predicate=sum(volume) > 70KB' across=max >/dev/null
+ctl event-add o_sum "$f" 'predicate=sum(volume) > 120KB' across=sum >/dev/null
+"$PY" "$top_srcdir/tests/tem-trace.py" --out "$tmp/o1.pcap" --epochs 400 \
+    --per-epoch 8 --size 1000 --src 10.99.1.1 >/dev/null
+"$PY" "$top_srcdir/tests/tem-trace.py" --out "$tmp/o2.pcap" --epochs 400 \
+    --per-epoch 5 --size 1000 --src 10.99.2.1 >/dev/null
+start=$(( ($(date +%s%N) / 100000000 + 15) * 100000000 ))
+hpids=()
+for h in h1 h2; do
+    "$REPLAY" --controller "ipc://$tmp/tem" --host-id $h \
+        --tem-key "$K/tem.key.pub" --host-key-file "$K/$h.key" \
+        --prefix 10.99.0.0/24 --realtime --start-at $start --linger 2s \
+        --require-controller --stats "$tmp/o${h#h}.pcap" \
+        >"$tmp/o$h.out" 2>"$tmp/o$h.err" &
+    pids+=($!)
+    hpids+=($!)
+done
+ms=$(( (start - $(date +%s%N)) / 1000000 + 1000 ))
+sleep "$((ms / 1000)).$(printf %03d $((ms % 1000)))"
+tem_stop
+sleep 2
+start_tem5
+for p in "${hpids[@]}"; do
+    wait "$p" || fail "a tpm-replay host failed: $(tail -n 5 "$tmp"/oh?.err)"
+done
+ctl --json event-show o_sum >"$tmp/o_sum.json"
+ctl --json status >"$tmp/status5.json"
+"$PY" - "$tmp/alerts5.json" "$tmp/oh1.out" "$tmp/oh1.err" "$tmp/oh2.err" \
+    "$tmp/o_sum.json" "$tmp/status5.json" <<'PYEOF' || exit 1
+import json, sys
+from collections import Counter
+def fail(msg):
+    print("FAIL: restart: " + msg)
+    sys.exit(1)
+alerts = [json.loads(l) for l in open(sys.argv[1])]
+reps = [json.loads(l) for l in open(sys.argv[2])]
+def stats(path):
+    return [json.loads(l) for l in open(path) if l.startswith("{")][-1]["tem"]
+undecidable = json.load(open(sys.argv[5]))["stats"]["undecidable"]
+counters = json.load(open(sys.argv[6]))["counters"]
+rep = {e: {r["epoch"] for r in reps if r["event"] == e}
+       for e in ("o_max", "o_sum")}
+if rep["o_max"] != rep["o_sum"]:
+    fail("h1 reported o_max in %d intervals, o_sum in %d"
+         % (len(rep["o_max"]), len(rep["o_sum"])))
+if not 38 <= len(rep["o_max"]) <= 40:
+    fail("h1 reported %d of 40 intervals" % len(rep["o_max"]))
+for e in ("o_max", "o_sum"):
+    al = [a for a in alerts if a["event"] == e]
+    n = Counter(a["epoch"] for a in al)
+    twice = [a for a in al if n[a["epoch"]] > 1 and not a["late"]]
+    if twice:
+        fail("%s alerted twice, not late: %s" % (e, twice[0]))
+    want = 80000 if e == "o_max" else 130000
+    bad = [a for a in al if a["value"] != want or a["epoch"] not in rep[e]]
+    if bad:
+        fail("%s alert %s" % (e, json.dumps(bad[0])))
+    missed = rep[e] - set(n)
+    if e == "o_max" and missed:
+        fail("o_max: no alert for %d intervals h1 reported: %s"
+             % (len(missed), sorted(missed)))
+    if e == "o_sum" and len(missed) != undecidable:
+        fail("o_sum: %d intervals h1 reported without alert, %d counted "
+             "undecidable" % (len(missed), undecidable))
+late = [a for a in alerts if a["event"] == "o_max" and a["late"]]
+if not late:
+    fail("no late o_max alert: the outage delivered nothing late")
+for h, path in (("h1", sys.argv[3]), ("h2", sys.argv[4])):
+    s = stats(path)
+    if (s["acked"] != s["agent_reports"] or s["dropped_outage"]
+            or s["unconfirmed"] or s["pending"]):
+        fail("%s agent counters %s" % (h, s))
+s = stats(sys.argv[3])
+if not s["late_sent"] or s["sessions"] != 2:
+    fail("h1 sent %d late in %d sessions" % (s["late_sent"], s["sessions"]))
+if counters["reports_late"] < s["late_sent"] - counters["reports_dup"]:
+    fail("the TEM took %d late, h1 sent %d" % (counters["reports_late"],
+                                               s["late_sent"]))
+print("PASS: restart of 2 s: h1 reported %d of 40 intervals, all alerted "
+      "for o_max (%d late), o_sum alerted %d and %d undecidable (h2's "
+      "history expired); h1 agent: %d reports acked, %d sent late"
+      % (len(rep["o_max"]), len(late),
+         len(rep["o_sum"]) - undecidable, undecidable, s["acked"],
+         s["late_sent"]))
+PYEOF

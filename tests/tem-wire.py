@@ -19,6 +19,11 @@ code the TEM and the agent use, and checks what the TEM answers:
                     id and one with a 5-byte address (invalid): the session
                     survives (a Heartbeat is still answered by the TEM's
                     own heartbeats / no Bye)
+    seq             a Hello of versions 1..3 with an agent instance: a
+                    Welcome with version 3; then Satisfactions (unknown
+                    event id) numbered 1 (late), 1 again (a duplicate), 3
+                    (2 skipped), and two invalid ones (seq 0, late without
+                    seq): a Heartbeat whose 'received' is 3
 
 Attacks (tests/tem-security.sh):
 
@@ -46,21 +51,27 @@ import zmq
 from pbwire import field_bytes, field_varint, frame, varint
 
 
-def hello(vmin, vmax, host, epoch_ns):
+def hello(vmin, vmax, host, epoch_ns, instance=None):
     body = (field_varint(1, vmin) + field_varint(2, vmax)
             + field_bytes(3, host)
             + field_bytes(4, field_varint(1, 4) + field_bytes(2, bytes([10, 99, 0, 0]))
                           + field_varint(3, 24))
             + field_varint(5, epoch_ns) + field_varint(6, time.time_ns()))
+    if instance is not None:
+        body += field_varint(9, instance)       # Hello.instance
     return field_bytes(1, body)         # Message.hello = 1
 
 
-def satisfaction(event_id, addr, value=0.0):
+def satisfaction(event_id, addr, value=0.0, seq=None, late=None):
     key = (field_varint(1, 4) + field_bytes(2, addr) + field_bytes(3, addr)
            + field_varint(4, 1) + field_varint(5, 2) + field_varint(6, 17))
     body = (field_varint(1, event_id) + field_varint(2, 1000)
             + field_bytes(3, key) + varint(4 << 3 | 1)
             + struct.pack("<d", value))
+    if seq is not None:
+        body += field_varint(8, seq)            # Satisfaction.seq
+    if late is not None:
+        body += field_varint(9, int(late))      # Satisfaction.late
     return field_bytes(8, body)         # Message.satisfaction = 8
 
 
@@ -212,6 +223,31 @@ def main():
                           "messages")
                     return
         fail("no heartbeat from the TEM within 5 s")
+    elif case == "seq":
+        sock.send(frame(3, hello(1, 3, "wire2", 10_000_000, instance=77)))
+        got = answers(sock)
+        if not got or got[0][0] != 2:   # Message.welcome = 2
+            fail("expected Welcome, got %r" % (got,))
+        if got[0][1][1][0] != 3:
+            fail("Welcome version %r, expected 3" % got[0][1][1])
+        a = bytes([10, 99, 0, 2])
+        sock.send(frame(3, satisfaction(4242, a, seq=1, late=True),
+                        satisfaction(4242, a, seq=1, late=True),
+                        satisfaction(4242, a, seq=3, late=False),
+                        satisfaction(4242, a, seq=0),
+                        satisfaction(4242, a, late=True)))
+        deadline = time.time() + 5
+        while time.time() < deadline:
+            for num, f in answers(sock, 500) or []:
+                if num == 12:           # Message.bye
+                    fail("the TEM said Bye")
+                if num == 11 and 4 in f:        # Heartbeat.received
+                    if f[4][0] != 3:
+                        fail("received %d, expected 3" % f[4][0])
+                    sock.send(frame(3, field_bytes(12, b"")))   # Bye
+                    print("ok: version 3, received 3 confirmed")
+                    return
+        fail("no Heartbeat with 'received' from the TEM within 5 s")
     else:
         fail("unknown case " + case)
 

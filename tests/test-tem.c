@@ -190,9 +190,10 @@ get_sent(const char *peer, Trumpet__Message__BodyCase type, size_t k)
     return NULL;
 }
 
-/* A host whose peer identity is "p-ID". */
+/* A host whose peer identity is "p-ID", its agent's run 'instance' (0:
+ * none, as a host of protocol version 2). */
 static void
-hello(const char *id, const char *prefixes)
+hello_run(const char *id, const char *prefixes, uint64_t instance)
 {
     struct tproto_batch b;
     struct tpm_prefix *p = NULL;
@@ -207,11 +208,20 @@ hello(const char *id, const char *prefixes)
     tproto_batch_init(&b);
     tproto_add_hello(&b, id, p, n, EPOCH_NS, fx.now, NULL, 0, "test");
     b.msgs[0]->hello->version_max = fx_hello_version;
+    if (instance) {
+        tproto_set_instance(&b, instance);
+    }
     input(peer, &b);
     tproto_batch_destroy(&b);
     free(p);
     tem_core_flush(fx.core);
     ck_assert_uint_eq(count_sent(peer, TRUMPET__MESSAGE__BODY_WELCOME), 1);
+}
+
+static void
+hello(const char *id, const char *prefixes)
+{
+    hello_run(id, prefixes, 0);
 }
 
 /* Acks every Install sent to host 'id' so far. */
@@ -736,6 +746,253 @@ START_TEST(test_poll_mixed_versions)
     ck_assert_str_eq(missing, "c");
     free(missing);
     json_object_put(a);
+}
+END_TEST
+
+static struct tem_stats
+stats(void)
+{
+    struct tem_stats s;
+    tem_core_get_stats(fx.core, &s);
+    return s;
+}
+
+static size_t check_exposition(const char *text);
+static double sample_value(const char *text, const char *sample);
+
+/* Answers the one entry of the 'k'th PollBatch sent to host 'id'. */
+static void
+reply1(const char *id, size_t k, Trumpet__PollStatus status, double value)
+{
+    uint8_t s = status;
+    reply_batch(id, k, &s, &value, 1, 0);
+}
+
+/* A satisfaction of host 'id' with sequence number 'seq', flagged
+ * 'late'. */
+static void
+satisfy_seq(const char *id, uint32_t event, uint64_t epoch, const char *dst,
+            double value, uint64_t seq, bool late)
+{
+    char peer[64];
+    struct tproto_batch b;
+    struct tpm_key k = group_key(dst);
+    snprintf(peer, sizeof peer, "p-%s", id);
+    tproto_batch_init(&b);
+    tproto_add_satisfaction(&b, event, epoch, &k, value, 0, 1, 0);
+    tproto_set_seq(&b, seq, late);
+    input(peer, &b);
+    tproto_batch_destroy(&b);
+}
+
+/* The last Heartbeat.received sent to 'peer' since fx_clear_sent() (0:
+ * none). */
+static uint64_t
+last_received(const char *peer)
+{
+    uint64_t received = 0;
+    size_t n = count_sent(peer, TRUMPET__MESSAGE__BODY_HEARTBEAT);
+    for (size_t i = 0; i < n; i++) {
+        const Trumpet__Heartbeat *h
+            = get_sent(peer, TRUMPET__MESSAGE__BODY_HEARTBEAT, i)->heartbeat;
+        if (h->has_received) {
+            received = h->received;
+        }
+    }
+    return received;
+}
+
+/* Satisfactions and poll replies numbered by their hosts' agents, some
+ * sent late (after an outage of the TEM): duplicates dropped, gaps
+ * counted, late ones decided where they can be ("late":true) and counted
+ * undecidable where the other hosts' history expired; late poll replies
+ * unused. */
+START_TEST(test_late_reports)
+{
+    fx_hello_version = TPROTO_VERSION_CONFIRM;
+    hello_run("a", "10.1.0.0/24", 7);
+    hello_run("b", "10.1.1.0/24", 8);
+    hello_run("c", "10.1.2.0/24", 9);
+    uint32_t id = add_event("svc", "filter=ip predicate=sum(volume) > 90 "
+                            "group=nw_dst");
+    ack_installs("a");
+    ack_installs("b");
+    ack_installs("c");
+    fx_clear_sent();
+
+    /* A late satisfaction over the whole threshold: the other hosts'
+     * history of the epoch expired, yet it holds.  Its host is told it
+     * arrived once it is decided (a TEM that stopped before would not
+     * have decided it: the host would send it again). */
+    satisfy_seq("a", id, 42, "10.1.0.7", 95, 1, true);
+    ck_assert_uint_eq(last_received("p-a"), 0);
+    reply1("b", 0, TRUMPET__POLL_STATUS__POLL_EXPIRED, 0);
+    ck_assert_uint_eq(last_received("p-a"), 0);
+    reply1("c", 0, TRUMPET__POLL_STATUS__POLL_EXPIRED, 0);
+    ck_assert_uint_eq(last_received("p-a"), 1);
+    ck_assert_uint_eq(fx.n_alerts, 1);
+    struct json_object *a = alert(0);
+    ck_assert(json_object_get_boolean(field(a, "late")));
+    ck_assert_double_eq(json_object_get_double(field(a, "value")), 95);
+    char *missing = joined(a, "missing");
+    ck_assert_str_eq(missing, "b,c");
+    free(missing);
+    json_object_put(a);
+    struct tem_stats st = stats();
+    ck_assert_uint_eq(st.reports_late, 1);
+    ck_assert_uint_eq(st.alerts_late, 1);
+    ck_assert_uint_eq(st.late_undecidable, 0);
+    ck_assert_uint_eq(st.satisfactions, 1);
+
+    /* The same again (its confirmation was lost): dropped, confirmed. */
+    fx_clear_sent();
+    satisfy_seq("a", id, 42, "10.1.0.7", 95, 1, true);
+    st = stats();
+    ck_assert_uint_eq(st.reports_dup, 1);
+    ck_assert_uint_eq(st.satisfactions, 1);
+    ck_assert_uint_eq(st.decisions, 1);
+    ck_assert_uint_eq(count_sent(NULL, TRUMPET__MESSAGE__BODY_POLL_BATCH),
+                      0);
+    ck_assert_uint_eq(last_received("p-a"), 1);
+
+    /* A late satisfaction of a split threshold, below the whole: the
+     * others' history expired (or their trigger is gone), so the epoch
+     * cannot be decided.  No alert; counted; logged. */
+    satisfy_seq("a", id, 43, "10.1.0.7", 40, 2, true);
+    reply1("b", 0, TRUMPET__POLL_STATUS__POLL_EXPIRED, 0);
+    reply1("c", 0, TRUMPET__POLL_STATUS__POLL_NO_EVENT, 0);
+    ck_assert_uint_eq(fx.n_alerts, 1);
+    ck_assert_uint_eq(stats().late_undecidable, 1);
+    char *e2 = NULL;
+    struct json_object *o = tem_core_event_show_json(fx.core, "svc", &e2);
+    ck_assert_int_eq(json_object_get_int64(field(field(o, "stats"),
+                                                 "undecidable")), 1);
+    json_object_put(o);
+
+    /* The same, not late: missing hosts are nothing new. */
+    fx_clear_sent();
+    satisfy_seq("a", id, 44, "10.1.0.7", 40, 3, false);
+    reply1("b", 0, TRUMPET__POLL_STATUS__POLL_EXPIRED, 0);
+    reply1("c", 0, TRUMPET__POLL_STATUS__POLL_EXPIRED, 0);
+    ck_assert_uint_eq(stats().late_undecidable, 1);
+    ck_assert_uint_eq(fx.n_alerts, 1);
+
+    /* Late, below the threshold with every host answering: still no
+     * "no" (hosts of that epoch may be gone or not back yet). */
+    fx_clear_sent();
+    satisfy_seq("a", id, 44, "10.1.0.8", 40, 4, true);
+    reply1("b", 0, TRUMPET__POLL_STATUS__POLL_OK, 10);
+    reply1("c", 0, TRUMPET__POLL_STATUS__POLL_NO_GROUP, 0);
+    ck_assert_uint_eq(stats().late_undecidable, 2);
+    ck_assert_uint_eq(fx.n_alerts, 1);
+
+    /* Late, and the others still have the epoch: decided as usual. */
+    fx_clear_sent();
+    satisfy_seq("a", id, 45, "10.1.0.7", 40, 5, true);
+    reply1("b", 0, TRUMPET__POLL_STATUS__POLL_OK, 35);
+    reply1("c", 0, TRUMPET__POLL_STATUS__POLL_OK, 20);
+    ck_assert_uint_eq(fx.n_alerts, 2);
+    a = alert(1);
+    ck_assert(json_object_get_boolean(field(a, "late")));
+    ck_assert_double_eq(json_object_get_double(field(a, "value")), 95);
+    ck_assert_uint_eq(json_object_array_length(field(a, "missing")), 0);
+    json_object_put(a);
+    ck_assert_uint_eq(stats().alerts_late, 2);
+
+    /* 6 and 7 never come: the host dropped them. */
+    fx_clear_sent();
+    satisfy_seq("a", id, 46, "10.1.0.7", 95, 8, false);
+    ck_assert_uint_eq(stats().reports_skipped, 2);
+    ck_assert_uint_eq(last_received("p-a"), 7);
+    reply1("b", 0, TRUMPET__POLL_STATUS__POLL_OK, 0);
+    reply1("c", 0, TRUMPET__POLL_STATUS__POLL_OK, 0);
+    ck_assert_uint_eq(last_received("p-a"), 8);
+    ck_assert_uint_eq(fx.n_alerts, 3);
+    a = alert(2);
+    ck_assert(!json_object_get_boolean(field(a, "late")));
+    json_object_put(a);
+
+    /* A late PollReply answers a Poll of a session that ended (one of
+     * version 2: a session of version 3 polls by PollBatch): its decision
+     * counted that host missing then.  Unused, counted. */
+    fx_clear_sent();
+    satisfy("b", id, 47, "10.1.0.7", 40);
+    {
+        struct tproto_batch b;
+        const Trumpet__PollBatch *p = get_sent(
+            "p-a", TRUMPET__MESSAGE__BODY_POLL_BATCH, 0)->poll_batch;
+        tproto_batch_init(&b);
+        tproto_add_poll_reply(&b, p->cookie, p->event_ids[0], p->epoch,
+                              TRUMPET__POLL_STATUS__POLL_OK, 60);
+        tproto_set_seq(&b, 9, true);
+        input("p-a", &b);
+        tproto_batch_destroy(&b);
+    }
+    st = stats();
+    ck_assert_uint_eq(st.replies_stale, 1);
+    ck_assert_uint_eq(st.reports_late, 5);
+    ck_assert_uint_eq(last_received("p-a"), 9);
+    reply1("c", 0, TRUMPET__POLL_STATUS__POLL_OK, 60);
+    ck_assert_uint_eq(fx.n_alerts, 3);      /* a still waited for. */
+    fx.now += 100 * MS;
+    step();
+    ck_assert_uint_eq(fx.n_alerts, 4);
+    a = alert(3);
+    missing = joined(a, "missing");
+    ck_assert_str_eq(missing, "a");
+    free(missing);
+    ck_assert(!json_object_get_boolean(field(a, "late")));
+    json_object_put(a);
+
+    /* A new session of the same run: its Welcome says what arrived, and
+     * what arrived before is dropped. */
+    fx_clear_sent();
+    hello_run("a", "10.1.0.0/24", 7);
+    ck_assert_uint_eq(last_received("p-a"), 9);
+    ack_installs("a");
+    satisfy_seq("a", id, 48, "10.1.0.7", 95, 9, true);
+    ck_assert_uint_eq(stats().reports_dup, 2);
+    /* A new run of its agent counts from 1. */
+    fx_clear_sent();
+    hello_run("a", "10.1.0.0/24", 70);
+    ck_assert_uint_eq(last_received("p-a"), 0);
+    ack_installs("a");
+    uint64_t n = stats().satisfactions;
+    satisfy_seq("a", id, 49, "10.1.0.7", 95, 1, false);
+    ck_assert_uint_eq(stats().satisfactions, n + 1);
+    ck_assert_uint_eq(stats().reports_dup, 2);
+    ck_assert_uint_eq(last_received("p-a"), 0);
+    fx.now += 100 * MS;
+    step();
+    ck_assert_uint_eq(last_received("p-a"), 1);
+
+    /* The TEM stops with a decision pending: its satisfaction is not
+     * confirmed in the last word to the host. */
+    fx_clear_sent();
+    satisfy_seq("a", id, 50, "10.1.0.7", 95, 2, false);
+    tem_core_bye_all(fx.core, "stopping");
+    tem_core_flush(fx.core);
+    ck_assert_uint_eq(count_sent("p-a", TRUMPET__MESSAGE__BODY_BYE), 1);
+    ck_assert_uint_lt(last_received("p-a"), 2);   /* 1: it knows. */
+
+    /* In the metrics. */
+    struct tem_metrics m;
+    tem_metrics_init(&m);
+    tem_core_metrics(fx.core, &m);
+    ck_assert_uint_gt(check_exposition(m.b.s), 50);
+    ck_assert_double_eq(sample_value(
+        m.b.s, "trumpet_tem_decisions_undecidable_total"), 2);
+    ck_assert_double_eq(sample_value(m.b.s,
+                                     "trumpet_tem_alerts_late_total"), 2);
+    ck_assert_double_eq(sample_value(
+        m.b.s, "trumpet_tem_reports_duplicate_total"), 2);
+    ck_assert_double_eq(sample_value(m.b.s,
+                                     "trumpet_tem_reports_skipped_total"), 2);
+    ck_assert_double_eq(sample_value(m.b.s,
+                                     "trumpet_tem_reports_late_total"), 5);
+    ck_assert_double_eq(sample_value(
+        m.b.s, "trumpet_tem_host_reports_late_total{host=\"a\"}"), 5);
+    tem_metrics_destroy(&m);
 }
 END_TEST
 
@@ -1811,14 +2068,6 @@ input_auth(const char *peer, const char *auth, struct tproto_batch *b)
     tem_core_flush(fx.core);
 }
 
-static struct tem_stats
-stats(void)
-{
-    struct tem_stats s;
-    tem_core_get_stats(fx.core, &s);
-    return s;
-}
-
 /* A host may only say Hello as its key's host id: another key's holder
  * claiming h1 is refused without touching h1's session, and cannot
  * satisfy anything; a session's frames under another key's id are
@@ -2026,6 +2275,7 @@ main(void)
     tcase_add_test(tc, test_install_prefixes);
     tcase_add_test(tc, test_poll_all_reply);
     tcase_add_test(tc, test_poll_not_yet);
+    tcase_add_test(tc, test_late_reports);
     tcase_add_test(tc, test_poll_batch);
     tcase_add_test(tc, test_poll_mixed_versions);
     tcase_add_test(tc, test_poll_deadline);

@@ -14,7 +14,7 @@
  *   hello          a host id (possibly another peer's), prefixes, a
  *                  version range, right or wrong epoch length;
  *   satisfaction   an event id, an epoch near now, a group key, a value,
- *                  flags and parts;
+ *                  flags and parts, maybe a sequence number and late flag;
  *   poll batch reply  to one of the last PollBatches (protocol version
  *                  3) the TEM sent that peer, entry for entry, any
  *                  statuses and values (or a wrong cookie or count);
@@ -188,6 +188,9 @@ step(struct fuzz_tem *ft, struct fuzz_in *in, struct tproto_batch *pending)
         Trumpet__Hello *h = b->msgs[b->n - 1]->hello;
         h->version_min = 1 + (a >> 5 & 3);
         h->version_max = h->version_min + (a >> 4 & 1);
+        if (c & 0x10) {         /* An agent's run: 1 or 2. */
+            tproto_set_instance(b, 1 + (c & 1));
+        }
         free(p);
         break;
     }
@@ -200,6 +203,9 @@ step(struct fuzz_tem *ft, struct fuzz_in *in, struct tproto_batch *pending)
         uint32_t parts = f >> 4 & 3;
         tproto_add_satisfaction(b, id, epoch - back % 16 + 1, &key, v,
                                 f & 1, parts, MIN(parts, f >> 6));
+        if (f & 2) {            /* Numbered (version 3), maybe late. */
+            tproto_set_seq(b, 1 + fuzz_u8(in), f & 4);
+        }
         break;
     }
     case 3: {                   /* Poll reply. */
@@ -213,6 +219,9 @@ step(struct fuzz_tem *ft, struct fuzz_in *in, struct tproto_batch *pending)
         } else {
             tproto_add_poll_reply(b, fuzz_u64(in), event_id(in), epoch,
                                   s % 6, v);
+        }
+        if (s & 0x40) {         /* Numbered (version 3), maybe late. */
+            tproto_set_seq(b, 1 + fuzz_u8(in), s & 0x20);
         }
         break;
     }

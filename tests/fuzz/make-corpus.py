@@ -187,6 +187,17 @@ MESSAGES = {
     "bye": fb(12, fb(1, "shutting down")),
     "bye-empty": fb(12, b""),
     "configure": fb(13, fv(1, 10) + fv(2, 4000)),
+    # Version 3: numbered, late reports; the TEM's confirmation; the
+    # agent's run in Hello.
+    "satisfaction-seq": fb(8, fv(1, 1) + fv(2, 170000000000) + fb(3, key())
+                           + fd(4, 5.0) + fv(8, 42) + fv(9, 1)),
+    "poll-reply-seq": fb(10, fv(1, 9) + fv(2, 1) + fv(3, 5) + fv(4, 2)
+                         + fv(6, 43) + fv(7, 0)),
+    "heartbeat-received": fb(11, fv(1, 1700000000000000000) + fv(2, 4)
+                             + fv(4, 43)),
+    "hello-instance": fb(1, fv(1, 1) + fv(2, 3) + fb(3, "host-2")
+                         + fv(5, 10000000) + fv(6, 1700000000000000000)
+                         + fv(9, 0x1234567890abcdef)),
 }
 
 
@@ -213,6 +224,17 @@ def proto(out):
                 fb(9, fv(1, 9) + fv(2, 1) + fv(3, 1 << 62) + fb(4, key())),
                 fb(10, fv(1, 9) + fv(2, 1) + fv(3, 1 << 62) + fv(4, 1)),
                 fb(2, fv(1, 2) + fb(2, "tem") + fv(3, 17) + fv(4, 0))))
+    # Bounds of version 3: seq 0, seq 2^62, late without seq, received
+    # 2^62, instance 0.
+    write(out, "proto", "bounds-seq",
+          frame(3, fb(8, fv(1, 1) + fv(2, 5) + fb(3, key()) + fd(4, 1.0)
+                      + fv(8, 0)),
+                fb(8, fv(1, 1) + fv(2, 5) + fb(3, key()) + fd(4, 1.0)
+                   + fv(8, 1 << 62)),
+                fb(10, fv(1, 9) + fv(2, 1) + fv(3, 5) + fv(4, 2) + fv(7, 1)),
+                fb(11, fv(1, 1) + fv(2, 1) + fv(4, 1 << 62)),
+                fb(1, fv(1, 1) + fv(2, 3) + fb(3, "h") + fv(5, 10000000)
+                   + fv(6, 1) + fv(9, 0))))
     write(out, "proto", "prefix-list", "10.0.0.0/8, fd00::/8 192.168.1.7")
 
 
@@ -235,6 +257,19 @@ def tem_host(out):
 
     def reply(peer, status, value, pick=0):
         return bytes([0x83, peer, pick, status, value])
+
+    def hello3(peer, host, c):
+        # Versions 3..3 (a >> 5 & 3 == 2), host id a % 5 == host; c: its
+        # prefix set (c % 6), 0x10: an agent run (instance 1 + (c & 1)).
+        a = next(a for a in range(0x40, 0x60) if a % 5 == host
+                 and not a >> 4 & 1)
+        return bytes([0x81, peer, a, c])
+
+    def sat_seq(peer, event, key, value, seq, late):
+        # Flags bit 1: numbered (the next byte is the seq - 1); bit 2:
+        # late.
+        return (bytes([0x82, peer, event - 1, 1]) + key
+                + bytes([value, 2 | (4 if late else 0), seq - 1]))
 
     def time(ms):
         return bytes([0x08, 0, ms])
@@ -273,6 +308,18 @@ def tem_host(out):
             b"\x00" + b"\x00",
         "bad-epoch-version": bytes([0x81, 0, 0x80, 0, 0x81, 1, 0x60, 0]),
         "v1-frame": hosts + bytes([0xc5, 0, 1]),
+        # Version 3: peer 0 (10.0.0.0/8) and 1 (10.0.1.0/24) numbered:
+        # late satisfactions, a duplicate, a gap, a numbered late poll
+        # reply, a new session of the same run.
+        "late-seq":
+            hello3(0, 0, 0x55) + hello3(1, 1, 0x56) + acks(0, 6)
+            + acks(1, 6) + sat_seq(0, 1, k24, 6, 1, True)
+            + reply(1, 2, 0) + sat_seq(0, 1, k24, 6, 1, True)
+            + sat_seq(0, 1, k24, 5, 4, True) + time(120)
+            + sat_seq(1, 1, k24, 6, 1, False)
+            + bytes([0x83, 0, 0, 0x62, 3, 0]) + time(2)
+            + hello3(0, 0, 0x55) + sat_seq(0, 1, k24, 6, 4, True)
+            + time(120),
     }
     for name, p in sorted(progs.items()):
         write(out, "tem-host", name, p)
