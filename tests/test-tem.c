@@ -996,6 +996,56 @@ START_TEST(test_late_reports)
 }
 END_TEST
 
+/* The heartbeat telling a host what arrived goes at the end of its batch:
+ * with the batch full (TPROTO_MAX_BATCH messages, here PollBatches of as
+ * many epochs), the batch goes first and the heartbeat in a frame of its
+ * own, never in a frame the host would refuse as too long (capture_send()
+ * decodes every frame). */
+START_TEST(test_received_full_batch)
+{
+    fx_hello_version = TPROTO_VERSION_CONFIRM;
+    hello_run("a", "10.1.0.0/24", 7);
+    hello_run("b", "10.1.1.0/24", 8);
+    uint32_t id = add_event("svc", "filter=ip predicate=sum(volume) > 90 "
+                            "group=nw_dst");
+    ack_installs("a");
+    ack_installs("b");
+    fx_clear_sent();
+
+    /* a's report 1 (an unknown event: taken, nothing to decide), then b's
+     * satisfactions of TPROTO_MAX_BATCH epochs, each polling a, all before
+     * one flush. */
+    struct tproto_batch b;
+    struct tpm_key k = group_key("10.1.1.7");
+    uint8_t *data;
+    size_t len;
+    tproto_batch_init(&b);
+    tproto_add_satisfaction(&b, 999, 1, &k, 1, 0, 1, 0);
+    tproto_set_seq(&b, 1, false);
+    len = tproto_batch_encode(&b, 0, &data);
+    tem_core_input(fx.core, "p-a", 3, data, len);
+    free(data);
+    tproto_batch_clear(&b);
+    for (uint64_t e = 1; e <= TPROTO_MAX_BATCH; e++) {
+        tproto_add_satisfaction(&b, id, e, &k, 50, 0, 1, 0);
+    }
+    len = tproto_batch_encode(&b, 0, &data);
+    tem_core_input(fx.core, "p-b", 3, data, len);
+    free(data);
+    tproto_batch_destroy(&b);
+    tem_core_flush(fx.core);
+
+    ck_assert_uint_eq(count_sent("p-a", TRUMPET__MESSAGE__BODY_POLL_BATCH),
+                      TPROTO_MAX_BATCH);
+    ck_assert_uint_eq(last_received("p-a"), 1);
+    size_t frames = 0;
+    for (size_t i = 0; i < fx.n_sent; i++) {
+        frames += !strcmp(fx.sent[i].peer, "p-a");
+    }
+    ck_assert_uint_eq(frames, 2);
+}
+END_TEST
+
 START_TEST(test_poll_not_yet)
 {
     uint32_t id = sum_event();
@@ -2276,6 +2326,7 @@ main(void)
     tcase_add_test(tc, test_poll_all_reply);
     tcase_add_test(tc, test_poll_not_yet);
     tcase_add_test(tc, test_late_reports);
+    tcase_add_test(tc, test_received_full_batch);
     tcase_add_test(tc, test_poll_batch);
     tcase_add_test(tc, test_poll_mixed_versions);
     tcase_add_test(tc, test_poll_deadline);
