@@ -257,11 +257,17 @@ scenario_rtt() {
     summary="$summary ss rtt $ss ms; delay $delay_ms ms;"
     summary="$summary delay line: $(cat "$TB_DIR/nfq")"
     # The delay line holds each packet at least delay_ms; the 2 ms allow
-    # for its lateness (late_us_max), the veth legs and the PMD's batch
-    # times (a packet's time is its rx batch's).
-    "$TB_PY" -c "import sys; m, lo, s, d = map(float, sys.argv[1:])
-sys.exit(not (lo >= d and d <= m <= d + 2 and abs(m - s) <= 2))" \
-        "$median" "$min" "$ss" "$delay_ms" \
+    # for the veth legs and the PMD's batch times (a packet's time is its
+    # rx batch's).  The kernel's smoothed rtt also averages in the delay
+    # line's own lateness, which it measures (late_us_max): on a loaded
+    # machine that can pass 2 ms, where the monitor's median does not
+    # move.
+    local late_ms
+    late_ms=$(tb_json "$TB_DIR/nfq" "d['late_us_max'] / 1000")
+    "$TB_PY" -c "import sys; m, lo, s, d, late = map(float, sys.argv[1:])
+sys.exit(not (lo >= d and d <= m <= d + 2
+              and abs(m - s) <= 2 + late))" \
+        "$median" "$min" "$ss" "$delay_ms" "$late_ms" \
         || tb_fail "scenario 2: $summary"
     tb_event_del s2-rtt
     tb_check_sweeps "scenario 2"
