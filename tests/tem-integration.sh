@@ -501,7 +501,9 @@ hh_gone() {
 # its flows are matched to it by a backfill that may take another epoch
 # or two: those satisfactions are flagged partial).  ovs1 may be
 # "incomplete" (its PMD did not answer within tpm-poll-timeout: only on
-# a machine so loaded that the PMD stalls) but not in every alert.
+# a machine so loaded that the PMD stalls) but not in every alert; ovs1
+# may be missing in the first or last epochs of a drill-down (epochs over
+# before its PMDs had the trigger, or polled after they removed it).
 # Prints "N FULL FIRST LAST OVS_INCOMPLETE": alerts, alerts of exactly the
 # per-flow volume, first and last epoch, alerts with ovs1 incomplete.
 hh_alerts_summary() {
@@ -511,7 +513,18 @@ n = full = ovs_inc = 0
 first = last = None
 start = {}
 prev = {}
-for line in sys.stdin.read().splitlines():
+lines = sys.stdin.read().splitlines()
+# The last epoch of each run of consecutive epochs of a flow: the end of
+# its drill-down.
+end = {}
+for line in sorted(lines, key=lambda l: -json.loads(l)["epoch"]):
+    a = json.loads(line)
+    flow, e = a["group"].get("tp_src"), a["epoch"]
+    if end.get(flow, (None, None))[1] != e + 1:
+        end[flow] = (e, e)
+    end[(flow, e)] = end[flow][0]
+    end[flow] = (end[flow][0], e)
+for line in lines:
     a = json.loads(line)
     g = a["group"]
     flow = g.get("tp_src")
@@ -533,7 +546,18 @@ for line in sys.stdin.read().splitlines():
     if any(g.get(k) != v for k, v in want.items()) \
        or not sport <= g.get("tp_src", -1) < sport + nflows:
         sys.exit("net_heavy drill-down alert for another flow: " + line)
-    if a["hosts"] != {"replay1": a["value"], "ovs1": 0} or a["missing"] \
+    # ovs1 installs and removes the trigger through its PMDs, not at the
+    # instant replay1 does: an epoch over before ovs1 had it, or polled
+    # after ovs1 removed it, is one ovs1 knows nothing of (it answers
+    # EXPIRED or NO_EVENT: missing, never a 0 it did not measure).
+    ovs_missing = a["missing"] == ["ovs1"]
+    if ovs_missing and a["epoch"] - start[flow] >= 5 \
+       and end[(flow, a["epoch"])] - a["epoch"] >= 5:
+        sys.exit("ovs1 missing inside its drill-down, not at an end: "
+                 + line)
+    hosts = ({"replay1": a["value"]} if ovs_missing
+             else {"replay1": a["value"], "ovs1": 0})
+    if a["hosts"] != hosts or (a["missing"] and not ovs_missing) \
        or not 0 < a["value"] <= y or a["value"] % 1000:
         sys.exit("net_hh alert with wrong values (replay1 sends %d B per "
                  "flow and epoch, ovs1 none): %s" % (y, line))
