@@ -45,7 +45,8 @@ tem/trumpet_tem-tem.$(OBJEXT): $(PROTO_GEN)
 # tem-bench: throughput and latency of a running TEM with simulated hosts
 # (docs/benchmarks.md, section TEM; tem/bench-tem.sh runs the matrix,
 # tem/bench-tem-shards.sh events partitioned over several TEMs,
-# tem/bench-tem-replay.sh the latency with tpm-replay hosts).
+# tem/bench-tem-replay.sh the latency with tpm-replay hosts; both source
+# tem/bench-lib.sh).
 noinst_PROGRAMS += tem/tem-bench
 tem_tem_bench_SOURCES = tem/tem-bench.c
 tem_tem_bench_CFLAGS = $(AM_CFLAGS) $(JSON_C_CFLAGS) $(ZMQ_CFLAGS) \

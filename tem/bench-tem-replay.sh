@@ -54,26 +54,8 @@ if [ "$events" -lt 1 ] || [ "$events" -gt 64 ] || [ "$hosts" -lt 2 ]; then
     exit 2
 fi
 
-tmp=$(mktemp -d)
-pids=
-cleanup() {
-    status=$?
-    for p in $pids; do
-        kill "$p" 2>/dev/null || true
-    done
-    wait 2>/dev/null || true
-    rm -rf "$tmp"
-    exit $status
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-make -C "$build" -s tem/trumpet-tem tem/tem-ctl tpm/tpm-replay
-bin=$tmp/bin
-mkdir "$bin"
-cp "$build/tem/trumpet-tem" "$build/tem/tem-ctl" "$build/tpm/tpm-replay" \
-    "$bin/"
+. "$top/tem/bench-lib.sh"
+bench_setup "$build" tem/trumpet-tem tem/tem-ctl tpm/tpm-replay
 
 # The traces: epochs + 20 of traffic, the first 10 not measured (the
 # sessions settle), the last 10 a margin.
@@ -90,22 +72,13 @@ done
 echo "bench-tem-replay: $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 r=1
 while [ "$r" -le "$runs" ]; do
-    rm -f "$tmp/events.json" "$tmp/alerts.json"
-    "$bin/trumpet-tem" --insecure-plaintext --listen="ipc://$tmp/hosts" \
-        --pub='tcp://127.0.0.1:*' --ctl="ipc://$tmp/ctl" \
-        --state-file="$tmp/events.json" --alert-file="$tmp/alerts.json" \
-        --no-alerts-stdout 2>"$tmp/tem.log" &
-    tem_pid=$!
+    rm -f "$tmp/events.r.json" "$tmp/alerts.json"
+    bench_start_tem r --listen="ipc://$tmp/hosts" \
+        --pub='tcp://127.0.0.1:*' --alert-file="$tmp/alerts.json"
     pids=$tem_pid
-    tries=0
-    until "$bin/tem-ctl" --ctl="ipc://$tmp/ctl" --timeout=200ms status \
-            >/dev/null 2>&1; do
-        tries=$((tries + 1))
-        [ $tries -lt 50 ] || { tail -n 5 "$tmp/tem.log" >&2; exit 1; }
-    done
     e=0
     while [ $e -lt "$events" ]; do
-        "$bin/tem-ctl" --ctl="ipc://$tmp/ctl" event-add "lat$e" \
+        "$bin/tem-ctl" --ctl="ipc://$tmp/ctl.r" event-add "lat$e" \
             "filter=udp,nw_dst=10.99.0.2 interval=10ms group=nw_dst" \
             "predicate=sum(volume) > $((hosts * 5000))" across=sum \
             >/dev/null

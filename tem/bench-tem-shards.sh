@@ -55,49 +55,17 @@ for arg; do
 done
 case $build in /*) ;; *) build=$top/$build ;; esac
 
-tmp=$(mktemp -d)
-pids=
-cleanup() {
-    status=$?
-    for p in $pids; do
-        kill "$p" 2>/dev/null || true
-    done
-    wait 2>/dev/null || true
-    rm -rf "$tmp"
-    exit $status
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-make -C "$build" -s tem/trumpet-tem tem/tem-ctl tem/tem-bench
-bin=$tmp/bin
-mkdir "$bin"
-for p in trumpet-tem tem-ctl tem-bench; do
-    cp "$build/tem/$p" "$bin/"
-done
+. "$top/tem/bench-lib.sh"
+bench_setup "$build" tem/trumpet-tem tem/tem-ctl tem/tem-bench
 out=$tmp/results.json
 : >"$out"
 echo "bench-tem-shards: $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # start_tem I: TEM number I, control socket ipc://$tmp/ctl.I.
 start_tem() {
-    "$bin/trumpet-tem" --insecure-plaintext --max-hosts=$((hosts + 16)) \
-        --listen='tcp://127.0.0.1:*' --pub='tcp://127.0.0.1:*' \
-        --ctl="ipc://$tmp/ctl.$1" --state-file="$tmp/events.$1.json" \
-        --no-alerts-stdout 2>>"$tmp/tem.$1.log" &
-    eval "tem_pid_$1=$!"
-    pids="$pids $!"
-    tries=0
-    until "$bin/tem-ctl" --ctl="ipc://$tmp/ctl.$1" --timeout=200ms status \
-            >/dev/null 2>&1; do
-        tries=$((tries + 1))
-        if [ $tries -ge 50 ]; then
-            echo "bench-tem-shards: TEM $1 did not start:" >&2
-            tail -5 "$tmp/tem.$1.log" >&2
-            exit 1
-        fi
-    done
+    bench_start_tem "$1" --max-hosts=$((hosts + 16)) \
+        --listen='tcp://127.0.0.1:*' --pub='tcp://127.0.0.1:*'
+    eval "tem_pid_$1=$tem_pid"
 }
 
 r=1
