@@ -16,11 +16,16 @@
 #define TPM_JSON_NUMBER_H 1
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #define TPM_JSON_NUMBER_LEN 32
 
 /* True if 'v' is written as a JSON integer. */
 bool tpm_json_number_is_int(double v);
+
+/* Writes the integer 'v' into 'buf' and returns its length. */
+size_t tpm_json_int(int64_t v, char buf[TPM_JSON_NUMBER_LEN]);
 
 /* Writes 'v' into 'buf' and returns 'buf'. */
 const char *tpm_json_number(double v, char buf[TPM_JSON_NUMBER_LEN]);

@@ -83,16 +83,8 @@ sbuf_quoted(struct sbuf *b, const char *s)
 static void
 sbuf_int(struct sbuf *b, int64_t v)
 {
-    char buf[24], *p = buf + sizeof buf;
-    uint64_t u = v < 0 ? -(uint64_t) v : (uint64_t) v;
-    do {
-        *--p = '0' + u % 10;
-        u /= 10;
-    } while (u);
-    if (v < 0) {
-        *--p = '-';
-    }
-    sbuf_put(b, p, buf + sizeof buf - p);
+    char buf[TPM_JSON_NUMBER_LEN];
+    sbuf_put(b, buf, tpm_json_int(v, buf));
 }
 
 /* Appends 'v' by the one JSON number rule (tpm_json_number()). */

@@ -1761,6 +1761,14 @@ START_TEST(test_json_number)
             }
         }
     }
+    /* Integers of the whole int64 range, as the TEM's alerts write them. */
+    static const int64_t ints[] = { 0, -1, 7, INT64_MAX, INT64_MIN,
+                                    -9007199254740993LL };
+    for (size_t i = 0; i < ARRAY_SIZE(ints); i++) {
+        snprintf(want, sizeof want, "%lld", (long long) ints[i]);
+        ck_assert_uint_eq(tpm_json_int(ints[i], buf), strlen(want));
+        ck_assert_str_eq(buf, want);
+    }
     ck_assert_str_eq(tpm_json_number(NAN, buf), "null");
     ck_assert_str_eq(tpm_json_number(INFINITY, buf), "null");
     ck_assert_str_eq(tpm_json_number(-INFINITY, buf), "null");
