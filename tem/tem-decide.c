@@ -179,10 +179,7 @@ pollq_add(struct tem_core *core, struct tem_host *h,
     }
     if (!q->n) {
         q->epoch = d->key.epoch;
-        if (!h->dirty) {        /* So that tem_core_flush() sends it. */
-            h->dirty = true;
-            core->dirty[core->n_dirty++] = h;
-        }
+        host_dirty(core, h);    /* So that tem_core_flush() sends it. */
     }
     q->ids[q->n] = d->key.event;
     q->keys_len += tproto_key_record_put(q->keys + q->keys_len,
