@@ -25,9 +25,14 @@
 #                      19 (in a VM, a wakeup on an idle vCPU costs tens of
 #                      microseconds; spinners take ~1.5% of a CPU from a
 #                      nice-0 thread)
-#   --profile          run 1 of each throughput configuration: perf record
-#                      of the TEM during the measurement; prints the
-#                      split of its samples by library and the top symbols
+#   --profile          run 1 of each configuration: perf record of the TEM
+#                      during the measurement (throughput: the measured
+#                      seconds; latency: from 1.2 s after the start, 80%
+#                      of the epochs, give it --epochs=300 or more);
+#                      prints the split of its
+#                      samples by library and the top symbols, and for
+#                      latency the top functions with what they call
+#                      (DWARF call graphs: the build has no frame pointers)
 #   --results=FILE     also keep every run's JSON line in FILE
 #   --keep             keep the temporary directory (logs)
 #   Other options are passed to every tem-bench run (e.g. --batch=64).
@@ -173,6 +178,15 @@ bench() {
         (sleep 1.2; exec perf record -q -g -p $tem_pid -o "$tmp/perf.data" \
             -- sleep 1.5) >/dev/null 2>&1 &
         perf_pid=$!
+    elif [ $profile = yes ] && [ "$run" = 1 ]; then
+        # Latency: the events are installed in the first second; the
+        # profile then covers 80% of the epochs' time (10 ms each), not
+        # the deletion of the events at the end.
+        span=$(awk "BEGIN { print $epochs * 0.008 }")
+        (sleep 1.2; exec perf record -q -F 2000 --call-graph=dwarf,16384 \
+            -p $tem_pid -o "$tmp/perf.data" -- sleep "$span") \
+            >/dev/null 2>&1 &
+        perf_pid=$!
     fi
     if ! line=$($bench_cpu "$bin/tem-bench" --ctl="$ctl" --tem-pid=$tem_pid \
                 --json "$@" $extra 2>>"$tmp/bench.log"); then
@@ -189,6 +203,12 @@ bench() {
             >>"$tmp/profile.txt"
         perf report -i "$tmp/perf.data" --no-children -g none --sort sym \
             2>/dev/null | grep '%' | head -15 >>"$tmp/profile.txt"
+        if [ "$1" != --mode=throughput ]; then
+            echo "-- with what they call (user space):" >>"$tmp/profile.txt"
+            perf report -i "$tmp/perf.data" --children -g none --sort sym \
+                2>/dev/null | grep '%' | grep -v '\[k\]' \
+                | grep -v ' 0x0000' | head -30 >>"$tmp/profile.txt"
+        fi
     fi
     stop_tem
     echo "$line" | sed "s/}\$/,\"run\":$run,\"load1\":$(cut -d' ' -f1 \
