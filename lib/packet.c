@@ -462,9 +462,37 @@ tpm_key_hash_impl(void)
     return tpm_key_hash_hw ? "crc32c-sse4.2" : "portable";
 }
 
+/* Writes 'v' in decimal at 'p' (no NUL); returns the end. */
+static char *
+put_uint__(char *p, unsigned int v)
+{
+    char tmp[10], *t = tmp + sizeof tmp;
+    do {
+        *--t = '0' + v % 10;
+        v /= 10;
+    } while (v);
+    size_t n = tmp + sizeof tmp - t;
+    memcpy(p, t, n);
+    return p + n;
+}
+
 char *
 tpm_addr_format(const uint32_t words[4], int ipver, char *buf, int size)
 {
+    if (ipver != 6 && size >= INET_ADDRSTRLEN) {
+        /* IPv4 by hand: inet_ntop() formats it with sprintf(), and the TEM
+         * writes an address into every alert. */
+        const uint8_t *b = (const uint8_t *) words;
+        char *p = buf;
+        for (int i = 0; i < 4; i++) {
+            if (i) {
+                *p++ = '.';
+            }
+            p = put_uint__(p, b[i]);
+        }
+        *p = '\0';
+        return buf;
+    }
     if (!inet_ntop(ipver == 6 ? AF_INET6 : AF_INET, words, buf, size)) {
         snprintf(buf, size, "?");
     }
@@ -517,15 +545,15 @@ addr_field__(struct tpm_key_field *f, const char *name, const uint32_t *mask,
 {
     int full = ipver == 6 ? 128 : 32;
     int len = tpm_mask_prefix_len(mask, ipver == 6 ? 4 : 1);
-    char a[INET6_ADDRSTRLEN];
 
-    tpm_addr_format(addr, ipver, a, sizeof a);
     f->name = name;
     f->is_int = false;
+    /* "addr" or "addr/len" (at most 45 + 4 bytes: 'str_value' has 64). */
+    tpm_addr_format(addr, ipver, f->str_value, sizeof f->str_value);
     if (len != full) {
-        snprintf(f->str_value, sizeof f->str_value, "%s/%d", a, len);
-    } else {
-        snprintf(f->str_value, sizeof f->str_value, "%s", a);
+        char *p = f->str_value + strlen(f->str_value);
+        *p++ = '/';
+        *put_uint__(p, len) = '\0';
     }
 }
 

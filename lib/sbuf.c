@@ -6,28 +6,12 @@
 
 #include "util.h"
 
+/* sbuf_reserve()'s slow path. */
 void
-sbuf_reserve(struct sbuf *b, size_t n)
+sbuf_grow__(struct sbuf *b, size_t n)
 {
-    if (b->len + n + 1 > b->cap) {
-        b->cap = MAX(MAX(2 * b->cap, b->len + n + 1), 256);
-        b->s = xrealloc(b->s, b->cap);
-    }
-}
-
-void
-sbuf_put(struct sbuf *b, const char *s, size_t n)
-{
-    sbuf_reserve(b, n);
-    memcpy(b->s + b->len, s, n);
-    b->len += n;
-    b->s[b->len] = '\0';
-}
-
-void
-sbuf_str(struct sbuf *b, const char *s)
-{
-    sbuf_put(b, s, strlen(s));
+    b->cap = MAX(MAX(2 * b->cap, b->len + n + 1), 256);
+    b->s = xrealloc(b->s, b->cap);
 }
 
 void

@@ -26,7 +26,6 @@
 #include "tem-core-private.h"
 
 #include <inttypes.h>
-#include <malloc.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -80,19 +79,22 @@ sbuf_quoted(struct sbuf *b, const char *s)
     sbuf_put(b, "\"", 1);
 }
 
+/* Numbers are written in place (an alert has one per host). */
 static void
 sbuf_int(struct sbuf *b, int64_t v)
 {
-    char buf[TPM_JSON_NUMBER_LEN];
-    sbuf_put(b, buf, tpm_json_int(v, buf));
+    sbuf_reserve(b, TPM_JSON_NUMBER_LEN);
+    b->len += tpm_json_int(v, b->s + b->len);
 }
 
 /* Appends 'v' by the one JSON number rule (tpm_json_number()). */
 static void
 sbuf_number(struct sbuf *b, double v)
 {
-    char buf[TPM_JSON_NUMBER_LEN];
-    sbuf_str(b, tpm_json_number(v, buf));
+    sbuf_reserve(b, TPM_JSON_NUMBER_LEN);
+    char *p = b->s + b->len;
+    b->len += (tpm_json_number_is_int(v) ? tpm_json_int(v, p)
+               : strlen(tpm_json_number(v, p)));
 }
 
 /* Appends '"key":'. */
@@ -162,17 +164,14 @@ part_incomplete(const struct tem_event *e, const struct tem_part *p)
     return p->up.state == TPM_PART_VALUE && (p->up.flags & PART_INCOMPLETE);
 }
 
-/* Copies 'len' bytes of 's' into ring slot '*slot' (reusing its
- * memory). */
+/* Copies 'len' bytes of 's' into ring slot 'slot'.  Alerts of one event
+ * are about the same length: the slot's buffer is reused while it is
+ * large enough (no realloc per alert). */
 static void
-ring_put(char **slot, const char *s, size_t len)
+ring_put(struct sbuf *slot, const char *s, size_t len)
 {
-    /* Alerts of one event are about the same length: the slot's buffer is
-     * reused while it is large enough (no realloc per alert). */
-    if (!*slot || malloc_usable_size(*slot) < len + 1) {
-        *slot = xrealloc(*slot, len + 1);
-    }
-    memcpy(*slot, s, len + 1);
+    sbuf_clear(slot);
+    sbuf_put(slot, s, len);
 }
 
 static void

@@ -237,7 +237,7 @@ struct tem_event {
     uint64_t drill_next;        /* Earliest active 'drill_until'. */
     uint64_t next_rebalance_ns;
 
-    char **recent;              /* Ring of 'recent_alerts' JSON lines. */
+    struct sbuf *recent;        /* Ring of 'recent_alerts' JSON lines. */
     size_t n_recent, recent_next;
 
     struct tem_event_stats stats;
@@ -306,7 +306,7 @@ struct tem_core {
     size_t rp_head, rp_count, rp_cap;
 
     /* Alerts. */
-    char **history;             /* Ring of 'alert_history' JSON lines. */
+    struct sbuf *history;       /* Ring of 'alert_history' JSON lines. */
     char (*history_event)[TPROTO_MAX_ID + 1];   /* Event names. */
     struct sbuf alert_buf;      /* The alert being built, reused from one
                                  * alert to the next (tem-alert.c). */

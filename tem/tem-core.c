@@ -164,7 +164,7 @@ tem_core_destroy(struct tem_core *core)
     }
     tpm_decisions_destroy(core->decisions);
     for (size_t i = 0; i < core->cfg.alert_history; i++) {
-        free(core->history[i]);
+        sbuf_destroy(&core->history[i]);
     }
     free(core->alert_buf.s);
     free(core->history);

@@ -513,7 +513,7 @@ event_free(struct tem_event *e)
         free(e->members[i].reason);
     }
     for (size_t i = 0; e->recent && i < e->n_recent; i++) {
-        free(e->recent[i]);
+        sbuf_destroy(&e->recent[i]);
     }
     free(e->recent);
     free(e->members);

@@ -190,7 +190,7 @@ tem_core_event_show_json(const struct tem_core *core, const char *name,
     size_t cap = core->cfg.recent_alerts;
     for (size_t i = 0; i < e->n_recent; i++) {
         size_t k = (e->recent_next + cap - e->n_recent + i) % cap;
-        json_object_array_add(recent, json_tokener_parse(e->recent[k]));
+        json_object_array_add(recent, json_tokener_parse(e->recent[k].s));
     }
     json_object_object_add(o, "recent_alerts", recent);
     return o;
@@ -394,7 +394,7 @@ tem_core_alerts_json(const struct tem_core *core, const char *event,
     }
     while (n_picked) {
         json_object_array_add(a, json_tokener_parse(
-                                  core->history[picked[--n_picked]]));
+                                  core->history[picked[--n_picked]].s));
     }
     free(picked);
 

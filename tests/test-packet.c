@@ -8,6 +8,7 @@
  * frame from a malloc()'d buffer of exactly that size, so that valgrind
  * reports any read beyond 'caplen'.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <math.h>
 #include <stdbool.h>
@@ -1931,6 +1932,56 @@ START_TEST(test_key_format)
 }
 END_TEST
 
+/* IPv4 addresses are formatted by hand: against inet_ntop() for the
+ * corner values and 100,000 random ones, alone and as key fields with
+ * every prefix length (against snprintf()). */
+START_TEST(test_addr_format_v4)
+{
+    static const uint32_t corners[] = {
+        0, 0xffffffff, 0x0a000001, 0x7f000001, 0x01020304, 0x09090909,
+        0x0a0a0a0a, 0x63636363, 0x64646464, 0xc0a80001, 0x000000ff,
+    };
+    uint64_t seed = 0x9e3779b97f4a7c15ULL;
+    char got[INET6_ADDRSTRLEN], want[INET6_ADDRSTRLEN];
+
+    for (size_t i = 0; i < 100000 + ARRAY_SIZE(corners); i++) {
+        uint32_t w[4] = { 0, 0, 0, 0 };
+        if (i < ARRAY_SIZE(corners)) {
+            w[0] = htonl(corners[i]);
+        } else {
+            seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+            w[0] = seed >> 32;
+        }
+        ck_assert_ptr_eq(tpm_addr_format(w, 4, got, sizeof got), got);
+        ck_assert_ptr_nonnull(inet_ntop(AF_INET, w, want, sizeof want));
+        ck_assert_str_eq(got, want);
+
+        int plen = i % 33;
+        struct tpm_key mask = { .ipver = 4 }, key = { .ipver = 4 };
+        mask.dst[0] = htonl(plen ? 0xffffffffu << (32 - plen) : 0);
+        if (!plen) {
+            mask.src[0] = htonl(0xffffffffu);   /* Some field to show. */
+        }
+        key.src[0] = key.dst[0] = w[0];
+        struct tpm_key_field f[5];
+        ck_assert_int_eq(tpm_key_fields(&mask, &key, f), 1);
+        char ref[64];
+        if (plen == 0 || plen == 32) {
+            snprintf(ref, sizeof ref, "%s", want);
+        } else {
+            snprintf(ref, sizeof ref, "%s/%d", want, plen);
+        }
+        ck_assert_str_eq(f[0].str_value, ref);
+    }
+
+    /* Too small a buffer: "?" as before (inet_ntop()'s ENOSPC). */
+    uint32_t w[4] = { htonl(0xc0a80001), 0, 0, 0 };
+    char small[8];
+    tpm_addr_format(w, 4, small, sizeof small);
+    ck_assert_str_eq(small, "?");
+}
+END_TEST
+
 static Suite *
 packet_suite(void)
 {
@@ -1965,6 +2016,7 @@ packet_suite(void)
     tcase_add_test(th, test_hash_uniform);
     tcase_add_test(th, test_hash_structured_keys);
     tcase_add_test(th, test_key_format);
+    tcase_add_test(th, test_addr_format_v4);
     tcase_add_test(th, test_frame_build);
     suite_add_tcase(s, th);
     return s;
