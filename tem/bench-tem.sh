@@ -33,6 +33,11 @@
 #                      samples by library and the top symbols, and for
 #                      latency the top functions with what they call
 #                      (DWARF call graphs: the build has no frame pointers)
+#   --compare=DIR      A/B: also run every configuration with the TEM of
+#                      build DIR ("B"), right after the same run with
+#                      --build's ("A"), so that both see the same load;
+#                      tem-bench and tem-ctl are --build's for both; the
+#                      tables get a row per build and the ratios B / A
 #   --results=FILE     also keep every run's JSON line in FILE
 #   --keep             keep the temporary directory (logs)
 #   Other options are passed to every tem-bench run (e.g. --batch=64).
@@ -52,6 +57,7 @@ pin=no
 spin=no
 spinners=
 profile=no
+compare=
 results=
 keep=no
 extra=
@@ -70,6 +76,7 @@ for arg; do
     --pin) pin=yes ;;
     --spin) spin=yes ;;
     --profile) profile=yes ;;
+    --compare=*) compare=${arg#*=} ;;
     --results=*) results=${arg#*=} ;;
     --keep) keep=yes ;;
     -h|--help) sed -n '2,/^set -eu/p' "$0" | sed '$d; s/^# \{0,1\}//'
@@ -119,6 +126,14 @@ mkdir "$bin"
 for p in trumpet-tem tem-ctl tem-bench; do
     cp "$build/tem/$p" "$bin/"
 done
+# The TEM of each run: --build's ("A"), or --compare's ("B").
+tem_bin=$bin
+label=A
+if [ -n "$compare" ]; then
+    make -C "$compare" -s tem/trumpet-tem
+    mkdir "$tmp/bin-b"
+    cp "$compare/tem/trumpet-tem" "$tmp/bin-b/"
+fi
 tem_cpu=
 bench_cpu=
 if [ $pin = yes ]; then
@@ -143,7 +158,7 @@ start_tem() {
     rm -f "$tmp/events.json"
     # Plaintext: tem-bench's simulated hosts have no keys (the benchmark
     # measures the TEM's logic, not CURVE).
-    $tem_cpu "$bin/trumpet-tem" --insecure-plaintext \
+    $tem_cpu "$tem_bin/trumpet-tem" --insecure-plaintext \
         --listen='tcp://127.0.0.1:*' --pub='tcp://127.0.0.1:*' --ctl="$ctl" \
         --state-file="$tmp/events.json" --no-alerts-stdout \
         2>>"$tmp/tem.log" &
@@ -166,9 +181,9 @@ stop_tem() {
     tem_pid=
 }
 
-# Runs tem-bench against a fresh TEM; appends its JSON line to $out with
-# the run number and the load average.
-bench() {
+# Runs tem-bench against a fresh TEM ($tem_bin's); appends its JSON line
+# to $out with the run number, the build's label and the load average.
+bench_one() {
     run=$1
     shift
     start_tem
@@ -211,8 +226,20 @@ bench() {
         fi
     fi
     stop_tem
-    echo "$line" | sed "s/}\$/,\"run\":$run,\"load1\":$(cut -d' ' -f1 \
+    tag="\"run\":$run,\"build\":\"$label\""
+    echo "$line" | sed "s/}\$/,$tag,\"load1\":$(cut -d' ' -f1 \
         /proc/loadavg)}/" >>"$out"
+}
+
+# Runs one configuration with build A's TEM and, with --compare, at once
+# with build B's (never profiled).
+bench() {
+    bench_one "$@"
+    if [ -n "$compare" ]; then
+        tem_bin=$tmp/bin-b label=B profile_b=$profile profile=no
+        bench_one "$@"
+        tem_bin=$bin label=A profile=$profile_b
+    fi
 }
 
 r=1
@@ -252,55 +279,72 @@ python3 - "$out" <<'EOF'
 import json, statistics, sys
 
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+builds = sorted(set(r.get("build", "A") for r in rows if r["mode"] != "rtt"))
 def med(rs, k):
     return statistics.median(r[k] for r in rs)
 def groups(mode, key):
     g = {}
     for r in rows:
         if r["mode"] == mode:
-            g.setdefault(key(r), []).append(r)
+            g.setdefault(key(r) + (r.get("build", "A"),), []).append(r)
     return g
+def build_col(b):
+    return " " + b if len(builds) > 1 else ""
+def ratios(g, fields):
+    """With --compare: B / A of each configuration's medians."""
+    if len(builds) < 2:
+        return
+    print("B / A:")
+    for k in sorted(set(k[:-1] for k in g)):
+        a, b = g.get(k + ("A",)), g.get(k + ("B",))
+        if a and b:
+            print("  %-16s %s" % (" ".join(str(x) for x in k), "  ".join(
+                "%s %.2fx" % (f, med(b, f) / med(a, f)) if med(a, f)
+                else "%s -" % f for f in fields)))
 
 g = groups("throughput", lambda r: (r["scenario"], r["hosts"]))
 if g:
     print("\nThroughput (medians of %d runs; M = millions; CPU = the TEM's "
           "threads, main = its main thread)" % max(len(v) for v in g.values()))
-    print("%-10s %5s %9s %9s %9s %9s %9s %8s %6s %6s %6s" % (
+    print("%-10s %5s %9s %9s %9s %9s %9s %8s %6s %6s %6s%s" % (
         "scenario", "hosts", "sat/CPU-s", "sat/main", "sat/s", "dec/s",
-        "msg/CPU-s", "msg/s", "TEMcpu", "other", "errors"))
-    for (s, n), rs in g.items():
+        "msg/CPU-s", "msg/s", "TEMcpu", "other", "errors",
+        " build" if len(builds) > 1 else ""))
+    for (s, n, b), rs in g.items():
         print("%-10s %5d %8.3fM %8.3fM %8.3fM %8.3fM %8.3fM %7.3fM %6.2f "
-              "%6.2f %6d" % (
+              "%6.2f %6d%s" % (
             s, n, med(rs, "sat_per_cpu_s") / 1e6,
             med(rs, "sat_per_main_cpu_s") / 1e6, med(rs, "sat_per_s") / 1e6,
             med(rs, "decisions_per_s") / 1e6,
             med(rs, "msgs_per_cpu_s") / 1e6, med(rs, "msgs_per_s") / 1e6,
             med(rs, "tem_cpu_util"), med(rs, "other_cpu_util"),
-            sum(r["errors"] for r in rs)))
+            sum(r["errors"] for r in rs), build_col(b)))
+    ratios(g, ["sat_per_cpu_s", "sat_per_main_cpu_s"])
 
-g = groups("latency", lambda r: r["hosts"])
+g = groups("latency", lambda r: (r["hosts"],))
 if g:
     print("\nLatency, %d events satisfied per epoch (us; medians over runs "
           "of each run's figure)" % next(iter(g.values()))[0]["events"])
     print("%5s %8s %6s %6s %6s | %8s %6s | %9s %9s %9s %9s | %8s %8s | "
-          "%5s %5s" % (
+          "%5s %5s%s" % (
         "hosts", "avg", "p50", "p99", "max", "e2e avg", "e2e99",
         "1st poll", "polls", "replies", "to alert", "TEM cpu", "bench",
-        "other", "dl"))
-    for n, rs in sorted(g.items()):
+        "other", "dl", " build" if len(builds) > 1 else ""))
+    for (n, b), rs in sorted(g.items()):
         print("%5d %8.1f %6.0f %6.0f %6.0f | %8.1f %6.0f | %9.1f %9.1f "
-              "%9.1f %9.1f | %8.0f %8.0f | %5.2f %5d" % (
+              "%9.1f %9.1f | %8.0f %8.0f | %5.2f %5d%s" % (
             n, med(rs, "avg_us"), med(rs, "p50_us"), med(rs, "p99_us"),
             med(rs, "max_us"), med(rs, "e2e_avg_us"), med(rs, "e2e_p99_us"),
             med(rs, "to_first_poll_us"), med(rs, "polls_us"),
             med(rs, "replies_us"), med(rs, "to_last_alert_us"),
             med(rs, "tem_cpu_per_epoch_us"),
             med(rs, "bench_cpu_per_epoch_us"), med(rs, "other_cpu_util"),
-            sum(r["deadline"] + r["missing"] for r in rs)))
+            sum(r["deadline"] + r["missing"] for r in rs), build_col(b)))
+    ratios(g, ["avg_us", "p99_us", "tem_cpu_per_epoch_us"])
 
-g = groups("rtt", lambda r: 0)
+g = groups("rtt", lambda r: ())
 if g:
-    rs = g[0]
+    rs = next(iter(g.values()))
     print("\nZeroMQ loopback round trip without the TEM: avg %.1f us, p50 "
           "%.1f, p99 %.1f (medians of %d runs)" % (
           med(rs, "avg_us"), med(rs, "p50_us"), med(rs, "p99_us"), len(rs)))
