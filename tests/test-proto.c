@@ -393,12 +393,6 @@ make_configure(struct tproto_batch *b)
 }
 
 static void
-make_ack(struct tproto_batch *b)
-{
-    tproto_add_ack(b, 1, 2);
-}
-
-static void
 make_nack(struct tproto_batch *b)
 {
     tproto_add_nack(b, 1, 2, "bad");
