@@ -475,3 +475,96 @@ tb_two_pmds() {
     tb_wait_for 30 tb_ping_once \
         || tb_fail "two PMDs: no ping from $TB_IP1 to $TB_IP2 within 30 s"
 }
+
+# --- Test beds of another shape ------------------------------------------
+# A test that builds its own topology (tests/ovs-overlay.sh) calls, after
+# tb_init, tb_switch_up instead of tb_up (the daemons in $TB_NSSW, no
+# bridge, no namespaces 1 and 2) and makes its further namespaces with
+# tb_netns; it installs tb_down_all as its EXIT trap, which removes those
+# namespaces too:
+#   tb_init; trap tb_down_all EXIT; tb_switch_up; tb_netns ...
+
+# Namespaces made by tb_netns, deleted by tb_down_all.
+TB_EXTRA_NS=()
+
+# tb_netns NAME: creates namespace NAME with its loopback up; tb_down_all
+# deletes it.
+tb_netns() {
+    ip netns add "$1"
+    TB_EXTRA_NS+=("$1")
+    ip -n "$1" link set lo up
+}
+
+# tb_down_all: the EXIT trap of a test that uses tb_netns: stops the
+# background processes and the daemons, deletes the namespaces of
+# tb_netns, then tb_down (which keeps the exit status).
+tb_down_all() {
+    local rc=$? pid ns all
+    set +eE
+    trap - EXIT INT TERM ERR
+    for pid in "${TB_BG_PIDS[@]}"; do
+        kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+    done
+    TB_BG_PIDS=()
+    if [ -n "$TB_DIR" ]; then
+        tb_stop_daemon ovs-vswitchd exit --cleanup
+        tb_stop_daemon ovsdb-server exit
+    fi
+    all=$(ip netns list 2>/dev/null)
+    for ns in "${TB_EXTRA_NS[@]}"; do
+        if grep -qw "^$ns" <<<"$all"; then
+            ip netns del "$ns" || tb_log "warning: cannot delete netns $ns"
+        fi
+    done
+    TB_EXTRA_NS=()
+    (exit "$rc")
+    tb_down
+}
+
+# tb_switch_up: starts ovsdb-server and ovs-vswitchd (DPDK, settings as
+# tb_up's) in a new namespace $TB_NSSW whose devices get no IPv6 unless
+# the caller enables it on one (net.ipv6.conf.DEV.disable_ipv6=0); no
+# bridge.  Returns when ovs-vswitchd answers.
+tb_switch_up() {
+    local d=$TB_DIR
+    "$OVS_BIN_TOOL" create "$d/conf.db" "$OVS_BIN_SCHEMA"
+    "$OVS_BIN_SERVER" -vconsole:off --remote="punix:$d/db.sock" \
+        --pidfile="$d/ovsdb-server.pid" --detach --no-chdir \
+        --log-file="$d/ovsdb.log" "$d/conf.db"
+    tb_vsctl --no-wait init
+    tb_dpdk_memory
+    tb_vsctl --no-wait set Open_vSwitch . other_config:dpdk-init=true \
+        "${TB_DPDK_CONFIG[@]}" other_config:pmd-cpu-mask=0x2 \
+        other_config:tpm-epoch=10ms other_config:tpm-report-log=100000 \
+        "${TB_OTHER_CONFIG[@]}"
+    ip netns add "$TB_NSSW"
+    ip -n "$TB_NSSW" link set lo up
+    ip netns exec "$TB_NSSW" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 \
+        net.ipv6.conf.default.disable_ipv6=1
+    ip netns exec "$TB_NSSW" "$OVS_BIN_VSWITCHD" -vconsole:off "$TB_DB" \
+        --pidfile="$d/ovs-vswitchd.pid" --detach --no-chdir \
+        --log-file="$d/vswitchd.log"
+    TB_CTL=$d/ovs-vswitchd.$(cat "$d/ovs-vswitchd.pid").ctl
+    TB_UP=true
+    tb_wait_for 30 tb_appctl version >/dev/null \
+        || tb_fail "ovs-vswitchd does not answer"
+}
+
+# tb_port_ok PORT...: fails the test if an Interface has an error.
+tb_port_ok() {
+    local p err
+    for p in "$@"; do
+        err=$(tb_vsctl get Interface "$p" error) \
+            || tb_fail "ovs-vsctl get Interface $p error failed"
+        case $err in
+        '[]'|'') ;;
+        *) tb_fail "port $p: $err" ;;
+        esac
+    done
+}
+
+# tb_ofctl ARGS...: ovs-ofctl to a bridge of the switch (its management
+# socket in OVS_RUNDIR).
+tb_ofctl() {
+    "$top_builddir/ovs/utilities/ovs-ofctl" "$@"
+}

@@ -1,0 +1,209 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Ground truth of an overlay test: tenants' UDP flows counted in captures.
+
+Used by tests/ovs-overlay.sh, independently of the monitor: its own pcap
+reader (standard library only, no libtpm code).
+
+    overlay-truth.py --vm-addr ADDR [--vm-addr ...] \
+        --cap TENANT:TUN_ID:END:FILE [--cap ...] \
+        [--sent TENANT:FILE ...] --out TRUTH.json
+
+Each --cap is a classic pcap file (Ethernet link type) taken at one END of
+one tenant's overlay: "vm", the VM's interface on the switch (the inner
+frames as the VM sends and receives them), or "remote", the remote
+tenant's tunnel device (the inner frames as the remote end encapsulates
+and decapsulates them).  Every tenant needs both.  The IPv4 and IPv6 UDP
+datagrams of each capture are counted per 5-tuple: packets, bytes (the
+captured frame's length on the wire: the whole inner Ethernet frame) and
+payload (UDP length - 8).  A datagram whose source is a --vm-addr goes
+from the VM to the remote end ("vm_tx", encapsulated by the switch), any
+other from the remote end to the VM ("vm_rx", decapsulated by it).
+
+Checks (each failure is a line on stderr, and exit status 1):
+  * both ends of each tenant saw every 5-tuple with the same packets,
+    bytes and payload (the test bed loses nothing, and the tunnel hands
+    frames over unchanged);
+  * with --sent (overlay-send.py's output, run in that tenant's
+    namespace, either end), every flow sent was seen at both ends with
+    the packets and payload the sender sent, and the sender had no
+    errors;
+  * no datagram is truncated or has a UDP length that disagrees with its
+    IP length.
+
+Writes TRUTH.json: {"flows": [{"tenant", "tun_id", "dir", "ipver", "src",
+"dst", "sport", "dport", "proto", "packets", "bytes", "payload"}, ...]}
+(addresses in their compressed text form), and prints the table on
+stdout.
+"""
+import argparse
+import ipaddress
+import json
+import struct
+import sys
+
+LINKTYPE_ETHERNET = 1
+
+
+def frames(path):
+    """Yields (wire length, captured bytes) of each record of 'path'."""
+    with open(path, "rb") as f:
+        head = f.read(24)
+        if len(head) < 24:
+            raise ValueError("%s: not a pcap file (too short)" % path)
+        magic = head[:4]
+        if magic in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1"):
+            order = "<"
+        elif magic in (b"\xa1\xb2\xc3\xd4", b"\xa1\xb2\x3c\x4d"):
+            order = ">"
+        else:
+            raise ValueError("%s: not a classic pcap file (magic %s)"
+                             % (path, magic.hex()))
+        linktype = struct.unpack(order + "I", head[20:24])[0] & 0xffff
+        if linktype != LINKTYPE_ETHERNET:
+            raise ValueError("%s: link type %d, expected Ethernet"
+                             % (path, linktype))
+        while True:
+            rec = f.read(16)
+            if not rec:
+                return
+            if len(rec) < 16:
+                raise ValueError("%s: truncated record header" % path)
+            _, _, caplen, wirelen = struct.unpack(order + "IIII", rec)
+            data = f.read(caplen)
+            if len(data) < caplen:
+                raise ValueError("%s: truncated record" % path)
+            yield wirelen, data
+
+
+def count(path, errors):
+    """Returns {(ipver, src, dst, sport, dport): [packets, bytes, payload]}
+    for the UDP datagrams of 'path'."""
+    out = {}
+    for wirelen, data in frames(path):
+        off, ethertype = 14, data[12:14]
+        while ethertype in (b"\x81\x00", b"\x88\xa8") and len(data) >= off + 4:
+            ethertype, off = data[off + 2:off + 4], off + 4
+        ip = data[off:]
+        if ethertype == b"\x08\x00" and len(ip) >= 20 and ip[0] >> 4 == 4:
+            ihl = (ip[0] & 0x0f) * 4
+            total = struct.unpack("!H", ip[2:4])[0]
+            frag = struct.unpack("!H", ip[6:8])[0]
+            if ip[9] != 17 or frag & 0x3fff:
+                continue
+            ipver, src, dst = 4, ip[12:16], ip[16:20]
+            l4, iplen = ip[ihl:], total - ihl
+        elif ethertype == b"\x86\xdd" and len(ip) >= 40 and ip[0] >> 4 == 6:
+            if ip[6] != 17:         # No extension headers in these tests.
+                continue
+            ipver, src, dst = 6, ip[8:24], ip[24:40]
+            l4, iplen = ip[40:], struct.unpack("!H", ip[4:6])[0]
+        else:
+            continue
+        if len(l4) < 8:
+            errors.append("%s: truncated UDP datagram" % path)
+            continue
+        sport, dport, ulen = struct.unpack("!HHH", l4[:6])
+        if ulen < 8 or ulen != iplen:
+            errors.append("%s: UDP length %d, IP says %d" % (path, ulen, iplen))
+        key = (ipver, str(ipaddress.ip_address(src)),
+               str(ipaddress.ip_address(dst)), sport, dport)
+        c = out.setdefault(key, [0, 0, 0])
+        c[0] += 1
+        c[1] += wirelen
+        c[2] += max(ulen - 8, 0)
+    return out
+
+
+def tuple_text(ipver, src, dst, sport, dport):
+    if ipver == 6:
+        return "udp6 [%s]:%d > [%s]:%d" % (src, sport, dst, dport)
+    return "udp %s:%d > %s:%d" % (src, sport, dst, dport)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--vm-addr", action="append", required=True)
+    ap.add_argument("--cap", action="append", required=True)
+    ap.add_argument("--sent", action="append", default=[])
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    vm_addrs = {str(ipaddress.ip_address(a)) for a in args.vm_addr}
+
+    errors = []
+    caps = {}                   # tenant -> {"tun_id": V, "vm": {}, ...}
+    for spec in args.cap:
+        tenant, tun_id, end, path = spec.split(":", 3)
+        if end not in ("vm", "remote"):
+            raise ValueError("--cap %r: END is vm or remote" % spec)
+        t = caps.setdefault(tenant, {"tun_id": int(tun_id)})
+        t[end] = count(path, errors)
+
+    flows = []
+    for tenant in sorted(caps):
+        t = caps[tenant]
+        if "vm" not in t or "remote" not in t:
+            raise ValueError("tenant %s: needs a vm and a remote capture"
+                             % tenant)
+        for key in sorted(set(t["vm"]) | set(t["remote"])):
+            vm = t["vm"].get(key)
+            remote = t["remote"].get(key)
+            if vm != remote:
+                errors.append("tenant %s, %s: the VM's end saw %s, the "
+                              "remote end %s (packets, bytes, payload)"
+                              % (tenant, tuple_text(*key), vm, remote))
+            c = vm or remote
+            flows.append({
+                "tenant": tenant, "tun_id": t["tun_id"],
+                "dir": "vm_tx" if key[1] in vm_addrs else "vm_rx",
+                "ipver": key[0], "src": key[1], "dst": key[2],
+                "sport": key[3], "dport": key[4], "proto": 17,
+                "packets": c[0], "bytes": c[1], "payload": c[2]})
+
+    for spec in args.sent:
+        tenant, path = spec.split(":", 1)
+        with open(path) as f:
+            sent = json.load(f)
+        for s in sent["flows"]:
+            src = str(ipaddress.ip_address(s["src"]))
+            dst = str(ipaddress.ip_address(s["dst"]))
+            key = (ipaddress.ip_address(src).version, src, dst, s["sport"],
+                   s["dport"])
+            if s["errors"]:
+                errors.append("tenant %s, %s: %d failed sends"
+                              % (tenant, tuple_text(*key), s["errors"]))
+            for end in ("vm", "remote"):
+                c = caps.get(tenant, {}).get(end, {}).get(key)
+                if c is None or c[0] != s["packets"] \
+                        or c[2] != s["payload"]:
+                    errors.append("tenant %s, %s: sent %d datagrams, %d B "
+                                  "payload; the %s end saw %s"
+                                  % (tenant, tuple_text(*key), s["packets"],
+                                     s["payload"], end,
+                                     "%d, %d B" % (c[0], c[2]) if c
+                                     else "nothing"))
+
+    with open(args.out, "w") as f:
+        json.dump({"flows": flows}, f, sort_keys=True, indent=1)
+        f.write("\n")
+    print("%-6s %-7s %-6s %-46s %7s %8s" % ("tenant", "tun_id", "dir",
+                                             "inner 5-tuple", "packets",
+                                             "bytes"))
+    for r in flows:
+        print("%-6s %-7d %-6s %-46s %7d %8d"
+              % (r["tenant"], r["tun_id"], r["dir"],
+                 tuple_text(r["ipver"], r["src"], r["dst"], r["sport"],
+                            r["dport"]), r["packets"], r["bytes"]))
+    for e in errors[:20]:
+        sys.stderr.write("%s\n" % e)
+    if len(errors) > 20:
+        sys.stderr.write("(%d more errors)\n" % (len(errors) - 20))
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except (OSError, ValueError) as e:
+        sys.stderr.write("overlay-truth.py: %s\n" % e)
+        sys.exit(1)
