@@ -85,6 +85,10 @@ CLEANFILES += tests/ovs-autotests.out
 EXTRA_DIST += tests/ovs-patch.sh tests/ovs-autotests.sh \
 	tests/ovs-integration.sh tests/testbed.sh tests/udp-send.py \
 	tests/pcap-volume.py tests/tpm-reports.py
+# Tenants behind VXLAN and Geneve tunnels (OVS native tunnelling), counted
+# per inner 5-tuple and tunnel id against captures at both tunnel ends.
+EXTRA_DIST += tests/ovs-overlay.sh tests/overlay-send.py \
+	tests/overlay-truth.py tests/overlay-reports.py tests/geneve-peer.py
 
 EXTRA_DIST += tests/test-util.h tests/e2e-replay.sh tests/gen-trace.py tests/bootstrap.sh \
 	tests/replay-check.py tests/replay-sizing.sh \

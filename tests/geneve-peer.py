@@ -119,6 +119,9 @@ def main():
                         frame = os.read(fd, 65535)
                     except BlockingIOError:
                         break
+                    except OSError:         # The TAP was deleted.
+                        del taps[fd]
+                        break
                     vni = taps[fd]
                     head = struct.pack("!BBH", 0, 0, ETH_P_TEB) \
                         + vni.to_bytes(3, "big") + b"\0"

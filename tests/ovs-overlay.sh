@@ -271,9 +271,9 @@ remote_up() {
     tenant_dev "$NS_RTB" "$DEV_B"
 }
 
+# remote_down: the phase's remote tunnel ends go (geneve-peer.py's TAPs
+# with it).
 remote_down() {
-    ip -n "$NS_RTA" link del "$DEV_A" 2>/dev/null || true
-    ip -n "$NS_RTB" link del "$DEV_B" 2>/dev/null || true
     if [ -n "$PEER_PID" ]; then
         tb_bg_stop "$PEER_PID" TERM \
             || tb_fail "$PHASE: geneve-peer.py failed:" \
@@ -281,6 +281,8 @@ remote_down() {
         PEER_PID=
         tb_log "  geneve-peer.py: $(tail -n 1 "$P/geneve-peer.out")"
     fi
+    ip -n "$NS_RTA" link del "$DEV_A" 2>/dev/null || true
+    ip -n "$NS_RTB" link del "$DEV_B" 2>/dev/null || true
 }
 
 # ping_ok NS ADDR: one ping (IPv4 or IPv6) from NS to ADDR answered.
@@ -346,7 +348,7 @@ phase_events() {
 }
 
 tcpdump_listening() {
-    grep -q 'listening on' "$1"
+    grep -qs 'listening on' "$1"
 }
 
 # capture NAME NS IF: tcpdump of IF's UDP in NS to $P/NAME.pcap (in the
