@@ -105,7 +105,8 @@ def count(path, errors):
             continue
         sport, dport, ulen = struct.unpack("!HHH", l4[:6])
         if ulen < 8 or ulen != iplen:
-            errors.append("%s: UDP length %d, IP says %d" % (path, ulen, iplen))
+            errors.append("%s: UDP length %d, IP says %d"
+                          % (path, ulen, iplen))
         key = (ipver, str(ipaddress.ip_address(src)),
                str(ipaddress.ip_address(dst)), sport, dport)
         c = out.setdefault(key, [0, 0, 0])

@@ -371,7 +371,8 @@ flows() {
     for v in 4 6; do
         if [ "$v" = 4 ]; then src=$1 dst=$2; else src=$3 dst=$4; fi
         for k in 0 1; do
-            FLOWS+=(--flow "$src,$(($5 + k)),$dst,$(($6 + k)),$(($7 + k)),$(($8 + 10 * k)),$GAP_US")
+            FLOWS+=(--flow "$src,$(($5 + k)),$dst,$(($6 + k))")
+            FLOWS[-1]+=",$(($7 + k)),$(($8 + 10 * k)),$GAP_US"
         done
     done
 }
