@@ -2,14 +2,17 @@
 # The TEM (controller) and its client: see tem/ and docs/tem.md.
 #
 # tem/libtemcore.la is the TEM's logic without sockets (tem-core.h, one
-# file per job: tem-core the core's life and timers, tem-host sessions,
-# tem-event events and placement, tem-decide decisions, tem-alert alerts
-# and drill-down, tem-view JSON views and metrics; tem-state: the event
-# file), shared by the daemon and tests/test-tem.
+# file per job, top to bottom: tem-core the core's life and timers,
+# tem-host sessions and input, tem-decide decisions, tem-alert alerts and
+# drill-down, tem-event events and placement, tem-out the host table and
+# outgoing batches, tem-log the rate-limited log; tem-view JSON views and
+# metrics; tem-state: the event file), shared by the daemon and
+# tests/test-tem.
 noinst_LTLIBRARIES += tem/libtemcore.la
 tem_libtemcore_la_SOURCES = \
 	tem/tem-core.c tem/tem-core.h tem/tem-core-private.h \
-	tem/tem-host.c tem/tem-event.c tem/tem-decide.c tem/tem-alert.c \
+	tem/tem-host.c tem/tem-decide.c tem/tem-alert.c tem/tem-event.c \
+	tem/tem-out.c tem/tem-log.c \
 	tem/tem-view.c \
 	tem/tem-state.c tem/tem-state.h \
 	tem/tem-auth.c tem/tem-auth.h \
@@ -39,7 +42,8 @@ tem/libtemcore_la-tem-core.lo tem/libtemcore_la-tem-host.lo \
 tem/libtemcore_la-tem-event.lo tem/libtemcore_la-tem-decide.lo \
 tem/libtemcore_la-tem-alert.lo tem/libtemcore_la-tem-view.lo \
 tem/libtemcore_la-tem-state.lo tem/libtemcore_la-tem-auth.lo \
-tem/libtemcore_la-tem-metrics.lo \
+tem/libtemcore_la-tem-metrics.lo tem/libtemcore_la-tem-out.lo \
+tem/libtemcore_la-tem-log.lo \
 tem/trumpet_tem-tem.$(OBJEXT): $(PROTO_GEN)
 
 # tem-bench: throughput and latency of a running TEM with simulated hosts

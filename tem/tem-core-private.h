@@ -6,11 +6,10 @@
  * The core is split by job, one file each, each with an essay of its own:
  *
  *   tem-core.c     the core's life: configuration, creation, destruction,
- *                  the rate-limited log, tem_core_run() (the timers)
+ *                  tem_core_run() (the timers)
  *   tem-host.c     hosts: sessions (Hello, Welcome, Refuse, Bye, silence),
- *                  frames in and batches out, acks, heartbeats, the
- *                  sequence numbers of their reports and the TEM's
- *                  confirmations, the DoS threshold the TEM sets on
+ *                  frames in, acks, heartbeats, the sequence numbers of
+ *                  their reports, the DoS threshold the TEM sets on
  *                  hosts, housekeeping
  *   tem-event.c    events: definitions with their network-wide clauses,
  *                  placement on hosts, threshold shares, reconcile and
@@ -20,13 +19,16 @@
  *                  deadlines, deciding, late reports
  *   tem-alert.c    alerts, their history, drill-down, late epochs that
  *                  could not be decided
+ *   tem-out.c      the host table's lookups and what goes to hosts: their
+ *                  batches, PollBatches and confirmations, the flush
+ *   tem-log.c      the rate-limited log
  *   tem-view.c     the JSON views of the control socket and the metrics
  *
  * Calls go from the hosts' input (tem-host.c) to the decisions
  * (tem-decide.c), from there to the alerts (tem-alert.c), and from a
  * drill-down back to the events' placement (tem-event.c); every file
- * queues what it sends through host_out() (tem-host.c).  The views only
- * read.
+ * queues what it sends through host_out() (tem-out.c) and logs through
+ * tem-log.c.  The views only read.
  *
  * Host slots, sessions and event ids tie the parts together: an event's
  * member and a decision's part name a host by its slot in core->hosts and
@@ -341,17 +343,32 @@ now__(const struct tem_core *core)
 extern const char *const dos_state_names[];
 extern const char *const across_names[];
 
-/* tem-core.c. */
+/* tem-log.c. */
 void tem_log_rl(struct tem_core *, struct tem_rl *, enum tpm_log_level,
                 const char *format, ...)
     __attribute__((format(printf, 4, 5)));
 
-/* tem-host.c. */
+/* tem-out.c. */
 struct tem_host *host_by_slot(const struct tem_core *, uint32_t slot);
 bool host_connected(const struct tem_host *);
 struct tproto_batch *host_out(struct tem_core *, struct tem_host *,
                               size_t bytes);
 void host_dirty(struct tem_core *, struct tem_host *);
+void send_batch(struct tem_core *, const void *peer, size_t peer_len,
+                uint32_t version, struct tproto_batch *,
+                struct tem_host_stats *);
+void send_refuse(struct tem_core *, const void *peer, size_t peer_len,
+                 const char *reason);
+void send_bye(struct tem_core *, const void *peer, size_t peer_len,
+              const char *reason);
+uint64_t host_received(const struct tem_host *);
+void host_tell_received(struct tem_core *, struct tem_host *);
+void pollq_add(struct tem_core *, struct tem_host *,
+               const struct tpm_decision *, uint32_t part);
+void pollq_free(struct tem_pollq *);
+void pollq_reset(struct tem_pollq *);
+
+/* tem-host.c. */
 bool host_dos_wanted(const struct tem_core *, const struct tem_host *,
                      uint32_t *bytes);
 void housekeeping(struct tem_core *, uint64_t now);
@@ -370,9 +387,6 @@ void handle_satisfaction(struct tem_core *, struct tem_host *,
                          const Trumpet__Satisfaction *);
 void handle_poll_batch_reply(struct tem_core *, struct tem_host *,
                              const Trumpet__PollBatchReply *);
-void pollq_flush(struct tem_core *, struct tem_host *);
-void pollq_free(struct tem_pollq *);
-void pollq_reset(struct tem_pollq *);
 void handle_poll_reply(struct tem_core *, struct tem_host *,
                        const Trumpet__PollReply *);
 void decisions_host_gone(struct tem_core *, const struct tem_host *);

@@ -1,84 +1,24 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The TEM core's life (tem-core.h, paper section 6): its configuration and
- * defaults, creation and destruction, the rate-limited log, and
- * tem_core_run(), the timers' one entry point.
+ * defaults, creation and destruction, and tem_core_run(), the timers' one
+ * entry point.
  *
  * Every job of the core has a file of its own (tem-core-private.h lists
- * them: hosts, events, decisions, alerts, views); this one allocates what
- * they share, sized once from the configuration (hosts, events, the alert
- * history; the decision engine of lib/split.h grows as far as
- * --max-decisions), and frees it.
+ * them: hosts, decisions, alerts, events, outgoing batches, the log,
+ * views); this one allocates what they share, sized once from the
+ * configuration (hosts, events, the alert history; the decision engine of
+ * lib/split.h grows as far as --max-decisions), and frees it.
  *
  * Timers: tem_core_run() has tem-decide.c send the re-polls that are due,
  * decide the decisions whose poll deadline passed and forget the decided
  * keys kept long enough, then runs the housekeeping (tem-host.c:
  * heartbeats, host timeouts, drill-down expiry, rebalancing) when it is
  * due.  It returns when it next needs to run; nothing else keeps time.
- *
- * Logging: the core logs through rate limiters (at most TEM_LOG_BURST
- * lines a second each, the number suppressed told with the next line), so
- * that no host, however it misbehaves, floods the log.
  */
 #include "tem-core-private.h"
 
-#include <inttypes.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <string.h>
-
-/* Log lines per rate limiter and second. */
-#define TEM_LOG_BURST 10
-
-static void tem_log_rlv(struct tem_core *, struct tem_rl *,
-                        enum tpm_log_level, const char *format, va_list)
-    __attribute__((format(printf, 4, 0)));
-
-static void
-tem_log_rlv(struct tem_core *core, struct tem_rl *rl,
-            enum tpm_log_level level, const char *format, va_list args)
-{
-    uint64_t window = now__(core) / NS_PER_S;
-    if (window != rl->window) {
-        rl->window = window;
-        rl->n = 0;
-    }
-    if (rl->n >= TEM_LOG_BURST) {
-        rl->suppressed++;
-        return;
-    }
-    rl->n++;
-
-    char *msg = xvasprintf(format, args);
-    if (rl->suppressed) {
-        tpm_log(level, "%s (%"PRIu64" similar messages suppressed)", msg,
-                rl->suppressed);
-        rl->suppressed = 0;
-    } else {
-        tpm_log(level, "%s", msg);
-    }
-    free(msg);
-}
-
-void
-tem_log_rl(struct tem_core *core, struct tem_rl *rl, enum tpm_log_level level,
-           const char *format, ...)
-{
-    va_list args;
-    va_start(args, format);
-    tem_log_rlv(core, rl, level, format, args);
-    va_end(args);
-}
-
-void
-tem_core_log_security(struct tem_core *core, enum tpm_log_level level,
-                      const char *format, ...)
-{
-    va_list args;
-    va_start(args, format);
-    tem_log_rlv(core, &core->rl_security, level, format, args);
-    va_end(args);
-}
 
 void
 tem_config_init(struct tem_config *cfg)

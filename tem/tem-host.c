@@ -27,11 +27,8 @@
  * host's stats.  A frame of a connection authenticated for another host
  * id is dropped before anything reads it.
  *
- * Output.  Every message to a host goes through host_out(), which queues
- * it in the host's batch (sending what is queued first when the frame
- * would grow past --max-batch-bytes or TPROTO_MAX_BATCH messages) and
- * marks the host dirty; tem_core_flush() sends each dirty host's batch as
- * one frame.  Peers without a session get Refuse or Bye at once.
+ * Output.  Every message to a host is queued in its batch, and peers
+ * without a session get Refuse or Bye at once, through tem-out.c.
  *
  * Delivery.  In sessions of protocol version 3 the TEM takes each of a
  * host's numbered reports once and tells the host, with every batch that
@@ -58,7 +55,7 @@ const char *const dos_state_names[] = {
 };
 
 /* ---------------------------------------------------------------------- */
-/* Hosts and outgoing messages. */
+/* Hosts by peer and by id. */
 
 static uint32_t
 peer_hash(const void *peer, size_t len)
@@ -119,96 +116,6 @@ host_by_id(const struct tem_core *core, const char *id)
     return NULL;
 }
 
-struct tem_host *
-host_by_slot(const struct tem_core *core, uint32_t slot)
-{
-    return slot < core->n_host_slots ? core->hosts[slot] : NULL;
-}
-
-bool
-host_connected(const struct tem_host *h)
-{
-    return h && h->state == TEM_HOST_CONNECTED;
-}
-
-static void
-send_batch(struct tem_core *core, const void *peer, size_t peer_len,
-           uint32_t version, struct tproto_batch *b,
-           struct tem_host_stats *hs)
-{
-    size_t n = tproto_batch_count(b);
-    if (!n) {
-        return;
-    }
-    bool ok = core->cfg.send(core->cfg.aux, peer, peer_len, version, b);
-    core->stats.frames_out++;
-    core->stats.msgs_out += n;
-    if (hs) {
-        hs->frames_out++;
-        hs->msgs_out += n;
-    }
-    if (!ok) {
-        core->stats.send_drops += n;
-        if (hs) {
-            hs->send_drops += n;
-        }
-    }
-    tproto_batch_clear(b);
-}
-
-static void host_tell_received(struct tem_core *, struct tem_host *);
-
-static void
-host_flush(struct tem_core *core, struct tem_host *h)
-{
-    if (h->pollq && h->pollq->n) {
-        pollq_flush(core, h);
-    }
-    if (host_connected(h)) {
-        host_tell_received(core, h);
-        send_batch(core, h->peer, h->peer_len, h->version, &h->out,
-                   &h->stats);
-    }
-    tproto_batch_clear(&h->out);
-    h->out_bytes = 0;
-}
-
-/* Returns 'h''s outgoing batch for one more message of about 'bytes'
- * bytes, sending what is queued first if the frame would grow too
- * large. */
-struct tproto_batch *
-host_out(struct tem_core *core, struct tem_host *h, size_t bytes)
-{
-    if (tproto_batch_count(&h->out) >= TPROTO_MAX_BATCH
-        || h->out_bytes + bytes > core->cfg.max_batch_bytes) {
-        host_flush(core, h);
-    }
-    host_dirty(core, h);
-    h->out_bytes += bytes + 16;
-    return &h->out;
-}
-
-/* Puts 'h' on the list of hosts flushed by tem_core_flush(). */
-void
-host_dirty(struct tem_core *core, struct tem_host *h)
-{
-    if (!h->dirty) {
-        h->dirty = true;
-        core->dirty[core->n_dirty++] = h;
-    }
-}
-
-void
-tem_core_flush(struct tem_core *core)
-{
-    for (size_t i = 0; i < core->n_dirty; i++) {
-        struct tem_host *h = core->dirty[i];
-        host_flush(core, h);
-        h->dirty = false;
-    }
-    core->n_dirty = 0;
-}
-
 /* ---------------------------------------------------------------------- */
 /* Delivery of hosts' reports (protocol version 3).
  *
@@ -225,12 +132,12 @@ tem_core_flush(struct tem_core *core)
  * and one connection delivers in order).
  *
  * After each frame, and in every heartbeat, the TEM tells the host
- * (Heartbeat.received) what it has, host_received(): everything taken,
- * but that a satisfaction whose decision is pending is "held" until the
- * decision is made (tem-decide.c), so that a TEM stopping or crashing
- * before it decides gets it again (with what the host sent after it: the
- * confirmation is cumulative).  What a late report means for a decision
- * is tem-decide.c's. */
+ * (Heartbeat.received) what it has, host_received() (tem-out.c):
+ * everything taken, but that a satisfaction whose decision is pending is
+ * "held" until the decision is made (tem-decide.c), so that a TEM
+ * stopping or crashing before it decides gets it again (with what the
+ * host sent after it: the confirmation is cumulative).  What a late
+ * report means for a decision is tem-decide.c's. */
 
 /* A new session of 'h', whose Hello is 'hello'. */
 static void
@@ -276,16 +183,6 @@ report_take(struct tem_core *core, struct tem_host *h, bool has_seq,
     return true;
 }
 
-/* What 'h' is told it delivered: the reports taken, but for the
- * satisfactions whose decision is pending, and those after them (the
- * confirmation is cumulative).  A TEM that stops or crashes before
- * deciding them gets them again, late, from the host. */
-static uint64_t
-host_received(const struct tem_host *h)
-{
-    return h->held_n ? h->held[h->held_head] - 1 : h->seq_recv;
-}
-
 /* Appends a heartbeat to 'h''s batch, with what it delivered. */
 static void
 host_heartbeat(struct tem_core *core, struct tem_host *h, uint64_t now)
@@ -297,43 +194,6 @@ host_heartbeat(struct tem_core *core, struct tem_host *h, uint64_t now)
         tproto_set_received(b, h->seq_told);
     }
     h->last_hb_tx_ns = now;
-}
-
-/* Before 'h''s batch goes: tells it the reports taken since it was last
- * told, in a heartbeat at the batch's end (after a full batch, in a frame
- * of its own). */
-static void
-host_tell_received(struct tem_core *core, struct tem_host *h)
-{
-    if (h->version >= TPROTO_VERSION_CONFIRM
-        && host_received(h) != h->seq_told) {
-        uint64_t now = now__(core);
-        if (tproto_batch_count(&h->out) >= TPROTO_MAX_BATCH) {
-            send_batch(core, h->peer, h->peer_len, h->version, &h->out,
-                       &h->stats);
-        }
-        h->seq_told = host_received(h);
-        tproto_add_heartbeat(&h->out, now, ++h->hb_seq);
-        tproto_set_received(&h->out, h->seq_told);
-        h->last_hb_tx_ns = now;
-    }
-}
-
-/* Sends one message to a peer without a session, at once. */
-static void
-send_refuse(struct tem_core *core, const void *peer, size_t peer_len,
-            const char *reason)
-{
-    tproto_add_refuse(&core->tmp, reason);
-    send_batch(core, peer, peer_len, 0, &core->tmp, NULL);
-}
-
-static void
-send_bye(struct tem_core *core, const void *peer, size_t peer_len,
-         const char *reason)
-{
-    tproto_add_bye(&core->tmp, reason);
-    send_batch(core, peer, peer_len, 0, &core->tmp, NULL);
 }
 
 /* ---------------------------------------------------------------------- */

@@ -147,8 +147,9 @@ case $mode in
             top="$top" out="$cov" proto="$builddir/proto" CLANG="$clang" SAN= \
             COV="-fprofile-instr-generate -fcoverage-mapping"
         [ $# -gt 0 ] && targets="$*"
-        tem_core="tem/tem-core.c tem/tem-host.c tem/tem-event.c
-                  tem/tem-decide.c tem/tem-alert.c tem/tem-view.c"
+        tem_core="tem/tem-core.c tem/tem-host.c tem/tem-decide.c
+                  tem/tem-alert.c tem/tem-event.c tem/tem-out.c
+                  tem/tem-log.c tem/tem-view.c"
         for t in $targets; do
             rm -f "$cov/$t".prof*
             mkdir -p "$out/corpus-long/$t"
