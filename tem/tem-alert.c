@@ -16,7 +16,8 @@
  * goes to the histogram of the metrics.
  *
  * A late decision that raises no alert could not be decided (tem-decide.c,
- * "Late reports"): late_undecidable() counts it and logs what is known.
+ * "Late reports"): tem_alert_late_undecidable() counts it and logs what
+ * is known.
  *
  * Drill-down: an event with then=NAME:DURATION makes the standby event
  * NAME wanted, for DURATION, on the hosts that contributed to the alert
@@ -36,7 +37,7 @@
 /* Alerts and drill-down. */
 
 static bool
-compare_holds(const struct tem_event *e, double v)
+tem_alert_compare_holds(const struct tem_event *e, double v)
 {
     const struct tpm_expr *p = e->ev->pred;
     return tpm_compare(p->op, v, e->threshold);
@@ -46,24 +47,25 @@ compare_holds(const struct tem_event *e, double v)
  * it reported a satisfaction, or the predicate is "V cmp constant" and
  * its value satisfies the comparison. */
 bool
-part_holds(const struct tem_event *e, const struct tem_part *p)
+tem_alert_part_holds(const struct tem_event *e, const struct tem_part *p)
 {
     return p->up.state == TPM_PART_VALUE
            && ((p->up.flags & PART_SATISFIED)
-               || (e->has_threshold && compare_holds(e, p->up.value)));
+               || (e->has_threshold
+                   && tem_alert_compare_holds(e, p->up.value)));
 }
 
 /* Upper bounds of the detection latency histogram's buckets, seconds:
  * around the poll deadline (100 ms by default) and epochs (10 ms). */
-const double latency_bounds[TEM_LATENCY_BUCKETS] = {
+const double tem_alert_latency_bounds[TEM_LATENCY_BUCKETS] = {
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5,
 };
 
 static void
-latency_observe(struct tem_core *core, double secs)
+tem_alert_latency_observe(struct tem_core *core, double secs)
 {
     size_t i = 0;
-    while (i < TEM_LATENCY_BUCKETS && secs > latency_bounds[i]) {
+    while (i < TEM_LATENCY_BUCKETS && secs > tem_alert_latency_bounds[i]) {
         i++;
     }
     core->latency_counts[i]++;
@@ -72,7 +74,7 @@ latency_observe(struct tem_core *core, double secs)
 
 /* Appends '"s"'. */
 static void
-sbuf_quoted(struct sbuf *b, const char *s)
+tem_alert_put_quoted(struct sbuf *b, const char *s)
 {
     sbuf_put(b, "\"", 1);
     sbuf_str(b, s);
@@ -81,7 +83,7 @@ sbuf_quoted(struct sbuf *b, const char *s)
 
 /* Numbers are written in place (an alert has one per host). */
 static void
-sbuf_int(struct sbuf *b, int64_t v)
+tem_alert_put_int(struct sbuf *b, int64_t v)
 {
     sbuf_reserve(b, TPM_JSON_NUMBER_LEN);
     b->len += tpm_json_int(v, b->s + b->len);
@@ -89,7 +91,7 @@ sbuf_int(struct sbuf *b, int64_t v)
 
 /* Appends 'v' by the one JSON number rule (tpm_json_number()). */
 static void
-sbuf_number(struct sbuf *b, double v)
+tem_alert_put_number(struct sbuf *b, double v)
 {
     sbuf_reserve(b, TPM_JSON_NUMBER_LEN);
     char *p = b->s + b->len;
@@ -99,16 +101,16 @@ sbuf_number(struct sbuf *b, double v)
 
 /* Appends '"key":'. */
 static void
-sbuf_key(struct sbuf *b, const char *key)
+tem_alert_put_key(struct sbuf *b, const char *key)
 {
-    sbuf_quoted(b, key);
+    tem_alert_put_quoted(b, key);
     sbuf_put(b, ":", 1);
 }
 
 /* Appends time 'ns' as "2026-11-22T05:21:15.496845Z" (the formatted
  * second is cached). */
 static void
-sbuf_time(struct tem_core *core, struct sbuf *b, uint64_t ns)
+tem_alert_put_time(struct tem_core *core, struct sbuf *b, uint64_t ns)
 {
     time_t secs = ns / NS_PER_S;
     if (secs != core->time_cache_secs || !core->time_cache[0]) {
@@ -133,9 +135,10 @@ sbuf_time(struct tem_core *core, struct sbuf *b, uint64_t ns)
 /* Appends the ids of the parts of 'd' for which 'pred' is true as a JSON
  * array. */
 static void
-sbuf_hosts(const struct tem_core *core, struct sbuf *b,
-           const struct tem_event *e, const struct tpm_decision *d,
-           bool (*pred)(const struct tem_event *, const struct tem_part *))
+tem_alert_put_hosts(const struct tem_core *core, struct sbuf *b,
+                    const struct tem_event *e, const struct tpm_decision *d,
+                    bool (*pred)(const struct tem_event *,
+                                 const struct tem_part *))
 {
     const struct tem_part *parts = tem_parts(d);
     bool first = true;
@@ -146,20 +149,20 @@ sbuf_hosts(const struct tem_core *core, struct sbuf *b,
                 sbuf_put(b, ",", 1);
             }
             first = false;
-            sbuf_quoted(b, core->hosts[parts[i].host_slot]->id);
+            tem_alert_put_quoted(b, core->hosts[parts[i].host_slot]->id);
         }
     }
     sbuf_put(b, "]", 1);
 }
 
 static bool
-part_missing(const struct tem_event *e, const struct tem_part *p)
+tem_alert_part_missing(const struct tem_event *e, const struct tem_part *p)
 {
     return p->up.state != TPM_PART_VALUE;
 }
 
 static bool
-part_incomplete(const struct tem_event *e, const struct tem_part *p)
+tem_alert_part_incomplete(const struct tem_event *e, const struct tem_part *p)
 {
     return p->up.state == TPM_PART_VALUE && (p->up.flags & PART_INCOMPLETE);
 }
@@ -168,14 +171,14 @@ part_incomplete(const struct tem_event *e, const struct tem_part *p)
  * are about the same length: the slot's buffer is reused while it is
  * large enough (no realloc per alert). */
 static void
-ring_put(struct sbuf *slot, const char *s, size_t len)
+tem_alert_ring_put(struct sbuf *slot, const char *s, size_t len)
 {
     sbuf_clear(slot);
     sbuf_put(slot, s, len);
 }
 
 static void
-ring_advance(size_t cap, size_t *n, size_t *next)
+tem_alert_ring_advance(size_t cap, size_t *n, size_t *next)
 {
     *next = (*next + 1) % cap;
     if (*n < cap) {
@@ -183,13 +186,13 @@ ring_advance(size_t cap, size_t *n, size_t *next)
     }
 }
 
-static void drilldown(struct tem_core *, struct tem_event *,
-                      const struct tpm_decision *, uint64_t now);
+static void tem_alert_drilldown(struct tem_core *, struct tem_event *,
+                                const struct tpm_decision *, uint64_t now);
 
 void
-raise_alert(struct tem_core *core, struct tem_event *e,
-            const struct tpm_decision *d, double value, double threshold,
-            bool has_threshold, bool deadline, uint64_t now)
+tem_alert_raise(struct tem_core *core, struct tem_event *e,
+                const struct tpm_decision *d, double value, double threshold,
+                bool has_threshold, bool deadline, uint64_t now)
 {
     struct sbuf *b = &core->alert_buf;
     struct tpm_key_field fields[5];
@@ -198,36 +201,36 @@ raise_alert(struct tem_core *core, struct tem_event *e,
 
     b->len = 0;
     sbuf_put(b, "{", 1);
-    sbuf_key(b, "event");
-    sbuf_quoted(b, e->name);
+    tem_alert_put_key(b, "event");
+    tem_alert_put_quoted(b, e->name);
     sbuf_str(b, ",\"id\":");
-    sbuf_int(b, e->id);
+    tem_alert_put_int(b, e->id);
     sbuf_str(b, ",\"epoch\":");
-    sbuf_int(b, d->key.epoch);
+    tem_alert_put_int(b, d->key.epoch);
     sbuf_str(b, ",\"interval_ns\":");
-    sbuf_int(b, e->ev->interval_ns);
+    tem_alert_put_int(b, e->ev->interval_ns);
     sbuf_str(b, ",\"group\":{");
     for (int i = 0; i < n_fields; i++) {
         if (i) {
             sbuf_put(b, ",", 1);
         }
-        sbuf_key(b, fields[i].name);
+        tem_alert_put_key(b, fields[i].name);
         if (fields[i].is_int) {
-            sbuf_int(b, fields[i].int_value);
+            tem_alert_put_int(b, fields[i].int_value);
         } else {
-            sbuf_quoted(b, fields[i].str_value);
+            tem_alert_put_quoted(b, fields[i].str_value);
         }
     }
     sbuf_str(b, "},\"value\":");
-    sbuf_number(b, value);
+    tem_alert_put_number(b, value);
     sbuf_str(b, ",\"threshold\":");
     if (has_threshold) {
-        sbuf_number(b, threshold);
+        tem_alert_put_number(b, threshold);
     } else {
         sbuf_str(b, "null");
     }
     sbuf_str(b, ",\"across\":");
-    sbuf_quoted(b, across_names[e->across]);
+    tem_alert_put_quoted(b, tem_event_across_names[e->across]);
 
     sbuf_str(b, ",\"hosts\":{");
     first = true;
@@ -238,22 +241,22 @@ raise_alert(struct tem_core *core, struct tem_event *e,
                 sbuf_put(b, ",", 1);
             }
             first = false;
-            sbuf_key(b, core->hosts[p->host_slot]->id);
-            sbuf_number(b, p->up.value);
+            tem_alert_put_key(b, core->hosts[p->host_slot]->id);
+            tem_alert_put_number(b, p->up.value);
         }
     }
     sbuf_str(b, "},\"missing\":");
-    sbuf_hosts(core, b, e, d, part_missing);
+    tem_alert_put_hosts(core, b, e, d, tem_alert_part_missing);
     sbuf_str(b, ",\"incomplete\":");
-    sbuf_hosts(core, b, e, d, part_incomplete);
+    tem_alert_put_hosts(core, b, e, d, tem_alert_part_incomplete);
     if (e->across == TEM_ACROSS_ATLEAST || e->across == TEM_ACROSS_MAX) {
         sbuf_str(b, ",\"holding\":");
-        sbuf_hosts(core, b, e, d, part_holds);
+        tem_alert_put_hosts(core, b, e, d, tem_alert_part_holds);
     }
     if (e->across == TEM_ACROSS_ATLEAST) {
         sbuf_str(b, ",\"host_threshold\":");
         if (e->has_threshold) {
-            sbuf_number(b, e->threshold);
+            tem_alert_put_number(b, e->threshold);
         } else {
             sbuf_str(b, "null");
         }
@@ -263,31 +266,32 @@ raise_alert(struct tem_core *core, struct tem_event *e,
     sbuf_str(b, late ? ",\"late\":true" : ",\"late\":false");
     core->stats.alerts_late += late;
     sbuf_str(b, ",\"latency_us\":");
-    sbuf_int(b, (now - d->started_ns) / 1000);
+    tem_alert_put_int(b, (now - d->started_ns) / 1000);
     sbuf_str(b, ",\"time\":");
-    sbuf_time(core, b, now);
+    tem_alert_put_time(core, b, now);
     sbuf_str(b, ",\"time_ns\":");
-    sbuf_int(b, now);
+    tem_alert_put_int(b, now);
     sbuf_put(b, "}", 1);
 
     core->stats.alerts++;
     e->stats.alerts++;
-    latency_observe(core, (now - d->started_ns) / 1e9);
-    ring_put(&e->recent[e->recent_next], b->s, b->len);
-    ring_advance(core->cfg.recent_alerts, &e->n_recent, &e->recent_next);
-    ring_put(&core->history[core->history_next], b->s, b->len);
+    tem_alert_latency_observe(core, (now - d->started_ns) / 1e9);
+    tem_alert_ring_put(&e->recent[e->recent_next], b->s, b->len);
+    tem_alert_ring_advance(core->cfg.recent_alerts, &e->n_recent,
+                           &e->recent_next);
+    tem_alert_ring_put(&core->history[core->history_next], b->s, b->len);
     char *hname = core->history_event[core->history_next];
     size_t nlen = strnlen(e->name, TPROTO_MAX_ID);
     memcpy(hname, e->name, nlen);
     hname[nlen] = '\0';
-    ring_advance(core->cfg.alert_history, &core->n_history,
-                 &core->history_next);
+    tem_alert_ring_advance(core->cfg.alert_history, &core->n_history,
+                           &core->history_next);
     if (core->cfg.alert) {
         core->cfg.alert(core->cfg.aux, e->name, b->s);
     }
 
     if (e->then_name) {
-        drilldown(core, e, d, now);
+        tem_alert_drilldown(core, e, d, now);
     }
 }
 
@@ -295,8 +299,8 @@ raise_alert(struct tem_core *core, struct tem_event *e,
  * ('expired') or without PART_EXPIRED, separated by commas; "-" if
  * none. */
 static void
-late_hosts(const struct tem_core *core, const struct tpm_decision *d,
-           bool expired, struct sbuf *b)
+tem_alert_late_hosts(const struct tem_core *core, const struct tpm_decision *d,
+                     bool expired, struct sbuf *b)
 {
     const struct tem_part *parts = tem_parts(d);
     size_t len = b->len;
@@ -318,8 +322,8 @@ late_hosts(const struct tem_core *core, const struct tpm_decision *d,
 /* Appends to 'b' "HOST=VALUE" for every part of 'd' with a value, or
  * "-". */
 static void
-late_values(const struct tem_core *core, const struct tpm_decision *d,
-            struct sbuf *b)
+tem_alert_late_values(const struct tem_core *core,
+                      const struct tpm_decision *d, struct sbuf *b)
 {
     const struct tem_part *parts = tem_parts(d);
     size_t len = b->len;
@@ -331,7 +335,7 @@ late_values(const struct tem_core *core, const struct tpm_decision *d,
             }
             sbuf_str(b, core->hosts[p->host_slot]->id);
             sbuf_put(b, "=", 1);
-            sbuf_number(b, p->up.value);
+            tem_alert_put_number(b, p->up.value);
         }
     }
     if (b->len == len) {
@@ -343,8 +347,8 @@ late_values(const struct tem_core *core, const struct tpm_decision *d,
  * decided.  Counted, and logged (rate-limited) with the values known and
  * the hosts missing. */
 void
-late_undecidable(struct tem_core *core, struct tem_event *e,
-                 const struct tpm_decision *d)
+tem_alert_late_undecidable(struct tem_core *core, struct tem_event *e,
+                           const struct tpm_decision *d)
 {
     struct tpm_key_field fields[5];
     int n_fields = tpm_key_fields(&e->ev->group, &d->key.group, fields);
@@ -358,7 +362,7 @@ late_undecidable(struct tem_core *core, struct tem_event *e,
         sbuf_str(&b, fields[i].name);
         sbuf_put(&b, "=", 1);
         if (fields[i].is_int) {
-            sbuf_int(&b, fields[i].int_value);
+            tem_alert_put_int(&b, fields[i].int_value);
         } else {
             sbuf_str(&b, fields[i].str_value);
         }
@@ -367,11 +371,11 @@ late_undecidable(struct tem_core *core, struct tem_event *e,
         sbuf_str(&b, "-");
     }
     sbuf_str(&b, "; values ");
-    late_values(core, d, &b);
+    tem_alert_late_values(core, d, &b);
     sbuf_str(&b, "; history expired on ");
-    late_hosts(core, d, true, &b);
+    tem_alert_late_hosts(core, d, true, &b);
     sbuf_str(&b, "; no answer from ");
-    late_hosts(core, d, false, &b);
+    tem_alert_late_hosts(core, d, false, &b);
     tem_log_rl(core, &core->rl_late, TPM_LOG_WARN, "event %s: epoch "
                "%"PRIu64" undecidable, history expired or hosts not known "
                "(a late satisfaction, no alert): group %s", e->name,
@@ -382,10 +386,10 @@ late_undecidable(struct tem_core *core, struct tem_event *e,
 /* Installs 'e''s then= event on the hosts that contributed to decision
  * 'd' (value > 0), for the then= duration. */
 static void
-drilldown(struct tem_core *core, struct tem_event *e,
-          const struct tpm_decision *d, uint64_t now)
+tem_alert_drilldown(struct tem_core *core, struct tem_event *e,
+                    const struct tpm_decision *d, uint64_t now)
 {
-    struct tem_event *t = event_by_name(core, e->then_name);
+    struct tem_event *t = tem_event_by_name(core, e->then_name);
     if (!t || !t->standby) {
         core->stats.drilldown_errors++;
         tem_log_rl(core, &core->rl_drill, TPM_LOG_WARN,
@@ -401,8 +405,8 @@ drilldown(struct tem_core *core, struct tem_event *e,
         const struct tem_part *p = &tem_parts(d)[i];
         struct tem_host *h = core->hosts[p->host_slot];
         if (p->up.state != TPM_PART_VALUE || p->up.value <= 0
-            || !host_connected(h) || h->session != p->session
-            || !event_eligible(t, h)) {
+            || !tem_out_host_connected(h) || h->session != p->session
+            || !tem_event_eligible(t, h)) {
             continue;
         }
         n++;
@@ -426,6 +430,6 @@ drilldown(struct tem_core *core, struct tem_event *e,
         tem_log_rl(core, &core->rl_drill, TPM_LOG_INFO,
                    "event %s alerted: drill-down installs %s on %zu more "
                    "host(s) for %s", e->name, t->name, n_new, dur);
-        event_reconcile(core, t, now);
+        tem_event_reconcile(core, t, now);
     }
 }

@@ -27,8 +27,8 @@
  * Calls go from the hosts' input (tem-host.c) to the decisions
  * (tem-decide.c), from there to the alerts (tem-alert.c), and from a
  * drill-down back to the events' placement (tem-event.c); every file
- * queues what it sends through host_out() (tem-out.c) and logs through
- * tem-log.c.  The views only read.
+ * queues what it sends through tem_out_batch() (tem-out.c) and logs
+ * through tem-log.c.  The views only read.
  *
  * Host slots, sessions and event ids tie the parts together: an event's
  * member and a decision's part name a host by its slot in core->hosts and
@@ -274,7 +274,7 @@ tem_parts(const struct tpm_decision *d)
 
 /* A host to poll again (it answered POLL_NOT_YET), by decision slot and
  * generation. */
-struct repoll {
+struct tem_repoll {
     uint64_t due_ns;
     uint32_t slot, gen, part;
 };
@@ -304,7 +304,7 @@ struct tem_core {
 
     /* Decisions. */
     struct tpm_decisions *decisions;    /* Parts are struct tem_part. */
-    struct repoll *repolls;     /* Ring. */
+    struct tem_repoll *repolls;  /* Ring. */
     size_t rp_head, rp_count, rp_cap;
 
     /* Alerts. */
@@ -325,8 +325,9 @@ struct tem_core {
     struct tproto_batch tmp;    /* For peers without a session. */
     struct tem_stats stats;
     /* Detection latency (first satisfaction to alert), for
-     * tem_core_metrics(): counts per bucket of latency_bounds[], the
-     * last one above them all, and their sum. */
+     * tem_core_metrics(): counts per bucket of
+     * tem_alert_latency_bounds[], the last one above them all, and their
+     * sum. */
     uint64_t latency_counts[TEM_LATENCY_BUCKETS + 1];
     double latency_sum_s;
     struct tem_rl rl_session, rl_install, rl_drill, rl_misc, rl_input;
@@ -334,14 +335,14 @@ struct tem_core {
 };
 
 static inline uint64_t
-now__(const struct tem_core *core)
+tem_core_now(const struct tem_core *core)
 {
     return core->cfg.clock(core->cfg.aux);
 }
 
 /* Names of enum tem_dos_state and enum tem_across. */
-extern const char *const dos_state_names[];
-extern const char *const across_names[];
+extern const char *const tem_host_dos_state_names[];
+extern const char *const tem_event_across_names[];
 
 /* tem-log.c. */
 void tem_log_rl(struct tem_core *, struct tem_rl *, enum tpm_log_level,
@@ -349,57 +350,58 @@ void tem_log_rl(struct tem_core *, struct tem_rl *, enum tpm_log_level,
     __attribute__((format(printf, 4, 5)));
 
 /* tem-out.c. */
-struct tem_host *host_by_slot(const struct tem_core *, uint32_t slot);
-bool host_connected(const struct tem_host *);
-struct tproto_batch *host_out(struct tem_core *, struct tem_host *,
-                              size_t bytes);
-void host_dirty(struct tem_core *, struct tem_host *);
-void send_batch(struct tem_core *, const void *peer, size_t peer_len,
-                uint32_t version, struct tproto_batch *,
-                struct tem_host_stats *);
-void send_refuse(struct tem_core *, const void *peer, size_t peer_len,
+struct tem_host *tem_out_host_by_slot(const struct tem_core *, uint32_t slot);
+bool tem_out_host_connected(const struct tem_host *);
+struct tproto_batch *tem_out_batch(struct tem_core *, struct tem_host *,
+                                   size_t bytes);
+void tem_out_dirty(struct tem_core *, struct tem_host *);
+void tem_out_send(struct tem_core *, const void *peer, size_t peer_len,
+                  uint32_t version, struct tproto_batch *,
+                  struct tem_host_stats *);
+void tem_out_refuse(struct tem_core *, const void *peer, size_t peer_len,
+                    const char *reason);
+void tem_out_bye(struct tem_core *, const void *peer, size_t peer_len,
                  const char *reason);
-void send_bye(struct tem_core *, const void *peer, size_t peer_len,
-              const char *reason);
-uint64_t host_received(const struct tem_host *);
-void host_tell_received(struct tem_core *, struct tem_host *);
-void pollq_add(struct tem_core *, struct tem_host *,
-               const struct tpm_decision *, uint32_t part);
-void pollq_free(struct tem_pollq *);
-void pollq_reset(struct tem_pollq *);
+uint64_t tem_out_received(const struct tem_host *);
+void tem_out_tell_received(struct tem_core *, struct tem_host *);
+void tem_out_pollq_add(struct tem_core *, struct tem_host *,
+                       const struct tpm_decision *, uint32_t part);
+void tem_out_pollq_free(struct tem_pollq *);
+void tem_out_pollq_reset(struct tem_pollq *);
 
 /* tem-host.c. */
-bool host_dos_wanted(const struct tem_core *, const struct tem_host *,
-                     uint32_t *bytes);
-void housekeeping(struct tem_core *, uint64_t now);
+bool tem_host_dos_wanted(const struct tem_core *, const struct tem_host *,
+                         uint32_t *bytes);
+void tem_host_run(struct tem_core *, uint64_t now);
 
 /* tem-event.c. */
-struct tem_event *event_by_id(const struct tem_core *, uint32_t id);
-struct tem_event *event_by_name(const struct tem_core *, const char *name);
-bool event_eligible(const struct tem_event *, const struct tem_host *);
-void event_reconcile(struct tem_core *, struct tem_event *, uint64_t now);
-void reconcile_all(struct tem_core *, uint64_t now);
-void event_rebalance(struct tem_core *, struct tem_event *, uint64_t now);
-void event_free(struct tem_event *);
+struct tem_event *tem_event_by_id(const struct tem_core *, uint32_t id);
+struct tem_event *tem_event_by_name(const struct tem_core *, const char *name);
+bool tem_event_eligible(const struct tem_event *, const struct tem_host *);
+void tem_event_reconcile(struct tem_core *, struct tem_event *, uint64_t now);
+void tem_event_reconcile_all(struct tem_core *, uint64_t now);
+void tem_event_rebalance(struct tem_core *, struct tem_event *, uint64_t now);
+void tem_event_free(struct tem_event *);
 
 /* tem-decide.c. */
-void handle_satisfaction(struct tem_core *, struct tem_host *,
-                         const Trumpet__Satisfaction *);
-void handle_poll_batch_reply(struct tem_core *, struct tem_host *,
-                             const Trumpet__PollBatchReply *);
-void handle_poll_reply(struct tem_core *, struct tem_host *,
-                       const Trumpet__PollReply *);
-void decisions_host_gone(struct tem_core *, const struct tem_host *);
-void decisions_run(struct tem_core *, uint64_t now);
-uint64_t decisions_next_ns(const struct tem_core *);
+void tem_decide_satisfaction(struct tem_core *, struct tem_host *,
+                             const Trumpet__Satisfaction *);
+void tem_decide_poll_batch_reply(struct tem_core *, struct tem_host *,
+                                 const Trumpet__PollBatchReply *);
+void tem_decide_poll_reply(struct tem_core *, struct tem_host *,
+                           const Trumpet__PollReply *);
+void tem_decide_host_gone(struct tem_core *, const struct tem_host *);
+void tem_decide_run(struct tem_core *, uint64_t now);
+uint64_t tem_decide_next_ns(const struct tem_core *);
 
 /* tem-alert.c. */
-extern const double latency_bounds[TEM_LATENCY_BUCKETS];
-bool part_holds(const struct tem_event *, const struct tem_part *);
-void raise_alert(struct tem_core *, struct tem_event *,
-                 const struct tpm_decision *, double value, double threshold,
-                 bool has_threshold, bool deadline, uint64_t now);
-void late_undecidable(struct tem_core *, struct tem_event *,
-                      const struct tpm_decision *);
+extern const double tem_alert_latency_bounds[TEM_LATENCY_BUCKETS];
+bool tem_alert_part_holds(const struct tem_event *, const struct tem_part *);
+void tem_alert_raise(struct tem_core *, struct tem_event *,
+                     const struct tpm_decision *, double value,
+                     double threshold, bool has_threshold, bool deadline,
+                     uint64_t now);
+void tem_alert_late_undecidable(struct tem_core *, struct tem_event *,
+                                const struct tpm_decision *);
 
 #endif /* tem-core-private.h */

@@ -55,7 +55,7 @@ tem_core_create(const struct tem_config *cfg)
     core->cfg.alert_history = MAX(1, cfg->alert_history);
     core->cfg.max_batch_bytes = MAX(4096, MIN(cfg->max_batch_bytes,
                                               TPROTO_MAX_FRAME / 2));
-    core->start_ns = now__(core);
+    core->start_ns = tem_core_now(core);
 
     core->hosts = xcalloc(core->cfg.max_hosts, sizeof *core->hosts);
     core->peer_mask = pow2_at_least(2 * core->cfg.max_hosts) - 1;
@@ -89,13 +89,13 @@ tem_core_destroy(struct tem_core *core)
         return;
     }
     for (size_t i = 0; i < core->n_events; i++) {
-        event_free(core->events[i]);
+        tem_event_free(core->events[i]);
     }
     for (uint32_t i = 0; i < core->n_host_slots; i++) {
         struct tem_host *h = core->hosts[i];
         if (h) {
             tproto_batch_destroy(&h->out);
-            pollq_free(h->pollq);
+            tem_out_pollq_free(h->pollq);
             free(h->prefixes);
             free(h->software);
             free(h->held);
@@ -122,11 +122,11 @@ tem_core_destroy(struct tem_core *core)
 uint64_t
 tem_core_run(struct tem_core *core)
 {
-    uint64_t now = now__(core);
+    uint64_t now = tem_core_now(core);
 
-    decisions_run(core, now);
+    tem_decide_run(core, now);
     if (now >= core->next_hk_ns) {
-        housekeeping(core, now);
+        tem_host_run(core, now);
     }
-    return MIN(core->next_hk_ns, decisions_next_ns(core));
+    return MIN(core->next_hk_ns, tem_decide_next_ns(core));
 }

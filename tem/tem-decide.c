@@ -17,15 +17,15 @@
  * counted as zero.  Deciding applies the event's across= rule (the sum or
  * count against the threshold, the max, or how many hosts hold) and
  * raises the alert (tem-alert.c); it also feeds each host's history for
- * weighted splits (tem-event.c).  A decided key is kept for decided_keep()
- * so that later satisfactions for it are counted as late, not decided
- * again.
+ * weighted splits (tem-event.c).  A decided key is kept for
+ * tem_decide_keep_ns() so that later satisfactions for it are counted as
+ * late, not decided again.
  *
  * Late reports (protocol version 3; docs/tem.md "Late reports").  A host
  * sends again, flagged late, the satisfactions a session ended without
  * confirming (tem-host.c takes each once).  A satisfaction whose decision
  * is pending is "held": its host is not told it arrived until the
- * decision is made (report_hold(), decision_release()), so that a TEM
+ * decision is made (tem_decide_hold(), tem_decide_release()), so that a TEM
  * stopping before it decides gets it again.  A late satisfaction is
  * decided like any other, its alert marked "late":true, but only an alert
  * is a decision: without one, the epoch could not be decided, and is
@@ -72,35 +72,37 @@
 
 /* The generation of 'd''s slot, as poll cookies carry it. */
 static uint32_t
-cookie_gen(const struct tpm_decision *d)
+tem_decide_cookie_gen(const struct tpm_decision *d)
 {
     return d->gen & ((1u << COOKIE_GEN_BITS) - 1);
 }
 
 static uint64_t
-poll_cookie(const struct tpm_decision *d, uint32_t part)
+tem_decide_poll_cookie(const struct tpm_decision *d, uint32_t part)
 {
-    return ((uint64_t) cookie_gen(d) << (COOKIE_SLOT_BITS + COOKIE_PART_BITS))
+    uint64_t gen = tem_decide_cookie_gen(d);
+    return (gen << (COOKIE_SLOT_BITS + COOKIE_PART_BITS))
            | ((uint64_t) part << COOKIE_SLOT_BITS) | d->slot;
 }
 
 /* Polls a part's host: in its next PollBatch from protocol version 3
  * on (tem-out.c), else in a Poll of its own. */
 static void
-send_poll(struct tem_core *core, struct tpm_decision *d, uint32_t part)
+tem_decide_poll(struct tem_core *core, struct tpm_decision *d, uint32_t part)
 {
     struct tem_host *h = core->hosts[tem_parts(d)[part].host_slot];
     if (h->version >= TPROTO_VERSION_POLL_BATCH) {
-        pollq_add(core, h, d, part);
+        tem_out_pollq_add(core, h, d, part);
     } else {
-        tproto_add_poll(host_out(core, h, 64), poll_cookie(d, part),
-                        d->key.event, d->key.epoch, &d->key.group);
+        tproto_add_poll(tem_out_batch(core, h, 64),
+                        tem_decide_poll_cookie(d, part), d->key.event,
+                        d->key.epoch, &d->key.group);
     }
     core->stats.polls_sent++;
 }
 
 static uint64_t
-decided_keep(const struct tem_core *core, const struct tem_event *e)
+tem_decide_keep_ns(const struct tem_core *core, const struct tem_event *e)
 {
     if (core->cfg.decided_keep_ns) {
         return core->cfg.decided_keep_ns;
@@ -109,12 +111,13 @@ decided_keep(const struct tem_core *core, const struct tem_event *e)
                e ? 4 * e->ev->interval_ns : 0);
 }
 
-static void decide(struct tem_core *, struct tpm_decision *, bool deadline);
+static void tem_decide_make(struct tem_core *, struct tpm_decision *,
+                            bool deadline);
 
 /* Holds satisfaction 'seq' (0: none) of 'h' in part 'p' of a pending
  * decision: not confirmed until the decision is made. */
 static void
-report_hold(struct tem_host *h, struct tem_part *p, uint64_t seq)
+tem_decide_hold(struct tem_host *h, struct tem_part *p, uint64_t seq)
 {
     if (!seq || p->seq) {
         return;
@@ -138,7 +141,7 @@ report_hold(struct tem_host *h, struct tem_part *p, uint64_t seq)
 
 /* Decision 'd' is made: its satisfactions may be confirmed. */
 static void
-decision_release(struct tem_core *core, struct tpm_decision *d)
+tem_decide_release(struct tem_core *core, struct tpm_decision *d)
 {
     struct tem_part *parts = tem_parts(d);
     for (uint32_t i = 0; i < d->n_parts; i++) {
@@ -167,8 +170,8 @@ decision_release(struct tem_core *core, struct tpm_decision *d)
                 h->held_head = (h->held_head + 1) % h->held_cap;
                 h->held_n--;
             }
-            if (host_connected(h)) {
-                host_dirty(core, h);
+            if (tem_out_host_connected(h)) {
+                tem_out_dirty(core, h);
             }
         }
         p->seq = 0;
@@ -179,8 +182,9 @@ decision_release(struct tem_core *core, struct tpm_decision *d)
  * answer (TPM_PART_MISSING, for a part that waits); 'd' is decided once no
  * part waits. */
 static void
-part_done(struct tem_core *core, struct tpm_decision *d, struct tem_part *p,
-          enum tpm_part_state state, double value)
+tem_decide_part_done(struct tem_core *core, struct tpm_decision *d,
+                     struct tem_part *p, enum tpm_part_state state,
+                     double value)
 {
     size_t i = p - tem_parts(d);
     if (state == TPM_PART_VALUE) {
@@ -189,26 +193,26 @@ part_done(struct tem_core *core, struct tpm_decision *d, struct tem_part *p,
         tpm_decision_missing(d, i);
     }
     if (tpm_decision_complete(d) && !d->decided) {
-        decide(core, d, false);
+        tem_decide_make(core, d, false);
     }
 }
 
 /* Parts of the session of 'h' that can no longer answer. */
-struct host_gone_ctx {
+struct tem_decide_gone_ctx {
     struct tem_core *core;
     const struct tem_host *h;
 };
 
 static void
-decision_host_gone(struct tpm_decision *d, void *ctx_)
+tem_decide_host_gone__(struct tpm_decision *d, void *ctx_)
 {
-    const struct host_gone_ctx *ctx = ctx_;
+    const struct tem_decide_gone_ctx *ctx = ctx_;
     struct tem_part *parts = tem_parts(d);
     for (uint32_t i = 0; i < d->n_parts && !d->decided; i++) {
         struct tem_part *p = &parts[i];
         if (p->host_slot == ctx->h->slot && p->session == ctx->h->session
             && p->up.state == TPM_PART_WAITING) {
-            part_done(ctx->core, d, p, TPM_PART_MISSING, 0);
+            tem_decide_part_done(ctx->core, d, p, TPM_PART_MISSING, 0);
         }
     }
 }
@@ -216,17 +220,17 @@ decision_host_gone(struct tpm_decision *d, void *ctx_)
 /* Marks every part of pending decisions that waits for 'h''s current
  * session as missing. */
 void
-decisions_host_gone(struct tem_core *core, const struct tem_host *h)
+tem_decide_host_gone(struct tem_core *core, const struct tem_host *h)
 {
-    struct host_gone_ctx ctx = { core, h };
-    tpm_decisions_for_each_pending(core->decisions, decision_host_gone,
+    struct tem_decide_gone_ctx ctx = { core, h };
+    tpm_decisions_for_each_pending(core->decisions, tem_decide_host_gone__,
                                    &ctx);
 }
 
 /* Updates the history of every host of 'd' (for weighted splits). */
 static void
-update_history(struct tem_core *core, struct tem_event *e,
-               const struct tpm_decision *d)
+tem_decide_update_history(struct tem_core *core, struct tem_event *e,
+                          const struct tpm_decision *d)
 {
     double alpha = core->cfg.ewma_alpha;
     const struct tem_part *parts = tem_parts(d);
@@ -247,13 +251,14 @@ update_history(struct tem_core *core, struct tem_event *e,
 }
 
 static void
-decide(struct tem_core *core, struct tpm_decision *d, bool deadline)
+tem_decide_make(struct tem_core *core, struct tpm_decision *d, bool deadline)
 {
-    struct tem_event *e = event_by_id(core, d->key.event);
-    uint64_t now = now__(core);
+    struct tem_event *e = tem_event_by_id(core, d->key.event);
+    uint64_t now = tem_core_now(core);
 
-    decision_release(core, d);
-    tpm_decision_decided(core->decisions, d, now + decided_keep(core, e));
+    tem_decide_release(core, d);
+    tpm_decision_decided(core->decisions, d,
+                         now + tem_decide_keep_ns(core, e));
     if (deadline) {
         core->stats.decided_deadline++;
     } else {
@@ -275,26 +280,26 @@ decide(struct tem_core *core, struct tpm_decision *d, bool deadline)
         if (p->up.state == TPM_PART_VALUE) {
             total += p->up.value;
             max = MAX(max, p->up.value);
-            n_holding += part_holds(e, p);
+            n_holding += tem_alert_part_holds(e, p);
         } else {
             n_missing++;
         }
     }
     core->stats.missing_parts += n_missing;
-    update_history(core, e, d);
+    tem_decide_update_history(core, e, d);
 
     switch (e->across) {
     case TEM_ACROSS_SUM:
     case TEM_ACROSS_COUNT:
         if (tpm_split_holds(e->ev, total, e->threshold)) {
-            raise_alert(core, e, d, total, e->threshold, true, deadline,
-                        now);
+            tem_alert_raise(core, e, d, total, e->threshold, true, deadline,
+                            now);
         }
         break;
     case TEM_ACROSS_MAX:
         if (n_holding) {
-            raise_alert(core, e, d, max, e->threshold, e->has_threshold,
-                        deadline, now);
+            tem_alert_raise(core, e, d, max, e->threshold, e->has_threshold,
+                            deadline, now);
         }
         break;
     case TEM_ACROSS_ATLEAST: {
@@ -304,7 +309,7 @@ decide(struct tem_core *core, struct tpm_decision *d, bool deadline)
             k = MAX(k, 1);
         }
         if (n_holding >= k) {
-            raise_alert(core, e, d, n_holding, k, true, deadline, now);
+            tem_alert_raise(core, e, d, n_holding, k, true, deadline, now);
         }
         break;
     }
@@ -312,7 +317,7 @@ decide(struct tem_core *core, struct tpm_decision *d, bool deadline)
         break;
     }
     if ((d->aux & DECISION_LATE) && core->stats.alerts == alerts) {
-        late_undecidable(core, e, d);
+        tem_alert_late_undecidable(core, e, d);
     }
 }
 
@@ -320,8 +325,8 @@ decide(struct tem_core *core, struct tpm_decision *d, bool deadline)
  * member 'idx' (its part has a value, 0 until the caller sets it).
  * Returns NULL if there is no room. */
 static struct tpm_decision *
-decision_start(struct tem_core *core, struct tem_event *e,
-               const struct tpm_decision_key *key, size_t idx, uint64_t now)
+tem_decide_start(struct tem_core *core, struct tem_event *e,
+                 const struct tpm_decision_key *key, size_t idx, uint64_t now)
 {
     struct tpm_decision *d = tpm_decision_start(
         core->decisions, key, e->n_members, now,
@@ -341,21 +346,22 @@ decision_start(struct tem_core *core, struct tem_event *e,
         p->session = m->session;
         if (i == idx) {
             tpm_decision_set(d, i, 0);
-        } else if (m->state == TEM_INSTALL_NACKED || !host_connected(h)
+        } else if (m->state == TEM_INSTALL_NACKED
+                   || !tem_out_host_connected(h)
                    || h->session != m->session) {
             tpm_decision_missing(d, i);
         } else {
-            send_poll(core, d, i);
+            tem_decide_poll(core, d, i);
         }
     }
     return d;
 }
 
 void
-handle_satisfaction(struct tem_core *core, struct tem_host *h,
-                    const Trumpet__Satisfaction *s)
+tem_decide_satisfaction(struct tem_core *core, struct tem_host *h,
+                        const Trumpet__Satisfaction *s)
 {
-    struct tem_event *e = event_by_id(core, s->event_id);
+    struct tem_event *e = tem_event_by_id(core, s->event_id);
     bool late = s->has_late && s->late;
     uint64_t seq = (s->has_seq && h->version >= TPROTO_VERSION_CONFIRM
                     ? s->seq : 0);
@@ -382,7 +388,7 @@ handle_satisfaction(struct tem_core *core, struct tem_host *h,
     }
 
     if (!d) {
-        d = decision_start(core, e, &key, idx, now__(core));
+        d = tem_decide_start(core, e, &key, idx, tem_core_now(core));
         if (!d) {
             core->stats.decisions_full++;
             e->stats.dropped++;
@@ -394,9 +400,9 @@ handle_satisfaction(struct tem_core *core, struct tem_host *h,
             d->aux |= DECISION_LATE;
         }
         if (tpm_decision_complete(d)) {
-            decide(core, d, false);
+            tem_decide_make(core, d, false);
         } else {
-            report_hold(h, &tem_parts(d)[idx], seq);
+            tem_decide_hold(h, &tem_parts(d)[idx], seq);
         }
         return;
     }
@@ -428,17 +434,17 @@ handle_satisfaction(struct tem_core *core, struct tem_host *h,
     if (late) {
         d->aux |= DECISION_LATE;
     }
-    report_hold(h, p, seq);
-    part_done(core, d, p, TPM_PART_VALUE, s->value);
+    tem_decide_hold(h, p, seq);
+    tem_decide_part_done(core, d, p, TPM_PART_VALUE, s->value);
 }
 
 static void
-repoll_push(struct tem_core *core, const struct tpm_decision *d,
-            uint32_t part, uint64_t due)
+tem_decide_repoll_push(struct tem_core *core, const struct tpm_decision *d,
+                       uint32_t part, uint64_t due)
 {
     if (core->rp_count == core->rp_cap) {
         size_t cap = MAX(64, 2 * core->rp_cap);
-        struct repoll *r = xmalloc(cap * sizeof *r);
+        struct tem_repoll *r = xmalloc(cap * sizeof *r);
         for (size_t i = 0; i < core->rp_count; i++) {
             r[i] = core->repolls[(core->rp_head + i) % core->rp_cap];
         }
@@ -448,48 +454,48 @@ repoll_push(struct tem_core *core, const struct tpm_decision *d,
         core->rp_head = 0;
     }
     core->repolls[(core->rp_head + core->rp_count++) % core->rp_cap]
-        = (struct repoll) { .due_ns = due, .slot = d->slot, .gen = d->gen,
-                            .part = part };
+        = (struct tem_repoll) { .due_ns = due, .slot = d->slot,
+                                .gen = d->gen, .part = part };
 }
 
 /* Part 'part' of 'd', waiting, answered 'status' and 'value'. */
 static void
-poll_answer(struct tem_core *core, struct tpm_decision *d, uint32_t part,
-            unsigned int status, double value)
+tem_decide_poll_answer(struct tem_core *core, struct tpm_decision *d,
+                       uint32_t part, unsigned int status, double value)
 {
     struct tem_part *p = &tem_parts(d)[part];
     switch (status) {
     case TRUMPET__POLL_STATUS__POLL_OK:
-        part_done(core, d, p, TPM_PART_VALUE, value);
+        tem_decide_part_done(core, d, p, TPM_PART_VALUE, value);
         break;
     case TRUMPET__POLL_STATUS__POLL_NO_GROUP:
-        part_done(core, d, p, TPM_PART_VALUE, 0);
+        tem_decide_part_done(core, d, p, TPM_PART_VALUE, 0);
         break;
     case TRUMPET__POLL_STATUS__POLL_INCOMPLETE:
         p->up.flags |= PART_INCOMPLETE;
-        part_done(core, d, p, TPM_PART_VALUE, value);
+        tem_decide_part_done(core, d, p, TPM_PART_VALUE, value);
         break;
     case TRUMPET__POLL_STATUS__POLL_NOT_YET: {
-        uint64_t due = now__(core) + core->cfg.repoll_ns;
+        uint64_t due = tem_core_now(core) + core->cfg.repoll_ns;
         if (due < d->deadline_ns) {
-            repoll_push(core, d, part, due);
+            tem_decide_repoll_push(core, d, part, due);
         }
         break;
     }
     case TRUMPET__POLL_STATUS__POLL_EXPIRED:
     case TRUMPET__POLL_STATUS__POLL_NO_EVENT:
         p->up.flags |= PART_EXPIRED;
-        part_done(core, d, p, TPM_PART_MISSING, 0);
+        tem_decide_part_done(core, d, p, TPM_PART_MISSING, 0);
         break;
     default:
-        part_done(core, d, p, TPM_PART_MISSING, 0);
+        tem_decide_part_done(core, d, p, TPM_PART_MISSING, 0);
         break;
     }
 }
 
 void
-handle_poll_reply(struct tem_core *core, struct tem_host *h,
-                  const Trumpet__PollReply *r)
+tem_decide_poll_reply(struct tem_core *core, struct tem_host *h,
+                      const Trumpet__PollReply *r)
 {
     uint32_t slot = r->cookie & ((1u << COOKIE_SLOT_BITS) - 1);
     uint32_t part = (r->cookie >> COOKIE_SLOT_BITS)
@@ -500,8 +506,9 @@ handle_poll_reply(struct tem_core *core, struct tem_host *h,
 
     core->stats.poll_replies++;
     h->stats.poll_replies++;
-    if ((r->has_late && r->late) || !d || d->decided || cookie_gen(d) != gen
-        || d->key.event != r->event_id || d->key.epoch != r->epoch
+    if ((r->has_late && r->late) || !d || d->decided
+        || tem_decide_cookie_gen(d) != gen || d->key.event != r->event_id
+        || d->key.epoch != r->epoch
         || part >= d->n_parts || parts[part].host_slot != h->slot
         || parts[part].session != h->session
         || parts[part].up.state != TPM_PART_WAITING) {
@@ -509,13 +516,14 @@ handle_poll_reply(struct tem_core *core, struct tem_host *h,
         return;
     }
 
-    poll_answer(core, d, part, r->status, r->has_value ? r->value : 0);
+    tem_decide_poll_answer(core, d, part, r->status,
+                           r->has_value ? r->value : 0);
 }
 
 /* The answers of a PollBatch: entry i answers the batch's entry i. */
 void
-handle_poll_batch_reply(struct tem_core *core, struct tem_host *h,
-                        const Trumpet__PollBatchReply *r)
+tem_decide_poll_batch_reply(struct tem_core *core, struct tem_host *h,
+                            const Trumpet__PollBatchReply *r)
 {
     struct tem_pollq *q = h->pollq;
     struct tem_poll_out *o = (q ? &q->out[r->cookie % TEM_POLL_BATCHES_OUT]
@@ -543,7 +551,8 @@ handle_poll_batch_reply(struct tem_core *core, struct tem_host *h,
             core->stats.replies_stale++;
             continue;
         }
-        poll_answer(core, d, ref->part, r->status.data[i], r->values[i]);
+        tem_decide_poll_answer(core, d, ref->part, r->status.data[i],
+                               r->values[i]);
     }
 }
 
@@ -554,10 +563,10 @@ handle_poll_batch_reply(struct tem_core *core, struct tem_host *h,
  * passed (their waiting parts missing), and forgets the decided keys kept
  * long enough. */
 void
-decisions_run(struct tem_core *core, uint64_t now)
+tem_decide_run(struct tem_core *core, uint64_t now)
 {
     while (core->rp_count) {
-        struct repoll *r = &core->repolls[core->rp_head];
+        struct tem_repoll *r = &core->repolls[core->rp_head];
         if (r->due_ns > now) {
             break;
         }
@@ -565,8 +574,9 @@ decisions_run(struct tem_core *core, uint64_t now)
                                                       r->slot);
         if (d && !d->decided && d->gen == r->gen && r->part < d->n_parts
             && tem_parts(d)[r->part].up.state == TPM_PART_WAITING
-            && host_connected(core->hosts[tem_parts(d)[r->part].host_slot])) {
-            send_poll(core, d, r->part);
+            && tem_out_host_connected(
+                   core->hosts[tem_parts(d)[r->part].host_slot])) {
+            tem_decide_poll(core, d, r->part);
             core->stats.repolls++;
         }
         core->rp_head = (core->rp_head + 1) % core->rp_cap;
@@ -576,16 +586,16 @@ decisions_run(struct tem_core *core, uint64_t now)
     struct tpm_decision *d;
     while ((d = tpm_decisions_due(core->decisions, now))) {
         tpm_decision_missing_all(d);
-        decide(core, d, true);
+        tem_decide_make(core, d, true);
     }
 
     tpm_decisions_expire(core->decisions, now);
 }
 
-/* Returns when decisions_run() next has something to do (UINT64_MAX:
+/* Returns when tem_decide_run() next has something to do (UINT64_MAX:
  * nothing in view). */
 uint64_t
-decisions_next_ns(const struct tem_core *core)
+tem_decide_next_ns(const struct tem_core *core)
 {
     uint64_t next = tpm_decisions_next_ns(core->decisions);
     if (core->rp_count) {

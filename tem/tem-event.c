@@ -6,16 +6,16 @@
  * Definitions.  An event is an event-language definition (lib/event.h,
  * docs/event-language.md) plus the network-wide clauses scope=, across=,
  * split=, then= and standby= (docs/tem.md), which lib/event.h hands over
- * as extension clauses; parse_net_clauses() reads them.  Hosts get the
- * definition without them ('local_def').  An event id is never reused:
- * new ids count up from the largest ever given (next_id, kept in the
- * state file).
+ * as extension clauses; tem_event_parse_clauses() reads them.  Hosts get
+ * the definition without them ('local_def').  An event id is never
+ * reused: new ids count up from the largest ever given (next_id, kept in
+ * the state file).
  *
  * Placement.  An event's members are the connected hosts in its scope
  * that serve a prefix intersecting the addresses its filter constrains
  * (and, for a standby event, that have an active drill-down).
- * event_reconcile() brings the members in line whenever that changes (a
- * host came or went, an event was added, a drill-down began or ended):
+ * tem_event_reconcile() brings the members in line whenever that changes
+ * (a host came or went, an event was added, a drill-down began or ended):
  * Install to the new members, Remove to those that left.  A member
  * records the host's session; a host back with a new session is a new
  * member.  e->member_of[slot] is the index of host slot 'slot''s member,
@@ -45,13 +45,15 @@
 
 #include "split.h"
 
-const char *const across_names[] = { "sum", "count", "max", "atleast" };
+const char *const tem_event_across_names[] = {
+    "sum", "count", "max", "atleast",
+};
 
 /* ---------------------------------------------------------------------- */
 /* Events: lookup, eligibility, installation. */
 
 struct tem_event *
-event_by_id(const struct tem_core *core, uint32_t id)
+tem_event_by_id(const struct tem_core *core, uint32_t id)
 {
     for (struct tem_event *e = core->by_id[id & core->id_mask]; e;
          e = e->id_next) {
@@ -63,7 +65,7 @@ event_by_id(const struct tem_core *core, uint32_t id)
 }
 
 struct tem_event *
-event_by_name(const struct tem_core *core, const char *name)
+tem_event_by_name(const struct tem_core *core, const char *name)
 {
     for (size_t i = 0; i < core->n_events; i++) {
         if (!strcmp(core->events[i]->name, name)) {
@@ -74,8 +76,8 @@ event_by_name(const struct tem_core *core, const char *name)
 }
 
 static bool
-prefixes_overlap(const struct tpm_prefix *a, size_t n_a,
-                 const struct tpm_prefix *b, size_t n_b)
+tem_event_prefixes_overlap(const struct tpm_prefix *a, size_t n_a,
+                           const struct tpm_prefix *b, size_t n_b)
 {
     for (size_t i = 0; i < n_a; i++) {
         for (size_t j = 0; j < n_b; j++) {
@@ -91,29 +93,30 @@ prefixes_overlap(const struct tpm_prefix *a, size_t n_a,
  * the event's scope and, if the filter constrains nw_src or nw_dst, serves
  * a prefix that intersects one of them. */
 bool
-event_eligible(const struct tem_event *e, const struct tem_host *h)
+tem_event_eligible(const struct tem_event *e, const struct tem_host *h)
 {
     if (!e->scope_all
-        && !prefixes_overlap(h->prefixes, h->n_prefixes, e->scope,
-                             e->n_scope)) {
+        && !tem_event_prefixes_overlap(h->prefixes, h->n_prefixes, e->scope,
+                                       e->n_scope)) {
         return false;
     }
-    return !e->n_addr || prefixes_overlap(h->prefixes, h->n_prefixes,
-                                          e->addr, e->n_addr);
+    return !e->n_addr || tem_event_prefixes_overlap(h->prefixes,
+                                                    h->n_prefixes, e->addr,
+                                                    e->n_addr);
 }
 
 static bool
-event_wanted(const struct tem_event *e, const struct tem_host *h,
-             uint64_t now)
+tem_event_wanted(const struct tem_event *e, const struct tem_host *h,
+                 uint64_t now)
 {
-    return host_connected(h) && event_eligible(e, h)
+    return tem_out_host_connected(h) && tem_event_eligible(e, h)
            && (!e->standby || e->drill_until[h->slot] > now);
 }
 
 /* Computes the threshold shares of 'e''s members into 'shares'. */
 static void
-event_shares(const struct tem_core *core, const struct tem_event *e,
-             double *shares)
+tem_event_shares(const struct tem_core *core, const struct tem_event *e,
+                 double *shares)
 {
     size_t n = e->n_members;
     double *w = NULL;
@@ -137,12 +140,12 @@ event_shares(const struct tem_core *core, const struct tem_event *e,
 }
 
 static void
-member_install(struct tem_core *core, struct tem_event *e,
-               struct tem_member *m, uint64_t now)
+tem_event_member_install(struct tem_core *core, struct tem_event *e,
+                         struct tem_member *m, uint64_t now)
 {
     struct tem_host *h = core->hosts[m->host_slot];
-    struct tproto_batch *b = host_out(core, h, strlen(e->local_def)
-                                      + strlen(e->name) + 32);
+    struct tproto_batch *b = tem_out_batch(core, h, strlen(e->local_def)
+                                           + strlen(e->name) + 32);
     m->cookie = core->next_cookie++;
     m->state = TEM_INSTALL_PENDING;
     m->installed_ns = now;
@@ -154,18 +157,19 @@ member_install(struct tem_core *core, struct tem_event *e,
 }
 
 static void
-member_remove(struct tem_core *core, struct tem_event *e,
-              const struct tem_member *m)
+tem_event_member_remove(struct tem_core *core, struct tem_event *e,
+                        const struct tem_member *m)
 {
-    struct tem_host *h = host_by_slot(core, m->host_slot);
-    if (host_connected(h) && h->session == m->session) {
-        tproto_add_remove(host_out(core, h, 16), core->next_cookie++, e->id);
+    struct tem_host *h = tem_out_host_by_slot(core, m->host_slot);
+    if (tem_out_host_connected(h) && h->session == m->session) {
+        tproto_add_remove(tem_out_batch(core, h, 16), core->next_cookie++,
+                          e->id);
         core->stats.removes++;
     }
 }
 
 static void
-event_index_members(struct tem_event *e)
+tem_event_index_members(struct tem_event *e)
 {
     for (size_t i = 0; i < e->n_members; i++) {
         e->member_of[e->members[i].host_slot] = (int32_t) i;
@@ -175,19 +179,19 @@ event_index_members(struct tem_event *e)
 /* Applies shares 'shares' to 'e''s members: a member whose share changed
  * is removed and installed again (its history on the host restarts). */
 static void
-event_apply_shares(struct tem_core *core, struct tem_event *e,
-                   const double *shares, uint64_t now)
+tem_event_apply_shares(struct tem_core *core, struct tem_event *e,
+                       const double *shares, uint64_t now)
 {
     double eps = 1e-9 * MAX(fabs(e->threshold), 1);
     for (size_t i = 0; i < e->n_members; i++) {
         struct tem_member *m = &e->members[i];
         if (m->is_new) {
             m->share = shares[i];
-            member_install(core, e, m, now);
+            tem_event_member_install(core, e, m, now);
         } else if (fabs(m->share - shares[i]) > eps) {
             m->share = shares[i];
-            member_remove(core, e, m);
-            member_install(core, e, m, now);
+            tem_event_member_remove(core, e, m);
+            tem_event_member_install(core, e, m, now);
             e->stats.reinstalls++;
         }
         m->is_new = false;
@@ -200,7 +204,7 @@ event_apply_shares(struct tem_core *core, struct tem_event *e,
  * that leaves leaves its share unused: the split stays safe, and the next
  * rebalance redistributes it). */
 void
-event_reconcile(struct tem_core *core, struct tem_event *e, uint64_t now)
+tem_event_reconcile(struct tem_core *core, struct tem_event *e, uint64_t now)
 {
     size_t n = 0;
     bool joined = false;
@@ -208,12 +212,12 @@ event_reconcile(struct tem_core *core, struct tem_event *e, uint64_t now)
     for (size_t i = 0; i < e->n_members; i++) {
         struct tem_member *m = &e->members[i];
         struct tem_host *h = core->hosts[m->host_slot];
-        if (h->session == m->session && event_wanted(e, h, now)) {
+        if (h->session == m->session && tem_event_wanted(e, h, now)) {
             e->member_of[m->host_slot] = (int32_t) n;
             e->members[n++] = *m;
         } else {
             e->member_of[m->host_slot] = -1;
-            member_remove(core, e, m);
+            tem_event_member_remove(core, e, m);
             free(m->reason);
         }
     }
@@ -221,7 +225,7 @@ event_reconcile(struct tem_core *core, struct tem_event *e, uint64_t now)
 
     for (uint32_t s = 0; s < core->n_host_slots; s++) {
         struct tem_host *h = core->hosts[s];
-        if (!h || e->member_of[s] >= 0 || !event_wanted(e, h, now)) {
+        if (!h || e->member_of[s] >= 0 || !tem_event_wanted(e, h, now)) {
             continue;
         }
         if (e->n_members >= e->allocated) {
@@ -236,19 +240,19 @@ event_reconcile(struct tem_core *core, struct tem_event *e, uint64_t now)
         };
         joined = true;
     }
-    event_index_members(e);
+    tem_event_index_members(e);
 
     if (e->split) {
         if (joined) {
             double *shares = xcalloc(e->n_members, sizeof *shares);
-            event_shares(core, e, shares);
-            event_apply_shares(core, e, shares, now);
+            tem_event_shares(core, e, shares);
+            tem_event_apply_shares(core, e, shares, now);
             free(shares);
         }
     } else {
         for (size_t i = 0; i < e->n_members; i++) {
             if (e->members[i].is_new) {
-                member_install(core, e, &e->members[i], now);
+                tem_event_member_install(core, e, &e->members[i], now);
                 e->members[i].is_new = false;
             }
         }
@@ -256,24 +260,24 @@ event_reconcile(struct tem_core *core, struct tem_event *e, uint64_t now)
 }
 
 void
-reconcile_all(struct tem_core *core, uint64_t now)
+tem_event_reconcile_all(struct tem_core *core, uint64_t now)
 {
     for (size_t i = 0; i < core->n_events; i++) {
-        event_reconcile(core, core->events[i], now);
+        tem_event_reconcile(core, core->events[i], now);
     }
 }
 
 /* Re-splits 'e''s threshold if some member's share would move by more
  * than --rebalance-change. */
 void
-event_rebalance(struct tem_core *core, struct tem_event *e, uint64_t now)
+tem_event_rebalance(struct tem_core *core, struct tem_event *e, uint64_t now)
 {
     if (!e->split || e->n_members < 1) {
         return;
     }
     double *shares = xcalloc(e->n_members, sizeof *shares);
     bool moved = false;
-    event_shares(core, e, shares);
+    tem_event_shares(core, e, shares);
     for (size_t i = 0; i < e->n_members; i++) {
         double old = e->members[i].share;
         if (fabs(shares[i] - old) > core->cfg.rebalance_change
@@ -286,7 +290,7 @@ event_rebalance(struct tem_core *core, struct tem_event *e, uint64_t now)
         tem_log_rl(core, &core->rl_install, TPM_LOG_INFO,
                    "event %s: re-splitting threshold %g over %zu hosts",
                    e->name, e->threshold, e->n_members);
-        event_apply_shares(core, e, shares, now);
+        tem_event_apply_shares(core, e, shares, now);
     }
     free(shares);
 }
@@ -309,7 +313,7 @@ static const char *const net_clause_names[] = {
 
 /* Collapses white space runs of 's' into single spaces, trimmed. */
 static char *
-collapse_space(const char *s)
+tem_event_collapse_space(const char *s)
 {
     char *out = xmalloc(strlen(s) + 1);
     size_t n = 0;
@@ -332,8 +336,8 @@ collapse_space(const char *s)
 /* Fills 'e''s network-wide settings from the extension clauses 'x'.
  * Returns NULL or an error. */
 static char *
-parse_net_clauses(const struct tem_core *core, struct tem_event *e,
-                  const struct tpm_event_ext *x)
+tem_event_parse_clauses(const struct tem_core *core, struct tem_event *e,
+                        const struct tpm_event_ext *x)
 {
     const char *v;
     const struct tpm_expr *p = e->ev->pred;
@@ -407,7 +411,7 @@ parse_net_clauses(const struct tem_core *core, struct tem_event *e,
             return xasprintf("split: column %d: split= applies only to "
                              "across=sum or across=count (this event is "
                              "across=%s)", x->cols[NC_SPLIT],
-                             across_names[e->across]);
+                             tem_event_across_names[e->across]);
         }
         if (!strcmp(v, "weighted")) {
             e->weighted = true;
@@ -476,7 +480,7 @@ parse_net_clauses(const struct tem_core *core, struct tem_event *e,
  * constrains (a non-contiguous mask counts by its leading ones, which
  * covers every matching address). */
 static void
-event_filter_prefixes(struct tem_event *e)
+tem_event_filter_prefixes(struct tem_event *e)
 {
     const struct tpm_match *f = &e->ev->filter;
     int ipver = f->key.ipver == 6 ? 6 : 4;
@@ -504,7 +508,7 @@ event_filter_prefixes(struct tem_event *e)
 }
 
 void
-event_free(struct tem_event *e)
+tem_event_free(struct tem_event *e)
 {
     if (!e) {
         return;
@@ -530,8 +534,8 @@ event_free(struct tem_event *e)
 
 /* Parses event 'name' 'definition' into a new event (not yet added). */
 static char *
-event_parse(const struct tem_core *core, const char *name,
-            const char *definition, struct tem_event **ep)
+tem_event_parse(const struct tem_core *core, const char *name,
+                const char *definition, struct tem_event **ep)
 {
     struct tpm_event_ext x = { .n = N_NET_CLAUSES,
                                .names = net_clause_names };
@@ -539,13 +543,13 @@ event_parse(const struct tem_core *core, const char *name,
 
     *ep = NULL;
     e->name = xstrdup(name);
-    e->definition = collapse_space(definition);
+    e->definition = tem_event_collapse_space(definition);
     char *error = tpm_event_parse_ext(name, definition, &x, &e->ev);
     if (!error) {
-        error = parse_net_clauses(core, e, &x);
+        error = tem_event_parse_clauses(core, e, &x);
     }
     if (!error) {
-        e->local_def = collapse_space(x.local);
+        e->local_def = tem_event_collapse_space(x.local);
         if (strlen(e->local_def) > TPROTO_MAX_DEFINITION) {
             error = xasprintf("definition: longer than %d characters",
                               TPROTO_MAX_DEFINITION);
@@ -553,10 +557,10 @@ event_parse(const struct tem_core *core, const char *name,
     }
     tpm_event_ext_clear(&x);
     if (error) {
-        event_free(e);
+        tem_event_free(e);
         return error;
     }
-    event_filter_prefixes(e);
+    tem_event_filter_prefixes(e);
     e->member_of = xmalloc(core->cfg.max_hosts * sizeof *e->member_of);
     for (uint32_t i = 0; i < core->cfg.max_hosts; i++) {
         e->member_of[i] = -1;
@@ -587,7 +591,7 @@ tem_core_event_add(struct tem_core *core, const char *name,
         return xasprintf("definition: longer than %d characters",
                          TEM_MAX_DEFINITION);
     }
-    if (event_by_name(core, name)) {
+    if (tem_event_by_name(core, name)) {
         return xasprintf("event '%s' already exists (event-del it first)",
                          name);
     }
@@ -595,7 +599,7 @@ tem_core_event_add(struct tem_core *core, const char *name,
         return xasprintf("too many events: %zu defined (the TEM's "
                          "--max-events)", core->n_events);
     }
-    if (id && event_by_id(core, id)) {
+    if (id && tem_event_by_id(core, id)) {
         return xasprintf("event id %"PRIu32" is used twice", id);
     }
     if (!id && core->next_id > TEM_MAX_EVENT_ID) {
@@ -604,7 +608,7 @@ tem_core_event_add(struct tem_core *core, const char *name,
                          "state file with the TEM stopped: docs/tem.md)",
                          (uint32_t) TEM_MAX_EVENT_ID);
     }
-    error = event_parse(core, name, definition, &e);
+    error = tem_event_parse(core, name, definition, &e);
     if (error) {
         return error;
     }
@@ -619,16 +623,16 @@ tem_core_event_add(struct tem_core *core, const char *name,
     core->events_version++;
     tem_log_rl(core, &core->rl_misc, TPM_LOG_INFO, "event %s (id %"PRIu32") "
                "defined: %s", e->name, e->id, e->definition);
-    event_reconcile(core, e, now__(core));
+    tem_event_reconcile(core, e, tem_core_now(core));
     core->next_hk_ns = 0;
     return NULL;
 }
 
 static void
-event_delete(struct tem_core *core, struct tem_event *e)
+tem_event_delete(struct tem_core *core, struct tem_event *e)
 {
     for (size_t i = 0; i < e->n_members; i++) {
-        member_remove(core, e, &e->members[i]);
+        tem_event_member_remove(core, e, &e->members[i]);
     }
     struct tem_event **pp = &core->by_id[e->id & core->id_mask];
     while (*pp != e) {
@@ -644,19 +648,19 @@ event_delete(struct tem_core *core, struct tem_event *e)
         }
     }
     core->events_version++;
-    event_free(e);
+    tem_event_free(e);
 }
 
 char *
 tem_core_event_del(struct tem_core *core, const char *name)
 {
-    struct tem_event *e = event_by_name(core, name);
+    struct tem_event *e = tem_event_by_name(core, name);
     if (!e) {
         return xasprintf("no event '%s'", name);
     }
     tem_log_rl(core, &core->rl_misc, TPM_LOG_INFO, "event %s (id %"PRIu32") "
                "deleted", e->name, e->id);
-    event_delete(core, e);
+    tem_event_delete(core, e);
     return NULL;
 }
 
@@ -664,7 +668,7 @@ void
 tem_core_event_clear(struct tem_core *core)
 {
     while (core->n_events) {
-        event_delete(core, core->events[core->n_events - 1]);
+        tem_event_delete(core, core->events[core->n_events - 1]);
     }
 }
 

@@ -50,7 +50,7 @@
 /* A host that sends nothing for this many heartbeat periods is gone. */
 #define TEM_HEARTBEAT_MISSES 3
 
-const char *const dos_state_names[] = {
+const char *const tem_host_dos_state_names[] = {
     "none", "pending", "acked", "nacked", "unsupported", "waiting",
 };
 
@@ -58,7 +58,7 @@ const char *const dos_state_names[] = {
 /* Hosts by peer and by id. */
 
 static uint32_t
-peer_hash(const void *peer, size_t len)
+tem_host_peer_hash(const void *peer, size_t len)
 {
     const uint8_t *p = peer;
     uint32_t h = 2166136261u;
@@ -68,12 +68,19 @@ peer_hash(const void *peer, size_t len)
     return h;
 }
 
-static struct tem_host *
-host_by_peer(const struct tem_core *core, const void *peer, size_t len)
+/* Returns the chain of 'peers' where peer 'peer' belongs. */
+static struct tem_host **
+tem_host_peer_bucket(const struct tem_core *core, const void *peer,
+                     size_t len)
 {
-    for (struct tem_host *h = core->peers[peer_hash(peer, len)
-                                          & core->peer_mask];
-         h; h = h->peer_next) {
+    return &core->peers[tem_host_peer_hash(peer, len) & core->peer_mask];
+}
+
+static struct tem_host *
+tem_host_by_peer(const struct tem_core *core, const void *peer, size_t len)
+{
+    for (struct tem_host *h = *tem_host_peer_bucket(core, peer, len); h;
+         h = h->peer_next) {
         if (h->peer_len == len && !memcmp(h->peer, peer, len)) {
             return h;
         }
@@ -82,19 +89,17 @@ host_by_peer(const struct tem_core *core, const void *peer, size_t len)
 }
 
 static void
-peer_insert(struct tem_core *core, struct tem_host *h)
+tem_host_peer_insert(struct tem_core *core, struct tem_host *h)
 {
-    struct tem_host **b = &core->peers[peer_hash(h->peer, h->peer_len)
-                                       & core->peer_mask];
+    struct tem_host **b = tem_host_peer_bucket(core, h->peer, h->peer_len);
     h->peer_next = *b;
     *b = h;
 }
 
 static void
-peer_remove(struct tem_core *core, struct tem_host *h)
+tem_host_peer_remove(struct tem_core *core, struct tem_host *h)
 {
-    struct tem_host **pp = &core->peers[peer_hash(h->peer, h->peer_len)
-                                        & core->peer_mask];
+    struct tem_host **pp = tem_host_peer_bucket(core, h->peer, h->peer_len);
     while (*pp && *pp != h) {
         pp = &(*pp)->peer_next;
     }
@@ -105,7 +110,7 @@ peer_remove(struct tem_core *core, struct tem_host *h)
 }
 
 static struct tem_host *
-host_by_id(const struct tem_core *core, const char *id)
+tem_host_by_id(const struct tem_core *core, const char *id)
 {
     for (uint32_t i = 0; i < core->n_host_slots; i++) {
         struct tem_host *h = core->hosts[i];
@@ -132,7 +137,7 @@ host_by_id(const struct tem_core *core, const char *id)
  * and one connection delivers in order).
  *
  * After each frame, and in every heartbeat, the TEM tells the host
- * (Heartbeat.received) what it has, host_received() (tem-out.c):
+ * (Heartbeat.received) what it has, tem_out_received() (tem-out.c):
  * everything taken, but that a satisfaction whose decision is pending is
  * "held" until the decision is made (tem-decide.c), so that a TEM
  * stopping or crashing before it decides gets it again (with what the
@@ -141,7 +146,7 @@ host_by_id(const struct tem_core *core, const char *id)
 
 /* A new session of 'h', whose Hello is 'hello'. */
 static void
-host_seq_hello(struct tem_host *h, const Trumpet__Hello *hello)
+tem_host_seq_hello(struct tem_host *h, const Trumpet__Hello *hello)
 {
     uint64_t instance = hello->has_instance ? hello->instance : 0;
     if (!instance || instance != h->seq_instance) {
@@ -159,11 +164,12 @@ host_seq_hello(struct tem_host *h, const Trumpet__Hello *hello)
 /* Takes report 'seq' ('has_seq') of 'h', flagged 'late'.  Returns false
  * if it was taken already (counted; the caller drops it). */
 static bool
-report_take(struct tem_core *core, struct tem_host *h, bool has_seq,
-            uint64_t seq, bool late)
+tem_host_report_take(struct tem_core *core, struct tem_host *h, bool has_seq,
+                     uint64_t seq, bool late)
 {
     if (has_seq && h->version >= TPROTO_VERSION_CONFIRM) {
-        host_dirty(core, h);    /* host_tell_received() at the flush. */
+        /* Told at the flush, tem_out_tell_received(). */
+        tem_out_dirty(core, h);
         if (h->seq_recv && seq <= h->seq_recv) {
             core->stats.reports_dup++;
             h->stats.reports_dup++;
@@ -185,12 +191,12 @@ report_take(struct tem_core *core, struct tem_host *h, bool has_seq,
 
 /* Appends a heartbeat to 'h''s batch, with what it delivered. */
 static void
-host_heartbeat(struct tem_core *core, struct tem_host *h, uint64_t now)
+tem_host_heartbeat(struct tem_core *core, struct tem_host *h, uint64_t now)
 {
-    struct tproto_batch *b = host_out(core, h, 32);
+    struct tproto_batch *b = tem_out_batch(core, h, 32);
     tproto_add_heartbeat(b, now, ++h->hb_seq);
-    if (h->version >= TPROTO_VERSION_CONFIRM && host_received(h)) {
-        h->seq_told = host_received(h);
+    if (h->version >= TPROTO_VERSION_CONFIRM && tem_out_received(h)) {
+        h->seq_told = tem_out_received(h);
         tproto_set_received(b, h->seq_told);
     }
     h->last_hb_tx_ns = now;
@@ -201,8 +207,8 @@ host_heartbeat(struct tem_core *core, struct tem_host *h, uint64_t now)
 
 /* Returns true if the TEM sets a DoS threshold on 'h', in '*bytes'. */
 bool
-host_dos_wanted(const struct tem_core *core, const struct tem_host *h,
-                uint32_t *bytes)
+tem_host_dos_wanted(const struct tem_core *core, const struct tem_host *h,
+                    uint32_t *bytes)
 {
     if (h->dos_own) {
         *bytes = h->dos_own_bytes;
@@ -217,14 +223,14 @@ host_dos_wanted(const struct tem_core *core, const struct tem_host *h,
 /* Sends 'h' the DoS threshold the TEM wants on it, if any and if its
  * session speaks Configure; updates its state either way. */
 static void
-host_dos_send(struct tem_core *core, struct tem_host *h)
+tem_host_dos_send(struct tem_core *core, struct tem_host *h)
 {
     uint32_t bytes;
 
     h->dos_reason[0] = '\0';
-    if (!host_dos_wanted(core, h, &bytes)) {
+    if (!tem_host_dos_wanted(core, h, &bytes)) {
         h->dos_state = TEM_DOS_NONE;
-    } else if (!host_connected(h)) {
+    } else if (!tem_out_host_connected(h)) {
         h->dos_state = TEM_DOS_WAITING;
     } else if (h->version < TPROTO_VERSION_CONFIGURE) {
         h->dos_state = TEM_DOS_UNSUPPORTED;
@@ -237,7 +243,7 @@ host_dos_send(struct tem_core *core, struct tem_host *h)
         h->dos_sent = bytes;
         h->dos_cookie = core->next_cookie++;
         h->dos_session = h->session;
-        tproto_add_configure(host_out(core, h, 24), h->dos_cookie, true,
+        tproto_add_configure(tem_out_batch(core, h, 24), h->dos_cookie, true,
                              bytes);
         core->stats.configures++;
     }
@@ -246,8 +252,8 @@ host_dos_send(struct tem_core *core, struct tem_host *h)
 /* The answer of 'h' to Configure 'cookie': 'reason' NULL for an ack.
  * Returns false if it answers no Configure of this session. */
 static bool
-host_dos_answer(struct tem_core *core, struct tem_host *h, uint64_t cookie,
-                const char *reason)
+tem_host_dos_answer(struct tem_core *core, struct tem_host *h, uint64_t cookie,
+                    const char *reason)
 {
     if (h->dos_state != TEM_DOS_PENDING || h->dos_cookie != cookie
         || h->dos_session != h->session) {
@@ -273,12 +279,12 @@ tem_core_set_dos_threshold(struct tem_core *core, const char *host,
 
     *resultp = NULL;
     if (host) {
-        only = host_by_id(core, host);
+        only = tem_host_by_id(core, host);
         if (!only) {
             return xasprintf("no host '%s' (tem-ctl hosts lists them)",
                              host);
         }
-        if (host_connected(only)
+        if (tem_out_host_connected(only)
             && only->version < TPROTO_VERSION_CONFIGURE) {
             return xasprintf("host %s speaks protocol version %"PRIu32": "
                              "it cannot take a DoS threshold from the TEM "
@@ -302,12 +308,12 @@ tem_core_set_dos_threshold(struct tem_core *core, const char *host,
             continue;
         }
         h->dos_own = only != NULL;
-        host_dos_send(core, h);
+        tem_host_dos_send(core, h);
 
         struct json_object *o = json_object_new_object();
         json_object_object_add(o, "host", json_object_new_string(h->id));
         json_object_object_add(o, "state", json_object_new_string(
-                                   dos_state_names[h->dos_state]));
+                                   tem_host_dos_state_names[h->dos_state]));
         json_object_object_add(o, "version",
                                json_object_new_int64(h->version));
         json_object_array_add(a, o);
@@ -330,15 +336,15 @@ tem_core_set_dos_threshold(struct tem_core *core, const char *host,
 
 /* Ends 'h''s session; the caller reconciles the events. */
 static void
-host_gone__(struct tem_core *core, struct tem_host *h, const char *reason,
-            uint64_t now)
+tem_host_gone__(struct tem_core *core, struct tem_host *h, const char *reason,
+                uint64_t now)
 {
     tem_log_rl(core, &core->rl_session, TPM_LOG_INFO, "host %s gone: %s",
                h->id, reason);
-    decisions_host_gone(core, h);
-    peer_remove(core, h);
+    tem_decide_host_gone(core, h);
+    tem_host_peer_remove(core, h);
     tproto_batch_clear(&h->out);
-    pollq_reset(h->pollq);
+    tem_out_pollq_reset(h->pollq);
     h->out_bytes = 0;
     h->state = TEM_HOST_GONE;
     h->gone_ns = now;
@@ -351,12 +357,12 @@ host_gone__(struct tem_core *core, struct tem_host *h, const char *reason,
 }
 
 static void
-host_gone(struct tem_core *core, struct tem_host *h, const char *reason)
+tem_host_gone(struct tem_core *core, struct tem_host *h, const char *reason)
 {
     if (h->state == TEM_HOST_CONNECTED) {
-        uint64_t now = now__(core);
-        host_gone__(core, h, reason, now);
-        reconcile_all(core, now);
+        uint64_t now = tem_core_now(core);
+        tem_host_gone__(core, h, reason, now);
+        tem_event_reconcile_all(core, now);
     }
 }
 
@@ -365,36 +371,36 @@ tem_core_bye_all(struct tem_core *core, const char *reason)
 {
     for (uint32_t i = 0; i < core->n_host_slots; i++) {
         struct tem_host *h = core->hosts[i];
-        if (host_connected(h)) {
+        if (tem_out_host_connected(h)) {
             tproto_batch_clear(&h->out);
             /* What it delivered, so that it does not send it again. */
-            host_tell_received(core, h);
+            tem_out_tell_received(core, h);
             tproto_add_bye(&h->out, reason);
-            send_batch(core, h->peer, h->peer_len, h->version, &h->out,
-                       &h->stats);
-            host_gone__(core, h, reason, now__(core));
+            tem_out_send(core, h->peer, h->peer_len, h->version, &h->out,
+                         &h->stats);
+            tem_host_gone__(core, h, reason, tem_core_now(core));
         }
     }
-    reconcile_all(core, now__(core));
+    tem_event_reconcile_all(core, tem_core_now(core));
 }
 
 void
 tem_core_peer_revoke(struct tem_core *core, const void *peer,
                      size_t peer_len, const char *reason)
 {
-    struct tem_host *h = host_by_peer(core, peer, peer_len);
+    struct tem_host *h = tem_host_by_peer(core, peer, peer_len);
 
-    if (host_connected(h)) {
+    if (tem_out_host_connected(h)) {
         core->stats.revoked++;
-        send_bye(core, h->peer, h->peer_len, reason);
-        host_gone(core, h, reason);
+        tem_out_bye(core, h->peer, h->peer_len, reason);
+        tem_host_gone(core, h, reason);
     }
 }
 
 /* Returns a slot for a new host: a never used one, else the one gone the
  * longest ago; NULL if every host is connected. */
 static struct tem_host *
-host_alloc(struct tem_core *core)
+tem_host_alloc(struct tem_core *core)
 {
     struct tem_host *h = NULL;
 
@@ -432,9 +438,9 @@ host_alloc(struct tem_core *core)
 }
 
 static void
-handle_hello(struct tem_core *core, const void *peer, size_t peer_len,
-             const char *auth_id, struct tem_host *cur,
-             const Trumpet__Hello *hello)
+tem_host_hello(struct tem_core *core, const void *peer, size_t peer_len,
+               const char *auth_id, struct tem_host *cur,
+               const Trumpet__Hello *hello)
 {
     uint32_t version = tproto_version_choose(hello->version_min,
                                              hello->version_max);
@@ -468,17 +474,17 @@ handle_hello(struct tem_core *core, const void *peer, size_t peer_len,
 
     /* A new Hello on a live session restarts it. */
     if (cur) {
-        host_gone(core, cur, "new Hello on the same connection");
+        tem_host_gone(core, cur, "new Hello on the same connection");
     }
-    struct tem_host *h = host_by_id(core, hello->host_id);
+    struct tem_host *h = tem_host_by_id(core, hello->host_id);
     if (h && h->state == TEM_HOST_CONNECTED) {
         core->stats.replaced++;
-        send_bye(core, h->peer, h->peer_len, "replaced by a new session of "
-                 "the same host id");
-        host_gone(core, h, "replaced by a new session from another peer");
+        tem_out_bye(core, h->peer, h->peer_len, "replaced by a new session of "
+                    "the same host id");
+        tem_host_gone(core, h, "replaced by a new session from another peer");
     }
     if (!h) {
-        h = host_alloc(core);
+        h = tem_host_alloc(core);
         if (!h) {
             snprintf(reason, sizeof reason, "too many hosts: %"PRIu32" "
                      "connected (the TEM's --max-hosts)",
@@ -487,7 +493,7 @@ handle_hello(struct tem_core *core, const void *peer, size_t peer_len,
         }
     }
 
-    uint64_t now = now__(core);
+    uint64_t now = tem_core_now(core);
     snprintf(h->id, sizeof h->id, "%s", hello->host_id);
     memcpy(h->peer, peer, peer_len);
     h->peer_len = peer_len;
@@ -501,16 +507,16 @@ handle_hello(struct tem_core *core, const void *peer, size_t peer_len,
     h->software = hello->software ? xstrdup(hello->software) : NULL;
     h->n_pmds = hello->n_pmd_ids;
     h->version = version;
-    host_seq_hello(h, hello);
+    tem_host_seq_hello(h, hello);
     h->state = TEM_HOST_CONNECTED;
     h->session = ++core->session_seq;
     h->connected_ns = h->last_rx_ns = h->last_hb_tx_ns = now;
     h->gone_reason[0] = '\0';
     h->stats.sessions++;
-    peer_insert(core, h);
+    tem_host_peer_insert(core, h);
     core->stats.sessions++;
 
-    tproto_add_welcome(host_out(core, h, 64 + strlen(core->cfg.tem_id)),
+    tproto_add_welcome(tem_out_batch(core, h, 64 + strlen(core->cfg.tem_id)),
                        version, core->cfg.tem_id, now,
                        core->cfg.heartbeat_ms);
     tem_log_rl(core, &core->rl_session, TPM_LOG_INFO,
@@ -520,22 +526,22 @@ handle_hello(struct tem_core *core, const void *peer, size_t peer_len,
                h->software ? h->software : "");
     /* The host may have restarted: its DoS threshold again, before its
      * triggers. */
-    host_dos_send(core, h);
-    reconcile_all(core, now);
+    tem_host_dos_send(core, h);
+    tem_event_reconcile_all(core, now);
     return;
 
 refuse:
     core->stats.refused++;
     tem_log_rl(core, &core->rl_session, TPM_LOG_WARN, "refusing host: %s",
                reason);
-    send_refuse(core, peer, peer_len, reason);
+    tem_out_refuse(core, peer, peer_len, reason);
 }
 
 static void
-handle_ack(struct tem_core *core, struct tem_host *h, uint64_t cookie,
-           uint32_t event_id, const char *reason)
+tem_host_ack(struct tem_core *core, struct tem_host *h, uint64_t cookie,
+             uint32_t event_id, const char *reason)
 {
-    struct tem_event *e = event_by_id(core, event_id);
+    struct tem_event *e = tem_event_by_id(core, event_id);
     int32_t idx = e ? e->member_of[h->slot] : -1;
 
     if (reason) {
@@ -547,7 +553,7 @@ handle_ack(struct tem_core *core, struct tem_host *h, uint64_t cookie,
     }
     if (!event_id) {
         /* The answer to a Configure. */
-        if (!host_dos_answer(core, h, cookie, reason) && reason) {
+        if (!tem_host_dos_answer(core, h, cookie, reason) && reason) {
             tem_log_rl(core, &core->rl_install, TPM_LOG_WARN,
                        "host %s refused configure %"PRIu64" (since "
                        "superseded): %s", h->id, cookie, reason);
@@ -579,28 +585,28 @@ handle_ack(struct tem_core *core, struct tem_host *h, uint64_t cookie,
 }
 
 static void
-handle_message(struct tem_core *core, struct tem_host *h,
-               const Trumpet__Message *msg)
+tem_host_message(struct tem_core *core, struct tem_host *h,
+                 const Trumpet__Message *msg)
 {
     switch (msg->body_case) {
     case TRUMPET__MESSAGE__BODY_SATISFACTION: {
         const Trumpet__Satisfaction *s = msg->satisfaction;
-        if (report_take(core, h, s->has_seq, s->seq,
-                        s->has_late && s->late)) {
-            handle_satisfaction(core, h, s);
+        if (tem_host_report_take(core, h, s->has_seq, s->seq,
+                                 s->has_late && s->late)) {
+            tem_decide_satisfaction(core, h, s);
         }
         break;
     }
     case TRUMPET__MESSAGE__BODY_POLL_REPLY: {
         const Trumpet__PollReply *r = msg->poll_reply;
-        if (report_take(core, h, r->has_seq, r->seq,
-                        r->has_late && r->late)) {
-            handle_poll_reply(core, h, r);
+        if (tem_host_report_take(core, h, r->has_seq, r->seq,
+                                 r->has_late && r->late)) {
+            tem_decide_poll_reply(core, h, r);
         }
         break;
     }
     case TRUMPET__MESSAGE__BODY_POLL_BATCH_REPLY:
-        handle_poll_batch_reply(core, h, msg->poll_batch_reply);
+        tem_decide_poll_batch_reply(core, h, msg->poll_batch_reply);
         break;
     case TRUMPET__MESSAGE__BODY_HEARTBEAT: {
         const Trumpet__HostCounters *c = msg->heartbeat->counters;
@@ -615,17 +621,17 @@ handle_message(struct tem_core *core, struct tem_host *h,
         break;
     }
     case TRUMPET__MESSAGE__BODY_ACK:
-        handle_ack(core, h, msg->ack->cookie, msg->ack->event_id, NULL);
+        tem_host_ack(core, h, msg->ack->cookie, msg->ack->event_id, NULL);
         break;
     case TRUMPET__MESSAGE__BODY_NACK:
-        handle_ack(core, h, msg->nack->cookie, msg->nack->event_id,
-                   msg->nack->reason);
+        tem_host_ack(core, h, msg->nack->cookie, msg->nack->event_id,
+                     msg->nack->reason);
         break;
     case TRUMPET__MESSAGE__BODY_BYE: {
         char reason[160];
         snprintf(reason, sizeof reason, "said Bye (%s)",
                  msg->bye->reason ? msg->bye->reason : "no reason");
-        host_gone(core, h, reason);
+        tem_host_gone(core, h, reason);
         break;
     }
     case TRUMPET__MESSAGE__BODY_HELLO:
@@ -649,8 +655,8 @@ handle_message(struct tem_core *core, struct tem_host *h,
 /* Formats who sent a frame, for logs: the session's host id, the id its
  * key is bound to, and the ZeroMQ peer id in hex. */
 static void
-peer_name(const struct tem_host *h, const char *auth_id, const void *peer,
-          size_t peer_len, char *buf, size_t size)
+tem_host_peer_name(const struct tem_host *h, const char *auth_id,
+                   const void *peer, size_t peer_len, char *buf, size_t size)
 {
     const uint8_t *p = peer;
     size_t n = snprintf(buf, size, "peer 0x");
@@ -677,7 +683,7 @@ void
 tem_core_input_auth(struct tem_core *core, const void *peer, size_t peer_len,
                     const char *auth_id, const void *data, size_t len)
 {
-    struct tem_host *h = host_by_peer(core, peer, peer_len);
+    struct tem_host *h = tem_host_by_peer(core, peer, peer_len);
     const char *why;
     Trumpet__Frame *frame;
     char who[160];
@@ -694,7 +700,7 @@ tem_core_input_auth(struct tem_core *core, const void *peer, size_t peer_len,
         /* The session's host id is not the key's: never act on it. */
         core->stats.auth_mismatch++;
         h->stats.invalid_frames++;
-        peer_name(h, auth_id, peer, peer_len, who, sizeof who);
+        tem_host_peer_name(h, auth_id, peer, peer_len, who, sizeof who);
         tem_log_rl(core, &core->rl_input, TPM_LOG_WARN, "frame from %s "
                    "dropped: its key is bound to host id %s", who, auth_id);
         return;
@@ -707,7 +713,7 @@ tem_core_input_auth(struct tem_core *core, const void *peer, size_t peer_len,
         } else {
             core->stats.unknown_peer++;
         }
-        peer_name(h, auth_id, peer, peer_len, who, sizeof who);
+        tem_host_peer_name(h, auth_id, peer, peer_len, who, sizeof who);
         tem_log_rl(core, &core->rl_input, TPM_LOG_WARN, "invalid frame "
                    "(%zu bytes) from %s: %s", len, who, why);
         return;
@@ -729,14 +735,14 @@ tem_core_input_auth(struct tem_core *core, const void *peer, size_t peer_len,
             if (h) {
                 h->stats.invalid_msgs++;
             }
-            peer_name(h, auth_id, peer, peer_len, who, sizeof who);
+            tem_host_peer_name(h, auth_id, peer, peer_len, who, sizeof who);
             tem_log_rl(core, &core->rl_input, TPM_LOG_WARN, "invalid "
                        "message from %s: %s", who, invalid);
             continue;
         }
         if (msg->body_case == TRUMPET__MESSAGE__BODY_HELLO) {
-            handle_hello(core, peer, peer_len, auth_id, h, msg->hello);
-            h = host_by_peer(core, peer, peer_len);
+            tem_host_hello(core, peer, peer_len, auth_id, h, msg->hello);
+            h = tem_host_by_peer(core, peer, peer_len);
             said_bye = true;    /* Refused: the Refuse says it all. */
         } else if (!h) {
             /* Not in session: ask for Hello (but never answer a Bye or
@@ -744,19 +750,19 @@ tem_core_input_auth(struct tem_core *core, const void *peer, size_t peer_len,
             core->stats.unknown_peer++;
             if (!said_bye && msg->body_case != TRUMPET__MESSAGE__BODY_BYE
                 && msg->body_case != TRUMPET__MESSAGE__BODY_REFUSE) {
-                send_bye(core, peer, peer_len, "unknown session");
+                tem_out_bye(core, peer, peer_len, "unknown session");
                 said_bye = true;
             }
         } else if (session_only) {
             if (msg->body_case == TRUMPET__MESSAGE__BODY_BYE) {
-                handle_message(core, h, msg);
+                tem_host_message(core, h, msg);
             }
         } else {
             if (!rx_ns) {
-                rx_ns = now__(core);
+                rx_ns = tem_core_now(core);
             }
             h->last_rx_ns = rx_ns;
-            handle_message(core, h, msg);
+            tem_host_message(core, h, msg);
         }
         if (h && h->state != TEM_HOST_CONNECTED) {
             h = NULL;
@@ -769,22 +775,22 @@ tem_core_input_auth(struct tem_core *core, const void *peer, size_t peer_len,
 /* Timers. */
 
 void
-housekeeping(struct tem_core *core, uint64_t now)
+tem_host_run(struct tem_core *core, uint64_t now)
 {
     uint64_t hb_ns = core->cfg.heartbeat_ms * NS_PER_MS;
     uint64_t next = now + MAX(hb_ns / 2, NS_PER_MS);
 
     for (uint32_t i = 0; i < core->n_host_slots; i++) {
         struct tem_host *h = core->hosts[i];
-        if (!host_connected(h)) {
+        if (!tem_out_host_connected(h)) {
             continue;
         }
         if (now - h->last_rx_ns >= TEM_HEARTBEAT_MISSES * hb_ns) {
-            host_gone(core, h, "no message for 3 heartbeat periods");
+            tem_host_gone(core, h, "no message for 3 heartbeat periods");
             continue;
         }
         if (now - h->last_hb_tx_ns >= hb_ns) {
-            host_heartbeat(core, h, now);
+            tem_host_heartbeat(core, h, now);
         }
         next = MIN(next, h->last_hb_tx_ns + hb_ns);
         next = MIN(next, h->last_rx_ns + TEM_HEARTBEAT_MISSES * hb_ns);
@@ -794,7 +800,7 @@ housekeeping(struct tem_core *core, uint64_t now)
         struct tem_event *e = core->events[i];
         if (e->standby && e->drill_next && e->drill_next <= now) {
             uint64_t earliest = 0;
-            event_reconcile(core, e, now);
+            tem_event_reconcile(core, e, now);
             for (uint32_t s = 0; s < core->n_host_slots; s++) {
                 uint64_t u = e->drill_until[s];
                 if (u > now && (!earliest || u < earliest)) {
@@ -809,7 +815,7 @@ housekeeping(struct tem_core *core, uint64_t now)
         if (e->split) {
             if (now >= e->next_rebalance_ns) {
                 if (e->next_rebalance_ns) {
-                    event_rebalance(core, e, now);
+                    tem_event_rebalance(core, e, now);
                 }
                 e->next_rebalance_ns = now + core->cfg.rebalance_ns;
             }

@@ -26,7 +26,7 @@ static void
 tem_log_rlv(struct tem_core *core, struct tem_rl *rl,
             enum tpm_log_level level, const char *format, va_list args)
 {
-    uint64_t window = now__(core) / NS_PER_S;
+    uint64_t window = tem_core_now(core) / NS_PER_S;
     if (window != rl->window) {
         rl->window = window;
         rl->n = 0;

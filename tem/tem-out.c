@@ -6,25 +6,26 @@
  * messages here, and this file calls none of them.
  *
  * Hosts.  core->hosts holds every host by slot (tem-host.c opens and ends
- * their sessions); host_by_slot() and host_connected() are the lookups
- * the other files make.
+ * their sessions); tem_out_host_by_slot() and tem_out_host_connected()
+ * are the lookups the other files make.
  *
- * Batches.  Every message to a host goes through host_out(), which queues
- * it in the host's batch (sending what is queued first when the frame
- * would grow past --max-batch-bytes or TPROTO_MAX_BATCH messages) and
- * marks the host dirty (host_dirty()); tem_core_flush() sends each dirty
- * host's batch as one frame through the 'send' callback (send_batch()).
- * Peers without a session get Refuse or Bye at once (send_refuse(),
- * send_bye()).
+ * Batches.  Every message to a host goes through tem_out_batch(), which
+ * queues it in the host's batch (sending what is queued first when the
+ * frame would grow past --max-batch-bytes or TPROTO_MAX_BATCH messages)
+ * and marks the host dirty (tem_out_dirty()); tem_core_flush() sends each
+ * dirty host's batch as one frame through the 'send' callback
+ * (tem_out_send()).  Peers without a session get Refuse or Bye at once
+ * (tem_out_refuse(), tem_out_bye()).
  *
  * PollBatches (protocol version 3 on).  A host's polls of one loop turn
- * gather in its struct tem_pollq (pollq_add(), called by tem-decide.c),
- * and leave as one PollBatch at the host's flush; the batches out are
- * remembered by cookie for tem-decide.c to match their replies.
+ * gather in its struct tem_pollq (tem_out_pollq_add(), called by
+ * tem-decide.c), and leave as one PollBatch at the host's flush; the
+ * batches out are remembered by cookie for tem-decide.c to match their
+ * replies.
  *
  * Confirmations (protocol version 3).  At its flush a host is told, in a
  * heartbeat at the batch's end, which of its reports the TEM has
- * (host_tell_received()): those tem-host.c took, but for the
+ * (tem_out_tell_received()): those tem-host.c took, but for the
  * satisfactions tem-decide.c holds until their decision is made
  * (tem-host.c, "Delivery of hosts' reports").
  */
@@ -37,14 +38,14 @@
 
 /* Returns the host in slot 'slot', NULL if none was ever there. */
 struct tem_host *
-host_by_slot(const struct tem_core *core, uint32_t slot)
+tem_out_host_by_slot(const struct tem_core *core, uint32_t slot)
 {
     return slot < core->n_host_slots ? core->hosts[slot] : NULL;
 }
 
 /* Returns true if 'h' (possibly NULL) is in session. */
 bool
-host_connected(const struct tem_host *h)
+tem_out_host_connected(const struct tem_host *h)
 {
     return h && h->state == TEM_HOST_CONNECTED;
 }
@@ -56,9 +57,9 @@ host_connected(const struct tem_host *h)
  * for 'peer', counts it in the core's stats and in 'hs' (NULL for a peer
  * without a session), and clears it. */
 void
-send_batch(struct tem_core *core, const void *peer, size_t peer_len,
-           uint32_t version, struct tproto_batch *b,
-           struct tem_host_stats *hs)
+tem_out_send(struct tem_core *core, const void *peer, size_t peer_len,
+             uint32_t version, struct tproto_batch *b,
+             struct tem_host_stats *hs)
 {
     size_t n = tproto_batch_count(b);
     if (!n) {
@@ -85,7 +86,7 @@ send_batch(struct tem_core *core, const void *peer, size_t peer_len,
  * confirmation is cumulative).  A TEM that stops or crashes before
  * deciding them gets them again, late, from the host. */
 uint64_t
-host_received(const struct tem_host *h)
+tem_out_received(const struct tem_host *h)
 {
     return h->held_n ? h->held[h->held_head] - 1 : h->seq_recv;
 }
@@ -94,34 +95,34 @@ host_received(const struct tem_host *h)
  * told, in a heartbeat at the batch's end (after a full batch, in a frame
  * of its own). */
 void
-host_tell_received(struct tem_core *core, struct tem_host *h)
+tem_out_tell_received(struct tem_core *core, struct tem_host *h)
 {
     if (h->version >= TPROTO_VERSION_CONFIRM
-        && host_received(h) != h->seq_told) {
-        uint64_t now = now__(core);
+        && tem_out_received(h) != h->seq_told) {
+        uint64_t now = tem_core_now(core);
         if (tproto_batch_count(&h->out) >= TPROTO_MAX_BATCH) {
-            send_batch(core, h->peer, h->peer_len, h->version, &h->out,
-                       &h->stats);
+            tem_out_send(core, h->peer, h->peer_len, h->version, &h->out,
+                         &h->stats);
         }
-        h->seq_told = host_received(h);
+        h->seq_told = tem_out_received(h);
         tproto_add_heartbeat(&h->out, now, ++h->hb_seq);
         tproto_set_received(&h->out, h->seq_told);
         h->last_hb_tx_ns = now;
     }
 }
 
-static void pollq_flush(struct tem_core *, struct tem_host *);
+static void tem_out_pollq_flush(struct tem_core *, struct tem_host *);
 
 static void
-host_flush(struct tem_core *core, struct tem_host *h)
+tem_out_flush_host(struct tem_core *core, struct tem_host *h)
 {
     if (h->pollq && h->pollq->n) {
-        pollq_flush(core, h);
+        tem_out_pollq_flush(core, h);
     }
-    if (host_connected(h)) {
-        host_tell_received(core, h);
-        send_batch(core, h->peer, h->peer_len, h->version, &h->out,
-                   &h->stats);
+    if (tem_out_host_connected(h)) {
+        tem_out_tell_received(core, h);
+        tem_out_send(core, h->peer, h->peer_len, h->version, &h->out,
+                     &h->stats);
     }
     tproto_batch_clear(&h->out);
     h->out_bytes = 0;
@@ -131,20 +132,20 @@ host_flush(struct tem_core *core, struct tem_host *h)
  * bytes, sending what is queued first if the frame would grow too
  * large. */
 struct tproto_batch *
-host_out(struct tem_core *core, struct tem_host *h, size_t bytes)
+tem_out_batch(struct tem_core *core, struct tem_host *h, size_t bytes)
 {
     if (tproto_batch_count(&h->out) >= TPROTO_MAX_BATCH
         || h->out_bytes + bytes > core->cfg.max_batch_bytes) {
-        host_flush(core, h);
+        tem_out_flush_host(core, h);
     }
-    host_dirty(core, h);
+    tem_out_dirty(core, h);
     h->out_bytes += bytes + 16;
     return &h->out;
 }
 
 /* Puts 'h' on the list of hosts flushed by tem_core_flush(). */
 void
-host_dirty(struct tem_core *core, struct tem_host *h)
+tem_out_dirty(struct tem_core *core, struct tem_host *h)
 {
     if (!h->dirty) {
         h->dirty = true;
@@ -158,7 +159,7 @@ tem_core_flush(struct tem_core *core)
 {
     for (size_t i = 0; i < core->n_dirty; i++) {
         struct tem_host *h = core->dirty[i];
-        host_flush(core, h);
+        tem_out_flush_host(core, h);
         h->dirty = false;
     }
     core->n_dirty = 0;
@@ -166,27 +167,27 @@ tem_core_flush(struct tem_core *core)
 
 /* Sends one message to a peer without a session, at once. */
 void
-send_refuse(struct tem_core *core, const void *peer, size_t peer_len,
-            const char *reason)
+tem_out_refuse(struct tem_core *core, const void *peer, size_t peer_len,
+               const char *reason)
 {
     tproto_add_refuse(&core->tmp, reason);
-    send_batch(core, peer, peer_len, 0, &core->tmp, NULL);
+    tem_out_send(core, peer, peer_len, 0, &core->tmp, NULL);
 }
 
 /* Sends Bye to a peer without a session, at once. */
 void
-send_bye(struct tem_core *core, const void *peer, size_t peer_len,
-         const char *reason)
+tem_out_bye(struct tem_core *core, const void *peer, size_t peer_len,
+            const char *reason)
 {
     tproto_add_bye(&core->tmp, reason);
-    send_batch(core, peer, peer_len, 0, &core->tmp, NULL);
+    tem_out_send(core, peer, peer_len, 0, &core->tmp, NULL);
 }
 
 /* ---------------------------------------------------------------------- */
 /* PollBatches. */
 
 static struct tem_pollq *
-pollq_get(struct tem_host *h)
+tem_out_pollq_get(struct tem_host *h)
 {
     if (!h->pollq) {
         h->pollq = xzalloc(sizeof *h->pollq);
@@ -195,7 +196,7 @@ pollq_get(struct tem_host *h)
 }
 
 void
-pollq_free(struct tem_pollq *q)
+tem_out_pollq_free(struct tem_pollq *q)
 {
     if (q) {
         free(q->ids);
@@ -211,7 +212,7 @@ pollq_free(struct tem_pollq *q)
 /* Appends the entries gathered for 'h' as one PollBatch to its outgoing
  * messages and remembers them under its cookie. */
 static void
-pollq_flush(struct tem_core *core, struct tem_host *h)
+tem_out_pollq_flush(struct tem_core *core, struct tem_host *h)
 {
     struct tem_pollq *q = h->pollq;
     uint64_t cookie = ++q->next_cookie;
@@ -222,10 +223,11 @@ pollq_flush(struct tem_core *core, struct tem_host *h)
         /* Never answered: its entries will find no batch. */
         core->stats.poll_batches_forgotten++;
     }
-    /* host_out() may flush the host's messages first, which must not
+    /* tem_out_batch() may flush the host's messages first, which must not
      * flush this batch again. */
     q->n = 0;
-    struct tproto_batch *out = host_out(core, h, 16 + q->keys_len + 5 * n);
+    struct tproto_batch *out = tem_out_batch(core, h,
+                                             16 + q->keys_len + 5 * n);
     tproto_add_poll_batch(out, cookie, q->epoch, q->ids, n, q->keys,
                           q->keys_len);
     core->stats.poll_batches++;
@@ -248,7 +250,7 @@ pollq_flush(struct tem_core *core, struct tem_host *h)
 
 /* 'h''s session ended: its gathered polls and batches out are void. */
 void
-pollq_reset(struct tem_pollq *q)
+tem_out_pollq_reset(struct tem_pollq *q)
 {
     if (q) {
         q->n = q->keys_len = 0;
@@ -261,14 +263,14 @@ pollq_reset(struct tem_pollq *q)
 /* Gathers the poll of part 'part' of 'd' into the next PollBatch of
  * 'h'. */
 void
-pollq_add(struct tem_core *core, struct tem_host *h,
-          const struct tpm_decision *d, uint32_t part)
+tem_out_pollq_add(struct tem_core *core, struct tem_host *h,
+                  const struct tpm_decision *d, uint32_t part)
 {
-    struct tem_pollq *q = pollq_get(h);
+    struct tem_pollq *q = tem_out_pollq_get(h);
 
     if (q->n && (q->epoch != d->key.epoch
                  || q->n == TPROTO_MAX_POLL_ENTRIES)) {
-        pollq_flush(core, h);
+        tem_out_pollq_flush(core, h);
     }
     if (q->n == q->cap) {
         q->cap = q->cap ? 2 * q->cap : 64;
@@ -278,7 +280,7 @@ pollq_add(struct tem_core *core, struct tem_host *h,
     }
     if (!q->n) {
         q->epoch = d->key.epoch;
-        host_dirty(core, h);    /* So that tem_core_flush() sends it. */
+        tem_out_dirty(core, h);  /* So that tem_core_flush() sends it. */
     }
     q->ids[q->n] = d->key.event;
     q->keys_len += tproto_key_record_put(q->keys + q->keys_len,

@@ -16,7 +16,7 @@
 
 /* Creates directory 'dir' and its parents.  Returns 0 or an errno. */
 static int
-mkdir_p(const char *dir)
+tem_state_mkdir_p(const char *dir)
 {
     char *p = xstrdup(dir);
     int error = 0;
@@ -40,7 +40,7 @@ mkdir_p(const char *dir)
 }
 
 static char *
-dir_of(const char *path)
+tem_state_dir_of(const char *path)
 {
     const char *slash = strrchr(path, '/');
     return !slash ? xstrdup(".")
@@ -48,7 +48,7 @@ dir_of(const char *path)
 }
 
 static int
-write_all(int fd, const char *s, size_t len)
+tem_state_write_all(int fd, const char *s, size_t len)
 {
     while (len) {
         ssize_t n = write(fd, s, len);
@@ -71,13 +71,13 @@ tem_state_save(const struct tem_core *core, const char *path)
     const char *text = json_object_to_json_string_ext(
         obj, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED
         | JSON_C_TO_STRING_NOSLASHESCAPE);
-    char *dir = dir_of(path);
+    char *dir = tem_state_dir_of(path);
     char *tmp = xasprintf("%s.tmp.%ld", path, (long) getpid());
     char *error = NULL;
     const char *step;
     int fd = -1, err;
 
-    if ((err = mkdir_p(dir))) {
+    if ((err = tem_state_mkdir_p(dir))) {
         step = "creating its directory";
         goto fail;
     }
@@ -87,8 +87,8 @@ tem_state_save(const struct tem_core *core, const char *path)
         step = "creating a temporary file";
         goto fail;
     }
-    if ((err = write_all(fd, text, strlen(text)))
-        || (err = write_all(fd, "\n", 1))) {
+    if ((err = tem_state_write_all(fd, text, strlen(text)))
+        || (err = tem_state_write_all(fd, "\n", 1))) {
         step = "writing";
         goto fail;
     }
@@ -205,8 +205,8 @@ tem_state_load(struct tem_core *core, const char *path)
 char *
 tem_lock(const char *lock_path, const char *what, int *fdp)
 {
-    char *dir = dir_of(lock_path);
-    int err = mkdir_p(dir);
+    char *dir = tem_state_dir_of(lock_path);
+    int err = tem_state_mkdir_p(dir);
     free(dir);
     if (err) {
         return xasprintf("cannot create the directory of %s: %s", lock_path,
@@ -250,7 +250,7 @@ tem_state_lock_path(const char *path)
 size_t
 tem_state_clean(const char *path)
 {
-    char *dir = dir_of(path);
+    char *dir = tem_state_dir_of(path);
     const char *slash = strrchr(path, '/');
     char *prefix = xasprintf("%s.tmp.", slash ? slash + 1 : path);
     size_t prefix_len = strlen(prefix);

@@ -29,7 +29,7 @@ static const char *const install_names[] = { "pending", "acked",
 /* Views. */
 
 static struct json_object *
-prefixes_json(const struct tpm_prefix *p, size_t n)
+tem_view_prefixes(const struct tpm_prefix *p, size_t n)
 {
     struct json_object *a = json_object_new_array();
     for (size_t i = 0; i < n; i++) {
@@ -41,18 +41,18 @@ prefixes_json(const struct tpm_prefix *p, size_t n)
 }
 
 static const char *
-across_text(const struct tem_event *e, char *buf, size_t size)
+tem_view_across_text(const struct tem_event *e, char *buf, size_t size)
 {
     if (e->across == TEM_ACROSS_ATLEAST) {
         snprintf(buf, size, "atleast:%"PRIu32"%s", e->atleast_k,
                  e->atleast_pct ? "%" : "");
         return buf;
     }
-    return across_names[e->across];
+    return tem_event_across_names[e->across];
 }
 
 static size_t
-count_state(const struct tem_event *e, enum tem_install_state s)
+tem_view_count(const struct tem_event *e, enum tem_install_state s)
 {
     size_t n = 0;
     for (size_t i = 0; i < e->n_members; i++) {
@@ -74,17 +74,17 @@ tem_core_event_list_json(const struct tem_core *core)
         json_object_object_add(o, "definition",
                                json_object_new_string(e->definition));
         json_object_object_add(o, "across", json_object_new_string(
-                                   across_text(e, buf, sizeof buf)));
+                                   tem_view_across_text(e, buf, sizeof buf)));
         json_object_object_add(o, "standby",
                                json_object_new_boolean(e->standby));
         json_object_object_add(o, "hosts",
                                json_object_new_int64(e->n_members));
         json_object_object_add(o, "acked", json_object_new_int64(
-                                   count_state(e, TEM_INSTALL_ACKED)));
+                                   tem_view_count(e, TEM_INSTALL_ACKED)));
         json_object_object_add(o, "pending", json_object_new_int64(
-                                   count_state(e, TEM_INSTALL_PENDING)));
+                                   tem_view_count(e, TEM_INSTALL_PENDING)));
         json_object_object_add(o, "nacked", json_object_new_int64(
-                                   count_state(e, TEM_INSTALL_NACKED)));
+                                   tem_view_count(e, TEM_INSTALL_NACKED)));
         json_object_object_add(o, "alerts",
                                json_object_new_int64(e->stats.alerts));
         json_object_array_add(a, o);
@@ -98,8 +98,8 @@ struct json_object *
 tem_core_event_show_json(const struct tem_core *core, const char *name,
                          char **errp)
 {
-    const struct tem_event *e = event_by_name(core, name);
-    uint64_t now = now__(core);
+    const struct tem_event *e = tem_event_by_name(core, name);
+    uint64_t now = tem_core_now(core);
     char buf[64];
 
     if (!e) {
@@ -117,11 +117,11 @@ tem_core_event_show_json(const struct tem_core *core, const char *name,
                            json_object_new_string(e->local_def));
     json_object_object_add(o, "scope", e->scope_all
                            ? json_object_new_string("all")
-                           : prefixes_json(e->scope, e->n_scope));
+                           : tem_view_prefixes(e->scope, e->n_scope));
     json_object_object_add(o, "filter_prefixes",
-                           prefixes_json(e->addr, e->n_addr));
+                           tem_view_prefixes(e->addr, e->n_addr));
     json_object_object_add(o, "across", json_object_new_string(
-                               across_text(e, buf, sizeof buf)));
+                               tem_view_across_text(e, buf, sizeof buf)));
     json_object_object_add(o, "split", e->split
                            ? json_object_new_string(e->weighted ? "weighted"
                                                     : "equal")
@@ -197,7 +197,7 @@ tem_core_event_show_json(const struct tem_core *core, const char *name,
 }
 
 static void
-host_stats_json(struct json_object *o, const struct tem_host_stats *s)
+tem_view_host_stats(struct json_object *o, const struct tem_host_stats *s)
 {
 #define STAT(NAME) \
     json_object_object_add(o, #NAME, json_object_new_int64(s->NAME))
@@ -224,7 +224,7 @@ struct json_object *
 tem_core_hosts_json(const struct tem_core *core)
 {
     struct json_object *a = json_object_new_array();
-    uint64_t now = now__(core);
+    uint64_t now = tem_core_now(core);
 
     for (uint32_t i = 0; i < core->n_host_slots; i++) {
         const struct tem_host *h = core->hosts[i];
@@ -238,10 +238,10 @@ tem_core_hosts_json(const struct tem_core *core)
         }
         json_object_object_add(o, "host", json_object_new_string(h->id));
         json_object_object_add(o, "state", json_object_new_string(
-                                   host_connected(h) ? "connected"
-                                                     : "gone"));
+                                   tem_out_host_connected(h) ? "connected"
+                                                             : "gone"));
         json_object_object_add(o, "prefixes",
-                               prefixes_json(h->prefixes, h->n_prefixes));
+                               tem_view_prefixes(h->prefixes, h->n_prefixes));
         json_object_object_add(o, "version",
                                json_object_new_int64(h->version));
         json_object_object_add(o, "monitors",
@@ -254,26 +254,26 @@ tem_core_hosts_json(const struct tem_core *core)
                                    (now - h->connected_ns) / NS_PER_S));
         json_object_object_add(o, "events",
                                json_object_new_int64(n_events));
-        if (!host_connected(h)) {
+        if (!tem_out_host_connected(h)) {
             json_object_object_add(o, "gone_reason",
                                    json_object_new_string(h->gone_reason));
             json_object_object_add(o, "gone_s", json_object_new_int64(
                                        (now - h->gone_ns) / NS_PER_S));
         }
         uint32_t dos;
-        bool has_dos = host_dos_wanted(core, h, &dos);
+        bool has_dos = tem_host_dos_wanted(core, h, &dos);
         json_object_object_add(o, "dos_threshold", has_dos
                                ? json_object_new_int64(dos) : NULL);
         json_object_object_add(o, "dos_scope", !has_dos ? NULL
                                : json_object_new_string(h->dos_own ? "host"
                                                         : "all"));
         json_object_object_add(o, "dos_state", json_object_new_string(
-                                   dos_state_names[h->dos_state]));
+                                   tem_host_dos_state_names[h->dos_state]));
         if (h->dos_state == TEM_DOS_NACKED) {
             json_object_object_add(o, "dos_reason",
                                    json_object_new_string(h->dos_reason));
         }
-        host_stats_json(o, &h->stats);
+        tem_view_host_stats(o, &h->stats);
         json_object_array_add(a, o);
     }
     struct json_object *r = json_object_new_object();
@@ -292,13 +292,13 @@ tem_core_status_json(const struct tem_core *core)
 {
     struct json_object *o = json_object_new_object();
     const struct tem_stats *s = &core->stats;
-    uint64_t now = now__(core);
+    uint64_t now = tem_core_now(core);
     size_t connected = 0, known = 0;
 
     for (uint32_t i = 0; i < core->n_host_slots; i++) {
         const struct tem_host *h = core->hosts[i];
         known += h && h->state != TEM_HOST_FREE;
-        connected += host_connected(h);
+        connected += tem_out_host_connected(h);
     }
     json_object_object_add(o, "tem_id",
                            json_object_new_string(core->cfg.tem_id));
@@ -551,7 +551,7 @@ static const struct stat_metric host_metrics[] = {
 #undef HM
 
 static bool
-host_known(const struct tem_host *h)
+tem_view_host_known(const struct tem_host *h)
 {
     return h && h->state != TEM_HOST_FREE;
 }
@@ -559,13 +559,13 @@ host_known(const struct tem_host *h)
 void
 tem_core_metrics(const struct tem_core *core, struct tem_metrics *m)
 {
-    uint64_t now = now__(core);
+    uint64_t now = tem_core_now(core);
     size_t connected = 0, gone = 0;
 
     for (uint32_t i = 0; i < core->n_host_slots; i++) {
         const struct tem_host *h = core->hosts[i];
-        connected += host_connected(h);
-        gone += host_known(h) && !host_connected(h);
+        connected += tem_out_host_connected(h);
+        gone += tem_view_host_known(h) && !tem_out_host_connected(h);
     }
     tem_metrics_gauge(m, "trumpet_tem_start_time_seconds",
                       "When the TEM started, seconds since the epoch.",
@@ -596,7 +596,7 @@ tem_core_metrics(const struct tem_core *core, struct tem_metrics *m)
                        "histogram", "Time from the first satisfaction of "
                        "a decision to its alert (an alert's latency_us).");
     tem_metrics_histogram(m, "trumpet_tem_detection_latency_seconds",
-                          latency_bounds, core->latency_counts,
+                          tem_alert_latency_bounds, core->latency_counts,
                           TEM_LATENCY_BUCKETS, core->latency_sum_s);
 
     /* Per event. */
@@ -620,9 +620,9 @@ tem_core_metrics(const struct tem_core *core, struct tem_metrics *m)
                        "1 if the host has a session, 0 if it is gone.");
     for (uint32_t i = 0; i < core->n_host_slots; i++) {
         const struct tem_host *h = core->hosts[i];
-        if (host_known(h)) {
+        if (tem_view_host_known(h)) {
             tem_metrics_sample(m, "trumpet_tem_host_connected", "host",
-                               h->id, host_connected(h));
+                               h->id, tem_out_host_connected(h));
         }
     }
     tem_metrics_family(m, "trumpet_tem_host_last_receive_age_seconds",
@@ -630,7 +630,7 @@ tem_core_metrics(const struct tem_core *core, struct tem_metrics *m)
                        "host.");
     for (uint32_t i = 0; i < core->n_host_slots; i++) {
         const struct tem_host *h = core->hosts[i];
-        if (host_known(h)) {
+        if (tem_view_host_known(h)) {
             tem_metrics_sample(m,
                                "trumpet_tem_host_last_receive_age_seconds",
                                "host", h->id,
@@ -643,7 +643,7 @@ tem_core_metrics(const struct tem_core *core, struct tem_metrics *m)
                        "has in Hello.");
     for (uint32_t i = 0; i < core->n_host_slots; i++) {
         const struct tem_host *h = core->hosts[i];
-        if (host_known(h)) {
+        if (tem_view_host_known(h)) {
             tem_metrics_sample(m, "trumpet_tem_host_monitors", "host",
                                h->id, h->n_pmds);
         }
@@ -654,7 +654,7 @@ tem_core_metrics(const struct tem_core *core, struct tem_metrics *m)
         tem_metrics_family(m, name, "counter", hm->help);
         for (uint32_t i = 0; i < core->n_host_slots; i++) {
             const struct tem_host *h = core->hosts[i];
-            if (host_known(h)) {
+            if (tem_view_host_known(h)) {
                 const uint64_t *v = (const uint64_t *) (const void *)
                     ((const char *) &h->stats + hm->offset);
                 tem_metrics_sample(m, name, "host", h->id, *v);
