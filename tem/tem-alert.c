@@ -22,7 +22,8 @@
  * Drill-down: an event with then=NAME:DURATION makes the standby event
  * NAME wanted, for DURATION, on the hosts that contributed to the alert
  * (a value above zero).  tem-event.c's reconcile installs it there; the
- * housekeeping (tem-host.c) reconciles again when the drill-down ends.
+ * events' timers (tem_event_run()) reconcile again when the drill-down
+ * ends.
  */
 #include "tem-core-private.h"
 

@@ -3,32 +3,46 @@
  * The TEM core's insides: the structures and functions that the files
  * implementing tem-core.h share.  Nothing here is for the core's callers.
  *
- * The core is split by job, one file each, each with an essay of its own:
+ * The core is split by job, one file each, each with an essay of its own.
+ * The files stand in a fixed order, top to bottom, and each calls only
+ * the files below it:
  *
  *   tem-core.c     the core's life: configuration, creation, destruction,
- *                  tem_core_run() (the timers)
- *   tem-host.c     hosts: sessions (Hello, Welcome, Refuse, Bye, silence),
- *                  frames in, acks, heartbeats, the sequence numbers of
- *                  their reports, the DoS threshold the TEM sets on
- *                  hosts, housekeeping
- *   tem-event.c    events: definitions with their network-wide clauses,
- *                  placement on hosts, threshold shares, reconcile and
- *                  rebalance, the events' JSON persistence
+ *                  tem_core_run() (the timers: the decisions', then the
+ *                  hosts' and the events')
+ *   tem-host.c     hosts and their input: sessions (Hello, Welcome,
+ *                  Refuse, Bye, silence), frames in and their dispatch,
+ *                  acks, the sequence numbers of their reports, the DoS
+ *                  threshold the TEM sets on hosts; the hosts' timers
+ *                  (heartbeats, timeouts)
  *   tem-decide.c   decisions: satisfactions (held from confirmation
  *                  until decided), polls, re-polls, poll replies,
  *                  deadlines, deciding, late reports
  *   tem-alert.c    alerts, their history, drill-down, late epochs that
  *                  could not be decided
+ *   tem-event.c    events: definitions with their network-wide clauses,
+ *                  placement on hosts, threshold shares, reconcile and
+ *                  rebalance, the events' JSON persistence; the events'
+ *                  timers (drill-down expiry, rebalancing)
  *   tem-out.c      the host table's lookups and what goes to hosts: their
  *                  batches, PollBatches and confirmations, the flush
  *   tem-log.c      the rate-limited log
- *   tem-view.c     the JSON views of the control socket and the metrics
  *
- * Calls go from the hosts' input (tem-host.c) to the decisions
- * (tem-decide.c), from there to the alerts (tem-alert.c), and from a
- * drill-down back to the events' placement (tem-event.c); every file
- * queues what it sends through tem_out_batch() (tem-out.c) and logs
- * through tem-log.c.  The views only read.
+ * and beside them tem-view.c, the JSON views of the control socket and
+ * the metrics, which only read and which no file of the core calls.
+ *
+ * So a satisfaction flows down: the hosts' input (tem-host.c) hands it to
+ * the decisions (tem-decide.c), a decision raises its alert (tem-alert.c),
+ * an alert's drill-down reconciles an event's placement (tem-event.c),
+ * and every message to a host leaves through tem-out.c (tem_out_batch(),
+ * then the flush); every file logs through tem-log.c.  What a lower file
+ * must have an upper one do is data it leaves in struct tem_core (a
+ * held satisfaction for tem-out.c's confirmations, 'next_timers_ns' = 0
+ * for tem-core.c's timers), never a call.  The calls out of the core are
+ * the caller's callbacks in struct tem_config: 'clock' (tem_core_now()),
+ * 'send' (tem-out.c) and 'alert' (tem-alert.c).  A call that one day must
+ * go up is to be a function pointer that the upper file sets, named and
+ * documented here as a call back.
  *
  * Host slots, sessions and event ids tie the parts together: an event's
  * member and a decision's part name a host by its slot in core->hosts and
@@ -321,7 +335,9 @@ struct tem_core {
     bool dos_all;
     uint32_t dos_all_bytes;
 
-    uint64_t next_hk_ns;        /* Housekeeping. */
+    uint64_t next_timers_ns;    /* When tem_core_run() next runs the
+                                 * hosts' and events' timers (0: at its
+                                 * next call). */
     struct tproto_batch tmp;    /* For peers without a session. */
     struct tem_stats stats;
     /* Detection latency (first satisfaction to alert), for
@@ -340,9 +356,7 @@ tem_core_now(const struct tem_core *core)
     return core->cfg.clock(core->cfg.aux);
 }
 
-/* Names of enum tem_dos_state and enum tem_across. */
-extern const char *const tem_host_dos_state_names[];
-extern const char *const tem_event_across_names[];
+/* The files' functions, from the bottom up. */
 
 /* tem-log.c. */
 void tem_log_rl(struct tem_core *, struct tem_rl *, enum tpm_log_level,
@@ -369,19 +383,25 @@ void tem_out_pollq_add(struct tem_core *, struct tem_host *,
 void tem_out_pollq_free(struct tem_pollq *);
 void tem_out_pollq_reset(struct tem_pollq *);
 
-/* tem-host.c. */
-bool tem_host_dos_wanted(const struct tem_core *, const struct tem_host *,
-                         uint32_t *bytes);
-void tem_host_run(struct tem_core *, uint64_t now);
-
 /* tem-event.c. */
+extern const char *const tem_event_across_names[];     /* enum tem_across */
 struct tem_event *tem_event_by_id(const struct tem_core *, uint32_t id);
 struct tem_event *tem_event_by_name(const struct tem_core *, const char *name);
 bool tem_event_eligible(const struct tem_event *, const struct tem_host *);
 void tem_event_reconcile(struct tem_core *, struct tem_event *, uint64_t now);
 void tem_event_reconcile_all(struct tem_core *, uint64_t now);
-void tem_event_rebalance(struct tem_core *, struct tem_event *, uint64_t now);
+uint64_t tem_event_run(struct tem_core *, uint64_t now);
 void tem_event_free(struct tem_event *);
+
+/* tem-alert.c. */
+extern const double tem_alert_latency_bounds[TEM_LATENCY_BUCKETS];
+bool tem_alert_part_holds(const struct tem_event *, const struct tem_part *);
+void tem_alert_raise(struct tem_core *, struct tem_event *,
+                     const struct tpm_decision *, double value,
+                     double threshold, bool has_threshold, bool deadline,
+                     uint64_t now);
+void tem_alert_late_undecidable(struct tem_core *, struct tem_event *,
+                                const struct tpm_decision *);
 
 /* tem-decide.c. */
 void tem_decide_satisfaction(struct tem_core *, struct tem_host *,
@@ -394,14 +414,10 @@ void tem_decide_host_gone(struct tem_core *, const struct tem_host *);
 void tem_decide_run(struct tem_core *, uint64_t now);
 uint64_t tem_decide_next_ns(const struct tem_core *);
 
-/* tem-alert.c. */
-extern const double tem_alert_latency_bounds[TEM_LATENCY_BUCKETS];
-bool tem_alert_part_holds(const struct tem_event *, const struct tem_part *);
-void tem_alert_raise(struct tem_core *, struct tem_event *,
-                     const struct tpm_decision *, double value,
-                     double threshold, bool has_threshold, bool deadline,
-                     uint64_t now);
-void tem_alert_late_undecidable(struct tem_core *, struct tem_event *,
-                                const struct tpm_decision *);
+/* tem-host.c. */
+extern const char *const tem_host_dos_state_names[];   /* enum tem_dos_state */
+bool tem_host_dos_wanted(const struct tem_core *, const struct tem_host *,
+                         uint32_t *bytes);
+uint64_t tem_host_run(struct tem_core *, uint64_t now);
 
 #endif /* tem-core-private.h */

@@ -12,9 +12,10 @@
  *
  * Timers: tem_core_run() has tem-decide.c send the re-polls that are due,
  * decide the decisions whose poll deadline passed and forget the decided
- * keys kept long enough, then runs the housekeeping (tem-host.c:
- * heartbeats, host timeouts, drill-down expiry, rebalancing) when it is
- * due.  It returns when it next needs to run; nothing else keeps time.
+ * keys kept long enough, then, when they are due, runs the hosts' timers
+ * (tem-host.c: heartbeats, host timeouts) and the events' (tem-event.c:
+ * drill-down expiry, rebalancing).  It returns when it next needs to run;
+ * nothing else keeps time.
  */
 #include "tem-core-private.h"
 
@@ -125,8 +126,10 @@ tem_core_run(struct tem_core *core)
     uint64_t now = tem_core_now(core);
 
     tem_decide_run(core, now);
-    if (now >= core->next_hk_ns) {
-        tem_host_run(core, now);
+    if (now >= core->next_timers_ns) {
+        uint64_t hosts = tem_host_run(core, now);
+        uint64_t events = tem_event_run(core, now);
+        core->next_timers_ns = MIN(hosts, events);
     }
-    return MIN(core->next_hk_ns, tem_decide_next_ns(core));
+    return MIN(core->next_timers_ns, tem_decide_next_ns(core));
 }

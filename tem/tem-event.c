@@ -26,9 +26,13 @@
  * (an EWMA of its values in decisions, updated by tem-decide.c) with a
  * floor.  The threshold is re-split when a host joins (one that leaves
  * leaves its share unused: the split stays safe) and, for weighted
- * splits, by the housekeeping's rebalance when a share would move by more
- * than --rebalance-change.  A member whose share changes is removed and
+ * splits, by the rebalance (below) when a share would move by more than
+ * --rebalance-change.  A member whose share changes is removed and
  * installed again.
+ *
+ * Timers.  tem_event_run(), which tem_core_run() calls with the hosts'
+ * timers, reconciles a standby event when a drill-down of it ends and
+ * rebalances the split events every --rebalance-interval.
  *
  * Persistence.  tem_core_events_to_json() and tem_core_events_from_json()
  * are the state file's form (tem-state.c writes and reads the file).
@@ -269,7 +273,7 @@ tem_event_reconcile_all(struct tem_core *core, uint64_t now)
 
 /* Re-splits 'e''s threshold if some member's share would move by more
  * than --rebalance-change. */
-void
+static void
 tem_event_rebalance(struct tem_core *core, struct tem_event *e, uint64_t now)
 {
     if (!e->split || e->n_members < 1) {
@@ -293,6 +297,46 @@ tem_event_rebalance(struct tem_core *core, struct tem_event *e, uint64_t now)
         tem_event_apply_shares(core, e, shares, now);
     }
     free(shares);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Timers. */
+
+/* The events' timers: a standby event's drill-downs that ended (its
+ * members reconciled) and the rebalancing of split events.  Returns when
+ * they next need to run (UINT64_MAX: nothing in view). */
+uint64_t
+tem_event_run(struct tem_core *core, uint64_t now)
+{
+    uint64_t next = UINT64_MAX;
+
+    for (size_t i = 0; i < core->n_events; i++) {
+        struct tem_event *e = core->events[i];
+        if (e->standby && e->drill_next && e->drill_next <= now) {
+            uint64_t earliest = 0;
+            tem_event_reconcile(core, e, now);
+            for (uint32_t s = 0; s < core->n_host_slots; s++) {
+                uint64_t u = e->drill_until[s];
+                if (u > now && (!earliest || u < earliest)) {
+                    earliest = u;
+                }
+            }
+            e->drill_next = earliest;
+        }
+        if (e->standby && e->drill_next) {
+            next = MIN(next, e->drill_next);
+        }
+        if (e->split) {
+            if (now >= e->next_rebalance_ns) {
+                if (e->next_rebalance_ns) {
+                    tem_event_rebalance(core, e, now);
+                }
+                e->next_rebalance_ns = now + core->cfg.rebalance_ns;
+            }
+            next = MIN(next, e->next_rebalance_ns);
+        }
+    }
+    return next;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -624,7 +668,7 @@ tem_core_event_add(struct tem_core *core, const char *name,
     tem_log_rl(core, &core->rl_misc, TPM_LOG_INFO, "event %s (id %"PRIu32") "
                "defined: %s", e->name, e->id, e->definition);
     tem_event_reconcile(core, e, tem_core_now(core));
-    core->next_hk_ns = 0;
+    core->next_timers_ns = 0;   /* Its timers start at the next run. */
     return NULL;
 }
 

@@ -36,9 +36,8 @@
  * reports" below); tem-decide.c holds back the satisfactions whose
  * decision is pending.
  *
- * Housekeeping, run by tem_core_run() about twice a heartbeat period:
- * heartbeats out, silent hosts gone, and the events' timers (drill-down
- * expiry, rebalancing of weighted splits, tem-event.c).
+ * Timers: tem_host_run(), run by tem_core_run() about twice a heartbeat
+ * period, sends heartbeats and ends the sessions of silent hosts.
  */
 #include "tem-core-private.h"
 
@@ -774,7 +773,9 @@ tem_core_input_auth(struct tem_core *core, const void *peer, size_t peer_len,
 /* ---------------------------------------------------------------------- */
 /* Timers. */
 
-void
+/* The hosts' timers: heartbeats out, silent hosts gone.  Returns when
+ * they next need to run (at the latest half a heartbeat period on). */
+uint64_t
 tem_host_run(struct tem_core *core, uint64_t now)
 {
     uint64_t hb_ns = core->cfg.heartbeat_ms * NS_PER_MS;
@@ -795,32 +796,5 @@ tem_host_run(struct tem_core *core, uint64_t now)
         next = MIN(next, h->last_hb_tx_ns + hb_ns);
         next = MIN(next, h->last_rx_ns + TEM_HEARTBEAT_MISSES * hb_ns);
     }
-
-    for (size_t i = 0; i < core->n_events; i++) {
-        struct tem_event *e = core->events[i];
-        if (e->standby && e->drill_next && e->drill_next <= now) {
-            uint64_t earliest = 0;
-            tem_event_reconcile(core, e, now);
-            for (uint32_t s = 0; s < core->n_host_slots; s++) {
-                uint64_t u = e->drill_until[s];
-                if (u > now && (!earliest || u < earliest)) {
-                    earliest = u;
-                }
-            }
-            e->drill_next = earliest;
-        }
-        if (e->standby && e->drill_next) {
-            next = MIN(next, e->drill_next);
-        }
-        if (e->split) {
-            if (now >= e->next_rebalance_ns) {
-                if (e->next_rebalance_ns) {
-                    tem_event_rebalance(core, e, now);
-                }
-                e->next_rebalance_ns = now + core->cfg.rebalance_ns;
-            }
-            next = MIN(next, e->next_rebalance_ns);
-        }
-    }
-    core->next_hk_ns = next;
+    return next;
 }
