@@ -313,7 +313,6 @@ struct tem_core {
     struct tem_event **by_id;
     size_t id_mask;
     uint64_t next_id;           /* Up to TEM_MAX_EVENT_ID + 1. */
-    uint64_t events_version;
     uint64_t next_cookie;
 
     /* Decisions. */

@@ -156,10 +156,6 @@ void tem_core_event_clear(struct tem_core *);
 
 size_t tem_core_n_events(const struct tem_core *);
 
-/* Incremented whenever the set of event definitions changes (so that the
- * caller knows when to save them). */
-uint64_t tem_core_events_version(const struct tem_core *);
-
 /* Persistence form of the event definitions:
  *   {"format":1,"next_id":N,"events":[{"id":1,"name":"heavy",
  *    "definition":"...","standby":false},...]} */

@@ -664,7 +664,6 @@ tem_core_event_add(struct tem_core *core, const char *name,
     e->id_next = *b;
     *b = e;
     core->events[core->n_events++] = e;
-    core->events_version++;
     tem_log_rl(core, &core->rl_misc, TPM_LOG_INFO, "event %s (id %"PRIu32") "
                "defined: %s", e->name, e->id, e->definition);
     tem_event_reconcile(core, e, tem_core_now(core));
@@ -691,7 +690,6 @@ tem_event_delete(struct tem_core *core, struct tem_event *e)
             break;
         }
     }
-    core->events_version++;
     tem_event_free(e);
 }
 
@@ -720,12 +718,6 @@ size_t
 tem_core_n_events(const struct tem_core *core)
 {
     return core->n_events;
-}
-
-uint64_t
-tem_core_events_version(const struct tem_core *core)
-{
-    return core->events_version;
 }
 
 struct json_object *
