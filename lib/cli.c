@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "cli.h"
 
+#include <getopt.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -18,6 +19,36 @@ cli_init(const char *name, int status)
 {
     program = name;
     usage_status = status;
+}
+
+void
+cli_parser_init(struct cli_parser *parser, int argc, char *argv[],
+                const char *short_options, const struct option *options)
+{
+    parser->argc = argc;
+    parser->argv = argv;
+    parser->short_options = short_options;
+    parser->options = options;
+    parser->name[0] = '\0';
+}
+
+int
+cli_parser_next(struct cli_parser *parser)
+{
+    int c = getopt_long(parser->argc, parser->argv, parser->short_options,
+                        parser->options, NULL);
+
+    parser->name[0] = '\0';
+    if (c != -1) {
+        for (const struct option *o = parser->options; o->name; o++) {
+            if (o->val == c && !o->flag) {
+                snprintf(parser->name, sizeof parser->name, "--%s",
+                         o->name);
+                break;
+            }
+        }
+    }
+    return c;
 }
 
 static void

@@ -7,6 +7,25 @@
  *
  * A tool calls cli_init() first with its name and the exit status of a
  * usage error (its documented one: 1 for tpm-replay, 2 for tem-ctl).
+ *
+ * Its options are read with cli_parser, getopt_long() that also says
+ * which option it returned, as the user would write it ("--epoch"), for
+ * the messages of cli_uint() and the others:
+ *
+ *     struct cli_parser p;
+ *     int c;
+ *
+ *     cli_parser_init(&p, argc, argv, "h", options);
+ *     while ((c = cli_parser_next(&p)) != -1) {
+ *         switch (c) {
+ *         case OPT_EPOCH:
+ *             epoch_ns = cli_time(p.name, optarg, false);
+ *             ...
+ *     }
+ *     ...the operands from argv[optind]...
+ *
+ * Thread-safety: none; getopt_long() itself keeps global state (optarg,
+ * optind).  Options are read by the main thread before any other starts.
  */
 #ifndef TPM_CLI_H
 #define TPM_CLI_H 1
@@ -15,6 +34,33 @@
 #include <stdint.h>
 
 void cli_init(const char *program, int usage_status);
+
+struct option;
+
+/* getopt_long() over 'argc' and 'argv' with 'short_options' and
+ * 'options' (ended by a null name), and the name of the option it
+ * returned. */
+struct cli_parser {
+    int argc;
+    char **argv;
+    const char *short_options;
+    const struct option *options;
+
+    /* The option that cli_parser_next() returned last, "--NAME" by the
+     * long option in 'options' that has its value (so "--help" for "-h"
+     * if the table has it); "" if none has. */
+    char name[64];
+};
+
+void cli_parser_init(struct cli_parser *, int argc, char *argv[],
+                     const char *short_options,
+                     const struct option *options);
+
+/* Returns the next option as getopt_long() does (its value; '?' for an
+ * unknown option or a missing argument, on which getopt_long() has
+ * already printed its message; -1 after the last option, with optind at
+ * the first operand) and sets 'parser->name'. */
+int cli_parser_next(struct cli_parser *parser);
 
 /* "PROGRAM: MESSAGE" on stderr. */
 void cli_warn(const char *format, ...)

@@ -1538,17 +1538,14 @@ parse_options(int argc, char *argv[], struct options *o)
     o->threshold = 1000000;
     o->timeout_ns = 10 * NS_PER_S;
 
+    struct cli_parser parser;
+    cli_parser_init(&parser, argc, argv, "h", options);
     for (;;) {
-        int ch = getopt_long(argc, argv, "h", options, NULL);
+        int ch = cli_parser_next(&parser);
         if (ch == -1) {
             break;
         }
-        char name[64] = "";
-        for (size_t i = 0; options[i].name; i++) {
-            if (options[i].val == ch) {
-                snprintf(name, sizeof name, "--%s", options[i].name);
-            }
-        }
+        const char *name = parser.name;
         switch (ch) {
         case OPT_CTL: o->ctl = optarg; break;
         case OPT_TEM_PID:

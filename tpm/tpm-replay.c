@@ -1296,9 +1296,11 @@ main(int argc, char *argv[])
     tpm_params_init(&params);
     bool budget_set = false;
     struct table_options set = { .memory_limit = TABLE_MEMORY_DEFAULT };
+    struct cli_parser parser;
     cli_init("tpm-replay", EXIT_FAILURE);
+    cli_parser_init(&parser, argc, argv, "e:f:h", options);
     for (;;) {
-        int c = getopt_long(argc, argv, "e:f:h", options, NULL);
+        int c = cli_parser_next(&parser);
         if (c == -1) {
             break;
         }
@@ -1326,64 +1328,64 @@ main(int argc, char *argv[])
             }
             break;
         case OPT_BUDGET:
-            r.budget_ns = cli_time("--sweep-budget", optarg, true);
+            r.budget_ns = cli_time(parser.name, optarg, true);
             budget_set = true;
             break;
         case OPT_FT:
-            params.flow_table_size = cli_uint("--flow-table-size", optarg,
+            params.flow_table_size = cli_uint(parser.name, optarg,
                                                 0, UINT32_MAX);
             set.flow_table = true;
             break;
         case OPT_PROBE:
-            params.flow_probe_limit = cli_uint("--probe-limit", optarg,
+            params.flow_probe_limit = cli_uint(parser.name, optarg,
                                                  0, UINT32_MAX);
             break;
         case OPT_NO_PRECHECK:
             params.dos_precheck = 0;
             break;
         case OPT_DOS_TABLE:
-            params.dos_table_size = cli_uint("--dos-table-size", optarg,
+            params.dos_table_size = cli_uint(parser.name, optarg,
                                                0, UINT32_MAX);
             break;
         case OPT_DOS_WINDOW:
-            params.dos_window = cli_uint("--dos-window", optarg, 0,
+            params.dos_window = cli_uint(parser.name, optarg, 0,
                                            UINT32_MAX);
             break;
         case OPT_NO_DOS_CLEAR:
             params.dos_clear_on_pass = 0;
             break;
         case OPT_DOS:
-            params.dos_threshold = cli_uint("--dos-threshold", optarg,
+            params.dos_threshold = cli_uint(parser.name, optarg,
                                               0, UINT32_MAX);
             break;
         case OPT_HIST:
-            params.history_len = cli_uint("--history", optarg, 0,
+            params.history_len = cli_uint(parser.name, optarg, 0,
                                             UINT32_MAX);
             break;
         case OPT_RETIRE:
-            params.retire_epochs = cli_uint("--retire-epochs", optarg, 0,
+            params.retire_epochs = cli_uint(parser.name, optarg, 0,
                                               UINT32_MAX);
             break;
         case OPT_TRIG:
-            params.max_triggers = cli_uint("--max-triggers", optarg, 0,
+            params.max_triggers = cli_uint(parser.name, optarg, 0,
                                              UINT32_MAX);
             set.triggers = true;
             break;
         case OPT_CHUNKS:
-            params.max_chunks = cli_uint("--max-chunks", optarg, 0,
+            params.max_chunks = cli_uint(parser.name, optarg, 0,
                                          UINT32_MAX);
             set.chunks = true;
             break;
         case OPT_TABLE_MEMORY:
-            set.memory_limit = cli_bytes("--max-table-memory", optarg, 1);
+            set.memory_limit = cli_bytes(parser.name, optarg, 1);
             break;
         case OPT_TCP_POOL:
-            params.tcp_state_pool = cli_uint("--tcp-state-pool", optarg,
+            params.tcp_state_pool = cli_uint(parser.name, optarg,
                                                0, UINT32_MAX);
             set.tcp_state_pool = true;
             break;
         case OPT_BURST_GAP:
-            params.burst_gap_ns = cli_time("--burst-gap", optarg, true);
+            params.burst_gap_ns = cli_time(parser.name, optarg, true);
             break;
         case OPT_STATS:
             stats = true;
@@ -1427,22 +1429,22 @@ main(int argc, char *argv[])
             r.realtime = true;
             break;
         case OPT_START_AT:
-            r.start_ns = cli_uint("--start-at", optarg, 0, UINT64_MAX);
+            r.start_ns = cli_uint(parser.name, optarg, 0, UINT64_MAX);
             break;
         case OPT_LINGER:
-            linger_ns = cli_time("--linger", optarg, true);
+            linger_ns = cli_time(parser.name, optarg, true);
             linger_set = true;
             controller_only = "--linger";
             break;
         case OPT_LOOP:
-            loops = cli_uint("--loop", optarg, 1, UINT32_MAX);
+            loops = cli_uint(parser.name, optarg, 1, UINT32_MAX);
             break;
         case OPT_CONNECT_TIMEOUT:
-            connect_timeout_ns = cli_time("--connect-timeout", optarg, true);
+            connect_timeout_ns = cli_time(parser.name, optarg, true);
             controller_only = "--connect-timeout";
             break;
         case OPT_SETTLE:
-            settle_ns = cli_time("--settle", optarg, true);
+            settle_ns = cli_time(parser.name, optarg, true);
             controller_only = "--settle";
             break;
         case OPT_REQUIRE:
@@ -1450,7 +1452,7 @@ main(int argc, char *argv[])
             controller_only = "--require-controller";
             break;
         case OPT_OUTAGE_BUFFER:
-            outage_buffer = cli_uint("--outage-buffer", optarg, 1, 1u << 24);
+            outage_buffer = cli_uint(parser.name, optarg, 1, 1u << 24);
             controller_only = "--outage-buffer";
             break;
         case 'h':

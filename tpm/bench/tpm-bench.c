@@ -942,8 +942,10 @@ cmd_workload(int argc, char *argv[])
         { NULL, 0, NULL, 0 },
     };
 
+    struct cli_parser parser;
+    cli_parser_init(&parser, argc, argv, "h", longopts);
     for (;;) {
-        int c = getopt_long(argc, argv, "h", longopts, NULL);
+        int c = cli_parser_next(&parser);
         if (c == -1) {
             break;
         }
@@ -953,7 +955,7 @@ cmd_workload(int argc, char *argv[])
             packets_set = true;
             break;
         case OPT_WARMUP:
-            o.warmup_ns = cli_time("--warmup", optarg, true);
+            o.warmup_ns = cli_time(parser.name, optarg, true);
             break;
         case OPT_RUNS:
             o.runs = parse_count("runs", optarg, 1, 1000);
@@ -971,7 +973,7 @@ cmd_workload(int argc, char *argv[])
             o.flows = parse_count("flows", optarg, 1, 1u << 24);
             break;
         case OPT_ARRIVAL:
-            o.arrival_ns = cli_time("--arrival", optarg, true);
+            o.arrival_ns = cli_time(parser.name, optarg, true);
             if (!o.arrival_ns) {
                 cli_die("--arrival must be positive");
             }
@@ -980,7 +982,7 @@ cmd_workload(int argc, char *argv[])
             o.rate_mpps = parse_double("rate", optarg, 0.001, 1000);
             break;
         case OPT_EPOCH:
-            o.epoch_ns = cli_time("--epoch", optarg, true);
+            o.epoch_ns = cli_time(parser.name, optarg, true);
             break;
         case OPT_BATCH:
             o.batch = parse_count("batch", optarg, 1, TPM_BATCH_MAX);
@@ -989,7 +991,7 @@ cmd_workload(int argc, char *argv[])
             o.burst = parse_count("burst", optarg, 1, 1 << 20);
             break;
         case OPT_BUDGET:
-            o.budget_ns = cli_time("--budget", optarg, true);
+            o.budget_ns = cli_time(parser.name, optarg, true);
             break;
         case OPT_TABLE:
             o.table_size = parse_count("flow-table-size", optarg, 64,
@@ -1630,8 +1632,10 @@ cmd_match(int argc, char *argv[])
         { NULL, 0, NULL, 0 },
     };
 
+    struct cli_parser parser;
+    cli_parser_init(&parser, argc, argv, "h", longopts);
     for (;;) {
-        int c = getopt_long(argc, argv, "h", longopts, NULL);
+        int c = cli_parser_next(&parser);
         if (c == -1) {
             break;
         }
@@ -2412,8 +2416,10 @@ cmd_table(int argc, char *argv[])
         { NULL, 0, NULL, 0 },
     };
 
+    struct cli_parser parser;
+    cli_parser_init(&parser, argc, argv, "h", longopts);
     for (;;) {
-        int c = getopt_long(argc, argv, "h", longopts, NULL);
+        int c = cli_parser_next(&parser);
         if (c == -1) {
             break;
         }
