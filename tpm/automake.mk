@@ -13,7 +13,8 @@ bin_PROGRAMS += tpm/tpm-replay
 # tpm-bench is a benchmark of the development tree (docs/benchmarks.md),
 # like tem/tem-bench: built, not installed.
 noinst_PROGRAMS += tpm/bench/tpm-bench
-tpm_tpm_replay_SOURCES = tpm/tpm-replay.c tpm/replay-sizing.c \
+tpm_tpm_replay_SOURCES = tpm/tpm-replay.c tpm/replay-options.c \
+	tpm/replay-options.h tpm/replay-sizing.c \
 	tpm/replay-sizing.h
 tpm_tpm_replay_CFLAGS = $(AM_CFLAGS) $(PCAP_CFLAGS) $(JSON_C_CFLAGS) \
 	$(PROTOBUF_C_CFLAGS) $(ZMQ_CFLAGS)

@@ -41,12 +41,14 @@
  * the wall clock, as on a switch, and epochs mean the same thing to the
  * replay and to a TEM.  --loop N replays the capture N times, each pass
  * shifted in time after the previous one.
+ *
+ * The command line is read by replay-options.c (replay-options.h); this
+ * file runs the replay from it.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1           /* ppoll() */
 #endif
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <pcap/pcap.h>
 #include <poll.h>
@@ -62,6 +64,7 @@
 #include "cli.h"
 #include "clock.h"
 #include "event.h"
+#include "replay-options.h"
 #include "replay-sizing.h"
 #include "report-json.h"
 #include "tpm.h"
@@ -81,11 +84,6 @@
 
 #define NS_PER_S UINT64_C(1000000000)
 #define NS_PER_MS UINT64_C(1000000)
-
-/* Default of --max-table-memory: enough for the tables of a few million
- * flows under a handful of events (about 1 KB per flow and event at
- * most), and a clear refusal, naming what the capture needs, beyond. */
-#define TABLE_MEMORY_DEFAULT (UINT64_C(4) << 30)
 
 /* Batches between two looks at the monitor's loss counters: a table that
  * runs out is named within a few thousand packets. */
@@ -144,162 +142,7 @@ struct replay {
     } tem;
 };
 
-/* The table sizes given as options (the others are sized from the
- * capture when it is a file), and --max-table-memory. */
-struct table_options {
-    bool flow_table, triggers, chunks, tcp_state_pool;
-    uint64_t memory_limit;
-};
-
 static void watch_losses(struct replay *);
-
-static void
-usage(void)
-{
-    printf("usage: tpm-replay [OPTIONS] PCAP\n"
-           "Replays PCAP through the Trumpet packet monitor and prints one "
-           "JSON line per\nsatisfied trigger.\n\n"
-           "Events:\n"
-           "  -e, --event 'NAME DEFINITION'  install an event "
-           "(repeatable)\n"
-           "  -f, --events FILE              install the events of FILE "
-           "(one per line)\n"
-           "Monitor knobs (defaults as in docs/operations.md).  Reading a "
-           "file (not a pipe,\nnot --realtime), the tables marked * that "
-           "no option sizes are sized from the\ncapture, read once "
-           "before the replay; otherwise they keep the default shown:\n"
-           "  --epoch TIME|auto       epoch length (10ms; auto: gcd of "
-           "the intervals)\n"
-           "  --sweep-budget TIME     bound of one sweep step (0: "
-           "unbounded, every sweep\n"
-           "                          complete; with --realtime 10us)\n"
-           "  --flow-table-size N   * flow entries, a power of two "
-           "(65536)\n"
-           "  --probe-limit N         linear-probing window (32)\n"
-           "  --dos-threshold BYTES   match flows only past BYTES (0: "
-           "off)\n"
-           "  --no-dos-precheck       count flows that no trigger can "
-           "match\n"
-           "                          in the filter table too\n"
-           "  --dos-table-size N      filter-table counters, a power of "
-           "two\n"
-           "                          (65536)\n"
-           "  --dos-window EPOCHS     filter-table counts restart every "
-           "EPOCHS (10)\n"
-           "  --no-dos-clear          a flow passing the threshold leaves "
-           "its\n"
-           "                          counter's bytes to the next flows\n"
-           "  --history N             values kept per trigger (8)\n"
-           "  --retire-epochs N       epochs without a packet before a flow "
-           "leaves its\n"
-           "                          triggers (16)\n"
-           "  --max-triggers N      * trigger instances, one per event "
-           "and group (131072)\n"
-           "  --max-chunks N        * 64-flow list chunks of the "
-           "instances (16384)\n"
-           "  --tcp-state-pool N    * connections with per-flow TCP state "
-           "(16384)\n"
-           "  --max-table-memory SIZE  most memory for the tables sized "
-           "from the capture;\n"
-           "                          a capture that needs more is "
-           "refused (4GiB)\n"
-           "  --burst-gap TIME        is_burst: largest gap to the flow's "
-           "previous packet\n"
-           "                          (20us)\n"
-           "Timing:\n"
-           "  --realtime              pace packets by their timestamps on "
-           "the wall clock,\n"
-           "                          the first packet being now\n"
-           "  --start-at NS           with --realtime: the first packet "
-           "not before wall-clock\n"
-           "                          NS (ns since 1970), e.g. to start "
-           "several hosts together\n"
-           "  --loop N                replay the capture N times, each "
-           "pass after the\n"
-           "                          previous one in time (1)\n"
-           "Controller mode (a host of a TEM; events from -e/-f stay "
-           "local):\n"
-           "  --controller ENDPOINT   the TEM: tcp:HOST:PORT, unix:PATH, "
-           "tcp://HOST:PORT\n"
-           "                          or ipc://PATH\n"
-           "  --host-id ID            this host's id (the host name)\n"
-           "  --tem-key KEY|FILE      the TEM's CURVE public key (Z85, or "
-           "a key file)\n"
-           "  --host-key-file FILE    this host's key pair (tem-ctl "
-           "keygen), in the TEM's\n"
-           "                          allow-list for --host-id\n"
-           "  --insecure-plaintext    no keys: anyone can claim this "
-           "host's id (tests)\n"
-           "  --prefix PREFIXES       addresses this host serves, e.g. "
-           "10.99.0.0/24,fd00::/8\n"
-           "                          (repeatable; none by default)\n"
-           "  --connect-timeout TIME  wait this long for the TEM's session "
-           "and first\n"
-           "                          installs before the capture (5s)\n"
-           "  --settle TIME           the first installs are done when no "
-           "command came\n"
-           "                          for this long (200ms)\n"
-           "  --require-controller    fail (exit 1) if the TEM is not "
-           "reached within\n"
-           "                          --connect-timeout (default: replay "
-           "anyway, retrying)\n"
-           "  --linger TIME           after the capture, keep answering "
-           "the TEM this long (1s),\n"
-           "                          then up to 1s more while reports "
-           "await its confirmation\n"
-           "  --outage-buffer N       satisfactions kept for the TEM over "
-           "an outage (131072)\n"
-           "Output:\n"
-           "  --stats                 print the monitor's counters and "
-           "table sizes as JSON\n"
-           "                          on stderr\n"
-           "  -h, --help              this help\n"
-           "Exit status: 0 complete; 1 usage or input error; 3 complete "
-           "but with loss\n"
-           "(reports dropped, sweeps unfinished, flows or matches not "
-           "kept, partial\n"
-           "values: named on stderr, with the option that raises the "
-           "table that ran out).\n");
-}
-
-static void
-add_event(struct replay *r, struct tpm_event *ev)
-{
-    for (size_t i = 0; i < r->n_events; i++) {
-        if (!strcmp(r->events[i]->name, ev->name)) {
-            cli_die("event %s is defined twice", ev->name);
-        }
-    }
-    r->events = xrealloc(r->events, (r->n_events + 1) * sizeof *r->events);
-    r->events[r->n_events++] = ev;
-}
-
-static void
-load_events_file(struct replay *r, const char *file)
-{
-    FILE *stream = fopen(file, "r");
-    if (!stream) {
-        cli_die("%s: %s", file, strerror(errno));
-    }
-
-    char *line = NULL;
-    size_t size = 0;
-    int lineno = 0;
-    while (getline(&line, &size, stream) > 0) {
-        struct tpm_event *ev;
-        lineno++;
-        line[strcspn(line, "\r\n")] = '\0';
-        char *error = tpm_event_parse_line(line, &ev);
-        if (error) {
-            cli_die("%s:%d: %s", file, lineno, error);
-        }
-        if (ev) {
-            add_event(r, ev);
-        }
-    }
-    free(line);
-    fclose(stream);
-}
 
 /* Returns the index of TEM event 'id' in 'r->tem_ids', or SIZE_MAX. */
 static size_t
@@ -1225,397 +1068,168 @@ default_host_id(void)
     return xstrdup(name);
 }
 
-int
-main(int argc, char *argv[])
+/* Creates the monitor of 'r' with the options 'o' (the tables sized from
+ * the capture, replay-sizing.h) and installs the local events. */
+static void
+replay_start(struct replay *r, struct replay_options *o)
 {
-    enum {
-        OPT_EPOCH = 256, OPT_BUDGET, OPT_FT, OPT_PROBE, OPT_DOS,
-        OPT_NO_PRECHECK, OPT_DOS_TABLE, OPT_DOS_WINDOW, OPT_NO_DOS_CLEAR,
-        OPT_HIST,
-        OPT_RETIRE,
-        OPT_TRIG, OPT_STATS, OPT_CONTROLLER, OPT_HOST_ID, OPT_PREFIX,
-        OPT_REALTIME, OPT_LINGER, OPT_LOOP, OPT_CONNECT_TIMEOUT, OPT_SETTLE,
-        OPT_REQUIRE, OPT_START_AT, OPT_TCP_POOL, OPT_BURST_GAP,
-        OPT_TEM_KEY, OPT_HOST_KEY_FILE, OPT_INSECURE, OPT_CHUNKS,
-        OPT_TABLE_MEMORY, OPT_OUTAGE_BUFFER,
-    };
-    static const struct option options[] = {
-        { "event", required_argument, NULL, 'e' },
-        { "events", required_argument, NULL, 'f' },
-        { "epoch", required_argument, NULL, OPT_EPOCH },
-        { "sweep-budget", required_argument, NULL, OPT_BUDGET },
-        { "flow-table-size", required_argument, NULL, OPT_FT },
-        { "probe-limit", required_argument, NULL, OPT_PROBE },
-        { "dos-threshold", required_argument, NULL, OPT_DOS },
-        { "no-dos-precheck", no_argument, NULL, OPT_NO_PRECHECK },
-        { "dos-table-size", required_argument, NULL, OPT_DOS_TABLE },
-        { "dos-window", required_argument, NULL, OPT_DOS_WINDOW },
-        { "no-dos-clear", no_argument, NULL, OPT_NO_DOS_CLEAR },
-        { "history", required_argument, NULL, OPT_HIST },
-        { "retire-epochs", required_argument, NULL, OPT_RETIRE },
-        { "max-triggers", required_argument, NULL, OPT_TRIG },
-        { "max-chunks", required_argument, NULL, OPT_CHUNKS },
-        { "max-table-memory", required_argument, NULL, OPT_TABLE_MEMORY },
-        { "tcp-state-pool", required_argument, NULL, OPT_TCP_POOL },
-        { "burst-gap", required_argument, NULL, OPT_BURST_GAP },
-        { "stats", no_argument, NULL, OPT_STATS },
-        { "controller", required_argument, NULL, OPT_CONTROLLER },
-        { "host-id", required_argument, NULL, OPT_HOST_ID },
-        { "tem-key", required_argument, NULL, OPT_TEM_KEY },
-        { "host-key-file", required_argument, NULL, OPT_HOST_KEY_FILE },
-        { "insecure-plaintext", no_argument, NULL, OPT_INSECURE },
-        { "prefix", required_argument, NULL, OPT_PREFIX },
-        { "realtime", no_argument, NULL, OPT_REALTIME },
-        { "start-at", required_argument, NULL, OPT_START_AT },
-        { "linger", required_argument, NULL, OPT_LINGER },
-        { "loop", required_argument, NULL, OPT_LOOP },
-        { "connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT },
-        { "settle", required_argument, NULL, OPT_SETTLE },
-        { "require-controller", no_argument, NULL, OPT_REQUIRE },
-        { "outage-buffer", required_argument, NULL, OPT_OUTAGE_BUFFER },
-        { "help", no_argument, NULL, 'h' },
-        { NULL, 0, NULL, 0 },
-    };
-    struct replay r = { .budget_ns = UINT64_MAX };
-    struct tpm_params params;
-    bool auto_epoch = false, stats = false;
-    const char *controller = NULL;
-    char *host_id = NULL;
-    struct tpm_prefix *prefixes = NULL;
-    size_t n_prefixes = 0;
-    uint64_t linger_ns = 1 * NS_PER_S, connect_timeout_ns = 5 * NS_PER_S;
-    uint64_t settle_ns = 200 * NS_PER_MS;
-    bool linger_set = false, require = false;
-    const char *controller_only = NULL;
-    const char *tem_key = NULL, *host_key_file = NULL;
-    bool insecure = false;
-    uint64_t loops = 1;
-    uint32_t outage_buffer = 0;
+    struct tpm_params *params = &o->params;
     char *error;
 
-    tpm_params_init(&params);
-    bool budget_set = false;
-    struct table_options set = { .memory_limit = TABLE_MEMORY_DEFAULT };
-    struct cli_parser parser;
-    cli_init("tpm-replay", EXIT_FAILURE);
-    cli_parser_init(&parser, argc, argv, "e:f:h", options);
-    for (;;) {
-        int c = cli_parser_next(&parser);
-        if (c == -1) {
-            break;
-        }
-        switch (c) {
-        case 'e': {
-            struct tpm_event *ev;
-            error = tpm_event_parse_line(optarg, &ev);
-            if (error) {
-                cli_die("%s", error);
-            }
-            if (!ev) {
-                cli_die("-e: empty event definition");
-            }
-            add_event(&r, ev);
-            break;
-        }
-        case 'f':
-            load_events_file(&r, optarg);
-            break;
-        case OPT_EPOCH:
-            if (!strcmp(optarg, "auto")) {
-                auto_epoch = true;
-            } else if ((error = tpm_parse_time(optarg, &params.epoch_ns))) {
-                cli_die("--epoch: %s", error);
-            }
-            break;
-        case OPT_BUDGET:
-            r.budget_ns = cli_time(parser.name, optarg, true);
-            budget_set = true;
-            break;
-        case OPT_FT:
-            params.flow_table_size = cli_uint(parser.name, optarg,
-                                                0, UINT32_MAX);
-            set.flow_table = true;
-            break;
-        case OPT_PROBE:
-            params.flow_probe_limit = cli_uint(parser.name, optarg,
-                                                 0, UINT32_MAX);
-            break;
-        case OPT_NO_PRECHECK:
-            params.dos_precheck = 0;
-            break;
-        case OPT_DOS_TABLE:
-            params.dos_table_size = cli_uint(parser.name, optarg,
-                                               0, UINT32_MAX);
-            break;
-        case OPT_DOS_WINDOW:
-            params.dos_window = cli_uint(parser.name, optarg, 0,
-                                           UINT32_MAX);
-            break;
-        case OPT_NO_DOS_CLEAR:
-            params.dos_clear_on_pass = 0;
-            break;
-        case OPT_DOS:
-            params.dos_threshold = cli_uint(parser.name, optarg,
-                                              0, UINT32_MAX);
-            break;
-        case OPT_HIST:
-            params.history_len = cli_uint(parser.name, optarg, 0,
-                                            UINT32_MAX);
-            break;
-        case OPT_RETIRE:
-            params.retire_epochs = cli_uint(parser.name, optarg, 0,
-                                              UINT32_MAX);
-            break;
-        case OPT_TRIG:
-            params.max_triggers = cli_uint(parser.name, optarg, 0,
-                                             UINT32_MAX);
-            set.triggers = true;
-            break;
-        case OPT_CHUNKS:
-            params.max_chunks = cli_uint(parser.name, optarg, 0,
-                                         UINT32_MAX);
-            set.chunks = true;
-            break;
-        case OPT_TABLE_MEMORY:
-            set.memory_limit = cli_bytes(parser.name, optarg, 1);
-            break;
-        case OPT_TCP_POOL:
-            params.tcp_state_pool = cli_uint(parser.name, optarg,
-                                               0, UINT32_MAX);
-            set.tcp_state_pool = true;
-            break;
-        case OPT_BURST_GAP:
-            params.burst_gap_ns = cli_time(parser.name, optarg, true);
-            break;
-        case OPT_STATS:
-            stats = true;
-            break;
-        case OPT_CONTROLLER:
-            controller = optarg;
-            break;
-        case OPT_HOST_ID:
-            free(host_id);
-            host_id = xstrdup(optarg);
-            controller_only = "--host-id";
-            break;
-        case OPT_TEM_KEY:
-            tem_key = optarg;
-            controller_only = "--tem-key";
-            break;
-        case OPT_HOST_KEY_FILE:
-            host_key_file = optarg;
-            controller_only = "--host-key-file";
-            break;
-        case OPT_INSECURE:
-            insecure = true;
-            controller_only = "--insecure-plaintext";
-            break;
-        case OPT_PREFIX: {
-            struct tpm_prefix *more;
-            size_t n_more;
-            error = tpm_prefix_parse_list(optarg, &more, &n_more);
-            if (error) {
-                cli_die("--prefix: %s", error);
-            }
-            prefixes = xrealloc(prefixes, (n_prefixes + n_more)
-                                          * sizeof *prefixes);
-            memcpy(prefixes + n_prefixes, more, n_more * sizeof *more);
-            n_prefixes += n_more;
-            free(more);
-            controller_only = "--prefix";
-            break;
-        }
-        case OPT_REALTIME:
-            r.realtime = true;
-            break;
-        case OPT_START_AT:
-            r.start_ns = cli_uint(parser.name, optarg, 0, UINT64_MAX);
-            break;
-        case OPT_LINGER:
-            linger_ns = cli_time(parser.name, optarg, true);
-            linger_set = true;
-            controller_only = "--linger";
-            break;
-        case OPT_LOOP:
-            loops = cli_uint(parser.name, optarg, 1, UINT32_MAX);
-            break;
-        case OPT_CONNECT_TIMEOUT:
-            connect_timeout_ns = cli_time(parser.name, optarg, true);
-            controller_only = "--connect-timeout";
-            break;
-        case OPT_SETTLE:
-            settle_ns = cli_time(parser.name, optarg, true);
-            controller_only = "--settle";
-            break;
-        case OPT_REQUIRE:
-            require = true;
-            controller_only = "--require-controller";
-            break;
-        case OPT_OUTAGE_BUFFER:
-            outage_buffer = cli_uint(parser.name, optarg, 1, 1u << 24);
-            controller_only = "--outage-buffer";
-            break;
-        case 'h':
-            usage();
-            return 0;
-        default:
-            fprintf(stderr, "Try 'tpm-replay --help'.\n");
-            return EXIT_FAILURE;
-        }
-    }
-    if (optind != argc - 1) {
-        cli_die("exactly one PCAP file expected (try --help)");
-    }
-    if (r.start_ns && !r.realtime) {
-        cli_die("--start-at needs --realtime");
-    }
-    if (!budget_set) {
-        /* Exact from a file; as a switch would run it at the wire's
-         * pace. */
-        r.budget_ns = r.realtime ? params.sweep_budget_ns : 0;
-    }
-    params.sweep_budget_ns = r.budget_ns;
-    /* Offline, a full report ring waits for us to drain it. */
-    params.sweep_waits_for_reports = !r.realtime;
-    if (!controller && controller_only) {
-        cli_die("%s needs --controller", controller_only);
-    }
-    if (!r.n_events && !controller) {
-        cli_die("no events given (use -e or -f, or --controller)");
-    }
-    if (!linger_set && !controller) {
-        linger_ns = 0;
-    }
-    if (auto_epoch) {
-        if (!r.n_events) {
-            cli_die("--epoch auto needs local events (-e or -f) to take the "
-                "intervals from");
-        }
-        uint64_t g = 0;
-        for (size_t i = 0; i < r.n_events; i++) {
-            g = gcd_u64(g, r.events[i]->interval_ns);
-        }
-        params.epoch_ns = g;
-    }
-    params.max_events = MAX(params.max_events, r.n_events);
-    r.epoch_ns = params.epoch_ns;
-    size_tables(&r, argv[optind], &params, &set, loops, controller != NULL);
+    r->events = o->events;
+    r->n_events = o->n_events;
+    r->budget_ns = params->sweep_budget_ns;
+    r->realtime = o->realtime;
+    r->start_ns = o->start_ns;
+    r->epoch_ns = params->epoch_ns;
+    size_tables(r, o->pcap, params, &o->tables, o->loops,
+                o->controller != NULL);
 
-    r.tpm = tpm_create(&params, &error);
-    if (!r.tpm) {
+    r->tpm = tpm_create(params, &error);
+    if (!r->tpm) {
         cli_die("%s", error);
     }
-    for (size_t i = 0; i < r.n_events; i++) {
-        /* The monitor takes ownership of a copy; 'r.events' keeps the
+    for (size_t i = 0; i < r->n_events; i++) {
+        /* The monitor takes ownership of a copy; 'r->events' keeps the
          * original for names and group masks. */
-        struct tpm_event *copy = tpm_event_clone(r.events[i]);
-        error = tpm_event_add(r.tpm, copy, LOCAL_ID_BASE + (uint32_t) i);
+        struct tpm_event *copy = tpm_event_clone(r->events[i]);
+        error = tpm_event_add(r->tpm, copy, LOCAL_ID_BASE + (uint32_t) i);
         if (error) {
             tpm_event_destroy(copy);
             cli_die("%s", error);
         }
     }
-    r.bufs = xmalloc(TPM_BATCH_MAX * sizeof *r.bufs);
+    r->bufs = xmalloc(TPM_BATCH_MAX * sizeof *r->bufs);
+}
 
-    if (controller) {
-        struct tpm_agent_config ac;
-        static const uint32_t pmd_ids[] = { 0 };
-        tpm_agent_config_init(&ac);
-        if (!host_id) {
-            host_id = default_host_id();
-        }
-        ac.endpoint = controller;
-        ac.host_id = host_id;
-        ac.prefixes = prefixes;
-        ac.n_prefixes = n_prefixes;
-        ac.epoch_ns = params.epoch_ns;
-        ac.pmd_ids = pmd_ids;
-        ac.n_pmds = ARRAY_SIZE(pmd_ids);
-        ac.software = "tpm-replay";
-        ac.tem_public_key = tem_key;
-        ac.key_file = host_key_file;
-        ac.insecure_plaintext = insecure;
-        if (outage_buffer) {
-            ac.outage_buffer = outage_buffer;
-        }
-        r.agent = tpm_agent_create(&ac, &error);
-        if (!r.agent) {
-            cli_die("--controller: %s", error);
-        }
-        wait_for_tem(&r, controller, connect_timeout_ns, settle_ns, require);
+/* Controller mode: connects 'r' to the TEM of 'o' as a host and waits for
+ * its first installs. */
+static void
+replay_connect(struct replay *r, struct replay_options *o)
+{
+    struct tpm_agent_config ac;
+    static const uint32_t pmd_ids[] = { 0 };
+    char *error;
+
+    tpm_agent_config_init(&ac);
+    if (!o->host_id) {
+        o->host_id = default_host_id();
     }
+    ac.endpoint = o->controller;
+    ac.host_id = o->host_id;
+    ac.prefixes = o->prefixes;
+    ac.n_prefixes = o->n_prefixes;
+    ac.epoch_ns = o->params.epoch_ns;
+    ac.pmd_ids = pmd_ids;
+    ac.n_pmds = ARRAY_SIZE(pmd_ids);
+    ac.software = "tpm-replay";
+    ac.tem_public_key = o->tem_key;
+    ac.key_file = o->host_key_file;
+    ac.insecure_plaintext = o->insecure;
+    if (o->outage_buffer) {
+        ac.outage_buffer = o->outage_buffer;
+    }
+    r->agent = tpm_agent_create(&ac, &error);
+    if (!r->agent) {
+        cli_die("--controller: %s", error);
+    }
+    wait_for_tem(r, o->controller, o->connect_timeout_ns, o->settle_ns,
+                 o->require);
+}
 
+/* Replays capture 'file' 'loops' times, then moves past the end of every
+ * interval that saw packets and finishes the sweeps. */
+static void
+replay_run(struct replay *r, const char *file, uint64_t loops)
+{
     /* Each pass after the previous one, a whole number of intervals
      * later. */
-    const char *file = argv[optind];
     int64_t shift = 0;
     bool have_shift = false;
     uint64_t first_ns = 0, last_ns = 0;
     for (uint64_t pass = 0; pass < loops; pass++) {
-        replay_pass(&r, file, &shift, &have_shift, &first_ns, &last_ns);
-        if (!r.n_packets) {
+        replay_pass(r, file, &shift, &have_shift, &first_ns, &last_ns);
+        if (!r->n_packets) {
             break;
         }
-        shift += ROUND_UP(last_ns - first_ns + 1, interval_lcm(&r));
+        shift += ROUND_UP(last_ns - first_ns + 1, interval_lcm(r));
     }
 
     /* Move past the end of every interval that saw packets and finish
      * the sweeps. */
-    if (r.n_packets) {
+    if (r->n_packets) {
         uint64_t end = 0;
-        for (size_t i = 0; i < r.n_events; i++) {
-            uint64_t iv = r.events[i]->interval_ns;
-            end = MAX(end, (r.last_ns / iv + 1) * iv);
+        for (size_t i = 0; i < r->n_events; i++) {
+            uint64_t iv = r->events[i]->interval_ns;
+            end = MAX(end, (r->last_ns / iv + 1) * iv);
         }
-        for (size_t i = 0; i < r.n_tem; i++) {
-            const struct tpm_event *ev = tpm_event_get(r.tpm, r.tem_ids[i]);
+        for (size_t i = 0; i < r->n_tem; i++) {
+            const struct tpm_event *ev = tpm_event_get(r->tpm,
+                                                       r->tem_ids[i]);
             uint64_t iv = ev->interval_ns;
-            end = MAX(end, (r.last_ns / iv + 1) * iv);
+            end = MAX(end, (r->last_ns / iv + 1) * iv);
         }
-        if (r.realtime) {
+        if (r->realtime) {
             /* The wall clock gets there: serve the TEM meanwhile. */
-            idle_until(&r, end, end);
+            idle_until(r, end, end);
         }
-        advance(&r, end);
-        while (tpm_sweep_step(r.tpm, 0)) {
-            drain_reports(&r);
+        advance(r, end);
+        while (tpm_sweep_step(r->tpm, 0)) {
+            drain_reports(r);
         }
-        drain_reports(&r);
+        drain_reports(r);
     }
-    if (r.agent) {
-        /* Keep answering the TEM's polls; then give the TEM a moment to
-         * confirm the last reports (it does within a loop turn). */
-        idle_until(&r, tpm_clock_real_ns() + linger_ns,
-                   r.realtime ? UINT64_MAX : r.clock_ns);
-        uint64_t until = tpm_clock_real_ns() + NS_PER_S;
-        struct tpm_agent_status a;
-        for (;;) {
-            tpm_agent_get_status(r.agent, &a);
-            uint64_t now = tpm_clock_real_ns();
-            if (!a.pending || a.state != TPM_AGENT_CONNECTED
-                || now >= until) {
-                break;
-            }
-            idle_until(&r, now + 10 * NS_PER_MS,
-                       r.realtime ? UINT64_MAX : r.clock_ns);
+}
+
+/* Controller mode, after the capture: keeps answering the TEM's polls for
+ * 'linger_ns'; then gives the TEM a moment to confirm the last reports
+ * (it does within a loop turn). */
+static void
+replay_linger(struct replay *r, uint64_t linger_ns)
+{
+    idle_until(r, tpm_clock_real_ns() + linger_ns,
+               r->realtime ? UINT64_MAX : r->clock_ns);
+    uint64_t until = tpm_clock_real_ns() + NS_PER_S;
+    struct tpm_agent_status a;
+    for (;;) {
+        tpm_agent_get_status(r->agent, &a);
+        uint64_t now = tpm_clock_real_ns();
+        if (!a.pending || a.state != TPM_AGENT_CONNECTED || now >= until) {
+            break;
         }
+        idle_until(r, now + 10 * NS_PER_MS,
+                   r->realtime ? UINT64_MAX : r->clock_ns);
+    }
+}
+
+int
+main(int argc, char *argv[])
+{
+    struct replay_options o;
+    struct replay r;
+
+    memset(&r, 0, sizeof r);
+    cli_init("tpm-replay", EXIT_FAILURE);
+    replay_options_parse(argc, argv, &o);
+    replay_start(&r, &o);
+    if (o.controller) {
+        replay_connect(&r, &o);
+    }
+    replay_run(&r, o.pcap, o.loops);
+    if (r.agent) {
+        replay_linger(&r, o.linger_ns);
     }
     fflush(stdout);
-    if (stats) {
+    if (o.stats) {
         print_stats(&r);
     }
     bool lossy = report_loss(&r);
 
     tpm_agent_destroy(r.agent);
     tpm_destroy(r.tpm);
-    for (size_t i = 0; i < r.n_events; i++) {
-        tpm_event_destroy(r.events[i]);
-    }
-    free(r.events);
+    replay_options_destroy(&o);
     free(r.tem_ids);
     free(r.bufs);
-    free(prefixes);
-    free(host_id);
     replay_census_destroy(&r.sizing.census);
     return lossy ? EXIT_INCOMPLETE : 0;
 }
