@@ -28,7 +28,8 @@ sbin_PROGRAMS += tem/trumpet-tem
 bin_PROGRAMS += tem/tem-ctl
 # Its metrics server (tem-http.c) is libmicrohttpd's, run from the
 # daemon's loop.
-tem_trumpet_tem_SOURCES = tem/tem.c tem/tem-http.c tem/tem-http.h
+tem_trumpet_tem_SOURCES = tem/tem.c tem/tem-options.c tem/tem-options.h \
+	tem/tem-http.c tem/tem-http.h
 tem_trumpet_tem_CFLAGS = $(AM_CFLAGS) $(JSON_C_CFLAGS) $(ZMQ_CFLAGS) \
 	$(PROTOBUF_C_CFLAGS) $(MHD_CFLAGS)
 tem_trumpet_tem_LDADD = tem/libtemcore.la $(ZMQ_LIBS) $(JSON_C_LIBS) \
@@ -44,7 +45,8 @@ tem/libtemcore_la-tem-alert.lo tem/libtemcore_la-tem-view.lo \
 tem/libtemcore_la-tem-state.lo tem/libtemcore_la-tem-auth.lo \
 tem/libtemcore_la-tem-metrics.lo tem/libtemcore_la-tem-out.lo \
 tem/libtemcore_la-tem-log.lo \
-tem/trumpet_tem-tem.$(OBJEXT): $(PROTO_GEN)
+tem/trumpet_tem-tem.$(OBJEXT) tem/trumpet_tem-tem-options.$(OBJEXT): \
+	$(PROTO_GEN)
 
 # tem-bench: throughput and latency of a running TEM with simulated hosts
 # (docs/benchmarks.md, section TEM; tem/bench-tem.sh runs the matrix,

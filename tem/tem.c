@@ -39,12 +39,11 @@
  * so no client can delay hosts by more than one bounded request.
  * status reports the longest turn and the longest request seen.
  *
- * The logic lives in tem-core.h; this file owns options, sockets,
- * persistence of the event definitions (tem-state.c) and the control
- * commands.
+ * The logic lives in tem-core.h and the command line in tem-options.h;
+ * this file owns sockets, persistence of the event definitions
+ * (tem-state.c) and the control commands.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <json-c/json.h>
 #include <limits.h>
@@ -67,6 +66,7 @@
 #include "tem-core.h"
 #include "tem-http.h"
 #include "tem-metrics.h"
+#include "tem-options.h"
 #include "tem-state.h"
 #include "tproto.h"
 #include "util.h"
@@ -77,24 +77,6 @@
 
 /* Largest subscription a PUB socket takes (a topic is an event name). */
 #define PUB_MAX_MSG 256
-
-struct tem_options {
-    const char *listen;
-    const char *pub;
-    const char *ctl;
-    const char *state_file;
-    const char *alert_file;
-    const char *key_file;       /* The TEM's key pair. */
-    const char *allow_file;     /* Keys allowed in. */
-    const char *metrics;        /* --metrics (tem_http_parse()). */
-    bool insecure;              /* --insecure-plaintext. */
-    bool alerts_stdout;
-    uint32_t batch;             /* Frames read per wake-up. */
-    uint32_t max_frame;         /* ZMQ_MAXMSGSIZE of the hosts' socket. */
-    uint32_t max_request;       /* ... of the control socket. */
-    int sndhwm, rcvhwm;
-    struct tem_config cfg;
-};
 
 struct tem_daemon {
     struct tem_options opt;
@@ -926,281 +908,6 @@ open_socket(struct tem_daemon *d, int type, const char *ep, const char *what,
     return s;
 }
 
-/* ---------------------------------------------------------------------- */
-/* Options. */
-
-enum {
-    OPT_LISTEN = 256, OPT_PUB, OPT_CTL, OPT_STATE_FILE, OPT_ALERT_FILE,
-    OPT_NO_ALERTS_STDOUT, OPT_TEM_ID, OPT_EPOCH, OPT_HEARTBEAT,
-    OPT_MAX_HOSTS, OPT_MAX_EVENTS, OPT_MAX_DECISIONS, OPT_POLL_DEADLINE,
-    OPT_REPOLL_DELAY, OPT_DECIDED_KEEP, OPT_REBALANCE_INTERVAL,
-    OPT_REBALANCE_CHANGE, OPT_HISTORY_ALPHA, OPT_WEIGHT_FLOOR,
-    OPT_RECENT_ALERTS, OPT_ALERT_HISTORY, OPT_BATCH, OPT_MAX_BATCH_BYTES,
-    OPT_SNDHWM, OPT_RCVHWM, OPT_KEY_FILE, OPT_ALLOW_FILE, OPT_INSECURE,
-    OPT_MAX_FRAME_BYTES, OPT_MAX_REQUEST_BYTES, OPT_METRICS,
-};
-
-static void
-usage(void)
-{
-    printf("\
-trumpet-tem: the Trumpet Event Manager (network-wide events over hosts)\n\
-usage: trumpet-tem [OPTIONS]\n\
-\n\
-Sockets and files:\n\
-  --listen=EP             hosts' ROUTER socket (tcp://127.0.0.1:5555)\n\
-  --pub=EP                alerts PUB socket (tcp://127.0.0.1:5556)\n\
-  --ctl=EP                tem-ctl REP socket (ipc:///run/trumpet/tem.ctl)\n\
-  --state-file=PATH       event definitions\n\
-                          (/var/lib/trumpet/tem-events.json)\n\
-  --alert-file=PATH       append alerts (JSON lines) to PATH (none)\n\
-  --no-alerts-stdout      do not print alerts on standard output\n\
-  --tem-id=ID             name sent to hosts in Welcome (tem)\n\
-  --metrics=ADDR          serve Prometheus metrics over HTTP on ADDR:\n\
-                          off, PORT (on 127.0.0.1), IPV4:PORT or\n\
-                          [IPV6]:PORT, at /metrics (off)\n\
-Keys (CURVE, see docs/operations.md):\n\
-  --key-file=PATH         the TEM's key pair, from tem-ctl keygen\n\
-                          (/etc/trumpet/tem.key)\n\
-  --allow-file=PATH       hosts' and clients' public keys allowed in\n\
-                          (/etc/trumpet/tem-allow); reloaded on SIGHUP\n\
-                          and by tem-ctl allow-reload\n\
-  --insecure-plaintext    no keys, no encryption: anyone who reaches the\n\
-                          sockets can claim any host id (tests only)\n\
-Protocol:\n\
-  --epoch=TIME            epoch every host must use (10ms)\n\
-  --heartbeat=TIME        heartbeat period, 3 missed = gone (1s)\n\
-  --batch=N               frames read per wake-up (256)\n\
-  --max-batch-bytes=N     a host's frame is cut at about N bytes (262144)\n\
-  --sndhwm=N --rcvhwm=N   ZeroMQ high-water marks, frames (100000)\n\
-Limits:\n\
-  --max-frame-bytes=N     largest frame from a host (1048576); larger\n\
-                          closes the connection unread\n\
-  --max-request-bytes=N   largest control request (65536); larger\n\
-                          closes the connection unread\n\
-  --max-hosts=N           hosts known at once (1024, at most 65535)\n\
-  --max-events=N          events defined (1024)\n\
-  --max-decisions=N       pending and remembered decisions (1048576)\n\
-Decisions:\n\
-  --poll-deadline=TIME    decide at the latest after TIME (100ms)\n\
-  --repoll-delay=TIME     re-poll a host that answered NOT_YET (1ms)\n\
-  --decided-keep=TIME     remember decided keys (default:\n\
-                          max(4 x poll deadline, 4 x event interval))\n\
-Threshold split:\n\
-  --rebalance-interval=TIME  re-split at most this often (10s)\n\
-  --rebalance-change=PCT  ... when a share moves by more than PCT (20%%)\n\
-  --history-alpha=X       weight of a new value in a host's history (0.25)\n\
-  --weight-floor=PCT      least weight, percent of the mean (10%%)\n\
-Alerts kept:\n\
-  --recent-alerts=N       per event, for event-show (10)\n\
-  --alert-history=N       for tem-ctl alerts (100)\n\
-\n\
-TIME is a number with a unit ns, us, ms or s.  See docs/tem.md.\n");
-}
-
-/* Parses "20%" or "0.2" into 0.2 (a fraction within [min, max]). */
-static double
-parse_fraction_opt(const char *name, const char *arg, double min, double max)
-{
-    char *end;
-    double v = strtod(arg, &end);
-    if (end != arg && *end == '%' && !end[1]) {
-        v /= 100;
-    } else if (end == arg || *end) {
-        v = -1;
-    }
-    if (!(v >= min && v <= max)) {
-        cli_usage_error("%s: '%s' is not a fraction from %g to %g (or a "
-                        "percentage such as 20%%)", name, arg, min, max);
-    }
-    return v;
-}
-
-static void
-parse_options(int argc, char *argv[], struct tem_options *o)
-{
-    static const struct option options[] = {
-        { "listen", required_argument, NULL, OPT_LISTEN },
-        { "pub", required_argument, NULL, OPT_PUB },
-        { "ctl", required_argument, NULL, OPT_CTL },
-        { "state-file", required_argument, NULL, OPT_STATE_FILE },
-        { "alert-file", required_argument, NULL, OPT_ALERT_FILE },
-        { "no-alerts-stdout", no_argument, NULL, OPT_NO_ALERTS_STDOUT },
-        { "tem-id", required_argument, NULL, OPT_TEM_ID },
-        { "epoch", required_argument, NULL, OPT_EPOCH },
-        { "heartbeat", required_argument, NULL, OPT_HEARTBEAT },
-        { "max-hosts", required_argument, NULL, OPT_MAX_HOSTS },
-        { "max-events", required_argument, NULL, OPT_MAX_EVENTS },
-        { "max-decisions", required_argument, NULL, OPT_MAX_DECISIONS },
-        { "poll-deadline", required_argument, NULL, OPT_POLL_DEADLINE },
-        { "repoll-delay", required_argument, NULL, OPT_REPOLL_DELAY },
-        { "decided-keep", required_argument, NULL, OPT_DECIDED_KEEP },
-        { "rebalance-interval", required_argument, NULL,
-          OPT_REBALANCE_INTERVAL },
-        { "rebalance-change", required_argument, NULL,
-          OPT_REBALANCE_CHANGE },
-        { "history-alpha", required_argument, NULL, OPT_HISTORY_ALPHA },
-        { "weight-floor", required_argument, NULL, OPT_WEIGHT_FLOOR },
-        { "recent-alerts", required_argument, NULL, OPT_RECENT_ALERTS },
-        { "alert-history", required_argument, NULL, OPT_ALERT_HISTORY },
-        { "batch", required_argument, NULL, OPT_BATCH },
-        { "max-batch-bytes", required_argument, NULL, OPT_MAX_BATCH_BYTES },
-        { "sndhwm", required_argument, NULL, OPT_SNDHWM },
-        { "rcvhwm", required_argument, NULL, OPT_RCVHWM },
-        { "key-file", required_argument, NULL, OPT_KEY_FILE },
-        { "allow-file", required_argument, NULL, OPT_ALLOW_FILE },
-        { "insecure-plaintext", no_argument, NULL, OPT_INSECURE },
-        { "max-frame-bytes", required_argument, NULL, OPT_MAX_FRAME_BYTES },
-        { "max-request-bytes", required_argument, NULL,
-          OPT_MAX_REQUEST_BYTES },
-        { "metrics", required_argument, NULL, OPT_METRICS },
-        { "help", no_argument, NULL, 'h' },
-        { NULL, 0, NULL, 0 },
-    };
-    struct tem_config *c = &o->cfg;
-
-    o->listen = "tcp://127.0.0.1:5555";
-    o->pub = "tcp://127.0.0.1:5556";
-    o->ctl = "ipc:///run/trumpet/tem.ctl";
-    o->state_file = "/var/lib/trumpet/tem-events.json";
-    o->alert_file = NULL;
-    o->alerts_stdout = true;
-    o->key_file = "/etc/trumpet/tem.key";
-    o->allow_file = "/etc/trumpet/tem-allow";
-    o->metrics = "off";
-    o->batch = 256;
-    o->max_frame = TPROTO_MAX_FRAME;
-    o->max_request = 65536;
-    o->sndhwm = o->rcvhwm = 100000;
-    tem_config_init(c);
-
-    struct cli_parser parser;
-    cli_parser_init(&parser, argc, argv, "h", options);
-    for (;;) {
-        int ch = cli_parser_next(&parser);
-        if (ch == -1) {
-            break;
-        }
-        const char *name = parser.name;
-        switch (ch) {
-        case OPT_LISTEN: o->listen = optarg; break;
-        case OPT_PUB: o->pub = optarg; break;
-        case OPT_CTL: o->ctl = optarg; break;
-        case OPT_STATE_FILE: o->state_file = optarg; break;
-        case OPT_ALERT_FILE: o->alert_file = optarg; break;
-        case OPT_NO_ALERTS_STDOUT: o->alerts_stdout = false; break;
-        case OPT_TEM_ID: {
-            size_t len = strlen(optarg);
-            if (!len || len > TPROTO_MAX_ID
-                || strspn(optarg, "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                          "abcdefghijklmnopqrstuvwxyz0123456789_.:-")
-                   != len) {
-                cli_usage_error("--tem-id: '%s' is not 1 to %d characters "
-                                "from A-Z a-z 0-9 _ . : -", optarg,
-                                TPROTO_MAX_ID);
-            }
-            c->tem_id = optarg;
-            break;
-        }
-        case OPT_EPOCH:
-            c->epoch_ns = cli_time(name, optarg, false);
-            if (c->epoch_ns > TPROTO_MAX_EPOCH_NS) {
-                cli_usage_error("--epoch: at most 1 hour");
-            }
-            break;
-        case OPT_HEARTBEAT: {
-            uint64_t ns = cli_time(name, optarg, false);
-            if (ns < 1000000 || ns > TPROTO_MAX_HEARTBEAT_MS * 1000000ULL) {
-                cli_usage_error("--heartbeat: '%s' is not from 1ms to 60s",
-                          optarg);
-            }
-            c->heartbeat_ms = ns / 1000000;
-            break;
-        }
-        case OPT_MAX_HOSTS:
-            c->max_hosts = cli_uint(name, optarg, 1, 65535);
-            break;
-        case OPT_MAX_EVENTS:
-            c->max_events = cli_uint(name, optarg, 1, 1 << 20);
-            break;
-        case OPT_MAX_DECISIONS:
-            c->max_decisions = cli_uint(name, optarg, 16, 1 << 24);
-            break;
-        case OPT_POLL_DEADLINE:
-            c->poll_deadline_ns = cli_time(name, optarg, false);
-            break;
-        case OPT_REPOLL_DELAY:
-            c->repoll_ns = cli_time(name, optarg, false);
-            break;
-        case OPT_DECIDED_KEEP:
-            c->decided_keep_ns = cli_time(name, optarg, true);
-            break;
-        case OPT_REBALANCE_INTERVAL:
-            c->rebalance_ns = cli_time(name, optarg, false);
-            break;
-        case OPT_REBALANCE_CHANGE:
-            c->rebalance_change = parse_fraction_opt(name, optarg, 0, 100);
-            break;
-        case OPT_HISTORY_ALPHA:
-            c->ewma_alpha = parse_fraction_opt(name, optarg, 0.0001, 1);
-            break;
-        case OPT_WEIGHT_FLOOR:
-            c->weight_floor = parse_fraction_opt(name, optarg, 0.0001, 1);
-            break;
-        case OPT_RECENT_ALERTS:
-            c->recent_alerts = cli_uint(name, optarg, 1, 100000);
-            break;
-        case OPT_ALERT_HISTORY:
-            c->alert_history = cli_uint(name, optarg, 1, 10000000);
-            break;
-        case OPT_BATCH:
-            o->batch = cli_uint(name, optarg, 1, 1 << 20);
-            break;
-        case OPT_MAX_BATCH_BYTES:
-            c->max_batch_bytes = cli_uint(name, optarg, 4096,
-                                                TPROTO_MAX_FRAME / 2);
-            break;
-        case OPT_SNDHWM:
-            o->sndhwm = cli_uint(name, optarg, 0, INT_MAX);
-            break;
-        case OPT_RCVHWM:
-            o->rcvhwm = cli_uint(name, optarg, 0, INT_MAX);
-            break;
-        case OPT_METRICS: {
-            bool off;
-            char *error = tem_http_parse(optarg, &off);
-            if (error) {
-                cli_usage_error("--metrics: %s", error);
-            }
-            o->metrics = optarg;
-            break;
-        }
-        case OPT_KEY_FILE: o->key_file = optarg; break;
-        case OPT_ALLOW_FILE: o->allow_file = optarg; break;
-        case OPT_INSECURE: o->insecure = true; break;
-        case OPT_MAX_FRAME_BYTES:
-            o->max_frame = cli_uint(name, optarg, 4096,
-                                          TPROTO_MAX_FRAME);
-            break;
-        case OPT_MAX_REQUEST_BYTES:
-            o->max_request = cli_uint(name, optarg, 1024,
-                                            64 * 1024 * 1024);
-            break;
-        case 'h':
-            usage();
-            exit(EXIT_SUCCESS);
-        default:
-            exit(2);
-        }
-    }
-    if (optind < argc) {
-        cli_usage_error("unexpected argument '%s'", argv[optind]);
-    }
-    if (c->max_batch_bytes > o->max_frame / 2) {
-        c->max_batch_bytes = MAX(4096, o->max_frame / 2);
-    }
-}
-
 /* The metrics of a scrape: the core's, then the daemon's (docs/tem.md,
  * "Metrics"). */
 static void
@@ -1301,15 +1008,224 @@ load_keys(struct tem_daemon *d)
     d->pub_curve = strncmp(d->opt.pub, "ipc://", 6) != 0;
 }
 
+/* Takes the state file's lock, loads the events of 'd' from it (and
+ * saves them back, to check that it can), opens the alert file and starts
+ * the metrics server.  Exits on a failure. */
+static void
+tem_daemon_start(struct tem_daemon *d)
+{
+    char *error;
+
+    /* One TEM per state file: locked before it is read or written. */
+    char *lock = tem_state_lock_path(d->opt.state_file);
+    char *what = xasprintf("state file %s", d->opt.state_file);
+    int lock_fd;
+    error = tem_lock(lock, what, &lock_fd);
+    free(what);
+    free(lock);
+    if (error) {
+        fprintf(stderr, "trumpet-tem: refusing to start: %s\n", error);
+        free(error);
+        exit(EXIT_FAILURE);
+    }
+    size_t n_stale = tem_state_clean(d->opt.state_file);
+    if (n_stale) {
+        tpm_log(TPM_LOG_WARN, "removed %zu temporary files of %s left by a "
+                "TEM that died while saving", n_stale, d->opt.state_file);
+    }
+
+    error = tem_state_load(d->core, d->opt.state_file);
+    if (error) {
+        fprintf(stderr, "trumpet-tem: refusing to start: %s\n", error);
+        free(error);
+        exit(EXIT_FAILURE);
+    }
+    error = tem_state_save(d->core, d->opt.state_file);
+    if (error) {
+        fprintf(stderr, "trumpet-tem: refusing to start: %s (see "
+                "--state-file)\n", error);
+        free(error);
+        exit(EXIT_FAILURE);
+    }
+    if (d->opt.alert_file) {
+        d->alert_file = fopen(d->opt.alert_file, "a");
+        if (!d->alert_file) {
+            fprintf(stderr, "trumpet-tem: cannot open alert file %s: %s\n",
+                    d->opt.alert_file, strerror(errno));
+            exit(EXIT_FAILURE);
+        }
+        setvbuf(d->alert_file, NULL, _IOLBF, 0);
+    }
+
+    /* Before the sockets: an address in use stops the TEM before it
+     * binds anything. */
+    if (strcmp(d->opt.metrics, "off")) {
+        d->http = tem_http_start(d->opt.metrics, metrics_fill, d, &error);
+        if (!d->http) {
+            fprintf(stderr, "trumpet-tem: refusing to start: --metrics: "
+                    "%s\n", error);
+            free(error);
+            exit(EXIT_FAILURE);
+        }
+        tpm_log(TPM_LOG_INFO, "metrics on http://%s/metrics",
+                tem_http_address(d->http));
+    }
+}
+
+/* Opens the sockets of 'd' (the ZAP handler first) and their monitors.
+ * Exits on a failure. */
+static void
+tem_daemon_open(struct tem_daemon *d)
+{
+    d->zctx = zmq_ctx_new();
+    if (!d->opt.insecure) {
+        /* Before any CURVE socket: without a handler, ZeroMQ lets every
+         * key in. */
+        d->zap = zmq_socket(d->zctx, ZMQ_REP);
+        int zero = 0;
+        zmq_setsockopt(d->zap, ZMQ_LINGER, &zero, sizeof zero);
+        tpm_zmq_max_msg(d->zap, 4096);
+        if (zmq_bind(d->zap, "inproc://zeromq.zap.01")) {
+            fprintf(stderr, "trumpet-tem: cannot bind the ZAP handler: "
+                    "%s\n", zmq_strerror(errno));
+            exit(EXIT_FAILURE);
+        }
+    }
+    const char *hosts_zap = d->opt.insecure ? NULL : TEM_ZAP_HOSTS;
+    d->router = open_socket(d, ZMQ_ROUTER, d->opt.listen,
+                            "hosts' (--listen)", hosts_zap,
+                            d->opt.max_frame, d->listen_ep,
+                            sizeof d->listen_ep);
+    d->pub = open_socket(d, ZMQ_PUB, d->opt.pub, "alerts' (--pub)",
+                         d->pub_curve ? TEM_ZAP_CLIENTS : NULL, PUB_MAX_MSG,
+                         d->pub_ep, sizeof d->pub_ep);
+    d->rep = open_socket(d, ZMQ_REP, d->opt.ctl, "control (--ctl)",
+                         d->ctl_curve ? TEM_ZAP_CLIENTS : NULL,
+                         d->opt.max_request, d->ctl_ep, sizeof d->ctl_ep);
+    monitor_start(d, d->router, &d->mon[0], "hosts");
+    monitor_start(d, d->rep, &d->mon[1], "ctl");
+    monitor_start(d, d->pub, &d->mon[2], "pub");
+}
+
+/* One turn of the loop of 'd': waits for the sockets or the core's next
+ * timer, then does the turn's bounded work.  Returns false if the loop
+ * cannot go on. */
+static bool
+tem_daemon_turn(struct tem_daemon *d)
+{
+    if (reload_signal) {
+        reload_signal = 0;
+        free(allow_reload(d));
+    }
+    uint64_t next = tem_core_run(d->core);
+    tem_core_flush(d->core);
+
+    uint64_t now = tpm_clock_real_ns();
+    long timeout = next <= now ? 0
+                   : (long) MIN((next - now + 999999) / 1000000, 1000);
+    zmq_pollitem_t items[] = {
+        { .socket = d->router, .events = ZMQ_POLLIN },
+        { .socket = d->rep, .events = ZMQ_POLLIN },
+        { .socket = d->zap, .events = ZMQ_POLLIN },
+        { .socket = NULL, .fd = d->http ? tem_http_fd(d->http) : -1,
+          .events = ZMQ_POLLIN },
+    };
+    /* Without ZAP, the metrics item moves into its place. */
+    size_t n_items = d->zap ? 3 : 2;
+    size_t http_item = n_items;
+    if (d->http) {
+        items[http_item] = items[3];
+        n_items++;
+    }
+    for (size_t i = 0; i < ARRAY_SIZE(d->mon); i++) {
+        if (d->mon[i].monitor) {
+            monitor_read(&d->mon[i], d->opt.batch);
+        }
+    }
+    if (zmq_poll(items, n_items, timeout) < 0) {
+        if (errno == EINTR) {
+            return true;
+        }
+        tpm_log(TPM_LOG_ERR, "zmq_poll: %s", zmq_strerror(errno));
+        return false;
+    }
+
+    /* Bounded work, hosts first: handshakes, host frames, timers, then
+     * one control request. */
+    uint64_t start = tpm_clock_mono_ns();
+    if (d->zap && items[2].revents & ZMQ_POLLIN) {
+        for (uint32_t i = 0; i < d->opt.batch && zap_serve(d); i++) {
+            continue;
+        }
+    }
+    if (items[0].revents & ZMQ_POLLIN) {
+        for (uint32_t i = 0; i < d->opt.batch && router_recv(d); i++) {
+            continue;
+        }
+        tem_core_run(d->core);
+        tem_core_flush(d->core);
+    }
+    if (items[1].revents & ZMQ_POLLIN) {
+        uint64_t ctl_start = tpm_clock_mono_ns();
+        ctl_handle(d);
+        d->ctl_last_ns = tpm_clock_mono_ns() - ctl_start;
+        d->ctl_max_ns = MAX(d->ctl_max_ns, d->ctl_last_ns);
+    }
+    /* The metrics server last: when it has input, and once a second for
+     * its timeouts. */
+    if (d->http) {
+        uint64_t mono = tpm_clock_mono_ns();
+        if (items[http_item].revents & ZMQ_POLLIN
+            || mono - d->http_last_run_ns >= 1000000000ULL) {
+            d->http_last_run_ns = mono;
+            tem_http_run(d->http);
+        }
+    }
+    d->turn_max_ns = MAX(d->turn_max_ns, tpm_clock_mono_ns() - start);
+    return true;
+}
+
+/* Says goodbye to the hosts and closes everything 'd' opened. */
+static void
+tem_daemon_stop(struct tem_daemon *d)
+{
+    tpm_log(TPM_LOG_INFO, "stopping on signal %d", (int) stop_signal);
+    tem_http_stop(d->http);
+    tem_core_bye_all(d->core, "TEM shutting down");
+    tem_core_flush(d->core);
+    tem_core_destroy(d->core);
+    int linger = 100;           /* ms, for the Byes. */
+    zmq_setsockopt(d->router, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_close(d->router);
+    zmq_close(d->pub);
+    zmq_close(d->rep);
+    if (d->zap) {
+        zmq_close(d->zap);
+    }
+    for (size_t i = 0; i < ARRAY_SIZE(d->mon); i++) {
+        if (d->mon[i].monitor) {
+            zmq_close(d->mon[i].monitor);
+        }
+    }
+    zmq_ctx_term(d->zctx);
+    tem_allow_free(d->allow);
+    memset(d->sec_key, 0, sizeof d->sec_key);
+    if (!strncmp(d->opt.ctl, "ipc://", 6)) {
+        unlink(d->opt.ctl + 6);
+    }
+    if (d->alert_file) {
+        fclose(d->alert_file);
+    }
+}
+
 int
 main(int argc, char *argv[])
 {
     struct tem_daemon d;
-    char *error;
 
     memset(&d, 0, sizeof d);
     cli_init("trumpet-tem", 2);
-    parse_options(argc, argv, &d.opt);
+    tem_options_parse(argc, argv, &d.opt);
     tpm_log_set_hook(log_hook);
     setvbuf(stdout, NULL, _IOLBF, 0);
     signal(SIGPIPE, SIG_IGN);
@@ -1323,89 +1239,8 @@ main(int argc, char *argv[])
     d.opt.cfg.aux = &d;
     d.core = tem_core_create(&d.opt.cfg);
     load_keys(&d);
-
-    /* One TEM per state file: locked before it is read or written. */
-    char *lock = tem_state_lock_path(d.opt.state_file);
-    char *what = xasprintf("state file %s", d.opt.state_file);
-    int lock_fd;
-    error = tem_lock(lock, what, &lock_fd);
-    free(what);
-    free(lock);
-    if (error) {
-        fprintf(stderr, "trumpet-tem: refusing to start: %s\n", error);
-        free(error);
-        return EXIT_FAILURE;
-    }
-    size_t n_stale = tem_state_clean(d.opt.state_file);
-    if (n_stale) {
-        tpm_log(TPM_LOG_WARN, "removed %zu temporary files of %s left by a "
-                "TEM that died while saving", n_stale, d.opt.state_file);
-    }
-
-    error = tem_state_load(d.core, d.opt.state_file);
-    if (error) {
-        fprintf(stderr, "trumpet-tem: refusing to start: %s\n", error);
-        free(error);
-        return EXIT_FAILURE;
-    }
-    error = tem_state_save(d.core, d.opt.state_file);
-    if (error) {
-        fprintf(stderr, "trumpet-tem: refusing to start: %s (see "
-                "--state-file)\n", error);
-        free(error);
-        return EXIT_FAILURE;
-    }
-    if (d.opt.alert_file) {
-        d.alert_file = fopen(d.opt.alert_file, "a");
-        if (!d.alert_file) {
-            fprintf(stderr, "trumpet-tem: cannot open alert file %s: %s\n",
-                    d.opt.alert_file, strerror(errno));
-            return EXIT_FAILURE;
-        }
-        setvbuf(d.alert_file, NULL, _IOLBF, 0);
-    }
-
-    /* Before the sockets: an address in use stops the TEM before it
-     * binds anything. */
-    if (strcmp(d.opt.metrics, "off")) {
-        d.http = tem_http_start(d.opt.metrics, metrics_fill, &d, &error);
-        if (!d.http) {
-            fprintf(stderr, "trumpet-tem: refusing to start: --metrics: "
-                    "%s\n", error);
-            free(error);
-            return EXIT_FAILURE;
-        }
-        tpm_log(TPM_LOG_INFO, "metrics on http://%s/metrics",
-                tem_http_address(d.http));
-    }
-
-    d.zctx = zmq_ctx_new();
-    if (!d.opt.insecure) {
-        /* Before any CURVE socket: without a handler, ZeroMQ lets every
-         * key in. */
-        d.zap = zmq_socket(d.zctx, ZMQ_REP);
-        int zero = 0;
-        zmq_setsockopt(d.zap, ZMQ_LINGER, &zero, sizeof zero);
-        tpm_zmq_max_msg(d.zap, 4096);
-        if (zmq_bind(d.zap, "inproc://zeromq.zap.01")) {
-            fprintf(stderr, "trumpet-tem: cannot bind the ZAP handler: "
-                    "%s\n", zmq_strerror(errno));
-            return EXIT_FAILURE;
-        }
-    }
-    const char *hosts_zap = d.opt.insecure ? NULL : TEM_ZAP_HOSTS;
-    d.router = open_socket(&d, ZMQ_ROUTER, d.opt.listen, "hosts' (--listen)",
-                           hosts_zap, d.opt.max_frame, d.listen_ep,
-                           sizeof d.listen_ep);
-    d.pub = open_socket(&d, ZMQ_PUB, d.opt.pub, "alerts' (--pub)",
-                        d.pub_curve ? TEM_ZAP_CLIENTS : NULL, PUB_MAX_MSG,
-                        d.pub_ep, sizeof d.pub_ep);
-    d.rep = open_socket(&d, ZMQ_REP, d.opt.ctl, "control (--ctl)",
-                        d.ctl_curve ? TEM_ZAP_CLIENTS : NULL,
-                        d.opt.max_request, d.ctl_ep, sizeof d.ctl_ep);
-    monitor_start(&d, d.router, &d.mon[0], "hosts");
-    monitor_start(&d, d.rep, &d.mon[1], "ctl");
-    monitor_start(&d, d.pub, &d.mon[2], "pub");
+    tem_daemon_start(&d);
+    tem_daemon_open(&d);
     tpm_log(TPM_LOG_INFO, "TEM %s up: hosts on %s, alerts on %s, control on "
             "%s, %zu events from %s; %s", d.opt.cfg.tem_id, d.listen_ep,
             d.pub_ep, d.ctl_ep, tem_core_n_events(d.core),
@@ -1417,104 +1252,9 @@ main(int argc, char *argv[])
                 d.allow->n_hosts, d.allow->n_clients);
     }
 
-    while (!stop_signal) {
-        if (reload_signal) {
-            reload_signal = 0;
-            free(allow_reload(&d));
-        }
-        uint64_t next = tem_core_run(d.core);
-        tem_core_flush(d.core);
-
-        uint64_t now = tpm_clock_real_ns();
-        long timeout = next <= now ? 0
-                       : (long) MIN((next - now + 999999) / 1000000, 1000);
-        zmq_pollitem_t items[] = {
-            { .socket = d.router, .events = ZMQ_POLLIN },
-            { .socket = d.rep, .events = ZMQ_POLLIN },
-            { .socket = d.zap, .events = ZMQ_POLLIN },
-            { .socket = NULL, .fd = d.http ? tem_http_fd(d.http) : -1,
-              .events = ZMQ_POLLIN },
-        };
-        /* Without ZAP, the metrics item moves into its place. */
-        size_t n_items = d.zap ? 3 : 2;
-        size_t http_item = n_items;
-        if (d.http) {
-            items[http_item] = items[3];
-            n_items++;
-        }
-        for (size_t i = 0; i < ARRAY_SIZE(d.mon); i++) {
-            if (d.mon[i].monitor) {
-                monitor_read(&d.mon[i], d.opt.batch);
-            }
-        }
-        if (zmq_poll(items, n_items, timeout) < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
-            tpm_log(TPM_LOG_ERR, "zmq_poll: %s", zmq_strerror(errno));
-            break;
-        }
-
-        /* Bounded work, hosts first: handshakes, host frames, timers,
-         * then one control request. */
-        uint64_t start = tpm_clock_mono_ns();
-        if (d.zap && items[2].revents & ZMQ_POLLIN) {
-            for (uint32_t i = 0; i < d.opt.batch && zap_serve(&d); i++) {
-                continue;
-            }
-        }
-        if (items[0].revents & ZMQ_POLLIN) {
-            for (uint32_t i = 0; i < d.opt.batch && router_recv(&d); i++) {
-                continue;
-            }
-            tem_core_run(d.core);
-            tem_core_flush(d.core);
-        }
-        if (items[1].revents & ZMQ_POLLIN) {
-            uint64_t ctl_start = tpm_clock_mono_ns();
-            ctl_handle(&d);
-            d.ctl_last_ns = tpm_clock_mono_ns() - ctl_start;
-            d.ctl_max_ns = MAX(d.ctl_max_ns, d.ctl_last_ns);
-        }
-        /* The metrics server last: when it has input, and once a
-         * second for its timeouts. */
-        if (d.http) {
-            uint64_t mono = tpm_clock_mono_ns();
-            if (items[http_item].revents & ZMQ_POLLIN
-                || mono - d.http_last_run_ns >= 1000000000ULL) {
-                d.http_last_run_ns = mono;
-                tem_http_run(d.http);
-            }
-        }
-        d.turn_max_ns = MAX(d.turn_max_ns, tpm_clock_mono_ns() - start);
+    while (!stop_signal && tem_daemon_turn(&d)) {
+        continue;
     }
-
-    tpm_log(TPM_LOG_INFO, "stopping on signal %d", (int) stop_signal);
-    tem_http_stop(d.http);
-    tem_core_bye_all(d.core, "TEM shutting down");
-    tem_core_flush(d.core);
-    tem_core_destroy(d.core);
-    int linger = 100;           /* ms, for the Byes. */
-    zmq_setsockopt(d.router, ZMQ_LINGER, &linger, sizeof linger);
-    zmq_close(d.router);
-    zmq_close(d.pub);
-    zmq_close(d.rep);
-    if (d.zap) {
-        zmq_close(d.zap);
-    }
-    for (size_t i = 0; i < ARRAY_SIZE(d.mon); i++) {
-        if (d.mon[i].monitor) {
-            zmq_close(d.mon[i].monitor);
-        }
-    }
-    zmq_ctx_term(d.zctx);
-    tem_allow_free(d.allow);
-    memset(d.sec_key, 0, sizeof d.sec_key);
-    if (!strncmp(d.opt.ctl, "ipc://", 6)) {
-        unlink(d.opt.ctl + 6);
-    }
-    if (d.alert_file) {
-        fclose(d.alert_file);
-    }
+    tem_daemon_stop(&d);
     return EXIT_SUCCESS;
 }

@@ -1,0 +1,313 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* trumpet-tem's command line: see tem-options.h. */
+#include "tem-options.h"
+
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "tem-http.h"
+#include "tproto.h"
+#include "util.h"
+
+
+enum {
+    OPT_LISTEN = 256, OPT_PUB, OPT_CTL, OPT_STATE_FILE, OPT_ALERT_FILE,
+    OPT_NO_ALERTS_STDOUT, OPT_TEM_ID, OPT_EPOCH, OPT_HEARTBEAT,
+    OPT_MAX_HOSTS, OPT_MAX_EVENTS, OPT_MAX_DECISIONS, OPT_POLL_DEADLINE,
+    OPT_REPOLL_DELAY, OPT_DECIDED_KEEP, OPT_REBALANCE_INTERVAL,
+    OPT_REBALANCE_CHANGE, OPT_HISTORY_ALPHA, OPT_WEIGHT_FLOOR,
+    OPT_RECENT_ALERTS, OPT_ALERT_HISTORY, OPT_BATCH, OPT_MAX_BATCH_BYTES,
+    OPT_SNDHWM, OPT_RCVHWM, OPT_KEY_FILE, OPT_ALLOW_FILE, OPT_INSECURE,
+    OPT_MAX_FRAME_BYTES, OPT_MAX_REQUEST_BYTES, OPT_METRICS,
+};
+
+static void
+tem_options_usage__(void)
+{
+    printf("\
+trumpet-tem: the Trumpet Event Manager (network-wide events over hosts)\n\
+usage: trumpet-tem [OPTIONS]\n\
+\n\
+Sockets and files:\n\
+  --listen=EP             hosts' ROUTER socket (tcp://127.0.0.1:5555)\n\
+  --pub=EP                alerts PUB socket (tcp://127.0.0.1:5556)\n\
+  --ctl=EP                tem-ctl REP socket (ipc:///run/trumpet/tem.ctl)\n\
+  --state-file=PATH       event definitions\n\
+                          (/var/lib/trumpet/tem-events.json)\n\
+  --alert-file=PATH       append alerts (JSON lines) to PATH (none)\n\
+  --no-alerts-stdout      do not print alerts on standard output\n\
+  --tem-id=ID             name sent to hosts in Welcome (tem)\n\
+  --metrics=ADDR          serve Prometheus metrics over HTTP on ADDR:\n\
+                          off, PORT (on 127.0.0.1), IPV4:PORT or\n\
+                          [IPV6]:PORT, at /metrics (off)\n\
+Keys (CURVE, see docs/operations.md):\n\
+  --key-file=PATH         the TEM's key pair, from tem-ctl keygen\n\
+                          (/etc/trumpet/tem.key)\n\
+  --allow-file=PATH       hosts' and clients' public keys allowed in\n\
+                          (/etc/trumpet/tem-allow); reloaded on SIGHUP\n\
+                          and by tem-ctl allow-reload\n\
+  --insecure-plaintext    no keys, no encryption: anyone who reaches the\n\
+                          sockets can claim any host id (tests only)\n\
+Protocol:\n\
+  --epoch=TIME            epoch every host must use (10ms)\n\
+  --heartbeat=TIME        heartbeat period, 3 missed = gone (1s)\n\
+  --batch=N               frames read per wake-up (256)\n\
+  --max-batch-bytes=N     a host's frame is cut at about N bytes (262144)\n\
+  --sndhwm=N --rcvhwm=N   ZeroMQ high-water marks, frames (100000)\n\
+Limits:\n\
+  --max-frame-bytes=N     largest frame from a host (1048576); larger\n\
+                          closes the connection unread\n\
+  --max-request-bytes=N   largest control request (65536); larger\n\
+                          closes the connection unread\n\
+  --max-hosts=N           hosts known at once (1024, at most 65535)\n\
+  --max-events=N          events defined (1024)\n\
+  --max-decisions=N       pending and remembered decisions (1048576)\n\
+Decisions:\n\
+  --poll-deadline=TIME    decide at the latest after TIME (100ms)\n\
+  --repoll-delay=TIME     re-poll a host that answered NOT_YET (1ms)\n\
+  --decided-keep=TIME     remember decided keys (default:\n\
+                          max(4 x poll deadline, 4 x event interval))\n\
+Threshold split:\n\
+  --rebalance-interval=TIME  re-split at most this often (10s)\n\
+  --rebalance-change=PCT  ... when a share moves by more than PCT (20%%)\n\
+  --history-alpha=X       weight of a new value in a host's history (0.25)\n\
+  --weight-floor=PCT      least weight, percent of the mean (10%%)\n\
+Alerts kept:\n\
+  --recent-alerts=N       per event, for event-show (10)\n\
+  --alert-history=N       for tem-ctl alerts (100)\n\
+\n\
+TIME is a number with a unit ns, us, ms or s.  See docs/tem.md.\n");
+}
+
+/* Parses "20%" or "0.2" into 0.2 (a fraction within [min, max]). */
+static double
+tem_options_fraction__(const char *name, const char *arg, double min,
+                       double max)
+{
+    char *end;
+    double v = strtod(arg, &end);
+    if (end != arg && *end == '%' && !end[1]) {
+        v /= 100;
+    } else if (end == arg || *end) {
+        v = -1;
+    }
+    if (!(v >= min && v <= max)) {
+        cli_usage_error("%s: '%s' is not a fraction from %g to %g (or a "
+                        "percentage such as 20%%)", name, arg, min, max);
+    }
+    return v;
+}
+
+static const struct option tem_long_options[] = {
+    { "listen", required_argument, NULL, OPT_LISTEN },
+    { "pub", required_argument, NULL, OPT_PUB },
+    { "ctl", required_argument, NULL, OPT_CTL },
+    { "state-file", required_argument, NULL, OPT_STATE_FILE },
+    { "alert-file", required_argument, NULL, OPT_ALERT_FILE },
+    { "no-alerts-stdout", no_argument, NULL, OPT_NO_ALERTS_STDOUT },
+    { "tem-id", required_argument, NULL, OPT_TEM_ID },
+    { "epoch", required_argument, NULL, OPT_EPOCH },
+    { "heartbeat", required_argument, NULL, OPT_HEARTBEAT },
+    { "max-hosts", required_argument, NULL, OPT_MAX_HOSTS },
+    { "max-events", required_argument, NULL, OPT_MAX_EVENTS },
+    { "max-decisions", required_argument, NULL, OPT_MAX_DECISIONS },
+    { "poll-deadline", required_argument, NULL, OPT_POLL_DEADLINE },
+    { "repoll-delay", required_argument, NULL, OPT_REPOLL_DELAY },
+    { "decided-keep", required_argument, NULL, OPT_DECIDED_KEEP },
+    { "rebalance-interval", required_argument, NULL,
+      OPT_REBALANCE_INTERVAL },
+    { "rebalance-change", required_argument, NULL,
+      OPT_REBALANCE_CHANGE },
+    { "history-alpha", required_argument, NULL, OPT_HISTORY_ALPHA },
+    { "weight-floor", required_argument, NULL, OPT_WEIGHT_FLOOR },
+    { "recent-alerts", required_argument, NULL, OPT_RECENT_ALERTS },
+    { "alert-history", required_argument, NULL, OPT_ALERT_HISTORY },
+    { "batch", required_argument, NULL, OPT_BATCH },
+    { "max-batch-bytes", required_argument, NULL, OPT_MAX_BATCH_BYTES },
+    { "sndhwm", required_argument, NULL, OPT_SNDHWM },
+    { "rcvhwm", required_argument, NULL, OPT_RCVHWM },
+    { "key-file", required_argument, NULL, OPT_KEY_FILE },
+    { "allow-file", required_argument, NULL, OPT_ALLOW_FILE },
+    { "insecure-plaintext", no_argument, NULL, OPT_INSECURE },
+    { "max-frame-bytes", required_argument, NULL, OPT_MAX_FRAME_BYTES },
+    { "max-request-bytes", required_argument, NULL,
+      OPT_MAX_REQUEST_BYTES },
+    { "metrics", required_argument, NULL, OPT_METRICS },
+    { "help", no_argument, NULL, 'h' },
+    { NULL, 0, NULL, 0 },
+};
+
+/* Parses option 'ch' (written 'name') with argument 'arg' into 'c' if it
+ * is one of the core's configuration.  Returns false if it is not one. */
+static bool
+tem_options_core__(struct tem_config *c, int ch, const char *name,
+                   const char *arg)
+{
+    switch (ch) {
+    case OPT_TEM_ID: {
+        size_t len = strlen(arg);
+        if (!len || len > TPROTO_MAX_ID
+            || strspn(arg, "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                      "abcdefghijklmnopqrstuvwxyz0123456789_.:-") != len) {
+            cli_usage_error("--tem-id: '%s' is not 1 to %d characters "
+                            "from A-Z a-z 0-9 _ . : -", arg, TPROTO_MAX_ID);
+        }
+        c->tem_id = arg;
+        break;
+    }
+    case OPT_EPOCH:
+        c->epoch_ns = cli_time(name, arg, false);
+        if (c->epoch_ns > TPROTO_MAX_EPOCH_NS) {
+            cli_usage_error("--epoch: at most 1 hour");
+        }
+        break;
+    case OPT_HEARTBEAT: {
+        uint64_t ns = cli_time(name, arg, false);
+        if (ns < 1000000 || ns > TPROTO_MAX_HEARTBEAT_MS * 1000000ULL) {
+            cli_usage_error("--heartbeat: '%s' is not from 1ms to 60s", arg);
+        }
+        c->heartbeat_ms = ns / 1000000;
+        break;
+    }
+    case OPT_MAX_HOSTS:
+        c->max_hosts = cli_uint(name, arg, 1, 65535);
+        break;
+    case OPT_MAX_EVENTS:
+        c->max_events = cli_uint(name, arg, 1, 1 << 20);
+        break;
+    case OPT_MAX_DECISIONS:
+        c->max_decisions = cli_uint(name, arg, 16, 1 << 24);
+        break;
+    case OPT_POLL_DEADLINE:
+        c->poll_deadline_ns = cli_time(name, arg, false);
+        break;
+    case OPT_REPOLL_DELAY:
+        c->repoll_ns = cli_time(name, arg, false);
+        break;
+    case OPT_DECIDED_KEEP:
+        c->decided_keep_ns = cli_time(name, arg, true);
+        break;
+    case OPT_REBALANCE_INTERVAL:
+        c->rebalance_ns = cli_time(name, arg, false);
+        break;
+    case OPT_REBALANCE_CHANGE:
+        c->rebalance_change = tem_options_fraction__(name, arg, 0, 100);
+        break;
+    case OPT_HISTORY_ALPHA:
+        c->ewma_alpha = tem_options_fraction__(name, arg, 0.0001, 1);
+        break;
+    case OPT_WEIGHT_FLOOR:
+        c->weight_floor = tem_options_fraction__(name, arg, 0.0001, 1);
+        break;
+    case OPT_RECENT_ALERTS:
+        c->recent_alerts = cli_uint(name, arg, 1, 100000);
+        break;
+    case OPT_ALERT_HISTORY:
+        c->alert_history = cli_uint(name, arg, 1, 10000000);
+        break;
+    case OPT_MAX_BATCH_BYTES:
+        c->max_batch_bytes = cli_uint(name, arg, 4096,
+                                      TPROTO_MAX_FRAME / 2);
+        break;
+    default:
+        return false;
+    }
+    return true;
+}
+
+/* Parses option 'ch' (written 'name') with argument 'arg' into 'o' if it
+ * is one of the daemon's own.  Returns false if it is not one. */
+static bool
+tem_options_daemon__(struct tem_options *o, int ch, const char *name,
+                     const char *arg)
+{
+    switch (ch) {
+    case OPT_LISTEN: o->listen = arg; break;
+    case OPT_PUB: o->pub = arg; break;
+    case OPT_CTL: o->ctl = arg; break;
+    case OPT_STATE_FILE: o->state_file = arg; break;
+    case OPT_ALERT_FILE: o->alert_file = arg; break;
+    case OPT_NO_ALERTS_STDOUT: o->alerts_stdout = false; break;
+    case OPT_BATCH:
+        o->batch = cli_uint(name, arg, 1, 1 << 20);
+        break;
+    case OPT_SNDHWM:
+        o->sndhwm = cli_uint(name, arg, 0, INT_MAX);
+        break;
+    case OPT_RCVHWM:
+        o->rcvhwm = cli_uint(name, arg, 0, INT_MAX);
+        break;
+    case OPT_METRICS: {
+        bool off;
+        char *error = tem_http_parse(arg, &off);
+        if (error) {
+            cli_usage_error("--metrics: %s", error);
+        }
+        o->metrics = arg;
+        break;
+    }
+    case OPT_KEY_FILE: o->key_file = arg; break;
+    case OPT_ALLOW_FILE: o->allow_file = arg; break;
+    case OPT_INSECURE: o->insecure = true; break;
+    case OPT_MAX_FRAME_BYTES:
+        o->max_frame = cli_uint(name, arg, 4096, TPROTO_MAX_FRAME);
+        break;
+    case OPT_MAX_REQUEST_BYTES:
+        o->max_request = cli_uint(name, arg, 1024, 64 * 1024 * 1024);
+        break;
+    default:
+        return false;
+    }
+    return true;
+}
+
+/* Reads trumpet-tem's command line 'argc', 'argv' into 'o' (see
+ * tem-options.h); exits on an error or after --help. */
+void
+tem_options_parse(int argc, char *argv[], struct tem_options *o)
+{
+    struct tem_config *c = &o->cfg;
+    struct cli_parser parser;
+
+    o->listen = "tcp://127.0.0.1:5555";
+    o->pub = "tcp://127.0.0.1:5556";
+    o->ctl = "ipc:///run/trumpet/tem.ctl";
+    o->state_file = "/var/lib/trumpet/tem-events.json";
+    o->alert_file = NULL;
+    o->alerts_stdout = true;
+    o->key_file = "/etc/trumpet/tem.key";
+    o->allow_file = "/etc/trumpet/tem-allow";
+    o->metrics = "off";
+    o->batch = 256;
+    o->max_frame = TPROTO_MAX_FRAME;
+    o->max_request = 65536;
+    o->sndhwm = o->rcvhwm = 100000;
+    tem_config_init(c);
+
+    cli_parser_init(&parser, argc, argv, "h", tem_long_options);
+    for (;;) {
+        int ch = cli_parser_next(&parser);
+        if (ch == -1) {
+            break;
+        }
+        if (tem_options_daemon__(o, ch, parser.name, optarg)
+            || tem_options_core__(c, ch, parser.name, optarg)) {
+            continue;
+        }
+        if (ch == 'h') {
+            tem_options_usage__();
+            exit(EXIT_SUCCESS);
+        }
+        exit(2);
+    }
+    if (optind < argc) {
+        cli_usage_error("unexpected argument '%s'", argv[optind]);
+    }
+    if (c->max_batch_bytes > o->max_frame / 2) {
+        c->max_batch_bytes = MAX(4096, o->max_frame / 2);
+    }
+}

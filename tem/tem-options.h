@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * trumpet-tem's command line (trumpet-tem --help, docs/tem.md):
+ * tem_options_parse() reads the options into struct tem_options, the
+ * daemon's own (sockets, files, keys, batches) and the core's
+ * configuration (struct tem_config, tem-core.h), with their defaults.
+ * A bad option is a usage error (exit 2, cli.h); --help prints the usage
+ * and exits 0.  tem.c runs the daemon from the result.
+ *
+ * Thread-safety: none (getopt_long()'s globals); main reads the options
+ * once, at start.
+ */
+#ifndef TEM_OPTIONS_H
+#define TEM_OPTIONS_H 1
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tem-core.h"
+
+struct tem_options {
+    const char *listen;
+    const char *pub;
+    const char *ctl;
+    const char *state_file;
+    const char *alert_file;
+    const char *key_file;       /* The TEM's key pair. */
+    const char *allow_file;     /* Keys allowed in. */
+    const char *metrics;        /* --metrics (tem_http_parse()). */
+    bool insecure;              /* --insecure-plaintext. */
+    bool alerts_stdout;
+    uint32_t batch;             /* Frames read per wake-up. */
+    uint32_t max_frame;         /* ZMQ_MAXMSGSIZE of the hosts' socket. */
+    uint32_t max_request;       /* ... of the control socket. */
+    int sndhwm, rcvhwm;
+    struct tem_config cfg;
+};
+
+void tem_options_parse(int argc, char *argv[], struct tem_options *);
+
+#endif /* tem-options.h */
