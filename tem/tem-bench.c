@@ -1499,6 +1499,70 @@ The TEM must have no event: the bench defines bench_0... and deletes\n\
 them at the end.  See docs/benchmarks.md, section TEM.\n");
 }
 
+/* Parses --mode's 'arg'. */
+static enum bench_mode
+tem_bench_parse_mode__(const char *arg)
+{
+    if (!strcmp(arg, "throughput")) {
+        return MODE_THROUGHPUT;
+    } else if (!strcmp(arg, "latency")) {
+        return MODE_LATENCY;
+    } else if (!strcmp(arg, "rtt")) {
+        return MODE_RTT;
+    }
+    cli_usage_error("--mode: '%s' is not throughput, latency or rtt", arg);
+}
+
+/* Parses --scenario's 'arg'. */
+static enum scenario
+tem_bench_parse_scenario__(const char *arg)
+{
+    for (size_t i = 0; i < ARRAY_SIZE(scenario_names); i++) {
+        if (!strcmp(arg, scenario_names[i])) {
+            return i;
+        }
+    }
+    cli_usage_error("--scenario: '%s' is not all, one or one-quiet", arg);
+}
+
+/* Checks the options 'o' against each other and applies the defaults that
+ * depend on others. */
+static void
+tem_bench_check_options__(struct options *o)
+{
+    if (!o->n_events) {
+        o->n_events = o->mode == MODE_LATENCY ? 256 : 16;
+    }
+    if (o->event_hosts
+        && (o->event_hosts & (o->event_hosts - 1)
+            || o->n_hosts % o->event_hosts || o->n_hosts > 65536
+            || o->mode != MODE_THROUGHPUT)) {
+        cli_usage_error("--event-hosts: %"PRIu32" is not a power of two "
+                        "dividing --hosts (%"PRIu32", at most 65536), or "
+                        "not in throughput mode", o->event_hosts,
+                        o->n_hosts);
+    }
+    if (o->mode == MODE_THROUGHPUT && o->scenario == SC_ONE_QUIET
+        && o->event_hosts == 1) {
+        cli_usage_error("--scenario=one-quiet needs --event-hosts=2 or "
+                        "more");
+    }
+    if (o->n_old_hosts > o->n_hosts) {
+        cli_usage_error("--old-hosts: %"PRIu32" is more than --hosts "
+                        "(%"PRIu32")", o->n_old_hosts, o->n_hosts);
+    }
+    if (o->mode == MODE_THROUGHPUT && o->scenario == SC_ONE_QUIET
+        && o->n_hosts < 2) {
+        cli_usage_error(
+            "--scenario=one-quiet needs --hosts=2 or more (with one "
+            "host every satisfaction is the whole sum)");
+    }
+    if (o->mode == MODE_LATENCY && o->n_events > TPROTO_MAX_BATCH) {
+        cli_usage_error("--events: at most %d in latency mode (one frame)",
+                  TPROTO_MAX_BATCH);
+    }
+}
+
 static void
 parse_options(int argc, char *argv[], struct options *o)
 {
@@ -1552,33 +1616,11 @@ parse_options(int argc, char *argv[], struct options *o)
             o->tem_pid = cli_uint(name, optarg, 1, INT32_MAX);
             break;
         case OPT_MODE:
-            if (!strcmp(optarg, "throughput")) {
-                o->mode = MODE_THROUGHPUT;
-            } else if (!strcmp(optarg, "latency")) {
-                o->mode = MODE_LATENCY;
-            } else if (!strcmp(optarg, "rtt")) {
-                o->mode = MODE_RTT;
-            } else {
-                cli_usage_error(
-                    "--mode: '%s' is not throughput, latency or rtt",
-                    optarg);
-            }
+            o->mode = tem_bench_parse_mode__(optarg);
             break;
-        case OPT_SCENARIO: {
-            size_t i;
-            for (i = 0; i < ARRAY_SIZE(scenario_names); i++) {
-                if (!strcmp(optarg, scenario_names[i])) {
-                    break;
-                }
-            }
-            if (i == ARRAY_SIZE(scenario_names)) {
-                cli_usage_error(
-                    "--scenario: '%s' is not all, one or one-quiet",
-                    optarg);
-            }
-            o->scenario = i;
+        case OPT_SCENARIO:
+            o->scenario = tem_bench_parse_scenario__(optarg);
             break;
-        }
         case OPT_HOSTS:
             o->n_hosts = cli_uint(name, optarg, 1, 4096);
             break;
@@ -1631,37 +1673,7 @@ parse_options(int argc, char *argv[], struct options *o)
     if (optind < argc) {
         cli_usage_error("unexpected argument '%s'", argv[optind]);
     }
-    if (!o->n_events) {
-        o->n_events = o->mode == MODE_LATENCY ? 256 : 16;
-    }
-    if (o->event_hosts
-        && (o->event_hosts & (o->event_hosts - 1)
-            || o->n_hosts % o->event_hosts || o->n_hosts > 65536
-            || o->mode != MODE_THROUGHPUT)) {
-        cli_usage_error("--event-hosts: %"PRIu32" is not a power of two "
-                        "dividing --hosts (%"PRIu32", at most 65536), or "
-                        "not in throughput mode", o->event_hosts,
-                        o->n_hosts);
-    }
-    if (o->mode == MODE_THROUGHPUT && o->scenario == SC_ONE_QUIET
-        && o->event_hosts == 1) {
-        cli_usage_error("--scenario=one-quiet needs --event-hosts=2 or "
-                        "more");
-    }
-    if (o->n_old_hosts > o->n_hosts) {
-        cli_usage_error("--old-hosts: %"PRIu32" is more than --hosts "
-                        "(%"PRIu32")", o->n_old_hosts, o->n_hosts);
-    }
-    if (o->mode == MODE_THROUGHPUT && o->scenario == SC_ONE_QUIET
-        && o->n_hosts < 2) {
-        cli_usage_error(
-            "--scenario=one-quiet needs --hosts=2 or more (with one "
-            "host every satisfaction is the whole sum)");
-    }
-    if (o->mode == MODE_LATENCY && o->n_events > TPROTO_MAX_BATCH) {
-        cli_usage_error("--events: at most %d in latency mode (one frame)",
-                  TPROTO_MAX_BATCH);
-    }
+    tem_bench_check_options__(o);
 }
 
 int
