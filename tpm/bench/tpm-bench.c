@@ -886,10 +886,71 @@ wl_table_header(void)
             "us", "us", "", "", "", "epochs", "insts", "live", "sweep");
 }
 
-static int
-cmd_workload(int argc, char *argv[])
+enum {
+    WL_OPT_PACKETS = 256, WL_OPT_WARMUP, WL_OPT_RUNS, WL_OPT_SEED,
+    WL_OPT_EVENTS, WL_OPT_PER_PREFIX, WL_OPT_FLOWS, WL_OPT_ARRIVAL,
+    WL_OPT_RATE, WL_OPT_EPOCH, WL_OPT_BATCH, WL_OPT_BURST, WL_OPT_BUDGET,
+    WL_OPT_TABLE, WL_OPT_IDLE, WL_OPT_SCRUB, WL_OPT_P1, WL_OPT_TCP,
+    WL_OPT_STATE_VARS, WL_OPT_PLAIN_VARS, WL_OPT_INSTR, WL_OPT_JSON,
+};
+
+static const struct option wl_long_options[] = {
+    { "packets", required_argument, NULL, WL_OPT_PACKETS },
+    { "warmup", required_argument, NULL, WL_OPT_WARMUP },
+    { "runs", required_argument, NULL, WL_OPT_RUNS },
+    { "seed", required_argument, NULL, WL_OPT_SEED },
+    { "events", required_argument, NULL, WL_OPT_EVENTS },
+    { "per-prefix", required_argument, NULL, WL_OPT_PER_PREFIX },
+    { "flows", required_argument, NULL, WL_OPT_FLOWS },
+    { "arrival", required_argument, NULL, WL_OPT_ARRIVAL },
+    { "rate", required_argument, NULL, WL_OPT_RATE },
+    { "epoch", required_argument, NULL, WL_OPT_EPOCH },
+    { "batch", required_argument, NULL, WL_OPT_BATCH },
+    { "burst", required_argument, NULL, WL_OPT_BURST },
+    { "budget", required_argument, NULL, WL_OPT_BUDGET },
+    { "flow-table-size", required_argument, NULL, WL_OPT_TABLE },
+    { "idle-epochs", required_argument, NULL, WL_OPT_IDLE },
+    { "scrub-per-step", required_argument, NULL, WL_OPT_SCRUB },
+    { "phase1-only", no_argument, NULL, WL_OPT_P1 },
+    { "tcp", no_argument, NULL, WL_OPT_TCP },
+    { "state-vars", no_argument, NULL, WL_OPT_STATE_VARS },
+    { "plain-vars", no_argument, NULL, WL_OPT_PLAIN_VARS },
+    { "instr", no_argument, NULL, WL_OPT_INSTR },
+    { "json", no_argument, NULL, WL_OPT_JSON },
+    { "help", no_argument, NULL, 'h' },
+    { NULL, 0, NULL, 0 },
+};
+
+/* Checks the options 'o' of tpm-bench workload against each other and
+ * applies the defaults that depend on others ('packets_set': --packets
+ * given). */
+static void
+wl_check_options__(struct wl_opts *o, bool packets_set)
 {
-    struct wl_opts o = {
+    if (o->n_events % o->per_prefix || o->n_events / o->per_prefix > 65536) {
+        cli_die("--events must be a multiple of --per-prefix, with at most "
+            "65536 prefixes");
+    }
+    if ((o->state_vars || o->plain_vars)
+        && (!o->tcp || o->phase1_only || (o->state_vars && o->plain_vars))) {
+        cli_die("--state-vars or --plain-vars (one of them) needs --tcp and "
+            "events (not --phase1-only)");
+    }
+    if (o->instr) {
+        o->runs = 1;
+        if (!packets_set) {
+            o->packets = 1000 * 1000;
+        }
+    }
+    o->packets = ROUND_UP(o->packets, (uint64_t) o->batch);
+}
+
+/* Reads the command line of tpm-bench workload, 'argc' and 'argv' from the
+ * subcommand's name on, into 'o'; exits on an error or after --help. */
+static void
+wl_parse_options(int argc, char *argv[], struct wl_opts *o)
+{
+    *o = (struct wl_opts) {
         .packets = 20 * 1000 * 1000,
         .warmup_ns = 1000ULL * 1000 * 1000,
         .runs = 5,
@@ -908,123 +969,90 @@ cmd_workload(int argc, char *argv[])
         .scrub_per_step = 256,
     };
     bool packets_set = false;
-    enum {
-        OPT_PACKETS = 256, OPT_WARMUP, OPT_RUNS, OPT_SEED, OPT_EVENTS,
-        OPT_PER_PREFIX, OPT_FLOWS, OPT_ARRIVAL, OPT_RATE, OPT_EPOCH,
-        OPT_BATCH, OPT_BURST, OPT_BUDGET, OPT_TABLE, OPT_IDLE, OPT_SCRUB,
-        OPT_P1,
-        OPT_TCP, OPT_STATE_VARS, OPT_PLAIN_VARS, OPT_INSTR, OPT_JSON,
-    };
-    static const struct option longopts[] = {
-        { "packets", required_argument, NULL, OPT_PACKETS },
-        { "warmup", required_argument, NULL, OPT_WARMUP },
-        { "runs", required_argument, NULL, OPT_RUNS },
-        { "seed", required_argument, NULL, OPT_SEED },
-        { "events", required_argument, NULL, OPT_EVENTS },
-        { "per-prefix", required_argument, NULL, OPT_PER_PREFIX },
-        { "flows", required_argument, NULL, OPT_FLOWS },
-        { "arrival", required_argument, NULL, OPT_ARRIVAL },
-        { "rate", required_argument, NULL, OPT_RATE },
-        { "epoch", required_argument, NULL, OPT_EPOCH },
-        { "batch", required_argument, NULL, OPT_BATCH },
-        { "burst", required_argument, NULL, OPT_BURST },
-        { "budget", required_argument, NULL, OPT_BUDGET },
-        { "flow-table-size", required_argument, NULL, OPT_TABLE },
-        { "idle-epochs", required_argument, NULL, OPT_IDLE },
-        { "scrub-per-step", required_argument, NULL, OPT_SCRUB },
-        { "phase1-only", no_argument, NULL, OPT_P1 },
-        { "tcp", no_argument, NULL, OPT_TCP },
-        { "state-vars", no_argument, NULL, OPT_STATE_VARS },
-        { "plain-vars", no_argument, NULL, OPT_PLAIN_VARS },
-        { "instr", no_argument, NULL, OPT_INSTR },
-        { "json", no_argument, NULL, OPT_JSON },
-        { "help", no_argument, NULL, 'h' },
-        { NULL, 0, NULL, 0 },
-    };
 
     struct cli_parser parser;
-    cli_parser_init(&parser, argc, argv, "h", longopts);
+    cli_parser_init(&parser, argc, argv, "h", wl_long_options);
     for (;;) {
         int c = cli_parser_next(&parser);
         if (c == -1) {
             break;
         }
         switch (c) {
-        case OPT_PACKETS:
-            o.packets = parse_count("packets", optarg, 1, 1ULL << 40);
+        case WL_OPT_PACKETS:
+            o->packets = parse_count("packets", optarg, 1, 1ULL << 40);
             packets_set = true;
             break;
-        case OPT_WARMUP:
-            o.warmup_ns = cli_time(parser.name, optarg, true);
+        case WL_OPT_WARMUP:
+            o->warmup_ns = cli_time(parser.name, optarg, true);
             break;
-        case OPT_RUNS:
-            o.runs = parse_count("runs", optarg, 1, 1000);
+        case WL_OPT_RUNS:
+            o->runs = parse_count("runs", optarg, 1, 1000);
             break;
-        case OPT_SEED:
-            o.seed = parse_count("seed", optarg, 0, UINT64_MAX >> 12);
+        case WL_OPT_SEED:
+            o->seed = parse_count("seed", optarg, 0, UINT64_MAX >> 12);
             break;
-        case OPT_EVENTS:
-            o.n_events = parse_count("events", optarg, 1, 1u << 20);
+        case WL_OPT_EVENTS:
+            o->n_events = parse_count("events", optarg, 1, 1u << 20);
             break;
-        case OPT_PER_PREFIX:
-            o.per_prefix = parse_count("per-prefix", optarg, 1, 64);
+        case WL_OPT_PER_PREFIX:
+            o->per_prefix = parse_count("per-prefix", optarg, 1, 64);
             break;
-        case OPT_FLOWS:
-            o.flows = parse_count("flows", optarg, 1, 1u << 24);
+        case WL_OPT_FLOWS:
+            o->flows = parse_count("flows", optarg, 1, 1u << 24);
             break;
-        case OPT_ARRIVAL:
-            o.arrival_ns = cli_time(parser.name, optarg, true);
-            if (!o.arrival_ns) {
+        case WL_OPT_ARRIVAL:
+            o->arrival_ns = cli_time(parser.name, optarg, true);
+            if (!o->arrival_ns) {
                 cli_die("--arrival must be positive");
             }
             break;
-        case OPT_RATE:
-            o.rate_mpps = parse_double("rate", optarg, 0.001, 1000);
+        case WL_OPT_RATE:
+            o->rate_mpps = parse_double("rate", optarg, 0.001, 1000);
             break;
-        case OPT_EPOCH:
-            o.epoch_ns = cli_time(parser.name, optarg, true);
+        case WL_OPT_EPOCH:
+            o->epoch_ns = cli_time(parser.name, optarg, true);
             break;
-        case OPT_BATCH:
-            o.batch = parse_count("batch", optarg, 1, TPM_BATCH_MAX);
+        case WL_OPT_BATCH:
+            o->batch = parse_count("batch", optarg, 1, TPM_BATCH_MAX);
             break;
-        case OPT_BURST:
-            o.burst = parse_count("burst", optarg, 1, 1 << 20);
+        case WL_OPT_BURST:
+            o->burst = parse_count("burst", optarg, 1, 1 << 20);
             break;
-        case OPT_BUDGET:
-            o.budget_ns = cli_time(parser.name, optarg, true);
+        case WL_OPT_BUDGET:
+            o->budget_ns = cli_time(parser.name, optarg, true);
             break;
-        case OPT_TABLE:
-            o.table_size = parse_count("flow-table-size", optarg, 64,
+        case WL_OPT_TABLE:
+            o->table_size = parse_count("flow-table-size", optarg, 64,
                                        1u << 28);
             break;
-        case OPT_IDLE:
-            o.idle_epochs = parse_count("idle-epochs", optarg, 2, 1u << 30);
+        case WL_OPT_IDLE:
+            o->idle_epochs = parse_count("idle-epochs", optarg, 2, 1u << 30);
             break;
-        case OPT_SCRUB:
-            o.scrub_per_step = parse_count("scrub-per-step", optarg, 1,
+        case WL_OPT_SCRUB:
+            o->scrub_per_step = parse_count("scrub-per-step", optarg, 1,
                                            1u << 20);
             break;
-        case OPT_P1:
-            o.phase1_only = true;
+        case WL_OPT_P1:
+            o->phase1_only = true;
             break;
-        case OPT_TCP:
-            o.tcp = true;
+        case WL_OPT_TCP:
+            o->tcp = true;
             break;
-        case OPT_STATE_VARS:
-            o.state_vars = true;
+        case WL_OPT_STATE_VARS:
+            o->state_vars = true;
             break;
-        case OPT_PLAIN_VARS:
-            o.plain_vars = true;
+        case WL_OPT_PLAIN_VARS:
+            o->plain_vars = true;
             break;
-        case OPT_INSTR:
-            o.instr = true;
+        case WL_OPT_INSTR:
+            o->instr = true;
             break;
-        case OPT_JSON:
+        case WL_OPT_JSON:
             json = true;
             break;
         case 'h':
             wl_usage();
-            return 0;
+            exit(EXIT_SUCCESS);
         default:
             cli_die("workload: try --help");
         }
@@ -1032,22 +1060,15 @@ cmd_workload(int argc, char *argv[])
     if (optind < argc) {
         cli_die("workload: unexpected argument '%s'", argv[optind]);
     }
-    if (o.n_events % o.per_prefix || o.n_events / o.per_prefix > 65536) {
-        cli_die("--events must be a multiple of --per-prefix, with at most "
-            "65536 prefixes");
-    }
-    if ((o.state_vars || o.plain_vars)
-        && (!o.tcp || o.phase1_only || (o.state_vars && o.plain_vars))) {
-        cli_die("--state-vars or --plain-vars (one of them) needs --tcp and "
-            "events (not --phase1-only)");
-    }
-    if (o.instr) {
-        o.runs = 1;
-        if (!packets_set) {
-            o.packets = 1000 * 1000;
-        }
-    }
-    o.packets = ROUND_UP(o.packets, (uint64_t) o.batch);
+    wl_check_options__(o, packets_set);
+}
+
+static int
+cmd_workload(int argc, char *argv[])
+{
+    struct wl_opts o;
+
+    wl_parse_options(argc, argv, &o);
     tout = json ? stderr : stdout;
 
     print_machine();
@@ -1592,10 +1613,44 @@ match_usage(void)
            "  --json             JSON lines on stdout, table on stderr\n");
 }
 
-static int
-cmd_match(int argc, char *argv[])
+enum {
+    MATCH_OPT_TRIGGERS = 256, MATCH_OPT_PATTERNS, MATCH_OPT_TRIES,
+    MATCH_OPT_SAME_ADDR, MATCH_OPT_SEARCH, MATCH_OPT_PTRIG, MATCH_OPT_KEYS,
+    MATCH_OPT_RUNS, MATCH_OPT_SEED, MATCH_OPT_INSTR, MATCH_OPT_JSON,
+};
+
+static const struct option match_long_options[] = {
+    { "triggers", required_argument, NULL, MATCH_OPT_TRIGGERS },
+    { "patterns", required_argument, NULL, MATCH_OPT_PATTERNS },
+    { "tries", required_argument, NULL, MATCH_OPT_TRIES },
+    { "same-addr", required_argument, NULL, MATCH_OPT_SAME_ADDR },
+    { "search", required_argument, NULL, MATCH_OPT_SEARCH },
+    { "pattern-triggers", required_argument, NULL, MATCH_OPT_PTRIG },
+    { "keys", required_argument, NULL, MATCH_OPT_KEYS },
+    { "runs", required_argument, NULL, MATCH_OPT_RUNS },
+    { "seed", required_argument, NULL, MATCH_OPT_SEED },
+    { "instr", no_argument, NULL, MATCH_OPT_INSTR },
+    { "json", no_argument, NULL, MATCH_OPT_JSON },
+    { "help", no_argument, NULL, 'h' },
+    { NULL, 0, NULL, 0 },
+};
+
+/* Checks the options 'o' of tpm-bench match against each other and
+ * applies the defaults that depend on others. */
+static void
+match_check_options__(struct match_opts *o)
 {
-    struct match_opts o = {
+    if (o->instr) {
+        o->runs = 1;
+    }
+}
+
+/* Reads the command line of tpm-bench match, 'argc' and 'argv' from the
+ * subcommand's name on, into 'o'; exits on an error or after --help. */
+static void
+match_parse_options(int argc, char *argv[], struct match_opts *o)
+{
+    *o = (struct match_opts) {
         .n_keys = 1u << 20,
         .runs = 5,
         .seed = 1,
@@ -1611,81 +1666,61 @@ cmd_match(int argc, char *argv[])
         .run_linear = true,
         .run_tries = true,
     };
-    enum {
-        OPT_TRIGGERS = 256, OPT_PATTERNS, OPT_TRIES, OPT_SAME_ADDR,
-        OPT_SEARCH, OPT_PTRIG, OPT_KEYS, OPT_RUNS, OPT_SEED, OPT_INSTR,
-        OPT_JSON,
-    };
-    static const struct option longopts[] = {
-        { "triggers", required_argument, NULL, OPT_TRIGGERS },
-        { "patterns", required_argument, NULL, OPT_PATTERNS },
-        { "tries", required_argument, NULL, OPT_TRIES },
-        { "same-addr", required_argument, NULL, OPT_SAME_ADDR },
-        { "search", required_argument, NULL, OPT_SEARCH },
-        { "pattern-triggers", required_argument, NULL, OPT_PTRIG },
-        { "keys", required_argument, NULL, OPT_KEYS },
-        { "runs", required_argument, NULL, OPT_RUNS },
-        { "seed", required_argument, NULL, OPT_SEED },
-        { "instr", no_argument, NULL, OPT_INSTR },
-        { "json", no_argument, NULL, OPT_JSON },
-        { "help", no_argument, NULL, 'h' },
-        { NULL, 0, NULL, 0 },
-    };
 
     struct cli_parser parser;
-    cli_parser_init(&parser, argc, argv, "h", longopts);
+    cli_parser_init(&parser, argc, argv, "h", match_long_options);
     for (;;) {
         int c = cli_parser_next(&parser);
         if (c == -1) {
             break;
         }
         switch (c) {
-        case OPT_TRIGGERS:
-            o.n_triggers = parse_list("triggers", optarg, o.triggers, 1,
+        case MATCH_OPT_TRIGGERS:
+            o->n_triggers = parse_list("triggers", optarg, o->triggers, 1,
                                       65536);
             break;
-        case OPT_PATTERNS:
-            o.n_patterns = parse_list("patterns", optarg, o.patterns, 1,
+        case MATCH_OPT_PATTERNS:
+            o->n_patterns = parse_list("patterns", optarg, o->patterns, 1,
                                       32);
             break;
-        case OPT_TRIES:
-            o.n_tries = parse_list("tries", optarg, o.tries, 1, 64);
+        case MATCH_OPT_TRIES:
+            o->n_tries = parse_list("tries", optarg, o->tries, 1, 64);
             break;
-        case OPT_SAME_ADDR:
-            o.n_same_addr = parse_list("same-addr", optarg, o.same_addr, 1,
+        case MATCH_OPT_SAME_ADDR:
+            o->n_same_addr = parse_list("same-addr", optarg, o->same_addr, 1,
                                        64);
             break;
-        case OPT_SEARCH:
+        case MATCH_OPT_SEARCH:
             if (!strcmp(optarg, "linear") || !strcmp(optarg, "tries")
                 || !strcmp(optarg, "both")) {
-                o.run_linear = strcmp(optarg, "tries") != 0;
-                o.run_tries = strcmp(optarg, "linear") != 0;
+                o->run_linear = strcmp(optarg, "tries") != 0;
+                o->run_tries = strcmp(optarg, "linear") != 0;
             } else {
                 cli_die("--search: '%s' is not linear, tries or both", optarg);
             }
             break;
-        case OPT_PTRIG:
-            o.pattern_triggers = parse_count("pattern-triggers", optarg, 1,
+        case MATCH_OPT_PTRIG:
+            o->pattern_triggers = parse_count("pattern-triggers", optarg, 1,
                                              1u << 20);
             break;
-        case OPT_KEYS:
-            o.n_keys = parse_count("keys", optarg, 1, 1u << 28);
+        case MATCH_OPT_KEYS:
+            o->n_keys = parse_count("keys", optarg, 1, 1u << 28);
             break;
-        case OPT_RUNS:
-            o.runs = parse_count("runs", optarg, 1, 1000);
+        case MATCH_OPT_RUNS:
+            o->runs = parse_count("runs", optarg, 1, 1000);
             break;
-        case OPT_SEED:
-            o.seed = parse_count("seed", optarg, 0, UINT64_MAX >> 12);
+        case MATCH_OPT_SEED:
+            o->seed = parse_count("seed", optarg, 0, UINT64_MAX >> 12);
             break;
-        case OPT_INSTR:
-            o.instr = true;
+        case MATCH_OPT_INSTR:
+            o->instr = true;
             break;
-        case OPT_JSON:
+        case MATCH_OPT_JSON:
             json = true;
             break;
         case 'h':
             match_usage();
-            return 0;
+            exit(EXIT_SUCCESS);
         default:
             cli_die("match: try --help");
         }
@@ -1693,43 +1728,36 @@ cmd_match(int argc, char *argv[])
     if (optind < argc) {
         cli_die("match: unexpected argument '%s'", argv[optind]);
     }
-    if (o.instr) {
-        o.runs = 1;
-    }
-    tout = json ? stderr : stdout;
+    match_check_options__(o);
+}
 
-    print_machine();
-    tprintf("match: trig_index_match() on %u random keys per run (half "
-            "match one trigger), median of %d run(s)\n"
-            "       configurations side by side in each run; a run's cost "
-            "is its median over chunks of %d keys\n",
-            o.n_keys, o.runs, MATCH_CHUNK);
-
-    /* Series 1 and 2 one configuration per count; 3 and 4 one or two. */
-    int per_cmp = o.run_linear + o.run_tries;
-    int n_old = o.n_triggers + o.n_patterns;
-    int n_cfgs = n_old + per_cmp * (o.n_tries + o.n_same_addr);
+/* Builds the 'n_cfgs' configurations of 'o': series 1 and 2 ('n_old' in
+ * all) one per count, series 3 and 4 'per_cmp' per count. */
+static struct match_cfg *
+match_cfgs_create(const struct match_opts *o, int n_old, int per_cmp,
+                  int n_cfgs)
+{
     struct match_cfg *cfgs = xcalloc(n_cfgs, sizeof *cfgs);
     for (int i = 0; i < n_cfgs; i++) {
         struct match_cfg *cfg = &cfgs[i];
-        if (i < o.n_triggers) {
+        if (i < o->n_triggers) {
             cfg->series = "triggers";
-            cfg->triggers = o.triggers[i];
+            cfg->triggers = o->triggers[i];
             cfg->patterns = 1;
             cfg->specs = match_specs_one_pattern(cfg->triggers);
         } else if (i < n_old) {
             cfg->series = "patterns";
-            cfg->triggers = o.pattern_triggers;
-            cfg->patterns = o.patterns[i - o.n_triggers];
+            cfg->triggers = o->pattern_triggers;
+            cfg->patterns = o->patterns[i - o->n_triggers];
             cfg->specs = match_specs_patterns(cfg->triggers, cfg->patterns);
         } else {
             int k = (i - n_old) / per_cmp;
-            bool same = k >= o.n_tries;
+            bool same = k >= o->n_tries;
             cfg->series = same ? "same-addr" : "tries";
-            cfg->triggers = o.pattern_triggers;
-            cfg->patterns = same ? o.same_addr[k - o.n_tries] : o.tries[k];
+            cfg->triggers = o->pattern_triggers;
+            cfg->patterns = same ? o->same_addr[k - o->n_tries] : o->tries[k];
             cfg->on_rules = same;
-            cfg->linear = o.run_linear && (i - n_old) % per_cmp == 0;
+            cfg->linear = o->run_linear && (i - n_old) % per_cmp == 0;
             if ((i - n_old) % per_cmp) {
                 cfg->shared = true;
                 cfg->specs = cfg[-1].specs;
@@ -1748,8 +1776,46 @@ cmd_match(int argc, char *argv[])
                     cfg->ti->n_patterns, cfg->patterns);
             }
         }
-        cfg->cycles = xcalloc(o.runs, sizeof *cfg->cycles);
+        cfg->cycles = xcalloc(o->runs, sizeof *cfg->cycles);
     }
+    return cfgs;
+}
+
+static void
+match_cfgs_destroy(struct match_cfg *cfgs, int n_cfgs)
+{
+    for (int i = 0; i < n_cfgs; i++) {
+        if (!cfgs[i].shared) {
+            trig_index_destroy(cfgs[i].ti);
+            free(cfgs[i].ti);
+            free(cfgs[i].specs);
+        }
+        free(cfgs[i].cycles);
+    }
+    free(cfgs);
+}
+
+static int
+cmd_match(int argc, char *argv[])
+{
+    struct match_opts o;
+
+    match_parse_options(argc, argv, &o);
+    tout = json ? stderr : stdout;
+
+    print_machine();
+    tprintf("match: trig_index_match() on %u random keys per run (half "
+            "match one trigger), median of %d run(s)\n"
+            "       configurations side by side in each run; a run's cost "
+            "is its median over chunks of %d keys\n",
+            o.n_keys, o.runs, MATCH_CHUNK);
+
+    /* Series 1 and 2 one configuration per count; 3 and 4 one or two. */
+    int per_cmp = o.run_linear + o.run_tries;
+    int n_old = o.n_triggers + o.n_patterns;
+    int n_cfgs = n_old + per_cmp * (o.n_tries + o.n_same_addr);
+    struct match_cfg *cfgs = match_cfgs_create(&o, n_old, per_cmp,
+                                               n_cfgs);
     match_measure_all(&o, cfgs, n_cfgs);
 
     if (n_old) {
@@ -1856,15 +1922,7 @@ cmd_match(int argc, char *argv[])
                 "--tries N --search linear|tries and the others none)\n",
                 n_cfgs);
     }
-    for (int i = 0; i < n_cfgs; i++) {
-        if (!cfgs[i].shared) {
-            trig_index_destroy(cfgs[i].ti);
-            free(cfgs[i].ti);
-            free(cfgs[i].specs);
-        }
-        free(cfgs[i].cycles);
-    }
-    free(cfgs);
+    match_cfgs_destroy(cfgs, n_cfgs);
     return 0;
 }
 
@@ -2381,10 +2439,49 @@ table_usage(void)
            "  --json             JSON lines on stdout, table on stderr\n");
 }
 
-static int
-cmd_table(int argc, char *argv[])
+enum {
+    TBL_OPT_FLOWS = 256, TBL_OPT_PACKETS, TBL_OPT_RUNS, TBL_OPT_SEED,
+    TBL_OPT_ORDER, TBL_OPT_PROBE, TBL_OPT_FACTOR, TBL_OPT_BATCH, TBL_OPT_WHICH,
+    TBL_OPT_INSTR, TBL_OPT_JSON,
+};
+
+static const struct option tbl_long_options[] = {
+    { "flows", required_argument, NULL, TBL_OPT_FLOWS },
+    { "packets", required_argument, NULL, TBL_OPT_PACKETS },
+    { "runs", required_argument, NULL, TBL_OPT_RUNS },
+    { "seed", required_argument, NULL, TBL_OPT_SEED },
+    { "order", required_argument, NULL, TBL_OPT_ORDER },
+    { "probe-limit", required_argument, NULL, TBL_OPT_PROBE },
+    { "table-factor", required_argument, NULL, TBL_OPT_FACTOR },
+    { "batch", required_argument, NULL, TBL_OPT_BATCH },
+    { "which", required_argument, NULL, TBL_OPT_WHICH },
+    { "instr", no_argument, NULL, TBL_OPT_INSTR },
+    { "json", no_argument, NULL, TBL_OPT_JSON },
+    { "help", no_argument, NULL, 'h' },
+    { NULL, 0, NULL, 0 },
+};
+
+/* Checks the options 'o' of tpm-bench table against each other and
+ * applies the defaults that depend on others ('packets_set': --packets
+ * given). */
+static void
+tbl_check_options__(struct tbl_opts *o, bool packets_set)
 {
-    struct tbl_opts o = {
+    if (o->instr) {
+        o->runs = 1;
+        if (!packets_set) {
+            o->packets = 1000 * 1000;
+        }
+    }
+    o->packets = ROUND_UP(o->packets, (uint64_t) o->batch);
+}
+
+/* Reads the command line of tpm-bench table, 'argc' and 'argv' from the
+ * subcommand's name on, into 'o'; exits on an error or after --help. */
+static void
+tbl_parse_options(int argc, char *argv[], struct tbl_opts *o)
+{
+    *o = (struct tbl_opts) {
         .packets = 10 * 1000 * 1000,
         .runs = 5,
         .seed = 1,
@@ -2396,75 +2493,56 @@ cmd_table(int argc, char *argv[])
         .which = TBL_BASELINE | TBL_LINEAR | TBL_CUCKOO,
     };
     bool packets_set = false;
-    enum {
-        OPT_FLOWS = 256, OPT_PACKETS, OPT_RUNS, OPT_SEED, OPT_ORDER,
-        OPT_PROBE, OPT_FACTOR, OPT_BATCH, OPT_WHICH, OPT_INSTR, OPT_JSON,
-    };
-    static const struct option longopts[] = {
-        { "flows", required_argument, NULL, OPT_FLOWS },
-        { "packets", required_argument, NULL, OPT_PACKETS },
-        { "runs", required_argument, NULL, OPT_RUNS },
-        { "seed", required_argument, NULL, OPT_SEED },
-        { "order", required_argument, NULL, OPT_ORDER },
-        { "probe-limit", required_argument, NULL, OPT_PROBE },
-        { "table-factor", required_argument, NULL, OPT_FACTOR },
-        { "batch", required_argument, NULL, OPT_BATCH },
-        { "which", required_argument, NULL, OPT_WHICH },
-        { "instr", no_argument, NULL, OPT_INSTR },
-        { "json", no_argument, NULL, OPT_JSON },
-        { "help", no_argument, NULL, 'h' },
-        { NULL, 0, NULL, 0 },
-    };
 
     struct cli_parser parser;
-    cli_parser_init(&parser, argc, argv, "h", longopts);
+    cli_parser_init(&parser, argc, argv, "h", tbl_long_options);
     for (;;) {
         int c = cli_parser_next(&parser);
         if (c == -1) {
             break;
         }
         switch (c) {
-        case OPT_FLOWS: {
+        case TBL_OPT_FLOWS: {
             uint32_t list[MATCH_MAX_LIST];
             int n = parse_list("flows", optarg, list, 1, 1u << 26);
             if (n > TBL_MAX_WS) {
                 cli_die("--flows: at most %d working sets", TBL_MAX_WS);
             }
-            memcpy(o.ws, list, n * sizeof *list);
-            o.n_ws = n;
+            memcpy(o->ws, list, n * sizeof *list);
+            o->n_ws = n;
             break;
         }
-        case OPT_PACKETS:
-            o.packets = parse_count("packets", optarg, 1, 1ULL << 40);
+        case TBL_OPT_PACKETS:
+            o->packets = parse_count("packets", optarg, 1, 1ULL << 40);
             packets_set = true;
             break;
-        case OPT_RUNS:
-            o.runs = parse_count("runs", optarg, 1, 1000);
+        case TBL_OPT_RUNS:
+            o->runs = parse_count("runs", optarg, 1, 1000);
             break;
-        case OPT_SEED:
-            o.seed = parse_count("seed", optarg, 0, UINT64_MAX >> 12);
+        case TBL_OPT_SEED:
+            o->seed = parse_count("seed", optarg, 0, UINT64_MAX >> 12);
             break;
-        case OPT_ORDER:
+        case TBL_OPT_ORDER:
             if (!strcmp(optarg, "rr") || !strcmp(optarg, "round-robin")) {
-                o.round_robin = true;
+                o->round_robin = true;
             } else if (!strcmp(optarg, "random")) {
-                o.round_robin = false;
+                o->round_robin = false;
             } else {
                 cli_die("--order: 'random' or 'rr'");
             }
             break;
-        case OPT_PROBE:
-            o.probe_limit = parse_count("probe-limit", optarg, 1, 4096);
+        case TBL_OPT_PROBE:
+            o->probe_limit = parse_count("probe-limit", optarg, 1, 4096);
             break;
-        case OPT_FACTOR:
-            o.factor = parse_count("table-factor", optarg, 1, 64);
+        case TBL_OPT_FACTOR:
+            o->factor = parse_count("table-factor", optarg, 1, 64);
             break;
-        case OPT_BATCH:
-            o.batch = parse_count("batch", optarg, 1, TBL_BATCH_MAX);
+        case TBL_OPT_BATCH:
+            o->batch = parse_count("batch", optarg, 1, TBL_BATCH_MAX);
             break;
-        case OPT_WHICH: {
+        case TBL_OPT_WHICH: {
             char *copy = xstrdup(optarg), *save = NULL;
-            o.which = 0;
+            o->which = 0;
             for (char *t = strtok_r(copy, ",", &save); t;
                  t = strtok_r(NULL, ",", &save)) {
                 int s;
@@ -2474,20 +2552,20 @@ cmd_table(int argc, char *argv[])
                 if (s == TS_N) {
                     cli_die("--which: unknown table '%s'", t);
                 }
-                o.which |= 1u << s;
+                o->which |= 1u << s;
             }
             free(copy);
             break;
         }
-        case OPT_INSTR:
-            o.instr = true;
+        case TBL_OPT_INSTR:
+            o->instr = true;
             break;
-        case OPT_JSON:
+        case TBL_OPT_JSON:
             json = true;
             break;
         case 'h':
             table_usage();
-            return 0;
+            exit(EXIT_SUCCESS);
         default:
             cli_die("table: try --help");
         }
@@ -2495,13 +2573,15 @@ cmd_table(int argc, char *argv[])
     if (optind < argc) {
         cli_die("table: unexpected argument '%s'", argv[optind]);
     }
-    if (o.instr) {
-        o.runs = 1;
-        if (!packets_set) {
-            o.packets = 1000 * 1000;
-        }
-    }
-    o.packets = ROUND_UP(o.packets, (uint64_t) o.batch);
+    tbl_check_options__(o, packets_set);
+}
+
+static int
+cmd_table(int argc, char *argv[])
+{
+    struct tbl_opts o;
+
+    tbl_parse_options(argc, argv, &o);
     tout = json ? stderr : stdout;
 
     print_machine();
