@@ -25,8 +25,10 @@ tpm/tpm_replay-tpm-replay.$(OBJEXT): $(PROTO_GEN)
 noinst_LTLIBRARIES += tpm/libtpmjson.la
 tpm_libtpmjson_la_SOURCES = tpm/report-json.c tpm/report-json.h
 tpm_libtpmjson_la_CFLAGS = $(AM_CFLAGS) $(JSON_C_CFLAGS)
-tpm_bench_tpm_bench_SOURCES = tpm/bench/tpm-bench.c tpm/bench/cuckoo.c \
-	tpm/bench/cuckoo.h
+tpm_bench_tpm_bench_SOURCES = tpm/bench/tpm-bench.c \
+	tpm/bench/bench-common.c tpm/bench/bench-common.h \
+	tpm/bench/bench-workload.c tpm/bench/bench-match.c \
+	tpm/bench/bench-table.c tpm/bench/cuckoo.c tpm/bench/cuckoo.h
 tpm_bench_tpm_bench_LDADD = tpm/libtpm.la
 
 # The OVS-DPDK experiment harness (docs/benchmarks.md, sections 4, 6 and
