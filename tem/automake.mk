@@ -49,17 +49,18 @@ tem/trumpet_tem-tem.$(OBJEXT) tem/trumpet_tem-tem-options.$(OBJEXT): \
 	$(PROTO_GEN)
 
 # tem-bench: throughput and latency of a running TEM with simulated hosts
-# (docs/benchmarks.md, section TEM; tem/bench-tem.sh runs the matrix,
-# tem/bench-tem-shards.sh events partitioned over several TEMs,
-# tem/bench-tem-replay.sh the latency with tpm-replay hosts; both source
-# tem/bench-lib.sh).
-noinst_PROGRAMS += tem/tem-bench
-tem_tem_bench_SOURCES = tem/tem-bench.c
-tem_tem_bench_CFLAGS = $(AM_CFLAGS) $(JSON_C_CFLAGS) $(ZMQ_CFLAGS) \
+# (docs/benchmarks.md, section TEM).  The TEM's benchmarks are in
+# tem/bench/, as libtpm's are in tpm/bench/: bench-tem.sh runs the
+# matrix, bench-tem-shards.sh events partitioned over several TEMs,
+# bench-tem-replay.sh the latency with tpm-replay hosts; both source
+# bench-lib.sh.
+noinst_PROGRAMS += tem/bench/tem-bench
+tem_bench_tem_bench_SOURCES = tem/bench/tem-bench.c
+tem_bench_tem_bench_CFLAGS = $(AM_CFLAGS) $(JSON_C_CFLAGS) $(ZMQ_CFLAGS) \
 	$(PROTOBUF_C_CFLAGS)
-tem_tem_bench_LDADD = lib/libtproto.la $(ZMQ_LIBS) $(JSON_C_LIBS) \
+tem_bench_tem_bench_LDADD = lib/libtproto.la $(ZMQ_LIBS) $(JSON_C_LIBS) \
 	-lpthread -lm
-tem/tem_bench-tem-bench.$(OBJEXT): $(PROTO_GEN)
+tem/bench/tem_bench-tem-bench.$(OBJEXT): $(PROTO_GEN)
 
 # The TEM as a system service: its systemd unit, its configuration (the
 # options the unit passes, an EnvironmentFile) and its system user

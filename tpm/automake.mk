@@ -11,7 +11,7 @@ tpm_libtpm_la_LIBADD = lib/libtpmcommon.la -lm
 
 bin_PROGRAMS += tpm/tpm-replay
 # tpm-bench is a benchmark of the development tree (docs/benchmarks.md),
-# like tem/tem-bench: built, not installed.
+# like tem/bench/tem-bench: built, not installed.
 noinst_PROGRAMS += tpm/bench/tpm-bench
 tpm_tpm_replay_SOURCES = tpm/tpm-replay.c tpm/replay-options.c \
 	tpm/replay-options.h tpm/replay-sizing.c \

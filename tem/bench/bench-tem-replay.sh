@@ -4,8 +4,8 @@
 # bench-tem-replay.sh: detection latency with real hosts, as a sanity
 # check of tem-bench's simulated ones (docs/benchmarks.md, section TEM).
 #
-# usage: tem/bench-tem-replay.sh [--build=DIR] [--hosts=8] [--events=64]
-#            [--epochs=30] [--runs=3]
+# usage: tem/bench/bench-tem-replay.sh [--build=DIR] [--hosts=8]
+#            [--events=64] [--epochs=30] [--runs=3]
 #
 # A TEM (plaintext, on loopback) and --hosts tpm-replay processes in
 # controller mode, each replaying a capture of its own in real time from
@@ -27,7 +27,7 @@
 # here they share the machine's CPUs with the TEM and each other.
 set -eu
 
-top=$(cd "$(dirname "$0")/.." && pwd)
+top=$(cd "$(dirname "$0")/../.." && pwd)
 build=build
 hosts=8
 events=64
@@ -54,7 +54,7 @@ if [ "$events" -lt 1 ] || [ "$events" -gt 64 ] || [ "$hosts" -lt 2 ]; then
     exit 2
 fi
 
-. "$top/tem/bench-lib.sh"
+. "$top/tem/bench/bench-lib.sh"
 bench_setup "$build" tem/trumpet-tem tem/tem-ctl tpm/tpm-replay
 
 # The traces: epochs + 20 of traffic, the first 10 not measured (the

@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 #
-# Shared by tem/bench-tem-shards.sh and tem/bench-tem-replay.sh (sourced,
-# POSIX sh): a temporary directory removed on exit, INT or TERM with
-# every process in $pids stopped, copies of the programs (so that a
-# rebuild during the runs cannot mix binaries), and a TEM started on it.
+# Shared by tem/bench/bench-tem-shards.sh and
+# tem/bench/bench-tem-replay.sh (sourced, POSIX sh): a temporary
+# directory removed on exit, INT or TERM with every process in $pids
+# stopped, copies of the programs (so that a rebuild during the runs
+# cannot mix binaries), and a TEM started on it.
 
 # bench_setup BUILD PROGRAM...: makes PROGRAMs (paths in BUILD, e.g.
 # tem/trumpet-tem) and copies them into $bin, under $tmp.

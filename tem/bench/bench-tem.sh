@@ -3,15 +3,15 @@
 # The TEM benchmark (docs/benchmarks.md, section "TEM"): throughput and
 # detection latency of trumpet-tem with N simulated hosts on loopback.
 #
-# Builds tem/trumpet-tem, tem/tem-ctl and tem/tem-bench with make in the
-# build directory, then, for each run, for each configuration: starts a
+# Builds tem/trumpet-tem, tem/tem-ctl and tem/bench/tem-bench with make in
+# the build directory, then, for each run, for each configuration: starts a
 # fresh trumpet-tem (ports chosen by the kernel, control socket and event
 # file in a temporary directory), runs tem-bench against it and stops it
 # (by its PID).  Runs alternate (run 1 of every configuration, then run 2,
 # ...), so that a change of load on the machine touches every
 # configuration alike.  Prints one table of medians over the runs.
 #
-# Usage: tem/bench-tem.sh [OPTIONS]
+# Usage: tem/bench/bench-tem.sh [OPTIONS]
 #   --build=DIR        build directory (build)
 #   --runs=R           runs of each configuration (3)
 #   --hosts="1 8 64"   host counts
@@ -43,7 +43,7 @@
 #   Other options are passed to every tem-bench run (e.g. --batch=64).
 set -eu
 
-top=$(cd "$(dirname "$0")/.." && pwd)
+top=$(cd "$(dirname "$0")/../.." && pwd)
 build=build
 runs=3
 hosts="1 8 64"
@@ -117,14 +117,14 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-make -C "$build" -s tem/trumpet-tem tem/tem-ctl tem/tem-bench
+make -C "$build" -s tem/trumpet-tem tem/tem-ctl tem/bench/tem-bench
 # Copies (the programs link only libtool convenience libraries, so they
 # are plain executables), so that a rebuild during the runs cannot mix
 # binaries.
 bin=$tmp/bin
 mkdir "$bin"
-for p in trumpet-tem tem-ctl tem-bench; do
-    cp "$build/tem/$p" "$bin/"
+for p in tem/trumpet-tem tem/tem-ctl tem/bench/tem-bench; do
+    cp "$build/$p" "$bin/"
 done
 # The TEM of each run: --build's ("A"), or --compare's ("B").
 tem_bin=$bin

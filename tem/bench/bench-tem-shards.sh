@@ -4,8 +4,8 @@
 # bench-tem-shards.sh: events partitioned over several TEMs, simulated
 # (docs/tem.md, "Sizing, and more than one TEM").
 #
-# usage: tem/bench-tem-shards.sh [--build=DIR] [--tems="1 2"] [--runs=3]
-#            [--hosts=1024] [--events=256] [--event-hosts=16]
+# usage: tem/bench/bench-tem-shards.sh [--build=DIR] [--tems="1 2"]
+#            [--runs=3] [--hosts=1024] [--events=256] [--event-hosts=16]
 #            [--scenario=one-quiet] [--seconds=3s] [--results=FILE]
 #
 # For each K of --tems and each run: K trumpet-tem processes start, each
@@ -22,10 +22,10 @@
 # On a machine with fewer free CPUs than 2K (TEMs and simulated hosts),
 # the wall-clock sums measure the machine; the per-CPU-second rates still
 # measure the TEM.  Runs are plaintext (--insecure-plaintext), as
-# tem/bench-tem.sh's.
+# tem/bench/bench-tem.sh's.
 set -eu
 
-top=$(cd "$(dirname "$0")/.." && pwd)
+top=$(cd "$(dirname "$0")/../.." && pwd)
 build=build
 tems="1 2"
 runs=3
@@ -55,8 +55,8 @@ for arg; do
 done
 case $build in /*) ;; *) build=$top/$build ;; esac
 
-. "$top/tem/bench-lib.sh"
-bench_setup "$build" tem/trumpet-tem tem/tem-ctl tem/tem-bench
+. "$top/tem/bench/bench-lib.sh"
+bench_setup "$build" tem/trumpet-tem tem/tem-ctl tem/bench/tem-bench
 out=$tmp/results.json
 : >"$out"
 echo "bench-tem-shards: $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
