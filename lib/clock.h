@@ -5,7 +5,7 @@
  * Epoch numbers come from wall-clock nanoseconds, so that hosts with
  * synchronised clocks agree on epoch boundaries; inside Open vSwitch they
  * are OVS's monotonic time of the batch plus the wall clock's lead
- * (ovs-patches/tpm-ovs.c), replay tools pass their own virtual time.
+ * (ovs-patches/tpm-ovs-base.c), replay tools pass their own virtual time.
  * Sweep budgets are measured with the CPU's time-stamp counter, read with
  * rdtsc (about 20-30 cycles, against ~100 for clock_gettime through the
  * vDSO), converted to nanoseconds with a rate calibrated once against

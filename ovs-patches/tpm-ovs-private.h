@@ -1,21 +1,29 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The glue between Open vSwitch and libtpm, inside: what its files share.
+ * They read in one direction, from the top down: each calls only the
+ * files below it (or beside it, for tpm-ovs-dos.c and
+ * tpm-ovs-agent.c, which do not call each other).
  *
  *   tpm-ovs.c          the PMD hooks (tpm-ovs.h) and the queue-adaptive
  *                      scheduling of sweep steps (tpm/sweep-sched.h
- *                      decides), the PMD registry, the monitor's
- *                      clock, the knobs, the main loop's hooks
- *   tpm-ovs-request.c  requests to the PMDs and the operations made of
- *                      them (below): the main thread never waits
+ *                      decides), the main loop's hooks, the monitor's
+ *                      knobs read from other_config, the tpm/ commands
+ *                      registered
+ *   tpm-ovs-stats.c    tpm/stats and tpm/flows
+ *   tpm-ovs-dos.c      the DoS threshold, profile and model commands
+ *   tpm-ovs-agent.c    the TEM agent glue (tpm/controller-show)
  *   tpm-ovs-event.c    host events, their satisfactions and the local TEM
  *                      (tpm/event-*, tpm/reports)
- *   tpm-ovs-agent.c    the TEM agent glue (tpm/controller-show)
- *   tpm-ovs-dos.c      the DoS threshold, profile and model commands
- *   tpm-ovs-stats.c    tpm/stats and tpm/flows
+ *   tpm-ovs-request.c  requests to the PMDs and the operations made of
+ *                      them (below): the main thread never waits
+ *   tpm-ovs-base.c     the PMD registry, the monitor's clock, the knobs'
+ *                      values and readers, the settings the PMDs read
+ *                      live, the hooks' counters
  *
  * Everything here runs in ovs-vswitchd's main thread, except what
- * struct tpm_pmd marks as the PMD's and what tpm-ovs.c's PMD hooks do.
+ * struct tpm_pmd marks as the PMD's, what tpm-ovs.c's PMD hooks do and
+ * the registry (tpm_ovs_pmds_add(), tpm_ovs_pmds_remove(): any thread).
  */
 #ifndef TPM_OVS_PRIVATE_H
 #define TPM_OVS_PRIVATE_H 1
@@ -56,7 +64,7 @@ struct tpm_knobs {
 
 /* One PMD thread's monitor. */
 struct tpm_pmd {
-    struct ovs_list node;       /* In 'pmds', under 'pmds_mutex'. */
+    struct ovs_list node;       /* In the registry (tpm-ovs-base.c). */
     unsigned core_id;
     uint64_t serial;            /* Unique for the process' life. */
     struct tpm *tpm;
@@ -212,12 +220,28 @@ struct op {
 #define TPM_OVS_UNIXCTL(NAME) \
     void NAME(struct unixctl_conn *, int argc, const char *argv[], void *aux)
 
-/* tpm-ovs.c */
+/* tpm-ovs-base.c */
 extern struct tpm_knobs tpm_ovs_knobs;
 extern uint64_t tpm_ovs_snapshot_gen;
+extern atomic_uint32_t tpm_ovs_n_watch;
+extern atomic_uint32_t tpm_ovs_live_dos_threshold;
+extern atomic_uint64_t tpm_ovs_mono_to_wall_ns;
+extern atomic_uint64_t tpm_ovs_non_pmd_skipped;
+
+/* The main thread's time in tpm_ovs_run() (tpm/stats): wall clock, and
+ * on the CPU (the difference is time the thread was preempted). */
+struct tpm_ovs_main_time {
+    uint64_t calls, total_ns, max_ns, cpu_max_ns;
+};
+extern struct tpm_ovs_main_time tpm_ovs_main_time;
+
 uint64_t tpm_ovs_now_ns(void);
+void tpm_ovs_clock_check(void);
+void tpm_ovs_clock_format(struct ds *);
 bool tpm_ovs_pmd_parked(const struct tpm_pmd *, uint64_t now);
 struct tpm_pmd **tpm_ovs_pmds_snapshot(size_t *n);
+void tpm_ovs_pmds_add(struct tpm_pmd *);
+void tpm_ovs_pmds_remove(struct tpm_pmd *);
 uint64_t tpm_ovs_pmds_gen(void);
 void tpm_ovs_watch(size_t n_events);
 bool tpm_ovs_knob_time(const struct smap *, const char *key, uint64_t min,
@@ -230,7 +254,16 @@ bool tpm_ovs_knob_bool(const struct smap *, const char *key,
                        uint32_t *value);
 void tpm_ovs_dos_threshold_set(uint32_t bytes, const char *by);
 uint32_t tpm_ovs_dos_threshold(const char **by);
-void tpm_ovs_format_main(struct ds *);
+
+/* The monitor's time of OVS's monotonic microseconds 'now_us' (the PMD
+ * hooks: no clock read). */
+static inline uint64_t
+tpm_ovs_pmd_now_ns(long long int now_us)
+{
+    uint64_t off;
+    atomic_read_relaxed(&tpm_ovs_mono_to_wall_ns, &off);
+    return (uint64_t) now_us * 1000 + off;
+}
 
 /* tpm-ovs-request.c */
 extern struct seq *tpm_ovs_reply_seq;

@@ -11,6 +11,29 @@
 #include "openvswitch/dynamic-string.h"
 #include "unixctl.h"
 
+/* Appends tpm/stats's lines on the main thread: packets not monitored,
+ * the clock, the operations on the PMDs and tpm_ovs_run()'s time. */
+static void
+tpm_ovs_format_main(struct ds *s)
+{
+    const struct tpm_ovs_main_time *m = &tpm_ovs_main_time;
+    uint64_t skipped;
+    size_t n_ops, n_reqs;
+    atomic_read_relaxed(&tpm_ovs_non_pmd_skipped, &skipped);
+    tpm_ovs_ops_count(&n_ops, &n_reqs);
+
+    ds_put_format(s, "non-PMD packets skipped (not monitored): %"PRIu64
+                  "\n", skipped);
+    tpm_ovs_event_format_summary(s);
+    tpm_ovs_clock_format(s);
+    ds_put_format(s, "main thread: %"PRIuSIZE" operations on the PMDs "
+                  "pending, %"PRIuSIZE" requests queued; tpm_ovs_run() "
+                  "calls %"PRIu64", mean %.1f us, longest %.1f us (%.1f "
+                  "us on the CPU)\n", n_ops, n_reqs, m->calls,
+                  m->calls ? m->total_ns / 1e3 / m->calls : 0.0,
+                  m->max_ns / 1e3, m->cpu_max_ns / 1e3);
+}
+
 void
 tpm_unixctl_stats(struct unixctl_conn *conn, int argc OVS_UNUSED,
                   const char *argv[] OVS_UNUSED, void *aux OVS_UNUSED)

@@ -28,18 +28,18 @@
  * finish.  The PMDs only ever see their rings, so a TEM that misbehaves
  * or goes away cannot stall them.
  *
- * This file holds the PMD hooks (tpm-ovs.h) and the queue-adaptive
- * scheduling of sweep steps (tpm/sweep-sched.h decides when and with what
- * budget; this file reads the knobs and counts the steps), the PMD
- * registry, the monitor's clock, the knobs and the main loop's hooks;
- * tpm-ovs-private.h lists the others.
+ * This file, at the top of the glue, holds the PMD hooks (tpm-ovs.h) and
+ * the queue-adaptive scheduling of sweep steps (tpm/sweep-sched.h decides
+ * when and with what budget; this file reads the knobs and counts the
+ * steps), the main loop's hooks, the reading of the monitor's knobs and
+ * the registration of the tpm/ commands; tpm-ovs-private.h lists the
+ * others, in order.
  */
 #include <config.h>
 
 #include "tpm-ovs.h"
 #include "tpm-ovs-private.h"
 
-#include <errno.h>
 #include <limits.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -58,16 +58,12 @@
 #include "clock.h"
 #include "tpm-log.h"
 
-VLOG_DEFINE_THIS_MODULE(tpm);
+/* This file logs in module "tpm", which tpm-ovs-base.c defines (a module
+ * is defined once, and the VLOG macros log in 'this_module'). */
+extern struct vlog_module *VLM_tpm;
+#define this_module (*VLM_tpm)
 
 COVERAGE_DEFINE(tpm_pmd_create_failed);
-
-static struct ovs_mutex pmds_mutex = OVS_MUTEX_INITIALIZER;
-static struct ovs_list pmds OVS_GUARDED_BY(pmds_mutex)
-    = OVS_LIST_INITIALIZER(&pmds);
-static uint64_t pmds_gen OVS_GUARDED_BY(pmds_mutex);  /* Bumped on every
-                                                        * change. */
-static uint64_t pmds_serial OVS_GUARDED_BY(pmds_mutex);
 
 /* Knobs the PMD threads read on every sweep step, so a change applies at
  * once (the others apply to PMD threads created later). */
@@ -76,113 +72,16 @@ static atomic_uint32_t live_sweep_every = 64;
 static atomic_uint32_t live_sweep_catchup = 25;
 static atomic_uint64_t live_sweep_gap_ns = 500 * 1000;
 
-/* The DoS threshold is live too: each PMD applies it at its next sweep
- * step.  The last writer wins: other_config:tpm-dos-threshold when its
- * value changes, tpm/dos-threshold, or the TEM. */
-static atomic_uint32_t live_dos_threshold = 0;
-
-/* Host events installed or being installed: with none, the PMDs skip the
- * monitor entirely (no clock read, no parsing). */
-static atomic_uint32_t n_watch = 0;
-
-/* Packets of non-PMD ports, not monitored. */
-static atomic_uint64_t non_pmd_skipped = 0;
-
 /* Main-thread state. */
-struct tpm_knobs tpm_ovs_knobs;
-
 static bool knobs_set;
 
-/* Who set the live DoS threshold, and the knob's value last seen. */
-static const char *dos_threshold_by = "default";
+/* The DoS threshold knob's value last seen. */
 static bool dos_knob_seen;
 static uint32_t dos_knob_value;
-
-/* The monitor's clock.
- *
- * Epoch numbers follow the wall clock, so that hosts whose clocks are
- * synchronised agree on epoch boundaries (the TEM adds up their values per
- * epoch).  The PMDs do not read it: they take OVS's own monotonic time of
- * the batch, 'pmd->ctx.now' (microseconds, read once per received batch
- * for OVS's own use), and add 'mono_to_wall_ns', the wall clock's lead
- * over the monotonic clock.  So a packet costs no clock read, and the
- * length of an epoch never depends on the wall clock's steps.
- *
- * The main thread measures the lead again about once a second
- * (clock_check()).  It changes only when the wall clock is stepped
- * (settimeofday(), an NTP daemon's step); slewing moves both clocks
- * alike.  A forward step is followed (the epochs it skips are counted as
- * skipped by the monitors, their sweeps forced, nothing lost), so epoch
- * numbers stay those of the other hosts.  A backward step is not: epochs
- * never run backwards, and an epoch stretched until the wall clock caught
- * up would merge many epochs' packets into one.  The monitor's epochs then
- * stay ahead of the wall clock by the step, shown by tpm/stats and
- * logged.  Wall time of the start of epoch E in a report is E times the
- * epoch length, in nanoseconds since the Unix epoch, in either case
- * within the monotonic clock's rate error since the last step. */
-static atomic_uint64_t mono_to_wall_ns = 0;
-static uint64_t clock_steps;            /* Forward steps followed. */
-static uint64_t clock_steps_back;       /* Backward steps not followed. */
-static int64_t clock_ahead_ns;          /* Monitor's lead over the wall
-                                         * clock after backward steps. */
 
 /* The main thread's checks of the clock and of the loss counters run
  * this often. */
 #define SECOND_CHECK_NS (1000 * 1000 * 1000)
-#define CLOCK_STEP_NS (100 * 1000)      /* Smaller changes: rounding. */
-
-static uint64_t
-mono_to_wall__(void)
-{
-    uint64_t off;
-    atomic_read_relaxed(&mono_to_wall_ns, &off);
-    return off;
-}
-
-/* The monitor's time now, in wall-clock nanoseconds (see above). */
-uint64_t
-tpm_ovs_now_ns(void)
-{
-    return tpm_clock_mono_ns() + mono_to_wall__();
-}
-
-/* The monitor's time of OVS's monotonic microseconds 'now_us'. */
-static uint64_t
-pmd_now_ns(long long int now_us)
-{
-    return (uint64_t) now_us * 1000 + mono_to_wall__();
-}
-
-/* Main thread: sets the wall clock's lead at start, follows forward steps
- * and counts backward ones (see above). */
-static void
-clock_check(void)
-{
-    static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(1, 5);
-    uint64_t lead = tpm_clock_real_ns() - tpm_clock_mono_ns();
-    uint64_t off = mono_to_wall__();
-    int64_t d = (int64_t) (lead - off);
-    if (!off) {
-        atomic_store_relaxed(&mono_to_wall_ns, lead);
-    } else if (d >= CLOCK_STEP_NS) {
-        atomic_store_relaxed(&mono_to_wall_ns, lead);
-        clock_steps++;
-        clock_ahead_ns = 0;
-        VLOG_WARN_RL(&rl, "wall clock stepped forward by %"PRId64" us: "
-                     "epochs follow it (the skipped epochs are swept at "
-                     "once)", d / 1000);
-    } else if (d < 0) {
-        if (-d > clock_ahead_ns + CLOCK_STEP_NS) {
-            clock_steps_back++;
-            VLOG_WARN_RL(&rl, "wall clock stepped back: the monitor's "
-                         "epochs now run %"PRId64" us ahead of it (epochs "
-                         "never go back)", -d / 1000);
-        }
-        clock_ahead_ns = -d;
-    } else {
-        clock_ahead_ns = 0;
-    }
-}
 
 static void
 tpm_log_to_vlog(enum tpm_log_level level, const char *msg)
@@ -204,33 +103,6 @@ tpm_log_to_vlog(enum tpm_log_level level, const char *msg)
         break;
     }
 }
-
-/* PMD registry. */
-
-/* Returns the registered PMDs (caller frees the array).  The pointers stay
- * valid while the main thread runs: PMDs are destroyed only after they
- * leave the registry, and the main thread ignores a PMD that left. */
-uint64_t tpm_ovs_snapshot_gen;
-
-struct tpm_pmd **
-tpm_ovs_pmds_snapshot(size_t *n)
-{
-    struct tpm_pmd **v = NULL, *p;
-    size_t cap = 0;
-
-    *n = 0;
-    ovs_mutex_lock(&pmds_mutex);
-    tpm_ovs_snapshot_gen = pmds_gen;
-    LIST_FOR_EACH (p, node, &pmds) {
-        if (*n == cap) {
-            v = x2nrealloc(v, &cap, sizeof *v);
-        }
-        v[(*n)++] = p;
-    }
-    ovs_mutex_unlock(&pmds_mutex);
-    return v;
-}
-
 
 struct tpm_pmd *
 tpm_ovs_pmd_create(unsigned core_id, unsigned non_pmd_id)
@@ -285,11 +157,7 @@ tpm_ovs_pmd_create(unsigned core_id, unsigned non_pmd_id)
     atomic_init(&p->busy_monitor, 0);
     atomic_init(&p->busy_packets, 0);
     p->sample_countdown = CYCLE_SAMPLE_EVERY;
-    ovs_mutex_lock(&pmds_mutex);
-    p->serial = ++pmds_serial;
-    ovs_list_push_back(&pmds, &p->node);
-    pmds_gen++;
-    ovs_mutex_unlock(&pmds_mutex);
+    tpm_ovs_pmds_add(p);
     return p;
 }
 
@@ -299,10 +167,7 @@ tpm_ovs_pmd_destroy(struct tpm_pmd *p)
     if (!p) {
         return;
     }
-    ovs_mutex_lock(&pmds_mutex);
-    ovs_list_remove(&p->node);
-    pmds_gen++;
-    ovs_mutex_unlock(&pmds_mutex);
+    tpm_ovs_pmds_remove(p);
     /* The PMD thread has exited; the main thread may still be in the
      * middle of talking to it only within one unixctl handler or run()
      * call, which the RCU grace period before this call outlasts. */
@@ -320,11 +185,11 @@ tpm_ovs_rx(struct tpm_pmd *p, const struct dp_packet_batch *batch,
 
     if (!p) {
         uint64_t orig;
-        atomic_add_relaxed(&non_pmd_skipped, n, &orig);
+        atomic_add_relaxed(&tpm_ovs_non_pmd_skipped, n, &orig);
         return;
     }
     uint32_t watch;
-    atomic_read_relaxed(&n_watch, &watch);
+    atomic_read_relaxed(&tpm_ovs_n_watch, &watch);
     if (!watch) {
         p->full_batch |= n == NETDEV_MAX_BURST;
         return;
@@ -345,7 +210,7 @@ tpm_ovs_rx(struct tpm_pmd *p, const struct dp_packet_batch *batch,
             p->iter_bytes += frames[i].wirelen;
         }
     }
-    p->now = pmd_now_ns(now_us);
+    p->now = tpm_ovs_pmd_now_ns(now_us);
     tpm_advance(p->tpm, p->now);
     tpm_process_batch(p->tpm, frames, n);
     if (n == NETDEV_MAX_BURST) {
@@ -364,7 +229,7 @@ tpm_ovs_pmd_iteration(struct tpm_pmd *p, uint64_t rx_packets,
         return;
     }
     uint32_t watch;
-    atomic_read_relaxed(&n_watch, &watch);
+    atomic_read_relaxed(&tpm_ovs_n_watch, &watch);
     if (!watch) {
         /* No event: only commands (the first add) need this PMD. */
         p->full_batch = false;
@@ -376,13 +241,13 @@ tpm_ovs_pmd_iteration(struct tpm_pmd *p, uint64_t rx_packets,
             /* Alive, for tpm_ovs_pmd_parked(): a clock read every 1024
              * loops. */
             atomic_store_relaxed(&p->last_iteration_ns,
-                                 pmd_now_ns(now_us));
+                                 tpm_ovs_pmd_now_ns(now_us));
         }
         return;
     }
     uint64_t t0 = p->sampling ? tpm_rdtsc() : 0;
     /* OVS read its clock for the last batch, or after an empty poll. */
-    uint64_t now = pmd_now_ns(now_us);
+    uint64_t now = tpm_ovs_pmd_now_ns(now_us);
     if (!rx_packets) {
         tpm_advance(p->tpm, now);
     }
@@ -420,7 +285,7 @@ tpm_ovs_pmd_iteration(struct tpm_pmd *p, uint64_t rx_packets,
             break;
         }
         uint32_t dos;
-        atomic_read_relaxed(&live_dos_threshold, &dos);
+        atomic_read_relaxed(&tpm_ovs_live_dos_threshold, &dos);
         if (dos != tpm_get_params(p->tpm)->dos_threshold) {
             tpm_set_dos_threshold(p->tpm, dos);
         }
@@ -461,21 +326,6 @@ tpm_ovs_pmd_iteration(struct tpm_pmd *p, uint64_t rx_packets,
 }
 
 
-bool
-tpm_ovs_pmd_parked(const struct tpm_pmd *p, uint64_t now)
-{
-    uint64_t last;
-    atomic_read_relaxed(&CONST_CAST(struct tpm_pmd *, p)->last_iteration_ns,
-                        &last);
-    /* 'now' may predate the PMD's latest iteration: the caller read it
-     * before, and the PMD ran meanwhile (even on the same CPU). */
-    return now > last && now - last > TPM_PMD_PARKED_NS;
-}
-
-/* The main thread's time in tpm_ovs_run() (tpm/stats): wall clock, and
- * on the CPU (the difference is time the thread was preempted). */
-static uint64_t main_calls, main_total_ns, main_max_ns, main_cpu_max_ns;
-
 static uint64_t
 thread_cpu_ns(void)
 {
@@ -489,11 +339,12 @@ thread_cpu_ns(void)
 static void
 main_time_account(uint64_t t0, uint64_t cpu0)
 {
+    struct tpm_ovs_main_time *m = &tpm_ovs_main_time;
     uint64_t d = tpm_clock_mono_ns() - t0;
-    main_calls++;
-    main_total_ns += d;
-    main_max_ns = MAX(main_max_ns, d);
-    main_cpu_max_ns = MAX(main_cpu_max_ns, thread_cpu_ns() - cpu0);
+    m->calls++;
+    m->total_ns += d;
+    m->max_ns = MAX(m->max_ns, d);
+    m->cpu_max_ns = MAX(m->cpu_max_ns, thread_cpu_ns() - cpu0);
 }
 
 /* Main thread, about once a second: a warning naming every counter of
@@ -544,7 +395,7 @@ tpm_ovs_run(void)
         for (size_t i = 0; i < n; i++) {
             tpm_get_stats(parts[i]->tpm, &st[i]);
         }
-        clock_check();
+        tpm_ovs_clock_check();
         losses_check(parts, st, n);
         tpm_ovs_agent_counters(st, n);
         free(st);
@@ -568,104 +419,6 @@ tpm_ovs_wait(void)
     }
     tpm_ovs_agent_wait();
     tpm_ovs_ops_wait();
-}
-
-/* Knobs. */
-
-/* Reads knob 'key' of 'cfg' as a time in ['min', 'max'] into '*ns'.
- * Returns false (and logs) if it is set but invalid. */
-bool
-tpm_ovs_knob_time(const struct smap *cfg, const char *key, uint64_t min,
-                  uint64_t max, uint64_t *ns)
-{
-    const char *s = smap_get(cfg, key);
-    if (!s) {
-        return true;
-    }
-    uint64_t v;
-    char *error = tpm_parse_time(s, &v);
-    if (!error && (v < min || v > max)) {
-        char a[32], b[32];
-        error = xasprintf("expected a time in [%s, %s]",
-                          tpm_time_format(min, a, sizeof a),
-                          tpm_time_format(max, b, sizeof b));
-    }
-    if (error) {
-        VLOG_WARN("other_config:%s=\"%s\" rejected: %s; keeping the "
-                  "previous value", key, s, error);
-        free(error);
-        return false;
-    }
-    *ns = v;
-    return true;
-}
-
-/* Parses 's' as a decimal integer in ['min', 'max'] into '*v'.  Returns
- * false, leaving '*v' alone, on anything else. */
-bool
-tpm_ovs_parse_uint_range(const char *s, uint64_t min, uint64_t max,
-                         uint64_t *v)
-{
-    char *end;
-    errno = 0;
-    unsigned long long x = strtoull(s, &end, 10);
-    if (errno || end == s || *end || s[0] == '-' || x < min || x > max) {
-        return false;
-    }
-    *v = x;
-    return true;
-}
-
-/* Reads knob 'key' as an unsigned integer in ['min', 'max']. */
-bool
-tpm_ovs_knob_uint(const struct smap *cfg, const char *key, uint64_t min,
-                  uint64_t max, uint32_t *value)
-{
-    const char *s = smap_get(cfg, key);
-    if (!s) {
-        return true;
-    }
-    uint64_t v;
-    if (!tpm_ovs_parse_uint_range(s, min, max, &v)) {
-        VLOG_WARN("other_config:%s=\"%s\" rejected: expected an integer "
-                  "in [%"PRIu64", %"PRIu64"]; keeping the previous value",
-                  key, s, min, max);
-        return false;
-    }
-    *value = v;
-    return true;
-}
-
-/* Reads knob 'key' as "true" or "false" into 'value' (1 or 0). */
-bool
-tpm_ovs_knob_bool(const struct smap *cfg, const char *key, uint32_t *value)
-{
-    const char *s = smap_get(cfg, key);
-    if (!s) {
-        return true;
-    }
-    if (strcmp(s, "true") && strcmp(s, "false")) {
-        VLOG_WARN("other_config:%s=\"%s\" rejected: expected true or "
-                  "false; keeping the previous value", key, s);
-        return false;
-    }
-    *value = !strcmp(s, "true");
-    return true;
-}
-
-/* Sets the live DoS threshold to 'bytes' on behalf of 'by' (a static
- * string).  Main thread. */
-void
-tpm_ovs_dos_threshold_set(uint32_t bytes, const char *by)
-{
-    uint32_t old = tpm_ovs_knobs.params.dos_threshold;
-    tpm_ovs_knobs.params.dos_threshold = bytes;
-    dos_threshold_by = by;
-    atomic_store_relaxed(&live_dos_threshold, bytes);
-    if (old != bytes) {
-        VLOG_INFO("DoS threshold %"PRIu32" bytes (was %"PRIu32"), set by %s",
-                  bytes, old, by);
-    }
 }
 
 static void
@@ -799,7 +552,7 @@ tpm_ovs_init(void)
     if (!ovsthread_once_start(&once)) {
         return;
     }
-    clock_check();
+    tpm_ovs_clock_check();
     tpm_ovs_reply_seq = seq_create();
     if (!knobs_set) {
         knobs_default(&tpm_ovs_knobs);
@@ -835,58 +588,4 @@ tpm_ovs_init(void)
     unixctl_command_register("tpm/controller-show", "", 0, 0,
                              tpm_unixctl_controller_show, NULL);
     ovsthread_once_done(&once);
-}
-
-/* The generation of the PMD set: changes whenever a PMD comes or goes. */
-uint64_t
-tpm_ovs_pmds_gen(void)
-{
-    ovs_mutex_lock(&pmds_mutex);
-    uint64_t gen = pmds_gen;
-    ovs_mutex_unlock(&pmds_mutex);
-    return gen;
-}
-
-/* Host events installed or being installed: 'n'.  With none, the PMDs
- * skip the monitor; they watch before an event reaches them. */
-void
-tpm_ovs_watch(size_t n)
-{
-    atomic_store_relaxed(&n_watch, n);
-}
-
-/* The live DoS threshold and who set it. */
-uint32_t
-tpm_ovs_dos_threshold(const char **by)
-{
-    uint32_t v;
-    atomic_read_relaxed(&live_dos_threshold, &v);
-    *by = dos_threshold_by;
-    return v;
-}
-
-/* Appends tpm/stats's lines on the main thread: packets not monitored,
- * the clock, the operations on the PMDs and tpm_ovs_run()'s time. */
-void
-tpm_ovs_format_main(struct ds *s)
-{
-    uint64_t skipped;
-    size_t n_ops, n_reqs;
-    atomic_read_relaxed(&non_pmd_skipped, &skipped);
-    tpm_ovs_ops_count(&n_ops, &n_reqs);
-
-    ds_put_format(s, "non-PMD packets skipped (not monitored): %"PRIu64
-                  "\n", skipped);
-    tpm_ovs_event_format_summary(s);
-    ds_put_format(s, "clock: OVS's monotonic time + %"PRIu64" ns "
-                  "(wall clock steps followed %"PRIu64", backward steps "
-                  "%"PRIu64", epochs ahead of the wall clock by %"PRId64
-                  " us)\n", mono_to_wall__(), clock_steps, clock_steps_back,
-                  clock_ahead_ns / 1000);
-    ds_put_format(s, "main thread: %"PRIuSIZE" operations on the PMDs "
-                  "pending, %"PRIuSIZE" requests queued; tpm_ovs_run() "
-                  "calls %"PRIu64", mean %.1f us, longest %.1f us (%.1f "
-                  "us on the CPU)\n", n_ops, n_reqs, main_calls,
-                  main_calls ? main_total_ns / 1e3 / main_calls : 0.0,
-                  main_max_ns / 1e3, main_cpu_max_ns / 1e3);
 }
