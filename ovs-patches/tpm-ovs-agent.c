@@ -101,11 +101,13 @@ struct tem_poll_batch {
 
 static struct ovs_list tem_batches = OVS_LIST_INITIALIZER(&tem_batches);
 
-/* Sends host-level satisfaction of TEM event 'he' to the TEM. */
-void
-tpm_ovs_tem_send_satisfaction(struct host_event *he, uint64_t epoch,
-                              const struct tpm_key *group, double value,
-                              uint32_t flags, int n_pmds, int n_missing)
+/* Sends host-level satisfaction of TEM event 'he' to the TEM: the TEM
+ * sink of the host events (tpm_ovs_agent_init()). */
+static void
+tem_send_satisfaction(void *aux OVS_UNUSED, struct host_event *he,
+                      uint64_t epoch, const struct tpm_key *group,
+                      double value, uint32_t flags, int n_pmds,
+                      int n_missing)
 {
     static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(5, 20);
 
@@ -174,10 +176,9 @@ agent_send_dropped(const char *what, uint32_t tem_id, bool session)
 
 /* Acks the TEM's command ('type', 'cookie', 'event_id'), or nacks it with
  * 'error' (cut to what the protocol carries). */
-void
-tpm_ovs_tem_reply(enum tpm_agent_cmd_type type, uint64_t cookie,
-                  uint32_t event_id,
-                  const char *error)
+static void
+tem_reply(enum tpm_agent_cmd_type type, uint64_t cookie, uint32_t event_id,
+          const char *error)
 {
     static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(5, 20);
     bool sent;
@@ -202,11 +203,18 @@ tpm_ovs_tem_reply(enum tpm_agent_cmd_type type, uint64_t cookie,
     }
 }
 
+/* The 'reply' callback of the TEM's operations (tem_client()). */
+static void
+tem_client_reply(const struct op_client *c, const char *error)
+{
+    tem_reply(c->tem_type, c->tem_cookie, c->tem_event_id, error);
+}
+
 static struct op_client
 tem_client(const struct tpm_agent_cmd *cmd)
 {
     return (struct op_client) {
-        .tem = true,
+        .reply = tem_client_reply,
         .tem_type = cmd->type,
         .tem_cookie = cmd->cookie,
         .tem_event_id = cmd->event_id,
@@ -598,7 +606,7 @@ tpm_ovs_agent_run(struct tpm_pmd **parts, size_t n)
             if (cmd.has_dos_threshold) {
                 tpm_ovs_dos_threshold_set(cmd.dos_threshold, "TEM");
             }
-            tpm_ovs_tem_reply(cmd.type, cmd.cookie, cmd.event_id, NULL);
+            tem_reply(cmd.type, cmd.cookie, cmd.event_id, NULL);
             break;
         case TPM_AGENT_RESYNC:
         default:
@@ -787,6 +795,14 @@ host_id_valid(const char *s)
         }
     }
     return true;
+}
+
+/* Makes the host events hand the satisfactions of the TEM's events to
+ * the agent (tpm_ovs_init(), before any event exists). */
+void
+tpm_ovs_agent_init(void)
+{
+    tpm_ovs_event_set_tem_sink(tem_send_satisfaction, NULL);
 }
 
 /* Reads the agent's knobs.  Any change restarts the agent; an invalid

@@ -44,6 +44,10 @@ struct host_report {
 static struct host_report *report_log;
 static size_t report_log_size, report_log_n, report_log_next;
 
+/* Where TEM events' satisfactions go (tpm_ovs_event_set_tem_sink()). */
+static tpm_ovs_tem_sink *tem_sink;
+static void *tem_sink_aux;
+
 /* Local TEM: pending decisions for split events.  Part numbers index the
  * PMD list snapshot taken when the decision started, whose generation
  * (tpm_ovs_snapshot_gen) is the decision's 'aux'. */
@@ -106,7 +110,7 @@ json_number(struct ds *s, double v)
 }
 
 /* Reports host event 'he' satisfied: logs it, keeps it in the report log
- * and, for a TEM event, sends it to the TEM.  'n_pmds' PMDs answered,
+ * and, for a TEM event, hands it to the TEM sink.  'n_pmds' PMDs answered,
  * 'n_missing' did not (local TEM); 'flags' are TPM_REPORT_*. */
 static void
 host_report(struct host_event *he, uint64_t epoch,
@@ -164,9 +168,9 @@ host_report(struct host_event *he, uint64_t epoch,
     he->last_group = *group;
     COVERAGE_INC(tpm_satisfaction);
     VLOG_INFO_RL(&rl, "satisfied: %s", ds_cstr(&line));
-    if (he->tem) {
-        tpm_ovs_tem_send_satisfaction(he, epoch, group, value, flags, n_pmds,
-                                      n_missing);
+    if (he->tem && tem_sink) {
+        tem_sink(tem_sink_aux, he, epoch, group, value, flags, n_pmds,
+                 n_missing);
     }
 
     if (!report_log_size) {
@@ -873,6 +877,15 @@ tpm_ovs_event_format_summary(struct ds *s)
     ds_put_format(s, "events: %"PRIuSIZE", local-TEM decisions pending: "
                   "%"PRIuSIZE"\n", ovs_list_size(&tpm_ovs_host_events),
                   decisions ? tpm_decisions_count(decisions) : 0);
+}
+
+/* Sets where the host-level satisfactions of TEM events go: 'sink', with
+ * 'aux'. */
+void
+tpm_ovs_event_set_tem_sink(tpm_ovs_tem_sink *sink, void *aux)
+{
+    tem_sink = sink;
+    tem_sink_aux = aux;
 }
 
 /* Sets up the host events' state: the local TEM's decisions and a report

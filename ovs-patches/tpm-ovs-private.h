@@ -195,11 +195,14 @@ struct pmd_req {
     struct tpm_report r;        /* DONE: the reply ('r.error' owned). */
 };
 
-/* Who waits for an operation: a unixctl command, the TEM, or nobody. */
+/* Who waits for an operation: a unixctl command, the TEM, or nobody.
+ * The TEM is answered through 'reply', which tpm-ovs-agent.c sets
+ * (tpm-ovs-request.c and tpm-ovs-event.c know nothing of the agent). */
 struct op_client {
     struct unixctl_conn *conn;
-    bool tem;                   /* The TEM's command (ack or nack): */
-    enum tpm_agent_cmd_type tem_type;
+    /* Answers the TEM's command (ack, or nack with 'error'), or NULL: */
+    void (*reply)(const struct op_client *, const char *error);
+    enum tpm_agent_cmd_type tem_type;   /* ...the command's. */
     uint64_t tem_cookie;
     uint32_t tem_event_id;
 };
@@ -306,6 +309,14 @@ void tpm_ovs_event_del_start(const uint32_t *ids, size_t n_ids,
 void tpm_ovs_event_drain(struct tpm_pmd **, size_t n);
 void tpm_ovs_event_reshare(struct tpm_pmd **, size_t n);
 void tpm_ovs_event_format_summary(struct ds *);
+
+/* Where the host-level satisfactions of TEM events go (the agent sets it,
+ * with 'aux'); none until set. */
+typedef void tpm_ovs_tem_sink(void *aux, struct host_event *,
+                              uint64_t epoch, const struct tpm_key *group,
+                              double value, uint32_t flags, int n_pmds,
+                              int n_missing);
+void tpm_ovs_event_set_tem_sink(tpm_ovs_tem_sink *, void *aux);
 TPM_OVS_UNIXCTL(tpm_unixctl_event_add);
 TPM_OVS_UNIXCTL(tpm_unixctl_event_del);
 TPM_OVS_UNIXCTL(tpm_unixctl_event_list);
@@ -313,18 +324,13 @@ TPM_OVS_UNIXCTL(tpm_unixctl_event_show);
 TPM_OVS_UNIXCTL(tpm_unixctl_reports);
 
 /* tpm-ovs-agent.c */
+void tpm_ovs_agent_init(void);
 void tpm_ovs_agent_set_config(const struct smap *);
 void tpm_ovs_agent_check_pmds(struct tpm_pmd **, size_t n);
 void tpm_ovs_agent_run(struct tpm_pmd **, size_t n);
 void tpm_ovs_agent_wait(void);
 void tpm_ovs_agent_counters(const struct tpm_stats *, size_t n);
 void tpm_ovs_agent_format_summary(struct ds *);
-void tpm_ovs_tem_reply(enum tpm_agent_cmd_type, uint64_t cookie,
-                       uint32_t event_id, const char *error);
-void tpm_ovs_tem_send_satisfaction(struct host_event *, uint64_t epoch,
-                                   const struct tpm_key *group, double value,
-                                   uint32_t flags, int n_pmds,
-                                   int n_missing);
 TPM_OVS_UNIXCTL(tpm_unixctl_controller_show);
 
 /* tpm-ovs-dos.c */

@@ -239,7 +239,8 @@ tpm_ovs_ops_wait(void)
 }
 
 
-/* Answers 'c': 'error', or success with 'text' (NULL: none). */
+/* Answers 'c': 'error', or success with 'text' (NULL: none).  The TEM
+ * gets an ack or a nack through the client's 'reply' callback. */
 void
 tpm_ovs_op_answer(const struct op_client *c, const char *error,
                   const char *text)
@@ -251,8 +252,8 @@ tpm_ovs_op_answer(const struct op_client *c, const char *error,
             unixctl_command_reply(c->conn, text);
         }
     }
-    if (c->tem) {
-        tpm_ovs_tem_reply(c->tem_type, c->tem_cookie, c->tem_event_id, error);
+    if (c->reply) {
+        c->reply(c, error);
     }
 }
 
@@ -287,6 +288,6 @@ tpm_ovs_ops_forget_tem(void)
 {
     struct op *op;
     LIST_FOR_EACH (op, node, &ops) {
-        op->client.tem = false;
+        op->client.reply = NULL;
     }
 }

@@ -559,6 +559,7 @@ tpm_ovs_init(void)
         knobs_set = true;
         tpm_ovs_event_init(tpm_ovs_knobs.report_log);
     }
+    tpm_ovs_agent_init();
     tpm_log_set_hook(tpm_log_to_vlog);
     unixctl_command_register("tpm/event-add",
                              "NAME filter=... predicate=... [group=...] "
