@@ -11,5 +11,6 @@ lib_libtpmcommon_la_SOURCES = \
 	lib/split.c lib/split.h \
 	lib/spsc.c lib/spsc.h \
 	lib/tpm-log.h \
+	lib/tpm-parse.h \
 	lib/util.c lib/util.h
 lib_libtpmcommon_la_LIBADD = -lm

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "tpm-log.h"
+#include "tpm-parse.h"
 
 #define CACHE_LINE_SIZE 64
 
@@ -106,11 +107,6 @@ xzalloc_aligned(size_t size, size_t alignment)
 }
 
 /* Formatted allocation (tpm_xasprintf() in util.c does the work). */
-/* Parses decimal 's' (the whole string, no sign) into '*v' if it lies in
- * [min, max].  Returns false otherwise.  For command-line options. */
-bool tpm_parse_uint(const char *s, uint64_t min, uint64_t max,
-                    uint64_t *v);
-
 char *tpm_xvasprintf(const char *format, va_list)
     __attribute__((format(printf, 1, 0)));
 #define xvasprintf tpm_xvasprintf

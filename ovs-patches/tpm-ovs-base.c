@@ -15,7 +15,6 @@
 
 #include "tpm-ovs-private.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,6 +23,7 @@
 #include "smap.h"
 
 #include "clock.h"
+#include "tpm-parse.h"
 
 /* The module "tpm" (PMDs, clock, knobs): tpm-ovs.c logs in it too. */
 VLOG_DEFINE_THIS_MODULE(tpm);
@@ -250,22 +250,6 @@ tpm_ovs_knob_time(const struct smap *cfg, const char *key, uint64_t min,
     return true;
 }
 
-/* Parses 's' as a decimal integer in ['min', 'max'] into '*v'.  Returns
- * false, leaving '*v' alone, on anything else. */
-bool
-tpm_ovs_parse_uint_range(const char *s, uint64_t min, uint64_t max,
-                         uint64_t *v)
-{
-    char *end;
-    errno = 0;
-    unsigned long long x = strtoull(s, &end, 10);
-    if (errno || end == s || *end || s[0] == '-' || x < min || x > max) {
-        return false;
-    }
-    *v = x;
-    return true;
-}
-
 /* Reads knob 'key' as an unsigned integer in ['min', 'max']. */
 bool
 tpm_ovs_knob_uint(const struct smap *cfg, const char *key, uint64_t min,
@@ -276,7 +260,7 @@ tpm_ovs_knob_uint(const struct smap *cfg, const char *key, uint64_t min,
         return true;
     }
     uint64_t v;
-    if (!tpm_ovs_parse_uint_range(s, min, max, &v)) {
+    if (!tpm_parse_uint(s, min, max, &v)) {
         VLOG_WARN("other_config:%s=\"%s\" rejected: expected an integer "
                   "in [%"PRIu64", %"PRIu64"]; keeping the previous value",
                   key, s, min, max);

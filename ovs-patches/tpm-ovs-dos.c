@@ -22,6 +22,7 @@
 #include "unixctl.h"
 
 #include "clock.h"
+#include "tpm-parse.h"
 
 VLOG_DEFINE_THIS_MODULE(tpm_dos);
 
@@ -113,7 +114,7 @@ tpm_unixctl_dos_threshold(struct unixctl_conn *conn, int argc,
     uint32_t old = tpm_ovs_knobs.params.dos_threshold;
     uint64_t v;
     if (argc > 1) {
-        if (!tpm_ovs_parse_uint_range(argv[1], 0, UINT32_MAX, &v)) {
+        if (!tpm_parse_uint(argv[1], 0, UINT32_MAX, &v)) {
             char *msg = xasprintf("\"%s\": expected bytes, an integer in "
                                   "[0, %"PRIu32"] (0: off)", argv[1],
                                   UINT32_MAX);
@@ -214,7 +215,7 @@ static bool
 unixctl_uint_arg(struct unixctl_conn *conn, const char *what,
                  const char *arg, uint64_t min, uint64_t max, uint64_t *v)
 {
-    if (!tpm_ovs_parse_uint_range(arg, min, max, v)) {
+    if (!tpm_parse_uint(arg, min, max, v)) {
         char *msg = xasprintf("%s \"%s\": expected an integer in "
                               "[%"PRIu64", %"PRIu64"]", what, arg, min, max);
         unixctl_command_reply_error(conn, msg);

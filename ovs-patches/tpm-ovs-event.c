@@ -9,7 +9,6 @@
 
 #include "tpm-ovs-private.h"
 
-#include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +20,7 @@
 #include "unixctl.h"
 
 #include "json-number.h"
+#include "tpm-parse.h"
 
 VLOG_DEFINE_THIS_MODULE(tpm_event);
 
@@ -849,10 +849,8 @@ tpm_unixctl_reports(struct unixctl_conn *conn, int argc, const char *argv[],
 {
     size_t max = SIZE_MAX;
     if (argc > 1) {
-        char *end;
-        errno = 0;
-        unsigned long long v = strtoull(argv[1], &end, 10);
-        if (errno || end == argv[1] || *end || argv[1][0] == '-') {
+        uint64_t v;
+        if (!tpm_parse_uint(argv[1], 0, UINT64_MAX, &v)) {
             unixctl_command_reply_error(conn, "usage: tpm/reports [N]: N "
                                         "must be a non-negative integer");
             return;

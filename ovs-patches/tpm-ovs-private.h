@@ -249,8 +249,6 @@ uint64_t tpm_ovs_pmds_gen(void);
 void tpm_ovs_watch(size_t n_events);
 bool tpm_ovs_knob_time(const struct smap *, const char *key, uint64_t min,
                        uint64_t max, uint64_t *ns);
-bool tpm_ovs_parse_uint_range(const char *, uint64_t min, uint64_t max,
-                              uint64_t *);
 bool tpm_ovs_knob_uint(const struct smap *, const char *key, uint64_t min,
                        uint64_t max, uint32_t *value);
 bool tpm_ovs_knob_bool(const struct smap *, const char *key,
