@@ -4,6 +4,7 @@ tpm_libtpm_la_SOURCES = \
 	tpm/dos-model.c tpm/dos-model.h \
 	tpm/flow-table.c tpm/flow-table.h \
 	tpm/sweep.c tpm/sweep-sched.h \
+	tpm/tcp-state.c \
 	tpm/tpm.c tpm/tpm.h tpm/tpm-private.h \
 	tpm/triggers.c \
 	tpm/trig-index.c tpm/trig-index.h

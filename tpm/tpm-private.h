@@ -1,9 +1,19 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Internals of libtpm shared by tpm.c (monitor, match and scatter),
- * triggers.c (the trigger repository) and sweep.c (gather, test and
- * report).  Not for users of the library.  Calls go one way: tpm.c calls
- * sweep.c and triggers.c, sweep.c calls triggers.c.
+ * Internals of libtpm shared by its files.  Not for users of the library.
+ * Which file does what:
+ *
+ *   tpm.c            the monitor's life (parameters, create, destroy),
+ *                    events (add, delete, their summary kinds), phase 1
+ *                    (match and scatter), the clock (epochs, sweep steps,
+ *                    scrubbing) and control (commands, polls, statistics).
+ *   sweep.c          phase 2: gather, test and report.
+ *   triggers.c       the trigger repository.
+ *   tcp-state.c      the connection pool: per-flow TCP state.
+ *
+ * Calls go one way: tpm.c calls sweep.c, triggers.c and tcp-state.c;
+ * sweep.c calls triggers.c; triggers.c and tcp-state.c call no other
+ * file of libtpm.
  *
  * Data layout (paper section 5.3, figure 3):
  *
@@ -27,19 +37,19 @@
  *   trigger index    tpm/trig-index.h: tuple space search over filters.
  *   filter table     DoS resilience (section 5.6): bytes per flow hash
  *                    bucket; flows are matched only past the threshold.
- *   connection pool  per-flow state for the variables that need it (rwnd,
- *                    is_lost, is_burst, rtt, seq, ack, dup), outside the
- *                    flow table's hot lines: one 'struct tpm_conn' per
- *                    connection, one half per direction, taken from a
- *                    pre-allocated pool only for flows matched by an
- *                    event that needs it (and for the reverse direction
- *                    of such TCP flows, whose ACKs feed rtt, ack and
- *                    dup).  A flow entry with 'has_conn' names its
- *                    connection and half in 'flow_conn'; a half belongs
- *                    to the flow entry that names it, so a reused or
- *                    freed entry loses its half without any bookkeeping,
- *                    and the scrubber returns connections whose two halves
- *                    are orphaned to the pool.
+ *   connection pool  (tcp-state.c) per-flow state for the variables
+ *                    that need it (rwnd, is_lost, is_burst, rtt, seq, ack,
+ *                    dup), outside the flow table's hot lines: one 'struct
+ *                    tpm_conn' per connection, one half per direction,
+ *                    taken from a pre-allocated pool only for flows matched
+ *                    by an event that needs it (and for the reverse
+ *                    direction of such TCP flows, whose ACKs feed rtt, ack
+ *                    and dup).  A flow entry with 'has_conn' names its
+ *                    connection and half in 'flow_conn'; a half belongs to
+ *                    the flow entry that names it, so a reused or freed
+ *                    entry loses its half without any bookkeeping, and the
+ *                    scrubber returns connections whose two halves are
+ *                    orphaned to the pool.
  */
 #ifndef TPM_PRIVATE_H
 #define TPM_PRIVATE_H 1
@@ -357,6 +367,13 @@ void tpm_child_remove__(struct tpm *, uint32_t c);
 void tpm_list_free__(struct tpm *, struct tpm_child *);
 bool tpm_list_append__(struct tpm *, struct tpm_child *, uint32_t idx,
                        uint32_t gen);
+
+/* tcp-state.c: the connection pool. */
+void tpm_conn_join__(struct tpm *, struct tpm_flow *);
+bool tpm_conn_attach__(struct tpm *, struct tpm_flow *);
+void tpm_conn_scrub__(struct tpm *, uint32_t n);
+void tpm_conn_update__(struct tpm *, const struct tpm_flow *,
+                       struct tpm_pkt *, uint64_t now);
 
 /* tpm.c */
 void tpm_backfill_step__(struct tpm *, uint32_t n);
