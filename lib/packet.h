@@ -59,7 +59,7 @@ typedef uint64_t __attribute__((may_alias)) tpm_key_word;
 /* Values of the variables that need per-flow state (lib/event.h: is_lost,
  * is_burst, rtt, seq, ack, dup, rwnd) for one packet.  The parser leaves
  * them alone; the monitor fills them in for the packets of flows that keep
- * state (tpm/tpm.c, docs/event-language.md for their exact meaning), and
+ * state (tpm/tcp-state.c, docs/event-language.md for their exact meaning), and
  * only those packets are ever evaluated against terms that use them. */
 struct tpm_pkt_vars {
     uint64_t seq;               /* Highest sequence number sent by this

@@ -3,6 +3,7 @@ noinst_LTLIBRARIES += tpm/libtpm.la
 tpm_libtpm_la_SOURCES = \
 	tpm/dos-model.c tpm/dos-model.h \
 	tpm/flow-table.c tpm/flow-table.h \
+	tpm/match-scatter.c \
 	tpm/sweep.c tpm/sweep-sched.h \
 	tpm/tcp-state.c \
 	tpm/tpm.c tpm/tpm.h tpm/tpm-private.h \

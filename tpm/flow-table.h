@@ -66,7 +66,7 @@ enum tpm_flow_state {
 
 /* One epoch's statistics of a flow.  'packets' and 'bytes' are always
  * kept; 'slot[i]' holds the i-th summary of the flow's summary mask (see
- * tpm.c), in increasing order of summary id. */
+ * tpm-private.h), in increasing order of summary id. */
 struct tpm_flow_stats {
     uint32_t packets;
     uint32_t bytes;
@@ -122,7 +122,8 @@ struct tpm_flow_table {
                                  * probing past one takes its slot, and the
                                  * scrubber frees those without a packet
                                  * in the current epoch.  Their bytes live
-                                 * on in the filter table (tpm.c). */
+                                 * on in the filter table
+                                 * (match-scatter.c). */
     struct tpm_flow_table_stats stats;
     struct tpm_huge_region region;
 };

@@ -4,16 +4,21 @@
  * Which file does what:
  *
  *   tpm.c            the monitor's life (parameters, create, destroy),
- *                    events (add, delete, their summary kinds), phase 1
- *                    (match and scatter), the clock (epochs, sweep steps,
- *                    scrubbing) and control (commands, polls, statistics).
- *   sweep.c          phase 2: gather, test and report.
+ *                    events (add, delete, their summary kinds), the clock
+ *                    (epochs, sweep steps, scrubbing) and control
+ *                    (commands, polls, statistics).
+ *   match-scatter.c  phase 1: match and scatter (algorithm 1), and the
+ *                    backfill that matches existing flows to new events.
+ *   sweep.c          phase 2: gather, test and report (algorithm 3).
  *   triggers.c       the trigger repository.
  *   tcp-state.c      the connection pool: per-flow TCP state.
  *
- * Calls go one way: tpm.c calls sweep.c, triggers.c and tcp-state.c;
- * sweep.c calls triggers.c; triggers.c and tcp-state.c call no other
- * file of libtpm.
+ * Calls go one way: tpm.c calls match-scatter.c, sweep.c, triggers.c and
+ * tcp-state.c; match-scatter.c calls triggers.c and tcp-state.c; sweep.c
+ * calls triggers.c; triggers.c and tcp-state.c call no other file of
+ * libtpm.  The packet path's hot helpers are all in match-scatter.c
+ * (always_inline there); only what new flows, pending flows and flows
+ * with TCP state need crosses a file.
  *
  * Data layout (paper section 5.3, figure 3):
  *
@@ -375,7 +380,8 @@ void tpm_conn_scrub__(struct tpm *, uint32_t n);
 void tpm_conn_update__(struct tpm *, const struct tpm_flow *,
                        struct tpm_pkt *, uint64_t now);
 
-/* tpm.c */
+/* match-scatter.c: phase 1. */
+void tpm_flow_relayout__(struct tpm_flow *, uint32_t mask);
 void tpm_backfill_step__(struct tpm *, uint32_t n);
 
 /* sweep.c */

@@ -1,0 +1,563 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * libtpm phase 1: match and scatter (Trumpet section 5.4, algorithm 1).
+ *
+ * Every packet goes through here, on the monitor's thread, in batches of
+ * up to TPM_BATCH_MAX frames (tpm_process_batch()).  Each packet is
+ * counted once in its 5-tuple flow's statistics of the current epoch
+ * (the flow table, flow-table.h); the triggers that watch the flow are
+ * found once, when the flow is new, so the per-packet work does not grow
+ * with the number of triggers.  Phase 2 (sweep.c) later gathers the
+ * flows' statistics into their triggers.
+ *
+ * process_batch__() runs algorithm 1 in three passes over the batch:
+ *
+ *   1. prefetch each frame's first cache line (lines 2-3);
+ *   2. parse each frame into a 'struct tpm_pkt' (5-tuple key, the
+ *      per-packet variables) and hash its key (lib/packet.h: CRC32-C
+ *      where the CPU has it, fused with the IPv4 fast path); a packet
+ *      whose hash differs from the previous IP packet's (or, for the
+ *      first, from the last flow's) gets its flow's home bucket
+ *      prefetched and the statistics line of the current epoch
+ *      prefetched for writing (lines 4-7).  The paper hashes only
+ *      packets of another flow than the last; here the hash is how a
+ *      packet is told from the last one, and a packet with the same
+ *      hash sets a bit of 'same_hash' instead of prefetching again;
+ *   3. scatter__(), for each parsed packet: find its flow (lines 8-14),
+ *      then update the flow's statistics (lines 15-17).
+ *
+ * Lookup.  A last-flow cache ('last_flow', valid while the entry keeps
+ * its generation, across batches) answers the packet of the same flow
+ * as the one before it with one comparison of the hash and, if equal,
+ * of the key, since datacenter traffic comes in bursts of one flow.
+ * Otherwise the flow table is searched (linear probing, one line in
+ * the common case, already prefetched by pass 2).  A miss inserts the
+ * flow (reusing a stale or dead slot, evicting at worst), joins it to
+ * its reverse direction's TCP state if that direction keeps some
+ * (tcp-state.c), and matches it.
+ *
+ * Matching (lines 11-14) happens once per flow.  flow_match__() asks
+ * the trigger index (trig-index.h: tuple space search, one hash table
+ * per filter pattern) for the events whose filter the 5-tuple matches,
+ * up to 'max_matches' (the rest counted as 'match_overflow'), and
+ * flow_attach__() ties the flow to each: the flow keeps the union of the
+ * events' summary kinds (its 'sum_mask', the paper's summary bit array;
+ * at most TPM_FLOW_SLOTS, else 'summary_overflow'), takes a connection
+ * from the pool if the event reads TCP state (tcp-state.c), and is
+ * appended, as (flow index, generation), to the list of the event's
+ * trigger instance for its group (the flow key masked by the event's
+ * group), which the trigger repository creates on first use
+ * (triggers.c).  With a DoS threshold set (section 5.6) a new flow is
+ * not matched at once but left PENDING: flow_pending__() counts its
+ * bytes in the filter table, one counter per flow-hash bucket and
+ * 'dos_window' epochs, and matches it once they pass the threshold
+ * (with 'dos_precheck', a flow no trigger can match leaves the table
+ * alone); the statistics gathered before are voided.  The backfill
+ * (tpm_backfill_step__(), below) matches the flows already in the table
+ * against an event added at run time, a bounded number of flow slots
+ * per sweep step.
+ *
+ * Scatter (lines 15-17).  A flow entry holds two statistics lines, for
+ * even and odd epochs (the sweep reads the previous epoch's while this
+ * writes the current one's), each reset lazily: the first packet of an
+ * epoch finds an old epoch tag and overwrites instead of adding
+ * (flow_stats__()).  flow_update__() adds the packet and its bytes and,
+ * for each summary kind the flow keeps, in kind order, the value of the
+ * kind's variable or expression combined by its operation: sum, sum of
+ * squares, min, max, last, or count of non-zero values.  A flow with
+ * TCP state first has it updated, which fills in the packet's state
+ * variables (tpm_conn_update__()).  Packets of one flow without state
+ * that follow each other in the batch (a run, seen in 'same_hash' and
+ * confirmed by key) update the flow once (flow_update_run__()), each
+ * summary's variable and operation chosen once for the run and its
+ * values combined in packet order, so the sums round as packet by
+ * packet.  Pass 3 is compiled twice, with and without that test, and a
+ * batch without runs takes the copy without it.
+ *
+ * Counted per batch ('struct tpm_stats', single writer): packets, bytes,
+ * batches, the packets that needed no lookup ('lastflow_hits'), parse
+ * failures by cause; per flow: 'matches', 'match_overflow',
+ * 'summary_overflow', the DoS filter's 'dos_passed', 'dos_skipped_pkts'
+ * and 'dos_precheck_pkts', 'backfilled'; and the flow table's own
+ * counters copied at the end of the batch (inserts, reuses, evictions,
+ * pending flows reused, live flows).  The trigger repository and the
+ * connection pool count what they refuse.  With no event installed a
+ * batch is only counted: the flow table is not touched.
+ *
+ * Hot helpers are always_inline (flow_stats__(), flow_update__(),
+ * scatter__()); what they call only for new flows, pending flows, runs
+ * or flows with TCP state stays out of line.
+ *
+ * Thread-safety: the monitor's thread only (like all of libtpm's
+ * direct calls); counters are single-writer (TPM_STAT_ADD()).
+ */
+#include "tpm-private.h"
+
+#include <string.h>
+
+#include "util.h"
+
+/* Match. */
+
+/* Changes flow 'f''s summary mask to 'mask', moving kept slots to their new
+ * positions in both epoch buffers; new slots start at zero. */
+void
+tpm_flow_relayout__(struct tpm_flow *f, uint32_t mask)
+{
+    for (int p = 0; p < 2; p++) {
+        double old[TPM_FLOW_SLOTS], *slot = f->stats[p].slot;
+        memcpy(old, slot, sizeof old);
+        int o = 0, n = 0;
+        for (uint32_t bits = f->sum_mask | mask; bits; bits &= bits - 1) {
+            uint32_t bit = bits & -bits;
+            double v = 0;
+            if (f->sum_mask & bit) {
+                v = old[o++];
+            }
+            if (mask & bit) {
+                slot[n++] = v;
+            }
+        }
+        for (; n < TPM_FLOW_SLOTS; n++) {
+            slot[n] = 0;
+        }
+    }
+    f->sum_mask = mask;
+}
+
+/* Makes flow 'f' feed event slot 'evi'.  Returns true on success. */
+static bool
+flow_attach__(struct tpm *tpm, struct tpm_flow *f, uint32_t evi)
+{
+    struct tpm_ev *ev = &tpm->evs[evi];
+    uint32_t mask = f->sum_mask | ev->kind_mask;
+
+    if (__builtin_popcount(mask) > TPM_FLOW_SLOTS) {
+        TPM_STAT_ADD(tpm, summary_overflow, 1);
+        return false;
+    }
+    if (ev->needs_state && !tpm_conn_attach__(tpm, f)) {
+        return false;
+    }
+    struct tpm_key gkey;
+    tpm_key_and(&gkey, &f->key, &ev->def->group);
+    struct tpm_child *c = tpm_instance_get__(tpm, evi, &gkey);
+    if (!c || !tpm_list_append__(tpm, c, tpm_flow_index(&tpm->ft, f),
+                                 f->gen)) {
+        return false;
+    }
+    if (mask != f->sum_mask) {
+        tpm_flow_relayout__(f, mask);
+    }
+    if (f->n_matched < TPM_FLOW_MATCHED_MAX) {
+        f->n_matched++;
+    }
+    TPM_STAT_ADD(tpm, matches, 1);
+    return true;
+}
+
+/* Matches flow 'f' against every event's filter and attaches it. */
+static void
+flow_match__(struct tpm *tpm, struct tpm_flow *f)
+{
+    uint32_t ids[64];           /* tpm_params_check() caps max_matches. */
+    uint32_t max = tpm->p.max_matches;
+    uint32_t n = trig_index_match(&tpm->index, &f->key, ids, max);
+
+    f->state = TPM_FLOW_LIVE;
+    f->birth = tpm->ev_seq;
+    if (n > max) {
+        TPM_STAT_ADD(tpm, match_overflow, n - max);
+        n = max;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        flow_attach__(tpm, f, ids[i]);
+    }
+}
+
+/* Backfill: walks up to 'n' flow slots for each event added while flows
+ * were already in the table, attaching those matched before the event was
+ * added (a trigger added at run time also covers existing flows). */
+void
+tpm_backfill_step__(struct tpm *tpm, uint32_t n)
+{
+    struct tpm_flow_table *ft = &tpm->ft;
+    uint32_t size = ft->mask + 1;
+
+    for (uint32_t i = 0; i < tpm->n_backfill;) {
+        uint32_t e = tpm->backfill[i];
+        struct tpm_ev *ev = &tpm->evs[e];
+        for (uint32_t j = 0; j < n && ev->backfill_left; j++) {
+            struct tpm_flow *f = &ft->flows[size - ev->backfill_left--];
+            if (f->state == TPM_FLOW_LIVE
+                && (int16_t) (f->birth - ev->seq) < 0
+                && tpm_match_key(&ev->def->filter, &f->key)
+                && flow_attach__(tpm, f, e)) {
+                TPM_STAT_ADD(tpm, backfilled, 1);
+            }
+        }
+        if (!ev->backfill_left) {
+            ev->first_full = tpm->cur + 1;
+            tpm->backfill[i] = tpm->backfill[--tpm->n_backfill];
+        } else {
+            i++;
+        }
+    }
+}
+
+/* Scatter. */
+
+/* Returns flow 'f''s statistics of the current epoch, reset if they are
+ * another epoch's (lazy reset: the first packet of the epoch
+ * overwrites). */
+static inline __attribute__((always_inline)) struct tpm_flow_stats *
+flow_stats__(const struct tpm *tpm, struct tpm_flow *f)
+{
+    uint32_t tag = tpm->tag;
+    struct tpm_flow_stats *st = &f->stats[tag & 1];
+
+    if (f->tag[tag & 1] != tag) {
+        f->tag[tag & 1] = tag;
+        st->packets = 0;
+        st->bytes = 0;
+    }
+    return st;
+}
+
+/* Updates flow 'f''s statistics of the current epoch with 'pkt'. */
+static inline __attribute__((always_inline)) void
+flow_update__(struct tpm *tpm, struct tpm_flow *f, const struct tpm_pkt *pkt)
+{
+    struct tpm_flow_stats *st = flow_stats__(tpm, f);
+    bool first = !st->packets;
+    st->packets++;
+    st->bytes += pkt->bytes;
+
+    int i = 0;
+    for (uint32_t bits = f->sum_mask; bits; bits &= bits - 1, i++) {
+        const struct tpm_kind *k = &tpm->kinds[__builtin_ctz(bits)];
+        double v = OVS_LIKELY(k->var >= 0)
+                   ? (double) tpm_var_value(k->var, pkt)
+                   : tpm_expr_eval_pkt(k->term, pkt);
+        double *s = &st->slot[i];
+        switch ((enum tpm_sum_op) k->op) {
+        case TPM_SUM_SUM:
+            *s = first ? v : *s + v;
+            break;
+        case TPM_SUM_SUMSQ:
+            *s = first ? v * v : *s + v * v;
+            break;
+        case TPM_SUM_MIN:
+            *s = first || v < *s ? v : *s;
+            break;
+        case TPM_SUM_MAX:
+            *s = first || v > *s ? v : *s;
+            break;
+        case TPM_SUM_LAST:
+            *s = v;
+            break;
+        case TPM_SUM_NONZERO:
+            *s = (first ? 0 : *s) + (v != 0);
+            break;
+        }
+    }
+}
+
+/* Stores in 'v' the values of summary kind 'k' for the 'n' packets
+ * 'pkts' (the switch on the variable taken once, not per packet). */
+static void
+kind_values__(const struct tpm_kind *k, const struct tpm_pkt *pkts, int n,
+              double *v)
+{
+    switch (k->var) {
+    case TPM_VAR_BYTES:
+        for (int j = 0; j < n; j++) {
+            v[j] = pkts[j].bytes;
+        }
+        break;
+    case TPM_VAR_VOLUME:
+        for (int j = 0; j < n; j++) {
+            v[j] = pkts[j].volume;
+        }
+        break;
+    case TPM_VAR_TTL:
+        for (int j = 0; j < n; j++) {
+            v[j] = pkts[j].ttl;
+        }
+        break;
+    default:
+        for (int j = 0; j < n; j++) {
+            v[j] = k->var >= 0 ? (double) tpm_var_value(k->var, &pkts[j])
+                               : tpm_expr_eval_pkt(k->term, &pkts[j]);
+        }
+        break;
+    }
+}
+
+/* flow_update__() for the run of packets of flow 'f', which keeps no
+ * per-flow state, that starts with 'pkts[0]': the packets among the 'n'
+ * 'pkts' that follow it with the same key ('same_hash' bit j set: packet j
+ * has the hash of packet j - 1).  The same result as packet by packet,
+ * with each summary's operation and variable chosen once for the run; the
+ * values are combined in packet order, so sums round alike.  Returns the
+ * number of packets of the run (at least 1). */
+static int __attribute__((noinline))
+flow_update_run__(struct tpm *tpm, struct tpm_flow *f,
+                  const struct tpm_pkt *pkts, int n, uint64_t same_hash)
+{
+    int run = 1;
+    while (run < n && (same_hash >> run & 1)
+           && tpm_key_equal(&pkts[run].key, &pkts[0].key)) {
+        run++;
+    }
+    n = run;
+
+    struct tpm_flow_stats *st = flow_stats__(tpm, f);
+    bool first = !st->packets;
+    uint32_t bytes = 0;
+    for (int j = 0; j < n; j++) {
+        bytes += pkts[j].bytes;
+    }
+    st->packets += n;
+    st->bytes += bytes;
+
+    int i = 0;
+    for (uint32_t bits = f->sum_mask; bits; bits &= bits - 1, i++) {
+        const struct tpm_kind *k = &tpm->kinds[__builtin_ctz(bits)];
+        double v[TPM_BATCH_MAX];
+        kind_values__(k, pkts, n, v);
+        double s = st->slot[i];
+        int j = 0;
+        if (first) {
+            /* The first packet of the epoch sets the slot. */
+            s = k->op == TPM_SUM_SUMSQ ? v[0] * v[0]
+                : k->op == TPM_SUM_NONZERO ? v[0] != 0 : v[0];
+            j = 1;
+        }
+        switch ((enum tpm_sum_op) k->op) {
+        case TPM_SUM_SUM:
+            for (; j < n; j++) {
+                s += v[j];
+            }
+            break;
+        case TPM_SUM_SUMSQ:
+            for (; j < n; j++) {
+                s += v[j] * v[j];
+            }
+            break;
+        case TPM_SUM_MIN:
+            for (; j < n; j++) {
+                s = v[j] < s ? v[j] : s;
+            }
+            break;
+        case TPM_SUM_MAX:
+            for (; j < n; j++) {
+                s = v[j] > s ? v[j] : s;
+            }
+            break;
+        case TPM_SUM_LAST:
+            s = v[n - 1];
+            break;
+        case TPM_SUM_NONZERO:
+            for (; j < n; j++) {
+                s += v[j] != 0;
+            }
+            break;
+        }
+        st->slot[i] = s;
+    }
+    return run;
+}
+
+/* Handles a packet of a flow not yet matched: counts its bytes in the
+ * filter table and matches the flow once it passes the DoS threshold. */
+static void
+flow_pending__(struct tpm *tpm, struct tpm_flow *f, const struct tpm_pkt *pkt)
+{
+    if (tpm->p.dos_threshold) {
+        if (tpm->p.dos_precheck
+            && !trig_index_may_match(&tpm->index, &pkt->key)) {
+            /* No trigger can match it: leave the filter table alone (no
+             * memory touched, no false positive for the others). */
+            TPM_STAT_ADD(tpm, dos_precheck_pkts, 1);
+            TPM_STAT_ADD(tpm, dos_skipped_pkts, 1);
+            return;
+        }
+        uint64_t *d = &tpm->dos[pkt->hash & (tpm->p.dos_table_size - 1)];
+        uint64_t window = tpm_abs_epoch(tpm, tpm->cur) / tpm->p.dos_window;
+        uint64_t bytes = (*d >> 32) == (window & 0xffffffff)
+                         ? (*d & 0xffffffff) : 0;
+        bytes = MIN(bytes + pkt->bytes, UINT32_MAX);
+        *d = (window & 0xffffffff) << 32 | bytes;
+        if (bytes < tpm->p.dos_threshold) {
+            TPM_STAT_ADD(tpm, dos_skipped_pkts, 1);
+            return;
+        }
+        if (tpm->p.dos_clear_on_pass) {
+            /* The bytes were mostly this flow's: keep them from carrying
+             * the next flow hashed here past the threshold. */
+            *d = (window & 0xffffffff) << 32;
+        }
+        /* Statistics gathered below the threshold are not the triggers'
+         * (paper 5.6): start the epoch afresh, and void the previous
+         * epoch's too, which the sweep may not have reached yet (the
+         * flow joins trigger lists now, before it). */
+        f->tag[0] = f->tag[1] = 0;
+        TPM_STAT_ADD(tpm, dos_passed, 1);
+    }
+    flow_match__(tpm, f);
+}
+
+BUILD_ASSERT_DECL(TPM_BATCH_MAX <= 64);   /* Bits of 'same_hash'. */
+
+/* Phase 1, pass 3, for the 'n' parsed packets 'pkts' with arrival times
+ * 'ts' (NULL: the monitor's clock): finds or inserts each packet's flow,
+ * then scatters the packet into it.  Bit i of 'same_hash' says that packet
+ * i has the hash of the IP packet before it; with 'runs' (a constant, so
+ * that batches without runs get code without their test), the packets of
+ * one flow that follow each other (a run) update it once.  A packet of
+ * the previous packet's flow needs no lookup: one comparison of the hash
+ * tells the other flows apart without touching their keys.  Returns the
+ * number of packets that needed no lookup. */
+static inline __attribute__((always_inline)) int
+scatter__(struct tpm *tpm, struct tpm_pkt *pkts, const uint64_t *ts, int n,
+          uint64_t same_hash, bool runs)
+{
+    int hits = 0;
+    struct tpm_flow *f = tpm->last_flow;
+    if (f && f->gen != tpm->last_gen) {
+        f = NULL;               /* Reused since: the cache is void. */
+    }
+    for (int i = 0; i < n; i++) {
+        struct tpm_pkt *pkt = &pkts[i];
+        if (!pkt->key.ipver) {
+            continue;
+        }
+        if (f && f->hash == pkt->hash && tpm_key_equal(&f->key, &pkt->key)) {
+            hits++;
+        } else {
+            f = tpm_flow_table_find(&tpm->ft, &pkt->key, pkt->hash);
+            if (!f) {
+                bool replaced;
+                f = tpm_flow_table_insert(&tpm->ft, &pkt->key, pkt->hash,
+                                          tpm->tag, &replaced, NULL);
+                if (tpm->n_state_evs) {
+                    tpm_conn_join__(tpm, f);
+                }
+                if (tpm->p.dos_threshold || !tpm->n_evs) {
+                    /* Unmatched until it passes the threshold, or until
+                     * an event is added (backfill). */
+                    f->state = tpm->n_evs ? TPM_FLOW_PENDING
+                                          : TPM_FLOW_LIVE;
+                    f->birth = tpm->ev_seq;
+                } else {
+                    flow_match__(tpm, f);
+                }
+            }
+        }
+        if (OVS_UNLIKELY(f->state == TPM_FLOW_PENDING)) {
+            flow_pending__(tpm, f, pkt);
+        }
+        if (OVS_UNLIKELY(f->has_conn)) {
+            tpm_conn_update__(tpm, f, pkt, ts ? ts[i] : tpm->now_ns);
+        } else if (runs && (same_hash >> (i + 1) & 1)
+                   && f->state == TPM_FLOW_LIVE) {
+            /* The packets of this flow that follow this one make a run:
+             * one update for all of them. */
+            int run = flow_update_run__(tpm, f, pkts + i, n - i,
+                                        same_hash >> i);
+            hits += run - 1;
+            i += run - 1;
+            continue;
+        }
+        flow_update__(tpm, f, pkt);
+    }
+    if (f) {
+        tpm->last_flow = f;
+        tpm->last_gen = f->gen;
+    }
+    return hits;
+}
+
+/* Phase 1 for 'n' frames, with arrival times 'ts' (NULL: the monitor's
+ * clock). */
+static inline void
+process_batch__(struct tpm *tpm, const struct tpm_frame *frames,
+                const uint64_t *ts, int n)
+{
+    struct tpm_pkt pkts[TPM_BATCH_MAX];
+    uint64_t bytes = 0;
+    int hits;
+
+    n = MIN(n, TPM_BATCH_MAX);
+
+    if (OVS_UNLIKELY(!tpm->n_evs)) {
+        /* Nothing to watch: count and leave (the flow table fills again
+         * from the next packets once an event is added). */
+        for (int i = 0; i < n; i++) {
+            bytes += frames[i].wirelen;
+        }
+        TPM_STAT_ADD(tpm, packets, n);
+        TPM_STAT_ADD(tpm, bytes, bytes);
+        TPM_STAT_ADD(tpm, batches, 1);
+        return;
+    }
+
+    /* Pass 1: bring the headers in. */
+    for (int i = 0; i < n; i++) {
+        tpm_prefetch(frames[i].data);
+    }
+
+    /* Pass 2: parse, hash, and prefetch the flow's home bucket and its
+     * statistics line (once for a run of packets of one flow). */
+    uint32_t prev_hash = tpm->last_flow ? tpm->last_flow->hash : 0;
+    uint64_t same_hash = 0;     /* Bit i: packet i has the hash of the IP
+                                 * packet before it. */
+    for (int i = 0; i < n; i++) {
+        struct tpm_pkt *pkt = &pkts[i];
+        bytes += frames[i].wirelen;
+        if (!tpm_packet_parse_hash(frames[i].data, frames[i].caplen,
+                                   frames[i].wirelen, pkt,
+                                   &tpm->st.parse)) {
+            continue;
+        }
+        if (pkt->hash == prev_hash) {
+            same_hash |= 1ull << i;
+        } else {
+            struct tpm_flow *b = tpm_flow_table_bucket(&tpm->ft, pkt->hash);
+            tpm_prefetch(b);
+            tpm_prefetch_write(&b->stats[tpm->tag & 1]);
+            prev_hash = pkt->hash;
+        }
+    }
+
+    /* Pass 3, compiled twice: batches without runs of one flow (every
+     * packet of another flow than the one before it) never test for
+     * runs. */
+    hits = same_hash ? scatter__(tpm, pkts, ts, n, same_hash, true)
+                     : scatter__(tpm, pkts, ts, n, 0, false);
+
+    TPM_STAT_ADD(tpm, packets, n);
+    TPM_STAT_ADD(tpm, bytes, bytes);
+    TPM_STAT_ADD(tpm, batches, 1);
+    TPM_STAT_ADD(tpm, lastflow_hits, hits);
+    const struct tpm_flow_table_stats *fs = &tpm->ft.stats;
+    TPM_STAT_SET(tpm, flow_inserts, fs->inserts);
+    TPM_STAT_SET(tpm, flow_reuses, fs->reuses);
+    TPM_STAT_SET(tpm, flow_evictions, fs->evictions);
+    TPM_STAT_SET(tpm, dos_removed_collision, fs->pending_reused);
+    TPM_STAT_SET(tpm, flows_live, tpm->ft.n_live);
+}
+
+void
+tpm_process_batch(struct tpm *tpm, const struct tpm_frame *frames, int n)
+{
+    process_batch__(tpm, frames, NULL, n);
+}
+
+void
+tpm_process_batch_at(struct tpm *tpm, const struct tpm_frame *frames,
+                     const uint64_t *ts_ns, int n)
+{
+    process_batch__(tpm, frames, ts_ns, n);
+}
