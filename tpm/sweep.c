@@ -107,15 +107,6 @@ ev_value__(const struct tpm_ev *ev, const double *acc, const double *prev,
     return tpm_expr_eval(ev->def->value, agg_value__, &ctx);
 }
 
-/* Returns the value of child 'c''s event over its current accumulators and
- * stores in '*satisfied' whether the predicate holds. */
-double
-tpm_child_value__(const struct tpm *tpm, const struct tpm_child *c,
-                  bool *satisfied)
-{
-    return ev_value__(&tpm->evs[c->ev], c->acc, c->prev, satisfied);
-}
-
 /* Returns the flags for child 'c''s interval starting at absolute epoch
  * 'start', as tpm_interval_flags__() does, from the copy of the event's
  * 'first_full' in the child's line 0 once it is known. */

@@ -388,8 +388,6 @@ void tpm_backfill_step__(struct tpm *, uint32_t n);
 void tpm_sweep_start__(struct tpm *, uint64_t epoch);
 void tpm_sweep_abandon__(struct tpm *);
 bool tpm_sweep_run__(struct tpm *, uint64_t budget_ns, bool may_wait);
-double tpm_child_value__(const struct tpm *, const struct tpm_child *,
-                         bool *satisfied);
 
 /* Queues report 'r' for the controller, or counts it dropped. */
 static inline void

@@ -299,12 +299,6 @@ tpm_set_dos_threshold(struct tpm *tpm, uint32_t bytes)
     tpm->ft.dos_mode = bytes > 0;
 }
 
-uint64_t
-tpm_current_epoch(const struct tpm *tpm)
-{
-    return tpm->clock_started ? tpm_abs_epoch(tpm, tpm->cur) : UINT64_MAX;
-}
-
 /* Summary kinds. */
 
 static bool

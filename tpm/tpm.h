@@ -193,10 +193,6 @@ bool tpm_sweep_pending(const struct tpm *);
  * much). */
 double tpm_sweep_lateness(const struct tpm *, uint64_t now_ns);
 
-/* Current epoch number (absolute: time / epoch length), or UINT64_MAX
- * before the first tpm_advance(). */
-uint64_t tpm_current_epoch(const struct tpm *);
-
 /* Direct control, owner thread only.  */
 
 /* Installs 'event' (ownership passes to the monitor on success) with
