@@ -3,7 +3,7 @@
  * Host events: tpm/event-add and the TEM's installs alike (one event
  * whatever the number of PMD threads), the host's satisfactions and their
  * log (tpm/reports), and the local TEM: a split event's threshold shared
- * over the PMDs, and the decision when one reports (lib/split.h).
+ * over the PMDs, and the decision when one reports (lib/decision.h).
  */
 #include <config.h>
 

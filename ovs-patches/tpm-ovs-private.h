@@ -42,7 +42,7 @@
 #include "agent.h"
 #include "dos-model.h"
 #include "event.h"
-#include "split.h"
+#include "decision.h"
 #include "sweep-sched.h"
 #include "tpm.h"
 

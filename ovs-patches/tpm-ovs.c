@@ -6,7 +6,7 @@
  *
  * Host-level events.  An event added with tpm/event-add is one event,
  * whatever the number of PMD threads.  It is installed on every PMD (and
- * on PMDs created later).  If its threshold can be split (lib/split.h:
+ * on PMDs created later).  If its threshold can be split (lib/decision.h:
  * "sum(x) > T" and the like) and there are n > 1 PMDs, each gets T/n;
  * when one reports, the main thread polls the others for the same epoch
  * and group and reports the event if the total holds (the paper's local

@@ -59,7 +59,7 @@
 
 #include "event.h"
 #include "sbuf.h"
-#include "split.h"
+#include "decision.h"
 #include "tem-core.h"
 #include "tproto.h"
 #include "util.h"
@@ -265,7 +265,7 @@ struct tem_event {
 #define PART_EXPIRED 4          /* Missing: its history does not reach
                                  * the epoch (POLL_EXPIRED, NO_EVENT). */
 
-/* A decision's part (lib/split.h): the host that answers for it, by slot
+/* A decision's part (lib/decision.h): the host that answers for it, by slot
  * and session. */
 struct tem_part {
     struct tpm_part up;         /* Its 'flags' are PART_*. */

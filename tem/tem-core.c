@@ -8,7 +8,7 @@
  * them: hosts, decisions, alerts, events, outgoing batches, the log,
  * views); this one allocates what they share, sized once from the
  * configuration (hosts, events, the alert history; the decision engine of
- * lib/split.h grows as far as --max-decisions), and frees it.
+ * lib/decision.h grows as far as --max-decisions), and frees it.
  *
  * Timers: tem_core_run() has tem-decide.c send the re-polls that are due,
  * decide the decisions whose poll deadline passed and forget the decided

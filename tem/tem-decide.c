@@ -38,7 +38,7 @@
  * that host missing then (and, after a TEM restart, its cookie means
  * nothing): it is counted and not used.
  *
- * The bookkeeping is lib/split.h's decision engine, which the host's local
+ * The bookkeeping is lib/decision.h's decision engine, which the host's local
  * TEM uses too: the table of decisions by key, their parts (here struct
  * tem_part: the engine's part, then the host's slot and session), slots
  * and generations, deadlines (every decision waits the same
@@ -59,7 +59,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "split.h"
+#include "decision.h"
 
 /* Poll cookies: decision slot (24 bits: --max-decisions is at most 2^24),
  * part (16 bits: --max-hosts is at most 65535), generation. */

@@ -22,7 +22,7 @@
  * or -1.
  *
  * Shares.  A sum() or count() threshold is split over the members
- * (lib/split.h), equally or, with split=weighted, by each host's history
+ * (lib/decision.h), equally or, with split=weighted, by each host's history
  * (an EWMA of its values in decisions, updated by tem-decide.c) with a
  * floor.  The threshold is re-split when a host joins (one that leaves
  * leaves its share unused: the split stays safe) and, for weighted
@@ -47,7 +47,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "split.h"
+#include "decision.h"
 
 const char *const tem_event_across_names[] = {
     "sum", "count", "max", "atleast",

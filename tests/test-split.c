@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Tests of threshold splitting and of the decision engine (lib/split.h),
+ * Tests of threshold splitting and of the decision engine (lib/decision.h),
  * checked against values computed here by hand and, for the engine's
  * table, against a plain array of what it should hold.
  */
@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "event.h"
-#include "split.h"
+#include "decision.h"
 #include "util.h"
 
 static struct tpm_event *

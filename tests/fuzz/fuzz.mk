@@ -32,8 +32,9 @@ TARGETS = fuzz-event fuzz-packet fuzz-proto fuzz-tem-ctl fuzz-tem-host
 # TEM's core, state file, keys and metrics (tem.c, which fuzz-tem-ctl.c
 # includes, calls them), and the generated protocol code.
 LIB_SRCS = \
-	lib/cli.c lib/clock.c lib/curve.c lib/event.c lib/hugealloc.c \
-	lib/json-number.c lib/packet.c lib/sbuf.c lib/split.c lib/spsc.c \
+	lib/cli.c lib/clock.c lib/curve.c lib/decision.c lib/event.c \
+	lib/hugealloc.c \
+	lib/json-number.c lib/packet.c lib/sbuf.c lib/spsc.c \
 	lib/tproto.c \
 	lib/util.c \
 	tpm/dos-model.c tpm/flow-table.c tpm/report-json.c tpm/sweep.c \

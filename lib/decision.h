@@ -45,8 +45,8 @@
  *
  * Thread-safety: a 'struct tpm_decisions' is used by one thread.
  */
-#ifndef TPM_SPLIT_H
-#define TPM_SPLIT_H 1
+#ifndef TPM_DECISION_H
+#define TPM_DECISION_H 1
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -234,4 +234,4 @@ void tpm_decisions_for_each_pending(struct tpm_decisions *,
 size_t tpm_decisions_count(const struct tpm_decisions *);
 size_t tpm_decisions_count_decided(const struct tpm_decisions *);
 
-#endif /* split.h */
+#endif /* decision.h */

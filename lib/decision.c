@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Threshold splitting and the decision engine (split.h, which says what
+ * Threshold splitting and the decision engine (decision.h, which says what
  * they are for).
  *
  * The engine's memory: decisions live in slots, 'DECISION_CHUNK' to a
@@ -25,7 +25,7 @@
  * slot is on the free list; 'n_waiting' counts the parts in
  * TPM_PART_WAITING.
  */
-#include "split.h"
+#include "decision.h"
 
 #include <stdlib.h>
 #include <string.h>
