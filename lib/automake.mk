@@ -8,6 +8,7 @@ lib_libtpmcommon_la_SOURCES = \
 	lib/hugealloc.c lib/hugealloc.h \
 	lib/json-number.c lib/json-number.h \
 	lib/packet.c lib/packet.h \
+	lib/prefix.c lib/prefix.h \
 	lib/sbuf.c lib/sbuf.h \
 	lib/spsc.c lib/spsc.h \
 	lib/tpm-log.h \

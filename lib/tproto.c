@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "tproto.h"
 
-#include <arpa/inet.h>
 #include <ctype.h>
 #include <stddef.h>
 #include <math.h>
@@ -28,178 +27,6 @@ tproto_version_choose(uint32_t min, uint32_t max)
     uint32_t hi = MIN(max, (uint32_t) TPROTO_VERSION_MAX);
     uint32_t lo = MAX(min, (uint32_t) TPROTO_VERSION_MIN);
     return min <= max && lo <= hi ? hi : 0;
-}
-
-/* Prefixes. */
-
-/* Returns true if the first 'len' bits of 'a' and 'b' are equal. */
-static bool
-bits_equal__(const uint8_t *a, const uint8_t *b, int len)
-{
-    int bytes = len / 8;
-    int rem = len % 8;
-
-    if (memcmp(a, b, bytes)) {
-        return false;
-    }
-    if (rem) {
-        uint8_t mask = (uint8_t) (0xff << (8 - rem));
-        return !((a[bytes] ^ b[bytes]) & mask);
-    }
-    return true;
-}
-
-/* Clears the bits of the 'n'-byte address 'a' beyond the first 'len'. */
-static void
-clear_host_bits__(uint8_t *a, int n, int len)
-{
-    for (int i = 0; i < n; i++) {
-        int keep = len - i * 8;
-        if (keep <= 0) {
-            a[i] = 0;
-        } else if (keep < 8) {
-            a[i] &= (uint8_t) (0xff << (8 - keep));
-        }
-    }
-}
-
-static int
-addr_bytes__(int ipver)
-{
-    return ipver == 4 ? 4 : 16;
-}
-
-char *
-tpm_prefix_parse(const char *s, struct tpm_prefix *p)
-{
-    char abuf[INET6_ADDRSTRLEN];
-    uint8_t bytes[16];
-
-    memset(p, 0, sizeof *p);
-    if (!s || !*s) {
-        return xstrdup("empty address prefix");
-    }
-
-    const char *slash = strchr(s, '/');
-    size_t alen = slash ? (size_t) (slash - s) : strlen(s);
-    if (!alen) {
-        return xasprintf("\"%s\": address missing before '/'", s);
-    }
-    if (alen >= sizeof abuf) {
-        return xasprintf("\"%s\": address too long", s);
-    }
-    memcpy(abuf, s, alen);
-    abuf[alen] = '\0';
-
-    int ipver = strchr(abuf, ':') ? 6 : 4;
-    memset(bytes, 0, sizeof bytes);
-    if (inet_pton(ipver == 4 ? AF_INET : AF_INET6, abuf, bytes) != 1) {
-        return xasprintf("\"%s\": \"%s\" is not an IPv%d address", s, abuf,
-                         ipver);
-    }
-
-    int max = ipver == 4 ? 32 : 128;
-    int len = max;
-    if (slash) {
-        const char *q = slash + 1;
-        if (!*q) {
-            return xasprintf("\"%s\": prefix length missing after '/'", s);
-        }
-        len = 0;
-        for (; *q; q++) {
-            if (!isdigit((unsigned char) *q)) {
-                return xasprintf("\"%s\": prefix length \"%s\" is not a "
-                                 "number", s, slash + 1);
-            }
-            len = len * 10 + (*q - '0');
-            if (len > max) {
-                return xasprintf("\"%s\": prefix length %s exceeds %d for "
-                                 "IPv%d", s, slash + 1, max, ipver);
-            }
-        }
-    }
-
-    uint8_t net[16];
-    memcpy(net, bytes, sizeof net);
-    clear_host_bits__(net, addr_bytes__(ipver), len);
-    if (memcmp(net, bytes, sizeof net)) {
-        char nbuf[INET6_ADDRSTRLEN];
-        inet_ntop(ipver == 4 ? AF_INET : AF_INET6, net, nbuf, sizeof nbuf);
-        return xasprintf("\"%s\": host bits set beyond /%d (did you mean "
-                         "%s/%d?)", s, len, nbuf, len);
-    }
-
-    p->ipver = ipver;
-    p->len = len;
-    memcpy(p->addr, bytes, addr_bytes__(ipver));
-    return NULL;
-}
-
-char *
-tpm_prefix_parse_list(const char *s, struct tpm_prefix **prefixes,
-                      size_t *n)
-{
-    static const char seps[] = ", \t\r\n";
-    struct tpm_prefix *array = NULL;
-    size_t count = 0, allocated = 0;
-
-    *prefixes = NULL;
-    *n = 0;
-    for (const char *p = s + strspn(s, seps); *p; p += strspn(p, seps)) {
-        size_t len = strcspn(p, seps);
-        if (count >= TPROTO_MAX_PREFIXES) {
-            free(array);
-            return xasprintf("more than %d prefixes", TPROTO_MAX_PREFIXES);
-        }
-        if (count >= allocated) {
-            allocated = allocated ? allocated * 2 : 4;
-            array = xrealloc(array, allocated * sizeof *array);
-        }
-
-        char *item = xstrndup(p, len);
-        char *error = tpm_prefix_parse(item, &array[count]);
-        free(item);
-        if (error) {
-            free(array);
-            return error;
-        }
-        count++;
-        p += len;
-    }
-    *prefixes = array;
-    *n = count;
-    return NULL;
-}
-
-char *
-tpm_prefix_format(const struct tpm_prefix *p, char *buf, size_t size)
-{
-    char abuf[INET6_ADDRSTRLEN];
-
-    if (p->ipver != 4 && p->ipver != 6) {
-        snprintf(buf, size, "<bad prefix: ipver %d>", p->ipver);
-        return buf;
-    }
-    inet_ntop(p->ipver == 4 ? AF_INET : AF_INET6, p->addr, abuf, sizeof abuf);
-    snprintf(buf, size, "%s/%d", abuf, p->len);
-    return buf;
-}
-
-bool
-tpm_prefix_overlap(const struct tpm_prefix *a, const struct tpm_prefix *b)
-{
-    return (a->ipver == b->ipver
-            && bits_equal__((const uint8_t *) a->addr,
-                            (const uint8_t *) b->addr, MIN(a->len, b->len)));
-}
-
-bool
-tpm_prefix_contains(const struct tpm_prefix *p, int ipver,
-                    const uint32_t addr[4])
-{
-    return (p->ipver == ipver
-            && bits_equal__((const uint8_t *) p->addr,
-                            (const uint8_t *) addr, p->len));
 }
 
 /* Decoding.
@@ -732,10 +559,10 @@ key_check__(const Trumpet__GroupKey *k)
         return KEY_MISSING;
     } else if (k->ipver != 4 && k->ipver != 6) {
         return KEY_IPVER;
-    } else if (k->src.len != (size_t) addr_bytes__(k->ipver)
+    } else if (k->src.len != (size_t) tpm_prefix_addr_bytes(k->ipver)
                || (k->src.len && !k->src.data)) {
         return k->ipver == 4 ? KEY_SRC4 : KEY_SRC6;
-    } else if (k->dst.len != (size_t) addr_bytes__(k->ipver)
+    } else if (k->dst.len != (size_t) tpm_prefix_addr_bytes(k->ipver)
                || (k->dst.len && !k->dst.data)) {
         return k->ipver == 4 ? KEY_DST4 : KEY_DST6;
     } else if (k->sport > 65535) {
@@ -755,7 +582,7 @@ validate_prefix__(const Trumpet__Prefix *p)
         return "hello: prefix missing";
     } else if (p->ipver != 4 && p->ipver != 6) {
         return "hello: prefix: ipver is not 4 or 6";
-    } else if (p->addr.len != (size_t) addr_bytes__(p->ipver)
+    } else if (p->addr.len != (size_t) tpm_prefix_addr_bytes(p->ipver)
                || !p->addr.data) {
         return (p->ipver == 4 ? "hello: prefix: addr is not 4 bytes for IPv4"
                 : "hello: prefix: addr is not 16 bytes for IPv6");
@@ -766,7 +593,7 @@ validate_prefix__(const Trumpet__Prefix *p)
 
     uint8_t net[16];
     memcpy(net, p->addr.data, p->addr.len);
-    clear_host_bits__(net, p->addr.len, p->len);
+    tpm_prefix_clear_host_bits(net, p->addr.len, p->len);
     if (memcmp(net, p->addr.data, p->addr.len)) {
         return "hello: prefix: addr has bits set beyond len";
     }

@@ -36,6 +36,7 @@
 #include <stdint.h>
 
 #include "packet.h"
+#include "prefix.h"
 #include "trumpet.pb-c.h"
 
 /* Versions this build speaks.  Frames carry the sender's version; Hello
@@ -89,7 +90,7 @@
 /* True if 'id' is a valid host or TEM id: 1 to TPROTO_MAX_ID characters
  * from [A-Za-z0-9_.:-]. */
 bool tproto_id_valid(const char *id);
-#define TPROTO_MAX_PREFIXES 1024
+#define TPROTO_MAX_PREFIXES TPM_PREFIX_LIST_MAX
 #define TPROTO_MAX_PMDS 1024
 
 /* Bounds checked by tproto_validate(): the epoch length in Hello (1 ns to
@@ -113,36 +114,6 @@ bool tproto_version_supported(uint32_t v);
 /* Returns the highest version in both [min, max] and the versions this
  * build speaks, or 0 if there is none. */
 uint32_t tproto_version_choose(uint32_t min, uint32_t max);
-
-/* An address prefix (a host's served addresses, or an event filter's). */
-struct tpm_prefix {
-    uint8_t ipver;              /* 4 or 6. */
-    uint8_t len;                /* Prefix length. */
-    uint32_t addr[4];           /* Network order, zero beyond 'len'. */
-};
-
-/* Parses "10.99.0.0/24", "10.99.0.1" (a /32), "fd00::/8".  Returns NULL
- * or an error message (caller frees) naming the bad text.  Host bits set
- * beyond the length are an error. */
-char *tpm_prefix_parse(const char *s, struct tpm_prefix *)
-    __attribute__((warn_unused_result));
-
-/* Parses a list separated by commas and/or spaces into a new array
- * '*prefixes' of '*n' entries (caller frees).  An empty string gives
- * none. */
-char *tpm_prefix_parse_list(const char *s, struct tpm_prefix **prefixes,
-                            size_t *n)
-    __attribute__((warn_unused_result));
-
-/* Formats 'p' as "10.99.0.0/24" into 'buf' (at least 64 bytes). */
-char *tpm_prefix_format(const struct tpm_prefix *p, char *buf, size_t size);
-
-/* Returns true if the two prefixes share at least one address. */
-bool tpm_prefix_overlap(const struct tpm_prefix *, const struct tpm_prefix *);
-
-/* Returns true if the address (4 or 16 bytes per 'ipver') lies in 'p'. */
-bool tpm_prefix_contains(const struct tpm_prefix *p, int ipver,
-                         const uint32_t addr[4]);
 
 /* Decodes the ZeroMQ message 'data'/'len'.  Returns the frame (free with
  * tproto_free()) or NULL and stores a static message in '*why': too

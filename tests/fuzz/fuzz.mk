@@ -34,7 +34,7 @@ TARGETS = fuzz-event fuzz-packet fuzz-proto fuzz-tem-ctl fuzz-tem-host
 LIB_SRCS = \
 	lib/cli.c lib/clock.c lib/curve.c lib/decision.c lib/event.c \
 	lib/hugealloc.c \
-	lib/json-number.c lib/packet.c lib/sbuf.c lib/spsc.c \
+	lib/json-number.c lib/packet.c lib/prefix.c lib/sbuf.c lib/spsc.c \
 	lib/tproto.c \
 	lib/util.c \
 	tpm/dos-model.c tpm/flow-table.c tpm/report-json.c tpm/sweep.c \
