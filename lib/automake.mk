@@ -15,3 +15,21 @@ lib_libtpmcommon_la_SOURCES = \
 	lib/tpm-parse.h \
 	lib/util.c lib/util.h
 lib_libtpmcommon_la_LIBADD = -lm
+
+# lib/libtproto.la: the protocol code that protoc-c generates
+# (proto/automake.mk), the validation and encoding layer (lib/tproto.h),
+# the host agent (lib/agent.h) and the CURVE keys (lib/curve.h).
+noinst_LTLIBRARIES += lib/libtproto.la
+nodist_lib_libtproto_la_SOURCES = $(PROTO_GEN)
+lib_libtproto_la_SOURCES = \
+	lib/agent.c lib/agent.h \
+	lib/curve.c lib/curve.h \
+	lib/tproto.c lib/tproto.h
+lib_libtproto_la_CFLAGS = $(AM_CFLAGS) $(PROTOBUF_C_CFLAGS) $(ZMQ_CFLAGS)
+lib_libtproto_la_LIBADD = lib/libtpmcommon.la $(PROTOBUF_C_LIBS) \
+	$(ZMQ_LIBS) -lpthread
+
+# Objects that include the generated header (BUILT_SOURCES covers "make"
+# and "make all" only, not "make lib/libtproto.la" in a fresh tree).
+lib/libtproto_la-tproto.lo lib/libtproto_la-agent.lo \
+lib/libtproto_la-curve.lo: $(PROTO_GEN)
