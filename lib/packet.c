@@ -262,32 +262,46 @@ is_vlan_type__(uint16_t type)
            || type == ETH_TYPE_QINQ_OLD;
 }
 
-bool
-tpm_packet_parse_full(const void *data, uint32_t caplen, uint32_t wirelen,
-                      struct tpm_pkt *pkt, struct tpm_parse_stats *stats)
+/* Where the parse of one Ethernet frame (parse_frame__()) ended, for the
+ * caller's counters and for a tunnel header after the L4 header. */
+struct frame_parse {
+    uint32_t l4off;             /* Offset of the L4 header in the frame. */
+    uint32_t l4len;             /* L4 length according to the IP header. */
+    bool first_frag;            /* First or only fragment: the L4 header
+                                 * is there. */
+    bool cut;                   /* L4 header cut after the ports. */
+    bool len_from_frame;        /* IPv4 total length 0, taken from the
+                                 * frame's length. */
+};
+
+/* Returned by parse_frame__() for a parsed frame. */
+#define PARSED TPM_PARSE_N_REASONS
+
+/* Parses the Ethernet frame at 'frame' of 'caplen' captured bytes, whose
+ * length on the wire is 'wirelen', into 'pkt': its key, TTL, ECN and L4
+ * fields, which the caller has zeroed ('wscale' TPM_WSCALE_NONE).  The
+ * one parse of the Ethernet, VLAN, IP and L4 headers, for a frame as it
+ * is captured and for the inner frame of a tunnel alike.  Stores in 'fp'
+ * where the L4 header is.  Returns PARSED, or the reason the frame is not
+ * parsed (then 'pkt' holds what was read so far). */
+static enum tpm_parse_reason
+parse_frame__(const uint8_t *frame, uint32_t caplen, uint32_t wirelen,
+              struct tpm_pkt *pkt, struct frame_parse *fp)
 {
-    const uint8_t *p = data;
+    const uint8_t *p = frame;
     const uint8_t *end = p + caplen;
-    bool len_from_frame = false, cut = false;
-    enum tpm_parse_reason why;
 
-    memset(pkt, 0, offsetof(struct tpm_pkt, v));
-    pkt->bytes = wirelen;
-    pkt->wscale = TPM_WSCALE_NONE;
-
+    fp->cut = fp->len_from_frame = false;
     if (caplen < ETH_HLEN) {
-        why = TPM_PARSE_L2_TRUNCATED;
-        goto not_parsed;
+        return TPM_PARSE_L2_TRUNCATED;
     }
     uint16_t type = get_be16(p + 12);
     p += ETH_HLEN;
     for (int tags = 0; is_vlan_type__(type); tags++) {
         if (tags == TPM_VLAN_MAX) {
-            why = TPM_PARSE_TOO_MANY_TAGS;
-            goto not_parsed;
+            return TPM_PARSE_TOO_MANY_TAGS;
         } else if (end - p < 4) {
-            why = TPM_PARSE_L2_TRUNCATED;
-            goto not_parsed;
+            return TPM_PARSE_L2_TRUNCATED;
         }
         type = get_be16(p + 2);
         p += 4;
@@ -295,23 +309,20 @@ tpm_packet_parse_full(const void *data, uint32_t caplen, uint32_t wirelen,
 
     if (type == ETH_TYPE_IP) {
         if (end - p < 20) {
-            why = TPM_PARSE_L3_TRUNCATED;
-            goto not_parsed;
+            return TPM_PARSE_L3_TRUNCATED;
         }
         uint32_t ihl = (p[0] & 0xf) * 4;
         uint32_t tot = get_be16(p + 2);
         if (!tot) {
             /* Segmentation offload: the frame's length says it. */
-            uint32_t l2len = p - (const uint8_t *) data;
+            uint32_t l2len = p - frame;
             tot = wirelen > l2len ? wirelen - l2len : 0;
-            len_from_frame = true;
+            fp->len_from_frame = true;
         }
         if ((p[0] >> 4) != 4 || ihl < 20 || tot < ihl) {
-            why = TPM_PARSE_BAD_IP_HEADER;
-            goto not_parsed;
+            return TPM_PARSE_BAD_IP_HEADER;
         } else if (end - p < (long) ihl) {
-            why = TPM_PARSE_L3_TRUNCATED;
-            goto not_parsed;
+            return TPM_PARSE_L3_TRUNCATED;
         }
         uint16_t frag = get_be16(p + 6);
         pkt->key.ipver = 4;
@@ -320,18 +331,14 @@ tpm_packet_parse_full(const void *data, uint32_t caplen, uint32_t wirelen,
         pkt->ecn = (p[1] & 3) == 3;
         memcpy(&pkt->key.src[0], p + 12, 4);
         memcpy(&pkt->key.dst[0], p + 16, 4);
-        if (!parse_l4__(p + ihl, end - p - ihl, tot - ihl,
-                        (frag & 0x1fff) == 0, pkt, &cut)) {
-            why = TPM_PARSE_PORTS_NOT_CAPTURED;
-            goto not_parsed;
-        }
+        fp->l4off = p + ihl - frame;
+        fp->l4len = tot - ihl;
+        fp->first_frag = (frag & 0x1fff) == 0;
     } else if (type == ETH_TYPE_IPV6) {
         if (end - p < 40) {
-            why = TPM_PARSE_L3_TRUNCATED;
-            goto not_parsed;
+            return TPM_PARSE_L3_TRUNCATED;
         } else if ((p[0] >> 4) != 6) {
-            why = TPM_PARSE_BAD_IP_HEADER;
-            goto not_parsed;
+            return TPM_PARSE_BAD_IP_HEADER;
         }
         uint32_t plen = get_be16(p + 4);
         uint8_t nh = p[6];
@@ -353,11 +360,9 @@ tpm_packet_parse_full(const void *data, uint32_t caplen, uint32_t wirelen,
                 && nh != IPPROTO_DSTOPTS_ && nh != IPPROTO_FRAGMENT_) {
                 break;
             } else if (i == TPM_IPV6_EXT_MAX) {
-                why = TPM_PARSE_BAD_IP_HEADER;
-                goto not_parsed;
+                return TPM_PARSE_BAD_IP_HEADER;
             } else if (end - p < 8) {
-                why = TPM_PARSE_L3_TRUNCATED;
-                goto not_parsed;
+                return TPM_PARSE_L3_TRUNCATED;
             } else if (nh == IPPROTO_FRAGMENT_) {
                 elen = 8;
                 first_frag = (get_be16(p + 2) & 0xfff8) == 0;
@@ -365,37 +370,52 @@ tpm_packet_parse_full(const void *data, uint32_t caplen, uint32_t wirelen,
                 elen = (p[1] + 1) * 8;
             }
             if (elen > plen) {
-                why = TPM_PARSE_BAD_IP_HEADER;
-                goto not_parsed;
+                return TPM_PARSE_BAD_IP_HEADER;
             } else if (end - p < (long) elen) {
-                why = TPM_PARSE_L3_TRUNCATED;
-                goto not_parsed;
+                return TPM_PARSE_L3_TRUNCATED;
             }
             nh = p[0];
             plen -= elen;
             p += elen;
         }
         pkt->key.proto = nh;
-        if (!parse_l4__(p, end - p, plen, first_frag, pkt, &cut)) {
-            why = TPM_PARSE_PORTS_NOT_CAPTURED;
-            goto not_parsed;
-        }
+        fp->l4off = p - frame;
+        fp->l4len = plen;
+        fp->first_frag = first_frag;
     } else {
-        why = TPM_PARSE_NON_IP;
-        goto not_parsed;
+        return TPM_PARSE_NON_IP;
     }
-    if (stats && (cut || len_from_frame)) {
-        if (cut) {
+    if (!parse_l4__(frame + fp->l4off, caplen - fp->l4off, fp->l4len,
+                    fp->first_frag, pkt, &fp->cut)) {
+        return TPM_PARSE_PORTS_NOT_CAPTURED;
+    }
+    return PARSED;
+}
+
+bool
+tpm_packet_parse_full(const void *data, uint32_t caplen, uint32_t wirelen,
+                      struct tpm_pkt *pkt, struct tpm_parse_stats *stats)
+{
+    struct frame_parse fp;
+
+    memset(pkt, 0, offsetof(struct tpm_pkt, v));
+    pkt->bytes = wirelen;
+    pkt->wscale = TPM_WSCALE_NONE;
+
+    enum tpm_parse_reason why = parse_frame__(data, caplen, wirelen, pkt,
+                                              &fp);
+    if (why != PARSED) {
+        return not_parsed__(pkt, wirelen, why, stats);
+    }
+    if (stats && (fp.cut || fp.len_from_frame)) {
+        if (fp.cut) {
             count__(&stats->l4_truncated);
         }
-        if (len_from_frame) {
+        if (fp.len_from_frame) {
             count__(&stats->ip_len_from_frame);
         }
     }
     return true;
-
-not_parsed:
-    return not_parsed__(pkt, wirelen, why, stats);
 }
 
 /* Hashing. */
