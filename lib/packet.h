@@ -14,6 +14,37 @@
  * into a key with ipver 0: they are counted by reason ('struct
  * tpm_parse_stats') and never matched against triggers.
  *
+ * Tunnels.  Given a set of tunnel ports ('struct tpm_tunnel_ports': UDP
+ * destination ports, each VXLAN or Geneve), the parser decapsulates: a
+ * frame whose outer header is IPv4 or IPv6 (with or without VLAN tags)
+ * and UDP to one of those ports is parsed as the tenant's inner Ethernet
+ * frame, by the same code as any frame, and the tunnel is given apart
+ * ('tunnel': its type, VNI and the inner frame's offset).  Everything a packet's
+ * variables see is the inner frame's: the key, 'bytes' (the inner frame's
+ * length: what the VM sent or receives, so that both directions count
+ * the same bytes, the egress one being seen before OVS pushes the outer
+ * header), 'volume', 'ttl', 'ecn' and the TCP fields.  The key's 'tun'
+ * is the monitor's tenant slot, which the parser leaves 0: the monitor
+ * interns each VNI into a slot of its own, so that two tenants with the
+ * same inner 5-tuple are two flows.  The outer flow of a tunnelled frame
+ * is what tpm_packet_parse_full() (which never decapsulates) gives for
+ * the same frame; its length on the wire is 'tunnel.inner_off' + 'bytes'.
+ *
+ * Only one level is decapsulated (an inner frame to a tunnel port is a
+ * tenant's UDP flow), and only a first (or only) IP fragment of the outer
+ * datagram: later fragments carry no UDP header and count under their
+ * outer flow, as without tunnels.  A malformed tunnel (header longer than
+ * the UDP payload or cut, VXLAN without its I flag, Geneve version other
+ * than 0) or an inner frame that is not parsed is not parsed, with a
+ * reason of its own (TPM_PARSE_TUN_*): its tenant's flow is unknown.  A
+ * Geneve frame whose protocol type is not Transparent Ethernet Bridging
+ * (0x6558), e.g. an IPv4 packet carried without an Ethernet header, is
+ * not decapsulated: it is parsed as its outer UDP flow, as without
+ * tunnels, and counted in 'tun_not_decapsulated'.  The port alone says
+ * the tunnel type: a Geneve frame to a VXLAN port is read as VXLAN (it
+ * usually lacks the I flag, bit 0x08 of Geneve's option length, and
+ * counts as TPM_PARSE_TUN_BAD_HEADER).
+ *
  * Thread-safety: all functions are thread-safe (no shared state).
  */
 #ifndef TPM_PACKET_H
@@ -30,7 +61,11 @@ struct tpm_key {
     uint16_t dport;             /* L4 destination port (ICMP: code). */
     uint8_t proto;              /* IP protocol number. */
     uint8_t ipver;              /* 4, 6, or 0 for non-IP frames. */
-    uint16_t pad;               /* Always zero. */
+    uint16_t tun;               /* Tenant slot of the monitor that owns
+                                 * the key: 0 for a frame that is not
+                                 * tunnelled, and as the parser leaves
+                                 * it; the monitor sets its slot for
+                                 * the packet's VNI ('tpm_pkt.tunnel'). */
 } __attribute__((aligned(8)));  /* Read as 64-bit words. */
 _Static_assert(sizeof(struct tpm_key) == 40, "tpm_key is five words");
 _Static_assert(__builtin_offsetof(struct tpm_key, sport) == 32,
@@ -75,6 +110,16 @@ struct tpm_pkt_vars {
                                  * packet of the flow: 1, else 0. */
 };
 
+/* The tunnel a frame was decapsulated from (the top of this file): one
+ * 64-bit word, which the parser's fast path clears with one store. */
+struct tpm_pkt_tunnel {
+    uint32_t vni;               /* VXLAN or Geneve VNI (24 bits). */
+    uint16_t inner_off;         /* Offset of the inner Ethernet header in
+                                 * the frame: the outer headers' length. */
+    uint8_t type;               /* enum tpm_tun_type. */
+    uint8_t pad;                /* Always zero. */
+};
+
 struct tpm_pkt {
     struct tpm_key key;
     uint32_t hash;              /* Left 0 by the parser: the monitor
@@ -92,6 +137,7 @@ struct tpm_pkt {
                                  * (shift, at most TPM_WSCALE_MAX), else
                                  * TPM_WSCALE_NONE. */
     uint16_t mss;               /* TCP MSS option of a SYN, else 0. */
+    struct tpm_pkt_tunnel tunnel; /* All zero unless decapsulated. */
     struct tpm_pkt_vars v;      /* Filled in by the monitor, see above. */
 };
 
@@ -102,6 +148,70 @@ struct tpm_pkt {
 /* Most IPv6 extension headers before the upper-layer header: frames with
  * more are not parsed (counted as bad_ip_header). */
 #define TPM_IPV6_EXT_MAX 8
+
+/* Tunnel types, as in 'tpm_pkt.tunnel.type'. */
+enum tpm_tun_type {
+    TPM_TUN_NONE,               /* Not decapsulated. */
+    TPM_TUN_VXLAN,              /* RFC 7348: 8-byte header, I flag, VNI. */
+    TPM_TUN_GENEVE,             /* RFC 8926: version 0, options, protocol
+                                 * type 0x6558 (Ethernet). */
+    TPM_TUN_N_TYPES
+};
+
+/* Returns the name of 'type' ("none", "vxlan", "geneve"; "?" if out of
+ * range). */
+const char *tpm_tun_type_name(enum tpm_tun_type type);
+
+/* Most tunnel ports in a 'struct tpm_tunnel_ports'. */
+#define TPM_TUNNEL_PORTS_MAX 8
+
+/* The IANA ports, for tpm_tunnel_ports_parse()'s "vxlan" and "geneve". */
+#define TPM_VXLAN_PORT 4789
+#define TPM_GENEVE_PORT 6081
+
+/* The UDP destination ports whose datagrams the parser decapsulates, each
+ * with its tunnel type.  All zero (or tpm_tunnel_ports_init()) is the
+ * empty set: nothing is decapsulated, as the parsers without a set do.
+ * Filled by the caller (tpm_tunnel_ports_add() or _parse()), then only
+ * read: one set may serve any number of threads. */
+struct tpm_tunnel_ports {
+    uint64_t bloom;             /* Bit (port % 64) of every port: the
+                                 * inline parser's one test of a UDP
+                                 * frame (0 for the empty set). */
+    uint32_t n;                 /* Ports in use. */
+    uint16_t port[TPM_TUNNEL_PORTS_MAX];  /* Host byte order, never 0. */
+    uint8_t type[TPM_TUNNEL_PORTS_MAX];   /* enum tpm_tun_type. */
+};
+
+/* Empties 'ports'. */
+void tpm_tunnel_ports_init(struct tpm_tunnel_ports *ports);
+
+/* Adds UDP destination port 'port' of tunnel type 'type' to 'ports'.
+ * Returns false, leaving 'ports' unchanged, if 'port' is 0, 'type' is not
+ * TPM_TUN_VXLAN or TPM_TUN_GENEVE, the set is full, or 'port' is already
+ * in it with another type (with the same type: true, no change). */
+bool tpm_tunnel_ports_add(struct tpm_tunnel_ports *ports, uint16_t port,
+                          enum tpm_tun_type type);
+
+/* Returns the tunnel type of UDP destination port 'port' in 'ports' (NULL:
+ * the empty set), TPM_TUN_NONE if it is not a tunnel port. */
+enum tpm_tun_type tpm_tunnel_ports_lookup(const struct tpm_tunnel_ports *,
+                                          uint16_t port);
+
+/* Parses 's', a comma-separated list of TYPE or TYPE:PORT (TYPE "vxlan"
+ * or "geneve"; without a port, the IANA one: 4789, 6081), e.g.
+ * "vxlan,geneve:6082"; "" or "none" is the empty set.  Returns NULL and
+ * fills 'ports', or returns a malloc()'d error naming the item and its
+ * 1-based column (then 'ports' is empty). */
+char *tpm_tunnel_ports_parse(const char *s, struct tpm_tunnel_ports *ports)
+    __attribute__((warn_unused_result));
+
+/* Formats 'ports' as tpm_tunnel_ports_parse() reads it
+ * ("vxlan:4789,geneve:6081", "none" if empty) into 'buf' of 'size' bytes
+ * (TPM_TUNNEL_PORTS_STRLEN is always enough).  Returns 'buf'. */
+char *tpm_tunnel_ports_format(const struct tpm_tunnel_ports *, char *buf,
+                              int size);
+#define TPM_TUNNEL_PORTS_STRLEN (TPM_TUNNEL_PORTS_MAX * 13 + 1)
 
 /* Why a frame was not parsed. */
 enum tpm_parse_reason {
@@ -119,6 +229,20 @@ enum tpm_parse_reason {
                                  * of them. */
     TPM_PARSE_PORTS_NOT_CAPTURED, /* TCP, UDP or SCTP ports (ICMP: type and
                                    * code) not captured. */
+    /* A UDP datagram to a tunnel port (first fragment): */
+    TPM_PARSE_TUN_TRUNCATED,    /* the tunnel header (Geneve: with its
+                                 * options) within the UDP payload but not
+                                 * wholly captured. */
+    TPM_PARSE_TUN_BAD_HEADER,   /* UDP payload (by the smaller of the UDP
+                                 * and IP lengths) shorter than the tunnel
+                                 * header with its options, VXLAN without
+                                 * the I flag, Geneve version not 0. */
+    TPM_PARSE_TUN_INNER_NON_IP, /* inner frame not IP (after its VLAN
+                                 * tags): ARP between VMs, ... */
+    TPM_PARSE_TUN_INNER_MALFORMED, /* inner frame not parsed for any other
+                                    * reason above (cut, too many tags,
+                                    * bad IP header, ports not
+                                    * captured). */
     TPM_PARSE_N_REASONS
 };
 
@@ -130,12 +254,17 @@ struct tpm_parse_stats {
                                  * after the ports: volume from the IP
                                  * lengths, fields not captured read 0. */
     uint64_t ip_len_from_frame; /* Parsed IPv4 frames with total length 0:
-                                 * taken from the frame's length. */
+                                 * taken from the frame's length (outer or
+                                 * inner header). */
+    uint64_t tun_decapsulated;  /* Parsed tunnelled frames (inner flow). */
+    uint64_t tun_not_decapsulated; /* Geneve frames not carrying Ethernet:
+                                    * parsed as their outer UDP flow. */
 };
 
 /* Returns the counter name of 'reason' ("non_ip", "l2_truncated",
  * "too_many_tags", "l3_truncated", "bad_ip_header",
- * "ports_not_captured"). */
+ * "ports_not_captured", "tun_truncated", "tun_bad_header",
+ * "tun_inner_non_ip", "tun_inner_malformed"). */
 const char *tpm_parse_reason_name(enum tpm_parse_reason reason);
 
 /* Returns the sum of the not-parsed counters of 'stats'. */
@@ -166,10 +295,25 @@ uint64_t tpm_parse_stats_not_parsed(const struct tpm_parse_stats *stats);
  * else to tpm_packet_parse_full(), which gives identical results for the
  * common case too (tests/test-packet.c checks both).  Only the full
  * parser counts in 'stats' (which may be NULL): the common case has
- * nothing to count. */
+ * nothing to count.
+ *
+ * These parsers never decapsulate ('tunnel' is always all zero):
+ * the *_tun() ones below do, given the tunnel ports. */
 bool tpm_packet_parse_full(const void *data, uint32_t caplen,
                            uint32_t wirelen, struct tpm_pkt *pkt,
                            struct tpm_parse_stats *stats);
+
+/* tpm_packet_parse_full() that decapsulates the UDP datagrams to the
+ * ports of 'tun' (NULL or empty: none, exactly tpm_packet_parse_full()).
+ * A tunnelled frame is parsed as its inner frame (see the top of this
+ * file): 'bytes' is the inner frame's length (the UDP payload less the
+ * tunnel header); the inner frame's captured bytes are those of the
+ * frame after the tunnel header, at most that length.  A frame that is
+ * not parsed has 'bytes' 'wirelen' and the tunnel fields 0, as any. */
+bool tpm_packet_parse_full_tun(const void *data, uint32_t caplen,
+                               uint32_t wirelen, struct tpm_pkt *pkt,
+                               struct tpm_parse_stats *stats,
+                               const struct tpm_tunnel_ports *tun);
 
 /* Writes into 'buf' ('cap' bytes) an Ethernet frame of 'len' bytes
  * (without FCS; raised to the smallest frame that holds the headers) whose
@@ -281,6 +425,7 @@ tpm_packet_parse_v4__(const uint8_t *p, uint32_t caplen, uint32_t wirelen,
     pkt->ecn = (ip[1] & 3) == 3;
     pkt->wscale = TPM_WSCALE_NONE;
     pkt->mss = 0;
+    __builtin_memset(&pkt->tunnel, 0, sizeof pkt->tunnel);
     if (proto == 6) {
         uint32_t hlen = (l4[12] >> 4) * 4;
         pkt->seq = tpm_be32__(l4 + 4);
@@ -320,6 +465,37 @@ tpm_packet_parse(const void *data, uint32_t caplen, uint32_t wirelen,
                  struct tpm_pkt *pkt)
 {
     return tpm_packet_parse_counted(data, caplen, wirelen, pkt, NULL);
+}
+
+/* True if the frame that tpm_packet_parse_v4__() took as 'pkt' may be a
+ * datagram to a port of 'tun' (NULL: none): the fast path's only extra
+ * test, a bit of 'bloom', and only for UDP.  False positives (another
+ * port with the same bit) go to the full parser, which looks the port up
+ * exactly. */
+static inline bool
+tpm_packet_maybe_tun__(const struct tpm_pkt *pkt,
+                       const struct tpm_tunnel_ports *tun)
+{
+    return tun && pkt->key.proto == 17
+           && (tun->bloom >> (pkt->key.dport & 63)) & 1;
+}
+
+/* tpm_packet_parse_counted() that decapsulates the datagrams to the ports
+ * of 'tun' (NULL or empty: none), as tpm_packet_parse_full_tun(). */
+static inline bool
+tpm_packet_parse_counted_tun(const void *data, uint32_t caplen,
+                             uint32_t wirelen, struct tpm_pkt *pkt,
+                             struct tpm_parse_stats *stats,
+                             const struct tpm_tunnel_ports *tun)
+{
+    uint64_t w0, w2, w4;
+    if (!tpm_packet_parse_v4__(data, caplen, wirelen, pkt, &w0, &w2, &w4)
+        || tpm_packet_maybe_tun__(pkt, tun)) {
+        return tpm_packet_parse_full_tun(data, caplen, wirelen, pkt, stats,
+                                         tun);
+    }
+    pkt->hash = 0;
+    return true;
 }
 
 /* Hashes a key: CRC32-C over its five 64-bit words, with the SSE4.2
@@ -390,16 +566,21 @@ tpm_key_hash(const struct tpm_key *key)
     return tpm_key_hash_portable(key);
 }
 
-/* tpm_packet_parse_counted(), and the key's hash in 'pkt->hash' (the
+/* tpm_packet_parse_counted_tun(), and the key's hash in 'pkt->hash' (the
  * value of tpm_key_hash()): computed from registers for the common case,
- * without the zero words of an IPv4 key. */
+ * without the zero words of an IPv4 key.  'tun' may be NULL (no tunnel
+ * ports). */
 static inline bool
-tpm_packet_parse_hash(const void *data, uint32_t caplen, uint32_t wirelen,
-                      struct tpm_pkt *pkt, struct tpm_parse_stats *stats)
+tpm_packet_parse_hash_tun(const void *data, uint32_t caplen,
+                          uint32_t wirelen, struct tpm_pkt *pkt,
+                          struct tpm_parse_stats *stats,
+                          const struct tpm_tunnel_ports *tun)
 {
     uint64_t w0, w2, w4;
-    if (!tpm_packet_parse_v4__(data, caplen, wirelen, pkt, &w0, &w2, &w4)) {
-        if (!tpm_packet_parse_full(data, caplen, wirelen, pkt, stats)) {
+    if (!tpm_packet_parse_v4__(data, caplen, wirelen, pkt, &w0, &w2, &w4)
+        || tpm_packet_maybe_tun__(pkt, tun)) {
+        if (!tpm_packet_parse_full_tun(data, caplen, wirelen, pkt, stats,
+                                       tun)) {
             return false;
         }
         pkt->hash = tpm_key_hash(&pkt->key);
@@ -417,6 +598,15 @@ tpm_packet_parse_hash(const void *data, uint32_t caplen, uint32_t wirelen,
 #endif
     pkt->hash = tpm_key_hash_portable(&pkt->key);
     return true;
+}
+
+/* tpm_packet_parse_hash_tun() without tunnel ports. */
+static inline bool
+tpm_packet_parse_hash(const void *data, uint32_t caplen, uint32_t wirelen,
+                      struct tpm_pkt *pkt, struct tpm_parse_stats *stats)
+{
+    return tpm_packet_parse_hash_tun(data, caplen, wirelen, pkt, stats,
+                                     NULL);
 }
 
 /* Returns the name of the hash implementation in use ("crc32c-sse4.2" or

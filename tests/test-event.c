@@ -102,7 +102,7 @@ check_group_5tuple(const struct tpm_event *ev)
     ck_assert_uint_eq(ev->group.dport, 0xffff);
     ck_assert_uint_eq(ev->group.proto, 0xff);
     ck_assert_uint_eq(ev->group.ipver, 0xff);
-    ck_assert_uint_eq(ev->group.pad, 0);
+    ck_assert_uint_eq(ev->group.tun, 0);
 }
 
 static void

@@ -83,7 +83,7 @@ check_key(const Trumpet__GroupKey *k, const struct tpm_key *expected)
     ck_assert_uint_eq(k->src.len, expected->ipver == 4 ? 4 : 16);
     ck_assert_uint_eq(k->dst.len, expected->ipver == 4 ? 4 : 16);
     ck_assert_msg(tpm_key_equal(&got, expected), "group key differs");
-    ck_assert_uint_eq(got.pad, 0);
+    ck_assert_uint_eq(got.tun, 0);
 }
 
 START_TEST(test_round_trip_all)
@@ -1095,7 +1095,7 @@ START_TEST(test_poll_batch)
     ck_assert_uint_eq(tproto_key_record_get(rec4, sizeof rec4, &got),
                       sizeof rec4);
     ck_assert(tpm_key_equal(&got, &k4));
-    ck_assert_uint_eq(got.pad, 0);
+    ck_assert_uint_eq(got.tun, 0);
     ck_assert_uint_eq(tproto_key_record_get(rec4, sizeof rec4 - 1, &got), 0);
     ck_assert_uint_eq(tproto_key_record_get(rec4, 0, &got), 0);
     n = tproto_key_record_put(buf, &k6);

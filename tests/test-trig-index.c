@@ -50,7 +50,7 @@ ref_key_matches(const struct tpm_key *key, const struct tpm_match *m)
            && (key->dport & m->mask.dport) == m->key.dport
            && (key->proto & m->mask.proto) == m->key.proto
            && (key->ipver & m->mask.ipver) == m->key.ipver
-           && (key->pad & m->mask.pad) == m->key.pad;
+           && (key->tun & m->mask.tun) == m->key.tun;
 }
 
 static bool
@@ -342,7 +342,7 @@ key_matching(struct test_rng *rng, const struct tpm_match *m)
         }
     }
     memcpy(&k, w, sizeof k);
-    k.pad = 0;
+    k.tun = 0;
     if (!k.ipver) {
         k.ipver = 4;
     }

@@ -16,7 +16,11 @@
  *   - neither touches the monitor's variables ('pkt->v');
  *   - a frame that is not parsed has an all-zero key;
  *   - a parsed key comes back from tpm_frame_build() and a new parse;
- *   - the key formatting functions stay within their buffers.
+ *   - the key formatting functions stay within their buffers;
+ *   - with tunnel ports (VXLAN 4789, Geneve 6081), the three parsers
+ *     agree and count the same, a frame not decapsulated parses as
+ *     without them, a decapsulated one has a 24-bit VNI, tenant slot 0
+ *     and an IP key, and a frame not parsed is counted once.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -33,7 +37,8 @@ pkt_equal(const struct tpm_pkt *a, const struct tpm_pkt *b)
            && a->seq == b->seq && a->ack == b->ack && a->rwnd == b->rwnd
            && a->ttl == b->ttl && a->ecn == b->ecn
            && a->tcp_flags == b->tcp_flags && a->wscale == b->wscale
-           && a->mss == b->mss;
+           && a->mss == b->mss && a->tunnel.type == b->tunnel.type
+           && a->tunnel.vni == b->tunnel.vni && a->tunnel.inner_off == b->tunnel.inner_off;
 }
 
 static bool
@@ -67,13 +72,85 @@ check_key_roundtrip(const struct tpm_pkt *p)
     struct tpm_key_field fields[5];
     struct tpm_key mask;
     memset(&mask, 0xff, sizeof mask);
-    mask.pad = 0;
+    mask.tun = 0;
     tpm_key_format(&p->key, buf, sizeof buf);
     FUZZ_CHECK(memchr(buf, '\0', sizeof buf), "key format not terminated");
     int n = tpm_key_fields(&mask, &p->key, fields);
     FUZZ_CHECK(n >= 0 && n <= 5, "%d key fields", n);
     n = tpm_key_fields(&zero, &p->key, fields);
     FUZZ_CHECK(n >= 0 && n <= 5, "%d key fields", n);
+}
+
+/* The checks with tunnel ports, given the parse without them ('r_full',
+ * 'full'). */
+static void
+check_tunnels(const uint8_t *data, uint32_t caplen, uint32_t wirelen,
+              bool r_full, const struct tpm_pkt *full)
+{
+    static const struct tpm_key zero;
+    static struct tpm_tunnel_ports tun;
+    struct tpm_parse_stats st_full, st_fast, st_hash;
+    struct tpm_pkt tfull, tfast, thash;
+
+    if (!tun.n) {
+        tpm_tunnel_ports_add(&tun, 4789, TPM_TUN_VXLAN);
+        tpm_tunnel_ports_add(&tun, 6081, TPM_TUN_GENEVE);
+    }
+    memset(&st_full, 0, sizeof st_full);
+    memset(&st_fast, 0, sizeof st_fast);
+    memset(&st_hash, 0, sizeof st_hash);
+    memset(&tfull, 0x5a, sizeof tfull);
+    memset(&tfast, 0x5a, sizeof tfast);
+    memset(&thash, 0x5a, sizeof thash);
+    bool r = tpm_packet_parse_full_tun(data, caplen, wirelen, &tfull,
+                                       &st_full, &tun);
+    bool r_fast = tpm_packet_parse_counted_tun(data, caplen, wirelen, &tfast,
+                                               &st_fast, &tun);
+    bool r_hash = tpm_packet_parse_hash_tun(data, caplen, wirelen, &thash,
+                                            &st_hash, &tun);
+    FUZZ_CHECK(r == r_fast && r == r_hash, "tunnels: full %d, inline %d, "
+               "hashing %d", r, r_fast, r_hash);
+    FUZZ_CHECK(pkt_equal(&tfull, &tfast), "tunnels: inline and full parses "
+               "differ");
+    FUZZ_CHECK(!memcmp(&st_full, &st_fast, sizeof st_full)
+               && !memcmp(&st_full, &st_hash, sizeof st_full),
+               "tunnels: the parsers count differently");
+    FUZZ_CHECK(vars_untouched(&tfull) && vars_untouched(&tfast)
+               && vars_untouched(&thash), "tunnels: the parser wrote pkt->v");
+    if (!r) {
+        FUZZ_CHECK(tpm_key_equal(&tfull.key, &zero) && !tfull.tunnel.type
+                   && !tfull.tunnel.vni && !tfull.tunnel.inner_off
+                   && tfull.bytes == wirelen,
+                   "tunnels: a frame not parsed has a key or a tunnel");
+        FUZZ_CHECK(tpm_parse_stats_not_parsed(&st_full) == 1,
+                   "tunnels: a frame not parsed counted %llu times",
+                   (unsigned long long) tpm_parse_stats_not_parsed(
+                       &st_full));
+        return;
+    }
+    FUZZ_CHECK(thash.hash == tpm_key_hash(&tfull.key), "tunnels: hash");
+    thash.hash = tfull.hash;
+    FUZZ_CHECK(pkt_equal(&thash, &tfull), "tunnels: hashing parse differs");
+    FUZZ_CHECK(!tfull.key.tun, "tunnels: tenant slot %u", tfull.key.tun);
+    if (tfull.tunnel.type == TPM_TUN_NONE) {
+        FUZZ_CHECK(r_full && pkt_equal(&tfull, full),
+                   "tunnels: a frame not decapsulated parses otherwise");
+        FUZZ_CHECK(st_full.tun_decapsulated == 0, "tunnels: counted as "
+                   "decapsulated");
+    } else {
+        FUZZ_CHECK(tfull.tunnel.type == TPM_TUN_VXLAN
+                   || tfull.tunnel.type == TPM_TUN_GENEVE, "tun_type %u",
+                   tfull.tunnel.type);
+        FUZZ_CHECK(tfull.tunnel.vni <= 0xffffff, "tun_id %#x", tfull.tunnel.vni);
+        FUZZ_CHECK(tfull.tunnel.inner_off < caplen, "inner_off %u past %u",
+                   tfull.tunnel.inner_off, caplen);
+        FUZZ_CHECK(r_full && full->key.proto == 17
+                   && tpm_tunnel_ports_lookup(&tun, full->key.dport)
+                      == tfull.tunnel.type, "tunnels: decapsulated a frame "
+                   "that is not a datagram to its port");
+        FUZZ_CHECK(st_full.tun_decapsulated == 1, "tunnels: decapsulated "
+                   "frame not counted");
+    }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -144,7 +221,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                    "inline and out-of-line hashes differ");
         FUZZ_CHECK(full.key.ipver == 4 || full.key.ipver == 6,
                    "parsed with IP version %u", full.key.ipver);
-        FUZZ_CHECK(!full.key.pad, "key padding %u", full.key.pad);
+        FUZZ_CHECK(!full.key.tun, "tenant slot %u", full.key.tun);
         FUZZ_CHECK(full.wscale == TPM_WSCALE_NONE
                    || full.wscale <= TPM_WSCALE_MAX, "wscale %u",
                    full.wscale);
@@ -157,5 +234,6 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                    (unsigned long long) tpm_parse_stats_not_parsed(
                        &st_full));
     }
+    check_tunnels(data, caplen, wirelen, r_full, &full);
     return 0;
 }

@@ -106,6 +106,29 @@ def ether(l2, l3, l4):
     return l2 + l3 + l4
 
 
+def udp_to(dport, payload):
+    return struct.pack(">HHHH", 49152, dport, 8 + len(payload), 0) + payload
+
+
+def vxlan(vni, inner, flags=0x08):
+    return struct.pack(">BBHI", flags, 0, 0, vni << 8) + inner
+
+
+def geneve(vni, inner, opts=b"", proto=0x6558, version=0):
+    return struct.pack(">BBHI", version << 6 | len(opts) // 4, 0, proto,
+                       vni << 8) + opts + inner
+
+
+def tunnelled(tun, v6=False, vlans=()):
+    """An outer IPv4 (IPv6) frame carrying 'tun' in UDP to the port of its
+    type (fuzz-packet.c: VXLAN 4789, Geneve 6081)."""
+    port, payload = tun
+    u = udp_to(port, payload)
+    if v6:
+        return ether(eth(0x86dd, vlans), ipv6(17, len(u)), u)
+    return ether(eth(0x0800, vlans), ipv4(17, len(u)), u)
+
+
 def packets(out):
     pay = b"x" * 20
     t = tcp(payload=pay)
@@ -142,6 +165,31 @@ def packets(out):
         "arp": eth(0x0806) + b"\0\x01\x08\0\x06\x04\0\x01" + b"\0" * 20,
         "runt": eth(0x0800)[:10],
     }
+    # Tunnels: inner frames of the above in VXLAN and Geneve.
+    in_tcp = frames["ipv4-tcp"]
+    in_syn6 = frames["qinq-ipv6-tcp"]
+    opt = struct.pack(">HBB", 0x0102, 0x80, 1) + b"\0\0\0\x07"
+    frames.update({
+        "vxlan-ipv4-tcp": tunnelled((4789, vxlan(100, in_tcp))),
+        "vxlan6-qinq-ipv6-tcp": tunnelled((4789, vxlan(0xffffff, in_syn6)),
+                                          v6=True),
+        "vlan-vxlan-ipv6-syn": tunnelled(
+            (4789, vxlan(7, frames["ipv6-tcp-syn"])), vlans=[(0x8100, 9)]),
+        "vxlan-no-i-flag": tunnelled((4789, vxlan(1, in_tcp, flags=0))),
+        "vxlan-inner-arp": tunnelled((4789, vxlan(2, frames["arp"]))),
+        "vxlan-cut": tunnelled((4789, vxlan(3, in_tcp)))[:60],
+        "geneve-ipv4-udp": tunnelled((6081, geneve(5, frames["ipv4-udp"]))),
+        "geneve-options": tunnelled((6081, geneve(6, in_tcp, opts=opt))),
+        "geneve6-options": tunnelled(
+            (6081, geneve(6, in_syn6, opts=opt + opt)), v6=True),
+        "geneve-raw-ipv4": tunnelled(
+            (6081, geneve(8, in_tcp[14:], proto=0x0800))),
+        "geneve-version-1": tunnelled(
+            (6081, geneve(9, in_tcp, version=1))),
+        "geneve-options-past": tunnelled(
+            (6081, geneve(10, b"", opts=opt)))[:-4],
+        "geneve-to-vxlan-port": tunnelled((4789, geneve(11, in_tcp))),
+    })
     for name, f in sorted(frames.items()):
         # Two bytes of wire-length choice first (fuzz-packet.c): +4 (FCS).
         write(out, "packet", name, b"\x04\0" + f)
