@@ -1374,7 +1374,7 @@ static const struct filter_shorthand filter_shorthands[] = {
 
 enum filter_field {
     FF_DL_TYPE, FF_NW_PROTO, FF_NW_SRC, FF_NW_DST, FF_IPV6_SRC,
-    FF_IPV6_DST, FF_TP_SRC, FF_TP_DST, FF_N
+    FF_IPV6_DST, FF_TP_SRC, FF_TP_DST, FF_TUN_ID, FF_N
 };
 
 static const char *const filter_fields[FF_N] = {
@@ -1382,11 +1382,13 @@ static const char *const filter_fields[FF_N] = {
     [FF_NW_SRC] = "nw_src", [FF_NW_DST] = "nw_dst",
     [FF_IPV6_SRC] = "ipv6_src", [FF_IPV6_DST] = "ipv6_dst",
     [FF_TP_SRC] = "tp_src", [FF_TP_DST] = "tp_dst",
+    [FF_TUN_ID] = "tun_id",
 };
 
 struct fparser {
     const struct clause *c;
     struct tpm_match m;
+    struct tpm_tun_filter tun;
     const char *ipver_by;       /* Item that set the IP version. */
     const char *proto_by;       /* Item that set the protocol. */
     const char *seen[FF_N];     /* Name of each field given, or NULL. */
@@ -1520,6 +1522,44 @@ filter_parse_port__(const struct clause *c, char *value, uint16_t *key,
     return NULL;
 }
 
+/* Parses tun_id 'value' ("N" or "N/MASK", each at most TPM_VNI_MAX) into
+ * 'tun'. */
+static char *
+filter_parse_tun_id__(const struct clause *c, char *value,
+                      struct tpm_tun_filter *tun)
+{
+    char *slash = strchr(value, '/');
+    unsigned long vni, m = TPM_VNI_MAX;
+
+    if (slash) {
+        *slash = '\0';
+    }
+    if (!parse_uint__(value, TPM_VNI_MAX, &vni)) {
+        return clause_error__(c, value, "'%s' is not a VNI: expected 0 to "
+                              "16777215 (0xffffff, decimal or 0x hex), "
+                              "optionally followed by /MASK", value);
+    }
+    if (slash && !parse_uint__(slash + 1, TPM_VNI_MAX, &m)) {
+        return clause_error__(c, slash + 1, "'%s' is not a VNI mask: "
+                              "expected 0 to 0xffffff", slash + 1);
+    }
+    tun->on = true;
+    tun->vni = vni & m;
+    tun->mask = m;
+    return NULL;
+}
+
+char *
+tpm_tun_filter_to_string(const struct tpm_tun_filter *f)
+{
+    if (!f->on) {
+        return xstrdup("");
+    } else if (f->mask == TPM_VNI_MAX) {
+        return xasprintf("tun_id=%"PRIu32, f->vni);
+    }
+    return xasprintf("tun_id=%#"PRIx32"/%#"PRIx32, f->vni, f->mask);
+}
+
 /* Parses filter item 'name'='value' ('value' is NULL if there was no
  * '='). */
 static char *
@@ -1563,7 +1603,8 @@ filter_parse_item__(struct fparser *fp, char *name, char *value,
                                   "one of ip, ipv6, tcp, udp, sctp, icmp, "
                                   "tcp6, udp6, sctp6, icmp6, dl_type, "
                                   "nw_proto, nw_src, nw_dst, ipv6_src, "
-                                  "ipv6_dst, tp_src, tp_dst or any", name);
+                                  "ipv6_dst, tp_src, tp_dst, tun_id or "
+                                  "any", name);
         }
     }
     if (field < 0) {
@@ -1624,20 +1665,26 @@ filter_parse_item__(struct fparser *fp, char *name, char *value,
     case FF_TP_DST:
         return filter_parse_port__(c, value, &key->dport, &mask->dport);
 
+    case FF_TUN_ID:
+        return filter_parse_tun_id__(c, value, &fp->tun);
+
     default:
         return NULL;
     }
 }
 
-/* Parses filter clause 'c' into 'match'.  Returns NULL or an error. */
+/* Parses filter clause 'c' into 'match' and 'tun'.  Returns NULL or an
+ * error. */
 static char *
-parse_filter__(const struct clause *c, struct tpm_match *match)
+parse_filter__(const struct clause *c, struct tpm_match *match,
+               struct tpm_tun_filter *tun)
 {
     struct fparser fp = { .c = c };
     char *p = c->buf;
     char *error = NULL;
 
     memset(match, 0, sizeof *match);
+    memset(tun, 0, sizeof *tun);
     if (!*skip_space__(p)) {
         return NULL;
     }
@@ -1689,6 +1736,7 @@ parse_filter__(const struct clause *c, struct tpm_match *match)
 
     tpm_key_and(&match->key, &fp.m.key, &fp.m.mask);
     match->mask = fp.m.mask;
+    *tun = fp.tun;
     return NULL;
 }
 
@@ -1696,20 +1744,22 @@ parse_filter__(const struct clause *c, struct tpm_match *match)
 
 enum group_field {
     GF_NW_SRC, GF_NW_DST, GF_IPV6_SRC, GF_IPV6_DST, GF_TP_SRC, GF_TP_DST,
-    GF_NW_PROTO, GF_N
+    GF_NW_PROTO, GF_TUN_ID, GF_N
 };
 
 static const char *const group_fields[GF_N] = {
     [GF_NW_SRC] = "nw_src", [GF_NW_DST] = "nw_dst",
     [GF_IPV6_SRC] = "ipv6_src", [GF_IPV6_DST] = "ipv6_dst",
     [GF_TP_SRC] = "tp_src", [GF_TP_DST] = "tp_dst",
-    [GF_NW_PROTO] = "nw_proto",
+    [GF_NW_PROTO] = "nw_proto", [GF_TUN_ID] = "tun_id",
 };
 
 #define GROUP_EXPECTED "5tuple or a list of nw_src, nw_dst, ipv6_src, " \
-    "ipv6_dst, tp_src, tp_dst and nw_proto, such as nw_dst/24,tp_dst"
+    "ipv6_dst, tp_src, tp_dst, nw_proto and tun_id, such as " \
+    "nw_dst/24,tp_dst"
 
-/* Stores the granularity mask of the full 5-tuple in 'mask'. */
+/* Stores the granularity mask of the full 5-tuple in 'mask': with the
+ * tenant slot, so that two tenants' identical 5-tuples are two groups. */
 static void
 group_5tuple_mask__(struct tpm_key *mask)
 {
@@ -1718,6 +1768,7 @@ group_5tuple_mask__(struct tpm_key *mask)
     memset(mask->dst, 0xff, sizeof mask->dst);
     mask->sport = mask->dport = 0xffff;
     mask->proto = mask->ipver = 0xff;
+    mask->tun = 0xffff;
 }
 
 /* Parses group clause 'c' into 'group' and '*is_5tuplep'.  Returns NULL
@@ -1815,6 +1866,9 @@ parse_group__(const struct clause *c, struct tpm_key *group,
         case GF_NW_PROTO:
             group->proto = 0xff;
             break;
+        case GF_TUN_ID:
+            group->tun = 0xffff;
+            break;
         default:
             break;
         }
@@ -1858,9 +1912,10 @@ group_append__(char **s, bool cond, const char *name)
 }
 
 /* Formats a granularity mask as the group= clause would: "5tuple", or a
- * list in the order nw_src, nw_dst, tp_src, tp_dst, nw_proto ("nw_dst/24,
- * tp_dst"; IPv6-wide address masks as ipv6_src/ipv6_dst).  A mask that
- * groups on no field at all is written "nw_src/0".  Caller frees. */
+ * list in the order tun_id, nw_src, nw_dst, tp_src, tp_dst, nw_proto
+ * ("nw_dst/24,tp_dst"; IPv6-wide address masks as ipv6_src/ipv6_dst).  A
+ * mask that groups on no field at all is written "nw_src/0".  Caller
+ * frees. */
 char *
 tpm_group_to_string(const struct tpm_key *group)
 {
@@ -1871,6 +1926,7 @@ tpm_group_to_string(const struct tpm_key *group)
     }
 
     char *s = xstrdup("");
+    group_append__(&s, group->tun, "tun_id");
     group_addr_to_string__(&s, group->src, "src");
     group_addr_to_string__(&s, group->dst, "dst");
     group_append__(&s, group->sport, "tp_src");
@@ -2126,7 +2182,8 @@ event_parse__(const char *name, const char *text,
     event->text = xstrdup(def.text);
     event->interval_ns = UINT64_C(10000000);
 
-    error = parse_filter__(&def.clauses[CL_FILTER], &event->filter);
+    error = parse_filter__(&def.clauses[CL_FILTER], &event->filter,
+                           &event->filter_tun);
     if (error) {
         goto out;
     }
@@ -2146,6 +2203,7 @@ event_parse__(const char *name, const char *text,
         group_5tuple_mask__(&event->group);
         event->group_5tuple = true;
     }
+    event->group_tun = event->group.tun != 0;
 
     const struct clause *ic = &def.clauses[CL_INTERVAL];
     if (ic->buf) {

@@ -15,12 +15,19 @@
  *               sctp6, icmp6; fields dl_type, nw_proto, nw_src, nw_dst
  *               (address, address/prefix or address/mask), ipv6_src,
  *               ipv6_dst (address or address/prefix), tp_src, tp_dst
- *               (value or value/mask).  "any" or empty matches all IP.
+ *               (value or value/mask), tun_id (a VXLAN or Geneve VNI:
+ *               value or value/mask, at most 0xffffff; only packets
+ *               decapsulated from such a tunnel match it).  "any" or
+ *               empty matches all IP.  Without tun_id, a filter matches
+ *               tunnelled packets on their inner headers exactly as it
+ *               matches packets that are not tunnelled.
  *   predicate=  a boolean expression, see below.  It runs to the next
  *               clause keyword, so it may contain spaces.
- *   group=      "5tuple" (default), or a comma-separated list of fields
- *               with optional prefix lengths: nw_src/24,nw_dst/24,
- *               tp_dst, nw_proto, ipv6_src/64, ...
+ *   group=      "5tuple" (default: the 5-tuple and the tenant, see
+ *               tun_id), or a comma-separated list of fields with
+ *               optional prefix lengths: nw_src/24,nw_dst/24, tp_dst,
+ *               nw_proto, ipv6_src/64, tun_id (the packet's tenant: two
+ *               tenants' packets never share a group), ...
  *   interval=   a time (ns, us, ms, s); default 10ms.
  *
  * Predicates: numbers with units (KB MB GB = 10^3.., KiB MiB GiB = 2^10..,
@@ -177,7 +184,9 @@ struct tpm_match {
 
 /* Returns true if the flow key 'key' of a parsed frame matches filter
  * 'm': what the monitor's trigger index decides for a new flow, and what
- * tpm-replay counts when it sizes its tables from a capture. */
+ * tpm-replay counts when it sizes its tables from a capture.  The key's
+ * tenant slot 'tun' is never part of a filter's mask (the VNI is matched
+ * by 'struct tpm_tun_filter'). */
 static inline bool
 tpm_match_key(const struct tpm_match *m, const struct tpm_key *key)
 {
@@ -186,12 +195,46 @@ tpm_match_key(const struct tpm_match *m, const struct tpm_key *key)
     return tpm_key_equal(&masked, &m->key);
 }
 
+/* The filter's tun_id= item: a packet matches if it was decapsulated
+ * from a VXLAN or Geneve tunnel whose VNI, masked by 'mask', is 'vni'
+ * (already masked).  Kept apart from 'struct tpm_match', whose key holds
+ * the monitor's tenant slot rather than the VNI: the monitor tests it
+ * once per tenant (tpm_tun_filter_match()). */
+struct tpm_tun_filter {
+    bool on;                    /* tun_id= given: tunnelled packets only. */
+    uint32_t vni;               /* 24 bits, masked. */
+    uint32_t mask;              /* 24 bits; 0 (tun_id=0/0): any tunnel. */
+};
+
+/* The largest VNI (VXLAN and Geneve VNIs are 24 bits). */
+#define TPM_VNI_MAX 0xffffff
+
+/* Returns true if a packet decapsulated from 'tunnel' (all zero if it was
+ * not tunnelled) passes filter 'f'. */
+static inline bool
+tpm_tun_filter_match(const struct tpm_tun_filter *f,
+                     const struct tpm_pkt_tunnel *tunnel)
+{
+    return !f->on || (tunnel->type != TPM_TUN_NONE
+                      && (tunnel->vni & f->mask) == f->vni);
+}
+
+/* Formats 'f' as the filter item that parses back into it: "" if it is
+ * off, "tun_id=N" (decimal) for a full mask, "tun_id=0xV/0xM" otherwise.
+ * Caller frees. */
+char *tpm_tun_filter_to_string(const struct tpm_tun_filter *f);
+
 struct tpm_event {
     char *name;
     char *text;                 /* The definition as given. */
     struct tpm_match filter;
-    struct tpm_key group;       /* Granularity mask over the key. */
-    bool group_5tuple;          /* 'group' is the full 5-tuple. */
+    struct tpm_tun_filter filter_tun; /* The filter's tun_id= item. */
+    struct tpm_key group;       /* Granularity mask over the key: 'tun'
+                                 * 0xffff if the tenant is part of the
+                                 * group (tun_id, and 5tuple), else 0. */
+    bool group_5tuple;          /* 'group' is the full 5-tuple (with the
+                                 * tenant). */
+    bool group_tun;             /* 'group' has the tenant (group.tun). */
     uint64_t interval_ns;
     struct tpm_expr *pred;      /* Whole predicate. */
     const struct tpm_expr *value; /* Reported value: left operand of the
@@ -271,7 +314,7 @@ void tpm_expr_destroy(struct tpm_expr *expr);
 char *tpm_expr_to_string(const struct tpm_expr *);
 
 /* Formats a granularity mask as the group= clause would ("5tuple",
- * "nw_dst/24,tp_dst"); caller frees. */
+ * "nw_dst/24,tp_dst", "tun_id,nw_dst/24"); caller frees. */
 char *tpm_group_to_string(const struct tpm_key *group);
 
 /* Evaluates a per-packet term for 'pkt'.  Comparisons and logic yield 0

@@ -102,7 +102,8 @@ check_group_5tuple(const struct tpm_event *ev)
     ck_assert_uint_eq(ev->group.dport, 0xffff);
     ck_assert_uint_eq(ev->group.proto, 0xff);
     ck_assert_uint_eq(ev->group.ipver, 0xff);
-    ck_assert_uint_eq(ev->group.tun, 0);
+    ck_assert_uint_eq(ev->group.tun, 0xffff);
+    ck_assert(ev->group_tun);
 }
 
 static void
@@ -897,8 +898,167 @@ START_TEST(test_group_round_trip)
                            "ipv6_src/64,ipv6_dst/48", false);
     check_group_round_trip("ipv6_dst/33", "ipv6_dst/33", false);
     check_group_round_trip("ipv6_src/24", "nw_src/24", false);
+    /* The 5-tuple is with the tenant. */
     check_group_round_trip("nw_proto,tp_dst,tp_src,ipv6_dst,ipv6_src",
-                           "5tuple", true);
+                           "ipv6_src,ipv6_dst,tp_src,tp_dst,nw_proto", false);
+    check_group_round_trip("nw_proto,tp_dst,tun_id,tp_src,ipv6_dst,"
+                           "ipv6_src", "5tuple", true);
+    check_group_round_trip("tun_id", "tun_id", false);
+    check_group_round_trip("nw_dst/24, tun_id", "tun_id,nw_dst/24", false);
+    check_group_round_trip("tun_id,nw_src/0", "tun_id", false);
+}
+END_TEST
+
+/* tun_id in the filter: decimal, hex, masks, the largest VNI; printed
+ * back into the same filter; the key's mask untouched. */
+static void
+check_tun_filter(const char *item, uint32_t vni, uint32_t mask,
+                 const char *printed)
+{
+    char *text = xasprintf("filter=udp,%s,tp_dst=53 predicate=count() > 0",
+                           item);
+    struct tpm_event *ev = parse_ok(text);
+    ck_assert(ev->filter_tun.on);
+    ck_assert_uint_eq(ev->filter_tun.vni, vni);
+    ck_assert_uint_eq(ev->filter_tun.mask, mask);
+    ck_assert_uint_eq(ev->filter.mask.tun, 0);
+    ck_assert_uint_eq(ev->filter.key.dport, 53);
+
+    char *s = tpm_tun_filter_to_string(&ev->filter_tun);
+    ck_assert_str_eq(s, printed);
+    char *text2 = xasprintf("filter=udp,%s,tp_dst=53 predicate=count() > 0",
+                            s);
+    struct tpm_event *ev2 = parse_ok(text2);
+    ck_assert(!memcmp(&ev->filter_tun, &ev2->filter_tun,
+                      sizeof ev->filter_tun));
+    ck_assert(tpm_key_equal(&ev->filter.key, &ev2->filter.key)
+              && tpm_key_equal(&ev->filter.mask, &ev2->filter.mask));
+    tpm_event_destroy(ev);
+    tpm_event_destroy(ev2);
+    free(s);
+    free(text);
+    free(text2);
+}
+
+START_TEST(test_tun_id_filter)
+{
+    check_tun_filter("tun_id=5000", 5000, 0xffffff, "tun_id=5000");
+    check_tun_filter("tun_id=0x1388", 5000, 0xffffff, "tun_id=5000");
+    check_tun_filter("tun_id=0", 0, 0xffffff, "tun_id=0");
+    check_tun_filter("tun_id=16777215", 0xffffff, 0xffffff,
+                     "tun_id=16777215");
+    check_tun_filter("tun_id=0xffffff/0xff0000", 0xff0000, 0xff0000,
+                     "tun_id=0xff0000/0xff0000");
+    check_tun_filter("tun_id = 0x123456/255", 0x56, 0xff,
+                     "tun_id=0x56/0xff");
+    check_tun_filter("tun_id=7/0", 0, 0, "tun_id=0/0");
+
+    /* Without tun_id= the filter takes any packet, tunnelled or not. */
+    struct tpm_event *ev = parse_ok("filter=ip predicate=count() > 0");
+    ck_assert(!ev->filter_tun.on);
+    char *s = tpm_tun_filter_to_string(&ev->filter_tun);
+    ck_assert_str_eq(s, "");
+    free(s);
+    struct tpm_pkt_tunnel none = { 0 };
+    struct tpm_pkt_tunnel vx = { 5000, 50, TPM_TUN_VXLAN, 0 };
+    struct tpm_pkt_tunnel gen = { 5001, 58, TPM_TUN_GENEVE, 0 };
+    ck_assert(tpm_tun_filter_match(&ev->filter_tun, &none));
+    ck_assert(tpm_tun_filter_match(&ev->filter_tun, &vx));
+    tpm_event_destroy(ev);
+
+    /* With it, only the tunnels of its VNIs. */
+    ev = parse_ok("filter=ip,tun_id=5000/0xfffffe predicate=count() > 0");
+    ck_assert(!tpm_tun_filter_match(&ev->filter_tun, &none));
+    ck_assert(tpm_tun_filter_match(&ev->filter_tun, &vx));
+    ck_assert(tpm_tun_filter_match(&ev->filter_tun, &gen));
+    gen.vni = 5002;
+    ck_assert(!tpm_tun_filter_match(&ev->filter_tun, &gen));
+    struct tpm_event *c = tpm_event_clone(ev);
+    ck_assert(!memcmp(&c->filter_tun, &ev->filter_tun,
+                      sizeof ev->filter_tun));
+    tpm_event_destroy(c);
+    tpm_event_destroy(ev);
+
+    /* tun_id=0/0: any tunnelled packet. */
+    ev = parse_ok("filter=tun_id=0/0 predicate=count() > 0");
+    ck_assert(!tpm_tun_filter_match(&ev->filter_tun, &none));
+    ck_assert(tpm_tun_filter_match(&ev->filter_tun, &gen));
+    ck_assert_uint_eq(ev->filter.mask.ipver, 0);
+    tpm_event_destroy(ev);
+}
+END_TEST
+
+START_TEST(test_tun_id_errors)
+{
+    parse_err("filter=ip,tun_id=16777216 predicate=count() > 0", "filter",
+              18, "'16777216' is not a VNI: expected 0 to 16777215");
+    parse_err("filter=ip,tun_id=0x1000000 predicate=count() > 0", "filter",
+              18, "'0x1000000' is not a VNI");
+    parse_err("filter=ip,tun_id=18446744073709551615 predicate=count() > 0",
+              "filter", 18, "is not a VNI");
+    parse_err("filter=ip,tun_id=-1 predicate=count() > 0", "filter", 18,
+              "'-1' is not a VNI");
+    parse_err("filter=ip,tun_id=5x predicate=count() > 0", "filter", 18,
+              "'5x' is not a VNI");
+    parse_err("filter=ip,tun_id=5/0x1000000 predicate=count() > 0",
+              "filter", 20, "'0x1000000' is not a VNI mask: expected 0 to "
+              "0xffffff");
+    parse_err("filter=ip,tun_id=5/ predicate=count() > 0", "filter", 20,
+              "'' is not a VNI mask");
+    parse_err("filter=ip,tun_id= predicate=count() > 0", "filter", 11,
+              "field 'tun_id' needs a value");
+    parse_err("filter=ip,tun_id predicate=count() > 0", "filter", 11,
+              "field 'tun_id' needs a value");
+    parse_err("filter=tun_id=1,ip,tun_id=2 predicate=count() > 0", "filter",
+              20, "duplicate field 'tun_id'");
+    parse_err("filter=ip predicate=count() > 0 group=tun_id/24", "group",
+              45, "unexpected '/24' after 'tun_id'");
+    parse_err("filter=ip predicate=count() > 0 group=tun_id,tun_id", "group",
+              46, "duplicate field 'tun_id'");
+    parse_err("filter=ip predicate=count() > 0 group=tun_id,5tuple", "group",
+              46, "unexpected '5tuple' in a list");
+    parse_err("filter=ip predicate=count() > 0 group=tun", "group", 39,
+              "unknown field 'tun': expected 5tuple or a list of nw_src, "
+              "nw_dst, ipv6_src, ipv6_dst, tp_src, tp_dst, nw_proto and "
+              "tun_id");
+}
+END_TEST
+
+/* group=tun_id: the tenant slot in the granularity mask, so that two
+ * tenants' packets with the same inner fields fall in two groups, and
+ * packets that are not tunnelled (slot 0) in a group of their own. */
+START_TEST(test_tun_id_group)
+{
+    struct tpm_event *ev = parse_ok("filter=ip predicate=count() > 0 "
+                                    "group=tun_id,nw_dst/24");
+    ck_assert(ev->group_tun && !ev->group_5tuple);
+    ck_assert_uint_eq(ev->group.tun, 0xffff);
+    ck_assert_uint_eq(ev->group.dst[0], htonl(0xffffff00));
+    struct tpm_key a, b, ga, gb;
+    memset(&a, 0, sizeof a);
+    a.ipver = 4;
+    a.proto = 6;
+    a.dst[0] = htonl(0x0a000001);
+    b = a;
+    b.tun = 3;
+    tpm_key_and(&ga, &a, &ev->group);
+    tpm_key_and(&gb, &b, &ev->group);
+    ck_assert(!tpm_key_equal(&ga, &gb));
+    tpm_event_destroy(ev);
+
+    ev = parse_ok("filter=ip predicate=count() > 0 group=nw_dst/24");
+    ck_assert(!ev->group_tun);
+    tpm_key_and(&ga, &a, &ev->group);
+    tpm_key_and(&gb, &b, &ev->group);
+    ck_assert(tpm_key_equal(&ga, &gb));
+    tpm_event_destroy(ev);
+
+    ev = parse_ok("filter=ip predicate=count() > 0");
+    ck_assert(ev->group_tun && ev->group_5tuple);
+    tpm_key_and(&ga, &a, &ev->group);
+    tpm_key_and(&gb, &b, &ev->group);
+    ck_assert(!tpm_key_equal(&ga, &gb));
+    tpm_event_destroy(ev);
 }
 END_TEST
 
@@ -1384,8 +1544,8 @@ START_TEST(test_error_messages_exact)
         { "filter=nw_dest=10.0.0.1 predicate=count() > 1",
           "filter: column 8: unknown field 'nw_dest': expected one of ip, "
           "ipv6, tcp, udp, sctp, icmp, tcp6, udp6, sctp6, icmp6, dl_type, "
-          "nw_proto, nw_src, nw_dst, ipv6_src, ipv6_dst, tp_src, tp_dst or "
-          "any" },
+          "nw_proto, nw_src, nw_dst, ipv6_src, ipv6_dst, tp_src, tp_dst, "
+          "tun_id or any" },
         { "filter=tcp predicate=sum(volume) > 1MB interval=15 parsecs",
           "interval: column 49: '15 parsecs' is not a time: expected a "
           "number with a unit ns, us, ms or s, such as 10ms" },
@@ -1808,6 +1968,9 @@ event_suite(void)
     tcase_add_test(tc, test_filter_ipv4);
     tcase_add_test(tc, test_filter_ipv6);
     tcase_add_test(tc, test_group_round_trip);
+    tcase_add_test(tc, test_tun_id_filter);
+    tcase_add_test(tc, test_tun_id_errors);
+    tcase_add_test(tc, test_tun_id_group);
     tcase_add_test(tc, test_group_ipv6);
     suite_add_tcase(s, tc);
 
