@@ -48,6 +48,10 @@ EXTRA_EVENTS = [
     "mask filter=ip,nw_src=10.0.0.0/255.255.0.255 predicate="
     "stddev(volume) > 10% group=nw_dst/16",
     "# a comment line",
+    "tenant filter=udp6,tun_id=0xabcdef/0xffff00,tp_dst=53 predicate="
+    "count() > 10 group=tun_id,ipv6_dst/64",
+    "anytun filter=tun_id=0/0 predicate=sum(bytes) > 1GB group=tun_id",
+    "badvni filter=ip,tun_id=16777216 predicate=count() > 0",
 ]
 
 
