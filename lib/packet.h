@@ -19,14 +19,14 @@
  * frame whose outer header is IPv4 or IPv6 (with or without VLAN tags)
  * and UDP to one of those ports is parsed as the tenant's inner Ethernet
  * frame, by the same code as any frame, and the tunnel is given apart
- * ('tunnel': its type, VNI and the inner frame's offset).  Everything a packet's
- * variables see is the inner frame's: the key, 'bytes' (the inner frame's
- * length: what the VM sent or receives, so that both directions count
- * the same bytes, the egress one being seen before OVS pushes the outer
- * header), 'volume', 'ttl', 'ecn' and the TCP fields.  The key's 'tun'
- * is the monitor's tenant slot, which the parser leaves 0: the monitor
- * interns each VNI into a slot of its own, so that two tenants with the
- * same inner 5-tuple are two flows.  The outer flow of a tunnelled frame
+ * ('tunnel': its type, VNI and the inner frame's offset).  Everything a
+ * packet's variables see is the inner frame's: the key, 'bytes' (the
+ * inner frame's length: what the VM sent or receives, so that both
+ * directions count the same bytes, the egress one being seen before OVS
+ * pushes the outer header), 'volume', 'ttl', 'ecn' and the TCP fields.
+ * The key's 'tun' is the monitor's tenant slot, which the parser leaves
+ * 0: the monitor interns each VNI into a slot of its own, so that two
+ * tenants with the same inner 5-tuple are two flows.  The outer flow of a tunnelled frame
  * is what tpm_packet_parse_full() (which never decapsulates) gives for
  * the same frame; its length on the wire is 'tunnel.inner_off' + 'bytes'.
  *

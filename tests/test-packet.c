@@ -1328,7 +1328,8 @@ pkt_equal(const struct tpm_pkt *a, const struct tpm_pkt *b)
            && a->ttl == b->ttl && a->ecn == b->ecn
            && a->tcp_flags == b->tcp_flags && a->wscale == b->wscale
            && a->mss == b->mss && a->tunnel.type == b->tunnel.type
-           && a->tunnel.vni == b->tunnel.vni && a->tunnel.inner_off == b->tunnel.inner_off;
+           && a->tunnel.vni == b->tunnel.vni
+           && a->tunnel.inner_off == b->tunnel.inner_off;
 }
 
 /* The L4 length of frame 'f' according to its IP header (IPv4 total
@@ -1968,7 +1969,8 @@ START_TEST(test_tunnel_malformed)
                       name);
         ck_assert_uint_eq(p.key.ipver, 0);
         ck_assert_uint_eq(p.bytes, f.n);
-        ck_assert(p.tunnel.type == TPM_TUN_NONE && !p.tunnel.vni && !p.tunnel.inner_off);
+        ck_assert(p.tunnel.type == TPM_TUN_NONE && !p.tunnel.vni
+                  && !p.tunnel.inner_off);
     }
 }
 END_TEST

@@ -38,7 +38,8 @@ pkt_equal(const struct tpm_pkt *a, const struct tpm_pkt *b)
            && a->ttl == b->ttl && a->ecn == b->ecn
            && a->tcp_flags == b->tcp_flags && a->wscale == b->wscale
            && a->mss == b->mss && a->tunnel.type == b->tunnel.type
-           && a->tunnel.vni == b->tunnel.vni && a->tunnel.inner_off == b->tunnel.inner_off;
+           && a->tunnel.vni == b->tunnel.vni
+           && a->tunnel.inner_off == b->tunnel.inner_off;
 }
 
 static bool
@@ -141,7 +142,8 @@ check_tunnels(const uint8_t *data, uint32_t caplen, uint32_t wirelen,
         FUZZ_CHECK(tfull.tunnel.type == TPM_TUN_VXLAN
                    || tfull.tunnel.type == TPM_TUN_GENEVE, "tun_type %u",
                    tfull.tunnel.type);
-        FUZZ_CHECK(tfull.tunnel.vni <= 0xffffff, "tun_id %#x", tfull.tunnel.vni);
+        FUZZ_CHECK(tfull.tunnel.vni <= 0xffffff, "vni %#x",
+                   tfull.tunnel.vni);
         FUZZ_CHECK(tfull.tunnel.inner_off < caplen, "inner_off %u past %u",
                    tfull.tunnel.inner_off, caplen);
         FUZZ_CHECK(r_full && full->key.proto == 17
