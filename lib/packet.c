@@ -837,7 +837,8 @@ int_field__(struct tpm_key_field *f, const char *name, unsigned int v)
 
 int
 tpm_key_fields(const struct tpm_key *mask, const struct tpm_key *key,
-               struct tpm_key_field fields[5])
+               uint32_t tun_id,
+               struct tpm_key_field fields[TPM_KEY_FIELDS_MAX])
 {
     bool v6 = key->ipver == 6;
     int n = 0;
@@ -858,6 +859,9 @@ tpm_key_fields(const struct tpm_key *mask, const struct tpm_key *key,
     }
     if (mask->dport) {
         int_field__(&fields[n++], "tp_dst", key->dport);
+    }
+    if (mask->tun && key->tun) {
+        int_field__(&fields[n++], "tun_id", tun_id);
     }
     return n;
 }

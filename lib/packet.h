@@ -660,11 +660,17 @@ struct tpm_key_field {
     char str_value[64];         /* !is_int. */
 };
 
+/* Most fields tpm_key_fields() stores. */
+#define TPM_KEY_FIELDS_MAX 6
+
 /* Stores in 'fields' the fields of 'key' that 'mask' selects, in the order
- * nw_proto, nw_src, nw_dst, tp_src, tp_dst, and returns how many (at most
- * 5).  Every report format uses this, so groups print the same
- * everywhere. */
+ * nw_proto, nw_src, nw_dst, tp_src, tp_dst, tun_id, and returns how many
+ * (at most TPM_KEY_FIELDS_MAX).  "tun_id" is 'tun_id', the VNI of a
+ * tenant's group: present if the mask selects the tenant and the key is a
+ * tenant's ('key->tun' not 0).  Every report format uses this, so groups
+ * print the same everywhere. */
 int tpm_key_fields(const struct tpm_key *mask, const struct tpm_key *key,
-                   struct tpm_key_field fields[5]);
+                   uint32_t tun_id,
+                   struct tpm_key_field fields[TPM_KEY_FIELDS_MAX]);
 
 #endif /* packet.h */

@@ -196,8 +196,8 @@ tem_alert_raise(struct tem_core *core, struct tem_event *e,
                 bool has_threshold, bool deadline, uint64_t now)
 {
     struct sbuf *b = &core->alert_buf;
-    struct tpm_key_field fields[5];
-    int n_fields = tpm_key_fields(&e->ev->group, &d->key.group, fields);
+    struct tpm_key_field fields[TPM_KEY_FIELDS_MAX];
+    int n_fields = tpm_key_fields(&e->ev->group, &d->key.group, 0, fields);
     bool first;
 
     b->len = 0;
@@ -351,8 +351,8 @@ void
 tem_alert_late_undecidable(struct tem_core *core, struct tem_event *e,
                            const struct tpm_decision *d)
 {
-    struct tpm_key_field fields[5];
-    int n_fields = tpm_key_fields(&e->ev->group, &d->key.group, fields);
+    struct tpm_key_field fields[TPM_KEY_FIELDS_MAX];
+    int n_fields = tpm_key_fields(&e->ev->group, &d->key.group, 0, fields);
     struct sbuf b = SBUF_INITIALIZER;
 
     core->stats.late_undecidable++;

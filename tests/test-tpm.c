@@ -292,6 +292,205 @@ START_TEST(test_heavy_5tuple)
 }
 END_TEST
 
+/* Wraps the frame 'in' into 'out': Ethernet, IPv4 (172.16.0.2 ->
+ * 172.16.0.1), UDP to 'dport' and a VXLAN header with 'vni'. */
+static void
+vxlan_frame(struct frame *out, const struct frame *in, uint16_t dport,
+            uint32_t vni)
+{
+    uint8_t *p = out->data;
+    uint32_t ulen = 8 + 8 + in->len;
+
+    memset(out, 0, sizeof *out);
+    ck_assert_uint_le(14 + 20 + ulen, sizeof out->data);
+    put16(p + 12, 0x0800);
+    uint8_t *ip = p + 14;
+    ip[0] = 0x45;
+    put16(ip + 2, 20 + ulen);
+    ip[8] = 64;
+    ip[9] = 17;
+    uint32_t sa = htonl(ip4(172, 16, 0, 2)), da = htonl(ip4(172, 16, 0, 1));
+    memcpy(ip + 12, &sa, 4);
+    memcpy(ip + 16, &da, 4);
+    uint8_t *udp = ip + 20;
+    put16(udp, 50000);
+    put16(udp + 2, dport);
+    put16(udp + 4, ulen);
+    uint8_t *vx = udp + 8;
+    vx[0] = 0x08;
+    vx[4] = vni >> 16;
+    vx[5] = vni >> 8;
+    vx[6] = vni;
+    memcpy(vx + 8, in->data, in->len);
+    out->len = 14 + 20 + ulen;
+}
+
+/* Sums the values of event 'id''s reports whose group is tenant 'vni'
+ * ('tenant' false: no tenant) and destination 'dst'; '*n' reports. */
+static double
+tenant_sum(const struct reports *rs, uint32_t id, bool tenant, uint32_t vni,
+           uint32_t dst, int *n)
+{
+    double v = 0;
+    *n = 0;
+    for (int i = 0; i < rs->n; i++) {
+        const struct tpm_report *r = &rs->r[i];
+        if (r->event_id == id && (r->group.tun != 0) == tenant
+            && (!tenant || r->tun_id == vni)
+            && (!dst || r->group.dst[0] == htonl(dst))) {
+            v += r->value;
+            (*n)++;
+        }
+    }
+    return v;
+}
+
+/* Tenants: VXLAN frames to a tunnel port are counted under their inner
+ * 5-tuple and VNI; two tenants' identical 5-tuples stay apart (group
+ * 5tuple and tun_id), tun_id= selects one tenant, a port's tenant applies
+ * to its untunnelled frames, and without tunnel ports nothing is
+ * decapsulated (the outer flow is counted). */
+START_TEST(test_tenants)
+{
+    struct tpm *tpm = new_tpm(NULL);
+    struct reports rs = { .n = 0 };
+    struct tpm_tunnel_ports ports;
+    struct frame in, back, a, b;
+
+    tpm_tunnel_ports_init(&ports);
+    ck_assert(tpm_tunnel_ports_add(&ports, 4789, TPM_TUN_VXLAN));
+    tpm_set_tunnel_ports(tpm, &ports);
+
+    add(tpm, 1, "all filter=udp predicate=sum(packets) > 0 group=5tuple");
+    add(tpm, 2, "a filter=udp,tun_id=5001 predicate=sum(bytes) > 0 "
+        "group=5tuple");
+    add(tpm, 3, "ten filter=udp predicate=sum(packets) > 0 group=tun_id");
+    add(tpm, 4, "masked filter=udp,tun_id=0x1300/0xff00 "
+        "predicate=sum(packets) > 0 group=tun_id");
+
+    /* The same inner flow in both tenants: 3 frames of 5001, 5 of 5002. */
+    udp_frame(&in, ip4(10, 0, 0, 2), ip4(10, 0, 0, 1), 7001, 8001, 20, 64);
+    vxlan_frame(&a, &in, 4789, 5001);
+    vxlan_frame(&b, &in, 4789, 5002);
+    for (int i = 0; i < 3; i++) {
+        send1(tpm, T0 + i * 100, &a);
+    }
+    for (int i = 0; i < 5; i++) {
+        send1(tpm, T0 + 1000 + i * 100, &b);
+    }
+    /* The VM of tenant 5002 answers from its port: 2 untunnelled frames
+     * counted as that tenant's; then 1 frame of a port of no tenant. */
+    udp_frame(&back, ip4(10, 0, 0, 1), ip4(10, 0, 0, 2), 8001, 7001, 30, 64);
+    tpm_set_rx_tunnel(tpm, true, 5002);
+    send1(tpm, T0 + 2000, &back);
+    send1(tpm, T0 + 2100, &back);
+    tpm_set_rx_tunnel(tpm, false, 0);
+    send1(tpm, T0 + 2200, &back);
+    tpm_advance(tpm, T0 + 10 * MS);
+    sweep_all(tpm);
+    collect(tpm, &rs);
+
+    int n;
+    uint32_t vm = ip4(10, 0, 0, 1), remote = ip4(10, 0, 0, 2);
+    ck_assert_double_eq(tenant_sum(&rs, 1, true, 5001, vm, &n), 3);
+    ck_assert_int_eq(n, 1);
+    ck_assert_double_eq(tenant_sum(&rs, 1, true, 5002, vm, &n), 5);
+    ck_assert_int_eq(n, 1);
+    ck_assert_double_eq(tenant_sum(&rs, 1, true, 5002, remote, &n), 2);
+    ck_assert_int_eq(n, 1);
+    ck_assert_double_eq(tenant_sum(&rs, 1, false, 0, remote, &n), 1);
+    ck_assert_int_eq(n, 1);
+    ck_assert_double_eq(tenant_sum(&rs, 1, false, 0, vm, &n), 0);
+    ck_assert_int_eq(n, 0);
+    /* Bytes of the inner frame (60, the minimum), tenant 5001 only. */
+    ck_assert_double_eq(tenant_sum(&rs, 2, true, 5001, 0, &n), 3 * 62);
+    ck_assert_int_eq(n, 1);
+    ck_assert_double_eq(tenant_sum(&rs, 2, true, 5002, 0, &n), 0);
+    ck_assert_int_eq(n, 0);
+    ck_assert_double_eq(tenant_sum(&rs, 3, true, 5001, 0, &n), 3);
+    ck_assert_double_eq(tenant_sum(&rs, 3, true, 5002, 0, &n), 7);
+    ck_assert_double_eq(tenant_sum(&rs, 3, false, 0, 0, &n), 1);
+    /* 5001 = 0x1389 and 5002 = 0x138a are both in 0x1300/0xff00. */
+    ck_assert_double_eq(tenant_sum(&rs, 4, true, 5001, 0, &n), 3);
+    ck_assert_double_eq(tenant_sum(&rs, 4, true, 5002, 0, &n), 7);
+    ck_assert_double_eq(tenant_sum(&rs, 4, false, 0, 0, &n), 0);
+
+    /* A poll names the tenant by its VNI. */
+    const struct tpm_report *r = NULL;
+    for (int i = 0; i < rs.n; i++) {
+        if (rs.r[i].event_id == 3 && rs.r[i].tun_id == 5002) {
+            r = &rs.r[i];
+        }
+    }
+    ck_assert_ptr_nonnull(r);
+    double v;
+    ck_assert_int_eq(tpm_poll(tpm, 3, &r->group, 5002, r->epoch, &v),
+                     TPM_POLL_OK);
+    ck_assert_double_eq(v, 7);
+    ck_assert_int_eq(tpm_poll(tpm, 3, &r->group, 5003, r->epoch, &v),
+                     TPM_POLL_NO_GROUP);
+
+    struct tpm_stats s;
+    stats(tpm, &s);
+    ck_assert_uint_eq(s.parse.tun_decapsulated, 8);
+    ck_assert_uint_eq(s.tenants, 2);
+    ck_assert_uint_eq(s.tun_slots_full, 0);
+    tpm_destroy(tpm);
+
+    /* No tunnel ports: the outer flow, of no tenant. */
+    rs.n = 0;
+    tpm = new_tpm(NULL);
+    add(tpm, 1, "all filter=udp predicate=sum(packets) > 0 group=5tuple");
+    send1(tpm, T0, &a);
+    send1(tpm, T0 + 100, &b);
+    tpm_advance(tpm, T0 + 10 * MS);
+    sweep_all(tpm);
+    collect(tpm, &rs);
+    ck_assert_double_eq(tenant_sum(&rs, 1, false, 0, ip4(172, 16, 0, 1),
+                                   &n), 2);
+    ck_assert_int_eq(n, 1);
+    tpm_destroy(tpm);
+}
+END_TEST
+
+/* Tenant slots are finite: a VNI beyond them is not counted (never
+ * merged with another tenant), and counted as such. */
+START_TEST(test_tenant_slots_full)
+{
+    struct tpm_params p;
+    test_params(&p);
+    p.tenant_slots = 2;
+    struct tpm *tpm = new_tpm(&p);
+    struct reports rs = { .n = 0 };
+    struct tpm_tunnel_ports ports;
+    struct frame in, t;
+
+    tpm_tunnel_ports_init(&ports);
+    ck_assert(tpm_tunnel_ports_add(&ports, 4789, TPM_TUN_VXLAN));
+    tpm_set_tunnel_ports(tpm, &ports);
+    add(tpm, 1, "ten filter=udp predicate=sum(packets) > 0 group=tun_id");
+    udp_frame(&in, ip4(10, 0, 0, 2), ip4(10, 0, 0, 1), 7001, 8001, 20, 64);
+    for (uint32_t vni = 1; vni <= 4; vni++) {
+        vxlan_frame(&t, &in, 4789, vni);
+        send1(tpm, T0 + vni * 100, &t);
+        send1(tpm, T0 + vni * 100 + 50, &t);
+    }
+    tpm_advance(tpm, T0 + 10 * MS);
+    sweep_all(tpm);
+    collect(tpm, &rs);
+    int n;
+    ck_assert_double_eq(tenant_sum(&rs, 1, true, 1, 0, &n), 2);
+    ck_assert_double_eq(tenant_sum(&rs, 1, true, 2, 0, &n), 2);
+    ck_assert_double_eq(tenant_sum(&rs, 1, true, 3, 0, &n), 0);
+    ck_assert_int_eq(rs.n, 2);
+    struct tpm_stats s;
+    stats(tpm, &s);
+    ck_assert_uint_eq(s.tun_slots_full, 4);
+    ck_assert_uint_eq(s.tenants, 2);
+    tpm_destroy(tpm);
+}
+END_TEST
+
 START_TEST(test_group_aggregation)
 {
     struct tpm *tpm = new_tpm(NULL);
@@ -1485,15 +1684,15 @@ START_TEST(test_poll_history)
 
     struct tpm_key g = { .ipver = 4 };
     g.dst[0] = htonl(ip4(10, 7, 200, 200));   /* Masked to 10.7/16. */
-    ck_assert_int_eq(tpm_poll(tpm, 3, &g, e0 + 7, &v), TPM_POLL_OK);
+    ck_assert_int_eq(tpm_poll(tpm, 3, &g, 0, e0 + 7, &v), TPM_POLL_OK);
     ck_assert_double_eq(v, 80);
-    ck_assert_int_eq(tpm_poll(tpm, 3, &g, e0 + 4, &v), TPM_POLL_OK);
+    ck_assert_int_eq(tpm_poll(tpm, 3, &g, 0, e0 + 4, &v), TPM_POLL_OK);
     ck_assert_double_eq(v, 50);
-    ck_assert_int_eq(tpm_poll(tpm, 3, &g, e0 + 3, &v), TPM_POLL_EXPIRED);
-    ck_assert_int_eq(tpm_poll(tpm, 3, &g, e0 + 8, &v), TPM_POLL_NOT_YET);
+    ck_assert_int_eq(tpm_poll(tpm, 3, &g, 0, e0 + 3, &v), TPM_POLL_EXPIRED);
+    ck_assert_int_eq(tpm_poll(tpm, 3, &g, 0, e0 + 8, &v), TPM_POLL_NOT_YET);
     g.dst[0] = htonl(ip4(10, 8, 0, 0));
-    ck_assert_int_eq(tpm_poll(tpm, 3, &g, e0 + 7, &v), TPM_POLL_NO_GROUP);
-    ck_assert_int_eq(tpm_poll(tpm, 4, &g, e0 + 7, &v), TPM_POLL_NO_EVENT);
+    ck_assert_int_eq(tpm_poll(tpm, 3, &g, 0, e0 + 7, &v), TPM_POLL_NO_GROUP);
+    ck_assert_int_eq(tpm_poll(tpm, 4, &g, 0, e0 + 7, &v), TPM_POLL_NO_EVENT);
 
     /* An event added later (as the TEM installs its events again after a
      * resync) knows nothing of the intervals over before it: expired,
@@ -1506,12 +1705,12 @@ START_TEST(test_poll_history)
     tpm_advance(tpm, T0 + 90 * MS);
     sweep_all(tpm);
     g.dst[0] = htonl(ip4(10, 7, 0, 0));
-    ck_assert_int_eq(tpm_poll(tpm, 4, &g, e0 + 7, &v), TPM_POLL_EXPIRED);
-    ck_assert_int_eq(tpm_poll(tpm, 4, &g, e0 + 8, &v), TPM_POLL_OK);
+    ck_assert_int_eq(tpm_poll(tpm, 4, &g, 0, e0 + 7, &v), TPM_POLL_EXPIRED);
+    ck_assert_int_eq(tpm_poll(tpm, 4, &g, 0, e0 + 8, &v), TPM_POLL_OK);
     ck_assert_double_eq(v, 10);
     g.dst[0] = htonl(ip4(10, 8, 0, 0));
-    ck_assert_int_eq(tpm_poll(tpm, 4, &g, e0 + 7, &v), TPM_POLL_EXPIRED);
-    ck_assert_int_eq(tpm_poll(tpm, 4, &g, e0 + 8, &v), TPM_POLL_NO_GROUP);
+    ck_assert_int_eq(tpm_poll(tpm, 4, &g, 0, e0 + 7, &v), TPM_POLL_EXPIRED);
+    ck_assert_int_eq(tpm_poll(tpm, 4, &g, 0, e0 + 8, &v), TPM_POLL_NO_GROUP);
     tpm_destroy(tpm);
 }
 END_TEST
@@ -1545,7 +1744,7 @@ START_TEST(test_poll_quiet_group)
     for (int e = 1; e <= 8; e++) {
         tpm_advance(tpm, T0 + e * 10 * MS);
         sweep_all(tpm);
-        enum tpm_poll_status st = tpm_poll(tpm, 5, &g, e0, &v);
+        enum tpm_poll_status st = tpm_poll(tpm, 5, &g, 0, e0, &v);
         if (e <= 4) {
             ck_assert_msg(st == TPM_POLL_OK && v == 150,
                           "epoch +%d: status %d value %g", e, st, v);
@@ -1608,7 +1807,7 @@ START_TEST(test_control_rings)
     ck_assert_int_eq(r.type, TPM_REPORT_SATISFIED);
     ck_assert_double_eq(r.value, 3);
 
-    ck_assert(tpm_submit_poll(tpm, 9, &r.group, r.epoch, 104));
+    ck_assert(tpm_submit_poll(tpm, 9, &r.group, r.tun_id, r.epoch, 104));
     ck_assert(tpm_submit_del(tpm, 9, 105));
     ck_assert_int_eq(tpm_run_control(tpm, 100), 2);
     ck_assert(tpm_pop_report(tpm, &r));
@@ -1709,7 +1908,7 @@ ctl_thread__(void *ctx_)
         nanosleep(&ts, NULL);
         struct tpm_key g = { .ipver = 4 };
         g.dst[0] = htonl(ip4(10, 11, round % 4, 0));
-        tpm_submit_poll(ctx->tpm, round, &g, 0, cookie);
+        tpm_submit_poll(ctx->tpm, round, &g, 0, 0, cookie);
         if (!ctl_wait__(ctx, TPM_REPORT_POLL_REPLY, cookie++, &r)) {
             break;
         }
@@ -2073,11 +2272,11 @@ START_TEST(test_tcp_vars)
     g.dport = 40000;
     double v;
     uint64_t e0 = T0 / (10 * MS);
-    ck_assert_int_eq(tpm_poll(tpm, 200, &g, e0, &v), TPM_POLL_OK);
+    ck_assert_int_eq(tpm_poll(tpm, 200, &g, 0, e0, &v), TPM_POLL_OK);
     ck_assert_double_eq(v, 100000);
-    ck_assert_int_eq(tpm_poll(tpm, 201, &g, e0, &v), TPM_POLL_OK);
+    ck_assert_int_eq(tpm_poll(tpm, 201, &g, 0, e0, &v), TPM_POLL_OK);
     ck_assert_double_eq(v, 2);
-    ck_assert_int_eq(tpm_poll(tpm, 202, &g, e0, &v), TPM_POLL_OK);
+    ck_assert_int_eq(tpm_poll(tpm, 202, &g, 0, e0, &v), TPM_POLL_OK);
     ck_assert_double_eq(v, 300 << 9);
 
     struct tpm_stats s;
@@ -2348,6 +2547,8 @@ tpm_suite(void)
     tcase_add_test(tc, test_heavy_5tuple);
     tcase_add_test(tc, test_parse_counters);
     tcase_add_test(tc, test_group_aggregation);
+    tcase_add_test(tc, test_tenants);
+    tcase_add_test(tc, test_tenant_slots_full);
     tcase_add_test(tc, test_aggregates_random);
     tcase_add_test(tc, test_aggregates_runs);
     tcase_add_test(tc, test_sweep_paths);

@@ -6,6 +6,7 @@ tpm_libtpm_la_SOURCES = \
 	tpm/match-scatter.c \
 	tpm/sweep.c tpm/sweep-sched.h \
 	tpm/tcp-state.c \
+	tpm/tenants.c tpm/tenants.h \
 	tpm/tpm.c tpm/tpm.h tpm/tpm-private.h \
 	tpm/triggers.c \
 	tpm/trig-index.c tpm/trig-index.h

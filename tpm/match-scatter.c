@@ -156,6 +156,27 @@ flow_attach__(struct tpm *tpm, struct tpm_flow *f, uint32_t evi)
     return true;
 }
 
+/* Returns true if flow 'f' passes event 'ev''s tun_id= item: the trigger
+ * index matches the key, whose tenant is a slot; the VNI is tested here,
+ * once per new flow and event that has the item. */
+static inline bool
+flow_tun_ok__(const struct tpm *tpm, const struct tpm_ev *ev,
+              const struct tpm_flow *f)
+{
+    const struct tpm_tun_filter *tf = &ev->def->filter_tun;
+
+    if (OVS_LIKELY(!tf->on)) {
+        return true;
+    }
+    struct tpm_pkt_tunnel t = { .type = TPM_TUN_NONE };
+    if (f->key.tun) {
+        /* Decapsulated, or a tenant's port: its VNI either way. */
+        t.type = TPM_TUN_VXLAN;
+        t.vni = tpm_tenants_vni(tpm->tenants, f->key.tun);
+    }
+    return tpm_tun_filter_match(tf, &t);
+}
+
 /* Matches flow 'f' against every event's filter and attaches it. */
 static void
 flow_match__(struct tpm *tpm, struct tpm_flow *f)
@@ -171,7 +192,9 @@ flow_match__(struct tpm *tpm, struct tpm_flow *f)
         n = max;
     }
     for (uint32_t i = 0; i < n; i++) {
-        flow_attach__(tpm, f, ids[i]);
+        if (flow_tun_ok__(tpm, &tpm->evs[ids[i]], f)) {
+            flow_attach__(tpm, f, ids[i]);
+        }
     }
 }
 
@@ -192,6 +215,7 @@ tpm_backfill_step__(struct tpm *tpm, uint32_t n)
             if (f->state == TPM_FLOW_LIVE
                 && (int16_t) (f->birth - ev->seq) < 0
                 && tpm_match_key(&ev->def->filter, &f->key)
+                && flow_tun_ok__(tpm, ev, f)
                 && flow_attach__(tpm, f, e)) {
                 TPM_STAT_ADD(tpm, backfilled, 1);
             }
@@ -479,6 +503,31 @@ scatter__(struct tpm *tpm, struct tpm_pkt *pkts, const uint64_t *ts, int n,
     return hits;
 }
 
+/* Puts the tenant of 'pkt' into its key: the slot of the VNI it was
+ * decapsulated from, or of its port's (tpm_set_rx_tunnel()), and hashes
+ * the key again.  Returns false, leaving the packet unparsed (not
+ * monitored, counted), if the tenant has no slot: every one is taken. */
+static bool
+tenant_key__(struct tpm *tpm, struct tpm_pkt *pkt)
+{
+    uint32_t vni = pkt->tunnel.type ? pkt->tunnel.vni : tpm->rx_tun_vni;
+    uint16_t slot = tpm->tun_last_slot;
+
+    if (!slot || tpm->tun_last_vni != vni) {
+        slot = tpm_tenants_intern(tpm->tenants, vni);
+        if (OVS_UNLIKELY(!slot)) {
+            TPM_STAT_ADD(tpm, tun_slots_full, 1);
+            pkt->key.ipver = 0;
+            return false;
+        }
+        tpm->tun_last_vni = vni;
+        tpm->tun_last_slot = slot;
+    }
+    pkt->key.tun = slot;
+    pkt->hash = tpm_key_hash(&pkt->key);
+    return true;
+}
+
 /* Phase 1 for 'n' frames, with arrival times 'ts' (NULL: the monitor's
  * clock). */
 static inline void
@@ -516,9 +565,13 @@ process_batch__(struct tpm *tpm, const struct tpm_frame *frames,
     for (int i = 0; i < n; i++) {
         struct tpm_pkt *pkt = &pkts[i];
         bytes += frames[i].wirelen;
-        if (!tpm_packet_parse_hash(frames[i].data, frames[i].caplen,
-                                   frames[i].wirelen, pkt,
-                                   &tpm->st.parse)) {
+        if (!tpm_packet_parse_hash_tun(frames[i].data, frames[i].caplen,
+                                       frames[i].wirelen, pkt,
+                                       &tpm->st.parse, &tpm->tunnels)) {
+            continue;
+        }
+        if (OVS_UNLIKELY(pkt->tunnel.type | tpm->rx_tunnelled)
+            && !tenant_key__(tpm, pkt)) {
             continue;
         }
         if (pkt->hash == prev_hash) {
@@ -547,6 +600,9 @@ process_batch__(struct tpm *tpm, const struct tpm_frame *frames,
     TPM_STAT_SET(tpm, flow_evictions, fs->evictions);
     TPM_STAT_SET(tpm, dos_removed_collision, fs->pending_reused);
     TPM_STAT_SET(tpm, flows_live, tpm->ft.n_live);
+    if (OVS_UNLIKELY(tpm->tun_last_slot)) {
+        TPM_STAT_SET(tpm, tenants, tpm_tenants_count(tpm->tenants));
+    }
 }
 
 void

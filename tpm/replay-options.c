@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* tpm-replay's command line: see replay-options.h. */
 #include "replay-options.h"
+#include "tenants.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -30,7 +31,8 @@ enum {
     OPT_REALTIME, OPT_LINGER, OPT_LOOP, OPT_CONNECT_TIMEOUT, OPT_SETTLE,
     OPT_REQUIRE, OPT_START_AT, OPT_TCP_POOL, OPT_BURST_GAP,
     OPT_TEM_KEY, OPT_HOST_KEY_FILE, OPT_INSECURE, OPT_CHUNKS,
-    OPT_TABLE_MEMORY, OPT_OUTAGE_BUFFER,
+    OPT_TABLE_MEMORY, OPT_OUTAGE_BUFFER, OPT_TUNNEL_PORTS,
+    OPT_TENANT_SLOTS,
 };
 
 static const struct option replay_long_options[] = {
@@ -52,6 +54,8 @@ static const struct option replay_long_options[] = {
     { "max-table-memory", required_argument, NULL, OPT_TABLE_MEMORY },
     { "tcp-state-pool", required_argument, NULL, OPT_TCP_POOL },
     { "burst-gap", required_argument, NULL, OPT_BURST_GAP },
+    { "tunnel-ports", required_argument, NULL, OPT_TUNNEL_PORTS },
+    { "tenant-slots", required_argument, NULL, OPT_TENANT_SLOTS },
     { "stats", no_argument, NULL, OPT_STATS },
     { "controller", required_argument, NULL, OPT_CONTROLLER },
     { "host-id", required_argument, NULL, OPT_HOST_ID },
@@ -131,6 +135,13 @@ replay_options_usage__(void)
            "from the capture;\n"
            "                          a capture that needs more is "
            "refused (4GiB)\n"
+           "  --tunnel-ports LIST     UDP ports whose VXLAN or Geneve "
+           "packets are counted\n"
+           "                          under their inner flow and VNI: "
+           "vxlan[:PORT],\n"
+           "                          geneve[:PORT], ... (none)\n"
+           "  --tenant-slots N        VNIs told apart (4096, at most "
+           "65535)\n"
            "  --burst-gap TIME        is_burst: largest gap to the flow's "
            "previous packet\n"
            "                          (20us)\n"
@@ -297,6 +308,14 @@ replay_options_monitor__(struct replay_options *o, struct replay_parse *ps,
         break;
     case OPT_BURST_GAP:
         params->burst_gap_ns = cli_time(name, arg, true);
+        break;
+    case OPT_TUNNEL_PORTS:
+        if ((error = tpm_tunnel_ports_parse(arg, &o->tunnel_ports))) {
+            cli_die("%s: %s", name, error);
+        }
+        break;
+    case OPT_TENANT_SLOTS:
+        params->tenant_slots = cli_uint(name, arg, 1, TPM_TENANT_SLOTS_MAX);
         break;
     default:
         return false;

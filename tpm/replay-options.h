@@ -43,6 +43,7 @@ struct replay_options {
     struct tpm_params params;
     struct table_options tables;
 
+    struct tpm_tunnel_ports tunnel_ports;   /* --tunnel-ports. */
     bool stats;                 /* --stats. */
     bool realtime;              /* --realtime. */
     uint64_t start_ns;          /* --start-at (0: none). */

@@ -8,11 +8,12 @@
 #include "util.h"
 
 struct json_object *
-tpm_group_to_json(const struct tpm_key *mask, const struct tpm_key *gkey)
+tpm_group_to_json(const struct tpm_key *mask, const struct tpm_key *gkey,
+                  uint32_t tun_id)
 {
     struct json_object *obj = json_object_new_object();
-    struct tpm_key_field fields[5];
-    int n = tpm_key_fields(mask, gkey, fields);
+    struct tpm_key_field fields[TPM_KEY_FIELDS_MAX];
+    int n = tpm_key_fields(mask, gkey, tun_id, fields);
 
     for (int i = 0; i < n; i++) {
         json_object_object_add(obj, fields[i].name,
@@ -44,7 +45,8 @@ tpm_report_to_json(const struct tpm_event *event, const struct tpm_report *r)
                            json_object_new_string(event->name));
     json_object_object_add(obj, "epoch", json_object_new_int64(r->epoch));
     json_object_object_add(obj, "group",
-                           tpm_group_to_json(&event->group, &r->group));
+                           tpm_group_to_json(&event->group, &r->group,
+                                             r->tun_id));
     json_object_object_add(obj, "value", tpm_number_to_json(r->value));
     if (r->flags & TPM_REPORT_PARTIAL) {
         json_object_object_add(obj, "partial",

@@ -24,9 +24,11 @@
 #include "tpm.h"
 
 /* Returns a new JSON object for the group key 'gkey' of an event whose
- * granularity mask is 'mask'. */
+ * granularity mask is 'mask'; a tenant's group ('gkey->tun' not 0) has
+ * "tun_id": 'tun_id'. */
 struct json_object *tpm_group_to_json(const struct tpm_key *mask,
-                                      const struct tpm_key *gkey);
+                                      const struct tpm_key *gkey,
+                                      uint32_t tun_id);
 
 /* Returns a new JSON number for 'v': an integer if 'v' is integral. */
 struct json_object *tpm_number_to_json(double v);

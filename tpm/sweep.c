@@ -187,6 +187,8 @@ interval_end__(struct tpm *tpm, uint32_t ci, const struct tpm_ev *ev,
                 .flags = c->flags & TPM_CHILD_PARTIAL ? TPM_REPORT_PARTIAL
                                                       : 0,
                 .group = c->gkey,
+                .tun_id = c->gkey.tun ? tpm_tenants_vni(tpm->tenants,
+                                                        c->gkey.tun) : 0,
             };
             tpm_report__(tpm, &r);
         }

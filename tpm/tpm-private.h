@@ -62,6 +62,7 @@
 #include "flow-table.h"
 #include "hugealloc.h"
 #include "spsc.h"
+#include "tenants.h"
 #include "tpm.h"
 #include "trig-index.h"
 
@@ -338,6 +339,18 @@ struct tpm {
     /* Last-flow cache. */
     struct tpm_flow *last_flow;
     uint32_t last_gen;
+
+    /* Tunnels: the UDP ports decapsulated; the tenant slots (the keys'
+     * 'tun': the monitor's own table, or one it shares) with a one-entry
+     * cache; the tenant of the current port's untunnelled frames
+     * (tpm_set_rx_tunnel()). */
+    struct tpm_tunnel_ports tunnels;
+    struct tpm_tenants *tenants;
+    struct tpm_tenants *own_tenants;    /* Freed with the monitor. */
+    uint32_t tun_last_vni;
+    uint16_t tun_last_slot;     /* 0: the cache is empty. */
+    bool rx_tunnelled;
+    uint32_t rx_tun_vni;
 
     struct tpm_sweep sw;
     double cycles_per_item;     /* Running sweep cost estimate (TSC). */

@@ -346,8 +346,8 @@ tem_poll(struct replay *r, const struct tpm_agent_cmd *cmd)
 
     r->tem.polls++;
     if (tem_find(r, cmd->event_id) != SIZE_MAX) {
-        status = tpm_poll(r->tpm, cmd->event_id, &cmd->group, cmd->epoch,
-                          &value);
+        status = tpm_poll(r->tpm, cmd->event_id, &cmd->group, 0,
+                          cmd->epoch, &value);
     }
     tpm_agent_send_poll_reply(r->agent, cmd->cookie, cmd->event_id,
                               cmd->epoch, poll_status_to_msg(status),
@@ -365,7 +365,7 @@ tem_poll_batch(struct replay *r, const struct tpm_agent_cmd *cmd)
     for (size_t i = 0; i < cmd->n_entries; i++) {
         enum tpm_poll_status st = TPM_POLL_NO_EVENT;
         if (tem_find(r, cmd->event_ids[i]) != SIZE_MAX) {
-            st = tpm_poll(r->tpm, cmd->event_ids[i], &cmd->groups[i],
+            st = tpm_poll(r->tpm, cmd->event_ids[i], &cmd->groups[i], 0,
                           cmd->epoch, &values[i]);
         }
         status[i] = poll_status_to_msg(st);
@@ -818,6 +818,12 @@ print_stats(const struct replay *r)
                            json_object_new_int64(s.parse.l4_truncated));
     json_object_object_add(o, "ip_len_from_frame",
                            json_object_new_int64(s.parse.ip_len_from_frame));
+    json_object_object_add(o, "tun_decapsulated",
+                           json_object_new_int64(s.parse.tun_decapsulated));
+    json_object_object_add(o, "tun_not_decapsulated",
+                           json_object_new_int64(
+                               s.parse.tun_not_decapsulated));
+    STAT(tun_slots_full); STAT(tenants);
 #undef STAT
 
     /* The table sizes in force, and what the capture's census counted
@@ -1089,6 +1095,7 @@ replay_start(struct replay *r, struct replay_options *o)
     if (!r->tpm) {
         cli_die("%s", error);
     }
+    tpm_set_tunnel_ports(r->tpm, &o->tunnel_ports);
     for (size_t i = 0; i < r->n_events; i++) {
         /* The monitor takes ownership of a copy; 'r->events' keeps the
          * original for names and group masks. */

@@ -42,6 +42,7 @@ tpm_params_init(struct tpm_params *p)
     p->ring_size = 4096;
     p->tcp_state_pool = 16384;
     p->burst_gap_ns = 20 * 1000;
+    p->tenant_slots = 4096;
 }
 
 static char *
@@ -93,6 +94,7 @@ tpm_params_check(const struct tpm_params *p)
     CHECK_RANGE(scrub_per_step, 1, 1u << 20);
     CHECK_RANGE(ring_size, 2, 1u << 24);
     CHECK_RANGE(tcp_state_pool, 0, 1u << 24);
+    CHECK_RANGE(tenant_slots, 1, TPM_TENANT_SLOTS_MAX);
     CHECK_RANGE(burst_gap_ns, 0, 1000ULL * 1000 * 1000);
     if (p->sweep_waits_for_reports && p->ring_size < p->history_len + 1) {
         /* Room for one instance's reports, or the sweep never moves. */
@@ -230,6 +232,9 @@ tpm_create(const struct tpm_params *params, char **errp)
         tpm->flow_conn = xcalloc(p->flow_table_size,
                                  sizeof *tpm->flow_conn);
     }
+    tpm->own_tenants = tpm_tenants_create(p->tenant_slots);
+    tpm->tenants = tpm->own_tenants;
+    tpm_tunnel_ports_init(&tpm->tunnels);
     tpm->cmd_ring = spsc_create(p->ring_size, sizeof(struct tpm_report));
     tpm->report_ring = spsc_create(p->ring_size, sizeof(struct tpm_report));
     tpm->cycles_per_item = 20.0;
@@ -268,6 +273,7 @@ tpm_destroy(struct tpm *tpm)
     spsc_destroy(tpm->cmd_ring);
     spsc_destroy(tpm->report_ring);
     trig_index_destroy(&tpm->index);
+    tpm_tenants_destroy(tpm->own_tenants);
     tpm_flow_table_destroy(&tpm->ft);
     tpm_huge_free(&tpm->child_region);
     tpm_huge_free(&tpm->chunk_region);
@@ -284,6 +290,32 @@ tpm_destroy(struct tpm *tpm)
     free(tpm->backfill);
     free(tpm->dos);
     free(tpm);
+}
+
+void
+tpm_set_tunnel_ports(struct tpm *tpm, const struct tpm_tunnel_ports *ports)
+{
+    tpm->tunnels = *ports;
+}
+
+void
+tpm_set_rx_tunnel(struct tpm *tpm, bool tunnelled, uint32_t vni)
+{
+    tpm->rx_tunnelled = tunnelled;
+    tpm->rx_tun_vni = vni;
+}
+
+void
+tpm_set_tenants(struct tpm *tpm, struct tpm_tenants *shared)
+{
+    tpm->tenants = shared ? shared : tpm->own_tenants;
+    tpm->tun_last_slot = 0;
+}
+
+const struct tpm_tenants *
+tpm_get_tenants(const struct tpm *tpm)
+{
+    return tpm->tenants;
 }
 
 const struct tpm_params *
@@ -765,11 +797,11 @@ tpm_submit_del(struct tpm *tpm, uint32_t id, uint64_t cookie)
 
 bool
 tpm_submit_poll(struct tpm *tpm, uint32_t id, const struct tpm_key *group,
-                uint64_t epoch, uint64_t cookie)
+                uint32_t tun_id, uint64_t epoch, uint64_t cookie)
 {
     struct tpm_report c = {
         .type = TPM_REPORT_POLL_REPLY, .event_id = id, .cookie = cookie,
-        .epoch = epoch, .group = *group,
+        .epoch = epoch, .group = *group, .tun_id = tun_id,
     };
     return spsc_push(tpm->cmd_ring, &c);
 }
@@ -828,8 +860,8 @@ tpm_run_control(struct tpm *tpm, int max)
             r.status = tpm_event_del(tpm, c.event_id);
             break;
         case TPM_REPORT_POLL_REPLY:
-            r.status = tpm_poll(tpm, c.event_id, &c.group, c.epoch,
-                                &r.value);
+            r.status = tpm_poll(tpm, c.event_id, &c.group, c.tun_id,
+                                c.epoch, &r.value);
             break;
         case TPM_REPORT_INFO_REPLY: {
             uint64_t instances, flows;
@@ -851,7 +883,7 @@ tpm_run_control(struct tpm *tpm, int max)
 
 enum tpm_poll_status
 tpm_poll(const struct tpm *tpm, uint32_t id, const struct tpm_key *group,
-         uint64_t epoch, double *value)
+         uint32_t tun_id, uint64_t epoch, double *value)
 {
     const struct tpm_ev *ev = tpm_ev_find__(tpm, id);
     *value = 0;
@@ -879,8 +911,14 @@ tpm_poll(const struct tpm *tpm, uint32_t id, const struct tpm_key *group,
 
     struct tpm_key gkey;
     tpm_key_and(&gkey, group, &ev->def->group);
+    if (gkey.tun) {
+        /* A tenant's group: this monitor's slot of its VNI (none: no
+         * frame of that tenant ever, so no instance either). */
+        gkey.tun = tpm_tenants_find(tpm->tenants, tun_id);
+    }
     uint32_t evi = (uint32_t) (ev - tpm->evs);
-    uint32_t ci = tpm_instance_find__(tpm, evi, &gkey);
+    uint32_t ci = gkey.tun || !group->tun
+                  ? tpm_instance_find__(tpm, evi, &gkey) : TPM_NONE;
     if (ci == TPM_NONE) {
         /* Instances live while their history covers the last K
          * intervals, so no instance means no packets in that window;
@@ -928,6 +966,8 @@ const struct tpm_loss tpm_losses[TPM_N_LOSSES] = {
     TPM_LOSS(chunks_exhausted, "flows not listed (chunk pool empty)"),
     TPM_LOSS(tcp_state_exhausted,
              "matches without TCP state (TCP state pool empty)"),
+    TPM_LOSS(tun_slots_full,
+             "tunnelled frames not monitored (tenant slots full)"),
 };
 
 void

@@ -116,6 +116,9 @@ struct tpm_params {
                                  * refused). */
     uint64_t burst_gap_ns;      /* is_burst: largest gap to the flow's
                                  * previous packet (20 us). */
+    uint32_t tenant_slots;      /* Tunnel ids (tenants) the monitor tells
+                                 * apart in its life (4096, at most
+                                 * 65535; tpm/tenants.h). */
 };
 
 void tpm_params_init(struct tpm_params *);
@@ -159,6 +162,30 @@ struct tpm_frame {
  * and bytes: a switch with the monitor idle pays (almost) nothing. */
 void tpm_process_batch(struct tpm *, const struct tpm_frame *frames,
                        int n);
+
+/* Tunnels (lib/packet.h, "Tunnels").  Frames to one of 'ports' (UDP
+ * destination ports, VXLAN or Geneve) are counted under their inner flow
+ * and their VNI (the tenant); an empty set (the default) decapsulates
+ * nothing.  The monitor keeps its own copy.  Monitor's thread. */
+void tpm_set_tunnel_ports(struct tpm *, const struct tpm_tunnel_ports *ports);
+
+/* The tenant of the untunnelled frames of the following batches: if
+ * 'tunnelled', they are counted under VNI 'vni' as if they had arrived in
+ * its tunnel (a VM's port: its frames are received before the switch
+ * pushes the tunnel header), else as untunnelled (the default).
+ * Monitor's thread. */
+void tpm_set_rx_tunnel(struct tpm *, bool tunnelled, uint32_t vni);
+
+/* Makes the monitor intern its tunnel ids into 'shared' (tpm/tenants.h),
+ * a table that outlives it, instead of its own (NULL: its own again), so
+ * that the groups of every monitor that shares it name a tenant by the
+ * same slot.  Only before the first frame. */
+struct tpm_tenants;
+void tpm_set_tenants(struct tpm *, struct tpm_tenants *shared);
+
+/* The table of the monitor's tenant slots: a report's group.tun reads
+ * back as a VNI with tpm_tenants_vni(). */
+const struct tpm_tenants *tpm_get_tenants(const struct tpm *);
 
 /* Same, with the arrival time of each frame in 'ts_ns' (the same clock as
  * tpm_advance(), non-decreasing, all within the current epoch).  Only
@@ -208,7 +235,9 @@ char *tpm_event_add(struct tpm *, struct tpm_event *event, uint32_t id)
 int tpm_event_del(struct tpm *, uint32_t id);
 
 /* Polls event 'id' for the value of 'group' (masked by the event's
- * granularity) in the interval ending at absolute epoch 'epoch'. */
+ * granularity) in the interval ending at absolute epoch 'epoch'.  A
+ * tenant's group has 'group->tun' not 0 (any value: the monitor's own
+ * slot is found from the VNI) and its VNI in 'tun_id'. */
 enum tpm_poll_status {
     TPM_POLL_OK,                /* '*value' set. */
     TPM_POLL_NOT_YET,           /* That interval has not been swept yet. */
@@ -219,8 +248,8 @@ enum tpm_poll_status {
     TPM_POLL_NO_EVENT,          /* Unknown event. */
 };
 enum tpm_poll_status tpm_poll(const struct tpm *, uint32_t id,
-                              const struct tpm_key *group, uint64_t epoch,
-                              double *value);
+                              const struct tpm_key *group, uint32_t tun_id,
+                              uint64_t epoch, double *value);
 
 /* Reports: satisfactions, and replies to submitted commands. */
 enum tpm_report_type {
@@ -245,7 +274,11 @@ struct tpm_report {
     uint32_t status;
     uint32_t flags;             /* TPM_REPORT_*. */
     char *error;                /* ADD_DONE failure: caller frees. */
-    struct tpm_key group;       /* Group key (masked). */
+    struct tpm_key group;       /* Group key (masked).  'group.tun' is the
+                                 * monitor's tenant slot: not 0 if the
+                                 * group is a tenant's, whose VNI is
+                                 * 'tun_id'. */
+    uint32_t tun_id;            /* VNI of the group's tenant. */
 };
 
 /* Controller side (one thread): submit commands.  Each returns false if
@@ -255,7 +288,7 @@ bool tpm_submit_add(struct tpm *, struct tpm_event *event, uint32_t id,
                     uint64_t cookie);
 bool tpm_submit_del(struct tpm *, uint32_t id, uint64_t cookie);
 bool tpm_submit_poll(struct tpm *, uint32_t id, const struct tpm_key *group,
-                     uint64_t epoch, uint64_t cookie);
+                     uint32_t tun_id, uint64_t epoch, uint64_t cookie);
 
 /* Controller side: asks for event 'id''s trigger instances and attached
  * flows (see tpm_event_info()); the reply is a TPM_REPORT_INFO_REPLY. */
@@ -340,6 +373,9 @@ struct tpm_stats {
                                  * directions' flow entries gone. */
     uint64_t not_parsed;        /* Frames not parsed, so not monitored (the
                                  * sum of parse.not_parsed). */
+    uint64_t tun_slots_full;    /* Frames not monitored: their tunnel id
+                                 * found every tenant slot taken. */
+    uint64_t tenants;           /* Gauge: tenant slots taken. */
     struct tpm_parse_stats parse; /* The parser's counters, by reason
                                  * (lib/packet.h).  Frames are parsed only
                                  * while an event is installed. */
@@ -356,7 +392,7 @@ struct tpm_loss {
     const char *what;
     size_t offset;              /* Of the uint64_t in struct tpm_stats. */
 };
-#define TPM_N_LOSSES 8
+#define TPM_N_LOSSES 9
 extern const struct tpm_loss tpm_losses[TPM_N_LOSSES];
 
 static inline uint64_t

@@ -70,15 +70,15 @@ check_key_roundtrip(const struct tpm_pkt *p)
 
     /* Formatting, with the full mask and with none. */
     char buf[TPM_KEY_STRLEN];
-    struct tpm_key_field fields[5];
+    struct tpm_key_field fields[TPM_KEY_FIELDS_MAX];
     struct tpm_key mask;
     memset(&mask, 0xff, sizeof mask);
     mask.tun = 0;
     tpm_key_format(&p->key, buf, sizeof buf);
     FUZZ_CHECK(memchr(buf, '\0', sizeof buf), "key format not terminated");
-    int n = tpm_key_fields(&mask, &p->key, fields);
+    int n = tpm_key_fields(&mask, &p->key, p->tunnel.vni, fields);
     FUZZ_CHECK(n >= 0 && n <= 5, "%d key fields", n);
-    n = tpm_key_fields(&zero, &p->key, fields);
+    n = tpm_key_fields(&zero, &p->key, 0, fields);
     FUZZ_CHECK(n >= 0 && n <= 5, "%d key fields", n);
 }
 
