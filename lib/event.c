@@ -1876,6 +1876,13 @@ parse_group__(const struct clause *c, struct tpm_key *group,
             break;
         }
     }
+    static const uint32_t no_addr[4];
+    if (!memcmp(group->src, no_addr, sizeof no_addr)
+        && !memcmp(group->dst, no_addr, sizeof no_addr)) {
+        /* No address: IPv4 and IPv6 packets of a port, protocol or
+         * tenant are one group (a group prints no IP version). */
+        group->ipver = 0;
+    }
     *is_5tuplep = tpm_key_equal(group, &m5);
     return NULL;
 }
