@@ -21,13 +21,14 @@ OVS_PATCHES = \
 # The glue, linked into OVS's lib/ (tpm-ovs-private.h says which file
 # does what).
 OVS_GLUE = tpm-ovs.c tpm-ovs.h tpm-ovs-private.h tpm-ovs-agent.c \
-	tpm-ovs-base.c tpm-ovs-dos.c tpm-ovs-event.c tpm-ovs-request.c \
-	tpm-ovs-stats.c
+	tpm-ovs-base.c tpm-ovs-dos.c tpm-ovs-event.c tpm-ovs-ports.c \
+	tpm-ovs-request.c tpm-ovs-stats.c
 EXTRA_DIST += ovs-patches/series $(OVS_PATCHES) \
 	ovs-patches/tpm-ovs.c ovs-patches/tpm-ovs.h \
 	ovs-patches/tpm-ovs-private.h ovs-patches/tpm-ovs-agent.c \
 	ovs-patches/tpm-ovs-base.c ovs-patches/tpm-ovs-dos.c \
-	ovs-patches/tpm-ovs-event.c ovs-patches/tpm-ovs-request.c \
+	ovs-patches/tpm-ovs-event.c ovs-patches/tpm-ovs-ports.c \
+	ovs-patches/tpm-ovs-request.c \
 	ovs-patches/tpm-ovs-stats.c
 
 OVS_TREE = $(abs_builddir)/ovs

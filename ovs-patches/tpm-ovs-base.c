@@ -20,6 +20,7 @@
 
 #include "openvswitch/dynamic-string.h"
 #include "openvswitch/vlog.h"
+#include "ovs-thread.h"
 #include "smap.h"
 
 #include "clock.h"
@@ -218,6 +219,28 @@ void
 tpm_ovs_watch(size_t n)
 {
     atomic_store_relaxed(&tpm_ovs_n_watch, n);
+}
+
+/* Made once, never freed: slots live as long as the process. */
+static struct tpm_tenants *tenants;
+
+struct tpm_tenants *
+tpm_ovs_tenants_get(void)
+{
+    static struct ovsthread_once once = OVSTHREAD_ONCE_INITIALIZER;
+
+    if (ovsthread_once_start(&once)) {
+        tenants = tpm_tenants_create(tpm_ovs_knobs.params.tenant_slots);
+        ovsthread_once_done(&once);
+    }
+    return tenants;
+}
+
+uint32_t
+tpm_ovs_group_vni(const struct tpm_key *group)
+{
+    return group->tun ? tpm_tenants_vni(tpm_ovs_tenants_get(), group->tun)
+                      : 0;
 }
 
 /* Knobs. */

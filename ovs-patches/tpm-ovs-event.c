@@ -118,8 +118,9 @@ host_report(struct host_event *he, uint64_t epoch,
             int n_pmds, int n_missing)
 {
     static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(10, 50);
-    struct tpm_key_field f[5];
-    int n = tpm_key_fields(&he->def->group, group, f);
+    struct tpm_key_field f[TPM_KEY_FIELDS_MAX];
+    int n = tpm_key_fields(&he->def->group, group, tpm_ovs_group_vni(group),
+                           f);
 
     /* One JSON line, keys sorted (as tpm-replay's reports). */
     struct ds line = DS_EMPTY_INITIALIZER;
@@ -249,7 +250,8 @@ handle_report(struct tpm_pmd **parts, size_t n_parts, size_t part,
                 } else if (r->status == TPM_POLL_NOT_YET) {
                     /* Not swept yet: ask again. */
                     if (!tpm_submit_poll(parts[part]->tpm, r->event_id, &g,
-                                         r->epoch, tpm_ovs_cookie())) {
+                                         r->tun_id, r->epoch,
+                                         tpm_ovs_cookie())) {
                         tpm_decision_missing(d, part);
                     }
                 } else {
@@ -289,7 +291,7 @@ handle_report(struct tpm_pmd **parts, size_t n_parts, size_t part,
                  * its share of the total is exactly zero. */
                 tpm_decision_set(d, i, 0);
             } else if (!tpm_submit_poll(parts[i]->tpm, r->event_id,
-                                        &r->group, r->epoch,
+                                        &r->group, r->tun_id, r->epoch,
                                         tpm_ovs_cookie())) {
                 tpm_decision_missing(d, i);
             }
@@ -824,8 +826,9 @@ tpm_unixctl_event_show(struct unixctl_conn *conn, int argc OVS_UNUSED,
         }
     }
     if (so->k) {
-        struct tpm_key_field f[5];
-        int nf = tpm_key_fields(&he->def->group, &he->last_group, f);
+        struct tpm_key_field f[TPM_KEY_FIELDS_MAX];
+        int nf = tpm_key_fields(&he->def->group, &he->last_group,
+                                tpm_ovs_group_vni(&he->last_group), f);
         struct ds t = DS_EMPTY_INITIALIZER;
         ds_put_cstr(&t, "  values of group");
         for (int i = 0; i < nf; i++) {

@@ -17,6 +17,9 @@
  *                      (tpm/event-*, tpm/reports)
  *   tpm-ovs-request.c  requests to the PMDs and the operations made of
  *                      them (below): the main thread never waits
+ *   tpm-ovs-ports.c    the datapath's ports as the monitor sees them
+ *                      (tunnel UDP ports, each port's tenant), published
+ *                      to the PMDs by RCU (tpm/ports)
  *   tpm-ovs-base.c     the PMD registry, the monitor's clock, the knobs'
  *                      values and readers, the settings the PMDs read
  *                      live, the hooks' counters
@@ -44,6 +47,7 @@
 #include "event.h"
 #include "decision.h"
 #include "sweep-sched.h"
+#include "tenants.h"
 #include "tpm.h"
 
 struct smap;
@@ -62,6 +66,20 @@ struct tpm_knobs {
     uint32_t report_log;        /* Host satisfactions kept. */
 };
 
+/* The datapath's ports, as published to the PMDs (tpm-ovs-ports.c): an
+ * immutable snapshot, valid until the reading thread quiesces. */
+struct tpm_ovs_port_snap {
+    uint32_t port_no;           /* odp_port_t. */
+    bool has_tun;               /* other_config:tpm-tun-id given: */
+    uint32_t tun_id;            /* the VNI of the port's frames. */
+};
+struct tpm_ovs_ports {
+    uint64_t gen;               /* Changes with every snapshot. */
+    struct tpm_tunnel_ports tunnels;    /* The UDP ports decapsulated. */
+    size_t n;
+    struct tpm_ovs_port_snap port[];    /* By increasing 'port_no'. */
+};
+
 /* One PMD thread's monitor. */
 struct tpm_pmd {
     struct ovs_list node;       /* In the registry (tpm-ovs-base.c). */
@@ -74,6 +92,8 @@ struct tpm_pmd {
     struct tpm_sched sched;     /* Sweep steps (tpm/sweep-sched.h). */
     uint32_t unwatched_iterations;  /* While no event is installed. */
     uint64_t now;               /* Clock read for the latest rx batch. */
+    uint64_t ports_gen;         /* Snapshot of the ports last applied. */
+    uint32_t rx_port;           /* Port of the previous rx batch. */
     /* Cycle accounting, one iteration in CYCLE_SAMPLE_EVERY: the
      * iteration's cycles from the end of the previous one, and the
      * monitor's share of them. */
@@ -238,6 +258,12 @@ struct tpm_ovs_main_time {
 };
 extern struct tpm_ovs_main_time tpm_ovs_main_time;
 
+/* The tenant slots every PMD's monitor shares (tpm/tenants.h), made with
+ * the tpm-tenant-slots of the first PMD's creation; and the VNI of a
+ * group key's tenant (0 if the key has none). */
+struct tpm_tenants *tpm_ovs_tenants_get(void);
+uint32_t tpm_ovs_group_vni(const struct tpm_key *group);
+
 uint64_t tpm_ovs_now_ns(void);
 void tpm_ovs_clock_check(void);
 void tpm_ovs_clock_format(struct ds *);
@@ -265,6 +291,13 @@ tpm_ovs_pmd_now_ns(long long int now_us)
     atomic_read_relaxed(&tpm_ovs_mono_to_wall_ns, &off);
     return (uint64_t) now_us * 1000 + off;
 }
+
+/* tpm-ovs-ports.c */
+const struct tpm_ovs_ports *tpm_ovs_ports_get(void);
+const struct tpm_ovs_port_snap *tpm_ovs_ports_find(
+    const struct tpm_ovs_ports *, uint32_t port_no);
+void tpm_unixctl_ports(struct unixctl_conn *, int argc, const char *argv[],
+                       void *aux);
 
 /* tpm-ovs-request.c */
 extern struct seq *tpm_ovs_reply_seq;

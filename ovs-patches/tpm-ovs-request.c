@@ -104,7 +104,8 @@ req_submit(struct pmd_req *rq, struct tpm *tpm)
         ok = tpm_submit_del(tpm, rq->event_id, cookie);
         break;
     case TPM_REPORT_POLL_REPLY:
-        ok = tpm_submit_poll(tpm, rq->event_id, &rq->group, rq->epoch,
+        ok = tpm_submit_poll(tpm, rq->event_id, &rq->group,
+                             tpm_ovs_group_vni(&rq->group), rq->epoch,
                              cookie);
         break;
     case TPM_REPORT_INFO_REPLY:

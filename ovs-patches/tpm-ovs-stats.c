@@ -80,6 +80,19 @@ tpm_unixctl_stats(struct unixctl_conn *conn, int argc OVS_UNUSED,
                       st.parse.not_parsed[TPM_PARSE_BAD_IP_HEADER],
                       st.parse.not_parsed[TPM_PARSE_PORTS_NOT_CAPTURED],
                       st.parse.l4_truncated, st.parse.ip_len_from_frame);
+        ds_put_format(&s, "  tunnels: decapsulated %"PRIu64", not "
+                      "decapsulated (Geneve without Ethernet) %"PRIu64
+                      ", not parsed: tunnel header cut %"PRIu64", bad "
+                      "tunnel header %"PRIu64", inner frame non-IP %"PRIu64
+                      ", inner frame malformed %"PRIu64"; tenants %"PRIu64
+                      ", frames without a tenant slot %"PRIu64"\n",
+                      st.parse.tun_decapsulated,
+                      st.parse.tun_not_decapsulated,
+                      st.parse.not_parsed[TPM_PARSE_TUN_TRUNCATED],
+                      st.parse.not_parsed[TPM_PARSE_TUN_BAD_HEADER],
+                      st.parse.not_parsed[TPM_PARSE_TUN_INNER_NON_IP],
+                      st.parse.not_parsed[TPM_PARSE_TUN_INNER_MALFORMED],
+                      st.tenants, st.tun_slots_full);
         ds_put_format(&s, "  flows: %"PRIu64" live, table load %.1f%%, "
                       "inserts %"PRIu64", reuses %"PRIu64", evictions "
                       "%"PRIu64", freed %"PRIu64", retired %"PRIu64"\n",

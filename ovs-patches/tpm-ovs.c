@@ -141,6 +141,11 @@ tpm_ovs_pmd_create(unsigned core_id, unsigned non_pmd_id)
         }
     }
 
+    /* Every PMD's monitor names a tenant by the same slot, so that the
+     * main thread combines their groups (split events) and reads a slot
+     * back as a VNI. */
+    tpm_set_tenants(tpm, tpm_ovs_tenants_get());
+
     struct tpm_pmd *p = xzalloc(sizeof *p);
     p->core_id = core_id;
     p->tpm = tpm;
@@ -157,6 +162,9 @@ tpm_ovs_pmd_create(unsigned core_id, unsigned non_pmd_id)
     atomic_init(&p->busy_monitor, 0);
     atomic_init(&p->busy_packets, 0);
     p->sample_countdown = CYCLE_SAMPLE_EVERY;
+    p->ports_gen = UINT64_MAX;  /* Never a snapshot's: the first batch
+                                 * applies the ports. */
+    p->rx_port = UINT32_MAX;
     tpm_ovs_pmds_add(p);
     return p;
 }
@@ -179,7 +187,7 @@ tpm_ovs_pmd_destroy(struct tpm_pmd *p)
 
 void
 tpm_ovs_rx(struct tpm_pmd *p, const struct dp_packet_batch *batch,
-           long long int now_us)
+           uint32_t port_no, long long int now_us)
 {
     size_t n = dp_packet_batch_size(batch);
 
@@ -212,6 +220,21 @@ tpm_ovs_rx(struct tpm_pmd *p, const struct dp_packet_batch *batch,
     }
     p->now = tpm_ovs_pmd_now_ns(now_us);
     tpm_advance(p->tpm, p->now);
+
+    /* The tunnel ports to decapsulate, and the tenant of the port's
+     * untunnelled frames (tpm-ovs-ports.c). */
+    const struct tpm_ovs_ports *ports = tpm_ovs_ports_get();
+    if (OVS_UNLIKELY(ports->gen != p->ports_gen)) {
+        p->ports_gen = ports->gen;
+        tpm_set_tunnel_ports(p->tpm, &ports->tunnels);
+        p->rx_port = UINT32_MAX;
+    }
+    if (OVS_UNLIKELY(port_no != p->rx_port)) {
+        const struct tpm_ovs_port_snap *s = tpm_ovs_ports_find(ports,
+                                                               port_no);
+        tpm_set_rx_tunnel(p->tpm, s && s->has_tun, s ? s->tun_id : 0);
+        p->rx_port = port_no;
+    }
     tpm_process_batch(p->tpm, frames, n);
     if (n == NETDEV_MAX_BURST) {
         p->full_batch = true;
@@ -470,6 +493,8 @@ monitor_set_config(const struct smap *cfg)
                             &k.params.retire_epochs);
     ok &= tpm_ovs_knob_uint(cfg, "tpm-tcp-state-pool", 0, 1u << 24,
                             &k.params.tcp_state_pool);
+    ok &= tpm_ovs_knob_uint(cfg, "tpm-tenant-slots", 1, TPM_TENANT_SLOTS_MAX,
+                            &k.params.tenant_slots);
     uint64_t burst_gap = k.params.burst_gap_ns;
     ok &= tpm_ovs_knob_time(cfg, "tpm-burst-gap", 0, UINT64_MAX, &burst_gap);
     ok &= tpm_ovs_knob_uint(cfg, "tpm-sweep-every", 1, 1u << 20,
@@ -577,6 +602,8 @@ tpm_ovs_init(void)
                              tpm_unixctl_stats, NULL);
     unixctl_command_register("tpm/flows", "[FILTER]", 0, 1,
                              tpm_unixctl_flows, NULL);
+    unixctl_command_register("tpm/ports", "", 0, 0,
+                             tpm_unixctl_ports, NULL);
     unixctl_command_register("tpm/dos-threshold", "[BYTES]", 0, 1,
                              tpm_unixctl_dos_threshold, NULL);
     unixctl_command_register("tpm/dos-profile", "[FLOWS [ROUNDS]]", 0, 2,

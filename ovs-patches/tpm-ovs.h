@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 struct dp_packet_batch;
+struct netdev;
 struct smap;
 struct tpm_pmd;
 
@@ -42,11 +43,21 @@ struct tpm_pmd *tpm_ovs_pmd_create(unsigned core_id, unsigned non_pmd_id);
 void tpm_ovs_pmd_destroy(struct tpm_pmd *);
 
 /* dp_netdev_process_rxq_port(): a received batch, before OVS classifies
- * it, with OVS's time of the batch 'now_us' (pmd->ctx.now: monotonic
- * microseconds).  'pmd' may be NULL (non-PMD port): the packets are
- * counted as skipped. */
+ * it, from datapath port 'port_no', with OVS's time of the batch 'now_us'
+ * (pmd->ctx.now: monotonic microseconds).  'pmd' may be NULL (non-PMD
+ * port): the packets are counted as skipped. */
 void tpm_ovs_rx(struct tpm_pmd *, const struct dp_packet_batch *,
-                long long int now_us);
+                uint32_t port_no, long long int now_us);
+
+/* do_add_port() / do_del_port() / dpif_netdev_port_set_config(): the
+ * datapath's ports (tpm-ovs-ports.c): datapath port 'port_no' named
+ * 'name' added with 'netdev' (a VXLAN or Geneve vport's UDP port is
+ * decapsulated), deleted, or given the Interface's other_config 'cfg'
+ * (tpm-tun-id: the tenant of its frames).  Main thread. */
+void tpm_ovs_port_add(uint32_t port_no, const char *name,
+                      const struct netdev *);
+void tpm_ovs_port_del(uint32_t port_no);
+void tpm_ovs_port_set_config(uint32_t port_no, const struct smap *cfg);
 
 /* pmd_thread_main(): once per polling iteration, after the rx queues were
  * polled; 'rx_packets' is what the iteration received, 'now_us' OVS's
