@@ -87,6 +87,12 @@ EXTRA_DIST += tests/ovs-patch.sh tests/ovs-autotests.sh \
 	tests/pcap-volume.py tests/tpm-reports.py
 # Tenants behind VXLAN and Geneve tunnels (OVS native tunnelling), counted
 # per inner 5-tuple and tunnel id against captures at both tunnel ends.
+# A PMD test: after the others, before the packages.
+if HAVE_OVS_SOURCE
+TESTS += tests/ovs-overlay.sh
+OVS_OVERLAY_LOG = tests/ovs-overlay.sh.log
+$(OVS_OVERLAY_LOG): tests/demo-ovs.sh.log
+endif
 EXTRA_DIST += tests/ovs-overlay.sh tests/overlay-send.py \
 	tests/overlay-truth.py tests/overlay-reports.py tests/geneve-peer.py
 
@@ -206,7 +212,7 @@ TESTS += tests/deb-packages.sh
 EXTRA_DIST += tests/deb-packages.sh
 if HAVE_OVS_SOURCE
 DEB_PACKAGES_LOG = tests/deb-packages.sh.log
-$(DEB_PACKAGES_LOG): tests/demo-ovs.sh.log
+$(DEB_PACKAGES_LOG): tests/ovs-overlay.sh.log
 endif
 
 # The fuzz targets (tests/fuzz/, docs/fuzzing.md): libFuzzer with ASan and
