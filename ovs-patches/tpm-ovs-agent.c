@@ -27,6 +27,7 @@
 VLOG_DEFINE_THIS_MODULE(tpm_agent);
 
 COVERAGE_DEFINE(tpm_agent_restart);
+COVERAGE_DEFINE(tpm_agent_tenant_unsent);
 COVERAGE_DEFINE(tpm_agent_create_failed);
 COVERAGE_DEFINE(tpm_agent_command);
 COVERAGE_DEFINE(tpm_agent_nack);
@@ -111,6 +112,18 @@ tem_send_satisfaction(void *aux OVS_UNUSED, struct host_event *he,
 {
     static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(5, 20);
 
+    if (group->tun) {
+        /* The protocol names no tenant: sent, the group would merge with
+         * the other tenants' at the TEM. */
+        he->n_send_dropped++;
+        actr.satisfactions_dropped++;
+        COVERAGE_INC(tpm_agent_tenant_unsent);
+        VLOG_WARN_RL(&rl, "%s: satisfaction for epoch %"PRIu64" of tenant "
+                     "tun_id=%"PRIu32" not sent: the TEM's protocol does "
+                     "not carry tenants yet", he->name, epoch,
+                     tpm_ovs_group_vni(group));
+        return;
+    }
     if (agent && tpm_agent_send_satisfaction(agent, he->tem_id, epoch,
                                              group, value, flags,
                                              n_pmds + n_missing,
