@@ -150,6 +150,7 @@ tpm_unixctl_stats(struct unixctl_conn *conn, int argc OVS_UNUSED,
 struct flows_ctx {
     struct ds *s;
     struct tpm_match filter;
+    struct tpm_tun_filter filter_tun;
     bool has_filter;
     size_t n, max;
 };
@@ -165,13 +166,23 @@ flows_cb(const struct tpm_key *key, uint64_t packets, uint64_t bytes,
         if (!tpm_key_equal(&m, &ctx->filter.key)) {
             return;
         }
+        struct tpm_pkt_tunnel t = { .type = TPM_TUN_NONE };
+        if (key->tun) {
+            t.type = TPM_TUN_VXLAN;     /* A tenant's, either way. */
+            t.vni = tpm_ovs_group_vni(key);
+        }
+        if (!tpm_tun_filter_match(&ctx->filter_tun, &t)) {
+            return;
+        }
     }
     if (ctx->n++ < ctx->max) {
         char k[TPM_KEY_STRLEN];
-        ds_put_format(ctx->s, "  %s packets:%"PRIu64" bytes:%"PRIu64
-                      " triggers:%"PRIu32"\n",
-                      tpm_key_format(key, k, sizeof k), packets, bytes,
-                      n_matched);
+        ds_put_format(ctx->s, "  %s", tpm_key_format(key, k, sizeof k));
+        if (key->tun) {
+            ds_put_format(ctx->s, " tun_id=%"PRIu32, tpm_ovs_group_vni(key));
+        }
+        ds_put_format(ctx->s, " packets:%"PRIu64" bytes:%"PRIu64
+                      " triggers:%"PRIu32"\n", packets, bytes, n_matched);
     }
 }
 
@@ -194,6 +205,7 @@ tpm_unixctl_flows(struct unixctl_conn *conn, int argc, const char *argv[],
             return;
         }
         ctx.filter = ev->filter;
+        ctx.filter_tun = ev->filter_tun;
         ctx.has_filter = true;
         tpm_event_destroy(ev);
     }
