@@ -56,6 +56,13 @@ TESTS += \
 # pipe (default tables), explicit sizes and the memory limit.
 TESTS += tests/replay-sizing.sh
 
+# tpm-replay on tunnelled captures (VXLAN on IPv4 and IPv6 underlays,
+# Geneve with options): three tenants with identical inner 5-tuples, host
+# traffic and malformed tunnels, every report and counter exact against
+# gen-overlay.py's truth, with and without tunnel ports, and a tenant
+# slot too few (exit status 3).  No root, a few seconds.
+TESTS += tests/replay-overlay.sh
+
 TESTS_ENVIRONMENT = \
 	top_srcdir='$(top_srcdir)' top_builddir='$(abs_top_builddir)' \
 	PYTHON3='$(PYTHON3)' OVS_SOURCE='$(OVS_SOURCE)'
@@ -98,6 +105,7 @@ EXTRA_DIST += tests/ovs-overlay.sh tests/overlay-send.py \
 
 EXTRA_DIST += tests/test-util.h tests/e2e-replay.sh tests/gen-trace.py tests/bootstrap.sh \
 	tests/replay-check.py tests/replay-sizing.sh \
+	tests/replay-overlay.sh tests/gen-overlay.py \
 	tests/data/table2.events tests/data/table2-tcp.events
 
 # The host agent (lib/agent.h) against a fake TEM.
