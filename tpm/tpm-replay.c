@@ -703,6 +703,8 @@ loss_option(const struct replay *r, const struct tpm_loss *l,
           offsetof(struct tpm_params, max_chunks) },
         { "tcp_state_exhausted", "--tcp-state-pool",
           offsetof(struct tpm_params, tcp_state_pool) },
+        { "tun_slots_full", "--tenant-slots",
+          offsetof(struct tpm_params, tenant_slots) },
     };
     for (size_t i = 0; i < ARRAY_SIZE(tables); i++) {
         if (!strcmp(l->name, tables[i].loss)) {
