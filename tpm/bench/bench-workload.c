@@ -64,6 +64,45 @@ frame_build(uint8_t f[FRAME_CAPLEN], uint32_t src, uint32_t dst,
     put_be16(udp + 4, FRAME_CAPLEN - 14 - 20);  /* 26: 18 bytes payload. */
 }
 
+/* --vxlan: the outer headers in front of each inner frame (Ethernet,
+ * IPv4, UDP, VXLAN), and the first VNI. */
+#define WL_VXLAN_HLEN (14 + 20 + 8 + 8)
+#define WL_VXLAN_VNI0 5001
+
+/* Writes into 'f' the outer headers of a VXLAN frame (WL_VXLAN_HLEN
+ * bytes) carrying the inner frame of FRAME_CAPLEN bytes that follows
+ * them: from one hypervisor to another, UDP source port 'sport' (as a
+ * switch derives it from the inner flow's hash), destination port 4789,
+ * VNI 'vni'.  The inner frame has no FCS; the outer one's is on the
+ * wire. */
+static void
+vxlan_wrap(uint8_t f[WL_VXLAN_HLEN], uint16_t sport, uint32_t vni)
+{
+    static const uint8_t macs[12] = {
+        0x02, 0, 0, 0, 0, 0x11, 0x02, 0, 0, 0, 0, 0x12,
+    };
+    memset(f, 0, WL_VXLAN_HLEN);
+    memcpy(f, macs, sizeof macs);
+    put_be16(f + 12, 0x0800);
+
+    uint8_t *ip = f + 14;
+    ip[0] = 0x45;
+    put_be16(ip + 2, WL_VXLAN_HLEN - 14 + FRAME_CAPLEN);        /* 96 */
+    ip[8] = 64;
+    ip[9] = 17;
+    put_be32(ip + 12, 0xc6336401);          /* 198.51.100.1 */
+    put_be32(ip + 16, 0xc6336402);          /* 198.51.100.2 */
+
+    uint8_t *udp = ip + 20;
+    put_be16(udp, sport);
+    put_be16(udp + 2, TPM_VXLAN_PORT);
+    put_be16(udp + 4, 8 + 8 + FRAME_CAPLEN);                    /* 76 */
+
+    uint8_t *vx = udp + 8;
+    vx[0] = 0x08;                           /* I flag: the VNI is valid. */
+    put_be32(vx + 4, vni << 8);
+}
+
 struct wl_opts {
     uint64_t packets;           /* Measured packets per run. */
     uint64_t warmup_ns;         /* Simulated warm-up. */
@@ -88,6 +127,11 @@ struct wl_opts {
                                  * variable that needs per-flow state. */
     bool plain_vars;            /* The same event shape over variables
                                  * that need no state (the control). */
+    uint32_t vxlan;             /* --vxlan: VNIs the flows spread over,
+                                 * every frame wrapped (0: plain
+                                 * frames). */
+    bool vxlan_port;            /* The monitor decapsulates UDP port 4789
+                                 * (--vxlan or --vxlan-port-only). */
     bool instr;
 };
 
@@ -111,7 +155,9 @@ static const struct wl_template {
 };
 
 struct wl_flow {
-    uint8_t frame[64];
+    uint8_t frame[WL_VXLAN_HLEN + FRAME_CAPLEN]; /* --vxlan: the outer
+                                 * headers, then the inner frame; else the
+                                 * frame alone. */
     uint32_t seq;               /* --tcp: next sequence number. */
 };
 
@@ -138,6 +184,9 @@ struct wl_result {
     double sweep_items;         /* Flow-list items visited per sweep. */
     double reports;
     double evictions;
+    uint64_t tun_decapsulated;  /* Frames parsed as their inner flow. */
+    uint64_t not_parsed;        /* Frames not parsed (not monitored). */
+    uint64_t tenants;           /* Tenant slots taken at the end. */
     uint64_t batch_packets;     /* Through tpm_process_batch(), all. */
     uint64_t measured_packets;
 };
@@ -151,19 +200,43 @@ wl_prefix_addr(uint32_t p)
 /* TCP frames: 20-byte header, ACK, 6 bytes of payload (60 bytes). */
 #define WL_TCP_PAYLOAD (FRAME_CAPLEN - 14 - 20 - 20)
 
-static void
-wl_new_flow(struct wl_flow *f, struct rng *r, uint32_t n_prefixes,
-            bool tcp)
+/* The offset of the inner frame in a flow's 'frame' (--vxlan: after the
+ * outer headers), and the bytes of every frame before it. */
+static size_t
+wl_outer_len(const struct wl_opts *o)
 {
+    return o->vxlan ? WL_VXLAN_HLEN : 0;
+}
+
+/* The VNI of the flow in slot 'slot' of 'o->flows' with --vxlan: the
+ * slots in o->vxlan blocks of consecutive ones, one VNI each, so that the
+ * round robin over the slots meets a new VNI o->vxlan times per round
+ * (every packet if there are as many VNIs as flows). */
+static uint32_t
+wl_flow_vni(const struct wl_opts *o, uint32_t slot)
+{
+    return WL_VXLAN_VNI0 + (uint32_t) ((uint64_t) slot * o->vxlan / o->flows);
+}
+
+/* Puts a new flow into slot 'slot' of 'flows': its frame, inside its
+ * VXLAN headers with --vxlan (which draw nothing from 'r', so that the
+ * inner flows are those of plain frames). */
+static void
+wl_new_flow(struct wl_flow *flows, uint32_t slot, struct rng *r,
+            uint32_t n_prefixes, const struct wl_opts *o)
+{
+    struct wl_flow *f = &flows[slot];
+    uint8_t *frame = f->frame + wl_outer_len(o);
+
     uint32_t dst = wl_prefix_addr(rng_below(r, n_prefixes))
                    | (1 + rng_below(r, 254));
     uint32_t src = 0xac100000u | rng_below(r, 1u << 20);   /* 172.16/12 */
     uint16_t sport = 1024 + rng_below(r, 64512);
     uint16_t dport = 1 + rng_below(r, 65535);
     uint8_t ttl = 32 + rng_below(r, 64);
-    frame_build(f->frame, src, dst, sport, dport, ttl);
-    if (tcp) {
-        uint8_t *ip = f->frame + 14, *th = ip + 20;
+    frame_build(frame, src, dst, sport, dport, ttl);
+    if (o->tcp) {
+        uint8_t *ip = frame + 14, *th = ip + 20;
         ip[9] = 6;
         f->seq = (uint32_t) rng_below(r, UINT32_MAX);
         memset(th, 0, 20);
@@ -174,13 +247,18 @@ wl_new_flow(struct wl_flow *f, struct rng *r, uint32_t n_prefixes,
         th[13] = 0x10;          /* ACK. */
         put_be16(th + 14, 1024);
     }
+    if (o->vxlan) {
+        vxlan_wrap(f->frame, 0xc000 | (sport & 0x3fff),
+                   wl_flow_vni(o, slot));
+    }
 }
 
-/* --tcp: stamps the next sequence number into flow 'f''s frame. */
+/* --tcp: stamps the next sequence number into flow 'f''s frame, whose
+ * inner frame starts at 'off'. */
 static void
-wl_tcp_next(struct wl_flow *f)
+wl_tcp_next(struct wl_flow *f, size_t off)
 {
-    put_be32(f->frame + 14 + 20 + 4, f->seq);
+    put_be32(f->frame + off + 14 + 20 + 4, f->seq);
     f->seq += WL_TCP_PAYLOAD;
 }
 
@@ -281,6 +359,12 @@ wl_run(const struct wl_opts *o, uint64_t seed, struct wl_result *res)
     if (!tpm) {
         cli_die("tpm_create: %s", error);
     }
+    if (o->vxlan_port) {
+        struct tpm_tunnel_ports tun;
+        tpm_tunnel_ports_init(&tun);
+        tpm_tunnel_ports_add(&tun, TPM_VXLAN_PORT, TPM_TUN_VXLAN);
+        tpm_set_tunnel_ports(tpm, &tun);
+    }
     if (!o->phase1_only) {
         wl_install(tpm, o, n_prefixes, &r);
     } else {
@@ -301,8 +385,9 @@ wl_run(const struct wl_opts *o, uint64_t seed, struct wl_result *res)
         cli_die("out of memory for %u flows", o->flows);
     }
     for (uint32_t i = 0; i < o->flows; i++) {
-        wl_new_flow(&flows[i], &r, n_prefixes, o->tcp);
+        wl_new_flow(flows, i, &r, n_prefixes, o);
     }
+    const size_t outer = wl_outer_len(o);
 
     const double pkt_ns = 1000.0 / o->rate_mpps;
     const uint64_t t0 = 1000ULL * 1000 * 1000 * 1000;   /* 1000 s. */
@@ -345,8 +430,8 @@ wl_run(const struct wl_opts *o, uint64_t seed, struct wl_result *res)
 
         /* New flows replace random active ones. */
         while (next_arrival <= t) {
-            wl_new_flow(&flows[rng_below(&r, o->flows)], &r, n_prefixes,
-                        o->tcp);
+            uint32_t slot = rng_below(&r, o->flows);
+            wl_new_flow(flows, slot, &r, n_prefixes, o);
             next_arrival += rng_exp(&r, o->arrival_ns);
             new_flows++;
         }
@@ -355,11 +440,11 @@ wl_run(const struct wl_opts *o, uint64_t seed, struct wl_result *res)
         int n = (int) MIN((uint64_t) o->batch, total - i);
         for (int k = 0; k < n; k++) {
             if (o->tcp) {
-                wl_tcp_next(&flows[rr]);
+                wl_tcp_next(&flows[rr], outer);
             }
             frames[k].data = flows[rr].frame;
-            frames[k].caplen = FRAME_CAPLEN;
-            frames[k].wirelen = FRAME_WIRELEN;
+            frames[k].caplen = FRAME_CAPLEN + outer;
+            frames[k].wirelen = FRAME_WIRELEN + outer;
             if (++in_burst >= o->burst) {
                 in_burst = 0;
                 rr = rr + 1 < o->flows ? rr + 1 : 0;
@@ -457,6 +542,13 @@ wl_run(const struct wl_opts *o, uint64_t seed, struct wl_result *res)
                        : 0;
     res->reports = st.reports - st0.reports;
     res->evictions = st.flow_evictions - st0.flow_evictions;
+    res->tun_decapsulated = st.parse.tun_decapsulated;
+    res->not_parsed = st.not_parsed;
+    res->tenants = st.tenants;
+    if (o->vxlan && res->tun_decapsulated != total) {
+        tprintf("warning: %"PRIu64" of %"PRIu64" frames decapsulated\n",
+                res->tun_decapsulated, total);
+    }
     if (st.reports_dropped || st.match_overflow || st.summary_overflow
         || st.children_dropped || st.chunks_exhausted) {
         tprintf("warning: losses: reports_dropped=%"PRIu64" "
@@ -511,6 +603,18 @@ wl_usage(void)
            "  --plain-vars       the control for --state-vars: the same "
            "summaries\n"
            "                     over variables that need no state\n"
+           "  --vxlan N          every frame inside outer Ethernet, IPv4, "
+           "UDP (port 4789)\n"
+           "                     and VXLAN headers (+50 bytes), the "
+           "monitor decapsulating\n"
+           "                     port 4789: the same inner flows, spread "
+           "over N VNIs\n"
+           "                     (5001...) in blocks of consecutive flows "
+           "(N = --flows:\n"
+           "                     one VNI per flow)\n"
+           "  --vxlan-port-only  the monitor decapsulates port 4789, the "
+           "frames stay\n"
+           "                     plain (the cost of the port test)\n"
            "  --instr            fixed seed and packet count (1M), no "
            "timing: for\n"
            "                     valgrind --tool=callgrind "
@@ -535,6 +639,15 @@ wl_print_header(const struct wl_opts *o)
             o->tcp ? "TCP" : "UDP", o->rate_mpps, 1000.0 / o->rate_mpps,
             tpm_time_format(o->epoch_ns, e, sizeof e), o->batch,
             tpm_time_format(o->budget_ns, b, sizeof b));
+    if (o->vxlan) {
+        tprintf("          each inside VXLAN (UDP port 4789, %d-byte frames "
+                "on the wire), %u VNI(s) from %u, monitor decapsulating "
+                "port 4789\n", FRAME_WIRELEN + WL_VXLAN_HLEN, o->vxlan,
+                WL_VXLAN_VNI0);
+    } else if (o->vxlan_port) {
+        tprintf("          plain frames, monitor decapsulating UDP port "
+                "4789\n");
+    }
     tprintf("          warm-up %s simulated, then %"PRIu64" packets, "
             "%d run(s)%s%s\n",
             tpm_time_format(o->warmup_ns, w, sizeof w), o->packets, o->runs,
@@ -556,6 +669,8 @@ wl_json(const char *run, uint64_t seed, const struct wl_result *r,
     jl_str(&j, "frames", o->tcp ? "tcp" : "udp");
     jl_num(&j, "state_vars", o->state_vars);
     jl_num(&j, "plain_vars", o->plain_vars);
+    jl_num(&j, "vxlan", o->vxlan);
+    jl_num(&j, "vxlan_port", o->vxlan_port);
     jl_num(&j, "packets", o->packets);
     jl_num(&j, "rate_mpps", o->rate_mpps);
     jl_num(&j, "p1_cycles_per_pkt", r->p1_cycles_clean);
@@ -611,7 +726,8 @@ enum {
     WL_OPT_EVENTS, WL_OPT_PER_PREFIX, WL_OPT_FLOWS, WL_OPT_ARRIVAL,
     WL_OPT_RATE, WL_OPT_EPOCH, WL_OPT_BATCH, WL_OPT_BURST, WL_OPT_BUDGET,
     WL_OPT_TABLE, WL_OPT_IDLE, WL_OPT_SCRUB, WL_OPT_P1, WL_OPT_TCP,
-    WL_OPT_STATE_VARS, WL_OPT_PLAIN_VARS, WL_OPT_INSTR, WL_OPT_JSON,
+    WL_OPT_STATE_VARS, WL_OPT_PLAIN_VARS, WL_OPT_VXLAN, WL_OPT_VXLAN_PORT,
+    WL_OPT_INSTR, WL_OPT_JSON,
 };
 
 static const struct option wl_long_options[] = {
@@ -635,6 +751,8 @@ static const struct option wl_long_options[] = {
     { "tcp", no_argument, NULL, WL_OPT_TCP },
     { "state-vars", no_argument, NULL, WL_OPT_STATE_VARS },
     { "plain-vars", no_argument, NULL, WL_OPT_PLAIN_VARS },
+    { "vxlan", required_argument, NULL, WL_OPT_VXLAN },
+    { "vxlan-port-only", no_argument, NULL, WL_OPT_VXLAN_PORT },
     { "instr", no_argument, NULL, WL_OPT_INSTR },
     { "json", no_argument, NULL, WL_OPT_JSON },
     { "help", no_argument, NULL, 'h' },
@@ -655,6 +773,12 @@ wl_check_options__(struct wl_opts *o, bool packets_set)
         && (!o->tcp || o->phase1_only || (o->state_vars && o->plain_vars))) {
         cli_die("--state-vars or --plain-vars (one of them) needs --tcp and "
             "events (not --phase1-only)");
+    }
+    if (o->vxlan > o->flows) {
+        cli_die("--vxlan: at most --flows VNIs (%u)", o->flows);
+    }
+    if (o->vxlan) {
+        o->vxlan_port = true;
     }
     if (o->instr) {
         o->runs = 1;
@@ -764,6 +888,13 @@ wl_parse_options(int argc, char *argv[], struct wl_opts *o)
         case WL_OPT_PLAIN_VARS:
             o->plain_vars = true;
             break;
+        case WL_OPT_VXLAN:
+            /* At most libtpm's default tenant slots. */
+            o->vxlan = parse_count("vxlan", optarg, 1, 4096);
+            break;
+        case WL_OPT_VXLAN_PORT:
+            o->vxlan_port = true;
+            break;
         case WL_OPT_INSTR:
             o->instr = true;
             break;
@@ -802,12 +933,20 @@ cmd_workload(int argc, char *argv[])
                 "%"PRIu64"): instructions/packet = Ir / %"PRIu64"\n",
                 r.batch_packets, r.batch_packets - r.measured_packets,
                 r.measured_packets, r.batch_packets);
+        tprintf("       %.0f trigger instances; %"PRIu64" frames "
+                "decapsulated, %"PRIu64" not parsed, %"PRIu64" tenant(s)\n",
+                r.triggers, r.tun_decapsulated, r.not_parsed, r.tenants);
         struct jline j;
         jl_begin(&j, "workload-instr");
         jl_num(&j, "seed", o.seed);
         jl_num(&j, "batch_packets", r.batch_packets);
         jl_num(&j, "measured_packets", r.measured_packets);
         jl_num(&j, "triggers", r.triggers);
+        jl_num(&j, "vxlan", o.vxlan);
+        jl_num(&j, "vxlan_port", o.vxlan_port);
+        jl_num(&j, "tun_decapsulated", r.tun_decapsulated);
+        jl_num(&j, "not_parsed", r.not_parsed);
+        jl_num(&j, "tenants", r.tenants);
         jl_end(&j);
         print_hugepage_note();
         return 0;
