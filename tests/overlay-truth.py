@@ -3,7 +3,7 @@
 """Ground truth of an overlay test: tenants' UDP flows counted in captures.
 
 Used by tests/ovs-overlay.sh, independently of the monitor: its own pcap
-reader (standard library only, no libtpm code).
+reader (tests/pcaplib.py; standard library only, no libtpm code).
 
     overlay-truth.py --vm-addr ADDR [--vm-addr ...] \
         --cap TENANT:TUN_ID:END:FILE [--cap ...] \
@@ -42,48 +42,16 @@ import json
 import struct
 import sys
 
-LINKTYPE_ETHERNET = 1
-
-
-def frames(path):
-    """Yields (wire length, captured bytes) of each record of 'path'."""
-    with open(path, "rb") as f:
-        head = f.read(24)
-        if len(head) < 24:
-            raise ValueError("%s: not a pcap file (too short)" % path)
-        magic = head[:4]
-        if magic in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1"):
-            order = "<"
-        elif magic in (b"\xa1\xb2\xc3\xd4", b"\xa1\xb2\x3c\x4d"):
-            order = ">"
-        else:
-            raise ValueError("%s: not a classic pcap file (magic %s)"
-                             % (path, magic.hex()))
-        linktype = struct.unpack(order + "I", head[20:24])[0] & 0xffff
-        if linktype != LINKTYPE_ETHERNET:
-            raise ValueError("%s: link type %d, expected Ethernet"
-                             % (path, linktype))
-        while True:
-            rec = f.read(16)
-            if not rec:
-                return
-            if len(rec) < 16:
-                raise ValueError("%s: truncated record header" % path)
-            _, _, caplen, wirelen = struct.unpack(order + "IIII", rec)
-            data = f.read(caplen)
-            if len(data) < caplen:
-                raise ValueError("%s: truncated record" % path)
-            yield wirelen, data
+from pcaplib import LINKTYPE_ETHERNET, ethernet_payload, records
 
 
 def count(path, errors):
     """Returns {(ipver, src, dst, sport, dport): [packets, bytes, payload]}
     for the UDP datagrams of 'path'."""
     out = {}
-    for wirelen, data in frames(path):
-        off, ethertype = 14, data[12:14]
-        while ethertype in (b"\x81\x00", b"\x88\xa8") and len(data) >= off + 4:
-            ethertype, off = data[off + 2:off + 4], off + 4
+    for _, wirelen, data in records(path, (LINKTYPE_ETHERNET,),
+                                    "link type %d, expected Ethernet"):
+        ethertype, off = ethernet_payload(data)
         ip = data[off:]
         if ethertype == b"\x08\x00" and len(ip) >= 20 and ip[0] >> 4 == 4:
             ihl = (ip[0] & 0x0f) * 4

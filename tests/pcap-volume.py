@@ -4,7 +4,7 @@
 
 Used by tests/ovs-integration.sh as the independent measurement that the
 monitor's sum(volume) is compared with.  Standard library only (its own
-pcap parser, no libtpm code).
+pcap parser in tests/pcaplib.py; no libtpm code).
 
     pcap-volume.py [--src A] [--dst A] [--sport P] [--dport P] FILE.pcap
 
@@ -27,38 +27,8 @@ import socket
 import struct
 import sys
 
-LINKTYPE_ETHERNET = 1
-LINKTYPE_LINUX_SLL = 113
-
-
-def frames(path):
-    with open(path, "rb") as f:
-        head = f.read(24)
-        if len(head) < 24:
-            raise ValueError("%s: not a pcap file (too short)" % path)
-        magic = head[:4]
-        if magic in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1"):
-            order = "<"
-        elif magic in (b"\xa1\xb2\xc3\xd4", b"\xa1\xb2\x3c\x4d"):
-            order = ">"
-        else:
-            raise ValueError("%s: not a classic pcap file (magic %s)"
-                             % (path, magic.hex()))
-        linktype = struct.unpack(order + "I", head[20:24])[0] & 0xffff
-        if linktype not in (LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL):
-            raise ValueError("%s: unsupported link type %d"
-                             % (path, linktype))
-        while True:
-            rec = f.read(16)
-            if not rec:
-                return
-            if len(rec) < 16:
-                raise ValueError("%s: truncated record header" % path)
-            _, _, caplen, _ = struct.unpack(order + "IIII", rec)
-            data = f.read(caplen)
-            if len(data) < caplen:
-                raise ValueError("%s: truncated record" % path)
-            yield linktype, data
+from pcaplib import LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL, \
+    ethernet_payload, records
 
 
 def main():
@@ -73,12 +43,11 @@ def main():
     want_dst = socket.inet_aton(args.dst) if args.dst else None
 
     out = {"packets": 0, "payload": 0, "truncated": 0, "inconsistent": 0}
-    for linktype, data in frames(args.pcap):
+    for linktype, _, data in records(args.pcap, (LINKTYPE_ETHERNET,
+                                                 LINKTYPE_LINUX_SLL),
+                                     "unsupported link type %d"):
         if linktype == LINKTYPE_ETHERNET:
-            off, ethertype = 14, data[12:14]
-            while ethertype in (b"\x81\x00", b"\x88\xa8") and \
-                    len(data) >= off + 4:
-                ethertype, off = data[off + 2:off + 4], off + 4
+            ethertype, off = ethernet_payload(data)
         else:
             off, ethertype = 16, data[14:16]
         if ethertype != b"\x08\x00" or len(data) < off + 20:
