@@ -91,7 +91,8 @@ endif
 CLEANFILES += tests/ovs-autotests.out
 EXTRA_DIST += tests/ovs-patch.sh tests/ovs-autotests.sh \
 	tests/ovs-integration.sh tests/testbed.sh tests/udp-send.py \
-	tests/pcap-volume.py tests/pcaplib.py tests/tpm-reports.py
+	tests/sendlib.py tests/pcap-volume.py tests/pcaplib.py \
+	tests/tpm-reports.py
 # Tenants behind VXLAN and Geneve tunnels (OVS native tunnelling), counted
 # per inner 5-tuple and tunnel id against captures at both tunnel ends.
 # A PMD test: after the others, before the packages.

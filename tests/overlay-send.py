@@ -3,7 +3,8 @@
 """Sends UDP flows over IPv4 and IPv6 on a schedule; says what it sent.
 
 Used by tests/ovs-overlay.sh, run inside a tenant's network namespace.
-Standard library only.
+Standard library only; its schedule is tests/sendlib.py's, shared with
+tests/udp-send.py.
 
     overlay-send.py --flow SRC,SPORT,DST,DPORT,COUNT,SIZE,GAP_US [--flow ...]
                     [--start-ns NS] [--linger-ms MS]
@@ -26,12 +27,13 @@ datagrams and payload bytes sent successfully and the failed sends
 successful send.
 """
 import argparse
-import heapq
 import ipaddress
 import json
 import socket
 import sys
 import time
+
+from sendlib import send_flows
 
 
 def parse_flow(spec):
@@ -50,19 +52,10 @@ def parse_flow(spec):
         "src": str(src), "sport": int(parts[1]),
         "dst": str(dst), "dport": int(parts[3]),
         "family": socket.AF_INET if src.version == 4 else socket.AF_INET6,
-        "count": count, "size": size, "gap_ns": gap * 1000,
-        "packets": 0, "payload": 0, "errors": 0,
+        "count": count, "size": lambda k: size, "gap_ns": gap * 1000,
+        "start_ns": 0, "packets": 0, "payload": 0, "errors": 0,
+        "t_first": None, "t_last": None,
     }
-
-
-def wait_until(t_ns):
-    """Sleeps until wall-clock time 't_ns'; busy-waits the last 300 us."""
-    while True:
-        left = t_ns - time.time_ns()
-        if left <= 0:
-            return
-        if left > 300000:
-            time.sleep((left - 250000) / 1e9)
 
 
 def main():
@@ -86,25 +79,7 @@ def main():
 
     t0 = args.start_ns if args.start_ns is not None else time.time_ns() \
         + 1000000
-    heap = [(t0, 0, i) for i in range(len(flows))]
-    heapq.heapify(heap)
-    t_first = t_last = None
-    while heap:
-        due, k, i = heapq.heappop(heap)
-        f = flows[i]
-        wait_until(due)
-        t_before = time.time_ns()
-        try:
-            socks[i].sendto(b"\x5a" * f["size"], (f["dst"], f["dport"]))
-        except OSError:
-            f["errors"] += 1
-        else:
-            f["packets"] += 1
-            f["payload"] += f["size"]
-            t_first = t_before if t_first is None else t_first
-            t_last = time.time_ns()
-        if k + 1 < f["count"]:
-            heapq.heappush(heap, (t0 + (k + 1) * f["gap_ns"], k + 1, i))
+    t_first, t_last = send_flows(flows, socks, t0)
 
     if args.linger_ms > 0:
         time.sleep(args.linger_ms / 1000)

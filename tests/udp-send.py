@@ -3,7 +3,8 @@
 """Sends UDP datagrams on a schedule and says exactly what it sent.
 
 Used by tests/ovs-integration.sh, run inside the sending network
-namespace.  Standard library only.
+namespace.  Standard library only; its schedule is tests/sendlib.py's,
+shared with tests/overlay-send.py.
 
     udp-send.py --src 10.99.0.1 --dst 10.99.0.2 \
         --flow SPORT:DPORT:COUNT:SIZES:GAP_US[:START_US] [--flow ...] \
@@ -38,13 +39,14 @@ and payload bytes sent successfully and the number of failed sends
 ("errors").
 """
 import argparse
-import heapq
 import json
 import random
 import signal
 import socket
 import sys
 import time
+
+from sendlib import send_flows
 
 
 def parse_sizes(text, rng):
@@ -59,7 +61,7 @@ def parse_sizes(text, rng):
     return lambda k: sizes[k % len(sizes)]
 
 
-def parse_flow(spec, rng):
+def parse_flow(spec, rng, dst):
     parts = spec.split(":")
     if len(parts) not in (5, 6):
         raise ValueError("--flow wants SPORT:DPORT:COUNT:SIZES:GAP_US"
@@ -67,6 +69,7 @@ def parse_flow(spec, rng):
     if int(parts[2]) < 0 or int(parts[4]) < 0:
         raise ValueError("negative count or gap in %r" % spec)
     return {
+        "dst": dst,
         "sport": int(parts[0]),
         "dport": int(parts[1]),
         "count": int(parts[2]),         # 0: until a signal
@@ -79,16 +82,6 @@ def parse_flow(spec, rng):
         "t_first": None,
         "t_last": None,
     }
-
-
-def wait_until(t_ns):
-    """Sleeps until wall-clock time t_ns; busy-waits the last 300 us."""
-    while True:
-        left = t_ns - time.time_ns()
-        if left <= 0:
-            return
-        if left > 300000:
-            time.sleep((left - 250000) / 1e9)
 
 
 def main():
@@ -105,7 +98,7 @@ def main():
 
     rng = random.Random(args.seed)
     try:
-        flows = [parse_flow(f, rng) for f in args.flow]
+        flows = [parse_flow(f, rng, args.dst) for f in args.flow]
     except ValueError as e:
         ap.error(str(e))
 
@@ -131,34 +124,7 @@ def main():
     else:
         t0 = now + 1000000
 
-    # Schedule: (due time, sequence number in its flow, flow index).
-    heap = [(t0 + f["start_ns"], 0, i) for i, f in enumerate(flows)]
-    heapq.heapify(heap)
-    payload = b"\x5a" * 65507
-    t_first = t_last = None
-    while heap and not stop:
-        due, k, i = heapq.heappop(heap)
-        f = flows[i]
-        wait_until(due)
-        size = f["size"](k)
-        t_before = time.time_ns()
-        try:
-            socks[i].sendto(payload[:size], (args.dst, f["dport"]))
-        except OSError:
-            f["errors"] += 1
-        else:
-            t_after = time.time_ns()
-            f["packets"] += 1
-            f["payload"] += size
-            if f["t_first"] is None:
-                f["t_first"] = t_before
-            f["t_last"] = t_after
-            if t_first is None:
-                t_first = t_before
-            t_last = t_after
-        if f["count"] == 0 or k + 1 < f["count"]:
-            heapq.heappush(heap, (t0 + f["start_ns"] + (k + 1) * f["gap_ns"],
-                                  k + 1, i))
+    t_first, t_last = send_flows(flows, socks, t0, stop)
 
     if args.linger_ms > 0 and not stop:
         time.sleep(args.linger_ms / 1000)
