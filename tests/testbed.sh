@@ -363,49 +363,19 @@ tb_pmd_ready() {
 # namespaces and the bridge; returns when a ping goes through and the
 # monitor of the PMD thread is registered.
 tb_up() {
-    local d=$TB_DIR
-    "$OVS_BIN_TOOL" create "$d/conf.db" "$OVS_BIN_SCHEMA"
-    "$OVS_BIN_SERVER" -vconsole:off --remote="punix:$d/db.sock" \
-        --pidfile="$d/ovsdb-server.pid" --detach --no-chdir \
-        --log-file="$d/ovsdb.log" "$d/conf.db"
-    tb_vsctl --no-wait init
-    tb_dpdk_memory
-    # tpm-report-log: room for every report of the run (scenario 3 alone
-    # makes about 100); the knob is read before any event exists.
-    tb_vsctl --no-wait set Open_vSwitch . other_config:dpdk-init=true \
-        "${TB_DPDK_CONFIG[@]}" other_config:pmd-cpu-mask=0x2 \
-        other_config:tpm-epoch=10ms other_config:tpm-report-log=100000 \
-        "${TB_OTHER_CONFIG[@]}"
-
-    ip netns add "$TB_NSSW"
-    ip -n "$TB_NSSW" link set lo up
-    ip netns exec "$TB_NSSW" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 \
-        net.ipv6.conf.default.disable_ipv6=1
+    tb_switch_db__
     tb_netns_setup "$TB_NS1" "$TB_IF1" "$TB_HIF1" "$TB_MAC1" "$TB_IP1" \
         "$TB_IP2" "$TB_MAC2"
     tb_netns_setup "$TB_NS2" "$TB_IF2" "$TB_HIF2" "$TB_MAC2" "$TB_IP2" \
         "$TB_IP1" "$TB_MAC1"
-
-    ip netns exec "$TB_NSSW" "$OVS_BIN_VSWITCHD" -vconsole:off "$TB_DB" \
-        --pidfile="$d/ovs-vswitchd.pid" --detach --no-chdir \
-        --log-file="$d/vswitchd.log"
-    TB_CTL=$d/ovs-vswitchd.$(cat "$d/ovs-vswitchd.pid").ctl
-    TB_UP=true
+    tb_switch_vswitchd__
 
     tb_vsctl add-br "$TB_BR" -- set bridge "$TB_BR" datapath_type=netdev \
         -- add-port "$TB_BR" p1 -- set Interface p1 type=dpdk \
            "options:dpdk-devargs=net_af_packet0,iface=$TB_HIF1" \
         -- add-port "$TB_BR" p2 -- set Interface p2 type=dpdk \
            "options:dpdk-devargs=net_af_packet1,iface=$TB_HIF2"
-    local p err
-    for p in p1 p2; do
-        err=$(tb_vsctl get Interface "$p" error) \
-            || tb_fail "ovs-vsctl get Interface $p error failed"
-        case $err in
-        '[]'|'') ;;
-        *) tb_fail "port $p: $err" ;;
-        esac
-    done
+    tb_port_ok p1 p2
     tb_wait_for 30 tb_pmd_ready \
         || tb_fail "no PMD thread with a monitor in tpm/stats after 30 s"
     tb_wait_for 30 tb_ping_once \
@@ -521,11 +491,12 @@ tb_down_all() {
     tb_down
 }
 
-# tb_switch_up: starts ovsdb-server and ovs-vswitchd (DPDK, settings as
-# tb_up's) in a new namespace $TB_NSSW whose devices get no IPv6 unless
-# the caller enables it on one (net.ipv6.conf.DEV.disable_ipv6=0); no
-# bridge.  Returns when ovs-vswitchd answers.
-tb_switch_up() {
+# tb_switch_db__: the first half of tb_up and tb_switch_up: starts
+# ovsdb-server, configures the switch (DPDK, one PMD on core 1, the
+# monitor's epoch and report log, $TB_OTHER_CONFIG) and creates namespace
+# $TB_NSSW (loopback up, no IPv6 on its devices unless the caller enables
+# it on one: net.ipv6.conf.DEV.disable_ipv6=0).
+tb_switch_db__() {
     local d=$TB_DIR
     "$OVS_BIN_TOOL" create "$d/conf.db" "$OVS_BIN_SCHEMA"
     "$OVS_BIN_SERVER" -vconsole:off --remote="punix:$d/db.sock" \
@@ -533,19 +504,39 @@ tb_switch_up() {
         --log-file="$d/ovsdb.log" "$d/conf.db"
     tb_vsctl --no-wait init
     tb_dpdk_memory
+    # tpm-report-log: room for every report of the run (scenario 3 of
+    # ovs-integration.sh alone makes about 100); the knob is read before
+    # any event exists.
     tb_vsctl --no-wait set Open_vSwitch . other_config:dpdk-init=true \
         "${TB_DPDK_CONFIG[@]}" other_config:pmd-cpu-mask=0x2 \
         other_config:tpm-epoch=10ms other_config:tpm-report-log=100000 \
         "${TB_OTHER_CONFIG[@]}"
+
     ip netns add "$TB_NSSW"
     ip -n "$TB_NSSW" link set lo up
     ip netns exec "$TB_NSSW" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 \
         net.ipv6.conf.default.disable_ipv6=1
+}
+
+# tb_switch_vswitchd__: the second half of tb_up and tb_switch_up: starts
+# ovs-vswitchd in $TB_NSSW; from then on tb_fail shows the monitor's
+# state.
+tb_switch_vswitchd__() {
+    local d=$TB_DIR
     ip netns exec "$TB_NSSW" "$OVS_BIN_VSWITCHD" -vconsole:off "$TB_DB" \
         --pidfile="$d/ovs-vswitchd.pid" --detach --no-chdir \
         --log-file="$d/vswitchd.log"
     TB_CTL=$d/ovs-vswitchd.$(cat "$d/ovs-vswitchd.pid").ctl
     TB_UP=true
+}
+
+# tb_switch_up: starts ovsdb-server and ovs-vswitchd (DPDK, settings as
+# tb_up's) in a new namespace $TB_NSSW whose devices get no IPv6 unless
+# the caller enables it on one (net.ipv6.conf.DEV.disable_ipv6=0); no
+# bridge.  Returns when ovs-vswitchd answers.
+tb_switch_up() {
+    tb_switch_db__
+    tb_switch_vswitchd__
     tb_wait_for 30 tb_appctl version >/dev/null \
         || tb_fail "ovs-vswitchd does not answer"
 }
