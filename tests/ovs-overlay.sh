@@ -125,25 +125,43 @@ ns_ipv6() {
         net.ipv6.conf.default.router_solicitations=0
 }
 
-# vm_up NS IF HIF: a VM namespace, its veth IF (inner addresses, MTU
-# 1400, offloads off) to HIF in the switch's namespace, static neighbours.
-vm_up() {
-    local ns=$1 if=$2 hif=$3
+# dev_addrs NS DEV ADDR4 ADDR6 PEER4 PEER6 PEER_MAC: ADDR4/24 and
+# ADDR6/64 (no DAD) on DEV in NS, DEV up, permanent neighbour entries for
+# PEER4 and PEER6 at PEER_MAC (no ARP or ND during the test).
+dev_addrs() {
+    local ns=$1 dev=$2 addr4=$3 addr6=$4 peer4=$5 peer6=$6 peer_mac=$7
+    ip -n "$ns" addr add "$addr4/24" dev "$dev"
+    ip -n "$ns" addr add "$addr6/64" dev "$dev" nodad
+    ip -n "$ns" link set "$dev" up
+    ip -n "$ns" neigh replace "$peer4" lladdr "$peer_mac" dev "$dev" \
+        nud permanent
+    ip -n "$ns" neigh replace "$peer6" lladdr "$peer_mac" dev "$dev" \
+        nud permanent
+}
+
+# host_up NS IF MAC MTU HIF ADDR4 ADDR6 PEER4 PEER6 PEER_MAC: namespace NS
+# (tb_netns, IPv6 on) and its veth IF (MAC; MTU, or the default if empty)
+# to HIF in the switch's namespace, offloads off at both ends (else
+# checksums are left to a NIC that does not exist), dev_addrs on IF, HIF
+# up.
+host_up() {
+    local ns=$1 if=$2 mac=$3 mtu=$4 hif=$5
     tb_netns "$ns"
     ns_ipv6 "$ns"
-    ip link add "$if" netns "$ns" address "$MAC_VM" mtu "$TENANT_MTU" \
+    ip link add "$if" netns "$ns" address "$mac" ${mtu:+mtu "$mtu"} \
         type veth peer name "$hif" netns "$TB_NSSW"
     ip netns exec "$ns" ethtool -K "$if" tx off tso off gso off >/dev/null
     ip netns exec "$TB_NSSW" ethtool -K "$hif" tx off tso off gso off \
         >/dev/null
-    ip -n "$ns" addr add "$IN4_VM/24" dev "$if"
-    ip -n "$ns" addr add "$IN6_VM/64" dev "$if" nodad
-    ip -n "$ns" link set "$if" up
-    ip -n "$ns" neigh replace "$IN4_RT" lladdr "$MAC_RT" dev "$if" \
-        nud permanent
-    ip -n "$ns" neigh replace "$IN6_RT" lladdr "$MAC_RT" dev "$if" \
-        nud permanent
+    dev_addrs "$ns" "$if" "${@:6}"
     ip -n "$TB_NSSW" link set "$hif" up
+}
+
+# vm_up NS IF HIF: a VM namespace, its veth IF (inner addresses, MTU
+# 1400, offloads off) to HIF in the switch's namespace, static neighbours.
+vm_up() {
+    host_up "$1" "$2" "$MAC_VM" "$TENANT_MTU" "$3" "$IN4_VM" "$IN6_VM" \
+        "$IN4_RT" "$IN6_RT" "$MAC_RT"
 }
 
 route_known() {
@@ -171,22 +189,8 @@ ovl_up() {
     ns_ipv6 "$NS_RTB"
 
     # The underlay: the remote hypervisor's veth, static neighbours.
-    tb_netns "$NS_RH"
-    ns_ipv6 "$NS_RH"
-    ip link add "$IF_UL" netns "$NS_RH" address "$MAC_RH" type veth \
-        peer name "$HIF_UL" netns "$TB_NSSW"
-    ip netns exec "$NS_RH" ethtool -K "$IF_UL" tx off tso off gso off \
-        >/dev/null
-    ip netns exec "$TB_NSSW" ethtool -K "$HIF_UL" tx off tso off gso off \
-        >/dev/null
-    ip -n "$NS_RH" addr add "$UL4_RH/24" dev "$IF_UL"
-    ip -n "$NS_RH" addr add "$UL6_RH/64" dev "$IF_UL" nodad
-    ip -n "$NS_RH" link set "$IF_UL" up
-    ip -n "$NS_RH" neigh replace "$UL4_SW" lladdr "$MAC_PHY" dev "$IF_UL" \
-        nud permanent
-    ip -n "$NS_RH" neigh replace "$UL6_SW" lladdr "$MAC_PHY" dev "$IF_UL" \
-        nud permanent
-    ip -n "$TB_NSSW" link set "$HIF_UL" up
+    host_up "$NS_RH" "$IF_UL" "$MAC_RH" "" "$HIF_UL" "$UL4_RH" "$UL6_RH" \
+        "$UL4_SW" "$UL6_SW" "$MAC_PHY"
 
     tb_vsctl add-br "$BR_PHY" -- set bridge "$BR_PHY" datapath_type=netdev \
             "other_config:hwaddr=$MAC_PHY" \
@@ -229,13 +233,7 @@ tenant_dev() {
     local ns=$1 dev=$2
     ip -n "$ns" link set "$dev" address "$MAC_RT" mtu "$TENANT_MTU"
     ip netns exec "$ns" ethtool -K "$dev" tx off >/dev/null 2>&1 || true
-    ip -n "$ns" addr add "$IN4_RT/24" dev "$dev"
-    ip -n "$ns" addr add "$IN6_RT/64" dev "$dev" nodad
-    ip -n "$ns" link set "$dev" up
-    ip -n "$ns" neigh replace "$IN4_VM" lladdr "$MAC_VM" dev "$dev" \
-        nud permanent
-    ip -n "$ns" neigh replace "$IN6_VM" lladdr "$MAC_VM" dev "$dev" \
-        nud permanent
+    dev_addrs "$ns" "$dev" "$IN4_RT" "$IN6_RT" "$IN4_VM" "$IN6_VM" "$MAC_VM"
 }
 
 peer_ready() {
