@@ -538,7 +538,6 @@ phase() {
 main() {
     local t0=$SECONDS ph
     tb_init
-    trap tb_down_all EXIT
     ovl_names
     ovl_up
     tb_log "test bed up in $((SECONDS - t0)) s (DPDK memory:" \

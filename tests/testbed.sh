@@ -42,6 +42,8 @@ TB_OTHER_CONFIG=()
 
 # Background processes started by the test (PIDs), stopped at teardown.
 TB_BG_PIDS=()
+# Namespaces made by tb_netns, deleted at teardown.
+TB_EXTRA_NS=()
 TB_UP=false
 TB_DIR=
 
@@ -202,13 +204,17 @@ tb_down() {
         tb_stop_daemon ovsdb-server exit
     fi
     TB_UP=false
+    # tb_netns's namespaces first (one may be $TB_NS1 or $TB_NS2, so the
+    # list is read again before each).
     local ns all
-    all=$(ip netns list 2>/dev/null)
-    for ns in "${TB_NS1:-}" "${TB_NS2:-}" "${TB_NSSW:-}"; do
+    for ns in "${TB_EXTRA_NS[@]}" "${TB_NS1:-}" "${TB_NS2:-}" \
+              "${TB_NSSW:-}"; do
+        all=$(ip netns list 2>/dev/null)
         if [ -n "$ns" ] && grep -qw "^$ns" <<<"$all"; then
             ip netns del "$ns" || tb_log "warning: cannot delete netns $ns"
         fi
     done
+    TB_EXTRA_NS=()
     if [ -n "$TB_DIR" ] && [ -d "$TB_DIR" ]; then
         if [ "${TB_KEEP:-0}" = 1 ]; then
             tb_log "kept $TB_DIR"
@@ -450,45 +456,15 @@ tb_two_pmds() {
 # A test that builds its own topology (tests/ovs-overlay.sh) calls, after
 # tb_init, tb_switch_up instead of tb_up (the daemons in $TB_NSSW, no
 # bridge, no namespaces 1 and 2) and makes its further namespaces with
-# tb_netns; it installs tb_down_all as its EXIT trap, which removes those
-# namespaces too:
-#   tb_init; trap tb_down_all EXIT; tb_switch_up; tb_netns ...
+# tb_netns; tb_down, the EXIT trap, removes those namespaces too:
+#   tb_init; tb_switch_up; tb_netns ...
 
-# Namespaces made by tb_netns, deleted by tb_down_all.
-TB_EXTRA_NS=()
-
-# tb_netns NAME: creates namespace NAME with its loopback up; tb_down_all
+# tb_netns NAME: creates namespace NAME with its loopback up; tb_down
 # deletes it.
 tb_netns() {
     ip netns add "$1"
     TB_EXTRA_NS+=("$1")
     ip -n "$1" link set lo up
-}
-
-# tb_down_all: the EXIT trap of a test that uses tb_netns: stops the
-# background processes and the daemons, deletes the namespaces of
-# tb_netns, then tb_down (which keeps the exit status).
-tb_down_all() {
-    local rc=$? pid ns all
-    set +eE
-    trap - EXIT INT TERM ERR
-    for pid in "${TB_BG_PIDS[@]}"; do
-        kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-    done
-    TB_BG_PIDS=()
-    if [ -n "$TB_DIR" ]; then
-        tb_stop_daemon ovs-vswitchd exit --cleanup
-        tb_stop_daemon ovsdb-server exit
-    fi
-    all=$(ip netns list 2>/dev/null)
-    for ns in "${TB_EXTRA_NS[@]}"; do
-        if grep -qw "^$ns" <<<"$all"; then
-            ip netns del "$ns" || tb_log "warning: cannot delete netns $ns"
-        fi
-    done
-    TB_EXTRA_NS=()
-    (exit "$rc")
-    tb_down
 }
 
 # tb_switch_db__: the first half of tb_up and tb_switch_up: starts
