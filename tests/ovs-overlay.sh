@@ -360,48 +360,46 @@ capture() {
                    "$(cat "$P/$1.tcpdump.err")"
 }
 
-# flows SRC4 DST4 SRC6 DST6 SPORT DPORT COUNT SIZE: the --flow options of
-# one sender: per IP version, flow 1 (COUNT x SIZE B, SPORT -> DPORT) and
-# flow 2 (COUNT + 1 x SIZE + 10 B, SPORT + 1 -> DPORT + 1).
-flows() {
-    local k v src dst
-    FLOWS=()
+# sender NAME NS T0 SRC4 DST4 SRC6 DST6 SPORT DPORT COUNT SIZE: starts
+# overlay-send.py in namespace NS at time T0 (output $P/send-NAME.json,
+# PID appended to SEND_PIDS) with, per IP version, flow 1 (COUNT x SIZE
+# B, SPORT -> DPORT) and flow 2 (COUNT + 1 x SIZE + 10 B, SPORT + 1 ->
+# DPORT + 1).
+sender() {
+    local name=$1 ns=$2 t0=$3 k v src dst flows=()
+    shift 3
     for v in 4 6; do
         if [ "$v" = 4 ]; then src=$1 dst=$2; else src=$3 dst=$4; fi
         for k in 0 1; do
-            FLOWS+=(--flow "$src,$(($5 + k)),$dst,$(($6 + k))")
-            FLOWS[-1]+=",$(($7 + k)),$(($8 + 10 * k)),$GAP_US"
+            flows+=(--flow "$src,$(($5 + k)),$dst,$(($6 + k))")
+            flows[-1]+=",$(($7 + k)),$(($8 + 10 * k)),$GAP_US"
         done
     done
+    tb_bg "$P/send-$name.json" ip netns exec "$ns" "$TB_PY" "$SEND" \
+        --start-ns "$t0" --linger-ms 500 "${flows[@]}"
+    SEND_PIDS+=("$TB_BG_PID")
 }
 
 # traffic: the four senders at once (both tenants, both directions),
 # captured at both ends of each tenant's overlay.
 traffic() {
-    local t0 pids=() pid name
+    local t0 pid name
     CAP_PIDS=()
     capture vmA "$NS_VMA" "$IF_VMA"
     capture vmB "$NS_VMB" "$IF_VMB"
     capture rtA "$NS_RTA" "$DEV_A"
     capture rtB "$NS_RTB" "$DEV_B"
     t0=$(($(tb_now_ns) + 1000000000))
-    flows "$IN4_VM" "$IN4_RT" "$IN6_VM" "$IN6_RT" 7001 8001 "${TX_A[@]}"
-    tb_bg "$P/send-vmA.json" ip netns exec "$NS_VMA" "$TB_PY" "$SEND" \
-        --start-ns "$t0" --linger-ms 500 "${FLOWS[@]}"
-    pids+=("$TB_BG_PID")
-    flows "$IN4_VM" "$IN4_RT" "$IN6_VM" "$IN6_RT" 7001 8001 "${TX_B[@]}"
-    tb_bg "$P/send-vmB.json" ip netns exec "$NS_VMB" "$TB_PY" "$SEND" \
-        --start-ns "$t0" --linger-ms 500 "${FLOWS[@]}"
-    pids+=("$TB_BG_PID")
-    flows "$IN4_RT" "$IN4_VM" "$IN6_RT" "$IN6_VM" 8001 7001 "${RX_A[@]}"
-    tb_bg "$P/send-rtA.json" ip netns exec "$NS_RTA" "$TB_PY" "$SEND" \
-        --start-ns "$t0" --linger-ms 500 "${FLOWS[@]}"
-    pids+=("$TB_BG_PID")
-    flows "$IN4_RT" "$IN4_VM" "$IN6_RT" "$IN6_VM" 8001 7001 "${RX_B[@]}"
-    tb_bg "$P/send-rtB.json" ip netns exec "$NS_RTB" "$TB_PY" "$SEND" \
-        --start-ns "$t0" --linger-ms 500 "${FLOWS[@]}"
-    pids+=("$TB_BG_PID")
-    for pid in "${pids[@]}"; do
+    SEND_PIDS=()
+    sender vmA "$NS_VMA" "$t0" "$IN4_VM" "$IN4_RT" "$IN6_VM" "$IN6_RT" \
+        7001 8001 "${TX_A[@]}"
+    sender vmB "$NS_VMB" "$t0" "$IN4_VM" "$IN4_RT" "$IN6_VM" "$IN6_RT" \
+        7001 8001 "${TX_B[@]}"
+    sender rtA "$NS_RTA" "$t0" "$IN4_RT" "$IN4_VM" "$IN6_RT" "$IN6_VM" \
+        8001 7001 "${RX_A[@]}"
+    sender rtB "$NS_RTB" "$t0" "$IN4_RT" "$IN4_VM" "$IN6_RT" "$IN6_VM" \
+        8001 7001 "${RX_B[@]}"
+    for pid in "${SEND_PIDS[@]}"; do
         tb_bg_wait "$pid" \
             || tb_fail "$PHASE: overlay-send.py failed:" \
                        "$(cat "$P"/send-*.json.err)"
