@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Tunnelled captures with ground truth for tpm-replay (replay-overlay.sh).
 
-    gen-overlay.py gen --seed N --out-dir DIR
+    gen-overlay.py gen --seed N --out-dir DIR [--epochs E]
         writes DIR/overlay.pcap, DIR/overlay.events and DIR/truth.json.
     gen-overlay.py check TRUTH ACTUAL STDERR MODE LABEL
         compares tpm-replay's reports (ACTUAL, JSON lines) and its --stats
@@ -10,8 +10,11 @@
         MODE: "tunnel" (--tunnel-ports=vxlan,geneve), "outer" (no tunnel
         ports) or "slots1" (--tunnel-ports=vxlan,geneve --tenant-slots=1).
 
-The trace, on a 10 ms epoch, over 8 epochs from an epoch (and 80 ms)
-boundary:
+The trace, on a 10 ms epoch, over 8 epochs (--epochs: E, a divisor of
+2^10 * 5^10, such as 16 or 20) from an epoch (and 8- or E-epoch)
+boundary; the seed alone decides the packets' counts, sizes and times,
+so two seeds make two hosts' captures of the same tenants and flows
+(tests/tem-overlay.sh):
 
   * three tenants whose VMs use the SAME inner flows: VXLAN VNI 5001 on
     an IPv4 underlay, VXLAN VNI 5002 on an IPv6 underlay, Geneve VNI
@@ -64,8 +67,8 @@ import struct
 import sys
 
 EPOCH_NS = 10_000_000
-START_NS = 1_700_000_000 * 10**9        # An 80 ms boundary.
-EPOCHS = 8
+START_NS = 1_700_000_000 * 10**9        # A 2^10 * 5^10 epochs boundary.
+EPOCHS = 8                              # By default; gen --epochs.
 SNAPLEN = 65535
 PCAP_MAGIC_NS = 0xa1b23c4d
 VXLAN_PORT, GENEVE_PORT = 4789, 6081
@@ -101,26 +104,33 @@ FLOWS = [
 # interval in epochs).  A structured filter: (IP version or None,
 # protocol or None, (VNI, mask) or None).
 MASK_V, MASK_M = 0x1388, 0xfffffc       # 5000..5003: VNIs 5001 and 5002.
-EVENTS = [
-    ('all_pk', 'any', (None, None, None), '5tuple', 'packets', 1),
-    ('all_by', 'any', (None, None, None), '5tuple', 'bytes', 1),
-] + [
-    ('t%d_%s' % (v, short), 'any,tun_id=%d' % v,
-     (None, None, (v, 0xffffff)), '5tuple', var, 1)
-    for v, _, _, _, _ in TENANTS
-    for var, short in (('packets', 'pk'), ('bytes', 'by'))
-] + [
-    ('ten_pk', 'any', (None, None, None), 'tun_id', 'packets', 1),
-    ('ten_by', 'any', (None, None, None), 'tun_id', 'bytes', 1),
-    ('dst_by', 'any', (None, None, None), 'tp_dst', 'bytes', 1),
-    ('mask_by', 'any,tun_id=0x%x/0x%x' % (MASK_V, MASK_M),
-     (None, None, (MASK_V, MASK_M)), 'tun_id,tp_dst', 'bytes', 1),
-    ('tun_pk', 'udp,tun_id=0/0', (4, UDP, (0, 0)), 'tp_dst', 'packets', 1),
-    ('g6_by', 'udp6,tun_id=0x11170', (6, UDP, (70000, 0xffffff)),
-     '5tuple', 'bytes', 1),
-    ('tot_pk', 'any', (None, None, None), 'tun_id', 'packets', EPOCHS),
-    ('tot_by', 'any', (None, None, None), 'tun_id', 'bytes', EPOCHS),
-]
+
+
+def make_events(epochs):
+    """The events of a trace of 'epochs' epochs."""
+    return [
+        ('all_pk', 'any', (None, None, None), '5tuple', 'packets', 1),
+        ('all_by', 'any', (None, None, None), '5tuple', 'bytes', 1),
+    ] + [
+        ('t%d_%s' % (v, short), 'any,tun_id=%d' % v,
+         (None, None, (v, 0xffffff)), '5tuple', var, 1)
+        for v, _, _, _, _ in TENANTS
+        for var, short in (('packets', 'pk'), ('bytes', 'by'))
+    ] + [
+        ('ten_pk', 'any', (None, None, None), 'tun_id', 'packets', 1),
+        ('ten_by', 'any', (None, None, None), 'tun_id', 'bytes', 1),
+        ('dst_by', 'any', (None, None, None), 'tp_dst', 'bytes', 1),
+        ('mask_by', 'any,tun_id=0x%x/0x%x' % (MASK_V, MASK_M),
+         (None, None, (MASK_V, MASK_M)), 'tun_id,tp_dst', 'bytes', 1),
+        ('tun_pk', 'udp,tun_id=0/0', (4, UDP, (0, 0)), 'tp_dst', 'packets', 1),
+        ('g6_by', 'udp6,tun_id=0x11170', (6, UDP, (70000, 0xffffff)),
+         '5tuple', 'bytes', 1),
+        ('tot_pk', 'any', (None, None, None), 'tun_id', 'packets', epochs),
+        ('tot_by', 'any', (None, None, None), 'tun_id', 'bytes', epochs),
+    ]
+
+
+EVENTS = make_events(EPOCHS)
 
 
 def event_line(ev):
@@ -275,7 +285,7 @@ def five(ver, proto, src, dst, sport, dport):
     return (ver, proto, src, dst, sport, dport)
 
 
-def build(seed):
+def build(seed, epochs=EPOCHS):
     rng = random.Random('gen-overlay:%s' % seed)
     tr = Trace()
     used = set()
@@ -289,7 +299,7 @@ def build(seed):
                 return ts
 
     seq = 1
-    for e in range(EPOCHS):
+    for e in range(epochs):
         for ti, tenant in enumerate(TENANTS + [None]):
             for fi, (ver, proto, src, dst, sp, dp, vlan, host) in \
                     enumerate(FLOWS):
@@ -360,7 +370,7 @@ def build(seed):
         if reason is None:
             tr.counters['tun_not_decapsulated'] += 1
         dport = VXLAN_PORT if t[1] == 'vxlan' else GENEVE_PORT
-        tr.add(when(1 + i % (EPOCHS - 1)), frame,
+        tr.add(when(1 + i % (epochs - 1)), frame,
                five(t[2], UDP, t[3], t[4], sport, dport), reason=reason,
                caplen=caplen)
 
@@ -392,12 +402,17 @@ def rows(table):
 
 
 def gen(args):
-    tr = build(args.seed)
+    if args.epochs < 2 or START_NS % (args.epochs * EPOCH_NS):
+        print('gen-overlay.py: --epochs %d: not a divisor of %d above 1'
+              % (args.epochs, START_NS // EPOCH_NS), file=sys.stderr)
+        return 2
+    events = make_events(args.epochs)
+    tr = build(args.seed, args.epochs)
     os.makedirs(args.out_dir, exist_ok=True)
     write_pcap(os.path.join(args.out_dir, 'overlay.pcap'), tr.frames)
     with open(os.path.join(args.out_dir, 'overlay.events'), 'w') as f:
         f.write('# gen-overlay.py --seed %s\n' % args.seed)
-        for ev in EVENTS:
+        for ev in events:
             f.write(event_line(ev) + '\n')
     npk = len(tr.frames)
     nby = sum(len(f) for _, f, _ in tr.frames)
@@ -423,7 +438,7 @@ def gen(args):
         'events': [{'name': n, 'line': event_line(ev), 'ipver': f[0],
                     'nw_proto': f[1], 'tun': f[2], 'group': g, 'var': var,
                     'interval': ival}
-                   for ev in EVENTS for n, _, f, g, var, ival in [ev]],
+                   for ev in events for n, _, f, g, var, ival in [ev]],
     }
     with open(os.path.join(args.out_dir, 'truth.json'), 'w') as f:
         json.dump(truth, f, indent=1)
@@ -626,6 +641,7 @@ def main():
     g = sub.add_parser('gen')
     g.add_argument('--seed', default='1')
     g.add_argument('--out-dir', required=True)
+    g.add_argument('--epochs', type=int, default=EPOCHS)
     g.add_argument('--quiet', action='store_true')
     c = sub.add_parser('check')
     c.add_argument('truth')
