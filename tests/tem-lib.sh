@@ -5,8 +5,9 @@
 # shellcheck source=tests/tem-keys.sh
 . "$top_srcdir/tests/tem-keys.sh"
 
-# tem_test_init NAME (bash): the tests' programs (TEM, CTL, REPLAY, PY),
-# skips (77) without python3-zmq, makes the work directory $tmp, and at
+# tem_test_init NAME [no-zmq] (bash): the tests' programs (TEM, CTL,
+# REPLAY, PY), skips (77) without python3-zmq (unless no-zmq: a test whose
+# Python never speaks to the TEM), makes the work directory $tmp, and at
 # exit kills the processes of $pids and $tem_pid, shows the end of
 # $tmp/tem.log on failure and removes $tmp (kept with KEEP_TMP=1).  fail
 # MESSAGE: FAIL, exit 1.
@@ -16,7 +17,7 @@ tem_test_init() {
     TEM=$top_builddir/tem/trumpet-tem
     CTL=$top_builddir/tem/tem-ctl
     REPLAY=$top_builddir/tpm/tpm-replay
-    "$PY" -c 'import zmq' 2>/dev/null \
+    [ "${2:-}" = no-zmq ] || "$PY" -c 'import zmq' 2>/dev/null \
         || { echo "SKIP: python3-zmq not available to $PY"; exit 77; }
     tmp=$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX")
     pids=()
