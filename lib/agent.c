@@ -1386,7 +1386,7 @@ agent_on_message(struct tpm_agent *a, const Trumpet__Message *m)
             cmd.cookie = p->cookie;
             cmd.event_id = p->event_id;
             cmd.epoch = p->epoch;
-            tproto_key_from_msg(p->group, &cmd.group);
+            tproto_key_from_msg(p->group, &cmd.group, NULL);
         }
         agent_cmd_queue(a, &cmd);
         return;

@@ -149,7 +149,8 @@ tproto_decode_generic(const void *data, size_t len)
  * TEM's CPU when every host satisfies.  This one reads exactly the wire
  * format of proto/trumpet.proto's Frame { version, messages { satisfaction
  * { ... group { ... } } } } (version 3's seq and late included: hosts of
- * that version number every satisfaction) into the structures protobuf-c
+ * that version number every satisfaction; and version 4's group tun_id)
+ * into the structures protobuf-c
  * would build, in the same arena, and gives up (returns false, having
  * allocated nothing the caller keeps) on anything else: another message
  * kind, a field unknown, repeated or of another wire type, a required
@@ -261,7 +262,7 @@ fast_group__(struct wire w, struct arena *arena, Trumpet__GroupKey *k)
 
     trumpet__group_key__init(k);
     while (w.p < w.end) {
-        if (!wire_tag__(&w, &field, &type) || field < 1 || field > 6
+        if (!wire_tag__(&w, &field, &type) || field < 1 || field > 7
             || !wire_once__(&seen, field)
             || type != (field == 2 || field == 3 ? 2 : 0)) {
             return false;
@@ -271,12 +272,14 @@ fast_group__(struct wire w, struct arena *arena, Trumpet__GroupKey *k)
                    : field == 3 ? fast_bytes__(&w, arena, &k->dst)
                    : field == 4 ? wire_u32__(&w, &k->sport)
                    : field == 5 ? wire_u32__(&w, &k->dport)
-                   : wire_u32__(&w, &k->proto));
+                   : field == 6 ? wire_u32__(&w, &k->proto)
+                   /* Version 4's tun_id, optional. */
+                   : (k->has_tun_id = wire_u32__(&w, &k->tun_id)));
         if (!ok) {
             return false;
         }
     }
-    return seen == 0x7e;        /* All six are required. */
+    return (seen & 0x7e) == 0x7e;   /* Fields 1 to 6 are required. */
 }
 
 static bool
@@ -536,6 +539,7 @@ enum key_error {
     KEY_SPORT,
     KEY_DPORT,
     KEY_PROTO,
+    KEY_TUN_ID,
 };
 
 #define KEY_ERRORS(WHAT)                                                \
@@ -550,6 +554,7 @@ enum key_error {
         WHAT ": group: sport above 65535",                              \
         WHAT ": group: dport above 65535",                              \
         WHAT ": group: proto above 255",                                \
+        WHAT ": group: tun_id above 0xffffff",                          \
     }
 
 static enum key_error
@@ -571,6 +576,8 @@ key_check__(const Trumpet__GroupKey *k)
         return KEY_DPORT;
     } else if (k->proto > 255) {
         return KEY_PROTO;
+    } else if (k->has_tun_id && k->tun_id > TPROTO_MAX_TUN_ID) {
+        return KEY_TUN_ID;
     }
     return KEY_OK;
 }
@@ -794,6 +801,15 @@ validate_poll_batch__(const Trumpet__PollBatch *p)
                " entries";
     } else if (p->epoch >= TPROTO_MAX_EPOCH) {
         return "poll_batch: epoch not below 2^62";
+    }
+
+    if (p->n_tun_ids && p->n_tun_ids != p->n_event_ids) {
+        return "poll_batch: tun_ids: not one per entry";
+    }
+    for (size_t i = 0; i < p->n_tun_ids; i++) {
+        if (p->tun_ids[i] > TPROTO_MAX_TUN_ID + 1) {
+            return "poll_batch: tun_ids: above 0xffffff + 1";
+        }
     }
 
     const uint8_t *k = p->keys.data;
@@ -1266,13 +1282,17 @@ tproto_add_poll_reply(struct tproto_batch *b, uint64_t cookie,
 void
 tproto_add_poll_batch(struct tproto_batch *b, uint64_t cookie,
                       uint64_t epoch, const uint32_t *event_ids, size_t n,
-                      const uint8_t *keys, size_t keys_len)
+                      const uint8_t *keys, size_t keys_len,
+                      const uint32_t *tun_ids)
 {
     char *x;
     Trumpet__PollBatch *p = append__(b, TRUMPET__MESSAGE__BODY_POLL_BATCH,
                                      sizeof *p,
                                      ALIGN8(n * sizeof *event_ids)
-                                     + ALIGN8(keys_len), &x);
+                                     + ALIGN8(keys_len)
+                                     + (tun_ids
+                                        ? ALIGN8(n * sizeof *tun_ids) : 0),
+                                     &x);
 
     trumpet__poll_batch__init(p);
     p->cookie = cookie;
@@ -1283,6 +1303,11 @@ tproto_add_poll_batch(struct tproto_batch *b, uint64_t cookie,
     p->keys.len = keys_len;
     p->keys.data = take__(&x, keys_len);
     memcpy(p->keys.data, keys, keys_len);
+    if (tun_ids) {
+        p->n_tun_ids = n;
+        p->tun_ids = take__(&x, n * sizeof *tun_ids);
+        memcpy(p->tun_ids, tun_ids, n * sizeof *tun_ids);
+    }
 }
 
 void
@@ -1365,6 +1390,22 @@ tproto_set_seq(struct tproto_batch *b, uint64_t seq, bool late)
         m->satisfaction->seq = seq;
         m->satisfaction->late = late;
     }
+}
+
+void
+tproto_set_tun_id(struct tproto_batch *b, uint32_t tun_id)
+{
+    Trumpet__Message *m = b->n ? b->msgs[b->n - 1] : NULL;
+    Trumpet__GroupKey *k;
+
+    if (m && m->body_case == TRUMPET__MESSAGE__BODY_POLL) {
+        k = m->poll->group;
+    } else {
+        m = last__(b, TRUMPET__MESSAGE__BODY_SATISFACTION);
+        k = m->satisfaction->group;
+    }
+    k->has_tun_id = true;
+    k->tun_id = tun_id;
 }
 
 void
@@ -1464,7 +1505,8 @@ tproto_key_record_get(const uint8_t *p, size_t n, struct tpm_key *key)
 /* Conversions. */
 
 void
-tproto_key_from_msg(const Trumpet__GroupKey *k, struct tpm_key *key)
+tproto_key_from_msg(const Trumpet__GroupKey *k, struct tpm_key *key,
+                    uint32_t *tun_id)
 {
     size_t n = k->ipver == 4 ? 4 : 16;
 
@@ -1475,6 +1517,10 @@ tproto_key_from_msg(const Trumpet__GroupKey *k, struct tpm_key *key)
     key->sport = k->sport;
     key->dport = k->dport;
     key->proto = k->proto;
+    key->tun = k->has_tun_id;
+    if (tun_id) {
+        *tun_id = k->has_tun_id ? k->tun_id : 0;
+    }
 }
 
 void

@@ -46,7 +46,7 @@
  * peer drops a message of a kind it does not know without answering (it
  * decodes as a message with no body, see proto/trumpet.proto). */
 #define TPROTO_VERSION_MIN 1
-#define TPROTO_VERSION_MAX 3
+#define TPROTO_VERSION_MAX 4
 #define TPROTO_VERSION_CONFIGURE 2
 
 /* Version 3 added two things, one version for both (a peer of version 3
@@ -66,8 +66,21 @@
 #define TPROTO_VERSION_POLL_BATCH 3
 #define TPROTO_VERSION_CONFIRM 3
 
+/* Version 4 added tenants: a group key may name a tenant, the VXLAN or
+ * Geneve VNI of its traffic (GroupKey.tun_id, PollBatch.tun_ids).  An
+ * older peer ignores the fields and would take a tenant's group for the
+ * untunnelled group of the same 5-tuple, merging tenants: so a tenant's
+ * group is sent (satisfaction, poll, poll batch) only in a session of
+ * version TPROTO_VERSION_TENANT or later; an older session drops it and
+ * counts. */
+#define TPROTO_VERSION_TENANT 4
+
+/* Tunnel ids (VNIs) are 24 bits. */
+#define TPROTO_MAX_TUN_ID 0xffffffu
+
 /* Entries of one PollBatch (and its reply).  An IPv6 entry takes at most
- * 43 bytes (a 5-byte event id and a 38-byte key record), so a full batch
+ * 47 bytes (a 5-byte event id, a 38-byte key record and, version 4, a
+ * 4-byte tun_id), so a full batch
  * fits a frame (TPROTO_MAX_FRAME) with room to spare; a TEM with more to
  * ask one host for one epoch sends several. */
 #define TPROTO_MAX_POLL_ENTRIES 16384
@@ -205,10 +218,13 @@ void tproto_add_heartbeat(struct tproto_batch *, uint64_t clock_ns,
 
 /* Version 3.  A PollBatch of 'n' entries (1..TPROTO_MAX_POLL_ENTRIES):
  * 'event_ids[i]' and the i-th key record of 'keys' ('keys_len' bytes,
- * written with tproto_key_record_put()).  Copied, in one allocation. */
+ * written with tproto_key_record_put()).  Version 4: 'tun_ids' NULL if no
+ * entry is a tenant's, else 'tun_ids[i]' is 0 for an entry of no tenant
+ * and its VNI + 1 for a tenant's.  Copied, in one allocation. */
 void tproto_add_poll_batch(struct tproto_batch *, uint64_t cookie,
                            uint64_t epoch, const uint32_t *event_ids,
-                           size_t n, const uint8_t *keys, size_t keys_len);
+                           size_t n, const uint8_t *keys, size_t keys_len,
+                           const uint32_t *tun_ids);
 /* Its reply: 'status[i]' (a Trumpet__PollStatus) and 'values[i]' answer
  * entry i. */
 void tproto_add_poll_batch_reply(struct tproto_batch *, uint64_t cookie,
@@ -226,6 +242,12 @@ void tproto_add_poll_batch_reply(struct tproto_batch *, uint64_t cookie,
 void tproto_set_seq(struct tproto_batch *, uint64_t seq, bool late);
 void tproto_set_instance(struct tproto_batch *, uint64_t instance);
 void tproto_set_received(struct tproto_batch *, uint64_t received);
+
+/* Version 4: the group of the Satisfaction or Poll last appended to 'b'
+ * (anything else is a bug and aborts) is tenant 'tun_id''s (a VNI, at most
+ * TPROTO_MAX_TUN_ID).  A group of no tenant has no tun_id: do not call
+ * this for it. */
+void tproto_set_tun_id(struct tproto_batch *, uint32_t tun_id);
 
 /* A host's counters for its heartbeats (proto HostCounters). */
 struct tproto_host_counters {
@@ -256,8 +278,13 @@ size_t tproto_key_record_put(uint8_t *p, const struct tpm_key *key);
 size_t tproto_key_record_get(const uint8_t *p, size_t n,
                              struct tpm_key *key);
 
-/* Conversions.  tproto_key_from_msg() expects a validated key. */
-void tproto_key_from_msg(const Trumpet__GroupKey *, struct tpm_key *);
+/* Conversions.  tproto_key_from_msg() expects a validated key.  A
+ * tenant's key (tun_id present) gets 'tun' 1 (not a tenant slot of the
+ * receiver's: callers that keep keys map the VNI to a slot of their own)
+ * and its VNI in '*tun_id'; a key of no tenant gets 'tun' 0 and
+ * '*tun_id' 0.  'tun_id' may be NULL. */
+void tproto_key_from_msg(const Trumpet__GroupKey *, struct tpm_key *,
+                         uint32_t *tun_id);
 void tproto_prefix_from_msg(const Trumpet__Prefix *, struct tpm_prefix *);
 
 #endif /* tproto.h */

@@ -376,9 +376,17 @@ tem_decide_satisfaction(struct tem_core *core, struct tem_host *h,
     }
     e->stats.satisfactions++;
 
+    if (s->group->has_tun_id) {
+        /* A tenant's group: not decided on yet (the TEM would merge the
+         * tenants); hosts send them only in sessions of version
+         * TPROTO_VERSION_TENANT. */
+        core->stats.sat_unknown++;
+        return;
+    }
+
     struct tpm_key group;
     struct tpm_decision_key key;
-    tproto_key_from_msg(s->group, &group);
+    tproto_key_from_msg(s->group, &group, NULL);
     tpm_decision_key_init(&key, e->id, s->epoch, &group);
     struct tpm_decision *d = tpm_decision_find(core->decisions, &key);
     uint8_t flags = PART_SATISFIED;

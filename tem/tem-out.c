@@ -229,7 +229,7 @@ tem_out_pollq_flush(struct tem_core *core, struct tem_host *h)
     struct tproto_batch *out = tem_out_batch(core, h,
                                              16 + q->keys_len + 5 * n);
     tproto_add_poll_batch(out, cookie, q->epoch, q->ids, n, q->keys,
-                          q->keys_len);
+                          q->keys_len, NULL);
     core->stats.poll_batches++;
 
     /* The gathered refs become the batch's; its old buffer gathers the

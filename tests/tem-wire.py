@@ -193,7 +193,7 @@ def main():
         if num != 3:                    # Message.refuse = 3
             fail("expected Refuse, got body field %d" % num)
         reason = f[1][0].decode()
-        want = (["99..99", "1..3"] if case == "version"
+        want = (["99..99", "1..4"] if case == "version"
                 else ["20ms", "10ms"])
         for w in want:
             if w not in reason:

@@ -633,7 +633,7 @@ START_TEST(test_session)
                 ck_assert_uint_eq(sat->n_parts, 3);
                 ck_assert_uint_eq(sat->n_missing, 1);
                 struct tpm_key k;
-                tproto_key_from_msg(sat->group, &k);
+                tproto_key_from_msg(sat->group, &k, NULL);
                 ck_assert(!memcmp(&k, &g, sizeof k));
                 break;
             }
@@ -731,7 +731,7 @@ START_TEST(test_batching)
             ck_assert_uint_eq(sat->epoch, 500 + got);
             ck_assert_double_eq(sat->value, got * 10.0);
             struct tpm_key k, e = make_key(got, 2000 + got);
-            tproto_key_from_msg(sat->group, &k);
+            tproto_key_from_msg(sat->group, &k, NULL);
             ck_assert(!memcmp(&k, &e, sizeof k));
             got++;
         }
@@ -948,18 +948,18 @@ START_TEST(test_refuse)
     tproto_free(f);
     struct tproto_batch b;
     tproto_batch_init(&b);
-    tproto_add_refuse(&b, "protocol versions 1..3 not in 4..5");
+    tproto_add_refuse(&b, "protocol versions 1..4 not in 5..6");
     b.msgs[0]->refuse->has_version_min = true;
-    b.msgs[0]->refuse->version_min = 4;
+    b.msgs[0]->refuse->version_min = 5;
     b.msgs[0]->refuse->has_version_max = true;
-    b.msgs[0]->refuse->version_max = 5;
+    b.msgs[0]->refuse->version_max = 6;
     tem_send(&t, &b);
 
     wait_state(a, TPM_AGENT_REFUSED);
     struct tpm_agent_status s = status(a);
     ck_assert_msg(strstr(s.last_error, "TEM refused: protocol versions "
-                         "1..3 not in 4..5 (TEM speaks protocol versions "
-                         "4..5, this host 1..3)"), "%s", s.last_error);
+                         "1..4 not in 5..6 (TEM speaks protocol versions "
+                         "5..6, this host 1..4)"), "%s", s.last_error);
     ck_assert_uint_eq(s.sessions, 0);
     ck_assert_uint_eq(s.version, 0);
     ck_assert(!tpm_agent_send_ack(a, 1, 1));
@@ -976,13 +976,13 @@ START_TEST(test_refuse)
     tem_send(&t, &b);
     f = tem_expect(&t, TRUMPET__MESSAGE__BODY_BYE);
     ck_assert_msg(strstr(f->messages[0]->bye->reason,
-                         "protocol version 7 not in 1..3"), "%s",
+                         "protocol version 7 not in 1..4"), "%s",
                   f->messages[0]->bye->reason);
     tproto_free(f);
     wait_state(a, TPM_AGENT_REFUSED);
     s = status(a);
     ck_assert_msg(strstr(s.last_error, "TEM tem-future chose protocol "
-                         "version 7 not in 1..3"), "%s", s.last_error);
+                         "version 7 not in 1..4"), "%s", s.last_error);
     ck_assert_uint_eq(s.sessions, 0);
 
     /* And then a proper session. */
@@ -1735,7 +1735,7 @@ START_TEST(test_poll_batch)
 
     Trumpet__Frame *f = tem_expect(&t, TRUMPET__MESSAGE__BODY_HELLO);
     ck_assert_uint_eq(f->messages[0]->hello->version_max,
-                      TPROTO_VERSION_POLL_BATCH);
+                      TPROTO_VERSION_MAX);
     tproto_free(f);
     tem_welcome_version(&t, "tem-test", TPROTO_VERSION_POLL_BATCH);
     struct tpm_agent_cmd cmd;
@@ -1760,7 +1760,8 @@ START_TEST(test_poll_batch)
     }
     struct tproto_batch b;
     tproto_batch_init(&b);
-    tproto_add_poll_batch(&b, 777, 123456789, ids, N, records, len);
+    tproto_add_poll_batch(&b, 777, 123456789, ids, N, records, len,
+                          NULL);
     tem_send(&t, &b);
 
     wait_cmd(a, &cmd);

@@ -78,7 +78,7 @@ check_key(const Trumpet__GroupKey *k, const struct tpm_key *expected)
 {
     struct tpm_key got;
     ck_assert_ptr_nonnull(k);
-    tproto_key_from_msg(k, &got);
+    tproto_key_from_msg(k, &got, NULL);
     ck_assert_uint_eq(k->ipver, expected->ipver);
     ck_assert_uint_eq(k->src.len, expected->ipver == 4 ? 4 : 16);
     ck_assert_uint_eq(k->dst.len, expected->ipver == 4 ? 4 : 16);
@@ -305,7 +305,7 @@ START_TEST(test_round_trip_many)
             TCHECK(m->body_case == TRUMPET__MESSAGE__BODY_SATISFACTION);
             const Trumpet__Satisfaction *s = m->satisfaction;
             struct tpm_key got;
-            tproto_key_from_msg(s->group, &got);
+            tproto_key_from_msg(s->group, &got, NULL);
             TCHECK(tpm_key_equal(&got, &keys[i]), "key %d", i);
             TCHECK(s->event_id == (uint32_t) i + 1);
             TCHECK(s->epoch == 1000000ULL + i);
@@ -530,6 +530,10 @@ MUTATOR(poll_id0, m->poll->event_id = 0)
 MUTATOR(poll_epoch, m->poll->epoch = UINT64_MAX)
 MUTATOR(poll_sport, m->poll->group->sport = 65536)
 MUTATOR(poll_ipver, m->poll->group->ipver = 0)
+MUTATOR(sat_tun_id, (m->satisfaction->group->has_tun_id = true,
+                     m->satisfaction->group->tun_id = 0x1000000))
+MUTATOR(poll_tun_id, (m->poll->group->has_tun_id = true,
+                      m->poll->group->tun_id = UINT32_MAX))
 MUTATOR(reply_id0, m->poll_reply->event_id = 0)
 MUTATOR(hello_instance0,
         (m->hello->has_instance = true, m->hello->instance = 0))
@@ -649,6 +653,9 @@ static const struct reject_case {
     { make_poll, poll_epoch, true, "poll: epoch not below" },
     { make_poll, poll_sport, true, "poll: group: sport" },
     { make_poll, poll_ipver, true, "poll: group: ipver" },
+    { make_satisfaction, sat_tun_id, true,
+      "satisfaction: group: tun_id above 0xffffff" },
+    { make_poll, poll_tun_id, true, "poll: group: tun_id above 0xffffff" },
     { make_poll_reply, reply_id0, true, "poll_reply: event_id is 0" },
     { make_poll_reply, reply_epoch, true, "poll_reply: epoch not below" },
     { make_poll_reply, reply_status, true, "poll_reply: status unknown" },
@@ -1115,7 +1122,7 @@ START_TEST(test_poll_batch)
     n += tproto_key_record_put(buf + n, &k4);
     struct tproto_batch b;
     tproto_batch_init(&b);
-    tproto_add_poll_batch(&b, 99, 123456, ids, 3, buf, n);
+    tproto_add_poll_batch(&b, 99, 123456, ids, 3, buf, n, NULL);
     uint8_t status[3] = { TRUMPET__POLL_STATUS__POLL_OK,
                           TRUMPET__POLL_STATUS__POLL_EXPIRED,
                           TRUMPET__POLL_STATUS__POLL_INCOMPLETE };
@@ -1199,24 +1206,30 @@ START_TEST(test_poll_batch)
                      "poll_batch_reply: no entries");
     tproto_free(f);
 
-    /* The largest batch fits a frame with its largest keys. */
+    /* The largest batch fits a frame with its largest keys and tenants. */
     uint32_t *many_ids = xmalloc(TPROTO_MAX_POLL_ENTRIES * sizeof *many_ids);
+    uint32_t *many_tuns = xmalloc(TPROTO_MAX_POLL_ENTRIES
+                                  * sizeof *many_tuns);
     uint8_t *many_keys = xmalloc(TPROTO_MAX_POLL_ENTRIES
                                  * TPROTO_KEY_RECORD_V6);
     n = 0;
     for (size_t i = 0; i < TPROTO_MAX_POLL_ENTRIES; i++) {
         many_ids[i] = UINT32_MAX - i;
+        many_tuns[i] = TPROTO_MAX_TUN_ID + 1;
         n += tproto_key_record_put(many_keys + n, &k6);
     }
     tproto_batch_clear(&b);
     tproto_add_poll_batch(&b, UINT64_MAX, TPROTO_MAX_EPOCH - 1, many_ids,
-                          TPROTO_MAX_POLL_ENTRIES, many_keys, n);
+                          TPROTO_MAX_POLL_ENTRIES, many_keys, n, many_tuns);
     f = round_trip(&b, 0);
     ck_assert_ptr_null(tproto_validate(f->messages[0]));
     ck_assert_uint_eq(f->messages[0]->poll_batch->n_event_ids,
                       TPROTO_MAX_POLL_ENTRIES);
+    ck_assert_uint_eq(f->messages[0]->poll_batch->n_tun_ids,
+                      TPROTO_MAX_POLL_ENTRIES);
     tproto_free(f);
     free(many_ids);
+    free(many_tuns);
     free(many_keys);
     tproto_batch_destroy(&b);
 }
@@ -1299,6 +1312,31 @@ START_TEST(test_decode_by_hand)
                                          0x01 };
     static const uint8_t sat_late0[] = { 0x08, 0x07, 0x10, 0x05, GROUP,
                                          VALUE, 0x48, 0x80, 0x00 };
+    /* Version 4's group tun_id (field 7 of the group): once, twice (the
+     * last one counts), above 2^32 - 1, of the wrong wire type (which
+     * protobuf-c refuses), and at the group's start (any order). */
+#define GROUP_TUN(N, ...) 0x1a, 0x14 + N, 0x08, 0x04, \
+              0x12, 0x04, 10, 0, 0, 1, 0x1a, 0x04, 10, 0, 0, 2, 0x20, 0x01, \
+              0x28, 0x02, 0x30, 0x06, __VA_ARGS__
+    static const uint8_t sat_tun[] = { 0x08, 0x07, 0x10, 0x05,
+                                       GROUP_TUN(5, 0x38, 0xef, 0x9b, 0xaf,
+                                                 0x05), VALUE };
+    static const uint8_t sat_tun_twice[] = { 0x08, 0x07, 0x10, 0x05,
+                                             GROUP_TUN(4, 0x38, 0x01, 0x38,
+                                                       0x02), VALUE };
+    static const uint8_t sat_tun_big[] = { 0x08, 0x07, 0x10, 0x05,
+                                           GROUP_TUN(6, 0x38, 0x80, 0x80,
+                                                     0x80, 0x80, 0x10),
+                                           VALUE };
+    static const uint8_t sat_tun_type[] = { 0x08, 0x07, 0x10, 0x05,
+                                            GROUP_TUN(3, 0x3a, 0x01, 0x00),
+                                            VALUE };
+    static const uint8_t sat_tun_first[] = { 0x08, 0x07, 0x10, 0x05, 0x1a,
+                                             0x16, 0x38, 0x00, 0x08, 0x04,
+                                             0x12, 0x04, 10, 0, 0, 1, 0x1a,
+                                             0x04, 10, 0, 0, 2, 0x20, 0x01,
+                                             0x28, 0x02, 0x30, 0x06, VALUE };
+#undef GROUP_TUN
 #undef GROUP
 #undef VALUE
     static const struct {
@@ -1315,6 +1353,11 @@ START_TEST(test_decode_by_hand)
         { sat_seq, sizeof sat_seq, true },
         { sat_late2, sizeof sat_late2, true },
         { sat_late0, sizeof sat_late0, true },
+        { sat_tun, sizeof sat_tun, true },
+        { sat_tun_twice, sizeof sat_tun_twice, true },
+        { sat_tun_big, sizeof sat_tun_big, true },
+        { sat_tun_type, sizeof sat_tun_type, false },
+        { sat_tun_first, sizeof sat_tun_first, true },
     };
     for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
         uint8_t frame[128];
@@ -1342,10 +1385,135 @@ START_TEST(test_decode_by_hand)
         } else if (cases[i].sat == sat_late0) {
             ck_assert(f->messages[0]->satisfaction->has_late);
             ck_assert(!f->messages[0]->satisfaction->late);
+        } else if (cases[i].sat == sat_tun) {
+            const Trumpet__GroupKey *k = f->messages[0]->satisfaction->group;
+            ck_assert(k->has_tun_id);
+            ck_assert_uint_eq(k->tun_id, 0xabcdef);
+        } else if (cases[i].sat == sat_tun_twice) {
+            ck_assert_uint_eq(f->messages[0]->satisfaction->group->tun_id,
+                              2);
+        } else if (cases[i].sat == sat_tun_first) {
+            const Trumpet__GroupKey *k = f->messages[0]->satisfaction->group;
+            ck_assert(k->has_tun_id);
+            ck_assert_uint_eq(k->tun_id, 0);
         }
         tproto_free(f);
         tproto_free(g);
     }
+    tproto_batch_destroy(&b);
+}
+END_TEST
+
+/* Version 4: tenants' groups.  A Satisfaction's or Poll's group with and
+ * without tun_id, a PollBatch with and without tun_ids, their bounds, and
+ * the decoder by hand reading tun_id as protobuf-c does. */
+START_TEST(test_tenant)
+{
+    struct tpm_key k4 = key4("10.0.0.1", "10.0.0.2", 1, 2, 17);
+    struct tpm_key k6 = key6("fd00::1", "fd00::2", 3, 4, 6);
+    struct tproto_batch b;
+    struct tpm_key got;
+    uint32_t vni;
+
+    ck_assert_uint_eq(TPROTO_VERSION_TENANT, 4);
+    ck_assert(tproto_version_supported(TPROTO_VERSION_TENANT));
+
+    tproto_batch_init(&b);
+    tproto_add_satisfaction(&b, 1, 10, &k4, 5, 0, 1, 0);
+    tproto_set_tun_id(&b, 0);                   /* VNI 0 is a tenant. */
+    tproto_add_satisfaction(&b, 1, 10, &k4, 6, 0, 1, 0);
+    tproto_set_seq(&b, 9, false);
+    tproto_set_tun_id(&b, TPROTO_MAX_TUN_ID);
+    tproto_add_satisfaction(&b, 1, 10, &k6, 7, 0, 1, 0);
+    tproto_add_poll(&b, 2, 1, 10, &k6);
+    tproto_set_tun_id(&b, 4242);
+    tproto_add_poll(&b, 3, 1, 10, &k4);
+
+    uint8_t rec[2 * TPROTO_KEY_RECORD_V6];
+    size_t n = tproto_key_record_put(rec, &k4);
+    n += tproto_key_record_put(rec + n, &k6);
+    uint32_t ids[2] = { 1, 1 };
+    uint32_t tuns[2] = { 0, 4242 + 1 };
+    tproto_add_poll_batch(&b, 4, 10, ids, 2, rec, n, tuns);
+    tproto_add_poll_batch(&b, 5, 10, ids, 2, rec, n, NULL);
+
+    Trumpet__Frame *f = round_trip(&b, TPROTO_VERSION_TENANT);
+    Trumpet__Message **m = f->messages;
+    ck_assert_uint_eq(f->n_messages, 7);
+    for (size_t i = 0; i < f->n_messages; i++) {
+        ck_assert_msg(!tproto_validate(m[i]), "message %zu: %s", i,
+                      tproto_validate(m[i]));
+    }
+    static const struct {
+        bool tenant;
+        uint32_t vni;
+    } want[5] = {
+        { true, 0 }, { true, TPROTO_MAX_TUN_ID }, { false, 0 },
+        { true, 4242 }, { false, 0 },
+    };
+    for (size_t i = 0; i < 5; i++) {
+        const Trumpet__GroupKey *g = (i < 3 ? m[i]->satisfaction->group
+                                      : m[i]->poll->group);
+        ck_assert_uint_eq(g->has_tun_id, want[i].tenant);
+        vni = 99;
+        tproto_key_from_msg(g, &got, &vni);
+        ck_assert_uint_eq(got.tun, want[i].tenant);
+        ck_assert_uint_eq(vni, want[i].vni);
+        got.tun = 0;
+        ck_assert(tpm_key_equal(&got, i == 2 || i == 3 ? &k6 : &k4));
+    }
+    ck_assert_uint_eq(m[1]->satisfaction->seq, 9);
+    ck_assert_uint_eq(m[5]->poll_batch->n_tun_ids, 2);
+    ck_assert_uint_eq(m[5]->poll_batch->tun_ids[0], 0);
+    ck_assert_uint_eq(m[5]->poll_batch->tun_ids[1], 4243);
+    ck_assert_uint_eq(m[6]->poll_batch->n_tun_ids, 0);
+
+    /* Bounds. */
+    Trumpet__GroupKey *g = m[0]->satisfaction->group;
+    g->tun_id = TPROTO_MAX_TUN_ID + 1;
+    ck_assert_str_eq(tproto_validate(m[0]),
+                     "satisfaction: group: tun_id above 0xffffff");
+    g->tun_id = 0;
+    Trumpet__PollBatch *pb = m[5]->poll_batch;
+    pb->tun_ids[1] = TPROTO_MAX_TUN_ID + 2;
+    ck_assert_str_eq(tproto_validate(m[5]),
+                     "poll_batch: tun_ids: above 0xffffff + 1");
+    pb->tun_ids[1] = TPROTO_MAX_TUN_ID + 1;
+    ck_assert_ptr_null(tproto_validate(m[5]));
+    pb->n_tun_ids = 1;
+    ck_assert_str_eq(tproto_validate(m[5]),
+                     "poll_batch: tun_ids: not one per entry");
+    pb->n_tun_ids = 3;
+    ck_assert_str_eq(tproto_validate(m[5]),
+                     "poll_batch: tun_ids: not one per entry");
+    tproto_free(f);
+
+    /* A frame of satisfactions with tenants: the decoder by hand reads
+     * what protobuf-c reads. */
+    tproto_batch_clear(&b);
+    for (int i = 0; i < 40; i++) {
+        tproto_add_satisfaction(&b, 1 + i, 100 + i, i & 1 ? &k4 : &k6,
+                                i, 0, 1, 0);
+        if (i % 3) {
+            tproto_set_tun_id(&b, i % 3 == 1 ? i : 0x800000 + i);
+        }
+    }
+    uint8_t *data;
+    size_t len = tproto_batch_encode(&b, 0, &data);
+    const char *why;
+    f = tproto_decode(data, len, &why);
+    Trumpet__Frame *gf = tproto_decode_generic(data, len);
+    ck_assert_ptr_nonnull(f);
+    ck_assert_ptr_nonnull(gf);
+    ck_assert(frames_equal(f, gf));
+    ck_assert(f->messages[4]->satisfaction->group->has_tun_id);
+    ck_assert_uint_eq(f->messages[4]->satisfaction->group->tun_id, 4);
+    ck_assert_uint_eq(f->messages[5]->satisfaction->group->tun_id,
+                      0x800005);
+    ck_assert(!f->messages[6]->satisfaction->group->has_tun_id);
+    tproto_free(f);
+    tproto_free(gf);
+    free(data);
     tproto_batch_destroy(&b);
 }
 END_TEST
@@ -1385,15 +1553,36 @@ START_TEST(test_key_conversion)
     ck_assert_uint_eq(g->proto, 255);
     struct tpm_key back;
     memset(&back, 0xaa, sizeof back);
-    tproto_key_from_msg(g, &back);
+    tproto_key_from_msg(g, &back, NULL);
     ck_assert(tpm_key_equal(&back, &k));
     ck_assert_uint_eq(back.src[1] | back.src[2] | back.src[3], 0);
+
+    ck_assert(!g->has_tun_id);
+    uint32_t vni = 77;
+    tproto_key_from_msg(g, &back, &vni);
+    ck_assert_uint_eq(back.tun, 0);
+    ck_assert_uint_eq(vni, 0);
+
+    /* A tenant's key: 'tun' 1 and its VNI. */
+    tproto_add_poll(&b, 1, 1, 1, &k);
+    tproto_set_tun_id(&b, 0xffffff);
+    g = b.msgs[1]->poll->group;
+    ck_assert(g->has_tun_id);
+    ck_assert_uint_eq(g->tun_id, 0xffffff);
+    tproto_key_from_msg(g, &back, &vni);
+    ck_assert_uint_eq(back.tun, 1);
+    ck_assert_uint_eq(vni, 0xffffff);
+    back.tun = 0;
+    ck_assert(tpm_key_equal(&back, &k));
+    tproto_key_from_msg(g, &back, NULL);
+    ck_assert_uint_eq(back.tun, 1);
+    tproto_batch_clear(&b);
 
     /* Non-IP key: sent as ipver 0 without addresses. */
     struct tpm_key zero;
     memset(&zero, 0, sizeof zero);
     tproto_add_poll(&b, 1, 1, 1, &zero);
-    g = b.msgs[1]->poll->group;
+    g = b.msgs[0]->poll->group;
     ck_assert_uint_eq(g->ipver, 0);
     ck_assert_uint_eq(g->src.len, 0);
     ck_assert_uint_eq(g->dst.len, 0);
@@ -1647,6 +1836,7 @@ main(void)
     tcase_add_test(tc, test_unknown_kind);
     tcase_add_test(tc, test_poll_batch);
     tcase_add_test(tc, test_decode_by_hand);
+    tcase_add_test(tc, test_tenant);
     tcase_add_test(tc, test_body_name);
     tcase_add_test(tc, test_key_conversion);
     tcase_add_test(tc, test_prefix_parse);

@@ -1731,7 +1731,7 @@ START_TEST(test_sessions)
     input("p-h2", &b);
     m = get_sent("p-h2", TRUMPET__MESSAGE__BODY_REFUSE, 0);
     ck_assert_msg(strstr(m->refuse->reason, "host h2 speaks versions 7..9, "
-                         "the TEM speaks 1..3"), "%s", m->refuse->reason);
+                         "the TEM speaks 1..4"), "%s", m->refuse->reason);
 
     /* The same host id from another peer replaces the session. */
     hello("a", NULL);

@@ -55,6 +55,7 @@ static void
 reencode(struct tproto_batch *b, Trumpet__Message *m)
 {
     struct tpm_key key;
+    uint32_t tun_id;
 
     drop_unknown(&m->base);
     drop_unknown((ProtobufCMessage *) m->hello);   /* Any body. */
@@ -114,9 +115,12 @@ reencode(struct tproto_batch *b, Trumpet__Message *m)
     case TRUMPET__MESSAGE__BODY_SATISFACTION: {
         Trumpet__Satisfaction *s = m->satisfaction;
         drop_unknown(&s->group->base);
-        tproto_key_from_msg(s->group, &key);
+        tproto_key_from_msg(s->group, &key, &tun_id);
         tproto_add_satisfaction(b, s->event_id, s->epoch, &key, s->value,
                                 s->flags, s->n_parts, s->n_missing);
+        if (key.tun) {
+            tproto_set_tun_id(b, tun_id);
+        }
         s->has_flags = s->has_n_parts = s->has_n_missing = true;
         if (s->has_seq) {
             /* With a sequence number, the late flag is always written. */
@@ -129,8 +133,11 @@ reencode(struct tproto_batch *b, Trumpet__Message *m)
     case TRUMPET__MESSAGE__BODY_POLL: {
         Trumpet__Poll *p = m->poll;
         drop_unknown(&p->group->base);
-        tproto_key_from_msg(p->group, &key);
+        tproto_key_from_msg(p->group, &key, &tun_id);
         tproto_add_poll(b, p->cookie, p->event_id, p->epoch, &key);
+        if (key.tun) {
+            tproto_set_tun_id(b, tun_id);
+        }
         break;
     }
     case TRUMPET__MESSAGE__BODY_POLL_REPLY: {
@@ -148,7 +155,8 @@ reencode(struct tproto_batch *b, Trumpet__Message *m)
     case TRUMPET__MESSAGE__BODY_POLL_BATCH: {
         const Trumpet__PollBatch *p = m->poll_batch;
         tproto_add_poll_batch(b, p->cookie, p->epoch, p->event_ids,
-                              p->n_event_ids, p->keys.data, p->keys.len);
+                              p->n_event_ids, p->keys.data, p->keys.len,
+                              p->n_tun_ids ? p->tun_ids : NULL);
         break;
     }
     case TRUMPET__MESSAGE__BODY_POLL_BATCH_REPLY: {

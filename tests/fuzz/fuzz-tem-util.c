@@ -46,7 +46,7 @@ remember(struct fuzz_tem *ft, int peer, const Trumpet__Message *m)
         c.cookie = m->poll->cookie;
         c.event_id = m->poll->event_id;
         c.epoch = m->poll->epoch;
-        tproto_key_from_msg(m->poll->group, &c.group);
+        tproto_key_from_msg(m->poll->group, &c.group, NULL);
         break;
     case TRUMPET__MESSAGE__BODY_POLL_BATCH:
         c.cookie = m->poll_batch->cookie;

@@ -287,6 +287,29 @@ def proto(out):
                 fb(11, fv(1, 1) + fv(2, 1) + fv(4, 1 << 62)),
                 fb(1, fv(1, 1) + fv(2, 3) + fb(3, "h") + fv(5, 10000000)
                    + fv(6, 1) + fv(9, 0))))
+    # Version 4: tenants' groups (GroupKey.tun_id, PollBatch.tun_ids: 0
+    # no tenant, VNI + 1 a tenant), and their bounds: a VNI of 2^24, an
+    # entry of VNI 2^24, tun_ids not one per entry.
+    tkey = key() + fv(7, 0xabcdef)
+    rec = bytes([4, 10, 0, 1, 0, 10, 0, 1, 0, 0, 1, 0, 2, 17])
+    packed = lambda *xs: b"".join(varint(x) for x in xs)
+    write(out, "proto", "tenant",
+          frame(4, fb(8, fv(1, 1) + fv(2, 170000000000) + fb(3, tkey)
+                      + fd(4, 7.0) + fv(8, 44) + fv(9, 0)),
+                fb(8, fv(1, 1) + fv(2, 170000000000)
+                   + fb(3, key(True) + fv(7, 0)) + fd(4, 8.0)),
+                fb(9, fv(1, 9) + fv(2, 1) + fv(3, 5) + fb(4, tkey)),
+                fb(14, fv(1, 11) + fv(2, 5) + fb(3, packed(1, 2, 3))
+                   + fb(4, rec * 3) + fb(5, packed(0, 1, 0x1000000)))))
+    write(out, "proto", "bounds-tenant",
+          frame(4, fb(8, fv(1, 1) + fv(2, 5) + fb(3, key() + fv(7, 1 << 24))
+                      + fd(4, 1.0)),
+                fb(9, fv(1, 9) + fv(2, 1) + fv(3, 5)
+                   + fb(4, key() + fv(7, 1 << 24))),
+                fb(14, fv(1, 11) + fv(2, 5) + fb(3, packed(1, 2))
+                   + fb(4, rec * 2) + fb(5, packed(0, 0x1000001))),
+                fb(14, fv(1, 11) + fv(2, 5) + fb(3, packed(1, 2))
+                   + fb(4, rec * 2) + fb(5, packed(1)))))
     write(out, "proto", "prefix-list", "10.0.0.0/8, fd00::/8 192.168.1.7")
 
 
