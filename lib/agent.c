@@ -49,6 +49,19 @@
  * is dropped, and always older than every entry left), which the TEM's
  * next confirmations count as acked and the end of the session as
  * unconfirmed.  So every report is counted exactly once (agent.h).
+ *
+ * Tenants (protocol version 4).  A satisfaction of a tenant's group goes
+ * only to a TEM of version TPROTO_VERSION_TENANT or later: an older one
+ * would take it for the untunnelled group of the same 5-tuple.  Whether
+ * the TEM takes them is known at Welcome ('tenant_ok', kept after the
+ * session ends: the next TEM is most likely the same).  A tenant's report
+ * given or drained while it is false never enters 'rtx'; and a Welcome of
+ * an older version removes those 'rtx' holds from it (at that point none
+ * is sent in the session and no sequence number awaits confirmation).
+ * Their sequence numbers then leave holes in 'rtx', which the counting of
+ * ['evict_lo', 'evict_hi'] skips ('holes': sorted, dropped once older
+ * than every report left).  Each is counted 'dropped_tenant', or
+ * 'unconfirmed' if an earlier session sent it.
  */
 #include "agent.h"
 
@@ -110,6 +123,8 @@ struct agent_out {
     Trumpet__PollStatus status;
     char *reason;                       /* NACK (owned). */
     struct tpm_key group;               /* SATISFACTION. */
+    uint32_t tun_id;                    /* SATISFACTION of a tenant's group
+                                         * ('group.tun' not 0): its VNI. */
     double *values;                     /* POLL_BATCH_REPLY: 'n_values'
                                          * values, then as many status
                                          * bytes ('statuses'), one
@@ -190,6 +205,9 @@ struct tpm_agent {
     uint64_t next_seq;          /* Of the next report entering 'rtx'. */
     uint64_t evict_lo, evict_hi;    /* Dropped from 'rtx' while awaiting
                                      * confirmation (none: lo > hi). */
+    uint64_t *holes;            /* Sequence numbers of tenants' reports
+                                 * removed from 'rtx' (ascending). */
+    size_t n_holes, allocated_holes;
     uint64_t unsent_ns;         /* When 'ctl' or 'rtx' last got unsent
                                  * entries with none before. */
 
@@ -203,6 +221,8 @@ struct tpm_agent {
     uint32_t out_head, out_n;
     uint64_t out_first_ns;      /* When 'out' last turned non-empty. */
     bool connected;             /* Acks and nacks are accepted. */
+    bool tenant_ok;             /* The last session welcomed takes
+                                 * tenants' groups (version 4 on). */
     struct agent_ratelimit rl_host;
     struct tpm_agent_status status;
 };
@@ -573,6 +593,7 @@ tpm_agent_cmd_free(struct tpm_agent_cmd *cmd)
         cmd->name = NULL;
         cmd->definition = NULL;
         cmd->event_ids = NULL;
+        cmd->tun_ids = NULL;
         cmd->groups = NULL;
         cmd->n_entries = 0;
     }
@@ -601,6 +622,13 @@ agent_is_report(Trumpet__Message__BodyCase type)
             || type == TRUMPET__MESSAGE__BODY_POLL_REPLY);
 }
 
+/* True if 'm' is a satisfaction of a tenant's group. */
+static bool
+agent_out_is_tenant(const struct agent_out *m)
+{
+    return m->type == TRUMPET__MESSAGE__BODY_SATISFACTION && m->group.tun;
+}
+
 /* Host side: queues 'm' (taking its 'reason'), or drops and counts it. */
 static bool
 agent_out_push(struct tpm_agent *a, struct agent_out *m)
@@ -617,6 +645,9 @@ agent_out_push(struct tpm_agent *a, struct agent_out *m)
     }
     if (!report && !a->connected) {
         a->status.drops_out++;
+        ok = false;
+    } else if (agent_out_is_tenant(m) && !a->tenant_ok) {
+        a->status.dropped_tenant++;
         ok = false;
     } else if (a->out_n >= a->queue_size) {
         if (report) {
@@ -704,20 +735,30 @@ tpm_agent_send_nack(struct tpm_agent *a, uint64_t cookie, uint32_t event_id,
 bool
 tpm_agent_send_satisfaction(struct tpm_agent *a, uint32_t event_id,
                             uint64_t epoch, const struct tpm_key *group,
-                            double value, uint32_t flags, uint32_t n_parts,
-                            uint32_t n_missing)
+                            uint32_t tun_id, double value, uint32_t flags,
+                            uint32_t n_parts, uint32_t n_missing)
 {
     struct agent_out m = {
         .type = TRUMPET__MESSAGE__BODY_SATISFACTION,
         .event_id = event_id,
         .epoch = epoch,
         .group = *group,
+        .tun_id = group->tun ? tun_id : 0,
         .value = value,
         .flags = flags,
         .n_parts = n_parts,
         .n_missing = n_missing,
     };
     return agent_out_push(a, &m);
+}
+
+bool
+tpm_agent_sends_tenants(struct tpm_agent *a)
+{
+    pthread_mutex_lock(&a->mutex);
+    bool ok = a->tenant_ok;
+    pthread_mutex_unlock(&a->mutex);
+    return ok;
 }
 
 void
@@ -786,6 +827,9 @@ agent_out_add(struct tproto_batch *b, const struct agent_out *m, bool seq,
         tproto_add_satisfaction(b, m->event_id, m->epoch, &m->group,
                                 m->value, m->flags, m->n_parts,
                                 m->n_missing);
+        if (m->group.tun) {
+            tproto_set_tun_id(b, m->tun_id);
+        }
         break;
     case TRUMPET__MESSAGE__BODY_POLL_REPLY:
         tproto_add_poll_reply(b, m->cookie, m->event_id, m->epoch,
@@ -950,7 +994,11 @@ agent_out_drain(struct tpm_agent *a)
     uint64_t first = a->out_first_ns;
     while (a->out_n) {
         struct agent_out *m = &a->out[a->out_head];
-        if (agent_is_report(m->type)) {
+        if (agent_out_is_tenant(m) && !a->tenant_ok) {
+            /* Given before a Welcome of an older version. */
+            a->status.dropped_tenant++;
+            a->status.pending--;
+        } else if (agent_is_report(m->type)) {
             if (!ring_room(&a->rtx)) {
                 agent_rtx_evict__(a);
             }
@@ -975,16 +1023,81 @@ agent_out_drain(struct tpm_agent *a)
     }
 }
 
+/* Reports numbered 'lo' to 'hi' that were dropped from 'rtx' while
+ * awaiting confirmation: every number of that range but the holes. */
+static uint64_t
+agent_evicted(const struct tpm_agent *a, uint64_t lo, uint64_t hi)
+{
+    uint64_t n = hi - lo + 1;
+    for (size_t i = 0; i < a->n_holes; i++) {
+        n -= a->holes[i] >= lo && a->holes[i] <= hi;
+    }
+    return n;
+}
+
+/* Forgets the holes older than every report left (in 'rtx' or in the
+ * range of those dropped from it). */
+static void
+agent_holes_prune(struct tpm_agent *a)
+{
+    uint64_t oldest = a->rtx.n ? ring_at(&a->rtx, 0)->seq : a->next_seq;
+    size_t i = 0;
+
+    if (a->evict_lo <= a->evict_hi) {
+        oldest = MIN(oldest, a->evict_lo);
+    }
+    while (i < a->n_holes && a->holes[i] < oldest) {
+        i++;
+    }
+    memmove(a->holes, a->holes + i, (a->n_holes - i) * sizeof *a->holes);
+    a->n_holes -= i;
+}
+
+/* A Welcome of a version that does not take tenants' groups: removes
+ * those 'rtx' holds (none is sent in this session yet).  The caller holds
+ * the mutex. */
+static void
+agent_rtx_drop_tenants__(struct tpm_agent *a)
+{
+    struct agent_ring *r = &a->rtx;
+    uint32_t kept = 0, n = r->n;
+
+    for (uint32_t i = 0; i < n; i++) {
+        struct agent_out *m = ring_at(r, i);
+        if (!agent_out_is_tenant(m)) {
+            if (kept != i) {
+                *ring_at(r, kept) = *m;
+            }
+            kept++;
+            continue;
+        }
+        if (m->sent) {
+            a->status.unconfirmed++;
+        } else {
+            a->status.dropped_tenant++;
+        }
+        a->status.pending--;
+        if (a->n_holes >= a->allocated_holes) {
+            a->allocated_holes = MAX(16, 2 * a->allocated_holes);
+            a->holes = xrealloc(a->holes,
+                                a->allocated_holes * sizeof *a->holes);
+        }
+        a->holes[a->n_holes++] = m->seq;    /* Ascending, as 'rtx'. */
+    }
+    r->n = kept;
+}
+
 /* The TEM received every report up to 'seq' (Heartbeat.received). */
 static void
 agent_on_received(struct tpm_agent *a, uint64_t seq)
 {
     pthread_mutex_lock(&a->mutex);
     if (a->evict_lo <= a->evict_hi && seq >= a->evict_lo) {
-        uint64_t n = MIN(seq, a->evict_hi) - a->evict_lo + 1;
+        uint64_t hi = MIN(seq, a->evict_hi);
+        uint64_t n = agent_evicted(a, a->evict_lo, hi);
         a->status.acked += n;
         a->status.pending -= n;
-        a->evict_lo += n;
+        a->evict_lo = hi + 1;
     }
     /* Only reports sent can have been received: a TEM saying more is
      * wrong, and believing it would hide a loss. */
@@ -996,6 +1109,9 @@ agent_on_received(struct tpm_agent *a, uint64_t seq)
         ring_pop(&a->rtx);
         a->status.acked++;
         a->status.pending--;
+    }
+    if (a->n_holes) {
+        agent_holes_prune(a);
     }
     pthread_mutex_unlock(&a->mutex);
 }
@@ -1011,9 +1127,12 @@ agent_out_flush(struct tpm_agent *a)
     a->connected = false;
     a->status.drops_out += a->ctl.n;
     if (a->evict_lo <= a->evict_hi) {
-        uint64_t n = a->evict_hi - a->evict_lo + 1;
+        uint64_t n = agent_evicted(a, a->evict_lo, a->evict_hi);
         a->status.unconfirmed += n;
         a->status.pending -= n;
+    }
+    if (a->n_holes) {
+        agent_holes_prune(a);
     }
     pthread_mutex_unlock(&a->mutex);
     while (a->ctl.n) {
@@ -1258,6 +1377,10 @@ agent_on_welcome(struct tpm_agent *a, const Trumpet__Welcome *w)
     snprintf(a->status.tem_id, sizeof a->status.tem_id, "%s", w->tem_id);
     a->status.version = w->version;
     a->s.number = ++a->status.sessions;
+    a->tenant_ok = w->version >= TPROTO_VERSION_TENANT;
+    if (!a->tenant_ok) {
+        agent_rtx_drop_tenants__(a);
+    }
     pthread_mutex_unlock(&a->mutex);
     /* What the outage buffer holds goes at once (flagged late). */
     a->unsent_ns = 0;
@@ -1296,8 +1419,9 @@ agent_strdup_or_empty(const char *s)
 
 /* Handles one valid message.  May end the session (check a->s.sock). */
 /* A validated PollBatch as one command: its entries' keys, then their
- * event ids, in one allocation ('groups', which tpm_agent_cmd_free()
- * frees). */
+ * event ids and their tenants' VNIs, in one allocation ('groups', which
+ * tpm_agent_cmd_free() frees).  An entry of a tenant (tun_ids[i] not 0:
+ * its VNI + 1) gets 'tun' 1 and its VNI. */
 static void
 agent_poll_batch_cmd(const Trumpet__PollBatch *p, struct tpm_agent_cmd *cmd)
 {
@@ -1308,12 +1432,17 @@ agent_poll_batch_cmd(const Trumpet__PollBatch *p, struct tpm_agent_cmd *cmd)
     cmd->cookie = p->cookie;
     cmd->epoch = p->epoch;
     cmd->n_entries = n;
-    cmd->groups = xmalloc(n * (sizeof *cmd->groups + sizeof *cmd->event_ids));
+    cmd->groups = xmalloc(n * (sizeof *cmd->groups + sizeof *cmd->event_ids
+                               + sizeof *cmd->tun_ids));
     cmd->event_ids = (uint32_t *) (cmd->groups + n);
+    cmd->tun_ids = cmd->event_ids + n;
     memcpy(cmd->event_ids, p->event_ids, n * sizeof *cmd->event_ids);
     for (size_t i = 0; i < n; i++) {
         off += tproto_key_record_get(p->keys.data + off, p->keys.len - off,
                                      &cmd->groups[i]);
+        uint32_t t = p->n_tun_ids ? p->tun_ids[i] : 0;
+        cmd->groups[i].tun = t != 0;
+        cmd->tun_ids[i] = t ? t - 1 : 0;
     }
 }
 
@@ -1386,7 +1515,7 @@ agent_on_message(struct tpm_agent *a, const Trumpet__Message *m)
             cmd.cookie = p->cookie;
             cmd.event_id = p->event_id;
             cmd.epoch = p->epoch;
-            tproto_key_from_msg(p->group, &cmd.group, NULL);
+            tproto_key_from_msg(p->group, &cmd.group, &cmd.tun_id);
         }
         agent_cmd_queue(a, &cmd);
         return;
@@ -1847,6 +1976,7 @@ tpm_agent_destroy(struct tpm_agent *a)
     free(a->out);
     ring_destroy(&a->ctl);
     ring_destroy(&a->rtx);
+    free(a->holes);
     tproto_batch_destroy(&a->batch);
     pthread_mutex_destroy(&a->mutex);
     if (a->cmd_fd >= 0) {

@@ -19,11 +19,18 @@
  * and a new session sends again, flagged late, every one not confirmed.
  * When the buffer is full the oldest report is dropped.  Each report the
  * host gives is, at any time, in exactly one of the status counters
- * 'acked', 'unconfirmed', 'dropped_outage' and 'pending' (struct
- * tpm_agent_status).  Acks, nacks and PollBatchReplies (the poll replies
- * of version 3 sessions, which answer a poll of their session only: the
- * TEM would not use them in another) belong to their session: those not
- * sent when it ends are dropped and counted ('drops_out').
+ * 'acked', 'unconfirmed', 'dropped_outage', 'dropped_tenant' and
+ * 'pending' (struct tpm_agent_status).  Acks, nacks and
+ * PollBatchReplies (the poll replies of version 3 sessions, which answer
+ * a poll of their session only: the TEM would not use them in another)
+ * belong to their session: those not sent when it ends are dropped and
+ * counted ('drops_out').
+ *
+ * A satisfaction of a tenant's group (tpm/tenants.h) carries its VNI,
+ * and goes only to a TEM of protocol version 4 (TPROTO_VERSION_TENANT) or
+ * later; an older TEM would merge it with the untunnelled group of the
+ * same 5-tuple, so there it is dropped and counted ('dropped_tenant').
+ * Polls of a tenant's group come with its VNI.
  *
  * The host side never blocks: a full queue drops the message and counts
  * it.  The host is whatever owns the monitors: ovs-vswitchd's main thread
@@ -132,9 +139,14 @@ struct tpm_agent_cmd {
     bool has_threshold;         /* INSTALL: share of a split threshold. */
     double threshold;
     uint64_t epoch;             /* POLL, POLL_BATCH. */
-    struct tpm_key group;       /* POLL. */
+    struct tpm_key group;       /* POLL.  A tenant's group has 'tun' 1 (not
+                                 * a slot of any table: the host finds its
+                                 * own from the VNI) ... */
+    uint32_t tun_id;            /* ... and its VNI here (else 0). */
     size_t n_entries;           /* POLL_BATCH: entry i is ('event_ids[i]', */
-    uint32_t *event_ids;        /* 'groups[i]') (owned: one allocation). */
+    uint32_t *event_ids;        /* 'groups[i]', 'tun_ids[i]': the VNI of a */
+    uint32_t *tun_ids;          /* tenant's group, as for POLL) (owned: one
+                                 * allocation, 'groups'). */
     struct tpm_key *groups;
     bool has_dos_threshold;     /* CONFIGURE: set the DoS threshold... */
     uint32_t dos_threshold;     /* ...to this many bytes (0: off). */
@@ -160,10 +172,21 @@ bool tpm_agent_send_ack(struct tpm_agent *, uint64_t cookie,
                         uint32_t event_id);
 bool tpm_agent_send_nack(struct tpm_agent *, uint64_t cookie,
                          uint32_t event_id, const char *reason);
+/* A tenant's group has 'group->tun' not 0 (any value) and its VNI in
+ * 'tun_id' (ignored otherwise).  It is dropped and counted
+ * ('dropped_tenant') unless the last session welcomed was of version
+ * TPROTO_VERSION_TENANT or later (tpm_agent_sends_tenants()), and also if
+ * kept over an outage for a session that turns out older. */
 bool tpm_agent_send_satisfaction(struct tpm_agent *, uint32_t event_id,
                                  uint64_t epoch, const struct tpm_key *group,
-                                 double value, uint32_t flags,
-                                 uint32_t n_parts, uint32_t n_missing);
+                                 uint32_t tun_id, double value,
+                                 uint32_t flags, uint32_t n_parts,
+                                 uint32_t n_missing);
+
+/* True if the TEM takes tenants' groups: the session open, or else the
+ * last one, is of version TPROTO_VERSION_TENANT or later (false before
+ * the first Welcome).  Hosts check it to count their own drops. */
+bool tpm_agent_sends_tenants(struct tpm_agent *);
 bool tpm_agent_send_poll_reply(struct tpm_agent *, uint64_t cookie,
                                uint32_t event_id, uint64_t epoch,
                                Trumpet__PollStatus status, double value);
@@ -211,7 +234,8 @@ struct tpm_agent_status {
                                  * it ended). */
 
     /* Reports (satisfactions and PollReplies).  reports = acked +
-     * unconfirmed + dropped_outage + pending at all times. */
+     * unconfirmed + dropped_outage + dropped_tenant + pending at all
+     * times. */
     uint64_t reports;           /* Given by the host. */
     uint64_t acked;             /* Confirmed by the TEM (received). */
     uint64_t unconfirmed;       /* Sent, but the TEM cannot confirm: a
@@ -222,6 +246,9 @@ struct tpm_agent_status {
     uint64_t dropped_outage;    /* Never sent: dropped, oldest first, from
                                  * the full outage buffer, or refused by
                                  * a full outgoing queue. */
+    uint64_t dropped_tenant;    /* Never sent: a tenant's satisfaction
+                                 * given, or kept, for a TEM of a version
+                                 * older than 4. */
     uint64_t pending;           /* Not sent yet, or sent and not yet
                                  * confirmed. */
     uint64_t late_sent;         /* Sends flagged late: in a later session

@@ -95,6 +95,7 @@ struct tem_poll_batch {
     bool cancelled;             /* Its session ended: send nothing. */
     uint32_t *event_ids;        /* From the agent's command; 'groups' owns
                                  * the allocation. */
+    uint32_t *tun_ids;
     struct tpm_key *groups;
     uint8_t *status;
     double *values;
@@ -112,20 +113,21 @@ tem_send_satisfaction(void *aux OVS_UNUSED, struct host_event *he,
 {
     static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(5, 20);
 
-    if (group->tun) {
-        /* The protocol names no tenant: sent, the group would merge with
-         * the other tenants' at the TEM. */
+    if (group->tun && agent && !tpm_agent_sends_tenants(agent)) {
+        /* A TEM of protocol version below 4 names no tenant: sent, the
+         * group would merge with the other tenants' there. */
         he->n_send_dropped++;
         actr.satisfactions_dropped++;
         COVERAGE_INC(tpm_agent_tenant_unsent);
         VLOG_WARN_RL(&rl, "%s: satisfaction for epoch %"PRIu64" of tenant "
-                     "tun_id=%"PRIu32" not sent: the TEM's protocol does "
-                     "not carry tenants yet", he->name, epoch,
-                     tpm_ovs_group_vni(group));
+                     "tun_id=%"PRIu32" not sent: the TEM's protocol version "
+                     "is older than 4, which carries tenants", he->name,
+                     epoch, tpm_ovs_group_vni(group));
         return;
     }
     if (agent && tpm_agent_send_satisfaction(agent, he->tem_id, epoch,
-                                             group, value, flags,
+                                             group, tpm_ovs_group_vni(group),
+                                             value, flags,
                                              n_pmds + n_missing,
                                              n_missing)) {
         he->n_sent++;
@@ -473,18 +475,34 @@ tem_poll_finish(struct op *op, struct tpm_pmd **parts OVS_UNUSED,
 
 /* Starts answering the TEM's poll of 'event_id' for 'group' in 'epoch'
  * (with 'cookie', or as entry 'index' of 'batch') over the PMDs
- * 'parts'. */
+ * 'parts'.  A tenant's group ('group->tun' not 0) is tenant 'tun_id''s
+ * (a VNI). */
 static void
 tem_poll_start(uint64_t cookie, uint32_t event_id, uint64_t epoch,
-               const struct tpm_key *group, struct tem_poll_batch *batch,
-               size_t index, struct tpm_pmd **parts, size_t n)
+               const struct tpm_key *group_, uint32_t tun_id,
+               struct tem_poll_batch *batch, size_t index,
+               struct tpm_pmd **parts, size_t n)
 {
     struct host_event *he = tem_event_find(event_id);
+    struct tpm_key tenant_group;
+    const struct tpm_key *group = group_;
     COVERAGE_INC(tpm_tem_poll);
     if (!he) {
         tem_poll_answer(batch, index, cookie, event_id, epoch,
                         TRUMPET__POLL_STATUS__POLL_NO_EVENT, 0);
         return;
+    }
+    if (group_->tun) {
+        /* The TEM names the tenant by its VNI; the PMDs share one table
+         * of slots, where a VNI no PMD has met has none: no traffic. */
+        tenant_group = *group_;
+        tenant_group.tun = tpm_tenants_find(tpm_ovs_tenants_get(), tun_id);
+        if (!tenant_group.tun) {
+            tem_poll_answer(batch, index, cookie, event_id, epoch,
+                            TRUMPET__POLL_STATUS__POLL_NO_GROUP, 0);
+            return;
+        }
+        group = &tenant_group;
     }
 
     uint64_t now = tpm_ovs_now_ns();
@@ -525,8 +543,10 @@ tem_poll_batch_queue(struct tpm_agent_cmd *cmd)
     b->epoch = cmd->epoch;
     b->n = b->left = cmd->n_entries;
     b->event_ids = cmd->event_ids;
+    b->tun_ids = cmd->tun_ids;
     b->groups = cmd->groups;
     cmd->event_ids = NULL;
+    cmd->tun_ids = NULL;
     cmd->groups = NULL;
     b->status = xzalloc(b->n);
     b->values = xcalloc(b->n, sizeof *b->values);
@@ -555,7 +575,7 @@ tem_poll_batches_start(struct tpm_pmd **parts, size_t n)
                 ovs_list_remove(&b->node);
             }
             tem_poll_start(b->cookie, b->event_ids[i], b->epoch,
-                           &b->groups[i], b, i, parts, n);
+                           &b->groups[i], b->tun_ids[i], b, i, parts, n);
             if (last) {
                 break;
             }
@@ -607,7 +627,7 @@ tpm_ovs_agent_run(struct tpm_pmd **parts, size_t n)
         case TPM_AGENT_POLL:
             actr.polls++;
             tem_poll_start(cmd.cookie, cmd.event_id, cmd.epoch, &cmd.group,
-                           NULL, 0, parts, n);
+                           cmd.tun_id, NULL, 0, parts, n);
             break;
         case TPM_AGENT_POLL_BATCH:
             tem_poll_batch_queue(&cmd);
@@ -1013,10 +1033,12 @@ tpm_unixctl_controller_show(struct unixctl_conn *conn, int argc OVS_UNUSED,
                   st.drops_in, st.drops_out);
     ds_put_format(&s, "reports (satisfactions, PollReplies): %"PRIu64
                   ": acked %"PRIu64", unconfirmed %"PRIu64", dropped "
-                  "%"PRIu64" (outage buffer of %"PRIu32" full), pending "
+                  "%"PRIu64" (outage buffer of %"PRIu32" full), dropped "
+                  "%"PRIu64" (tenants', TEM older than version 4), pending "
                   "%"PRIu64"; sent late %"PRIu64"\n", st.reports, st.acked,
                   st.unconfirmed, st.dropped_outage,
-                  agent_cfg.outage_buffer, st.pending, st.late_sent);
+                  agent_cfg.outage_buffer, st.dropped_tenant, st.pending,
+                  st.late_sent);
     ds_put_cstr(&s, "last message in: ");
     format_age(&s, st.last_rx_ns, now);
     ds_put_cstr(&s, "\nlast error: ");

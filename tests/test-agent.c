@@ -512,7 +512,7 @@ START_TEST(test_session)
     ck_assert_int_eq(status(a).state, TPM_AGENT_CONNECTING);
     struct tpm_key k1 = make_key(1, 1000);
     ck_assert(!tpm_agent_send_ack(a, 1, 1));
-    ck_assert(tpm_agent_send_satisfaction(a, 1, 2, &k1, 3, 0, 1, 0));
+    ck_assert(tpm_agent_send_satisfaction(a, 1, 2, &k1, 0, 3, 0, 1, 0));
     ck_assert_uint_eq(status(a).drops_out, 1);
     ck_assert_uint_eq(status(a).reports, 1);
     ck_assert_uint_eq(status(a).pending, 1);
@@ -593,7 +593,7 @@ START_TEST(test_session)
     /* Host -> TEM. */
     ck_assert(tpm_agent_send_ack(a, 101, 11));
     ck_assert(tpm_agent_send_nack(a, 102, 12, "predicate: column 3: bad"));
-    ck_assert(tpm_agent_send_satisfaction(a, 12, 99, &g, 1234.5,
+    ck_assert(tpm_agent_send_satisfaction(a, 12, 99, &g, 0, 1234.5,
                                           1, 3, 1));
     ck_assert(tpm_agent_send_poll_reply(a, 104, 12, 123456789,
                                         TRUMPET__POLL_STATUS__POLL_NO_GROUP,
@@ -710,7 +710,7 @@ START_TEST(test_batching)
     uint64_t before = status(a).frames_out;
     for (uint32_t i = 0; i < 100; i++) {
         struct tpm_key k = make_key(i, 2000 + i);
-        ck_assert(tpm_agent_send_satisfaction(a, 1 + i % 3, 500 + i, &k,
+        ck_assert(tpm_agent_send_satisfaction(a, 1 + i % 3, 500 + i, &k, 0,
                                               i * 10.0, 0, 1, 0));
     }
     uint32_t got = 0;
@@ -1033,7 +1033,7 @@ START_TEST(test_reconnect)
                   s.last_error);
     uint64_t drops = s.drops_out;
     struct tpm_key k = make_key(1, 1);
-    ck_assert(tpm_agent_send_satisfaction(a, 1, 1, &k, 1, 0, 1, 0));
+    ck_assert(tpm_agent_send_satisfaction(a, 1, 1, &k, 0, 1, 0, 1, 0));
     ck_assert(tpm_agent_send_poll_reply(a, 1, 1, 1,
                                         TRUMPET__POLL_STATUS__POLL_OK, 1));
     ck_assert(!tpm_agent_send_ack(a, 1, 1));
@@ -1154,7 +1154,7 @@ give_reports(struct tpm_agent *a, uint32_t first, uint32_t last)
     for (uint32_t i = first; i <= last; i++) {
         struct tpm_key k = make_key(i, i);
         ck_assert(i % 10
-                  ? tpm_agent_send_satisfaction(a, 1, 1000 + i, &k, i, 0,
+                  ? tpm_agent_send_satisfaction(a, 1, 1000 + i, &k, 0, i, 0,
                                                 1, 0)
                   : tpm_agent_send_poll_reply(a, i, 1, 1000 + i,
                                               TRUMPET__POLL_STATUS__POLL_OK,
@@ -1200,7 +1200,7 @@ check_counters(struct tpm_agent *a, uint64_t reports, uint64_t acked,
                   s.dropped_outage, s.pending, s.late_sent, reports, acked,
                   unconfirmed, dropped, pending, late);
     ck_assert_uint_eq(s.reports, s.acked + s.unconfirmed + s.dropped_outage
-                                 + s.pending);
+                                 + s.dropped_tenant + s.pending);
 }
 
 /* The TEM dies in the middle of a stream of reports and comes back: the
@@ -1343,9 +1343,9 @@ START_TEST(test_outage_poll_batch_reply)
                       TRUMPET__POLL_STATUS__POLL_NO_GROUP };
     double v[2] = { 5, 0 };
     struct tpm_key k = make_key(1, 1);
-    ck_assert(tpm_agent_send_satisfaction(a, 1, 1001, &k, 1, 0, 1, 0));
+    ck_assert(tpm_agent_send_satisfaction(a, 1, 1001, &k, 0, 1, 0, 1, 0));
     ck_assert(tpm_agent_send_poll_batch_reply(a, 7, 1000, st, v, 2));
-    ck_assert(tpm_agent_send_satisfaction(a, 1, 1002, &k, 1, 0, 1, 0));
+    ck_assert(tpm_agent_send_satisfaction(a, 1, 1002, &k, 0, 1, 0, 1, 0));
     size_t n_sat = 0, n_reply = 0;
     while (n_sat < 2 || !n_reply) {
         Trumpet__Frame *f = tem_recv_data(&t, WAIT_MS);
@@ -1458,7 +1458,7 @@ START_TEST(test_queue_full)
     uint32_t accepted = 0, refused = 0;
     for (uint32_t i = 0; i < 2000; i++) {
         struct tpm_key k = make_key(i, i);
-        if (tpm_agent_send_satisfaction(a, 1, i, &k, i, 0, 1, 0)) {
+        if (tpm_agent_send_satisfaction(a, 1, i, &k, 0, i, 0, 1, 0)) {
             accepted++;
         } else {
             refused++;
@@ -1816,6 +1816,137 @@ START_TEST(test_poll_batch)
 }
 END_TEST
 
+/* Tenants (version 4): a tenant's satisfaction carries its VNI, polls
+ * give the host theirs; a TEM of version 3 gets none, neither those given
+ * in its session nor those kept for it over an outage (counted
+ * dropped_tenant, the sequence numbers they leave unused skipped). */
+START_TEST(test_tenant)
+{
+    struct tem t;
+    tem_init(&t, 200);
+    t.version = TPROTO_VERSION_TENANT;
+    struct tpm_agent_config c;
+    agent_config(&c, t.endpoint);
+    struct tpm_agent *a = agent_start(&c);
+    ck_assert(!tpm_agent_sends_tenants(a));
+    open_session(&t, a, 1);
+    ck_assert(tpm_agent_sends_tenants(a));
+
+    /* Satisfactions: a tenant's (its slot any value) and one of no
+     * tenant. */
+    struct tpm_key kt = make_key(1, 1), k = make_key(1, 1);
+    kt.tun = 9;
+    ck_assert(tpm_agent_send_satisfaction(a, 1, 1001, &kt, 0xabcdef, 5, 0, 1,
+                                          0));
+    ck_assert(tpm_agent_send_satisfaction(a, 1, 1002, &k, 0xabcdef, 6, 0, 1,
+                                          0));
+    size_t got = 0;
+    while (got < 2) {
+        Trumpet__Frame *f = tem_recv_data(&t, WAIT_MS);
+        ck_assert_msg(f, "%zu of 2 satisfactions", got);
+        ck_assert_uint_eq(f->version, TPROTO_VERSION_TENANT);
+        for (size_t i = 0; i < f->n_messages; i++) {
+            const Trumpet__Message *m = f->messages[i];
+            if (m->body_case != TRUMPET__MESSAGE__BODY_SATISFACTION) {
+                continue;
+            }
+            ck_assert_ptr_null(tproto_validate(m));
+            const Trumpet__GroupKey *g = m->satisfaction->group;
+            struct tpm_key back;
+            uint32_t vni;
+            tproto_key_from_msg(g, &back, &vni);
+            ck_assert_uint_eq(m->satisfaction->epoch, 1001 + got);
+            ck_assert_uint_eq(g->has_tun_id, got == 0);
+            ck_assert_uint_eq(back.tun, got == 0);
+            ck_assert_uint_eq(vni, got == 0 ? 0xabcdef : 0);
+            back.tun = 0;
+            ck_assert(tpm_key_equal(&back, &k));
+            got++;
+        }
+        tproto_free(f);
+    }
+    tem_send_received(&t, 2);
+    WAIT_STATUS(a, w, w.acked == 2);
+
+    /* Polls: a Poll and a PollBatch, with and without a tenant. */
+    struct tproto_batch b;
+    tproto_batch_init(&b);
+    tproto_add_poll(&b, 5, 1, 1000, &k);
+    tproto_set_tun_id(&b, 4242);
+    tproto_add_poll(&b, 6, 1, 1000, &k);
+    uint8_t rec[2 * TPROTO_KEY_RECORD_V4];
+    size_t len = tproto_key_record_put(rec, &k);
+    len += tproto_key_record_put(rec + len, &k);
+    uint32_t ids[2] = { 1, 1 }, tuns[2] = { 0, 4243 };
+    tproto_add_poll_batch(&b, 7, 1000, ids, 2, rec, len, tuns);
+    tem_send(&t, &b);
+    struct tpm_agent_cmd cmd;
+    wait_cmd(a, &cmd);
+    ck_assert_int_eq(cmd.type, TPM_AGENT_POLL);
+    ck_assert_uint_eq(cmd.group.tun, 1);
+    ck_assert_uint_eq(cmd.tun_id, 4242);
+    wait_cmd(a, &cmd);
+    ck_assert_int_eq(cmd.type, TPM_AGENT_POLL);
+    ck_assert_uint_eq(cmd.group.tun, 0);
+    ck_assert_uint_eq(cmd.tun_id, 0);
+    ck_assert(tpm_key_equal(&cmd.group, &k));
+    wait_cmd(a, &cmd);
+    ck_assert_int_eq(cmd.type, TPM_AGENT_POLL_BATCH);
+    ck_assert_uint_eq(cmd.n_entries, 2);
+    ck_assert_uint_eq(cmd.groups[0].tun, 0);
+    ck_assert_uint_eq(cmd.tun_ids[0], 0);
+    ck_assert_uint_eq(cmd.groups[1].tun, 1);
+    ck_assert_uint_eq(cmd.tun_ids[1], 4242);
+    cmd.groups[1].tun = 0;
+    ck_assert(tpm_key_equal(&cmd.groups[1], &k));
+    tpm_agent_cmd_free(&cmd);
+    ck_assert_ptr_null(cmd.tun_ids);
+    tproto_batch_destroy(&b);
+
+    /* The TEM goes; over the outage tenants' reports (3, 5, 7) are kept
+     * beside others (4, 6): the TEM that comes back is of version 3. */
+    char endpoint[256];
+    snprintf(endpoint, sizeof endpoint, "%s", t.endpoint);
+    tem_close(&t);
+    wait_state(a, TPM_AGENT_BACKOFF);
+    for (int i = 0; i < 5; i++) {
+        ck_assert(tpm_agent_send_satisfaction(a, 1, 1003 + i,
+                                              i % 2 ? &k : &kt, 77, i, 0, 1,
+                                              0));
+    }
+    WAIT_STATUS(a, w, w.pending == 5);
+    t.peer_len = 0;
+    t.version = TPROTO_VERSION_CONFIRM;
+    tem_bind(&t, endpoint);
+    open_session(&t, a, 2);
+    ck_assert(!tpm_agent_sends_tenants(a));
+    struct report r[2];
+    tem_recv_reports(&t, r, 2);
+    ck_assert(r[0].has_seq && r[0].late && r[1].late);
+    ck_assert_uint_eq(r[0].seq, 4);
+    ck_assert_uint_eq(r[0].epoch, 1004);
+    ck_assert_uint_eq(r[1].seq, 6);
+    ck_assert_uint_eq(r[1].epoch, 1006);
+    ck_assert_ptr_null(tem_recv_data(&t, 100));
+    check_counters(a, 7, 2, 0, 0, 2, 2);
+    ck_assert_uint_eq(status(a).dropped_tenant, 3);
+
+    /* A tenant's report given in this session: refused. */
+    ck_assert(!tpm_agent_send_satisfaction(a, 1, 1010, &kt, 77, 1, 0, 1, 0));
+    ck_assert(tpm_agent_send_satisfaction(a, 1, 1011, &k, 77, 1, 0, 1, 0));
+    tem_recv_reports(&t, r, 1);
+    ck_assert_uint_eq(r[0].seq, 8);
+    ck_assert(!r[0].late);
+    tem_send_received(&t, 8);
+    WAIT_STATUS(a, w, w.acked == 5);
+    check_counters(a, 9, 5, 0, 0, 0, 2);
+    ck_assert_uint_eq(status(a).dropped_tenant, 4);
+
+    tpm_agent_destroy(a);
+    tem_destroy(&t);
+}
+END_TEST
+
 static Suite *
 agent_suite(void)
 {
@@ -1834,6 +1965,7 @@ agent_suite(void)
     tcase_add_test(tc, test_outage_resend);
     tcase_add_test(tc, test_outage_buffer_full);
     tcase_add_test(tc, test_outage_poll_batch_reply);
+    tcase_add_test(tc, test_tenant);
     tcase_add_test(tc, test_unreachable);
     tcase_add_test(tc, test_keys_required);
     tcase_add_test(tc, test_curve);

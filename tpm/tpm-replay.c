@@ -139,7 +139,8 @@ struct replay {
         uint64_t polls, resyncs, reports, reports_dropped;
         uint64_t reports_unknown;
         uint64_t reports_tenant;    /* Of a tenant's group: not sent (the
-                                     * protocol carries no tenant). */
+                                     * TEM's protocol version is older
+                                     * than 4 and would merge tenants). */
         uint64_t configures;
     } tem;
 };
@@ -189,12 +190,13 @@ drain_reports(struct replay *r)
                 continue;
             }
             r->tem.reports++;
-            if (rep.group.tun) {
+            if (rep.group.tun && !tpm_agent_sends_tenants(r->agent)) {
                 r->tem.reports_tenant++;
             } else if (!tpm_agent_send_satisfaction(r->agent,
                                                     rep.event_id, rep.epoch,
-                                                    &rep.group, rep.value,
-                                                    rep.flags, 1, 0)) {
+                                                    &rep.group, rep.tun_id,
+                                                    rep.value, rep.flags, 1,
+                                                    0)) {
                 r->tem.reports_dropped++;
             }
             struct json_object *obj = tpm_report_to_json(ev, &rep);
@@ -351,7 +353,7 @@ tem_poll(struct replay *r, const struct tpm_agent_cmd *cmd)
 
     r->tem.polls++;
     if (tem_find(r, cmd->event_id) != SIZE_MAX) {
-        status = tpm_poll(r->tpm, cmd->event_id, &cmd->group, 0,
+        status = tpm_poll(r->tpm, cmd->event_id, &cmd->group, cmd->tun_id,
                           cmd->epoch, &value);
     }
     tpm_agent_send_poll_reply(r->agent, cmd->cookie, cmd->event_id,
@@ -370,8 +372,8 @@ tem_poll_batch(struct replay *r, const struct tpm_agent_cmd *cmd)
     for (size_t i = 0; i < cmd->n_entries; i++) {
         enum tpm_poll_status st = TPM_POLL_NO_EVENT;
         if (tem_find(r, cmd->event_ids[i]) != SIZE_MAX) {
-            st = tpm_poll(r->tpm, cmd->event_ids[i], &cmd->groups[i], 0,
-                          cmd->epoch, &values[i]);
+            st = tpm_poll(r->tpm, cmd->event_ids[i], &cmd->groups[i],
+                          cmd->tun_ids[i], cmd->epoch, &values[i]);
         }
         status[i] = poll_status_to_msg(st);
     }
@@ -757,6 +759,8 @@ report_loss(const struct replay *r)
           "buffer or queue full)", a.dropped_outage },
         { "satisfactions and poll replies the TEM had not confirmed at "
           "exit", a.pending },
+        { "satisfactions of tenants' groups the agent dropped (kept for "
+          "a TEM of protocol version older than 4)", a.dropped_tenant },
     };
     bool lossy = false;
     for (size_t i = 0; i < TPM_N_LOSSES + ARRAY_SIZE(ours); i++) {
@@ -877,7 +881,8 @@ print_stats(const struct replay *r)
         AST(drops_in); AST(drops_out);
         json_object_object_add(t, "agent_reports",
                                json_object_new_int64(a.reports));
-        AST(acked); AST(unconfirmed); AST(dropped_outage); AST(pending);
+        AST(acked); AST(unconfirmed); AST(dropped_outage);
+        AST(dropped_tenant); AST(pending);
         AST(late_sent);
 #undef AST
 #define TST(F) json_object_object_add(t, #F, \
