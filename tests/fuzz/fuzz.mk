@@ -51,8 +51,9 @@ all: $(addprefix $(out)/,$(TARGETS))
 
 # -MMD: each object's dependencies on headers in a .d beside it (read
 # below), so that a changed header, such as tem/tem-core-private.h's
-# structures, rebuilds every object that includes it; a changed fuzz.mk
-# (flags, sources) rebuilds them all.
+# structures, rebuilds every object that includes it (the harnesses' too:
+# a struct of tem/tem-core.h that grows must not meet a harness built for
+# the old one); a changed fuzz.mk (flags, sources) rebuilds them all.
 $(out)/obj/%.o: $(top)/%.c $(proto)/trumpet.pb-c.h $(top)/tests/fuzz/fuzz.mk
 	@mkdir -p $(dir $@)
 	$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link $(FUZZ_CPPFLAGS) \
@@ -74,14 +75,14 @@ $(out)/obj/fuzz-%.o: $(top)/tests/fuzz/fuzz-%.c $(top)/tests/fuzz/fuzz-util.h \
 		$(proto)/trumpet.pb-c.h
 	@mkdir -p $(dir $@)
 	$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(FUZZ_CPPFLAGS) $(WARN) \
-	    -c $< -o $@
+	    -MMD -MP -c $< -o $@
 
 $(out)/obj/fuzz-tem-util.o: $(top)/tests/fuzz/fuzz-tem-util.c \
 		$(top)/tests/fuzz/fuzz-tem-util.h $(top)/tests/fuzz/fuzz-util.h \
 		$(proto)/trumpet.pb-c.h
 	@mkdir -p $(dir $@)
 	$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(FUZZ_CPPFLAGS) $(WARN) \
-	    -c $< -o $@
+	    -MMD -MP -c $< -o $@
 
 $(out)/fuzz-tem-ctl $(out)/fuzz-tem-host: $(out)/obj/fuzz-tem-util.o
 
@@ -93,3 +94,4 @@ $(out)/fuzz-%: $(out)/obj/fuzz-%.o $(out)/libfuzzdeps.a
 .SECONDARY:
 
 -include $(LIB_OBJS:.o=.d)
+-include $(patsubst %,$(out)/obj/%.d,$(TARGETS) fuzz-tem-util)
