@@ -197,7 +197,9 @@ tem_alert_raise(struct tem_core *core, struct tem_event *e,
 {
     struct sbuf *b = &core->alert_buf;
     struct tpm_key_field fields[TPM_KEY_FIELDS_MAX];
-    int n_fields = tpm_key_fields(&e->ev->group, &d->key.group, 0, fields);
+    int n_fields = tpm_key_fields(&e->ev->group, &d->key.group,
+                                  tem_core_group_vni(core, &d->key.group),
+                                  fields);
     bool first;
 
     b->len = 0;
@@ -352,7 +354,9 @@ tem_alert_late_undecidable(struct tem_core *core, struct tem_event *e,
                            const struct tpm_decision *d)
 {
     struct tpm_key_field fields[TPM_KEY_FIELDS_MAX];
-    int n_fields = tpm_key_fields(&e->ev->group, &d->key.group, 0, fields);
+    int n_fields = tpm_key_fields(&e->ev->group, &d->key.group,
+                                  tem_core_group_vni(core, &d->key.group),
+                                  fields);
     struct sbuf b = SBUF_INITIALIZER;
 
     core->stats.late_undecidable++;

@@ -48,6 +48,16 @@
  * member and a decision's part name a host by its slot in core->hosts and
  * the session it was made for, so that nothing of a host's old session is
  * taken for its new one's.
+ *
+ * Tenants (protocol version 4): a host names a tenant's group by its VNI
+ * (GroupKey.tun_id); the core interns the VNIs into a tenant table of its
+ * own ('tenants', tpm/tenants.h), whose slot is the 'tun' of the group
+ * keys it keeps, so that a decision, its polls and its alert are one
+ * tenant's and two tenants with the same 5-tuple never merge.  What
+ * leaves the core names the tenant by its VNI again: polls (Poll's
+ * GroupKey.tun_id, PollBatch.tun_ids) and alerts ("tun_id" in the group).
+ * A host whose session is older than version 4 cannot be asked for a
+ * tenant's value: its part of a tenant's decision is missing.
  */
 #ifndef TEM_CORE_PRIVATE_H
 #define TEM_CORE_PRIVATE_H 1
@@ -61,6 +71,7 @@
 #include "sbuf.h"
 #include "decision.h"
 #include "tem-core.h"
+#include "tenants.h"
 #include "tproto.h"
 #include "util.h"
 
@@ -131,6 +142,8 @@ struct tem_pollq {
     uint32_t *ids;
     uint8_t *keys;              /* Key records (tproto_key_record_put()). */
     size_t keys_len;
+    uint32_t *tuns;             /* PollBatch.tun_ids: 0 or VNI + 1... */
+    bool any_tun;               /* ... sent if any entry is a tenant's. */
     struct tem_poll_ref *refs;
     uint64_t next_cookie;       /* Cookies: 1, 2, ... */
     struct tem_poll_out {
@@ -317,6 +330,9 @@ struct tem_core {
 
     /* Decisions. */
     struct tpm_decisions *decisions;    /* Parts are struct tem_part. */
+    struct tpm_tenants *tenants;        /* The VNIs of the tenants'
+                                         * groups, by the 'tun' of the
+                                         * keys (see above). */
     struct tem_repoll *repolls;  /* Ring. */
     size_t rp_head, rp_count, rp_cap;
 
@@ -356,6 +372,13 @@ tem_core_now(const struct tem_core *core)
 }
 
 /* The files' functions, from the bottom up. */
+
+/* The VNI of 'group''s tenant, 0 if it is no tenant's ('group->tun' 0). */
+static inline uint32_t
+tem_core_group_vni(const struct tem_core *core, const struct tpm_key *group)
+{
+    return group->tun ? tpm_tenants_vni(core->tenants, group->tun) : 0;
+}
 
 /* tem-log.c. */
 void tem_log_rl(struct tem_core *, struct tem_rl *, enum tpm_log_level,

@@ -75,6 +75,7 @@ tem_core_create(const struct tem_config *cfg)
     dc.max = core->cfg.max_decisions;
     dc.part_size = sizeof(struct tem_part);
     core->decisions = tpm_decisions_create(&dc);
+    core->tenants = tpm_tenants_create(TPM_TENANT_SLOTS_MAX);
 
     core->history = xcalloc(core->cfg.alert_history, sizeof *core->history);
     core->history_event = xcalloc(core->cfg.alert_history,
@@ -104,6 +105,7 @@ tem_core_destroy(struct tem_core *core)
         }
     }
     tpm_decisions_destroy(core->decisions);
+    tpm_tenants_destroy(core->tenants);
     for (size_t i = 0; i < core->cfg.alert_history; i++) {
         sbuf_destroy(&core->history[i]);
     }

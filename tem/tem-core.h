@@ -223,6 +223,13 @@ struct tem_stats {
     uint64_t decisions_full;    /* Satisfactions dropped: no room for a
                                  * decision (--max-decisions). */
     uint64_t missing_parts;     /* Hosts listed as missing in decisions. */
+    uint64_t tenant_old_hosts;  /* ... of those, hosts of a protocol
+                                 * version before 4 in a tenant's
+                                 * decision: they cannot be polled for a
+                                 * tenant. */
+    uint64_t sat_tenants_full;  /* Satisfactions dropped: a tenant not
+                                 * seen before, and the TEM's table of
+                                 * tenants (65535) is full. */
     uint64_t alerts;
     uint64_t installs, removes, acks, nacks;
     uint64_t configures;        /* Configure messages sent. */

@@ -85,8 +85,19 @@ tem_decide_poll_cookie(const struct tpm_decision *d, uint32_t part)
            | ((uint64_t) part << COOKIE_SLOT_BITS) | d->slot;
 }
 
+/* True if a part's host can be polled for 'd''s group: any group of no
+ * tenant, a tenant's from protocol version 4 on. */
+static bool
+tem_decide_pollable(const struct tem_core *core, const struct tpm_decision *d,
+                    uint32_t part)
+{
+    const struct tem_host *h = core->hosts[tem_parts(d)[part].host_slot];
+    return !d->key.group.tun || h->version >= TPROTO_VERSION_TENANT;
+}
+
 /* Polls a part's host: in its next PollBatch from protocol version 3
- * on (tem-out.c), else in a Poll of its own. */
+ * on (tem-out.c), else in a Poll of its own.  The host can be polled for
+ * the group (tem_decide_pollable()). */
 static void
 tem_decide_poll(struct tem_core *core, struct tpm_decision *d, uint32_t part)
 {
@@ -94,9 +105,12 @@ tem_decide_poll(struct tem_core *core, struct tpm_decision *d, uint32_t part)
     if (h->version >= TPROTO_VERSION_POLL_BATCH) {
         tem_out_pollq_add(core, h, d, part);
     } else {
-        tproto_add_poll(tem_out_batch(core, h, 64),
-                        tem_decide_poll_cookie(d, part), d->key.event,
+        struct tproto_batch *b = tem_out_batch(core, h, 64);
+        tproto_add_poll(b, tem_decide_poll_cookie(d, part), d->key.event,
                         d->key.epoch, &d->key.group);
+        if (d->key.group.tun) {
+            tproto_set_tun_id(b, tem_core_group_vni(core, &d->key.group));
+        }
     }
     core->stats.polls_sent++;
 }
@@ -350,6 +364,11 @@ tem_decide_start(struct tem_core *core, struct tem_event *e,
                    || !tem_out_host_connected(h)
                    || h->session != m->session) {
             tpm_decision_missing(d, i);
+        } else if (!tem_decide_pollable(core, d, i)) {
+            /* Of a version that names no tenant: it would answer for
+             * the other tenants' traffic too. */
+            core->stats.tenant_old_hosts++;
+            tpm_decision_missing(d, i);
         } else {
             tem_decide_poll(core, d, i);
         }
@@ -376,17 +395,24 @@ tem_decide_satisfaction(struct tem_core *core, struct tem_host *h,
     }
     e->stats.satisfactions++;
 
-    if (s->group->has_tun_id) {
-        /* A tenant's group: not decided on yet (the TEM would merge the
-         * tenants); hosts send them only in sessions of version
-         * TPROTO_VERSION_TENANT. */
-        core->stats.sat_unknown++;
-        return;
-    }
-
     struct tpm_key group;
     struct tpm_decision_key key;
-    tproto_key_from_msg(s->group, &group, NULL);
+    uint32_t vni;
+    tproto_key_from_msg(s->group, &group, &vni);
+    if (group.tun) {
+        /* A tenant's group: its VNI as a slot of the core's own. */
+        group.tun = tpm_tenants_intern(core->tenants, vni);
+        if (!group.tun) {
+            core->stats.sat_tenants_full++;
+            e->stats.dropped++;
+            tem_log_rl(core, &core->rl_misc, TPM_LOG_WARN,
+                       "event %s: satisfaction of tenant tun_id=%"PRIu32
+                       " from host %s dropped: the TEM's table of %d "
+                       "tenants is full", e->name, vni, h->id,
+                       TPM_TENANT_SLOTS_MAX);
+            return;
+        }
+    }
     tpm_decision_key_init(&key, e->id, s->epoch, &group);
     struct tpm_decision *d = tpm_decision_find(core->decisions, &key);
     uint8_t flags = PART_SATISFIED;

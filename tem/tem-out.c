@@ -201,6 +201,7 @@ tem_out_pollq_free(struct tem_pollq *q)
     if (q) {
         free(q->ids);
         free(q->keys);
+        free(q->tuns);
         free(q->refs);
         for (size_t i = 0; i < TEM_POLL_BATCHES_OUT; i++) {
             free(q->out[i].refs);
@@ -227,9 +228,11 @@ tem_out_pollq_flush(struct tem_core *core, struct tem_host *h)
      * flush this batch again. */
     q->n = 0;
     struct tproto_batch *out = tem_out_batch(core, h,
-                                             16 + q->keys_len + 5 * n);
+                                             16 + q->keys_len
+                                             + (q->any_tun ? 10 : 5) * n);
     tproto_add_poll_batch(out, cookie, q->epoch, q->ids, n, q->keys,
-                          q->keys_len, NULL);
+                          q->keys_len, q->any_tun ? q->tuns : NULL);
+    q->any_tun = false;
     core->stats.poll_batches++;
 
     /* The gathered refs become the batch's; its old buffer gathers the
@@ -254,6 +257,7 @@ tem_out_pollq_reset(struct tem_pollq *q)
 {
     if (q) {
         q->n = q->keys_len = 0;
+        q->any_tun = false;
         for (size_t i = 0; i < TEM_POLL_BATCHES_OUT; i++) {
             q->out[i].cookie = 0;
         }
@@ -276,6 +280,7 @@ tem_out_pollq_add(struct tem_core *core, struct tem_host *h,
         q->cap = q->cap ? 2 * q->cap : 64;
         q->ids = xrealloc(q->ids, q->cap * sizeof *q->ids);
         q->keys = xrealloc(q->keys, q->cap * TPROTO_KEY_RECORD_V6);
+        q->tuns = xrealloc(q->tuns, q->cap * sizeof *q->tuns);
         q->refs = xrealloc(q->refs, q->cap * sizeof *q->refs);
     }
     if (!q->n) {
@@ -285,6 +290,12 @@ tem_out_pollq_add(struct tem_core *core, struct tem_host *h,
     q->ids[q->n] = d->key.event;
     q->keys_len += tproto_key_record_put(q->keys + q->keys_len,
                                          &d->key.group);
+    q->tuns[q->n] = 0;
+    if (d->key.group.tun) {
+        /* A tenant's: VNI + 1 (PollBatch.tun_ids). */
+        q->tuns[q->n] = tem_core_group_vni(core, &d->key.group) + 1;
+        q->any_tun = true;
+    }
     q->refs[q->n] = (struct tem_poll_ref) {
         .slot = d->slot, .gen = d->gen, .part = part,
     };

@@ -354,6 +354,8 @@ tem_core_status_json(const struct tem_core *core)
     STAT(decided_deadline);
     STAT(decisions_full);
     STAT(missing_parts);
+    STAT(tenant_old_hosts);
+    STAT(sat_tenants_full);
     STAT(alerts);
     STAT(installs);
     STAT(removes);

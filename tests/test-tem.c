@@ -749,6 +749,155 @@ START_TEST(test_poll_mixed_versions)
 }
 END_TEST
 
+static struct tem_stats stats(void);
+
+/* Sends host 'id''s satisfaction of 'event' for the group 'dst' of
+ * tenant 'vni'. */
+static void
+satisfy_tenant(const char *id, uint32_t event, uint64_t epoch,
+               const char *dst, uint32_t vni, double value)
+{
+    char peer[64];
+    struct tproto_batch b;
+    struct tpm_key k = group_key(dst);
+    k.tun = 1;
+    snprintf(peer, sizeof peer, "p-%s", id);
+    tproto_batch_init(&b);
+    tproto_add_satisfaction(&b, event, epoch, &k, value, 0, 1, 0);
+    tproto_set_tun_id(&b, vni);
+    input(peer, &b);
+    tproto_batch_destroy(&b);
+}
+
+/* The alert of 'event' whose group is tenant 'vni''s (0: no tenant's). */
+static struct json_object *
+tenant_alert(const char *event, uint32_t vni)
+{
+    for (size_t i = 0; i < fx.n_alerts; i++) {
+        struct json_object *a = alert(i), *t;
+        bool has = json_object_object_get_ex(field(a, "group"), "tun_id",
+                                             &t);
+        if (!strcmp(json_object_get_string(field(a, "event")), event)
+            && has == (vni != 0)
+            && (!has || json_object_get_int64(t) == vni)) {
+            return a;
+        }
+        json_object_put(a);
+    }
+    ck_abort_msg("no alert of %s for tenant %"PRIu32, event, vni);
+    return NULL;
+}
+
+/* Protocol version 4: a network-wide event over two hosts that see two
+ * tenants with the same 5-tuple (and its untunnelled traffic): one
+ * decision, poll and alert per tenant, each value exact; a host of an
+ * older version is never asked for a tenant (missing), only for the
+ * untunnelled group. */
+START_TEST(test_tenants)
+{
+    fx_hello_version = TPROTO_VERSION_TENANT;
+    hello("a", "10.1.0.0/24");
+    hello("b", "10.1.1.0/24");
+    fx_hello_version = TPROTO_VERSION_POLL_BATCH;
+    hello("c", "10.1.2.0/24");
+    ck_assert_uint_eq(get_sent("p-a", TRUMPET__MESSAGE__BODY_WELCOME,
+                               0)->welcome->version, TPROTO_VERSION_TENANT);
+    uint32_t id = add_event("ten", "filter=ip predicate=sum(volume) > 90 "
+                            "group=tun_id,nw_dst");
+    ack_installs("a");
+    ack_installs("b");
+    ack_installs("c");
+    fx_clear_sent();
+
+    /* a, in one frame: tenants 100 and 200 and the untunnelled traffic,
+     * one 5-tuple. */
+    struct tpm_key k = group_key("10.1.0.7"), kt = k, got;
+    kt.tun = 1;
+    struct tproto_batch b;
+    tproto_batch_init(&b);
+    tproto_add_satisfaction(&b, id, 42, &kt, 60, 0, 1, 0);
+    tproto_set_tun_id(&b, 100);
+    tproto_add_satisfaction(&b, id, 42, &kt, 80, 0, 1, 0);
+    tproto_set_tun_id(&b, 200);
+    tproto_add_satisfaction(&b, id, 42, &k, 50, 0, 1, 0);
+    input("p-a", &b);
+    tproto_batch_destroy(&b);
+    ck_assert_uint_eq(count_sent("p-b", TRUMPET__MESSAGE__BODY_POLL_BATCH),
+                      1);
+    const Trumpet__PollBatch *pb = get_sent(
+        "p-b", TRUMPET__MESSAGE__BODY_POLL_BATCH, 0)->poll_batch;
+    ck_assert_uint_eq(pb->n_event_ids, 3);
+    ck_assert_uint_eq(pb->n_tun_ids, 3);
+    ck_assert_uint_eq(pb->tun_ids[0], 101);
+    ck_assert_uint_eq(pb->tun_ids[1], 201);
+    ck_assert_uint_eq(pb->tun_ids[2], 0);
+    for (size_t i = 0; i < 3; i++) {
+        got = batch_key(pb, i);
+        ck_assert(tpm_key_equal(&got, &k));
+    }
+    /* c (version 3) only for the untunnelled group, in a batch without
+     * tun_ids. */
+    ck_assert_uint_eq(count_sent("p-c", TRUMPET__MESSAGE__BODY_POLL_BATCH),
+                      1);
+    pb = get_sent("p-c", TRUMPET__MESSAGE__BODY_POLL_BATCH, 0)->poll_batch;
+    ck_assert_uint_eq(pb->n_event_ids, 1);
+    ck_assert_uint_eq(pb->n_tun_ids, 0);
+    ck_assert_uint_eq(stats().tenant_old_hosts, 2);
+
+    uint8_t ok3[3] = { 0, 0, 0 };
+    double vb[3] = { 35, 30, 10 };
+    reply_batch("b", 0, ok3, vb, 3, 0);
+    ck_assert_uint_eq(fx.n_alerts, 2);
+    double vc[1] = { 45 };
+    reply_batch("c", 0, ok3, vc, 1, 0);
+    ck_assert_uint_eq(fx.n_alerts, 3);
+
+    /* Tenant 100: 60 + 35; tenant 200: 80 + 30; c missing from both. */
+    struct json_object *a = tenant_alert("ten", 100);
+    ck_assert_double_eq(json_object_get_double(field(a, "value")), 95);
+    ck_assert_double_eq(host_value(a, "a"), 60);
+    ck_assert_double_eq(host_value(a, "b"), 35);
+    ck_assert_str_eq(json_object_get_string(field(field(a, "group"),
+                                                  "nw_dst")), "10.1.0.7");
+    char *missing = joined(a, "missing");
+    ck_assert_str_eq(missing, "c");
+    free(missing);
+    json_object_put(a);
+    a = tenant_alert("ten", 200);
+    ck_assert_double_eq(json_object_get_double(field(a, "value")), 110);
+    ck_assert_double_eq(host_value(a, "a"), 80);
+    ck_assert_double_eq(host_value(a, "b"), 30);
+    json_object_put(a);
+    /* The untunnelled group: 50 + 10 + 45, every host. */
+    a = tenant_alert("ten", 0);
+    ck_assert_double_eq(json_object_get_double(field(a, "value")), 105);
+    ck_assert_double_eq(host_value(a, "c"), 45);
+    missing = joined(a, "missing");
+    ck_assert_str_eq(missing, "");
+    free(missing);
+    json_object_put(a);
+
+    /* b satisfies tenant 200 itself in the next epoch; a is polled for
+     * it, in a PollBatch naming the tenant again. */
+    fx_clear_sent();
+    fx_clear_alerts();
+    satisfy_tenant("b", id, 43, "10.1.0.7", 200, 95);
+    ck_assert_uint_eq(count_sent("p-c", TRUMPET__MESSAGE__BODY_POLL_BATCH),
+                      0);
+    pb = get_sent("p-a", TRUMPET__MESSAGE__BODY_POLL_BATCH, 0)->poll_batch;
+    ck_assert_uint_eq(pb->n_tun_ids, 1);
+    ck_assert_uint_eq(pb->tun_ids[0], 201);
+    double va[1] = { 1 };
+    reply_batch("a", 0, ok3, va, 1, 0);
+    ck_assert_uint_eq(fx.n_alerts, 1);
+    a = tenant_alert("ten", 200);
+    ck_assert_double_eq(json_object_get_double(field(a, "value")), 96);
+    json_object_put(a);
+    ck_assert_uint_eq(stats().tenant_old_hosts, 3);
+    ck_assert_uint_eq(stats().sat_unknown, 0);
+}
+END_TEST
+
 static struct tem_stats
 stats(void)
 {
@@ -2329,6 +2478,7 @@ main(void)
     tcase_add_test(tc, test_received_full_batch);
     tcase_add_test(tc, test_poll_batch);
     tcase_add_test(tc, test_poll_mixed_versions);
+    tcase_add_test(tc, test_tenants);
     tcase_add_test(tc, test_poll_deadline);
     tcase_add_test(tc, test_host_gone);
     tcase_add_test(tc, test_below_threshold);
