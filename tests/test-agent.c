@@ -1947,6 +1947,66 @@ START_TEST(test_tenant)
 }
 END_TEST
 
+/* Tenants' reports kept over an outage and removed at the Welcome of a
+ * TEM of version 3 leave their sequence numbers unused: reports dropped
+ * from the full buffer around them later in the session are counted
+ * exactly (the range of those awaiting confirmation skips them). */
+START_TEST(test_tenant_holes)
+{
+    struct tem t;
+    tem_init(&t, 200);
+    t.version = TPROTO_VERSION_TENANT;
+    struct tpm_agent_config c;
+    agent_config(&c, t.endpoint);
+    c.outage_buffer = 4;
+    struct tpm_agent *a = agent_start(&c);
+    open_session(&t, a, 1);
+
+    /* Over an outage: 1 and 3 a tenant's, 2 and 4 not. */
+    char endpoint[256];
+    snprintf(endpoint, sizeof endpoint, "%s", t.endpoint);
+    tem_close(&t);
+    wait_state(a, TPM_AGENT_BACKOFF);
+    struct tpm_key k = make_key(1, 1), kt = k;
+    kt.tun = 1;
+    for (int i = 1; i <= 4; i++) {
+        ck_assert(tpm_agent_send_satisfaction(a, 1, 1000 + i,
+                                              i % 2 ? &kt : &k, 5, i, 0, 1,
+                                              0));
+    }
+    WAIT_STATUS(a, w, w.pending == 4);
+
+    /* Version 3: 2 and 4 go (late); 5..8 then push them out of the
+     * buffer while they await confirmation. */
+    t.peer_len = 0;
+    t.version = TPROTO_VERSION_CONFIRM;
+    tem_bind(&t, endpoint);
+    open_session(&t, a, 2);
+    struct report r[4];
+    tem_recv_reports(&t, r, 2);
+    ck_assert_uint_eq(r[0].seq, 2);
+    ck_assert_uint_eq(r[1].seq, 4);
+    for (int i = 5; i <= 8; i++) {
+        ck_assert(tpm_agent_send_satisfaction(a, 1, 1000 + i, &k, 0, i, 0,
+                                              1, 0));
+    }
+    tem_recv_reports(&t, r, 4);
+    ck_assert_uint_eq(r[0].seq, 5);
+    ck_assert_uint_eq(r[3].seq, 8);
+    WAIT_STATUS(a, w, w.pending == 6);
+    check_counters(a, 8, 0, 0, 0, 6, 2);
+
+    /* All confirmed: 2 and 4 (out of the buffer), 5..8. */
+    tem_send_received(&t, 8);
+    WAIT_STATUS(a, w, w.acked == 6);
+    check_counters(a, 8, 6, 0, 0, 0, 2);
+    ck_assert_uint_eq(status(a).dropped_tenant, 2);
+
+    tpm_agent_destroy(a);
+    tem_destroy(&t);
+}
+END_TEST
+
 static Suite *
 agent_suite(void)
 {
@@ -1966,6 +2026,7 @@ agent_suite(void)
     tcase_add_test(tc, test_outage_buffer_full);
     tcase_add_test(tc, test_outage_poll_batch_reply);
     tcase_add_test(tc, test_tenant);
+    tcase_add_test(tc, test_tenant_holes);
     tcase_add_test(tc, test_unreachable);
     tcase_add_test(tc, test_keys_required);
     tcase_add_test(tc, test_curve);
