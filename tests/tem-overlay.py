@@ -5,7 +5,8 @@
     tem-overlay.py thresholds TRUTH1 TRUTH2
         prints T1 T2 T3: the thresholds of ten5001, ten5002 (sum(bytes)
         of udp,tun_id=V by nw_dst) and flows5 (sum(bytes) of udp by
-        5tuple), chosen from the two hosts' truths (gen-overlay.py).
+        5tuple, the tenants' groups apart), chosen from the two hosts'
+        truths (gen-overlay.py).
     tem-overlay.py check START T1 T2 T3 ALERTS TRUTH1 STDERR1 TRUTH2 STDERR2
         compares the TEM's alerts (JSON lines) and each host's --stats
         line (the last JSON object of STDERRn) with the truths, for hosts
@@ -18,6 +19,7 @@ shifts them by a whole number of intervals: both hosts alike).
 Only the Python standard library is used.
 """
 
+import ipaddress
 import json
 import sys
 
@@ -61,6 +63,32 @@ def by_flow(truth, tenant):
             continue
         k = ((r['epoch'], r['tun_id'], five(r)) if tenant
              else (r['epoch'], five(r)))
+        out[k] = out.get(k, 0) + r['bytes']
+    return out
+
+
+def group_key(g):
+    """A 5-tuple group (an alert's "group", or built from a truth row) as
+    a canonical string: addresses normalized, "tun_id" for a tenant's."""
+    out = {}
+    for f, v in g.items():
+        out[f] = (str(ipaddress.ip_address(v))
+                  if f.endswith('_src') and not f.startswith('tp')
+                  or f.endswith('_dst') and not f.startswith('tp') else v)
+    return json.dumps(out, sort_keys=True)
+
+
+def by_group(truth):
+    """{(epoch, group_key): bytes} of the IPv4 UDP rows (the filter
+    "udp" is IPv4's, as in OVS), the tenants' with their tun_id: what
+    group=5tuple reports."""
+    out = {}
+    for r in udp4(truth):
+        g = {'nw_proto': UDP, 'nw_src': r['src'], 'nw_dst': r['dst'],
+             'tp_src': r['tp_src'], 'tp_dst': r['tp_dst']}
+        if r['tun_id'] is not None:
+            g['tun_id'] = r['tun_id']
+        k = (r['epoch'], group_key(g))
         out[k] = out.get(k, 0) + r['bytes']
     return out
 
@@ -170,48 +198,40 @@ def check(args):
                        'below)' % (name, len(got), len(tot), t,
                                    len(polled)))
 
-    # flows5: the tenants' groups dropped and counted at each host; the
-    # untunnelled ones decided by the TEM.
+    # flows5: every UDP 5-tuple group over both hosts, the tenants' apart
+    # (the protocol carries the tenant: nothing dropped at the hosts).
     for i, h in enumerate(HOSTS):
-        n = sum(1 for v in by_flow(truths[i], True).values() if v > t3 / 2)
         got = stats(errs[i])['tem']['reports_tenant']
-        if got != n:
-            errors.append('%s: tem.reports_tenant %s, expected %d (the '
-                          'tenant groups over %d / 2)' % (h, got, n, t3))
-        if n == 0:
-            errors.append('%s: no tenant group over %d / 2: flows5 tests '
-                          'nothing' % (h, t3))
-        summary.append('%s reports_tenant %d' % (h, n))
-    per_host = [by_flow(tr, False) for tr in truths]
+        if got != 0:
+            errors.append('%s: tem.reports_tenant %s, expected 0 (a TEM of '
+                          'protocol version 4 takes tenants)' % (h, got))
+    per_host = [by_group(tr) for tr in truths]
     tot = totals(per_host)
     want = {k for k, v in tot.items() if v > t3}
     got = set()
     for a in (a for a in alerts if a['event'] == 'flows5'):
-        g = a['group']
-        k = (a['epoch'] - offset, (g.get('nw_src'), g.get('nw_dst'),
-                                   g.get('tp_src'), g.get('tp_dst')))
-        if 'tun_id' in g or set(g) != {'nw_proto', 'nw_src', 'nw_dst',
-                                       'tp_src', 'tp_dst'}:
-            errors.append('flows5: group %s' % g)
-            continue
+        k = (a['epoch'] - offset, group_key(a['group']))
         if k in got:
             errors.append('flows5: two alerts for %s' % (k,))
         got.add(k)
         hv = {h: per_host[j].get(k, 0) for j, h in enumerate(HOSTS)}
         if (a['value'] != tot.get(k, 0) or a['missing'] or a['deadline']
                 or {h: a['hosts'].get(h, 0) for h in HOSTS} != hv):
-            errors.append('flows5 alert %s: expected the untunnelled %d '
-                          '(hosts %s): a tenant merged?'
+            errors.append('flows5 alert %s: expected %d (hosts %s): a '
+                          'tenant merged?'
                           % (json.dumps(a), tot.get(k, 0), hv))
     for k in sorted(want - got):
-        errors.append('flows5: no alert for capture epoch %d flow %s '
+        errors.append('flows5: no alert for capture epoch %d group %s '
                       '(total %d > %d)' % (k[0], k[1], tot[k], t3))
     for k in sorted(got - want):
-        errors.append('flows5: alert for capture epoch %d flow %s of '
-                      'untunnelled total %d <= %d'
-                      % (k[0], k[1], tot.get(k, 0), t3))
-    summary.append('flows5 %d alerts, untunnelled only (T=%d)'
-                   % (len(got), t3))
+        errors.append('flows5: alert for capture epoch %d group %s of '
+                      'total %d <= %d' % (k[0], k[1], tot.get(k, 0), t3))
+    tenants = {json.loads(k[1]).get('tun_id') for k in got}
+    if not {None, TENANTS[0], TENANTS[1]} <= tenants:
+        errors.append('flows5: alerts of tenants %s only: T=%d tests too '
+                      'little' % (sorted(map(str, tenants)), t3))
+    summary.append('flows5 %d alerts of tenants %s and untunnelled (T=%d)'
+                   % (len(got), sorted(t for t in tenants if t), t3))
 
     names = {a['event'] for a in alerts} - {'ten5001', 'ten5002', 'flows5'}
     if names:

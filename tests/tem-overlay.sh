@@ -20,13 +20,12 @@
 #       exactly (the other tenant's identical flows never in them), and
 #       the alerted intervals are exactly those whose total exceeds T.
 #   flows5   filter=udp predicate=sum(bytes) > T3 group=5tuple
-#       A tenant's group cannot be sent to the TEM (the protocol carries
-#       no tenant yet, docs/operations.md "Tenants in overlays"): each
-#       host counts them in --stats tem.reports_tenant, which must equal
-#       the truth's number of (tenant, 5-tuple, interval) over the host's
-#       share T3/2.  The hosts' own untunnelled flows (same 5-tuples) do
-#       reach the TEM: its alerts must carry no tenant and values equal
-#       to the untunnelled truth alone, none missing.
+#       The tenants' groups and the hosts' own untunnelled flows have the
+#       same 5-tuples: every alert (with its "tun_id", or none) must equal
+#       the truth of that tenant (or of the untunnelled traffic) alone,
+#       over both hosts, in exactly the intervals whose total exceeds T3;
+#       nothing is dropped at the hosts (tem.reports_tenant 0: the TEM
+#       speaks protocol version 4).
 #
 # Automake test protocol: 0 pass, 1 fail (python3-zmq not needed).
 # KEEP_TMP=1 keeps the work directory.
