@@ -105,6 +105,7 @@ EXTRA_DIST += tests/ovs-overlay.sh tests/overlay-send.py \
 	tests/overlay-truth.py tests/overlay-reports.py tests/geneve-peer.py
 
 EXTRA_DIST += tests/test-util.h tests/e2e-replay.sh tests/gen-trace.py tests/bootstrap.sh \
+	tests/replay-lib.sh \
 	tests/replay-check.py tests/replay-sizing.sh \
 	tests/replay-overlay.sh tests/gen-overlay.py \
 	tests/data/table2.events tests/data/table2-tcp.events

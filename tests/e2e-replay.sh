@@ -32,37 +32,16 @@ set -euo pipefail
 
 top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
 top_builddir=${top_builddir:-.}
-PYTHON3=${PYTHON3:-python3}
 seeds=${E2E_SEEDS:-"1 2 3"}
 scenarios=${E2E_SCENARIOS:-"heavy agg interval ipv6 vars tcp noise table2 \
 snap64 vlan3"}
 
-if ! command -v "$PYTHON3" >/dev/null 2>&1; then
-    echo "SKIP: python3 not found (PYTHON3=$PYTHON3)"
-    exit 77
-fi
+. "$top_srcdir/tests/replay-lib.sh"
+replay_test_init e2e "${E2E_KEEP:-0}"
 
 gen=$top_srcdir/tests/gen-trace.py
 # The comparisons (reports, counters): tests/replay-check.py.
 check=$top_srcdir/tests/replay-check.py
-replay=${TPM_REPLAY:-$top_builddir/tpm/tpm-replay}
-if [ ! -x "$replay" ]; then
-    echo "FAIL: $replay not built"
-    exit 1
-fi
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/tpm-e2e.XXXXXX")
-if [ "${E2E_KEEP:-0}" = 1 ]; then
-    echo "keeping $tmp"
-else
-    trap 'rm -rf "$tmp"' EXIT
-fi
-
-failures=0
-fail() {
-    echo "FAIL: $*"
-    failures=$((failures + 1))
-}
 
 for seed in $seeds; do
     dir=$tmp/seed-$seed

@@ -35,33 +35,12 @@ set -euo pipefail
 
 top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
 top_builddir=${top_builddir:-.}
-PYTHON3=${PYTHON3:-python3}
 seeds=${OVL_SEEDS:-"1 2"}
 
-if ! command -v "$PYTHON3" >/dev/null 2>&1; then
-    echo "SKIP: python3 not found (PYTHON3=$PYTHON3)"
-    exit 77
-fi
+. "$top_srcdir/tests/replay-lib.sh"
+replay_test_init overlay "${OVL_KEEP:-0}"
 
 gen=$top_srcdir/tests/gen-overlay.py
-replay=${TPM_REPLAY:-$top_builddir/tpm/tpm-replay}
-if [ ! -x "$replay" ]; then
-    echo "FAIL: $replay not built"
-    exit 1
-fi
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/tpm-overlay.XXXXXX")
-if [ "${OVL_KEEP:-0}" = 1 ]; then
-    echo "keeping $tmp"
-else
-    trap 'rm -rf "$tmp"' EXIT
-fi
-
-failures=0
-fail() {
-    echo "FAIL: $*"
-    failures=$((failures + 1))
-}
 
 # run DIR NAME MODE WANT_STATUS [OPTIONS...]: replays DIR's capture with
 # OPTIONS, checks the exit status and compares with the truth of MODE.

@@ -31,34 +31,13 @@ set -euo pipefail
 
 top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
 top_builddir=${top_builddir:-.}
-PYTHON3=${PYTHON3:-python3}
 seed=${SIZING_SEED:-1}
 flows=${SIZING_FLOWS:-100000}
 
-if ! command -v "$PYTHON3" >/dev/null 2>&1; then
-    echo "SKIP: python3 not found (PYTHON3=$PYTHON3)"
-    exit 77
-fi
+. "$top_srcdir/tests/replay-lib.sh"
+replay_test_init sizing "${SIZING_KEEP:-0}"
 gen=$top_srcdir/tests/gen-trace.py
 check=$top_srcdir/tests/replay-check.py
-replay=${TPM_REPLAY:-$top_builddir/tpm/tpm-replay}
-if [ ! -x "$replay" ]; then
-    echo "FAIL: $replay not built"
-    exit 1
-fi
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/tpm-sizing.XXXXXX")
-if [ "${SIZING_KEEP:-0}" = 1 ]; then
-    echo "keeping $tmp"
-else
-    trap 'rm -rf "$tmp"' EXIT
-fi
-
-failures=0
-fail() {
-    echo "FAIL: $*"
-    failures=$((failures + 1))
-}
 
 # sizing STDERR EXPR...: the --stats line's "sizing" object (as 'z', and
 # the whole line as 's') satisfies every Python expression; prints them.
