@@ -25,10 +25,11 @@
  * directions count the same bytes, the egress one being seen before OVS
  * pushes the outer header), 'volume', 'ttl', 'ecn' and the TCP fields.
  * The key's 'tun' is the monitor's tenant slot, which the parser leaves
- * 0: the monitor interns each VNI into a slot of its own, so that two
- * tenants with the same inner 5-tuple are two flows.  The outer flow of a tunnelled frame
- * is what tpm_packet_parse_full() (which never decapsulates) gives for
- * the same frame; its length on the wire is 'tunnel.inner_off' + 'bytes'.
+ * 0: the monitor interns each VNI into a slot (tpm/tenants.h), so that
+ * two tenants with the same inner 5-tuple are two flows.  The outer flow
+ * of a tunnelled frame is what tpm_packet_parse_full() (which never
+ * decapsulates) gives for the same frame; its length on the wire is
+ * 'tunnel.inner_off' + 'bytes'.
  *
  * Only one level is decapsulated (an inner frame to a tunnel port is a
  * tenant's UDP flow), and only a first (or only) IP fragment of the outer
@@ -444,29 +445,6 @@ tpm_packet_parse_v4__(const uint8_t *p, uint32_t caplen, uint32_t wirelen,
     return true;
 }
 
-/* tpm_packet_parse() that counts in 'stats' (may be NULL) what the full
- * parser finds: the frames not parsed, by reason, and the parsed frames
- * with a cut L4 header or a length taken from the frame. */
-static inline bool
-tpm_packet_parse_counted(const void *data, uint32_t caplen,
-                         uint32_t wirelen, struct tpm_pkt *pkt,
-                         struct tpm_parse_stats *stats)
-{
-    uint64_t w0, w2, w4;
-    if (!tpm_packet_parse_v4__(data, caplen, wirelen, pkt, &w0, &w2, &w4)) {
-        return tpm_packet_parse_full(data, caplen, wirelen, pkt, stats);
-    }
-    pkt->hash = 0;
-    return true;
-}
-
-static inline bool
-tpm_packet_parse(const void *data, uint32_t caplen, uint32_t wirelen,
-                 struct tpm_pkt *pkt)
-{
-    return tpm_packet_parse_counted(data, caplen, wirelen, pkt, NULL);
-}
-
 /* True if the frame that tpm_packet_parse_v4__() took as 'pkt' may be a
  * datagram to a port of 'tun' (NULL: none): the fast path's only extra
  * test, a bit of 'bloom', and only for UDP.  False positives (another
@@ -496,6 +474,25 @@ tpm_packet_parse_counted_tun(const void *data, uint32_t caplen,
     }
     pkt->hash = 0;
     return true;
+}
+
+/* tpm_packet_parse() that counts in 'stats' (may be NULL) what the full
+ * parser finds: the frames not parsed, by reason, and the parsed frames
+ * with a cut L4 header or a length taken from the frame. */
+static inline bool
+tpm_packet_parse_counted(const void *data, uint32_t caplen,
+                         uint32_t wirelen, struct tpm_pkt *pkt,
+                         struct tpm_parse_stats *stats)
+{
+    return tpm_packet_parse_counted_tun(data, caplen, wirelen, pkt, stats,
+                                        NULL);
+}
+
+static inline bool
+tpm_packet_parse(const void *data, uint32_t caplen, uint32_t wirelen,
+                 struct tpm_pkt *pkt)
+{
+    return tpm_packet_parse_counted(data, caplen, wirelen, pkt, NULL);
 }
 
 /* Hashes a key: CRC32-C over its five 64-bit words, with the SSE4.2

@@ -6,9 +6,10 @@
  * of interval values), the instance map from (event, group) to instance,
  * and each instance's flow list (chunks of flow-table references).
  *
- * Phase 1 (match-scatter.c) finds or creates an instance when a flow first matches
- * an event and appends the flow to its list; the sweep (sweep.c) walks
- * the instances in order, reads their lists and removes idle instances.
+ * Phase 1 (match-scatter.c) finds or creates an instance when a flow
+ * first matches an event and appends the flow to its list; the sweep
+ * (sweep.c) walks the instances in order, reads their lists and removes
+ * idle instances.
  * Both call in here; this file calls neither.
  *
  * The id map and the instance map are open-addressing tables with
