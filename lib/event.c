@@ -1311,18 +1311,8 @@ empty_item_error__(const struct clause *c, const char *s, bool comma,
 static bool
 parse_uint__(const char *s, unsigned long max, unsigned long *valuep)
 {
-    int base = 10;
-    if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
-        s += 2;
-        base = 16;
-    }
-    if (!isxdigit((unsigned char) *s)) {
-        return false;
-    }
-    char *end;
-    errno = 0;
-    unsigned long v = strtoul(s, &end, base);
-    if (*end || errno || v > max) {
+    uint64_t v;
+    if (!tpm_parse_uint_hex(s, max, &v)) {
         return false;
     }
     *valuep = v;

@@ -20,4 +20,9 @@
 bool tpm_parse_uint(const char *s, uint64_t min, uint64_t max,
                     uint64_t *v);
 
+/* Parses 's' (the whole string), decimal or hexadecimal with "0x", into
+ * '*v' if it is at most 'max'.  Returns false otherwise, leaving '*v'
+ * alone.  For values written as OVS writes them (tun_id, ports). */
+bool tpm_parse_uint_hex(const char *s, uint64_t max, uint64_t *v);
+
 #endif /* tpm-parse.h */

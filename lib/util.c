@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "util.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,6 +69,27 @@ tpm_parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *v)
     errno = 0;
     unsigned long long x = strtoull(s, &end, 10);
     if (errno || end == s || *end || s[0] == '-' || x < min || x > max) {
+        return false;
+    }
+    *v = x;
+    return true;
+}
+
+bool
+tpm_parse_uint_hex(const char *s, uint64_t max, uint64_t *v)
+{
+    int base = 10;
+    if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
+        s += 2;
+        base = 16;
+    }
+    if (!isxdigit((unsigned char) *s)) {
+        return false;
+    }
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(s, &end, base);
+    if (*end || errno || x > max) {
         return false;
     }
     *v = x;

@@ -193,27 +193,6 @@ tpm_ovs_port_del(uint32_t port_no)
     }
 }
 
-/* Parses a tunnel id 's' (decimal or 0x hexadecimal, at most 24 bits: a
- * VXLAN or Geneve VNI) into '*vni'.  Returns false if it is not one. */
-static bool
-tpm_ovs_parse_vni__(const char *s, uint32_t *vni)
-{
-    uint64_t v;
-
-    if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
-        char *end;
-        if (!s[2] || strspn(s + 2, "0123456789abcdefABCDEF") != strlen(s + 2)
-            || strlen(s + 2) > 6) {
-            return false;
-        }
-        v = strtoull(s + 2, &end, 16);
-    } else if (!tpm_parse_uint(s, 0, 0xffffff, &v)) {
-        return false;
-    }
-    *vni = v;
-    return true;
-}
-
 void
 tpm_ovs_port_set_config(uint32_t port_no, const struct smap *cfg)
 {
@@ -221,12 +200,12 @@ tpm_ovs_port_set_config(uint32_t port_no, const struct smap *cfg)
     struct tpm_ovs_port *p = tpm_ovs_port_find__(port_no);
     const char *s = smap_get(cfg, "tpm-tun-id");
     bool has_tun = false;
-    uint32_t vni = 0;
+    uint64_t vni = 0;
 
     if (!p) {
         return;
     }
-    if (s && !tpm_ovs_parse_vni__(s, &vni)) {
+    if (s && !tpm_parse_uint_hex(s, 0xffffff, &vni)) {
         VLOG_WARN_RL(&rl, "%s: other_config:tpm-tun-id=%s is not a tunnel "
                      "id (0 to 16777215, decimal or 0x hexadecimal): "
                      "ignored, the port keeps %s", p->name, s,
@@ -237,8 +216,12 @@ tpm_ovs_port_set_config(uint32_t port_no, const struct smap *cfg)
     if (has_tun != p->has_tun || vni != p->tun_id) {
         p->has_tun = has_tun;
         p->tun_id = vni;
-        VLOG_INFO("%s: monitored as %s%"PRIu32, p->name,
-                  has_tun ? "tunnel id " : "untunnelled", has_tun ? vni : 0);
+        if (has_tun) {
+            VLOG_INFO("%s: monitored as tunnel id %"PRIu32, p->name,
+                      p->tun_id);
+        } else {
+            VLOG_INFO("%s: monitored as untunnelled", p->name);
+        }
         tpm_ovs_ports_publish__();
     }
 }
