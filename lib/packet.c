@@ -11,6 +11,7 @@
 #include "util.h"
 
 #define ETH_HLEN 14
+#define IPV4_HLEN 20            /* Without options. */
 #define ETH_TYPE_IP 0x0800
 #define ETH_TYPE_IPV6 0x86dd
 #define ETH_TYPE_VLAN 0x8100
@@ -544,6 +545,44 @@ tpm_tunnel_ports_format(const struct tpm_tunnel_ports *ports, char *buf,
     return buf;
 }
 
+/* Returned by tun_header__() for a Geneve header whose protocol type is
+ * not Ethernet. */
+#define NOT_ETHERNET (TPM_PARSE_N_REASONS + 1)
+
+/* Reads the header of tunnel type 'type' at 't', the payload of a UDP
+ * datagram of 'plen' bytes of which 'tavail' are captured.  Returns
+ * PARSED with the header's length in '*hlen', NOT_ETHERNET, or the reason
+ * the frame is not parsed. */
+static inline enum tpm_parse_reason
+tun_header__(const uint8_t *t, uint32_t tavail, uint32_t plen,
+             enum tpm_tun_type type, uint32_t *hlen)
+{
+    if (plen < 8) {
+        return TPM_PARSE_TUN_BAD_HEADER;
+    } else if (tavail < 8) {
+        return TPM_PARSE_TUN_TRUNCATED;
+    }
+    if (type == TPM_TUN_VXLAN) {
+        if (!(t[0] & VXLAN_FLAG_I)) {
+            return TPM_PARSE_TUN_BAD_HEADER;
+        }
+        *hlen = VXLAN_HLEN;
+    } else {
+        if (t[0] >> 6) {
+            return TPM_PARSE_TUN_BAD_HEADER;    /* Version not 0. */
+        }
+        *hlen = GENEVE_HLEN + (t[0] & 0x3f) * 4;
+        if (plen < *hlen) {
+            return TPM_PARSE_TUN_BAD_HEADER;
+        } else if (tavail < *hlen) {
+            return TPM_PARSE_TUN_TRUNCATED;
+        } else if (get_be16(t + 2) != GENEVE_PROTO_ETH) {
+            return NOT_ETHERNET;
+        }
+    }
+    return PARSED;
+}
+
 /* Decapsulates the UDP datagram to a port of tunnel type 'type' that
  * parse_frame__() found in 'frame' ('caplen' captured bytes) as described
  * by 'fp', and parses the inner frame into 'pkt'.  Returns PARSED with
@@ -569,35 +608,18 @@ parse_tunnel__(const uint8_t *frame, uint32_t caplen, enum tpm_tun_type type,
     const uint8_t *t = udp + UDP_HLEN;
     uint32_t tavail = avail - UDP_HLEN;
     uint32_t hlen;
+    enum tpm_parse_reason why;
 
-    if (plen < 8) {
-        return TPM_PARSE_TUN_BAD_HEADER;
-    } else if (tavail < 8) {
-        return TPM_PARSE_TUN_TRUNCATED;
-    }
-    if (type == TPM_TUN_VXLAN) {
-        if (!(t[0] & VXLAN_FLAG_I)) {
-            return TPM_PARSE_TUN_BAD_HEADER;
-        }
-        hlen = VXLAN_HLEN;
-    } else {
-        if (t[0] >> 6) {
-            return TPM_PARSE_TUN_BAD_HEADER;    /* Version not 0. */
-        }
-        hlen = GENEVE_HLEN + (t[0] & 0x3f) * 4;
-        if (plen < hlen) {
-            return TPM_PARSE_TUN_BAD_HEADER;
-        } else if (tavail < hlen) {
-            return TPM_PARSE_TUN_TRUNCATED;
-        } else if (get_be16(t + 2) != GENEVE_PROTO_ETH) {
-            return PARSED;
-        }
+    why = tun_header__(t, tavail, plen, type, &hlen);
+    if (why == NOT_ETHERNET) {
+        return PARSED;
+    } else if (why != PARSED) {
+        return why;
     }
 
     uint32_t vni = get_be32(t + 4) >> 8;
     uint32_t inner_off = fp->l4off + UDP_HLEN + hlen;
     uint32_t inner_len = plen - hlen;
-    enum tpm_parse_reason why;
 
     memset(pkt, 0, offsetof(struct tpm_pkt, v));
     pkt->wscale = TPM_WSCALE_NONE;
@@ -658,6 +680,50 @@ tpm_packet_parse_full_tun(const void *data, uint32_t caplen,
         }
     }
     return true;
+}
+
+int
+tpm_packet_decap_v4__(const uint8_t *frame, uint32_t caplen,
+                      struct tpm_pkt *pkt, struct tpm_parse_stats *stats,
+                      const struct tpm_tunnel_ports *tun)
+{
+    enum tpm_tun_type type = tpm_tunnel_ports_lookup(tun, pkt->key.dport);
+    if (type == TPM_TUN_NONE) {
+        return TPM_FAST_PLAIN;
+    }
+
+    /* The fast path took an untagged IPv4 header without options, a
+     * first fragment, and the whole UDP header (so 'caplen' >= 42) with
+     * the IP total length at least 20. */
+    const uint8_t *ip = frame + ETH_HLEN;
+    const uint32_t l4off = ETH_HLEN + IPV4_HLEN;
+    const uint8_t *t = frame + l4off + UDP_HLEN;
+    uint32_t ulen = MIN(get_be16(frame + l4off + 4),
+                        get_be16(ip + 2) - IPV4_HLEN);
+    uint32_t plen = ulen > UDP_HLEN ? ulen - UDP_HLEN : 0;
+    uint32_t hlen;
+
+    if (tun_header__(t, caplen - l4off - UDP_HLEN, plen, type, &hlen)
+        != PARSED) {
+        return TPM_FAST_FULL;
+    }
+
+    uint32_t vni = get_be32(t + 4) >> 8;
+    uint32_t inner_off = l4off + UDP_HLEN + hlen;
+    uint32_t inner_len = plen - hlen;
+    uint64_t w0, w2, w4;
+    if (!tpm_packet_parse_v4__(frame + inner_off,
+                               MIN(caplen - inner_off, inner_len), inner_len,
+                               pkt, &w0, &w2, &w4)) {
+        return TPM_FAST_FULL;
+    }
+    pkt->tunnel.type = type;
+    pkt->tunnel.inner_off = inner_off;
+    pkt->tunnel.vni = vni;
+    if (stats) {
+        count__(&stats->tun_decapsulated);
+    }
+    return TPM_FAST_DECAP;
 }
 
 bool

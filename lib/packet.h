@@ -458,6 +458,43 @@ tpm_packet_maybe_tun__(const struct tpm_pkt *pkt,
            && (tun->bloom >> (pkt->key.dport & 63)) & 1;
 }
 
+/* The decapsulating fast path (lib/packet.c), for a frame that
+ * tpm_packet_parse_v4__() took as an untagged IPv4/UDP datagram 'pkt' and
+ * whose port may be one of 'tun' (tpm_packet_maybe_tun__()).  Returns 0 if
+ * the port is not a tunnel port ('pkt' stands as parsed), 1 if the frame
+ * was a VXLAN or Geneve tunnel whose inner frame the inline parser takes
+ * too ('pkt' is the inner frame's, the tunnel set, tun_decapsulated
+ * counted in 'stats' if nonnull, 'hash' not computed), and -1 for every
+ * other frame, left to tpm_packet_parse_full_tun() ('pkt' to be
+ * overwritten): a malformed tunnel, an inner frame that is not untagged
+ * IPv4 TCP or UDP without options, Geneve not carrying Ethernet.  Out of
+ * line, so that untunnelled frames keep the inline parser they had. */
+int tpm_packet_decap_v4__(const uint8_t *frame, uint32_t caplen,
+                          struct tpm_pkt *pkt, struct tpm_parse_stats *stats,
+                          const struct tpm_tunnel_ports *tun);
+
+/* Where the inline parsers' fast path leaves a frame. */
+enum tpm_fast_parse {
+    TPM_FAST_FULL = -1,         /* Not taken: the full parser's frame. */
+    TPM_FAST_PLAIN = 0,         /* Parsed, not tunnelled: the key's words
+                                 * 0, 2 and 4 in '*w0', '*w2', '*w4'. */
+    TPM_FAST_DECAP = 1,         /* Parsed, decapsulated. */
+};
+
+static inline enum tpm_fast_parse
+tpm_packet_parse_fast__(const void *data, uint32_t caplen, uint32_t wirelen,
+                        struct tpm_pkt *pkt, struct tpm_parse_stats *stats,
+                        const struct tpm_tunnel_ports *tun, uint64_t *w0,
+                        uint64_t *w2, uint64_t *w4)
+{
+    if (!tpm_packet_parse_v4__(data, caplen, wirelen, pkt, w0, w2, w4)) {
+        return TPM_FAST_FULL;
+    } else if (__builtin_expect(tpm_packet_maybe_tun__(pkt, tun), 0)) {
+        return tpm_packet_decap_v4__(data, caplen, pkt, stats, tun);
+    }
+    return TPM_FAST_PLAIN;
+}
+
 /* tpm_packet_parse_counted() that decapsulates the datagrams to the ports
  * of 'tun' (NULL or empty: none), as tpm_packet_parse_full_tun(). */
 static inline bool
@@ -467,8 +504,8 @@ tpm_packet_parse_counted_tun(const void *data, uint32_t caplen,
                              const struct tpm_tunnel_ports *tun)
 {
     uint64_t w0, w2, w4;
-    if (!tpm_packet_parse_v4__(data, caplen, wirelen, pkt, &w0, &w2, &w4)
-        || tpm_packet_maybe_tun__(pkt, tun)) {
+    if (tpm_packet_parse_fast__(data, caplen, wirelen, pkt, stats, tun, &w0,
+                                &w2, &w4) == TPM_FAST_FULL) {
         return tpm_packet_parse_full_tun(data, caplen, wirelen, pkt, stats,
                                          tun);
     }
@@ -565,8 +602,9 @@ tpm_key_hash(const struct tpm_key *key)
 
 /* tpm_packet_parse_counted_tun(), and the key's hash in 'pkt->hash' (the
  * value of tpm_key_hash()): computed from registers for the common case,
- * without the zero words of an IPv4 key.  'tun' may be NULL (no tunnel
- * ports). */
+ * without the zero words of an IPv4 key.  A decapsulated frame's hash is
+ * left 0: its key is not complete until the caller puts its tenant in
+ * ('key.tun') and hashes it.  'tun' may be NULL (no tunnel ports). */
 static inline bool
 tpm_packet_parse_hash_tun(const void *data, uint32_t caplen,
                           uint32_t wirelen, struct tpm_pkt *pkt,
@@ -574,13 +612,18 @@ tpm_packet_parse_hash_tun(const void *data, uint32_t caplen,
                           const struct tpm_tunnel_ports *tun)
 {
     uint64_t w0, w2, w4;
-    if (!tpm_packet_parse_v4__(data, caplen, wirelen, pkt, &w0, &w2, &w4)
-        || tpm_packet_maybe_tun__(pkt, tun)) {
-        if (!tpm_packet_parse_full_tun(data, caplen, wirelen, pkt, stats,
-                                       tun)) {
+    enum tpm_fast_parse r = tpm_packet_parse_fast__(data, caplen, wirelen,
+                                                    pkt, stats, tun, &w0,
+                                                    &w2, &w4);
+    if (r != TPM_FAST_PLAIN) {
+        if (r == TPM_FAST_DECAP) {
+            pkt->hash = 0;
+            return true;
+        } else if (!tpm_packet_parse_full_tun(data, caplen, wirelen, pkt,
+                                              stats, tun)) {
             return false;
         }
-        pkt->hash = tpm_key_hash(&pkt->key);
+        pkt->hash = pkt->tunnel.type ? 0 : tpm_key_hash(&pkt->key);
         return true;
     }
 #if defined(__x86_64__)

@@ -1699,7 +1699,9 @@ parse_tun(const struct fb *f, uint32_t caplen, uint32_t wirelen,
     ck_assert(!memcmp(st, &st2, sizeof *st));
     ck_assert(!memcmp(st, &st3, sizeof *st));
     if (ret) {
-        ck_assert_uint_eq(hashed.hash, tpm_key_hash(&p->key));
+        /* A decapsulated frame's hash waits for its tenant. */
+        ck_assert_uint_eq(hashed.hash,
+                          p->tunnel.type ? 0 : tpm_key_hash(&p->key));
         hashed.hash = 0;
         ck_assert(pkt_equal(p, &hashed));
     }
