@@ -4,6 +4,7 @@
 
 #include <arpa/inet.h>
 #include <ctype.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,24 +41,26 @@ tpm_prefix_clear_host_bits(uint8_t *a, int n, int len)
     }
 }
 
-char *
-tpm_prefix_parse(const char *s, struct tpm_prefix *p)
+/* Parses address prefix 's' (no tenant) into 'p', which the caller
+ * zeroed.  Errors name 'whole', the text 's' is part of. */
+static char *
+tpm_prefix_parse_addr__(const char *whole, const char *s,
+                        struct tpm_prefix *p)
 {
     char abuf[INET6_ADDRSTRLEN];
     uint8_t bytes[16];
 
-    memset(p, 0, sizeof *p);
-    if (!s || !*s) {
-        return xstrdup("empty address prefix");
+    if (!*s) {
+        return xasprintf("\"%s\": address prefix missing", whole);
     }
 
     const char *slash = strchr(s, '/');
     size_t alen = slash ? (size_t) (slash - s) : strlen(s);
     if (!alen) {
-        return xasprintf("\"%s\": address missing before '/'", s);
+        return xasprintf("\"%s\": address missing before '/'", whole);
     }
     if (alen >= sizeof abuf) {
-        return xasprintf("\"%s\": address too long", s);
+        return xasprintf("\"%s\": address too long", whole);
     }
     memcpy(abuf, s, alen);
     abuf[alen] = '\0';
@@ -65,8 +68,8 @@ tpm_prefix_parse(const char *s, struct tpm_prefix *p)
     int ipver = strchr(abuf, ':') ? 6 : 4;
     memset(bytes, 0, sizeof bytes);
     if (inet_pton(ipver == 4 ? AF_INET : AF_INET6, abuf, bytes) != 1) {
-        return xasprintf("\"%s\": \"%s\" is not an IPv%d address", s, abuf,
-                         ipver);
+        return xasprintf("\"%s\": \"%s\" is not an IPv%d address", whole,
+                         abuf, ipver);
     }
 
     int max = ipver == 4 ? 32 : 128;
@@ -74,18 +77,19 @@ tpm_prefix_parse(const char *s, struct tpm_prefix *p)
     if (slash) {
         const char *q = slash + 1;
         if (!*q) {
-            return xasprintf("\"%s\": prefix length missing after '/'", s);
+            return xasprintf("\"%s\": prefix length missing after '/'",
+                             whole);
         }
         len = 0;
         for (; *q; q++) {
             if (!isdigit((unsigned char) *q)) {
                 return xasprintf("\"%s\": prefix length \"%s\" is not a "
-                                 "number", s, slash + 1);
+                                 "number", whole, slash + 1);
             }
             len = len * 10 + (*q - '0');
             if (len > max) {
                 return xasprintf("\"%s\": prefix length %s exceeds %d for "
-                                 "IPv%d", s, slash + 1, max, ipver);
+                                 "IPv%d", whole, slash + 1, max, ipver);
             }
         }
     }
@@ -97,12 +101,54 @@ tpm_prefix_parse(const char *s, struct tpm_prefix *p)
         char nbuf[INET6_ADDRSTRLEN];
         inet_ntop(ipver == 4 ? AF_INET : AF_INET6, net, nbuf, sizeof nbuf);
         return xasprintf("\"%s\": host bits set beyond /%d (did you mean "
-                         "%s/%d?)", s, len, nbuf, len);
+                         "%s/%d?)", whole, len, nbuf, len);
     }
 
     p->ipver = ipver;
     p->len = len;
     memcpy(p->addr, bytes, tpm_prefix_addr_bytes(ipver));
+    return NULL;
+}
+
+/* The tenant qualifier of a prefix: "vni=". */
+#define TUN_TAG "vni="
+#define TUN_TAG_LEN (sizeof TUN_TAG - 1)
+
+char *
+tpm_prefix_parse(const char *s, struct tpm_prefix *p)
+{
+    memset(p, 0, sizeof *p);
+    if (!s || !*s) {
+        return xstrdup("empty address prefix");
+    }
+    if (strncmp(s, TUN_TAG, TUN_TAG_LEN)) {
+        return tpm_prefix_parse_addr__(s, s, p);
+    }
+
+    const char *vni = s + TUN_TAG_LEN;
+    const char *colon = strchr(vni, ':');
+    if (!colon) {
+        return xasprintf("\"%s\": expected vni=VNI:PREFIX, such as "
+                         "vni=5001:10.0.128.0/24", s);
+    }
+    char *text = xstrndup(vni, colon - vni);
+    uint64_t v;
+    if (!tpm_parse_uint_hex(text, TPM_PREFIX_MAX_TUN_ID, &v)) {
+        char *error = xasprintf("\"%s\": tenant \"%s\" is not a VNI: "
+                                "expected 0 to 16777215 (or 0x0 to "
+                                "0xffffff)", s, text);
+        free(text);
+        return error;
+    }
+    free(text);
+
+    char *error = tpm_prefix_parse_addr__(s, colon + 1, p);
+    if (error) {
+        memset(p, 0, sizeof *p);
+        return error;
+    }
+    p->has_tun = true;
+    p->tun_id = v;
     return NULL;
 }
 
@@ -152,7 +198,12 @@ tpm_prefix_format(const struct tpm_prefix *p, char *buf, size_t size)
         return buf;
     }
     inet_ntop(p->ipver == 4 ? AF_INET : AF_INET6, p->addr, abuf, sizeof abuf);
-    snprintf(buf, size, "%s/%d", abuf, p->len);
+    if (p->has_tun) {
+        snprintf(buf, size, TUN_TAG "%"PRIu32":%s/%d", p->tun_id, abuf,
+                 p->len);
+    } else {
+        snprintf(buf, size, "%s/%d", abuf, p->len);
+    }
     return buf;
 }
 

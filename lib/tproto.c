@@ -582,6 +582,8 @@ key_check__(const Trumpet__GroupKey *k)
     return KEY_OK;
 }
 
+BUILD_ASSERT_DECL(TPROTO_MAX_TUN_ID == TPM_PREFIX_MAX_TUN_ID);
+
 static const char *
 validate_prefix__(const Trumpet__Prefix *p)
 {
@@ -596,6 +598,8 @@ validate_prefix__(const Trumpet__Prefix *p)
     } else if (p->len > (p->ipver == 4 ? 32u : 128u)) {
         return (p->ipver == 4 ? "hello: prefix: len above 32 for IPv4"
                 : "hello: prefix: len above 128 for IPv6");
+    } else if (p->has_tun_id && p->tun_id > TPROTO_MAX_TUN_ID) {
+        return "hello: prefix: tun_id above 0xffffff";
     }
 
     uint8_t net[16];
@@ -1101,6 +1105,8 @@ tproto_add_hello(struct tproto_batch *b, const char *host_id,
             m->addr.data = take__(&x, 16);
             m->addr.len = n;
             memcpy(m->addr.data, p->addr, n);
+            m->has_tun_id = p->has_tun;
+            m->tun_id = p->has_tun ? p->tun_id : 0;
             h->prefixes[i] = m;
         }
     }
@@ -1532,4 +1538,6 @@ tproto_prefix_from_msg(const Trumpet__Prefix *p, struct tpm_prefix *prefix)
     prefix->ipver = p->ipver;
     prefix->len = p->len;
     memcpy(prefix->addr, p->addr.data, MIN(n, p->addr.len));
+    prefix->has_tun = p->has_tun_id;
+    prefix->tun_id = p->has_tun_id ? p->tun_id : 0;
 }

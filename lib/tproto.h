@@ -285,6 +285,7 @@ size_t tproto_key_record_get(const uint8_t *p, size_t n,
  * '*tun_id' 0.  'tun_id' may be NULL. */
 void tproto_key_from_msg(const Trumpet__GroupKey *, struct tpm_key *,
                          uint32_t *tun_id);
+/* Converts a validated prefix, its tenant (Prefix.tun_id) included. */
 void tproto_prefix_from_msg(const Trumpet__Prefix *, struct tpm_prefix *);
 
 #endif /* tproto.h */

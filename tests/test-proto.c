@@ -89,15 +89,16 @@ check_key(const Trumpet__GroupKey *k, const struct tpm_key *expected)
 START_TEST(test_round_trip_all)
 {
     struct tproto_batch b;
-    struct tpm_prefix prefixes[3] = {
+    struct tpm_prefix prefixes[4] = {
         prefix("10.99.0.0/24"), prefix("10.98.1.7"), prefix("fd00:1::/32"),
+        prefix("vni=5001:10.99.0.0/24"),
     };
     uint32_t pmds[3] = { 2, 3, 7 };
     struct tpm_key k4 = key4("10.99.0.1", "10.98.1.7", 40000, 80, 6);
     struct tpm_key k6 = key6("fd00:1::5", "fd00:2::1:9", 53, 65535, 17);
 
     tproto_batch_init(&b);
-    tproto_add_hello(&b, "host-1.rack:2", prefixes, 3,
+    tproto_add_hello(&b, "host-1.rack:2", prefixes, 4,
                      10 * 1000 * 1000, 1700000000123456789ULL, pmds, 3,
                      "trumpet 0.4");
     tproto_add_welcome(&b, 1, "tem_0", 1700000000999ULL, 250);
@@ -147,12 +148,15 @@ START_TEST(test_round_trip_all)
     ck_assert_uint_eq(h->version_min, TPROTO_VERSION_MIN);
     ck_assert_uint_eq(h->version_max, TPROTO_VERSION_MAX);
     ck_assert_str_eq(h->host_id, "host-1.rack:2");
-    ck_assert_uint_eq(h->n_prefixes, 3);
-    for (size_t i = 0; i < 3; i++) {
+    ck_assert_uint_eq(h->n_prefixes, 4);
+    for (size_t i = 0; i < 4; i++) {
         struct tpm_prefix p;
         tproto_prefix_from_msg(h->prefixes[i], &p);
         ck_assert_int_eq(memcmp(&p, &prefixes[i], sizeof p), 0);
     }
+    ck_assert(!h->prefixes[0]->has_tun_id);
+    ck_assert(h->prefixes[3]->has_tun_id);
+    ck_assert_uint_eq(h->prefixes[3]->tun_id, 5001);
     ck_assert_uint_eq(h->prefixes[1]->len, 32);
     ck_assert_uint_eq(h->prefixes[2]->addr.len, 16);
     ck_assert_uint_eq(h->epoch_ns, 10 * 1000 * 1000);
@@ -475,6 +479,8 @@ MUTATOR(hello_prefix_ipver, m->hello->prefixes[1]->ipver = 5)
 MUTATOR(hello_prefix_len4, m->hello->prefixes[0]->addr.len = 5)
 MUTATOR(hello_prefix_len6, m->hello->prefixes[1]->addr.len = 4)
 MUTATOR(hello_prefix_plen4, m->hello->prefixes[0]->len = 33)
+MUTATOR(hello_prefix_tun, (m->hello->prefixes[0]->has_tun_id = true,
+                           m->hello->prefixes[0]->tun_id = 0x1000000))
 MUTATOR(hello_prefix_plen6, m->hello->prefixes[1]->len = 129)
 MUTATOR(hello_prefix_host, m->hello->prefixes[0]->addr.data[3] = 1)
 MUTATOR(hello_epoch0, m->hello->epoch_ns = 0)
@@ -579,6 +585,8 @@ static const struct reject_case {
     { make_hello, hello_prefix_len6, true,
       "hello: prefix: addr is not 16 bytes" },
     { make_hello, hello_prefix_plen4, true, "hello: prefix: len above 32" },
+    { make_hello, hello_prefix_tun, true,
+      "hello: prefix: tun_id above 0xffffff" },
     { make_hello, hello_prefix_plen6, true,
       "hello: prefix: len above 128" },
     { make_hello, hello_prefix_host, true,
@@ -1609,6 +1617,11 @@ START_TEST(test_prefix_parse)
         { "::/0", 6, 0, "::/0" },
         { "2001:db8::/32", 6, 32, "2001:db8::/32" },
         { "::ffff:10.0.0.0/120", 6, 120, "::ffff:10.0.0.0/120" },
+        { "vni=5001:10.0.128.0/24", 4, 24, "vni=5001:10.0.128.0/24" },
+        { "vni=0x1389:10.0.128.1", 4, 32, "vni=5001:10.0.128.1/32" },
+        { "vni=0:0.0.0.0/0", 4, 0, "vni=0:0.0.0.0/0" },
+        { "vni=16777215:fd00::/8", 6, 8, "vni=16777215:fd00::/8" },
+        { "vni=0xFFFFFF:fd00:1::1", 6, 128, "vni=16777215:fd00:1::1/128" },
     };
     for (size_t i = 0; i < ARRAY_SIZE(good); i++) {
         struct tpm_prefix p = prefix(good[i].s);
@@ -1617,9 +1630,17 @@ START_TEST(test_prefix_parse)
         ck_assert_int_eq(p.len, good[i].len);
         ck_assert_str_eq(tpm_prefix_format(&p, buf, sizeof buf),
                          good[i].formatted);
+        ck_assert_int_eq(p.has_tun, !strncmp(good[i].s, "vni=", 4));
         struct tpm_prefix q = prefix(buf);
         ck_assert_int_eq(memcmp(&p, &q, sizeof p), 0);
     }
+    struct tpm_prefix t = prefix("vni=0x1389:10.0.128.0/24");
+    ck_assert(t.has_tun);
+    ck_assert_uint_eq(t.tun_id, 5001);
+    ck_assert_uint_eq(t.addr[0], htonl(0x0a008000));
+    t = prefix("10.0.128.0/24");
+    ck_assert(!t.has_tun);
+    ck_assert_uint_eq(t.tun_id, 0);
 
     struct tpm_prefix p = prefix("10.99.0.0/24");
     ck_assert_uint_eq(p.addr[0], htonl(0x0a630000));
@@ -1645,6 +1666,20 @@ START_TEST(test_prefix_parse)
         { "fd00:::1", "is not an IPv6 address" },
         { "host.example", "is not an IPv4 address" },
         { "10.0.0.0 /8", "is not an IPv4 address" },
+        { "vni=", "expected vni=VNI:PREFIX" },
+        { "vni=5001", "expected vni=VNI:PREFIX" },
+        { "vni=:10.0.0.0/8", "tenant \"\" is not a VNI" },
+        { "vni=16777216:10.0.0.0/8", "tenant \"16777216\" is not a VNI" },
+        { "vni=0x1000000:10.0.0.0/8", "\"0x1000000\" is not a VNI" },
+        { "vni=-1:10.0.0.0/8", "\"-1\" is not a VNI" },
+        { "vni=5x:10.0.0.0/8", "\"5x\" is not a VNI" },
+        { "vni=5001:", "address prefix missing" },
+        { "vni=5001:10.0.0.1/8", "host bits set beyond /8 (did you mean "
+          "10.0.0.0/8?)" },
+        { "vni=5001:300.0.0.0/8", "\"300.0.0.0\" is not an IPv4" },
+        { "vni=5001:fd00:::1", "is not an IPv6 address" },
+        { "vni=5001:vni=5002:10.0.0.0/8", "is not an IPv" },
+        { "VNI=5001:10.0.0.0/8", "is not an IPv6 address" },
     };
     for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
         struct tpm_prefix q;
@@ -1684,6 +1719,28 @@ START_TEST(test_prefix_list)
     ck_assert_str_eq(tpm_prefix_format(&ps[3], buf, sizeof buf),
                      "1.2.3.4/32");
     free(ps);
+
+    /* Tenants' prefixes and others in one list. */
+    ck_assert_ptr_null(tpm_prefix_parse_list(
+                           "10.1.0.0/16, vni=5001:10.0.128.0/24 "
+                           "vni=0x7:10.0.128.0/24", &ps, &n));
+    ck_assert_uint_eq(n, 3);
+    ck_assert_str_eq(tpm_prefix_format(&ps[0], buf, sizeof buf),
+                     "10.1.0.0/16");
+    ck_assert(!ps[0].has_tun);
+    ck_assert_str_eq(tpm_prefix_format(&ps[1], buf, sizeof buf),
+                     "vni=5001:10.0.128.0/24");
+    ck_assert_str_eq(tpm_prefix_format(&ps[2], buf, sizeof buf),
+                     "vni=7:10.0.128.0/24");
+    ck_assert(tpm_prefix_overlap(&ps[1], &ps[2]));
+    free(ps);
+    char *terr = tpm_prefix_parse_list("10.1.0.0/16,vni=99999999:10.0.0.0/8",
+                                       &ps, &n);
+    ck_assert_ptr_nonnull(terr);
+    ck_assert_ptr_nonnull(strstr(terr, "\"vni=99999999:10.0.0.0/8\": "
+                                 "tenant \"99999999\" is not a VNI"));
+    ck_assert_ptr_null(ps);
+    free(terr);
 
     ck_assert_ptr_null(tpm_prefix_parse_list("", &ps, &n));
     ck_assert_uint_eq(n, 0);

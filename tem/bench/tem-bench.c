@@ -416,7 +416,7 @@ host_open(struct bench *b, struct host *h, uint32_t idx)
 {
     int zero = 0, hwm = 1000000;
     int sndtimeo = b->opt.timeout_ns / NS_PER_MS;
-    struct tpm_prefix prefix;
+    struct tpm_prefix prefix = { .ipver = 4 };
     uint32_t pmd = 0;
 
     memset(h, 0, sizeof *h);

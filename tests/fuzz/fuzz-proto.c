@@ -308,11 +308,14 @@ check_prefixes(const uint8_t *data, size_t size)
                    p[i].ipver);
         FUZZ_CHECK(p[i].len <= (p[i].ipver == 4 ? 32 : 128), "length %u",
                    p[i].len);
+        FUZZ_CHECK(p[i].has_tun ? p[i].tun_id <= TPM_PREFIX_MAX_TUN_ID
+                   : !p[i].tun_id, "tenant %u", p[i].tun_id);
         tpm_prefix_format(&p[i], buf, sizeof buf);
         error = tpm_prefix_parse(buf, &q);
         FUZZ_CHECK(!error, "'%s' does not parse back: %s", buf, error);
         FUZZ_CHECK(p[i].ipver == q.ipver && p[i].len == q.len
-                   && !memcmp(p[i].addr, q.addr, sizeof q.addr),
+                   && !memcmp(p[i].addr, q.addr, sizeof q.addr)
+                   && p[i].has_tun == q.has_tun && p[i].tun_id == q.tun_id,
                    "'%s' parses into another prefix", buf);
         FUZZ_CHECK(tpm_prefix_overlap(&p[i], &q), "'%s' does not overlap "
                    "itself", buf);

@@ -61,12 +61,15 @@ static const struct {
     { "quorum", "filter=ip predicate=avg(bytes) >= 1000 "
       "across=atleast:50% scope=10.1.0.0/16,fd00::/8 group=5tuple" },
     { "v6", "filter=ipv6 predicate=sum(packets) > 10 group=ipv6_dst/64" },
+    { "tenant", "filter=udp,tun_id=5001,nw_dst=10.0.0.0/8 predicate=count() "
+      "> 10 group=5tuple scope=vni=5001:10.0.0.0/8,10.1.0.0/16" },
 };
 #define N_EVENTS ARRAY_SIZE(events)
 
 static const char *const prefix_sets[] = {
     NULL, "10.0.0.0/8", "10.1.0.0/16,fd00::/8", "192.168.0.0/16",
-    "10.0.1.0/24", "::/0",
+    "10.0.1.0/24", "::/0", "vni=5001:10.0.0.0/8,10.1.0.0/16",
+    "vni=0x1389:10.0.1.0/24,vni=7:10.0.1.0/24",
 };
 
 static const char *const host_ids[] = { "h0", "h1", "h2", "h3", "h4" };

@@ -211,8 +211,9 @@ def key(v6=False):
             + fv(5, 2) + fv(6, 17))
 
 
-def prefix(ipver, addr, length):
-    return fv(1, ipver) + fb(2, bytes(addr)) + fv(3, length)
+def prefix(ipver, addr, length, tun_id=None):
+    return (fv(1, ipver) + fb(2, bytes(addr)) + fv(3, length)
+            + (fv(4, tun_id) if tun_id is not None else b""))
 
 
 HELLO = fb(1, fv(1, 1) + fv(2, 2) + fb(3, "host-1")
@@ -311,6 +312,17 @@ def proto(out):
                 fb(14, fv(1, 11) + fv(2, 5) + fb(3, packed(1, 2))
                    + fb(4, rec * 2) + fb(5, packed(1)))))
     write(out, "proto", "prefix-list", "10.0.0.0/8, fd00::/8 192.168.1.7")
+    write(out, "proto", "prefix-list-tenant",
+          "10.1.0.0/16, vni=5001:10.0.128.0/24 vni=0xffffff:fd00::/8")
+    write(out, "proto", "hello-tenant",
+          frame(4, fb(1, fv(1, 1) + fv(2, 4) + fb(3, "host-1")
+                      + fb(4, prefix(4, [10, 0, 0, 0], 8))
+                      + fb(4, prefix(4, [10, 0, 128, 0], 24, 5001))
+                      + fv(5, 10000000) + fv(6, 1700000000000000000))))
+    write(out, "proto", "bounds-prefix-tenant",
+          frame(4, fb(1, fv(1, 1) + fv(2, 4) + fb(3, "host-1")
+                      + fb(4, prefix(4, [10, 0, 128, 0], 24, 1 << 24))
+                      + fv(5, 10000000) + fv(6, 1700000000000000000))))
 
 
 # ------------------------------------------------------- TEM host input
@@ -318,7 +330,7 @@ def proto(out):
 def tem_host(out):
     # Steps (fuzz-tem-host.c): OP PEER ARGS...; OP bit 0x80 sends the
     # peer's frame.  Events: 1 heavy, 2 hh (standby), 3 wsplit, 4 maxttl,
-    # 5 quorum, 6 v6.
+    # 5 quorum, 6 v6, 7 tenant.
     def hello(peer, host, prefixes, pmds=1):
         # a: host id (a % 5), versions 1..2; c: prefix set, PMDs.
         return bytes([0x81, peer, 0x14 + host, prefixes | pmds << 6])
@@ -335,7 +347,7 @@ def tem_host(out):
 
     def hello3(peer, host, c):
         # Versions 3..3 (a >> 5 & 3 == 2), host id a % 5 == host; c: its
-        # prefix set (c % 6), 0x10: an agent run (instance 1 + (c & 1)).
+        # prefix set (c % 8), 0x10: an agent run (instance 1 + (c & 1)).
         a = next(a for a in range(0x40, 0x60) if a % 5 == host
                  and not a >> 4 & 1)
         return bytes([0x81, peer, a, c])
