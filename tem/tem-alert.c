@@ -287,6 +287,8 @@ tem_alert_raise(struct tem_core *core, struct tem_event *e,
     size_t nlen = strnlen(e->name, TPROTO_MAX_ID);
     memcpy(hname, e->name, nlen);
     hname[nlen] = '\0';
+    core->history_tun[core->history_next]
+        = d->key.group.tun ? tem_core_group_vni(core, &d->key.group) + 1 : 0;
     tem_alert_ring_advance(core->cfg.alert_history, &core->n_history,
                            &core->history_next);
     if (core->cfg.alert) {

@@ -339,6 +339,8 @@ struct tem_core {
     /* Alerts. */
     struct sbuf *history;       /* Ring of 'alert_history' JSON lines. */
     char (*history_event)[TPROTO_MAX_ID + 1];   /* Event names. */
+    uint32_t *history_tun;      /* Their groups' tenants: VNI + 1, or 0
+                                 * for a group of no tenant. */
     struct sbuf alert_buf;      /* The alert being built, reused from one
                                  * alert to the next (tem-alert.c). */
     char time_cache[32];        /* Formatted second of 'time_cache_secs'. */

@@ -80,6 +80,8 @@ tem_core_create(const struct tem_config *cfg)
     core->history = xcalloc(core->cfg.alert_history, sizeof *core->history);
     core->history_event = xcalloc(core->cfg.alert_history,
                                   sizeof *core->history_event);
+    core->history_tun = xcalloc(core->cfg.alert_history,
+                                sizeof *core->history_tun);
     tproto_batch_init(&core->tmp);
     return core;
 }
@@ -112,6 +114,7 @@ tem_core_destroy(struct tem_core *core)
     free(core->alert_buf.s);
     free(core->history);
     free(core->history_event);
+    free(core->history_tun);
     free(core->repolls);
     free(core->by_id);
     free(core->events);

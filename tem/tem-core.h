@@ -182,17 +182,23 @@ char *tem_core_set_dos_threshold(struct tem_core *, const char *host,
                                  uint32_t bytes, struct json_object **resultp)
     __attribute__((warn_unused_result));
 
-/* Views for the control socket, as JSON (docs/tem.md, "tem-ctl"). */
-struct json_object *tem_core_event_list_json(const struct tem_core *);
+/* Views for the control socket, as JSON (docs/tem.md, "tem-ctl").  A
+ * tenant 'tun_id' (a VNI; NULL: no filter) narrows the lists: the events
+ * whose filter's tun_id= matches it, the hosts that serve a prefix of
+ * it, the alerts of its groups. */
+struct json_object *tem_core_event_list_json(const struct tem_core *,
+                                             const uint32_t *tun_id);
 /* Returns NULL and an error in '*errp' if there is no event 'name'. */
 struct json_object *tem_core_event_show_json(const struct tem_core *,
                                              const char *name, char **errp);
-struct json_object *tem_core_hosts_json(const struct tem_core *);
+struct json_object *tem_core_hosts_json(const struct tem_core *,
+                                        const uint32_t *tun_id);
 struct json_object *tem_core_status_json(const struct tem_core *);
 /* The last 'n' alerts (at most --alert-history), oldest first, as an
  * array of alert objects; 'event' NULL for every event. */
 struct json_object *tem_core_alerts_json(const struct tem_core *,
-                                         const char *event, size_t n);
+                                         const char *event,
+                                         const uint32_t *tun_id, size_t n);
 
 /* Global counters (also in tem_core_status_json()). */
 struct tem_stats {

@@ -12,8 +12,9 @@
  * the state file).
  *
  * Placement.  An event's members are the connected hosts in its scope
- * that serve a prefix intersecting the addresses its filter constrains
- * (and, for a standby event, that have an active drill-down).
+ * that serve a prefix intersecting the addresses its filter constrains,
+ * of the tenant it names if it names one (tem_event_eligible() has the
+ * rules), and, for a standby event, that have an active drill-down.
  * tem_event_reconcile() brings the members in line whenever that changes
  * (a host came or went, an event was added, a drill-down began or ended):
  * Install to the new members, Remove to those that left.  A member
@@ -79,13 +80,37 @@ tem_event_by_name(const struct tem_core *core, const char *name)
     return NULL;
 }
 
+/* Returns true if scope prefix 's' takes in host prefix 'h': they share
+ * an address and, if 's' is a tenant's, 'h' is that tenant's too. */
 static bool
-tem_event_prefixes_overlap(const struct tpm_prefix *a, size_t n_a,
-                           const struct tpm_prefix *b, size_t n_b)
+tem_event_scope_takes__(const struct tpm_prefix *s, const struct tpm_prefix *h)
 {
-    for (size_t i = 0; i < n_a; i++) {
-        for (size_t j = 0; j < n_b; j++) {
-            if (tpm_prefix_overlap(&a[i], &b[j])) {
+    return (tpm_prefix_overlap(s, h)
+            && (!s->has_tun || (h->has_tun && h->tun_id == s->tun_id)));
+}
+
+/* Returns true if some prefix of 'h' overlaps one of the 'n_a' filter
+ * addresses 'a' (or 'n_a' is 0) and, if 'tun' is on, is a prefix of a
+ * tenant that 'tun' matches. */
+static bool
+tem_event_host_serves__(const struct tem_host *h,
+                        const struct tpm_tun_filter *tun,
+                        const struct tpm_prefix *a, size_t n_a)
+{
+    if (!n_a && !tun->on) {
+        return true;
+    }
+    for (size_t i = 0; i < h->n_prefixes; i++) {
+        const struct tpm_prefix *hp = &h->prefixes[i];
+        if (tun->on && (!hp->has_tun
+                        || (hp->tun_id & tun->mask) != tun->vni)) {
+            continue;
+        }
+        if (!n_a) {
+            return true;
+        }
+        for (size_t j = 0; j < n_a; j++) {
+            if (tpm_prefix_overlap(hp, &a[j])) {
                 return true;
             }
         }
@@ -93,20 +118,37 @@ tem_event_prefixes_overlap(const struct tpm_prefix *a, size_t n_a,
     return false;
 }
 
-/* Returns true if event 'e''s trigger belongs on host 'h': the host is in
- * the event's scope and, if the filter constrains nw_src or nw_dst, serves
- * a prefix that intersects one of them. */
+/* Returns true if event 'e''s trigger belongs on host 'h' (docs/tem.md,
+ * "Placement"):
+ *
+ *   - the host is in the event's scope: scope=all, or some prefix of the
+ *     host overlaps a scope prefix (of the same tenant, if the scope
+ *     prefix is a tenant's);
+ *
+ *   - if the filter names a tenant (tun_id=V[/M]), the host serves a
+ *     prefix of a tenant T with T & M == V that, if the filter constrains
+ *     nw_src or nw_dst, intersects one of them: a host that serves no
+ *     prefix of the tenant gets no trigger;
+ *
+ *   - otherwise (the filter matches every tenant's inner traffic and the
+ *     untunnelled), if the filter constrains nw_src or nw_dst, the host
+ *     serves a prefix, a tenant's or not, that intersects one of them. */
 bool
 tem_event_eligible(const struct tem_event *e, const struct tem_host *h)
 {
-    if (!e->scope_all
-        && !tem_event_prefixes_overlap(h->prefixes, h->n_prefixes, e->scope,
-                                       e->n_scope)) {
-        return false;
+    if (!e->scope_all) {
+        bool in = false;
+        for (size_t i = 0; i < h->n_prefixes && !in; i++) {
+            for (size_t j = 0; j < e->n_scope && !in; j++) {
+                in = tem_event_scope_takes__(&e->scope[j], &h->prefixes[i]);
+            }
+        }
+        if (!in) {
+            return false;
+        }
     }
-    return !e->n_addr || tem_event_prefixes_overlap(h->prefixes,
-                                                    h->n_prefixes, e->addr,
-                                                    e->n_addr);
+    return tem_event_host_serves__(h, &e->ev->filter_tun, e->addr,
+                                   e->n_addr);
 }
 
 static bool

@@ -33,11 +33,50 @@ tem_view_prefixes(const struct tpm_prefix *p, size_t n)
 {
     struct json_object *a = json_object_new_array();
     for (size_t i = 0; i < n; i++) {
-        char buf[64];
+        char buf[TPM_PREFIX_BUFSIZE];
         json_object_array_add(a, json_object_new_string(
                                   tpm_prefix_format(&p[i], buf, sizeof buf)));
     }
     return a;
+}
+
+/* The event's tenant filter ("tun_id=5001", "tun_id=0x1388/0xfffffc") or
+ * JSON null. */
+static struct json_object *
+tem_view_tun(const struct tem_event *e)
+{
+    if (!e->ev->filter_tun.on) {
+        return NULL;
+    }
+    char *s = tpm_tun_filter_to_string(&e->ev->filter_tun);
+    struct json_object *o = json_object_new_string(s);
+    free(s);
+    return o;
+}
+
+/* Returns true if 'e''s filter names a tenant that 'tun_id' (NULL: any
+ * event) is. */
+static bool
+tem_view_event_of(const struct tem_event *e, const uint32_t *tun_id)
+{
+    const struct tpm_tun_filter *f = &e->ev->filter_tun;
+    return !tun_id || (f->on && (*tun_id & f->mask) == f->vni);
+}
+
+/* Returns true if 'h' serves a prefix of tenant 'tun_id' (NULL: any
+ * host). */
+static bool
+tem_view_host_of(const struct tem_host *h, const uint32_t *tun_id)
+{
+    if (!tun_id) {
+        return true;
+    }
+    for (size_t i = 0; i < h->n_prefixes; i++) {
+        if (h->prefixes[i].has_tun && h->prefixes[i].tun_id == *tun_id) {
+            return true;
+        }
+    }
+    return false;
 }
 
 static const char *
@@ -62,17 +101,21 @@ tem_view_count(const struct tem_event *e, enum tem_install_state s)
 }
 
 struct json_object *
-tem_core_event_list_json(const struct tem_core *core)
+tem_core_event_list_json(const struct tem_core *core, const uint32_t *tun_id)
 {
     struct json_object *a = json_object_new_array();
     for (size_t i = 0; i < core->n_events; i++) {
         const struct tem_event *e = core->events[i];
+        if (!tem_view_event_of(e, tun_id)) {
+            continue;
+        }
         struct json_object *o = json_object_new_object();
         char buf[32];
         json_object_object_add(o, "id", json_object_new_int64(e->id));
         json_object_object_add(o, "name", json_object_new_string(e->name));
         json_object_object_add(o, "definition",
                                json_object_new_string(e->definition));
+        json_object_object_add(o, "tun_id", tem_view_tun(e));
         json_object_object_add(o, "across", json_object_new_string(
                                    tem_view_across_text(e, buf, sizeof buf)));
         json_object_object_add(o, "standby",
@@ -100,7 +143,7 @@ tem_core_event_show_json(const struct tem_core *core, const char *name,
 {
     const struct tem_event *e = tem_event_by_name(core, name);
     uint64_t now = tem_core_now(core);
-    char buf[64];
+    char buf[TPM_PREFIX_BUFSIZE];
 
     if (!e) {
         *errp = xasprintf("no event '%s'", name);
@@ -120,6 +163,7 @@ tem_core_event_show_json(const struct tem_core *core, const char *name,
                            : tem_view_prefixes(e->scope, e->n_scope));
     json_object_object_add(o, "filter_prefixes",
                            tem_view_prefixes(e->addr, e->n_addr));
+    json_object_object_add(o, "tun_id", tem_view_tun(e));
     json_object_object_add(o, "across", json_object_new_string(
                                tem_view_across_text(e, buf, sizeof buf)));
     json_object_object_add(o, "split", e->split
@@ -221,14 +265,14 @@ tem_view_host_stats(struct json_object *o, const struct tem_host_stats *s)
 }
 
 struct json_object *
-tem_core_hosts_json(const struct tem_core *core)
+tem_core_hosts_json(const struct tem_core *core, const uint32_t *tun_id)
 {
     struct json_object *a = json_object_new_array();
     uint64_t now = tem_core_now(core);
 
     for (uint32_t i = 0; i < core->n_host_slots; i++) {
         const struct tem_host *h = core->hosts[i];
-        if (!h || h->state == TEM_HOST_FREE) {
+        if (!h || h->state == TEM_HOST_FREE || !tem_view_host_of(h, tun_id)) {
             continue;
         }
         struct json_object *o = json_object_new_object();
@@ -380,7 +424,7 @@ tem_core_status_json(const struct tem_core *core)
 
 struct json_object *
 tem_core_alerts_json(const struct tem_core *core, const char *event,
-                     size_t n)
+                     const uint32_t *tun_id, size_t n)
 {
     struct json_object *a = json_object_new_array();
     size_t cap = core->cfg.alert_history;
@@ -390,7 +434,8 @@ tem_core_alerts_json(const struct tem_core *core, const char *event,
     /* Newest first, then added oldest first. */
     for (size_t i = 0; i < core->n_history && n_picked < n; i++) {
         size_t k = (core->history_next + cap - 1 - i) % cap;
-        if (!event || !strcmp(core->history_event[k], event)) {
+        if ((!event || !strcmp(core->history_event[k], event))
+            && (!tun_id || core->history_tun[k] == *tun_id + 1)) {
             picked[n_picked++] = k;
         }
     }

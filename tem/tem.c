@@ -237,6 +237,30 @@ get_string(struct json_object *req, const char *key)
            ? json_object_get_string(v) : NULL;
 }
 
+/* Reads the request's tenant filter "tun_id" (a VNI) into '*tun_id' and
+ * sets '*tunp' to it, or to NULL if the request has none.  Returns NULL or
+ * an error reply. */
+static struct json_object *
+ctl_tun_id(struct json_object *req, uint32_t *tun_id, const uint32_t **tunp)
+{
+    struct json_object *v;
+
+    *tunp = NULL;
+    if (!json_object_object_get_ex(req, "tun_id", &v)
+        || json_object_is_type(v, json_type_null)) {
+        return NULL;
+    }
+    int64_t n = json_object_get_int64(v);
+    if (!json_object_is_type(v, json_type_int) || n < 0
+        || n > TPROTO_MAX_TUN_ID) {
+        return reply_error("\"tun_id\" is not a VNI: expected an integer "
+                           "from 0 to 16777215");
+    }
+    *tun_id = n;
+    *tunp = tun_id;
+    return NULL;
+}
+
 static struct json_object *
 ctl_event_add(struct tem_daemon *d, struct json_object *req)
 {
@@ -497,6 +521,8 @@ ctl_dispatch(struct tem_daemon *d, const char *text, size_t len)
     struct json_object *r = NULL;
     const char *cmd;
     char *error = NULL;
+    const uint32_t *tun = NULL;
+    uint32_t tun_id;
 
     if (!req || json_tokener_get_error(tok) != json_tokener_success
         || !json_object_is_type(req, json_type_object)) {
@@ -506,12 +532,14 @@ ctl_dispatch(struct tem_daemon *d, const char *text, size_t len)
     cmd = get_string(req, "command");
     if (!cmd) {
         r = reply_error("request has no \"command\"");
+    } else if ((r = ctl_tun_id(req, &tun_id, &tun))) {
+        /* A bad tenant filter. */
     } else if (!strcmp(cmd, "event-add")) {
         r = ctl_event_add(d, req);
     } else if (!strcmp(cmd, "event-del")) {
         r = ctl_event_del(d, req);
     } else if (!strcmp(cmd, "event-list")) {
-        r = reply_ok(tem_core_event_list_json(d->core));
+        r = reply_ok(tem_core_event_list_json(d->core, tun));
     } else if (!strcmp(cmd, "event-show")) {
         const char *name = get_string(req, "name");
         struct json_object *o = name ? tem_core_event_show_json(d->core,
@@ -520,7 +548,7 @@ ctl_dispatch(struct tem_daemon *d, const char *text, size_t len)
         r = o ? reply_ok(o)
               : reply_error("%s", name ? error : "event-show needs \"name\"");
     } else if (!strcmp(cmd, "hosts")) {
-        r = reply_ok(tem_core_hosts_json(d->core));
+        r = reply_ok(tem_core_hosts_json(d->core, tun));
     } else if (!strcmp(cmd, "alerts")) {
         struct json_object *v;
         int64_t n = 100;
@@ -528,7 +556,7 @@ ctl_dispatch(struct tem_daemon *d, const char *text, size_t len)
             n = json_object_get_int64(v);
         }
         r = reply_ok(tem_core_alerts_json(d->core, get_string(req, "event"),
-                                          n > 0 ? n : 0));
+                                          tun, n > 0 ? n : 0));
         json_object_object_add(r, "pub", json_object_new_string(d->pub_ep));
     } else if (!strcmp(cmd, "status")) {
         r = ctl_status(d);

@@ -6,6 +6,7 @@
  * messages, shares, values and alerts.
  */
 #include <check.h>
+#include <inttypes.h>
 #include <json-c/json.h>
 #include <math.h>
 #include <regex.h>
@@ -476,6 +477,119 @@ START_TEST(test_install_prefixes)
                                  0)->install->threshold, 1);
     ck_assert_double_eq(get_sent("p-a", TRUMPET__MESSAGE__BODY_INSTALL,
                                  1)->install->threshold, 1.0 / 3);
+}
+END_TEST
+
+/* The names of the events installed on 'peer', then removed (by id), since
+ * the last fx_clear_sent(): "name,name,...;id,id,...". */
+static char *
+placed(const char *peer)
+{
+    static char got[512];
+    size_t n = count_sent(peer, TRUMPET__MESSAGE__BODY_INSTALL);
+
+    got[0] = '\0';
+    for (size_t k = 0; k < n; k++) {
+        strcat(got, get_sent(peer, TRUMPET__MESSAGE__BODY_INSTALL,
+                             k)->install->name);
+        strcat(got, ",");
+    }
+    strcat(got, ";");
+    n = count_sent(peer, TRUMPET__MESSAGE__BODY_REMOVE);
+    for (size_t k = 0; k < n; k++) {
+        char id[16];
+        snprintf(id, sizeof id, "%"PRIu32",", get_sent(
+                     peer, TRUMPET__MESSAGE__BODY_REMOVE,
+                     k)->remove->event_id);
+        strcat(got, id);
+    }
+    return got;
+}
+
+/* Events placed per tenant: hosts serving the same inner addresses in
+ * different VNIs, one serving them untunnelled, one serving nothing. */
+START_TEST(test_tenant_placement)
+{
+    hello("t1", "vni=5001:10.0.128.0/24, 10.1.0.0/24");
+    hello("t2", "vni=5002:10.0.128.0/24");
+    hello("t3", "vni=0x138b:10.0.128.0/24");    /* 5003. */
+    hello("u", "10.0.128.0/24");
+    hello("n", NULL);
+    fx_clear_sent();
+
+    /* A tenant's event goes only where that tenant's prefix is served. */
+    add_event("t5001", "filter=udp,tun_id=5001,nw_dst=10.0.128.0/24 "
+              "predicate=count() > 1");
+    add_event("t5001-all", "filter=udp,tun_id=5001 predicate=count() > 1");
+    /* t1 serves 10.1.0.0/24, but not in 5001: no host. */
+    add_event("t5001-none", "filter=udp,tun_id=5001,nw_dst=10.1.0.0/16 "
+              "predicate=count() > 1");
+    /* Without tun_id=: every tenant's inner flows and the untunnelled. */
+    add_event("inner", "filter=udp,nw_dst=10.0.128.0/24 "
+              "predicate=count() > 1");
+    add_event("any", "filter=ip predicate=count() > 1");
+    /* 5001 and 5003, not 5002. */
+    add_event("masked", "filter=udp,tun_id=0x1389/0xfffffd,"
+              "nw_src=10.0.128.0/25 predicate=count() > 1");
+    /* A tenant's scope: its prefixes only. */
+    add_event("scoped", "filter=ip predicate=count() > 1 "
+              "scope=vni=5002:10.0.0.0/8");
+    add_event("scoped-plain", "filter=ip predicate=count() > 1 "
+              "scope=10.0.128.0/24");
+    /* tun_id=0/0: any tenant. */
+    add_event("tenants", "filter=udp,tun_id=0/0 predicate=count() > 1");
+
+    ck_assert_str_eq(placed("p-t1"), "t5001,t5001-all,inner,any,masked,"
+                     "scoped-plain,tenants,;");
+    ck_assert_str_eq(placed("p-t2"), "inner,any,scoped,scoped-plain,"
+                     "tenants,;");
+    ck_assert_str_eq(placed("p-t3"), "inner,any,masked,scoped-plain,"
+                     "tenants,;");
+    ck_assert_str_eq(placed("p-u"), "inner,any,scoped-plain,;");
+    ck_assert_str_eq(placed("p-n"), "any,;");
+
+    /* The event's tenant in event-show and event-list. */
+    char *error;
+    struct json_object *o = tem_core_event_show_json(fx.core, "masked",
+                                                     &error);
+    ck_assert_str_eq(json_object_get_string(field(o, "tun_id")),
+                     "tun_id=0x1389/0xfffffd");
+    ck_assert_int_eq(json_object_array_length(field(o, "hosts")), 2);
+    json_object_put(o);
+    o = tem_core_event_show_json(fx.core, "inner", &error);
+    ck_assert_ptr_null(field(o, "tun_id"));
+    json_object_put(o);
+
+    /* t2 comes back serving 5001 instead of 5002: it gains 5001's events
+     * and loses the scope of 5002 (and, its session new, everything is
+     * installed again). */
+    ack_installs("t2");
+    fx_clear_sent();
+    hello("t2", "vni=5001:10.0.128.0/24");
+    ck_assert_str_eq(placed("p-t2"), "t5001,t5001-all,inner,any,masked,"
+                     "scoped-plain,tenants,;");
+    o = tem_core_event_show_json(fx.core, "t5001", &error);
+    ck_assert_int_eq(json_object_array_length(field(o, "hosts")), 2);
+    json_object_put(o);
+    o = tem_core_event_show_json(fx.core, "scoped", &error);
+    ck_assert_int_eq(json_object_array_length(field(o, "hosts")), 0);
+    json_object_put(o);
+
+    /* u starts serving tenant 5002 too, in the same session's place: the
+     * new session takes the tenant's events, an old one's are removed. */
+    fx_clear_sent();
+    hello("u", "10.0.128.0/24,vni=5002:10.0.0.0/16");
+    ck_assert_str_eq(placed("p-u"), "inner,any,scoped,scoped-plain,"
+                     "tenants,;");
+
+    /* A host of a tenant leaving and not coming back: t1's triggers of
+     * its tenant are gone, t2's stay. */
+    fx_clear_sent();
+    hello("t1", "10.1.0.0/24");
+    ck_assert_str_eq(placed("p-t1"), "any,;");
+    o = tem_core_event_show_json(fx.core, "t5001", &error);
+    ck_assert_int_eq(json_object_array_length(field(o, "hosts")), 1);
+    json_object_put(o);
 }
 END_TEST
 
@@ -1955,7 +2069,7 @@ START_TEST(test_invalid_messages)
     ck_assert_uint_eq(st.sat_unknown, 1);
     ck_assert_uint_eq(st.alerts, 1);    /* The good one (single host). */
 
-    struct json_object *hosts = tem_core_hosts_json(fx.core);
+    struct json_object *hosts = tem_core_hosts_json(fx.core, NULL);
     struct json_object *h = json_object_array_get_idx(field(hosts, "hosts"),
                                                       0);
     ck_assert_int_eq(json_object_get_int(field(h, "invalid_frames")), 2);
@@ -1986,7 +2100,7 @@ END_TEST
 static char *
 host_dos(const char *id, char *reason, size_t size)
 {
-    struct json_object *r = tem_core_hosts_json(fx.core);
+    struct json_object *r = tem_core_hosts_json(fx.core, NULL);
     struct json_object *hosts = field(r, "hosts");
     char *s = NULL;
 
@@ -2472,6 +2586,7 @@ main(void)
     tcase_add_test(tc, test_split_equal);
     tcase_add_test(tc, test_split_weighted);
     tcase_add_test(tc, test_install_prefixes);
+    tcase_add_test(tc, test_tenant_placement);
     tcase_add_test(tc, test_poll_all_reply);
     tcase_add_test(tc, test_poll_not_yet);
     tcase_add_test(tc, test_late_reports);

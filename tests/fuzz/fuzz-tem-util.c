@@ -205,7 +205,7 @@ render(struct json_object *o)
 void
 fuzz_tem_views(struct fuzz_tem *ft)
 {
-    struct json_object *list = tem_core_event_list_json(ft->core);
+    struct json_object *list = tem_core_event_list_json(ft->core, NULL);
     struct json_object *events;
 
     FUZZ_CHECK(json_object_object_get_ex(list, "events", &events),
@@ -223,11 +223,15 @@ fuzz_tem_views(struct fuzz_tem *ft)
                                         &error));
         FUZZ_CHECK(!error, "listed event not shown: %s", error);
         render(tem_core_alerts_json(ft->core, json_object_get_string(name),
-                                    3));
+                                    NULL, 3));
     }
     render(list);
-    render(tem_core_hosts_json(ft->core));
+    uint32_t tenant = 5001;
+    render(tem_core_hosts_json(ft->core, NULL));
+    render(tem_core_hosts_json(ft->core, &tenant));
     render(tem_core_status_json(ft->core));
-    render(tem_core_alerts_json(ft->core, NULL, 100));
+    render(tem_core_alerts_json(ft->core, NULL, NULL, 100));
+    render(tem_core_alerts_json(ft->core, NULL, &tenant, 100));
+    render(tem_core_event_list_json(ft->core, &tenant));
     render(tem_core_events_to_json(ft->core));
 }
