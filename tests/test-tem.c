@@ -590,6 +590,41 @@ START_TEST(test_tenant_placement)
     o = tem_core_event_show_json(fx.core, "t5001", &error);
     ck_assert_int_eq(json_object_array_length(field(o, "hosts")), 1);
     json_object_put(o);
+
+    /* Lists narrowed by a tenant (tem-ctl --tun-id). */
+    static const struct {
+        uint32_t vni;
+        const char *hosts, *events;
+    } lists[] = {
+        { 5001, "t2,", "t5001,t5001-all,t5001-none,masked,tenants," },
+        { 5002, "u,", "tenants," },
+        { 5003, "t3,", "masked,tenants," },
+        { 7, "", "tenants," },
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(lists); i++) {
+        char hosts[128] = "", events[256] = "";
+        o = tem_core_hosts_json(fx.core, &lists[i].vni);
+        struct json_object *list = field(o, "hosts");
+        for (size_t k = 0; k < json_object_array_length(list); k++) {
+            strcat(hosts, json_object_get_string(field(
+                       json_object_array_get_idx(list, k), "host")));
+            strcat(hosts, ",");
+        }
+        json_object_put(o);
+        o = tem_core_event_list_json(fx.core, &lists[i].vni);
+        list = field(o, "events");
+        for (size_t k = 0; k < json_object_array_length(list); k++) {
+            strcat(events, json_object_get_string(field(
+                       json_object_array_get_idx(list, k), "name")));
+            strcat(events, ",");
+        }
+        json_object_put(o);
+        ck_assert_str_eq(hosts, lists[i].hosts);
+        ck_assert_str_eq(events, lists[i].events);
+    }
+    o = tem_core_event_list_json(fx.core, NULL);
+    ck_assert_int_eq(json_object_array_length(field(o, "events")), 9);
+    json_object_put(o);
 }
 END_TEST
 
@@ -990,6 +1025,29 @@ START_TEST(test_tenants)
     ck_assert_str_eq(missing, "");
     free(missing);
     json_object_put(a);
+
+    /* "alerts" narrowed by the group's tenant (tem-ctl alerts --tun-id). */
+    static const struct {
+        uint32_t vni;
+        double value;
+    } by_tenant[] = { { 100, 95 }, { 200, 110 } };
+    for (size_t i = 0; i < ARRAY_SIZE(by_tenant); i++) {
+        struct json_object *r = tem_core_alerts_json(fx.core, NULL,
+                                                     &by_tenant[i].vni, 100);
+        struct json_object *list = field(r, "alerts");
+        ck_assert_uint_eq(json_object_array_length(list), 1);
+        a = json_object_array_get_idx(list, 0);
+        ck_assert_double_eq(json_object_get_double(field(a, "value")),
+                            by_tenant[i].value);
+        json_object_put(r);
+    }
+    uint32_t none = 300;
+    struct json_object *r = tem_core_alerts_json(fx.core, "ten", &none, 100);
+    ck_assert_uint_eq(json_object_array_length(field(r, "alerts")), 0);
+    json_object_put(r);
+    r = tem_core_alerts_json(fx.core, "ten", NULL, 100);
+    ck_assert_uint_eq(json_object_array_length(field(r, "alerts")), 3);
+    json_object_put(r);
 
     /* b satisfies tenant 200 itself in the next epoch; a is polled for
      * it, in a PollBatch naming the tenant again. */
