@@ -69,14 +69,17 @@ usage: tem-ctl [--ctl=EP] [--timeout=TIME] [--json] COMMAND [ARGS...]\n\
 Commands:\n\
   event-add NAME DEFINITION...   define a network-wide event\n\
   event-del NAME                 remove it from every host\n\
-  event-list                     every event, with install counts\n\
+  event-list [--tun-id=VNI]      every event, with install counts (those\n\
+                                 of tenant VNI: its tun_id= matches VNI)\n\
   event-show NAME                definition, hosts, shares, recent alerts\n\
-  hosts                          hosts with state, prefixes, counters\n\
+  hosts [--tun-id=VNI]           hosts with state, prefixes, counters\n\
+                                 (those serving a prefix of tenant VNI)\n\
   dos-threshold [HOST] BYTES     set the DoS threshold of HOST, or of every\n\
                                  host (0: off)\n\
-  alerts [--follow] [--count=N] [EVENT]\n\
+  alerts [--follow] [--count=N] [--tun-id=VNI] [EVENT]\n\
                                  the last N alerts (100) as JSON lines;\n\
-                                 --follow then prints new ones as they come\n\
+                                 --follow then prints new ones as they come;\n\
+                                 --tun-id: of tenant VNI's groups only\n\
   status                         TEM settings, endpoints and counters\n\
   allow-reload                   re-read the TEM's allow-list of keys\n\
   keygen [--force] FILE          write a new CURVE key pair to FILE (mode\n\
@@ -231,6 +234,15 @@ join(struct json_object *a)
     return s;
 }
 
+/* An event's tenant filter without its "tun_id=" ("5001",
+ * "0x1388/0xfffffc"), or 'none' if it has none. */
+static const char *
+tenant(struct json_object *o, const char *none)
+{
+    const char *t = get(o, "tun_id") ? str(o, "tun_id") : NULL;
+    return !t ? none : !strncmp(t, "tun_id=", 7) ? t + 7 : t;
+}
+
 static void
 print_json_line(struct json_object *o)
 {
@@ -251,18 +263,18 @@ print_event_list(struct json_object *r)
     struct json_object *events = get(r, "events");
     size_t n = json_object_array_length(events);
 
-    printf("%-5s %-20s %-11s %5s %5s %7s %6s %6s %-7s %s\n", "ID", "NAME",
-           "ACROSS", "HOSTS", "ACKED", "PENDING", "NACKED", "ALERTS",
-           "STANDBY", "DEFINITION");
+    printf("%-5s %-20s %-11s %5s %5s %7s %6s %6s %-7s %-16s %s\n", "ID",
+           "NAME", "ACROSS", "HOSTS", "ACKED", "PENDING", "NACKED", "ALERTS",
+           "STANDBY", "TENANT", "DEFINITION");
     for (size_t i = 0; i < n; i++) {
         struct json_object *e = json_object_array_get_idx(events, i);
         printf("%-5"PRId64" %-20s %-11s %5"PRId64" %5"PRId64" %7"PRId64
-               " %6"PRId64" %6"PRId64" %-7s %s\n", num(e, "id"),
+               " %6"PRId64" %6"PRId64" %-7s %-16s %s\n", num(e, "id"),
                str(e, "name"), str(e, "across"), num(e, "hosts"),
                num(e, "acked"), num(e, "pending"), num(e, "nacked"),
                num(e, "alerts"),
                json_object_get_boolean(get(e, "standby")) ? "yes" : "no",
-               str(e, "definition"));
+               tenant(e, "-"), str(e, "definition"));
     }
 }
 
@@ -284,6 +296,7 @@ print_event_show(struct json_object *r)
         printf("  scope:            all\n");
     }
     printf("  filter prefixes:  %s\n", fp);
+    printf("  tenant:           %s\n", tenant(r, "any (tunnelled or not)"));
     printf("  across:           %s\n", str(r, "across"));
     printf("  split:            %s\n", get(r, "split") ? str(r, "split")
                                                        : "none");
@@ -426,9 +439,28 @@ print_status(struct json_object *r)
     print_counters(get(r, "loop"));
 }
 
-/* Prints alerts from the TEM's PUB socket until interrupted. */
+/* Returns true if alert 'text' ('len' bytes) is of a group of tenant
+ * '*tun_id' (always true if 'tun_id' is NULL). */
+static bool
+alert_of_tenant(const char *text, size_t len, const uint32_t *tun_id)
+{
+    if (!tun_id) {
+        return true;
+    }
+    struct json_tokener *tok = json_tokener_new();
+    struct json_object *a = json_tokener_parse_ex(tok, text, len);
+    struct json_object *t = get(get(a, "group"), "tun_id");
+    bool of = (t && json_object_is_type(t, json_type_int)
+               && json_object_get_int64(t) == *tun_id);
+    json_object_put(a);
+    json_tokener_free(tok);
+    return of;
+}
+
+/* Prints alerts from the TEM's PUB socket until interrupted: those of
+ * 'event' (NULL: every event) and of tenant '*tun_id' (NULL: any). */
 static int
-follow(const char *pub, const char *event)
+follow(const char *pub, const char *event, const uint32_t *tun_id)
 {
     void *ctx = zmq_ctx_new();
     void *s = zmq_socket(ctx, ZMQ_SUB);
@@ -453,7 +485,9 @@ follow(const char *pub, const char *event)
             && zmq_msg_recv(&body, s, 0) >= 0
             && (!event || (zmq_msg_size(&topic) == strlen(event)
                            && !memcmp(zmq_msg_data(&topic), event,
-                                      strlen(event))))) {
+                                      strlen(event))))
+            && alert_of_tenant(zmq_msg_data(&body), zmq_msg_size(&body),
+                               tun_id)) {
             printf("%.*s\n", (int) zmq_msg_size(&body),
                    (const char *) zmq_msg_data(&body));
         }
@@ -463,6 +497,25 @@ follow(const char *pub, const char *event)
     zmq_close(s);
     zmq_ctx_term(ctx);
     return 0;
+}
+
+/* If 'arg' is "--tun-id=VNI", stores the VNI in '*tun_id', points
+ * '*tunp' to it and returns true (exits on a bad VNI). */
+static bool
+tun_id_arg(const char *arg, uint32_t *tun_id, const uint32_t **tunp)
+{
+    uint64_t v;
+
+    if (strncmp(arg, "--tun-id=", 9)) {
+        return false;
+    }
+    if (!tpm_parse_uint_hex(arg + 9, 0xffffff, &v)) {
+        cli_die_status(EXIT_USAGE, "--tun-id: '%s' is not a VNI: expected "
+            "0 to 16777215 (or 0x0 to 0xffffff)", arg + 9);
+    }
+    *tun_id = v;
+    *tunp = tun_id;
+    return true;
 }
 
 static void
@@ -541,6 +594,8 @@ main(int argc, char *argv[])
     struct json_object *req = json_object_new_object();
     bool follow_alerts = false;
     const char *follow_event = NULL;
+    uint32_t tun_id;
+    const uint32_t *tun = NULL;
 
     if (!strcmp(cmd, "keygen")) {
         bool force = n && !strcmp(args[0], "--force");
@@ -573,8 +628,12 @@ main(int argc, char *argv[])
     } else if (!strcmp(cmd, "event-del") || !strcmp(cmd, "event-show")) {
         need_args(cmd, n, 1, 1, "NAME");
         json_object_object_add(req, "name", json_object_new_string(args[0]));
-    } else if (!strcmp(cmd, "event-list") || !strcmp(cmd, "hosts")
-               || !strcmp(cmd, "status") || !strcmp(cmd, "allow-reload")) {
+    } else if (!strcmp(cmd, "event-list") || !strcmp(cmd, "hosts")) {
+        if (n > 1 || (n && !tun_id_arg(args[0], &tun_id, &tun))) {
+            cli_die_status(EXIT_USAGE, "usage: tem-ctl %s [--tun-id=VNI]",
+                           cmd);
+        }
+    } else if (!strcmp(cmd, "status") || !strcmp(cmd, "allow-reload")) {
         need_args(cmd, n, 0, 0, "");
     } else if (!strcmp(cmd, "dos-threshold")) {
         need_args(cmd, n, 1, 2, "[HOST] BYTES");
@@ -607,9 +666,11 @@ main(int argc, char *argv[])
                         "--count: '%s' is not a number >= 0",
                         args[i] + 8);
                 }
+            } else if (tun_id_arg(args[i], &tun_id, &tun)) {
+                continue;
             } else if (args[i][0] == '-' || follow_event) {
                 cli_die_status(EXIT_USAGE, "usage: tem-ctl alerts [--follow] "
-                    "[--count=N] [EVENT]");
+                    "[--count=N] [--tun-id=VNI] [EVENT]");
             } else {
                 follow_event = args[i];
             }
@@ -623,6 +684,9 @@ main(int argc, char *argv[])
         cli_die_status(EXIT_USAGE, "unknown command '%s': expected event-add, "
             "event-del, event-list, event-show, hosts, dos-threshold, "
             "alerts, status, allow-reload or keygen (try --help)", cmd);
+    }
+    if (tun) {
+        json_object_object_add(req, "tun_id", json_object_new_int64(*tun));
     }
 
     struct json_object *reply = request(req);
@@ -644,7 +708,7 @@ main(int argc, char *argv[])
         }
         fflush(stdout);
         if (follow_alerts) {
-            return follow(str(reply, "pub"), follow_event);
+            return follow(str(reply, "pub"), follow_event, tun);
         }
     } else if (json_output) {
         puts(json_object_to_json_string_ext(reply, JSON_PRETTY));
