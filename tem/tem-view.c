@@ -515,6 +515,12 @@ static const struct stat_metric stat_metrics[] = {
     SM(missing_parts, "poll_timeouts_total",
        "Hosts listed as missing in decisions (their poll timed out or "
        "they were gone)."),
+    SM(tenant_old_hosts, "tenant_old_hosts_total",
+       "Of the hosts listed as missing, those of a protocol version before "
+       "4 in a tenant's decision (they cannot be polled for a tenant)."),
+    SM(sat_tenants_full, "satisfactions_tenants_full_total",
+       "Satisfactions dropped: a new tenant, and the TEM's table of tenants "
+       "is full."),
     SM(alerts, "alerts_total", "Alerts raised."),
     SM(installs, "installs_total", "Install messages sent to hosts."),
     SM(removes, "removes_total", "Remove messages sent to hosts."),

@@ -238,6 +238,8 @@ want = {
     "trumpet_tem_poll_timeouts_total": c["missing_parts"],
     "trumpet_tem_invalid_frames_total": c["invalid_frames"],
     "trumpet_tem_frames_received_total": c["frames_in"],
+    "trumpet_tem_tenant_old_hosts_total": c["tenant_old_hosts"],
+    "trumpet_tem_satisfactions_tenants_full_total": c["sat_tenants_full"],
     'trumpet_tem_hosts{state="gone"}': 2,
     'trumpet_tem_hosts{state="connected"}': 0,
     "trumpet_tem_events": 1,

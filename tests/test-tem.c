@@ -937,6 +937,9 @@ tenant_alert(const char *event, uint32_t vni)
     return NULL;
 }
 
+static size_t check_exposition(const char *text);
+static double sample_value(const char *text, const char *sample);
+
 /* Protocol version 4: a network-wide event over two hosts that see two
  * tenants with the same 5-tuple (and its untunnelled traffic): one
  * decision, poll and alert per tenant, each value exact; a host of an
@@ -1067,6 +1070,17 @@ START_TEST(test_tenants)
     json_object_put(a);
     ck_assert_uint_eq(stats().tenant_old_hosts, 3);
     ck_assert_uint_eq(stats().sat_unknown, 0);
+
+    /* Both tenant counters in the metrics. */
+    struct tem_metrics m;
+    tem_metrics_init(&m);
+    tem_core_metrics(fx.core, &m);
+    ck_assert_uint_gt(check_exposition(m.b.s), 50);
+    ck_assert_double_eq(sample_value(
+        m.b.s, "trumpet_tem_tenant_old_hosts_total"), 3);
+    ck_assert_double_eq(sample_value(
+        m.b.s, "trumpet_tem_satisfactions_tenants_full_total"), 0);
+    tem_metrics_destroy(&m);
 }
 END_TEST
 
