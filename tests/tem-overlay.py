@@ -3,11 +3,13 @@
 """The thresholds and the checks of tests/tem-overlay.sh.
 
     tem-overlay.py thresholds TRUTH1 TRUTH2
-        prints T1 T2 T3: the thresholds of ten5001, ten5002 (sum(bytes)
-        of udp,tun_id=V by nw_dst) and flows5 (sum(bytes) of udp by
-        5tuple, the tenants' groups apart), chosen from the two hosts'
+        prints T1 T2 T3 T4: the thresholds of ten5001, ten5002 (sum(bytes)
+        of udp,tun_id=V by nw_dst), flows5 (sum(bytes) of udp by 5tuple,
+        the tenants' groups apart) and ten70000 (as ten5001, on h1 alone:
+        only h1 serves tenant 70000's prefix), chosen from the two hosts'
         truths (gen-overlay.py).
-    tem-overlay.py check START T1 T2 T3 ALERTS TRUTH1 STDERR1 TRUTH2 STDERR2
+    tem-overlay.py check START T1 T2 T3 T4 ALERTS TRUTH1 STDERR1 TRUTH2
+                         STDERR2
         compares the TEM's alerts (JSON lines) and each host's --stats
         line (the last JSON object of STDERRn) with the truths, for hosts
         h1 and h2 started with --start-at START.
@@ -25,6 +27,7 @@ import sys
 
 HOSTS = ('h1', 'h2')
 TENANTS = (5001, 5002)
+ONE_HOST = 70000                        # Its prefix on h1 only.
 START_NS = 1_700_000_000 * 10**9        # gen-overlay.py's.
 UDP = 17
 
@@ -125,11 +128,13 @@ def thresholds(args):
     untun = sorted(totals([by_flow(t, False) for t in truths]).values())
     t3 = untun[len(untun) // 2]
     t3 += t3 % 2
-    if None in ts or not untun:
+    # ten70000: h1's median, so that some of its intervals alert.
+    one = sorted(by_dst(truths[0], ONE_HOST).values())
+    if None in ts or not untun or not one:
         print('tem-overlay.py: no threshold fits the captures %s'
               % ts, file=sys.stderr)
         return 1
-    print(*ts, t3)
+    print(*ts, t3, one[len(one) // 2])
     return 0
 
 
@@ -139,10 +144,10 @@ def stats(path):
 
 
 def check(args):
-    start, t1, t2, t3 = map(int, args[:4])
-    alerts_path = args[4]
-    truths = [load(args[5]), load(args[7])]
-    errs = [args[6], args[8]]
+    start, t1, t2, t3, t4 = map(int, args[:5])
+    alerts_path = args[5]
+    truths = [load(args[6]), load(args[8])]
+    errs = [args[7], args[9]]
     epoch_ns = truths[0]['epoch_ns']
     offset = (start - START_NS) // epoch_ns     # Wall minus capture.
     errors = []
@@ -233,7 +238,35 @@ def check(args):
     summary.append('flows5 %d alerts of tenants %s and untunnelled (T=%d)'
                    % (len(got), sorted(t for t in tenants if t), t3))
 
-    names = {a['event'] for a in alerts} - {'ten5001', 'ten5002', 'flows5'}
+    # ten70000: placed on h1 alone (only h1 serves the tenant's prefix),
+    # so its threshold is not split and its alerts are h1's values of the
+    # tenant exactly, h2's traffic of the tenant never in them.
+    mine = by_dst(truths[0], ONE_HOST)
+    want = {k for k, v in mine.items() if v > t4}
+    got = set()
+    for a in (a for a in alerts if a['event'] == 'ten%d' % ONE_HOST):
+        k = (a['epoch'] - offset, a['group'].get('nw_dst'))
+        if k in got:
+            errors.append('ten%d: two alerts for %s' % (ONE_HOST, k))
+        got.add(k)
+        if (a['value'] != mine.get(k, 0) or a['missing'] or a['deadline']
+                or a['threshold'] != t4
+                or a['hosts'] != {'h1': mine.get(k, 0)}):
+            errors.append('ten%d alert %s: expected h1 alone, value %d'
+                          % (ONE_HOST, json.dumps(a), mine.get(k, 0)))
+    for k in sorted(want - got):
+        errors.append('ten%d: no alert for capture epoch %d group %s (h1 '
+                      '%d > %d)' % (ONE_HOST, k[0], k[1], mine[k], t4))
+    for k in sorted(got - want):
+        errors.append('ten%d: alert for capture epoch %d group %s of %d '
+                      '<= %d' % (ONE_HOST, k[0], k[1], mine.get(k, 0), t4))
+    if not want:
+        errors.append('ten%d: T=%d tests nothing' % (ONE_HOST, t4))
+    summary.append('ten%d %d alerts, h1 alone (T=%d)'
+                   % (ONE_HOST, len(got), t4))
+
+    names = {a['event'] for a in alerts} - {'ten5001', 'ten5002', 'flows5',
+                                            'ten%d' % ONE_HOST}
     if names:
         errors.append('alerts of unknown events %s' % sorted(names))
     if errors:
@@ -248,7 +281,7 @@ def check(args):
 def main():
     if len(sys.argv) == 4 and sys.argv[1] == 'thresholds':
         return thresholds(sys.argv[2:])
-    if len(sys.argv) == 11 and sys.argv[1] == 'check':
+    if len(sys.argv) == 12 and sys.argv[1] == 'check':
         return check(sys.argv[2:])
     print(__doc__, file=sys.stderr)
     return 2
