@@ -449,6 +449,17 @@ def tem_ctl(out):
             '{"command":"dos-threshold","bytes":-1}',
             '{"command":"dos-threshold","bytes":1,"host":7}',
             '{"command":"hosts"}'],
+        "tenants": [
+            add("t", "filter=udp,tun_id=5001,nw_dst=10.0.0.0/8 predicate="
+                "count() > 5 group=5tuple scope=vni=5001:10.0.0.0/8"),
+            add("tm", "filter=udp,tun_id=0x1388/0xfffffc predicate="
+                "count() > 5"),
+            '{"command":"event-list","tun_id":5001}',
+            '{"command":"hosts","tun_id":5002}',
+            '{"command":"alerts","tun_id":5001,"count":5}',
+            '{"command":"hosts","tun_id":16777216}',
+            '{"command":"event-list","tun_id":"5001"}',
+            '{"command":"event-show","name":"tm"}'],
         "status-alerts": [
             '{"command":"status"}', '{"command":"alerts","count":5}',
             '{"command":"alerts","event":"heavy","count":-3}'],
