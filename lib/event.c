@@ -1382,6 +1382,7 @@ struct fparser {
     const char *ipver_by;       /* Item that set the IP version. */
     const char *proto_by;       /* Item that set the protocol. */
     const char *seen[FF_N];     /* Name of each field given, or NULL. */
+    const char *underlay_by;    /* The 'underlay' item, or NULL. */
 };
 
 /* Requires IP version 'ipver' because of item 'name'. */
@@ -1542,7 +1543,9 @@ filter_parse_tun_id__(const struct clause *c, char *value,
 char *
 tpm_tun_filter_to_string(const struct tpm_tun_filter *f)
 {
-    if (!f->on) {
+    if (f->underlay) {
+        return xstrdup("underlay");
+    } else if (!f->on) {
         return xstrdup("");
     } else if (f->mask == TPM_VNI_MAX) {
         return xasprintf("tun_id=%"PRIu32, f->vni);
@@ -1565,6 +1568,17 @@ filter_parse_item__(struct fparser *fp, char *name, char *value,
 
     if (!strcmp(name, "any")) {
         field = -1;
+    } else if (!strcmp(name, "underlay")) {
+        if (value) {
+            return clause_error__(c, eq, "unexpected '=' after 'underlay': "
+                                  "expected 'underlay' alone");
+        } else if (fp->underlay_by) {
+            return clause_error__(c, name, "duplicate item 'underlay': "
+                                  "expected it at most once");
+        }
+        fp->underlay_by = name;
+        fp->tun.underlay = true;
+        return NULL;
     } else {
         for (size_t i = 0; i < ARRAY_SIZE(filter_shorthands); i++) {
             const struct filter_shorthand *sh = &filter_shorthands[i];
@@ -1593,8 +1607,8 @@ filter_parse_item__(struct fparser *fp, char *name, char *value,
                                   "one of ip, ipv6, tcp, udp, sctp, icmp, "
                                   "tcp6, udp6, sctp6, icmp6, dl_type, "
                                   "nw_proto, nw_src, nw_dst, ipv6_src, "
-                                  "ipv6_dst, tp_src, tp_dst, tun_id or "
-                                  "any", name);
+                                  "ipv6_dst, tp_src, tp_dst, tun_id, "
+                                  "underlay or any", name);
         }
     }
     if (field < 0) {
@@ -1722,6 +1736,14 @@ parse_filter__(const struct clause *c, struct tpm_match *match,
                                   "tcp6, udp6, sctp6 or nw_proto=6, 17 or "
                                   "132 in the same filter", fp.seen[f]);
         }
+    }
+
+    if (fp.underlay_by && fp.tun.on) {
+        const char *later = (fp.underlay_by > fp.seen[FF_TUN_ID]
+                             ? fp.underlay_by : fp.seen[FF_TUN_ID]);
+        return clause_error__(c, later, "'tun_id' and 'underlay' exclude "
+                              "each other: an underlay event sees tunnels "
+                              "by their outer headers, of no tenant");
     }
 
     tpm_key_and(&match->key, &fp.m.key, &fp.m.mask);
@@ -2199,6 +2221,17 @@ event_parse__(const char *name, const char *text,
     } else {
         group_5tuple_mask__(&event->group);
         event->group_5tuple = true;
+    }
+    if (event->filter_tun.underlay) {
+        /* Outer flows have no tenant: a 5-tuple is the outer one. */
+        if (event->group.tun && !event->group_5tuple) {
+            const struct clause *gc = &def.clauses[CL_GROUP];
+            error = clause_error__(gc, gc->buf, "'tun_id' in the group of "
+                                   "an underlay event: its flows have no "
+                                   "tenant");
+            goto out;
+        }
+        event->group.tun = 0;
     }
     event->group_tun = event->group.tun != 0;
 

@@ -199,9 +199,15 @@ tpm_match_key(const struct tpm_match *m, const struct tpm_key *key)
  * from a VXLAN or Geneve tunnel whose VNI, masked by 'mask', is 'vni'
  * (already masked).  Kept apart from 'struct tpm_match', whose key holds
  * the monitor's tenant slot rather than the VNI: the monitor tests it
- * once per tenant (tpm_tun_filter_match()). */
+ * once per tenant (tpm_tun_filter_match()).
+ *
+ * Or the filter's 'underlay' item: the event sees tunnelled frames as
+ * the wire carries them, by their outer headers (the tunnel between two
+ * hosts, of no tenant), and untunnelled frames as any event does; never a
+ * tenant's inner flow.  The two items exclude each other. */
 struct tpm_tun_filter {
     bool on;                    /* tun_id= given: tunnelled packets only. */
+    bool underlay;              /* 'underlay' given: outer flows. */
     uint32_t vni;               /* 24 bits, masked. */
     uint32_t mask;              /* 24 bits; 0 (tun_id=0/0): any tunnel. */
 };
@@ -210,13 +216,33 @@ struct tpm_tun_filter {
 #define TPM_VNI_MAX 0xffffff
 
 /* Returns true if a packet decapsulated from 'tunnel' (all zero if it was
- * not tunnelled) passes filter 'f'. */
+ * not tunnelled), as the tenant's inner packet, passes filter 'f'. */
 static inline bool
 tpm_tun_filter_match(const struct tpm_tun_filter *f,
                      const struct tpm_pkt_tunnel *tunnel)
 {
+    if (f->underlay) {
+        return tunnel->type == TPM_TUN_NONE;
+    }
     return !f->on || (tunnel->type != TPM_TUN_NONE
                       && (tunnel->vni & f->mask) == f->vni);
+}
+
+/* Returns true if a flow whose key's tenant slot is 'tun' passes filter
+ * 'f': 0 (not a tenant's), TPM_TUN_UNDERLAY (a tunnel's outer flow), or a
+ * tenant's slot, whose VNI 'vni' (*vni_of)(aux, tun) gives, called only
+ * if needed. */
+static inline bool
+tpm_tun_filter_match_slot(const struct tpm_tun_filter *f, uint16_t tun,
+                          uint32_t (*vni_of)(const void *aux, uint16_t tun),
+                          const void *aux)
+{
+    if (tun == TPM_TUN_UNDERLAY) {
+        return f->underlay;
+    } else if (f->underlay) {
+        return !tun;
+    }
+    return !f->on || (tun && (vni_of(aux, tun) & f->mask) == f->vni);
 }
 
 /* Formats 'f' as the filter item that parses back into it: "" if it is

@@ -66,8 +66,14 @@ struct tpm_key {
                                  * the key: 0 for a frame that is not
                                  * tunnelled, and as the parser leaves
                                  * it; the monitor sets its slot for
-                                 * the packet's VNI ('tpm_pkt.tunnel'). */
+                                 * the packet's VNI ('tpm_pkt.tunnel'),
+                                 * or TPM_TUN_UNDERLAY. */
 } __attribute__((aligned(8)));  /* Read as 64-bit words. */
+
+/* The 'tun' of a tunnelled frame's outer flow, which the monitor counts
+ * apart when an event watches the underlay (lib/event.h): never a
+ * tenant's slot. */
+#define TPM_TUN_UNDERLAY 0xffff
 _Static_assert(sizeof(struct tpm_key) == 40, "tpm_key is five words");
 _Static_assert(__builtin_offsetof(struct tpm_key, sport) == 32,
                "ports, protocol and version are the last word");

@@ -85,14 +85,16 @@ tpm_unixctl_stats(struct unixctl_conn *conn, int argc OVS_UNUSED,
                       ", not parsed: tunnel header cut %"PRIu64", bad "
                       "tunnel header %"PRIu64", inner frame non-IP %"PRIu64
                       ", inner frame malformed %"PRIu64"; tenants %"PRIu64
-                      ", frames without a tenant slot %"PRIu64"\n",
+                      ", frames without a tenant slot %"PRIu64
+                      ", counted as outer flows too (underlay events) %"
+                      PRIu64"\n",
                       st.parse.tun_decapsulated,
                       st.parse.tun_not_decapsulated,
                       st.parse.not_parsed[TPM_PARSE_TUN_TRUNCATED],
                       st.parse.not_parsed[TPM_PARSE_TUN_BAD_HEADER],
                       st.parse.not_parsed[TPM_PARSE_TUN_INNER_NON_IP],
                       st.parse.not_parsed[TPM_PARSE_TUN_INNER_MALFORMED],
-                      st.tenants, st.tun_slots_full);
+                      st.tenants, st.tun_slots_full, st.tun_underlay);
         ds_put_format(&s, "  flows: %"PRIu64" live, table load %.1f%%, "
                       "inserts %"PRIu64", reuses %"PRIu64", evictions "
                       "%"PRIu64", freed %"PRIu64", retired %"PRIu64"\n",
@@ -155,6 +157,13 @@ struct flows_ctx {
     size_t n, max;
 };
 
+static uint32_t
+flows_vni__(const void *aux OVS_UNUSED, uint16_t tun)
+{
+    struct tpm_key key = { .tun = tun };
+    return tpm_ovs_group_vni(&key);
+}
+
 static void
 flows_cb(const struct tpm_key *key, uint64_t packets, uint64_t bytes,
          uint32_t n_matched, void *ctx_)
@@ -166,19 +175,17 @@ flows_cb(const struct tpm_key *key, uint64_t packets, uint64_t bytes,
         if (!tpm_key_equal(&m, &ctx->filter.key)) {
             return;
         }
-        struct tpm_pkt_tunnel t = { .type = TPM_TUN_NONE };
-        if (key->tun) {
-            t.type = TPM_TUN_VXLAN;     /* A tenant's, either way. */
-            t.vni = tpm_ovs_group_vni(key);
-        }
-        if (!tpm_tun_filter_match(&ctx->filter_tun, &t)) {
+        if (!tpm_tun_filter_match_slot(&ctx->filter_tun, key->tun,
+                                       flows_vni__, NULL)) {
             return;
         }
     }
     if (ctx->n++ < ctx->max) {
         char k[TPM_KEY_STRLEN];
         ds_put_format(ctx->s, "  %s", tpm_key_format(key, k, sizeof k));
-        if (key->tun) {
+        if (key->tun == TPM_TUN_UNDERLAY) {
+            ds_put_cstr(ctx->s, " underlay");
+        } else if (key->tun) {
             ds_put_format(ctx->s, " tun_id=%"PRIu32, tpm_ovs_group_vni(key));
         }
         ds_put_format(ctx->s, " packets:%"PRIu64" bytes:%"PRIu64

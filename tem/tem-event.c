@@ -91,7 +91,8 @@ tem_event_scope_takes__(const struct tpm_prefix *s, const struct tpm_prefix *h)
 
 /* Returns true if some prefix of 'h' overlaps one of the 'n_a' filter
  * addresses 'a' (or 'n_a' is 0) and, if 'tun' is on, is a prefix of a
- * tenant that 'tun' matches. */
+ * tenant that 'tun' matches; for an underlay event (outer addresses: the
+ * hosts' own), a prefix of no tenant. */
 static bool
 tem_event_host_serves__(const struct tem_host *h,
                         const struct tpm_tun_filter *tun,
@@ -102,8 +103,9 @@ tem_event_host_serves__(const struct tem_host *h,
     }
     for (size_t i = 0; i < h->n_prefixes; i++) {
         const struct tpm_prefix *hp = &h->prefixes[i];
-        if (tun->on && (!hp->has_tun
-                        || (hp->tun_id & tun->mask) != tun->vni)) {
+        if (tun->on ? (!hp->has_tun
+                       || (hp->tun_id & tun->mask) != tun->vni)
+            : tun->underlay && hp->has_tun) {
             continue;
         }
         if (!n_a) {

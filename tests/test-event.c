@@ -992,6 +992,79 @@ START_TEST(test_tun_id_filter)
 }
 END_TEST
 
+static uint32_t
+vni_of_slot(const void *aux, uint16_t tun)
+{
+    (void) aux;
+    return 5000 + tun;
+}
+
+/* The 'underlay' item: outer flows of tunnels and untunnelled flows,
+ * never a tenant's; no tenant in the group; printed back; refused with
+ * tun_id= and with a tenant in the group. */
+START_TEST(test_underlay_filter)
+{
+    struct tpm_event *ev = parse_ok("filter=udp,underlay,tp_dst=4789 "
+                                    "predicate=count() > 0");
+    ck_assert(ev->filter_tun.underlay);
+    ck_assert(!ev->filter_tun.on);
+    ck_assert_uint_eq(ev->filter.key.dport, 4789);
+    ck_assert(ev->group_5tuple);
+    ck_assert(!ev->group_tun);
+    ck_assert_uint_eq(ev->group.tun, 0);
+    ck_assert_uint_eq(ev->group.dport, 0xffff);
+    char *str = tpm_tun_filter_to_string(&ev->filter_tun);
+    ck_assert_str_eq(str, "underlay");
+    free(str);
+
+    struct tpm_pkt_tunnel none = { 0 };
+    struct tpm_pkt_tunnel vx = { 5000, 50, TPM_TUN_VXLAN, 0 };
+    ck_assert(tpm_tun_filter_match(&ev->filter_tun, &none));
+    ck_assert(!tpm_tun_filter_match(&ev->filter_tun, &vx));
+    const struct tpm_tun_filter *f = &ev->filter_tun;
+    ck_assert(tpm_tun_filter_match_slot(f, 0, vni_of_slot, NULL));
+    ck_assert(tpm_tun_filter_match_slot(f, TPM_TUN_UNDERLAY, vni_of_slot,
+                                        NULL));
+    ck_assert(!tpm_tun_filter_match_slot(f, 1, vni_of_slot, NULL));
+    tpm_event_destroy(ev);
+
+    /* Other events never see an outer flow. */
+    ev = parse_ok("filter=udp predicate=count() > 0");
+    f = &ev->filter_tun;
+    ck_assert(tpm_tun_filter_match_slot(f, 0, vni_of_slot, NULL));
+    ck_assert(tpm_tun_filter_match_slot(f, 1, vni_of_slot, NULL));
+    ck_assert(!tpm_tun_filter_match_slot(f, TPM_TUN_UNDERLAY, vni_of_slot,
+                                         NULL));
+    tpm_event_destroy(ev);
+    ev = parse_ok("filter=udp,tun_id=5001 predicate=count() > 0");
+    f = &ev->filter_tun;
+    ck_assert(!tpm_tun_filter_match_slot(f, 0, vni_of_slot, NULL));
+    ck_assert(tpm_tun_filter_match_slot(f, 1, vni_of_slot, NULL));
+    ck_assert(!tpm_tun_filter_match_slot(f, 2, vni_of_slot, NULL));
+    ck_assert(!tpm_tun_filter_match_slot(f, TPM_TUN_UNDERLAY, vni_of_slot,
+                                         NULL));
+    tpm_event_destroy(ev);
+
+    /* A group without the tenant is kept; a 5-tuple loses it. */
+    ev = parse_ok("filter=underlay predicate=count() > 0 "
+                  "group=nw_dst/24,tp_dst");
+    ck_assert_uint_eq(ev->group.tun, 0);
+    tpm_event_destroy(ev);
+
+    parse_err("filter=underlay=1 predicate=count() > 0", "filter", 16,
+              "unexpected '=' after 'underlay': expected 'underlay' alone");
+    parse_err("filter=underlay,ip,underlay predicate=count() > 0", "filter",
+              20, "duplicate item 'underlay'");
+    parse_err("filter=underlay,tun_id=5 predicate=count() > 0", "filter",
+              17, "'tun_id' and 'underlay' exclude each other");
+    parse_err("filter=tun_id=5,underlay predicate=count() > 0", "filter",
+              17, "'tun_id' and 'underlay' exclude each other");
+    parse_err("filter=udp,underlay predicate=count() > 0 group=tun_id,"
+              "nw_dst", "group", 49, "'tun_id' in the group of an underlay "
+              "event");
+}
+END_TEST
+
 START_TEST(test_tun_id_errors)
 {
     parse_err("filter=ip,tun_id=16777216 predicate=count() > 0", "filter",
@@ -1549,7 +1622,7 @@ START_TEST(test_error_messages_exact)
           "filter: column 8: unknown field 'nw_dest': expected one of ip, "
           "ipv6, tcp, udp, sctp, icmp, tcp6, udp6, sctp6, icmp6, dl_type, "
           "nw_proto, nw_src, nw_dst, ipv6_src, ipv6_dst, tp_src, tp_dst, "
-          "tun_id or any" },
+          "tun_id, underlay or any" },
         { "filter=tcp predicate=sum(volume) > 1MB interval=15 parsecs",
           "interval: column 49: '15 parsecs' is not a time: expected a "
           "number with a unit ns, us, ms or s, such as 10ms" },
@@ -1974,6 +2047,7 @@ event_suite(void)
     tcase_add_test(tc, test_group_round_trip);
     tcase_add_test(tc, test_tun_id_filter);
     tcase_add_test(tc, test_tun_id_errors);
+    tcase_add_test(tc, test_underlay_filter);
     tcase_add_test(tc, test_tun_id_group);
     tcase_add_test(tc, test_group_ipv6);
     suite_add_tcase(s, tc);

@@ -625,6 +625,18 @@ START_TEST(test_tenant_placement)
     o = tem_core_event_list_json(fx.core, NULL);
     ck_assert_int_eq(json_object_array_length(field(o, "events")), 9);
     json_object_put(o);
+
+    /* An underlay event (outer addresses: the hosts' own) only where a
+     * prefix of no tenant overlaps: t1's 10.1.0.0/24 and u's
+     * 10.0.128.0/24, not the tenants' 10.0.128.0/24. */
+    fx_clear_sent();
+    add_event("outer", "filter=udp,underlay,nw_dst=10.0.0.0/8 "
+              "predicate=count() > 1");
+    ck_assert_str_eq(placed("p-t1"), "outer,;");
+    ck_assert_str_eq(placed("p-u"), "outer,;");
+    ck_assert_str_eq(placed("p-t2"), ";");
+    ck_assert_str_eq(placed("p-t3"), ";");
+    ck_assert_str_eq(placed("p-n"), ";");
 }
 END_TEST
 

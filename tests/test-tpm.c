@@ -345,6 +345,100 @@ tenant_sum(const struct reports *rs, uint32_t id, bool tenant, uint32_t vni,
     return v;
 }
 
+/* The underlay: an event with the 'underlay' item counts tunnelled
+ * frames as their outer flow (wire bytes, no tenant), malformed tunnels
+ * included, beside events that count the same frames as their tenants'
+ * inner flows; each frame once per view.  Untunnelled frames are seen by
+ * both.  The outer view costs nothing without an underlay event. */
+START_TEST(test_underlay)
+{
+    struct tpm *tpm = new_tpm(NULL);
+    struct reports rs = { .n = 0 };
+    struct tpm_tunnel_ports ports;
+    struct frame in, plain, a, b, bad;
+    struct tpm_stats s;
+    int n;
+
+    tpm_tunnel_ports_init(&ports);
+    ck_assert(tpm_tunnel_ports_add(&ports, 4789, TPM_TUN_VXLAN));
+    tpm_set_tunnel_ports(tpm, &ports);
+
+    /* Before any underlay event: no outer flow. */
+    add(tpm, 2, "inner filter=udp predicate=sum(packets) > 0 group=5tuple");
+    udp_frame(&in, ip4(10, 0, 0, 2), ip4(10, 0, 0, 1), 7001, 8001, 20, 64);
+    vxlan_frame(&a, &in, 4789, 5001);
+    send1(tpm, T0, &a);
+    stats(tpm, &s);
+    ck_assert_uint_eq(s.tun_underlay, 0);
+
+    add(tpm, 1, "under filter=udp,underlay predicate=sum(bytes) > 0 "
+        "group=5tuple");
+    add(tpm, 3, "tunnels filter=udp,tp_dst=4789,underlay "
+        "predicate=sum(packets) > 0 group=nw_dst");
+    tpm_advance(tpm, T0 + 10 * MS);
+    sweep_all(tpm);
+    collect(tpm, &rs);
+    rs.n = 0;
+
+    /* 3 frames of tenant 5001, 5 of 5002, one VXLAN header without its I
+     * flag (not parsed: no tenant), 2 untunnelled frames. */
+    uint64_t t = T0 + 10 * MS;
+    vxlan_frame(&b, &in, 4789, 5002);
+    vxlan_frame(&bad, &in, 4789, 5003);
+    bad.data[14 + 20 + 8] = 0;
+    udp_frame(&plain, ip4(10, 0, 0, 3), ip4(10, 0, 0, 4), 7002, 8002, 20,
+              64);
+    for (int i = 0; i < 3; i++) {
+        send1(tpm, t + 100 + i * 100, &a);
+    }
+    for (int i = 0; i < 5; i++) {
+        send1(tpm, t + 1000 + i * 100, &b);
+    }
+    send1(tpm, t + 2000, &bad);
+    send1(tpm, t + 2100, &plain);
+    send1(tpm, t + 2200, &plain);
+    tpm_advance(tpm, t + 10 * MS);
+    sweep_all(tpm);
+    collect(tpm, &rs);
+
+    uint32_t hv = ip4(172, 16, 0, 1), vm = ip4(10, 0, 0, 1);
+    ck_assert_uint_eq(a.len, 112);
+    /* The tunnel's outer flow: 9 frames of 112 bytes, of no tenant. */
+    ck_assert_double_eq(tenant_sum(&rs, 1, false, 0, hv, &n), 9 * 112);
+    ck_assert_int_eq(n, 1);
+    ck_assert_double_eq(tenant_sum(&rs, 1, true, 0, 0, &n), 0);
+    ck_assert_int_eq(n, 0);
+    ck_assert_double_eq(tenant_sum(&rs, 1, false, 0, vm, &n), 0);
+    ck_assert_double_eq(tenant_sum(&rs, 1, false, 0, ip4(10, 0, 0, 4), &n),
+                        2 * 62);
+    ck_assert_int_eq(n, 1);
+    ck_assert_double_eq(tenant_sum(&rs, 3, false, 0, hv, &n), 9);
+    ck_assert_int_eq(n, 1);
+    ck_assert_double_eq(tenant_sum(&rs, 3, false, 0, ip4(10, 0, 0, 4), &n),
+                        0);
+    /* The inner view as without the underlay event. */
+    ck_assert_double_eq(tenant_sum(&rs, 2, true, 5001, vm, &n), 3);
+    ck_assert_double_eq(tenant_sum(&rs, 2, true, 5002, vm, &n), 5);
+    ck_assert_double_eq(tenant_sum(&rs, 2, false, 0, ip4(10, 0, 0, 4), &n),
+                        2);
+    ck_assert_double_eq(tenant_sum(&rs, 2, false, 0, hv, &n), 0);
+    ck_assert_int_eq(n, 0);
+
+    stats(tpm, &s);
+    ck_assert_uint_eq(s.tun_underlay, 9);
+    ck_assert_uint_eq(s.parse.tun_decapsulated, 9);
+    ck_assert_uint_eq(s.parse.not_parsed[TPM_PARSE_TUN_BAD_HEADER], 1);
+
+    /* The last underlay event gone: the outer view stops. */
+    ck_assert_int_eq(tpm_event_del(tpm, 1), 0);
+    ck_assert_int_eq(tpm_event_del(tpm, 3), 0);
+    send1(tpm, t + 10 * MS + 100, &a);
+    stats(tpm, &s);
+    ck_assert_uint_eq(s.tun_underlay, 9);
+    tpm_destroy(tpm);
+}
+END_TEST
+
 /* Tenants: VXLAN frames to a tunnel port are counted under their inner
  * 5-tuple and VNI; two tenants' identical 5-tuples stay apart (group
  * 5tuple and tun_id), tun_id= selects one tenant, a port's tenant applies
@@ -2548,6 +2642,7 @@ tpm_suite(void)
     tcase_add_test(tc, test_parse_counters);
     tcase_add_test(tc, test_group_aggregation);
     tcase_add_test(tc, test_tenants);
+    tcase_add_test(tc, test_underlay);
     tcase_add_test(tc, test_tenant_slots_full);
     tcase_add_test(tc, test_aggregates_random);
     tcase_add_test(tc, test_aggregates_runs);

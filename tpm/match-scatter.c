@@ -93,6 +93,7 @@
  */
 #include "tpm-private.h"
 
+#include <netinet/in.h>
 #include <string.h>
 
 #include "util.h"
@@ -156,25 +157,28 @@ flow_attach__(struct tpm *tpm, struct tpm_flow *f, uint32_t evi)
     return true;
 }
 
-/* Returns true if flow 'f' passes event 'ev''s tun_id= item: the trigger
- * index matches the key, whose tenant is a slot; the VNI is tested here,
- * once per new flow and event that has the item. */
+static uint32_t
+flow_vni__(const void *tenants, uint16_t tun)
+{
+    return tpm_tenants_vni(tenants, tun);
+}
+
+/* Returns true if flow 'f' passes event 'ev''s tun_id= or underlay item:
+ * the trigger index matches the key, whose tenant is a slot (or
+ * TPM_TUN_UNDERLAY); the VNI is tested here, once per new flow and event
+ * that has the item.  A tenant's flow, decapsulated or from a tenant's
+ * port, has its VNI either way. */
 static inline bool
 flow_tun_ok__(const struct tpm *tpm, const struct tpm_ev *ev,
               const struct tpm_flow *f)
 {
     const struct tpm_tun_filter *tf = &ev->def->filter_tun;
 
-    if (OVS_LIKELY(!tf->on)) {
-        return true;
+    if (OVS_LIKELY(!tf->on && !tf->underlay)) {
+        return f->key.tun != TPM_TUN_UNDERLAY;
     }
-    struct tpm_pkt_tunnel t = { .type = TPM_TUN_NONE };
-    if (f->key.tun) {
-        /* Decapsulated, or a tenant's port: its VNI either way. */
-        t.type = TPM_TUN_VXLAN;
-        t.vni = tpm_tenants_vni(tpm->tenants, f->key.tun);
-    }
-    return tpm_tun_filter_match(tf, &t);
+    return tpm_tun_filter_match_slot(tf, f->key.tun, flow_vni__,
+                                     tpm->tenants);
 }
 
 /* Matches flow 'f' against every event's filter and attaches it. */
@@ -528,6 +532,45 @@ tenant_key__(struct tpm *tpm, struct tpm_pkt *pkt)
     return true;
 }
 
+/* The underlay view of the frames among 'frames' that were tunnelled
+ * (their 'pkts' decapsulated, or not parsed): each is counted again as
+ * its outer flow, as the monitor without tunnel ports parses it, under
+ * the key's tenant TPM_TUN_UNDERLAY, which only underlay events match
+ * (flow_tun_ok__()).  A frame that is not a datagram to a tunnel port is
+ * left alone: it is its own outer flow already, or not IP.  Runs only
+ * while an underlay event is installed.  Returns the packets that needed
+ * no flow lookup. */
+static int __attribute__((noinline))
+underlay__(struct tpm *tpm, const struct tpm_frame *frames,
+           const uint64_t *ts, const struct tpm_pkt *pkts, int n)
+{
+    struct tpm_pkt outer[TPM_BATCH_MAX];
+    uint64_t outer_ts[TPM_BATCH_MAX];
+    int m = 0;
+
+    for (int i = 0; i < n; i++) {
+        if (!pkts[i].tunnel.type && pkts[i].key.ipver) {
+            continue;
+        }
+        struct tpm_pkt *o = &outer[m];
+        if (!tpm_packet_parse_full(frames[i].data, frames[i].caplen,
+                                   frames[i].wirelen, o, NULL)
+            || o->key.proto != IPPROTO_UDP
+            || tpm_tunnel_ports_lookup(&tpm->tunnels, o->key.dport)
+               == TPM_TUN_NONE) {
+            continue;
+        }
+        o->key.tun = TPM_TUN_UNDERLAY;
+        o->hash = tpm_key_hash(&o->key);
+        if (ts) {
+            outer_ts[m] = ts[i];
+        }
+        m++;
+    }
+    TPM_STAT_ADD(tpm, tun_underlay, m);
+    return m ? scatter__(tpm, outer, ts ? outer_ts : NULL, m, 0, false) : 0;
+}
+
 /* Phase 1 for 'n' frames, with arrival times 'ts' (NULL: the monitor's
  * clock). */
 static inline void
@@ -589,6 +632,9 @@ process_batch__(struct tpm *tpm, const struct tpm_frame *frames,
      * runs. */
     hits = same_hash ? scatter__(tpm, pkts, ts, n, same_hash, true)
                      : scatter__(tpm, pkts, ts, n, 0, false);
+    if (OVS_UNLIKELY(tpm->n_underlay_evs)) {
+        hits += underlay__(tpm, frames, ts, pkts, n);
+    }
 
     TPM_STAT_ADD(tpm, packets, n);
     TPM_STAT_ADD(tpm, bytes, bytes);

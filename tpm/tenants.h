@@ -36,7 +36,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define TPM_TENANT_SLOTS_MAX 65535
+#define TPM_TENANT_SLOTS_MAX 65534    /* 0xffff is TPM_TUN_UNDERLAY. */
 
 struct tpm_tenants {
     uint32_t *vni;              /* By slot, 1..cap; [0] unused. */

@@ -333,6 +333,10 @@ struct tpm {
     uint32_t n_conn_free;
     uint32_t conn_scrub_pos;    /* Reclaim cursor. */
     uint32_t n_state_evs;       /* Installed events that need state. */
+    uint32_t n_underlay_evs;    /* Installed events that watch the
+                                 * underlay: while there are any, phase
+                                 * 1 counts tunnelled frames' outer flows
+                                 * too (match-scatter.c). */
     uint64_t now_ns;            /* Latest tpm_advance() time. */
     struct tpm_huge_region conn_region;
 

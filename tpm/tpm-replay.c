@@ -834,7 +834,7 @@ print_stats(const struct replay *r)
     json_object_object_add(o, "tun_not_decapsulated",
                            json_object_new_int64(
                                s.parse.tun_not_decapsulated));
-    STAT(tun_slots_full); STAT(tenants);
+    STAT(tun_slots_full); STAT(tenants); STAT(tun_underlay);
 #undef STAT
 
     /* The table sizes in force, and what the capture's census counted

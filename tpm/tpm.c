@@ -582,6 +582,7 @@ tpm_event_add(struct tpm *tpm, struct tpm_event *event, uint32_t id)
     ev->added = tpm->cur;
     ev->needs_state = needs_state;
     tpm->n_state_evs += needs_state;
+    tpm->n_underlay_evs += event->filter_tun.underlay;
     if (tpm->clock_started && tpm->ft.n_live) {
         /* Flows already in the table are matched by the backfill walk;
          * until it completes, intervals are only partly observed. */
@@ -610,6 +611,7 @@ tpm_event_del(struct tpm *tpm, uint32_t id)
                       (uint32_t) (ev - tpm->evs));
     ev_release__(tpm, ev);
     tpm->n_state_evs -= ev->needs_state;
+    tpm->n_underlay_evs -= ev->def->filter_tun.underlay;
     if (ev->backfill_left) {
         ev->backfill_left = 0;
         backfill_cancel__(tpm, (uint32_t) (ev - tpm->evs));

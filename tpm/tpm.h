@@ -376,6 +376,8 @@ struct tpm_stats {
     uint64_t tun_slots_full;    /* Frames not monitored: their tunnel id
                                  * found every tenant slot taken. */
     uint64_t tenants;           /* Gauge: tenant slots taken. */
+    uint64_t tun_underlay;      /* Tunnelled frames also counted as their
+                                 * outer flow, for underlay events. */
     struct tpm_parse_stats parse; /* The parser's counters, by reason
                                  * (lib/packet.h).  Frames are parsed only
                                  * while an event is installed. */
