@@ -7,7 +7,8 @@ reader (tests/pcaplib.py; standard library only, no libtpm code).
 
     overlay-truth.py --vm-addr ADDR [--vm-addr ...] \
         --cap TENANT:TUN_ID:END:FILE [--cap ...] \
-        [--sent TENANT:FILE ...] --out TRUTH.json
+        [--sent TENANT:FILE ...] \
+        [--underlay FILE:DST:PORT:FROM_NS:SURE_NS] --out TRUTH.json
 
 Each --cap is a classic pcap file (Ethernet link type) taken at one END of
 one tenant's overlay: "vm", the VM's interface on the switch (the inner
@@ -35,6 +36,14 @@ Writes TRUTH.json: {"flows": [{"tenant", "tun_id", "dir", "ipver", "src",
 "dst", "sport", "dport", "proto", "packets", "bytes", "payload"}, ...]}
 (addresses in their compressed text form), and prints the table on
 stdout.
+
+--underlay: a capture at the remote hypervisor's underlay port; the
+tunnel's outer flows to the switch's address DST and tunnel port PORT,
+each datagram counted with its whole frame's length, from SURE_NS on
+(when the underlay events were installed) as "underlay" in TRUTH.json
+(the same fields but tenant, tun_id, dir and payload), and the number
+captured between FROM_NS (before the events were added) and SURE_NS as
+"underlay_unsure" (the monitor may or may not have counted them).
 """
 import argparse
 import ipaddress
@@ -45,12 +54,12 @@ import sys
 from pcaplib import LINKTYPE_ETHERNET, ethernet_payload, records
 
 
-def count(path, errors):
-    """Returns {(ipver, src, dst, sport, dport): [packets, bytes, payload]}
-    for the UDP datagrams of 'path'."""
-    out = {}
-    for _, wirelen, data in records(path, (LINKTYPE_ETHERNET,),
-                                    "link type %d, expected Ethernet"):
+def datagrams(path, errors):
+    """Yields (time ns, (ipver, src, dst, sport, dport), wire length, UDP
+    length) of the UDP datagrams of 'path'."""
+    for ts, _, wirelen, data in records(path, (LINKTYPE_ETHERNET,),
+                                        "link type %d, expected Ethernet",
+                                        with_time=True):
         ethertype, off = ethernet_payload(data)
         ip = data[off:]
         if ethertype == b"\x08\x00" and len(ip) >= 20 and ip[0] >> 4 == 4:
@@ -75,13 +84,49 @@ def count(path, errors):
         if ulen < 8 or ulen != iplen:
             errors.append("%s: UDP length %d, IP says %d"
                           % (path, ulen, iplen))
-        key = (ipver, str(ipaddress.ip_address(src)),
-               str(ipaddress.ip_address(dst)), sport, dport)
+        yield ts, (ipver, str(ipaddress.ip_address(src)),
+                   str(ipaddress.ip_address(dst)), sport, dport), wirelen, \
+            ulen
+
+
+def count(path, errors):
+    """Returns {(ipver, src, dst, sport, dport): [packets, bytes, payload]}
+    for the UDP datagrams of 'path'."""
+    out = {}
+    for _, key, wirelen, ulen in datagrams(path, errors):
         c = out.setdefault(key, [0, 0, 0])
         c[0] += 1
         c[1] += wirelen
         c[2] += max(ulen - 8, 0)
     return out
+
+
+def underlay(spec, errors):
+    """The tunnel's outer flows to the switch: 'spec' is PATH:DST:PORT:
+    FROM_NS:SURE_NS, a capture at the remote hypervisor's underlay port,
+    the switch's underlay address DST and the tunnel's UDP port.  Returns
+    a list of flows (packets, bytes of the whole frame) of the datagrams
+    to DST:PORT captured at or after SURE_NS (when the underlay events
+    were installed), and the number captured between FROM_NS (before
+    they were) and SURE_NS, which may or may not have been counted."""
+    path, rest = spec.split(":", 1)
+    rest, from_ns, sure_ns = rest.rsplit(":", 2)
+    dst, port = rest.rsplit(":", 1)
+    dst = str(ipaddress.ip_address(dst))
+    out, unsure = {}, 0
+    for ts, key, wirelen, _ in datagrams(path, errors):
+        if key[2] != dst or key[4] != int(port):
+            continue
+        if ts < int(sure_ns):
+            unsure += ts >= int(from_ns)
+            continue
+        c = out.setdefault(key, [0, 0])
+        c[0] += 1
+        c[1] += wirelen
+    flows = [{"ipver": k[0], "src": k[1], "dst": k[2], "sport": k[3],
+              "dport": k[4], "proto": 17, "packets": c[0], "bytes": c[1]}
+             for k, c in sorted(out.items())]
+    return flows, unsure
 
 
 def tuple_text(ipver, src, dst, sport, dport):
@@ -95,6 +140,7 @@ def main():
     ap.add_argument("--vm-addr", action="append", required=True)
     ap.add_argument("--cap", action="append", required=True)
     ap.add_argument("--sent", action="append", default=[])
+    ap.add_argument("--underlay")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     vm_addrs = {str(ipaddress.ip_address(a)) for a in args.vm_addr}
@@ -152,8 +198,14 @@ def main():
                                      "%d, %d B" % (c[0], c[2]) if c
                                      else "nothing"))
 
+    result = {"flows": flows}
+    if args.underlay:
+        result["underlay"], result["underlay_unsure"] = underlay(
+            args.underlay, errors)
+        if not result["underlay"]:
+            errors.append("--underlay: no datagram to the tunnel port")
     with open(args.out, "w") as f:
-        json.dump({"flows": flows}, f, sort_keys=True, indent=1)
+        json.dump(result, f, sort_keys=True, indent=1)
         f.write("\n")
     print("%-6s %-7s %-6s %-46s %7s %8s" % ("tenant", "tun_id", "dir",
                                              "inner 5-tuple", "packets",

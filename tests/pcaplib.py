@@ -8,7 +8,8 @@ own folder (Python puts a script's folder first on sys.path).
 
 records(path, linktypes, bad_linktype) yields (link type, wire length,
 captured bytes) of each record of a classic pcap file: microsecond or
-nanosecond timestamps, either byte order.  A file that is not classic
+nanosecond timestamps, either byte order; with with_time=True, (time in
+ns since the epoch, link type, wire length, captured bytes).  A file that is not classic
 pcap, has a link type not in 'linktypes' (the message is 'bad_linktype'
 % the link type) or ends inside a record raises ValueError naming the
 file.
@@ -22,7 +23,7 @@ LINKTYPE_ETHERNET = 1
 LINKTYPE_LINUX_SLL = 113
 
 
-def records(path, linktypes, bad_linktype):
+def records(path, linktypes, bad_linktype, with_time=False):
     with open(path, "rb") as f:
         head = f.read(24)
         if len(head) < 24:
@@ -35,6 +36,8 @@ def records(path, linktypes, bad_linktype):
         else:
             raise ValueError("%s: not a classic pcap file (magic %s)"
                              % (path, magic.hex()))
+        frac_ns = 1 if magic in (b"\x4d\x3c\xb2\xa1",
+                                 b"\xa1\xb2\x3c\x4d") else 1000
         linktype = struct.unpack(order + "I", head[20:24])[0] & 0xffff
         if linktype not in linktypes:
             raise ValueError("%s: %s" % (path, bad_linktype % linktype))
@@ -44,11 +47,15 @@ def records(path, linktypes, bad_linktype):
                 return
             if len(rec) < 16:
                 raise ValueError("%s: truncated record header" % path)
-            _, _, caplen, wirelen = struct.unpack(order + "IIII", rec)
+            sec, frac, caplen, wirelen = struct.unpack(order + "IIII", rec)
             data = f.read(caplen)
             if len(data) < caplen:
                 raise ValueError("%s: truncated record" % path)
-            yield linktype, wirelen, data
+            if with_time:
+                yield (sec * 1000000000 + frac * frac_ns, linktype, wirelen,
+                       data)
+            else:
+                yield linktype, wirelen, data
 
 
 def ethernet_payload(data):
