@@ -682,21 +682,26 @@ tpm_packet_parse_full_tun(const void *data, uint32_t caplen,
     return true;
 }
 
-int
+enum tpm_fast_parse
 tpm_packet_decap_v4__(const uint8_t *frame, uint32_t caplen,
-                      struct tpm_pkt *pkt, struct tpm_parse_stats *stats,
-                      const struct tpm_tunnel_ports *tun)
+                      uint32_t wirelen, struct tpm_pkt *pkt,
+                      struct tpm_parse_stats *stats,
+                      const struct tpm_tunnel_ports *tun, uint64_t *w0,
+                      uint64_t *w2, uint64_t *w4)
 {
-    enum tpm_tun_type type = tpm_tunnel_ports_lookup(tun, pkt->key.dport);
+    const uint32_t l4off = ETH_HLEN + IPV4_HLEN;
+    enum tpm_tun_type type = tpm_tunnel_ports_lookup(
+        tun, get_be16(frame + l4off + 2));
     if (type == TPM_TUN_NONE) {
-        return TPM_FAST_PLAIN;
+        /* Another port with the same bit. */
+        return tpm_packet_parse_v4__(frame, caplen, wirelen, NULL, pkt, w0,
+                                     w2, w4);
     }
 
     /* The fast path took an untagged IPv4 header without options, a
      * first fragment, and the whole UDP header (so 'caplen' >= 42) with
      * the IP total length at least 20. */
     const uint8_t *ip = frame + ETH_HLEN;
-    const uint32_t l4off = ETH_HLEN + IPV4_HLEN;
     const uint8_t *t = frame + l4off + UDP_HLEN;
     uint32_t ulen = MIN(get_be16(frame + l4off + 4),
                         get_be16(ip + 2) - IPV4_HLEN);
@@ -711,10 +716,9 @@ tpm_packet_decap_v4__(const uint8_t *frame, uint32_t caplen,
     uint32_t vni = get_be32(t + 4) >> 8;
     uint32_t inner_off = l4off + UDP_HLEN + hlen;
     uint32_t inner_len = plen - hlen;
-    uint64_t w0, w2, w4;
-    if (!tpm_packet_parse_v4__(frame + inner_off,
-                               MIN(caplen - inner_off, inner_len), inner_len,
-                               pkt, &w0, &w2, &w4)) {
+    if (tpm_packet_parse_v4__(frame + inner_off,
+                              MIN(caplen - inner_off, inner_len), inner_len,
+                              NULL, pkt, w0, w2, w4) != TPM_FAST_PLAIN) {
         return TPM_FAST_FULL;
     }
     pkt->tunnel.type = type;

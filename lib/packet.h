@@ -381,12 +381,30 @@ tpm_be32__(const uint8_t *p)
     return x;
 }
 
+/* Where the inline parsers' fast path leaves a frame. */
+enum tpm_fast_parse {
+    TPM_FAST_FULL = -1,         /* Not taken: the full parser's frame,
+                                 * nothing written. */
+    TPM_FAST_PLAIN = 0,         /* Parsed, not tunnelled: the key's words
+                                 * 0, 2 and 4 in '*w0', '*w2', '*w4'. */
+    TPM_FAST_DECAP = 1,         /* Parsed, decapsulated. */
+    TPM_FAST_MAYBE_TUN = 2,     /* An untagged IPv4 UDP datagram without
+                                 * options whose destination port may be
+                                 * one of the tunnel ports: nothing
+                                 * written. */
+};
+
 /* The common case of tpm_packet_parse(), if 'data' is one: 'pkt' except
  * its hash, and the key's words 0, 2 and 4 (1 and 3 are zero) also in
- * '*w0', '*w2' and '*w4' for the hash.  Returns false, with nothing
- * written, for the other frames. */
-static inline bool
+ * '*w0', '*w2' and '*w4' for the hash: TPM_FAST_PLAIN.  Returns
+ * TPM_FAST_MAYBE_TUN, with nothing written, for a UDP datagram whose port
+ * has a bit in the bitmap of 'tun' (NULL: none; the fast path's only test
+ * for tunnels, before anything is written: false positives go to
+ * tpm_packet_decap_v4__(), which looks the port up exactly), and
+ * TPM_FAST_FULL, with nothing written, for the other frames. */
+static inline enum tpm_fast_parse
 tpm_packet_parse_v4__(const uint8_t *p, uint32_t caplen, uint32_t wirelen,
+                      const struct tpm_tunnel_ports *tun,
                       struct tpm_pkt *pkt, uint64_t *w0, uint64_t *w2,
                       uint64_t *w4)
 {
@@ -394,7 +412,7 @@ tpm_packet_parse_v4__(const uint8_t *p, uint32_t caplen, uint32_t wirelen,
     const uint8_t *l4 = ip + 20;
 
     if (caplen < 14 + 20 + 8) {
-        return false;
+        return TPM_FAST_FULL;
     }
     uint32_t proto = ip[9];
     uint32_t tot = tpm_be16__(ip + 2);
@@ -406,10 +424,13 @@ tpm_packet_parse_v4__(const uint8_t *p, uint32_t caplen, uint32_t wirelen,
         /* Not untagged IPv4 without options, a later fragment, neither
          * TCP nor UDP, TCP header not captured, or a SYN: options to
          * read. */
-        return false;
+        return TPM_FAST_FULL;
     }
     uint32_t l4len = tot - 20;
     uint32_t ports = tpm_be32__(l4);        /* sport << 16 | dport. */
+    if (tun && proto == 17 && (tun->bloom >> (ports & 63)) & 1) {
+        return TPM_FAST_MAYBE_TUN;
+    }
 
     uint32_t src, dst;
     __builtin_memcpy(&src, ip + 12, 4);
@@ -448,44 +469,27 @@ tpm_packet_parse_v4__(const uint8_t *p, uint32_t caplen, uint32_t wirelen,
         pkt->rwnd = 0;
         pkt->volume = ulen > 8 ? ulen - 8 : 0;
     }
-    return true;
-}
-
-/* True if the frame that tpm_packet_parse_v4__() took as 'pkt' may be a
- * datagram to a port of 'tun' (NULL: none): the fast path's only extra
- * test, a bit of 'bloom', and only for UDP.  False positives (another
- * port with the same bit) go to the full parser, which looks the port up
- * exactly. */
-static inline bool
-tpm_packet_maybe_tun__(const struct tpm_pkt *pkt,
-                       const struct tpm_tunnel_ports *tun)
-{
-    return tun && pkt->key.proto == 17
-           && (tun->bloom >> (pkt->key.dport & 63)) & 1;
+    return TPM_FAST_PLAIN;
 }
 
 /* The decapsulating fast path (lib/packet.c), for a frame that
- * tpm_packet_parse_v4__() took as an untagged IPv4/UDP datagram 'pkt' and
- * whose port may be one of 'tun' (tpm_packet_maybe_tun__()).  Returns 0 if
- * the port is not a tunnel port ('pkt' stands as parsed), 1 if the frame
- * was a VXLAN or Geneve tunnel whose inner frame the inline parser takes
- * too ('pkt' is the inner frame's, the tunnel set, tun_decapsulated
- * counted in 'stats' if nonnull, 'hash' not computed), and -1 for every
- * other frame, left to tpm_packet_parse_full_tun() ('pkt' to be
+ * tpm_packet_parse_v4__() found TPM_FAST_MAYBE_TUN.  Returns
+ * TPM_FAST_PLAIN if the port is not a tunnel port (the frame parsed as
+ * tpm_packet_parse_v4__() without tunnels does), TPM_FAST_DECAP if the
+ * frame was a VXLAN or Geneve tunnel whose inner frame the inline parser
+ * takes too ('pkt' is the inner frame's, the tunnel set, tun_decapsulated
+ * counted in 'stats' if nonnull, 'hash' not computed), and TPM_FAST_FULL
+ * for every other frame, left to tpm_packet_parse_full_tun() ('pkt' to be
  * overwritten): a malformed tunnel, an inner frame that is not untagged
  * IPv4 TCP or UDP without options, Geneve not carrying Ethernet.  Out of
  * line, so that untunnelled frames keep the inline parser they had. */
-int tpm_packet_decap_v4__(const uint8_t *frame, uint32_t caplen,
-                          struct tpm_pkt *pkt, struct tpm_parse_stats *stats,
-                          const struct tpm_tunnel_ports *tun);
-
-/* Where the inline parsers' fast path leaves a frame. */
-enum tpm_fast_parse {
-    TPM_FAST_FULL = -1,         /* Not taken: the full parser's frame. */
-    TPM_FAST_PLAIN = 0,         /* Parsed, not tunnelled: the key's words
-                                 * 0, 2 and 4 in '*w0', '*w2', '*w4'. */
-    TPM_FAST_DECAP = 1,         /* Parsed, decapsulated. */
-};
+enum tpm_fast_parse tpm_packet_decap_v4__(const uint8_t *frame,
+                                          uint32_t caplen, uint32_t wirelen,
+                                          struct tpm_pkt *pkt,
+                                          struct tpm_parse_stats *stats,
+                                          const struct tpm_tunnel_ports *,
+                                          uint64_t *w0, uint64_t *w2,
+                                          uint64_t *w4);
 
 static inline enum tpm_fast_parse
 tpm_packet_parse_fast__(const void *data, uint32_t caplen, uint32_t wirelen,
@@ -493,12 +497,13 @@ tpm_packet_parse_fast__(const void *data, uint32_t caplen, uint32_t wirelen,
                         const struct tpm_tunnel_ports *tun, uint64_t *w0,
                         uint64_t *w2, uint64_t *w4)
 {
-    if (!tpm_packet_parse_v4__(data, caplen, wirelen, pkt, w0, w2, w4)) {
-        return TPM_FAST_FULL;
-    } else if (__builtin_expect(tpm_packet_maybe_tun__(pkt, tun), 0)) {
-        return tpm_packet_decap_v4__(data, caplen, pkt, stats, tun);
+    enum tpm_fast_parse r = tpm_packet_parse_v4__(data, caplen, wirelen, tun,
+                                                  pkt, w0, w2, w4);
+    if (__builtin_expect(r == TPM_FAST_MAYBE_TUN, 0)) {
+        return tpm_packet_decap_v4__(data, caplen, wirelen, pkt, stats, tun,
+                                     w0, w2, w4);
     }
-    return TPM_FAST_PLAIN;
+    return r;
 }
 
 /* tpm_packet_parse_counted() that decapsulates the datagrams to the ports
