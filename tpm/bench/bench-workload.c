@@ -132,6 +132,8 @@ struct wl_opts {
                                  * frames). */
     bool vxlan_port;            /* The monitor decapsulates UDP port 4789
                                  * (--vxlan or --vxlan-port-only). */
+    bool underlay;              /* One more event, on the tunnels' outer
+                                 * flows (--underlay). */
     bool instr;
 };
 
@@ -354,7 +356,7 @@ wl_run(const struct wl_opts *o, uint64_t seed, struct wl_result *res)
     p.sweep_budget_ns = o->budget_ns;
     p.idle_epochs = o->idle_epochs;
     p.scrub_per_step = o->scrub_per_step;
-    p.max_events = MAX(p.max_events, o->n_events);
+    p.max_events = MAX(p.max_events, o->n_events + o->underlay);
     struct tpm *tpm = tpm_create(&p, &error);
     if (!tpm) {
         cli_die("tpm_create: %s", error);
@@ -364,6 +366,15 @@ wl_run(const struct wl_opts *o, uint64_t seed, struct wl_result *res)
         tpm_tunnel_ports_init(&tun);
         tpm_tunnel_ports_add(&tun, TPM_VXLAN_PORT, TPM_TUN_VXLAN);
         tpm_set_tunnel_ports(tpm, &tun);
+    }
+    if (o->underlay) {
+        struct tpm_event *ev;
+        char *perr = tpm_event_parse("underlay", "filter=udp,tp_dst=4789,"
+                                     "underlay predicate=sum(bytes) > 1 "
+                                     "group=5tuple", &ev);
+        if (perr || (perr = tpm_event_add(tpm, ev, o->n_events))) {
+            cli_die("underlay event: %s", perr);
+        }
     }
     if (!o->phase1_only) {
         wl_install(tpm, o, n_prefixes, &r);
@@ -615,6 +626,11 @@ wl_usage(void)
            "  --vxlan-port-only  the monitor decapsulates port 4789, the "
            "frames stay\n"
            "                     plain (the cost of the port test)\n"
+           "  --underlay         one more event, on the tunnels' outer "
+           "flows (filter\n"
+           "                     udp,tp_dst=4789,underlay): each "
+           "tunnelled frame counted\n"
+           "                     in both views\n"
            "  --instr            fixed seed and packet count (1M), no "
            "timing: for\n"
            "                     valgrind --tool=callgrind "
@@ -648,6 +664,9 @@ wl_print_header(const struct wl_opts *o)
         tprintf("          plain frames, monitor decapsulating UDP port "
                 "4789\n");
     }
+    if (o->underlay) {
+        tprintf("          and an event on the tunnels' outer flows\n");
+    }
     tprintf("          warm-up %s simulated, then %"PRIu64" packets, "
             "%d run(s)%s%s\n",
             tpm_time_format(o->warmup_ns, w, sizeof w), o->packets, o->runs,
@@ -671,6 +690,7 @@ wl_json(const char *run, uint64_t seed, const struct wl_result *r,
     jl_num(&j, "plain_vars", o->plain_vars);
     jl_num(&j, "vxlan", o->vxlan);
     jl_num(&j, "vxlan_port", o->vxlan_port);
+    jl_num(&j, "underlay", o->underlay);
     jl_num(&j, "packets", o->packets);
     jl_num(&j, "rate_mpps", o->rate_mpps);
     jl_num(&j, "p1_cycles_per_pkt", r->p1_cycles_clean);
@@ -727,6 +747,7 @@ enum {
     WL_OPT_RATE, WL_OPT_EPOCH, WL_OPT_BATCH, WL_OPT_BURST, WL_OPT_BUDGET,
     WL_OPT_TABLE, WL_OPT_IDLE, WL_OPT_SCRUB, WL_OPT_P1, WL_OPT_TCP,
     WL_OPT_STATE_VARS, WL_OPT_PLAIN_VARS, WL_OPT_VXLAN, WL_OPT_VXLAN_PORT,
+    WL_OPT_UNDERLAY,
     WL_OPT_INSTR, WL_OPT_JSON,
 };
 
@@ -753,6 +774,7 @@ static const struct option wl_long_options[] = {
     { "plain-vars", no_argument, NULL, WL_OPT_PLAIN_VARS },
     { "vxlan", required_argument, NULL, WL_OPT_VXLAN },
     { "vxlan-port-only", no_argument, NULL, WL_OPT_VXLAN_PORT },
+    { "underlay", no_argument, NULL, WL_OPT_UNDERLAY },
     { "instr", no_argument, NULL, WL_OPT_INSTR },
     { "json", no_argument, NULL, WL_OPT_JSON },
     { "help", no_argument, NULL, 'h' },
@@ -894,6 +916,9 @@ wl_parse_options(int argc, char *argv[], struct wl_opts *o)
             break;
         case WL_OPT_VXLAN_PORT:
             o->vxlan_port = true;
+            break;
+        case WL_OPT_UNDERLAY:
+            o->underlay = true;
             break;
         case WL_OPT_INSTR:
             o->instr = true;
