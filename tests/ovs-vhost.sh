@@ -1,0 +1,474 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+# vhost-user test bed: the Trumpet packet monitor inside Open vSwitch on
+# virtual machines' ports, without a hypervisor.  Each "VM" is a
+# dpdk-testpmd process whose only port is a virtio-user device (DPDK
+# net_virtio_user, the guest side of vhost-user, in server mode) on a
+# unix socket; OVS connects to it as a dpdkvhostuserclient port, the way
+# DPDK and OVS test vhost-user without qemu.
+#
+#  netns $TB_NS1 ("phy")       netns $TB_NSSW (ovs-vswitchd)
+#  10.99.0.1 $TB_IF1 ==veth== $TB_HIF1: port phy (DPDK af_packet), ofport 1
+#                             bridge $TB_BR, fail-mode=secure, one PMD on
+#                             core 1
+#  testpmd vm1 (core 0)       port vm1 (dpdkvhostuserclient), ofport 2
+#   virtio-user 02:99:00:00:00:0a "10.99.0.10"  <-- $TB_DIR/vm1.sock
+#  testpmd vm2 (core 0)       port vm2 (dpdkvhostuserclient), ofport 3
+#   virtio-user 02:99:00:00:00:0b "10.99.0.11"  <-- $TB_DIR/vm2.sock
+#
+# OpenFlow rules (nothing else is forwarded): in_port=phy -> vm1,
+# in_port=vm1 -> phy, in_port=vm2 -> vm1.  Each testpmd runs
+# interactively (-i), driven through a FIFO on its stdin; its port
+# statistics ("show port stats 0", cleared before each phase) are the
+# VM's counters.  Its forwarding lcore and main lcore share CPU 0 (OVS's
+# PMD has core 1); its memory is plain (--no-huge, which DPDK backs with
+# a memfd that the vhost-user backend can map), so no huge page is
+# needed for the VMs; OVS's memory is tests/testbed.sh's choice.
+#
+# Two events of the monitor, installed before any traffic: sum(packets)
+# and sum(bytes), filter=any, group=5tuple, 10 ms.  Phases, each with
+# other 5-tuples:
+#   1 phy -> VM   tests/udp-send.py in $TB_NS1 sends three UDP flows to
+#                 vm1 (10.99.0.1 -> 10.99.0.10, payloads of 0 to 1472
+#                 bytes, 450 datagrams), captured by tcpdump on $TB_IF1
+#                 (outgoing); vm1 in rxonly.  Truth: the capture, per
+#                 5-tuple (packets, wire bytes), which must agree with
+#                 what udp-send.py says it sent; vm1's RX-packets and
+#                 RX-bytes must equal the capture's totals.
+#   2 VM -> phy   vm1 sends a fixed number of frames: "start tx_first N"
+#                 (the txonly engine, N bursts of 16 frames of 200 bytes,
+#                 one 5-tuple 10.99.0.10:4001 -> 10.99.0.99:4002 given by
+#                 --tx-ip/--tx-udp, to $TB_IF1's MAC by --eth-peer; the
+#                 namespace does not own 10.99.0.99 and does not forward,
+#                 so it drops them without an ICMP answer), captured by
+#                 tcpdump on $TB_IF1 (incoming).  Truth: the capture;
+#                 vm1's TX-packets and TX-bytes must equal its totals.
+#   3 VM -> VM    vm2 sends N bursts of 16 frames of 300 bytes
+#                 (10.99.0.11:4003 -> 10.99.0.10:4004) to vm1 (rxonly).
+#                 Truth: vm2's TX counters, which must equal vm1's RX.
+# After each phase the sums of the monitor's reports per 5-tuple, over all
+# epochs so far, must equal every phase's truth exactly, and no other
+# group may be reported (tests/vhost-check.py); tpm/stats must count
+# exactly the frames of all phases (packets and bytes), none unparsed,
+# no lost data, no report dropped, no sweep unfinished.
+#
+# What is compared: bytes are Ethernet frame lengths without CRC
+# everywhere.  The monitor counts the frame as OVS received it (an
+# af_packet frame from the veth, or the vhost-user descriptor chain
+# without its virtio-net header), tcpdump's wire length is the frame the
+# veth carried, and testpmd's virtio-user RX-bytes and TX-bytes are the
+# mbufs' packet lengths, again without the virtio-net header and with no
+# CRC (a virtio device has none).  Frames shorter than 60 bytes (UDP with
+# up to 17 bytes of payload) are not padded on a veth, so they count as
+# they are: 42 bytes for an empty datagram.  The monitor receives every
+# frame at the port where it enters OVS: phy's rx in phase 1, vm1's and
+# vm2's rx (OVS dequeuing from the VM's tx ring) in phases 2 and 3.
+#
+# tx_first does not retry a burst that finds the ring full (testpmd's
+# retry is not offered with the rxonly engine), and OVS's PMD shares its
+# CPU: should a burst lose frames, testpmd's TX counter (the frames the
+# ring took) is the truth and a note says so.
+#
+# Teardown on any exit: each testpmd is asked to quit through its FIFO,
+# then killed by PID; its DPDK runtime directory is removed; then
+# tests/testbed.sh's teardown (daemons, namespaces, work directory with
+# the sockets).
+#
+# Automake test protocol: exit 0 pass, 1 fail, 77 skip (not root, OVS not
+# built, dpdk-testpmd or other tools missing).  Environment: top_srcdir,
+# top_builddir (the build tree, holding ovs/), PYTHON3, TESTPMD (default
+# dpdk-testpmd, package dpdk-dev); TB_KEEP=1 keeps the work directory;
+# VH_BURSTS=N bursts per VM sender (default 40).  Run by hand:
+#   top_srcdir=$PWD top_builddir=$PWD/build bash tests/ovs-vhost.sh
+set -euo pipefail
+
+top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
+top_builddir=$(cd "${top_builddir:-$top_srcdir/build}" && pwd)
+# shellcheck source=tests/testbed.sh
+. "$top_srcdir/tests/testbed.sh"
+
+SEND=$top_srcdir/tests/udp-send.py
+CHECK=$top_srcdir/tests/vhost-check.py
+TESTPMD=${TESTPMD:-dpdk-testpmd}
+
+VM1_MAC=02:99:00:00:00:0a
+VM1_IP=10.99.0.10
+VM2_MAC=02:99:00:00:00:0b
+VM2_IP=10.99.0.11
+SINK_IP=10.99.0.99              # Not the namespace's: dropped silently.
+BURST=16
+BURSTS=${VH_BURSTS:-40}
+EV_PK=vh-pk
+EV_BT=vh-bt
+
+declare -A VM_FD=() VM_PID=()
+EXPECT=()                       # --flow arguments of vhost-check.py.
+TOTAL_PK=0                      # Frames of every phase so far.
+TOTAL_BT=0
+
+# A write to the FIFO of a testpmd that died fails (and set -e fails the
+# test) instead of killing the shell.
+trap '' PIPE
+
+# vm_start NAME SOCKET MAC TESTPMD-APP-ARGS...: starts testpmd NAME
+# (interactive, its stdin the FIFO $TB_DIR/NAME.in, held open by this
+# shell; output in $TB_DIR/NAME.out) with a virtio-user port in server
+# mode on SOCKET.  testpmd waits for OVS to connect before its prompt.
+vm_start() {
+    local name=$1 sock=$2 mac=$3 fifo=$TB_DIR/$1.in fd
+    shift 3
+    mkfifo "$fifo"
+    stdbuf -o0 -e0 "$TESTPMD" --lcores=0@0,1@0 --no-huge -m 256 \
+        --no-pci "--file-prefix=${TB_TAG}$name" \
+        "--vdev=net_virtio_user0,path=$sock,server=1,queues=1,mac=$mac" \
+        -- -i --no-mlockall --total-num-mbufs=8192 "--burst=$BURST" \
+        --forward-mode=rxonly "$@" <"$fifo" >"$TB_DIR/$name.out" 2>&1 &
+    VM_PID[$name]=$!
+    exec {fd}>"$fifo"
+    VM_FD[$name]=$fd
+    tb_wait_for 30 test -S "$sock" \
+        || tb_fail "$name: testpmd made no socket $sock:" \
+                   "$(tail -n 20 "$TB_DIR/$name.out")"
+}
+
+# vm_cmd NAME COMMAND: one command to testpmd NAME.
+vm_cmd() {
+    printf '%s\n' "$2" 1>&"${VM_FD[$1]}"
+}
+
+# vm_blocks NAME: the number of "show port stats" outputs of testpmd NAME
+# so far (each ends with a line of '#' only).
+vm_blocks() {
+    grep -c '^ *#\+ *$' "$TB_DIR/$1.out" || true
+}
+
+vm_blocks_over() {
+    [ "$(vm_blocks "$1")" -gt "$2" ]
+}
+
+# vm_stats NAME: testpmd NAME's port counters into VM_RXP, VM_RXB,
+# VM_TXP, VM_TXB.
+vm_stats() {
+    local n
+    n=$(vm_blocks "$1")
+    vm_cmd "$1" "show port stats 0"
+    tb_wait_for 10 vm_blocks_over "$1" "$n" \
+        || tb_fail "$1: no answer to 'show port stats 0':" \
+                   "$(tail -n 20 "$TB_DIR/$1.out")"
+    read -r VM_RXP VM_RXB VM_TXP VM_TXB < <(awk '
+        /NIC statistics for port/ { rxp = rxb = txp = txb = "" }
+        /RX-packets:/ { rxp = $2; rxb = $6 }
+        /TX-packets:/ { txp = $2; txb = $6 }
+        /^ *#+ *$/ { last = rxp " " rxb " " txp " " txb }
+        END { print last }' "$TB_DIR/$1.out")
+    [ -n "${VM_TXB:-}" ] \
+        || tb_fail "$1: cannot read 'show port stats 0':" \
+                   "$(tail -n 20 "$TB_DIR/$1.out")"
+}
+
+# vm_settle NAME FIELD: waits until FIELD (VM_RXP or VM_TXP) of testpmd
+# NAME keeps its value for 0.5 s (10 s at most).
+vm_settle() {
+    local last=-1 i
+    for i in $(seq 20); do
+        vm_stats "$1"
+        [ "${!2}" = "$last" ] && return 0
+        last=${!2}
+        sleep 0.5
+    done
+    tb_log "  note: $1's $2 still changing after 10 s"
+}
+
+# vm_down: stops every testpmd (quit through its FIFO, then SIGKILL by
+# PID after 10 s) and removes its DPDK runtime directory.
+vm_down() {
+    local name pid
+    for name in "${!VM_FD[@]}"; do
+        printf 'stop\nquit\n' 2>/dev/null 1>&"${VM_FD[$name]}" || true
+        eval "exec ${VM_FD[$name]}>&-"
+    done
+    VM_FD=()
+    for name in "${!VM_PID[@]}"; do
+        pid=${VM_PID[$name]}
+        if ! tb_wait_pid_gone "$pid" 100; then
+            tb_log "warning: testpmd $name (pid $pid) did not quit; SIGKILL"
+            kill -9 "$pid" 2>/dev/null || true
+        fi
+        wait "$pid" 2>/dev/null || true
+        rm -rf "/var/run/dpdk/${TB_TAG}$name"
+    done
+    VM_PID=()
+}
+
+# vh_down: the EXIT trap: the VMs, then tests/testbed.sh's teardown (with
+# the exit status kept).
+vh_down() {
+    local rc=$?
+    set +eE
+    trap - ERR
+    vm_down
+    (exit "$rc")
+    tb_down
+}
+
+vm_ready() {
+    grep -q 'testpmd> ' "$TB_DIR/$1.out"
+}
+
+port_up() {
+    [ "$(tb_vsctl get Interface "$1" link_state 2>/dev/null)" = up ]
+}
+
+# vm_port NAME OFPORT: adds the dpdkvhostuserclient port NAME to testpmd
+# NAME's socket; returns when testpmd has its prompt and OVS sees the
+# link up.
+vm_port() {
+    tb_vsctl add-port "$TB_BR" "$1" -- set Interface "$1" \
+        type=dpdkvhostuserclient \
+        "options:vhost-server-path=$TB_DIR/$1.sock" "ofport_request=$2"
+    tb_port_ok "$1"
+    tb_wait_for 30 vm_ready "$1" \
+        || tb_fail "$1: no testpmd prompt within 30 s:" \
+                   "$(tail -n 20 "$TB_DIR/$1.out")"
+    tb_wait_for 30 port_up "$1" \
+        || tb_fail "$1: link not up in OVS within 30 s:" \
+                   "$(tb_vsctl get Interface "$1" status)"
+}
+
+# vh_up: the switch, the phy namespace and port, both VMs and their ports,
+# the rules; then the monitor's events.
+vh_up() {
+    tb_switch_up
+    tb_netns_setup "$TB_NS1" "$TB_IF1" "$TB_HIF1" "$TB_MAC1" "$TB_IP1" \
+        "$VM1_IP" "$VM1_MAC"
+    tb_vsctl add-br "$TB_BR" -- set bridge "$TB_BR" datapath_type=netdev \
+        fail-mode=secure \
+        -- add-port "$TB_BR" phy -- set Interface phy type=dpdk \
+           "options:dpdk-devargs=net_af_packet0,iface=$TB_HIF1" \
+           ofport_request=1
+    tb_port_ok phy
+    tb_wait_for 30 tb_pmd_ready \
+        || tb_fail "no PMD thread with a monitor in tpm/stats after 30 s"
+
+    vm_start vm1 "$TB_DIR/vm1.sock" "$VM1_MAC" "--eth-peer=0,$TB_MAC1" \
+        "--tx-ip=$VM1_IP,$SINK_IP" --tx-udp=4001,4002 --txpkts=200
+    vm_port vm1 2
+    vm_start vm2 "$TB_DIR/vm2.sock" "$VM2_MAC" "--eth-peer=0,$VM1_MAC" \
+        "--tx-ip=$VM2_IP,$VM1_IP" --tx-udp=4003,4004 --txpkts=300
+    vm_port vm2 3
+
+    tb_ofctl add-flow "$TB_BR" in_port=1,actions=output:2
+    tb_ofctl add-flow "$TB_BR" in_port=2,actions=output:1
+    tb_ofctl add-flow "$TB_BR" in_port=3,actions=output:2
+
+    tb_event_add "$EV_PK" filter=any "predicate=sum(packets) > 0" \
+        group=5tuple interval=10ms
+    tb_event_add "$EV_BT" filter=any "predicate=sum(bytes) > 0" \
+        group=5tuple interval=10ms
+    tb_log "test bed up: phy (af_packet), vm1 and vm2 (vhost-user," \
+           "testpmd virtio-user), $TB_DPDK_MODE memory for OVS"
+}
+
+tcpdump_listening() {
+    grep -qs 'listening on' "$1"
+}
+
+# capture NAME DIRECTION: tcpdump on $TB_IF1 (in $TB_NS1), frames in
+# DIRECTION (in, out), to $TB_DIR/NAME.pcap; PID in CAP_PID.
+capture() {
+    tb_bg "$TB_DIR/$1.tcpdump" ip netns exec "$TB_NS1" tcpdump -Z root \
+        -n -U -Q "$2" -i "$TB_IF1" -w "$TB_DIR/$1.pcap"
+    CAP_PID=$TB_BG_PID
+    tb_wait_for 10 tcpdump_listening "$TB_DIR/$1.tcpdump.err" \
+        || tb_fail "$1: tcpdump did not start:" \
+                   "$(cat "$TB_DIR/$1.tcpdump.err")"
+}
+
+# capture_end NAME: stops the capture and reads its flows into FLOWS (one
+# --flow spec each), their totals into CAP_PK, CAP_BT.
+capture_end() {
+    tb_bg_stop "$CAP_PID" INT \
+        || tb_fail "$1: tcpdump failed: $(cat "$TB_DIR/$1.tcpdump.err")"
+    grep -q '^0 packets dropped by kernel' "$TB_DIR/$1.tcpdump.err" \
+        || tb_fail "$1: tcpdump dropped frames:" \
+                   "$(cat "$TB_DIR/$1.tcpdump.err")"
+    "$TB_PY" "$CHECK" flows "$TB_DIR/$1.pcap" >"$TB_DIR/$1.flows" \
+        2>"$TB_DIR/$1.flows.err" \
+        || tb_fail "$1: cannot read the capture:" \
+                   "$(cat "$TB_DIR/$1.flows.err")"
+    grep -q '^0 frames not IPv4' "$TB_DIR/$1.flows.err" \
+        || tb_fail "$1: the capture holds other frames:" \
+                   "$(cat "$TB_DIR/$1.flows.err")"
+    mapfile -t FLOWS <"$TB_DIR/$1.flows"
+    CAP_PK=0 CAP_BT=0
+    local f
+    for f in "${FLOWS[@]}"; do
+        tb_log "    captured $f"
+        IFS=: read -r _ _ _ _ _ p b <<<"$f"
+        CAP_PK=$((CAP_PK + p)) CAP_BT=$((CAP_BT + b))
+    done
+}
+
+# expect FLOW...: adds flows (SRC:SPORT:DST:DPORT:PROTO:PACKETS:BYTES) to
+# what the monitor must have reported, and to the totals.
+expect() {
+    local f p b
+    for f in "$@"; do
+        EXPECT+=(--flow "$f")
+        IFS=: read -r _ _ _ _ _ p b <<<"$f"
+        TOTAL_PK=$((TOTAL_PK + p)) TOTAL_BT=$((TOTAL_BT + b))
+    done
+}
+
+check_quiet() {
+    tb_appctl tpm/reports 2>/dev/null \
+        | "$TB_PY" "$CHECK" check --pk "$EV_PK" --bt "$EV_BT" \
+            "${EXPECT[@]}" --quiet
+}
+
+# monitor_check PHASE: the reports (summed over all epochs so far) equal
+# every phase's truth, and tpm/stats counts exactly the frames sent.
+monitor_check() {
+    local rc=0 st line
+    tb_wait_for 5 check_quiet || true
+    tb_appctl tpm/reports >"$TB_DIR/reports-$1.json"
+    "$TB_PY" "$CHECK" check --pk "$EV_PK" --bt "$EV_BT" "${EXPECT[@]}" \
+        <"$TB_DIR/reports-$1.json" >"$TB_DIR/check-$1.txt" 2>&1 || rc=$?
+    sed 's/^/    /' "$TB_DIR/check-$1.txt"
+    [ "$rc" = 0 ] \
+        || tb_fail "$1: the monitor's reports differ from the truth" \
+                   "(expected = truth, got = sum of reports)"
+    st=$(tb_appctl tpm/stats)
+    line=$(grep '^  packets:' <<<"$st")
+    [ "$line" = "  packets: $TOTAL_PK (non-IP 0), bytes: $TOTAL_BT" ] \
+        || tb_fail "$1: tpm/stats: '$line', expected $TOTAL_PK packets" \
+                   "(non-IP 0), $TOTAL_BT bytes"
+    grep -q '^  not parsed: 0 (' <<<"$st" \
+        || tb_fail "$1: tpm/stats: frames not parsed:" \
+                   "$(grep 'not parsed' <<<"$st")"
+    grep -q '^  lost data: none$' <<<"$st" \
+        || tb_fail "$1: tpm/stats: $(grep 'lost data' <<<"$st")"
+    grep -q 'reports: [0-9]*, dropped 0;' <<<"$st" \
+        || tb_fail "$1: tpm/stats: $(grep '  reports:' <<<"$st")"
+    tb_check_sweeps "$1"
+    tb_log "PASS: $1: monitor = truth for every 5-tuple; tpm/stats:" \
+           "$TOTAL_PK frames, $TOTAL_BT bytes, all parsed, nothing lost"
+}
+
+# phase_phy_to_vm: see the top (phase 1).
+phase_phy_to_vm() {
+    local t0=$SECONDS pid sent
+    tb_log "phase 1: phy -> VM (udp-send.py in $TB_NS1 -> vm1, rxonly)"
+    vm_cmd vm1 "clear port stats all"
+    vm_cmd vm1 start
+    capture phy-to-vm out
+    tb_bg "$TB_DIR/send1.json" ip netns exec "$TB_NS1" "$TB_PY" "$SEND" \
+        --src "$TB_IP1" --dst "$VM1_IP" --linger-ms 300 \
+        --flow 5001:6001:200:0,18,100,1472:200 \
+        --flow 5002:6002:150:r1-1400:200 \
+        --flow 5003:6003:100:17,60:300
+    pid=$TB_BG_PID
+    tb_bg_wait "$pid" \
+        || tb_fail "phase 1: udp-send.py failed: $(cat "$TB_DIR/send1.json.err")"
+    sleep 0.2
+    capture_end phy-to-vm
+    sent=$(tb_json "$TB_DIR/send1.json" \
+        "' '.join('%d/%d' % (f['packets'], f['errors']) for f in d['flows'])")
+    [ "$sent" = "200/0 150/0 100/0" ] \
+        || tb_fail "phase 1: udp-send.py sent (packets/errors) $sent"
+    [ "${#FLOWS[@]}" = 3 ] \
+        || tb_fail "phase 1: ${#FLOWS[@]} flows captured, expected 3"
+    local f k=0 want
+    for f in "${FLOWS[@]}"; do
+        want=$(tb_json "$TB_DIR/send1.json" \
+            "'$TB_IP1:%d:$VM1_IP:%d:17:%d:%d' % ((lambda f: (f['sport'], f['dport'], f['packets'], f['packets'] * 42 + f['payload']))(d['flows'][$k]))")
+        [ "$f" = "$want" ] \
+            || tb_fail "phase 1: captured $f, udp-send.py says $want"
+        k=$((k + 1))
+    done
+    vm_settle vm1 VM_RXP
+    vm_cmd vm1 stop
+    tb_log "  vm1 (testpmd): RX-packets $VM_RXP, RX-bytes $VM_RXB;" \
+           "capture: $CAP_PK frames, $CAP_BT bytes"
+    [ "$VM_RXP $VM_RXB" = "$CAP_PK $CAP_BT" ] \
+        || tb_fail "phase 1: vm1 received $VM_RXP frames, $VM_RXB bytes;" \
+                   "the capture holds $CAP_PK, $CAP_BT (OVS port vm1:" \
+                   "$(tb_vsctl get Interface vm1 statistics))"
+    expect "${FLOWS[@]}"
+    monitor_check "phase 1"
+    tb_log "  phase 1 took $((SECONDS - t0)) s"
+}
+
+# vm_send NAME: testpmd NAME sends BURSTS bursts of BURST frames ("start
+# tx_first", then rxonly), and its counters settle; VM_TXP, VM_TXB.
+vm_send() {
+    vm_cmd "$1" "clear port stats all"
+    vm_cmd "$1" "start tx_first $BURSTS"
+    vm_settle "$1" VM_TXP
+    vm_cmd "$1" stop
+    if [ "$VM_TXP" != $((BURSTS * BURST)) ]; then
+        tb_log "  note: $1 sent $VM_TXP frames of $((BURSTS * BURST))" \
+               "(ring full): its TX counter is the truth"
+    fi
+}
+
+# phase_vm_to_phy: see the top (phase 2).
+phase_vm_to_phy() {
+    local t0=$SECONDS
+    tb_log "phase 2: VM -> phy (vm1 txonly, $BURSTS x $BURST frames," \
+           "-> capture on $TB_IF1)"
+    capture vm-to-phy in
+    vm_send vm1
+    sleep 0.3
+    capture_end vm-to-phy
+    tb_log "  vm1 (testpmd): TX-packets $VM_TXP, TX-bytes $VM_TXB;" \
+           "capture: $CAP_PK frames, $CAP_BT bytes"
+    [ "${FLOWS[*]}" = "$VM1_IP:4001:$SINK_IP:4002:17:$VM_TXP:$VM_TXB" ] \
+        || tb_fail "phase 2: captured ${FLOWS[*]}, vm1 sent" \
+                   "$VM1_IP:4001:$SINK_IP:4002:17:$VM_TXP:$VM_TXB" \
+                   "(OVS port phy: $(tb_vsctl get Interface phy statistics))"
+    expect "${FLOWS[@]}"
+    monitor_check "phase 2"
+    tb_log "  phase 2 took $((SECONDS - t0)) s"
+}
+
+# phase_vm_to_vm: see the top (phase 3).
+phase_vm_to_vm() {
+    local t0=$SECONDS
+    tb_log "phase 3: VM -> VM (vm2 txonly, $BURSTS x $BURST frames," \
+           "-> vm1 rxonly)"
+    vm_cmd vm1 "clear port stats all"
+    vm_cmd vm1 start
+    vm_send vm2
+    local txp=$VM_TXP txb=$VM_TXB
+    vm_settle vm1 VM_RXP
+    vm_cmd vm1 stop
+    tb_log "  vm2 (testpmd): TX-packets $txp, TX-bytes $txb; vm1:" \
+           "RX-packets $VM_RXP, RX-bytes $VM_RXB"
+    [ "$VM_RXP $VM_RXB" = "$txp $txb" ] \
+        || tb_fail "phase 3: vm2 sent $txp frames, $txb bytes; vm1" \
+                   "received $VM_RXP, $VM_RXB (OVS port vm1:" \
+                   "$(tb_vsctl get Interface vm1 statistics))"
+    expect "$VM2_IP:4003:$VM1_IP:4004:17:$txp:$txb"
+    monitor_check "phase 3"
+    tb_log "  phase 3 took $((SECONDS - t0)) s"
+}
+
+main() {
+    local t0=$SECONDS
+    tb_init
+    command -v "$TESTPMD" >/dev/null 2>&1 \
+        || tb_skip "$TESTPMD not found (package dpdk-dev)"
+    command -v stdbuf >/dev/null 2>&1 \
+        || tb_skip "stdbuf not found (package coreutils)"
+    trap vh_down EXIT
+    vh_up
+    tb_log "  set-up took $((SECONDS - t0)) s"
+    phase_phy_to_vm
+    phase_vm_to_phy
+    phase_vm_to_vm
+    tb_log "PASS: phy -> VM, VM -> phy and VM -> VM over vhost-user" \
+           "counted exactly, in $((SECONDS - t0)) s"
+}
+
+main "$@"
