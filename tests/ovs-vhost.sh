@@ -35,15 +35,16 @@
 #                 5-tuple (packets, wire bytes), which must agree with
 #                 what udp-send.py says it sent; vm1's RX-packets and
 #                 RX-bytes must equal the capture's totals.
-#   2 VM -> phy   vm1 sends a fixed number of frames: "start tx_first N"
-#                 (the txonly engine, N bursts of 16 frames of 200 bytes,
-#                 one 5-tuple 10.99.0.10:4001 -> 10.99.0.99:4002 given by
+#   2 VM -> phy   vm1 sends a fixed number of frames: 3 rounds (VH_ROUNDS)
+#                 of "start tx_first 15" (the txonly engine, 15 bursts of
+#                 16 frames of 200 bytes, then rxonly) and "stop" once its
+#                 TX counter settles: 720 frames of one 5-tuple 10.99.0.10:4001 -> 10.99.0.99:4002 given by
 #                 --tx-ip/--tx-udp, to $TB_IF1's MAC by --eth-peer; the
 #                 namespace does not own 10.99.0.99 and does not forward,
 #                 so it drops them without an ICMP answer), captured by
 #                 tcpdump on $TB_IF1 (incoming).  Truth: the capture;
 #                 vm1's TX-packets and TX-bytes must equal its totals.
-#   3 VM -> VM    vm2 sends N bursts of 16 frames of 300 bytes
+#   3 VM -> VM    vm2 sends 720 frames of 300 bytes the same way
 #                 (10.99.0.11:4003 -> 10.99.0.10:4004) to vm1 (rxonly).
 #                 Truth: vm2's TX counters, which must equal vm1's RX.
 # After each phase the sums of the monitor's reports per 5-tuple, over all
@@ -65,9 +66,11 @@
 # vm2's rx (OVS dequeuing from the VM's tx ring) in phases 2 and 3.
 #
 # tx_first does not retry a burst that finds the ring full (testpmd's
-# retry is not offered with the rxonly engine), and OVS's PMD shares its
-# CPU: should a burst lose frames, testpmd's TX counter (the frames the
-# ring took) is the truth and a note says so.
+# retry is not offered with the rxonly engine), so a round sends at most
+# 240 frames, fewer than the 256 descriptors of the virtio-user ring, and
+# the next round starts once OVS took them all.  Should frames still be
+# refused (OVS's PMD descheduled for long), testpmd's TX counter (the
+# frames the ring took) is the truth and a note says so.
 #
 # Teardown on any exit: each testpmd is asked to quit through its FIFO,
 # then killed by PID; its DPDK runtime directory is removed; then
@@ -78,7 +81,7 @@
 # built, dpdk-testpmd or other tools missing).  Environment: top_srcdir,
 # top_builddir (the build tree, holding ovs/), PYTHON3, TESTPMD (default
 # dpdk-testpmd, package dpdk-dev); TB_KEEP=1 keeps the work directory;
-# VH_BURSTS=N bursts per VM sender (default 40).  Run by hand:
+# VH_ROUNDS=N rounds of 240 frames per VM sender (default 3).  Run by hand:
 #   top_srcdir=$PWD top_builddir=$PWD/build bash tests/ovs-vhost.sh
 set -euo pipefail
 
@@ -97,7 +100,9 @@ VM2_MAC=02:99:00:00:00:0b
 VM2_IP=10.99.0.11
 SINK_IP=10.99.0.99              # Not the namespace's: dropped silently.
 BURST=16
-BURSTS=${VH_BURSTS:-40}
+BURSTS=15                       # 240 frames a round: the ring has 256.
+ROUNDS=${VH_ROUNDS:-3}
+SEND_N=$((ROUNDS * BURSTS * BURST))
 EV_PK=vh-pk
 EV_BT=vh-bt
 
@@ -277,7 +282,7 @@ tcpdump_listening() {
 # DIRECTION (in, out), to $TB_DIR/NAME.pcap; PID in CAP_PID.
 capture() {
     tb_bg "$TB_DIR/$1.tcpdump" ip netns exec "$TB_NS1" tcpdump -Z root \
-        -n -U -Q "$2" -i "$TB_IF1" -w "$TB_DIR/$1.pcap"
+        -n -U --immediate-mode -Q "$2" -i "$TB_IF1" -w "$TB_DIR/$1.pcap"
     CAP_PID=$TB_BG_PID
     tb_wait_for 10 tcpdump_listening "$TB_DIR/$1.tcpdump.err" \
         || tb_fail "$1: tcpdump did not start:" \
@@ -399,24 +404,28 @@ phase_phy_to_vm() {
     tb_log "  phase 1 took $((SECONDS - t0)) s"
 }
 
-# vm_send NAME: testpmd NAME sends BURSTS bursts of BURST frames ("start
-# tx_first", then rxonly), and its counters settle; VM_TXP, VM_TXB.
+# vm_send NAME: testpmd NAME sends ROUNDS x BURSTS bursts of BURST frames
+# (per round "start tx_first BURSTS", then rxonly until its TX counter
+# settles, then "stop"); VM_TXP, VM_TXB.
 vm_send() {
+    local r
     vm_cmd "$1" "clear port stats all"
-    vm_cmd "$1" "start tx_first $BURSTS"
-    vm_settle "$1" VM_TXP
-    vm_cmd "$1" stop
-    if [ "$VM_TXP" != $((BURSTS * BURST)) ]; then
-        tb_log "  note: $1 sent $VM_TXP frames of $((BURSTS * BURST))" \
-               "(ring full): its TX counter is the truth"
+    for ((r = 0; r < ROUNDS; r++)); do
+        vm_cmd "$1" "start tx_first $BURSTS"
+        vm_settle "$1" VM_TXP
+        vm_cmd "$1" stop
+    done
+    if [ "$VM_TXP" != "$SEND_N" ]; then
+        tb_log "  note: $1 sent $VM_TXP frames of $SEND_N (ring full):" \
+               "its TX counter is the truth"
     fi
 }
 
 # phase_vm_to_phy: see the top (phase 2).
 phase_vm_to_phy() {
     local t0=$SECONDS
-    tb_log "phase 2: VM -> phy (vm1 txonly, $BURSTS x $BURST frames," \
-           "-> capture on $TB_IF1)"
+    tb_log "phase 2: VM -> phy (vm1 txonly, $SEND_N frames, -> capture" \
+           "on $TB_IF1)"
     capture vm-to-phy in
     vm_send vm1
     sleep 0.3
@@ -435,8 +444,7 @@ phase_vm_to_phy() {
 # phase_vm_to_vm: see the top (phase 3).
 phase_vm_to_vm() {
     local t0=$SECONDS
-    tb_log "phase 3: VM -> VM (vm2 txonly, $BURSTS x $BURST frames," \
-           "-> vm1 rxonly)"
+    tb_log "phase 3: VM -> VM (vm2 txonly, $SEND_N frames, -> vm1 rxonly)"
     vm_cmd vm1 "clear port stats all"
     vm_cmd vm1 start
     vm_send vm2

@@ -203,6 +203,11 @@ tb_down() {
         tb_stop_daemon ovs-vswitchd exit --cleanup
         tb_stop_daemon ovsdb-server exit
     fi
+    # DPDK's runtime directory of the switch's --file-prefix (empty with
+    # --no-shconf, but made all the same).
+    if [ -n "${TB_TAG:-}" ]; then
+        rm -rf "/var/run/dpdk/$TB_TAG"
+    fi
     TB_UP=false
     # tb_netns's namespaces first (one may be $TB_NS1 or $TB_NS2, so the
     # list is read again before each).
