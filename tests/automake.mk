@@ -103,6 +103,16 @@ $(OVS_OVERLAY_LOG): tests/demo-ovs.sh.log
 endif
 EXTRA_DIST += tests/ovs-overlay.sh tests/overlay-send.py \
 	tests/overlay-truth.py tests/overlay-reports.py tests/geneve-peer.py
+# Virtual machines without a hypervisor: dpdk-testpmd virtio-user devices
+# on dpdkvhostuserclient ports; phy -> VM, VM -> phy and VM -> VM counted
+# exactly against captures and the VMs' counters.  A PMD test (testpmd
+# polls core 0 meanwhile): after the overlay test, before the packages.
+if HAVE_OVS_SOURCE
+TESTS += tests/ovs-vhost.sh
+OVS_VHOST_LOG = tests/ovs-vhost.sh.log
+$(OVS_VHOST_LOG): tests/ovs-overlay.sh.log
+endif
+EXTRA_DIST += tests/ovs-vhost.sh tests/vhost-check.py
 
 EXTRA_DIST += tests/test-util.h tests/e2e-replay.sh tests/gen-trace.py tests/bootstrap.sh \
 	tests/replay-lib.sh \
@@ -229,7 +239,7 @@ TESTS += tests/deb-packages.sh
 EXTRA_DIST += tests/deb-packages.sh
 if HAVE_OVS_SOURCE
 DEB_PACKAGES_LOG = tests/deb-packages.sh.log
-$(DEB_PACKAGES_LOG): tests/ovs-overlay.sh.log
+$(DEB_PACKAGES_LOG): tests/ovs-vhost.sh.log
 endif
 
 # The fuzz targets (tests/fuzz/, docs/fuzzing.md): libFuzzer with ASan and
