@@ -87,8 +87,8 @@ check-ovs-build:
 	$(MAKE) $(AM_MAKEFLAGS) ovs
 .PHONY: check-ovs-build
 endif
-# ovs-autotests.sh keeps OVS's output there.
-CLEANFILES += tests/ovs-autotests.out
+# ovs-autotests.sh keeps OVS's output there (--compare-stock: stock's too).
+CLEANFILES += tests/ovs-autotests.out tests/ovs-autotests-stock.out
 EXTRA_DIST += tests/ovs-patch.sh tests/ovs-autotests.sh \
 	tests/ovs-integration.sh tests/testbed.sh tests/udp-send.py \
 	tests/sendlib.py tests/pcap-volume.py tests/pcaplib.py \
