@@ -4,7 +4,10 @@
 standard library only).
 
   pcap FILE            writes the traffic: N UDP/IPv4 flows of 64-byte
-                       frames, round-robin (one packet per flow in turn)
+                       frames, round-robin (one packet per flow in turn);
+                       --vxlan: each frame in VXLAN (outer Ethernet,
+                       IPv4, UDP to port 4789 and VXLAN headers, from a
+                       remote VTEP to the switch's underlay address)
   events CTL           installs the monitor's events through the
                        ovs-vswitchd control socket CTL (JSON-RPC, the
                        protocol of ovs-appctl, one connection for all)
@@ -73,14 +76,38 @@ def frame(i, size, prefixes=65536):
     return eth + ip + udp + bytes(udp_len - 8)
 
 
+# VXLAN (RFC 7348) around inner frame i: outer Ethernet from the remote
+# VTEP's MAC to the switch's (br-phy's) MAC, outer IPv4 from the VTEP's
+# address to the switch's (checksummed: OVS's tnl_pop verifies it), UDP
+# from a source port per inner flow (as a VTEP's hash of the inner
+# headers spreads them) to 4789 with a zero checksum, VXLAN with the I
+# flag and VNI vni_base + i % vnis.  50 bytes more than the inner frame.
+def vxlan_frame(inner, i, a):
+    vni = a.vni_base + i % a.vnis
+    vxlan = struct.pack("!II", 0x08000000, vni << 8)
+    udp_len = 8 + len(vxlan) + len(inner)
+    udp = struct.pack("!HHHH", 49152 + (i * 37) % 16384, 4789, udp_len, 0)
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + udp_len, i & 0xffff,
+                     0x4000, 64, 17, 0, socket.inet_aton(a.outer_src),
+                     socket.inet_aton(a.outer_dst))
+    ip = ip[:10] + struct.pack("!H", ip_checksum(ip)) + ip[12:]
+    eth = (bytes.fromhex(a.outer_dst_mac.replace(":", ""))
+           + bytes.fromhex(a.outer_src_mac.replace(":", "")) + b"\x08\x00")
+    return eth + ip + udp + vxlan + inner
+
+
 def cmd_pcap(a):
     if a.flows > 65536 or a.size < 60:
         sys.exit("bench-ovs.py: at most 65536 flows, frames of >= 60 bytes")
+    if a.vnis < 1 or a.vni_base + a.vnis > 1 << 24:
+        sys.exit("bench-ovs.py: VNIs out of 0 .. 16777215")
     with open(a.file, "wb") as f:
         f.write(struct.pack("<IHHiIII", 0xa1b2c3d4, 2, 4, 0, 0, 65535, 1))
         for r in range(a.repeat):
             for i in range(a.flows):
                 p = frame(i, a.size, a.prefixes)
+                if a.vxlan:
+                    p = vxlan_frame(p, i, a)
                 f.write(struct.pack("<IIII", 0, r * a.flows + i, len(p),
                                     len(p)))
                 f.write(p)
@@ -228,6 +255,7 @@ PERF_RE = {
     "idle_it": r"idle iterations:\s+(\d+)\s+\(\s*([\d.]+) % of used",
     "busy_it": r"busy iterations:\s+(\d+)\s+\(\s*([\d.]+) % of used",
     "rx": r"Rx packets:\s+(\d+)\s+\((\d+) Kpps, (\d+) cycles/pkt\)",
+    "passes": r"Datapath passes:\s+(\d+)\s+\(([\d.]+) passes/pkt\)",
     "emc_pct": r"EMC hits:\s+\d+\s+\(\s*([\d.]+) %\)",
     "smc_pct": r"SMC hits:\s+\d+\s+\(\s*([\d.]+) %\)",
     "megaflow_pct": r"Megaflow hits:\s+\d+\s+\(\s*([\d.]+) %",
@@ -256,6 +284,7 @@ TPM_RE = {
     "tpm_reports": r"reports: (\d+), dropped (\d+); epochs (\d+), "
                    r"skipped (\d+)",
     "tpm_events": r"events: (\d+),",
+    "tpm_tun_decap": r"tunnels: decapsulated (\d+)",
 }
 
 
@@ -285,6 +314,8 @@ def cmd_parse(a):
                   "used_tsc_pct", "tx_batch"):
             r[k] = p.get(k)
         r["tx_kpps"] = p["tx"][1] if "tx" in p else 0
+        if "passes" in p:
+            r["passes_per_pkt"] = p["passes"][1]
     if a.stats:
         r.update(grab(open(a.stats).read(), STATS_RE))
     if a.tpm:
@@ -310,8 +341,8 @@ def cmd_table(a):
     print("Per run (pmd-perf-show over the measurement window; cycles/pkt "
           "= busy-iteration TSC cycles / Rx packets):")
     print()
-    hdr = ("round", "cfg", "Mpps", "cyc/pkt", "us/it", "steal%",
-           "other%", "foreign", "tpm")
+    hdr = ("round", "cfg", "Mpps", "cyc/pkt", "passes/pkt", "us/it",
+           "steal%", "other%", "foreign", "tpm")
     print("| " + " | ".join(hdr) + " |")
     print("|" + "---|" * len(hdr))
     for r in runs:
@@ -330,9 +361,11 @@ def cmd_table(a):
                      % (t.get("tpm_events", "?"),
                         t.get("tpm_flows_live", "?"), m[0], sw[0], sw[1],
                         ns[0] / 1000, ns[1] / 1000))
-        print("| %s | %s | %.2f | %s | %.2f | %s | %s | %s | %s |"
+            if t.get("tpm_tun_decap"):
+                tinfo += ", decapsulated %s" % t["tpm_tun_decap"]
+        print("| %s | %s | %.2f | %s | %s | %.2f | %s | %s | %s | %s |"
               % (r["round"], r["config"], r["kpps"] / 1000, r["cpp"],
-                 r["us_per_it"],
+                 r.get("passes_per_pkt", "?"), r["us_per_it"],
                  "%.1f" % r["steal_pct"] if "steal_pct" in r else "?",
                  "%.0f" % r["other_load_pct"] if "other_load_pct" in r
                  else "?",
@@ -363,6 +396,16 @@ def cmd_table(a):
                                      % (100 * (t - k / sk)))
         print("| %s %s | %d | %.2f | %.3f | %.0f | %.3f | %s |"
               % (c, names[c], len(rs), k / 1000, k / sk, cp, cp / sc, tgt))
+    added = []
+    for c in ("B", "C"):
+        rs = [r for r in ok if r["config"] == c]
+        if rs and stock:
+            added.append("%s - A %+.0f" % (c, med([r["cpp"] for r in rs])
+                                          - sc))
+    if added:
+        print()
+        print("The monitor's cycles per packet (medians): %s"
+              % ", ".join(added))
     cs = [r for r in ok if r["config"] == "C" and r.get("tpm")]
     if cs:
         print()
@@ -759,6 +802,17 @@ def main():
                    help="rounds of the flows written (1)")
     p.add_argument("--prefixes", type=int, default=65536,
                    help="flow i goes to prefix i %% PREFIXES")
+    p.add_argument("--vxlan", action="store_true",
+                   help="each frame in VXLAN (--size: the inner frame's)")
+    p.add_argument("--vnis", type=int, default=1,
+                   help="flow i in VNI VNI_BASE + i %% VNIS (1)")
+    p.add_argument("--vni-base", type=int, default=5001)
+    p.add_argument("--outer-src", default="10.99.0.2",
+                   help="the remote VTEP's address (10.99.0.2)")
+    p.add_argument("--outer-dst", default="10.99.0.1",
+                   help="the switch's underlay address (10.99.0.1)")
+    p.add_argument("--outer-src-mac", default="02:99:00:00:00:02")
+    p.add_argument("--outer-dst-mac", default="02:99:00:00:00:01")
     p = sub.add_parser("events")
     p.add_argument("ctl")
     p.add_argument("--prefixes", type=int, default=512)

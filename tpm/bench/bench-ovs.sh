@@ -21,6 +21,25 @@
 # dpif-netdev/pmd-perf-show: Kpps and cycles/pkt.  The table at the end
 # gives every run, the medians and their ratios to stock.
 #
+# --vxlan: the same 300 inner flows (and events), each 64-byte frame in
+# VXLAN (114 bytes: outer Ethernet, IPv4 10.99.0.2 -> 10.99.0.1, UDP to
+# 4789 from a source port per inner flow, VNI 5001; --vnis N spreads the
+# flows over N VNIs), and OVS's native tunnelling as on a hypervisor: the
+# net_pcap port p1 on an underlay bridge br-phy (its MAC and its address
+# 10.99.0.1/24 are the frames' outer destination, one rule
+# actions=NORMAL), and the integration bridge br0 with a VXLAN port vx
+# (remote_ip=flow, key=flow, OpenFlow port 1) and net_null p2 (the rule,
+# in_port=1,actions=output:2).  Every packet thus takes two datapath
+# passes: tnl_pop on br-phy's flow, then recirculation as if received on
+# vx, and output to p2.  The monitor counts it once, on receipt, under its
+# inner 5-tuple and tenant, having decapsulated it in its own parser
+# (docs/operations.md, "Tenants in overlays").  Every run checks, and
+# fails loudly otherwise: a datapath flow with tnl_pop and one from the
+# tunnel to p2 (dpctl/dump-flows), about 2 datapath passes per packet
+# (pmd-perf-show), p2 transmitted what p1 received (dpctl/show -s), and
+# in B and C the monitor decapsulated every packet (tpm/stats, "tunnels:
+# decapsulated"), in C with matches (the events match inner nw_dst).
+#
 # The daemons run in a network namespace of their own (the bridge's tap
 # and the datapath's "ovs-netdev" tap live there) with a private directory
 # /tmp/tpm-bench-ovs.XXXXXX (so "pgrep -f tpm-bench" sees them) and a
@@ -46,7 +65,11 @@ usage: $0 [OPTIONS]   (as root)
   --per-prefix N  events per prefix = events per packet, config C (8)
   --rule FLOW     the OpenFlow rule (in_port=1,actions=output:2: OVS's
                   "simple match" path; e.g. ip,in_port=1,nw_dst=10.0.0.0/8,
-                  actions=output:2 takes the miniflow/EMC path)
+                  actions=output:2 takes the miniflow/EMC path); with
+                  --vxlan the integration bridge's, port 1 the VXLAN port
+  --vxlan         VXLAN-encapsulated input, OVS's native tunnelling
+                  (tnl_pop and recirculation; above)
+  --vnis N        with --vxlan: inner flow i in VNI 5001 + i mod N (1)
   --mem MODE      DPDK memory: huge, nohuge or auto (auto: huge pages if
                   1024 can be had; the script may raise vm.nr_hugepages to
                   1024 and mount hugetlbfs on /dev/hugepages, and undoes
@@ -82,6 +105,8 @@ rule=in_port=1,actions=output:2
 profile=false
 churn=false
 results_out=
+vxlan=false
+vnis=1
 keep=false
 wait_quiet=true
 settings=(tpm-epoch=10ms)
@@ -105,6 +130,8 @@ while [ $# -gt 0 ]; do
     --profile) profile=true ;;
     --churn) churn=true ;;
     --results) results_out=$2; shift ;;
+    --vxlan) vxlan=true ;;
+    --vnis) vnis=$2; shift ;;
     --keep) keep=true ;;
     --no-wait) wait_quiet=false ;;
     -h|--help) usage; exit 0 ;;
@@ -150,10 +177,94 @@ results=$WORK/results.jsonl
 
 bench_hugepages
 
+# --vxlan: the underlay.  The remote VTEP (VX_PEER, VX_PEER_MAC) exists
+# only in the pcap file; the switch's address VX_IP is br-phy's, whose
+# MAC is VX_MAC.
+VX_IP=10.99.0.1
+VX_PEER=10.99.0.2
+VX_MAC=02:99:00:00:00:01
+VX_PEER_MAC=02:99:00:00:00:02
+
 pcap=$WORK/traffic.pcap
+pcap_args=()
+traffic="$flows UDP/IPv4 flows, 64-byte frames, round-robin"
+if $vxlan; then
+    pcap_args=(--vxlan --vnis "$vnis" --outer-src "$VX_PEER"
+               --outer-dst "$VX_IP" --outer-src-mac "$VX_PEER_MAC"
+               --outer-dst-mac "$VX_MAC")
+    traffic="$flows UDP/IPv4 inner flows of 64-byte frames in VXLAN (114"
+    traffic+=" bytes, $VX_PEER -> $VX_IP port 4789, $vnis VNI(s) from"
+    traffic+=" 5001), round-robin; native tunnelling, tnl_pop"
+fi
 "$PY" "$helper" pcap "$pcap" --flows "$flows" --size 64 \
-    --prefixes "$prefixes"
-log "traffic: $pcap, $flows UDP/IPv4 flows, 64-byte frames, round-robin"
+    --prefixes "$prefixes" "${pcap_args[@]}"
+log "traffic: $pcap, $traffic"
+
+# vxlan_up BR: the VXLAN port vx (OpenFlow port 1) on the integration
+# bridge BR and the underlay bridge br-phy (MAC VX_MAC, address VX_IP,
+# actions=NORMAL), then waits until OVS listens on VX_IP port 4789.
+vxlan_up() {
+    local br=$1
+    vsctl add-port "$br" vx -- set Interface vx type=vxlan \
+            options:remote_ip=flow options:key=flow ofport_request=1 \
+        -- add-br br-phy -- set bridge br-phy datapath_type=netdev \
+            fail_mode=secure "other_config:hwaddr=$VX_MAC"
+    ofctl del-flows br-phy
+    ofctl add-flow br-phy actions=NORMAL
+    ip -n "$NS" addr add "$VX_IP/24" dev br-phy
+    ip -n "$NS" link set br-phy up
+    wait_for 30 vxlan_listening \
+        || die "$RUN_LABEL: OVS does not listen on $VX_IP port 4789 after" \
+               "30 s: $(appctl tnl/ports/show -v 2>&1 | tr '\n' ' ')"
+}
+vxlan_listening() {
+    appctl tnl/ports/show -v 2>/dev/null \
+        | grep -q "dst=$VX_IP,.*udp(dst=4789)"
+}
+
+# vxlan_check OUT CFG: the packets of the run took tnl_pop and reached
+# p2; in B and C the monitor decapsulated them (dies otherwise).
+vxlan_check() {
+    local out=$1 cfg=$2 passes rx tx dec pk m
+    appctl dpctl/dump-flows --names >"$out/dpflows.txt" 2>&1 \
+        || appctl dpctl/dump-flows >"$out/dpflows.txt"
+    grep -q 'actions:.*tnl_pop(' "$out/dpflows.txt" \
+        || die "$cfg: no datapath flow with tnl_pop ($out/dpflows.txt:" \
+               "$(head -c 600 "$out/dpflows.txt"))"
+    grep -q '^tunnel(' "$out/dpflows.txt" \
+        || die "$cfg: no datapath flow from the tunnel ($out/dpflows.txt)"
+    passes=$(awk '/Datapath passes:/ { gsub(/[(]/, "", $4); print $4 }' \
+             "$out/perf.txt")
+    awk -v p="${passes:-0}" 'BEGIN { exit !(p >= 1.9) }' \
+        || die "$cfg: ${passes:-no} datapath passes per packet, not 2" \
+               "(tnl_pop and recirculation)"
+    appctl dpctl/show -s >"$out/dpshow.txt"
+    read -r rx tx < <(awk '
+        / port [0-9]+: / { name = $3 }
+        /RX packets:/ { split($2, a, ":"); if (name == "p1") rx = a[2] }
+        /TX packets:/ { split($2, a, ":"); if (name == "p2") tx = a[2] }
+        END { print rx + 0, tx + 0 }' "$out/dpshow.txt")
+    awk -v rx="$rx" -v tx="$tx" 'BEGIN { exit !(rx > 0 && tx >= 0.99 * rx) }' \
+        || die "$cfg: p1 received $rx packets, p2 sent $tx: not every" \
+               "packet reached net_null through the tunnel"
+    if [ "$cfg" != A ]; then
+        read -r pk dec m < <(awk '
+            /^  packets: / { p += $2 }
+            /^  tunnels: decapsulated / { sub(",", "", $3); d += $3 }
+            /^  matches: / { sub(",", "", $2); m += $2 }
+            END { print p + 0, d + 0, m + 0 }' "$out/tpm.txt")
+        awk -v p="$pk" -v d="$dec" 'BEGIN { exit !(d > 0 && d >= 0.99 * p) }' \
+            || die "$cfg: the monitor decapsulated $dec of $pk packets" \
+                   "(tpm/stats, $out/tpm.txt)"
+        if [ "$cfg" = C ] && [ "$m" = 0 ]; then
+            die "$cfg: no event matched the inner flows (tpm/stats" \
+                "matches: 0, $out/tpm.txt)"
+        fi
+    fi
+    log "  tunnel: $passes passes/pkt, p1 rx $rx, p2 tx $tx" \
+        "$([ "$cfg" = A ] || echo "; monitor: $dec of $pk packets" \
+           "decapsulated, matches $m")"
+}
 
 # churn_one OUT PID: with the traffic running, deletes every event and
 # adds it again through the control socket while perf records the poll()
@@ -203,6 +314,12 @@ run_one() {
     # Output port and the rule first; the input port last, so traffic
     # starts with everything (events included) in place.
     bench_add_output $br "$rule"
+    local inbr=$br ports=(p1 p2)
+    if $vxlan; then
+        vxlan_up $br
+        inbr="br-phy"
+        ports+=(vx)
+    fi
     if [ "$cfg" != A ]; then
         wait_for 30 tpm_pmd_ready || die "$cfg: no monitor on PMD core 1"
     fi
@@ -212,10 +329,10 @@ run_one() {
             || die "$cfg: installing events failed: $(cat "$out/events.log")"
         log "  $(cat "$out/events.log")"
     fi
-    vsctl add-port $br p1 -- set Interface p1 type=dpdk \
+    vsctl add-port $inbr p1 -- set Interface p1 type=dpdk \
         "options:dpdk-devargs=net_pcap0,rx_pcap=$pcap,infinite_rx=1" \
         ofport_request=1
-    bench_port_errors p1 p2
+    bench_port_errors "${ports[@]}"
     wait_for 60 pmd_receiving || die "$cfg: PMD not receiving after 60 s"
     sleep "$warmup"
 
@@ -242,6 +359,9 @@ run_one() {
         --perf "$out/perf.txt" --stats "$out/stats.txt" "${tpm_args[@]}" \
         --steal "$steal" --other-load "$other" \
         --foreign $((f0 > f1 ? f0 : f1)) >>"$results"
+    if $vxlan; then
+        vxlan_check "$out" "$cfg"
+    fi
     log "  $(tail -n 1 "$results" | "$PY" -c 'import json, sys
 r = json.loads(sys.stdin.read())
 print("%s: %s Kpps, %s cycles/pkt" % (r["config"], r.get("kpps"),
@@ -267,7 +387,8 @@ print("%s: %s Kpps, %s cycles/pkt" % (r["config"], r.get("kpps"),
     run_down
 }
 
-log "rule $rule; configs $configs x $rounds rounds, warm-up $warmup s, window" \
+log "rule $rule$($vxlan && echo " (integration bridge; br-phy:" \
+    "actions=NORMAL)"); configs $configs x $rounds rounds, warm-up $warmup s, window" \
     "$seconds s; work directory $WORK"
 for round in $(seq "$rounds"); do
     for ((ci = 0; ci < ${#configs}; ci++)); do
@@ -293,4 +414,5 @@ echo
 echo "Machine: $(nproc) CPUs, $(awk -F': ' '/^model name/ { print $2; exit }' \
     /proc/cpuinfo); DPDK memory: $mem; load average now:" \
     "$(cut -d' ' -f1-3 /proc/loadavg)"
+echo "Traffic: $traffic; rule $rule"
 "$PY" "$helper" table "$results" --events $((prefixes * per_prefix))
