@@ -32,6 +32,7 @@
 #   vxlan4   VXLAN over IPv4, VNIs 5001 (A) and 5002 (B)
 #   geneve4  Geneve over IPv4, VNIs 6001 and 6002
 #   vxlan6   VXLAN over IPv6, VNIs 5101 and 5102
+#   geneve6  Geneve over IPv6, VNIs 6101 and 6102
 # Each phase: ping over both tenants' overlays, both ways, IPv4 and IPv6
 # inside; then the monitor's events, and traffic in both directions at
 # once (VM -> remote: OVS pushes the header; remote -> VM: it arrives
@@ -68,7 +69,7 @@
 # Automake test protocol: exit 0 pass, 1 fail, 77 skip (not root, OVS not
 # built, tools missing).  Environment: top_srcdir, top_builddir (the build
 # tree, holding ovs/), PYTHON3; TB_KEEP=1 keeps the work directory;
-# OVL_PHASES="vxlan4 geneve4 vxlan6" chooses the phases.  Run by hand:
+# OVL_PHASES="vxlan4 geneve4 vxlan6 geneve6" chooses the phases.  Run by hand:
 #   top_srcdir=$PWD top_builddir=$PWD/build bash tests/ovs-overlay.sh
 set -euo pipefail
 
@@ -567,7 +568,7 @@ main() {
     ovl_up
     tb_log "test bed up in $((SECONDS - t0)) s (DPDK memory:" \
            "$TB_DPDK_MODE, work directory $TB_DIR)"
-    for ph in ${OVL_PHASES:-vxlan4 geneve4 vxlan6}; do
+    for ph in ${OVL_PHASES:-vxlan4 geneve4 vxlan6 geneve6}; do
         phase "$ph"
     done
     if [ "${#MONITOR_FAILED[@]}" != 0 ]; then
