@@ -27,6 +27,30 @@
 # unique DPDK --file-prefix.  No packet leaves the process: the addresses
 # exist only in the pcap file.  Everything started is stopped on exit.
 #
+# PVP (--pvp): physical -> OVS -> VM -> OVS -> physical, the path of a
+# hypervisor's switch.  The "VM" is a dpdk-testpmd (TESTPMD, package
+# dpdk-dev) on core 0 whose only port is a virtio-user device (net_virtio_user,
+# server mode, plain memory: --no-huge -m 256) in io forwarding with the
+# loop topology (it sends every frame back on the port it came from,
+# untouched), driven through a FIFO on its stdin as tests/ovs-vhost.sh
+# does.  OVS reaches it through the dpdkvhostuserclient port vm (ofport 3)
+# and forwards with two rules: in_port=1,actions=output:3 (net_pcap -> VM)
+# and in_port=3,actions=output:2 (VM -> net_null).  The same PMD on core 1
+# polls both rxqs (net_pcap's and vm's), so each packet passes OVS twice
+# and the monitor sees it twice (at p1's rx and at vm's rx).  pmd-perf-show's
+# cycles/pkt is per Rx over both ports; the table also gives the busy
+# cycles per packet received on the pcap port (per round trip) and the
+# pcap port's rate, which is the rate the ratios compare (the PMD is busy
+# all the time, so the physical rate is TSC Hz / cycles per round trip).
+# Every run checks over its window (dpctl/show -s before and after, and
+# testpmd's port counters) that the packets made the round trip: net_null's
+# Tx >= (1 - --pvp-max-loss) x the pcap port's Rx, testpmd forwarded what
+# OVS gave it, vm's Rx = net_null's Tx and pmd-perf-show's Rx = pcap Rx +
+# vm Rx; in C also that tpm/stats counts the packets of both ports (2 x
+# the pcap packets that made the round trip) and that every flow matched
+# its 8 events.  A run failing a check is marked FAILED in the table,
+# left out of the medians, and the script exits 1 at the end.
+#
 # Before measuring, the script waits (every 30 s, up to 20 min) until no
 # other benchmark or ovs-vswitchd runs ("pgrep -f tpm-bench", "pgrep -f
 # ovs-vswitchd"); --no-wait skips that.
@@ -62,11 +86,16 @@ usage: $0 [OPTIONS]   (as root)
                   time, while perf records the poll() calls of
                   ovs-vswitchd's main thread: the commands' latencies and
                   the main loop's busy time per iteration
+  --pvp           PVP: pcap -> OVS -> testpmd VM (vhost-user, io
+                  forwarding) -> OVS -> null (see the top of this script)
+  --pvp-max-loss P  PVP: the largest share of the pcap port's packets,
+                  in percent, that may miss the round trip in a window
+                  before the run counts as failed (1)
   --results FILE  also write the per-run JSON lines to FILE
   --keep          keep the work directory (logs, outputs)
   --no-wait       do not wait for other benchmarks to finish
 Environment: BUILD_DIR (default: build next to this script's tree),
-PYTHON3.
+PYTHON3, TESTPMD (--pvp; default dpdk-testpmd).
 EOF
 }
 
@@ -78,7 +107,9 @@ flows=300
 prefixes=512
 per_prefix=8
 mem=auto
-rule=in_port=1,actions=output:2
+rule=
+pvp=false
+pvp_max_loss=1
 profile=false
 churn=false
 results_out=
@@ -96,6 +127,8 @@ while [ $# -gt 0 ]; do
     --per-prefix) per_prefix=$2; shift ;;
     --mem) mem=$2; shift ;;
     --rule) rule=$2; shift ;;
+    --pvp) pvp=true ;;
+    --pvp-max-loss) pvp_max_loss=$2; shift ;;
     --set)
         case $2 in
             *=*) settings+=("$2") ;;
@@ -115,6 +148,16 @@ done
 case $configs in
     *[!ABC]*|'') echo "$0: --configs takes letters A, B, C" >&2; exit 2 ;;
 esac
+if $pvp; then
+    [ -z "$rule" ] || { echo "$0: --rule and --pvp exclude each other" >&2
+                        exit 2; }
+    # net_pcap (1) -> vm (3); vm (3) -> net_null (2).
+    rule=in_port=1,actions=output:3
+    rule2=in_port=3,actions=output:2
+else
+    rule=${rule:-in_port=1,actions=output:2}
+fi
+TESTPMD=${TESTPMD:-dpdk-testpmd}
 
 BENCH_NAME=bench-ovs
 # shellcheck source=tpm/bench/bench-lib.sh
@@ -128,6 +171,11 @@ trees=()
 bench_check_root
 bench_check_builds "$build" "${trees[@]}"
 command -v "$PY" >/dev/null || die "$PY not found"
+if $pvp; then
+    command -v "$TESTPMD" >/dev/null \
+        || die "--pvp needs $TESTPMD (package dpdk-dev)"
+    command -v stdbuf >/dev/null || die "--pvp needs stdbuf (coreutils)"
+fi
 if $profile || $churn; then
     command -v perf >/dev/null \
         || die "--profile and --churn need perf (linux-perf)"
@@ -186,6 +234,93 @@ churn_one() {
     log "  $(appctl tpm/stats | grep '^main thread')"
 }
 
+# The PVP mode's VM: dpdk-testpmd with a virtio-user port in server mode
+# on OUT/vm.sock, interactive, its stdin the FIFO OUT/vm.in (held open on
+# VM_FD), its output in OUT/vm.out; its DPDK runtime directory is removed
+# when it is stopped.
+VM_PID=
+VM_FD=
+VM_OUT=
+VM_PREFIX=
+trap '' PIPE
+vm_start() {
+    local out=$1 tag=$2
+    VM_OUT=$out/vm.out
+    VM_PREFIX=${tag}vm
+    mkfifo "$out/vm.in"
+    stdbuf -o0 -e0 "$TESTPMD" --lcores=0@0,1@0 --no-huge -m 256 --no-pci \
+        "--file-prefix=$VM_PREFIX" \
+        "--vdev=net_virtio_user0,path=$out/vm.sock,server=1,queues=1" \
+        -- -i --no-mlockall --total-num-mbufs=8192 --forward-mode=io \
+        --port-topology=loop <"$out/vm.in" >"$VM_OUT" 2>&1 &
+    VM_PID=$!
+    exec {VM_FD}>"$out/vm.in"
+    wait_for 30 test -S "$out/vm.sock" \
+        || die "$RUN_LABEL: testpmd made no socket: $(tail -n 20 "$VM_OUT")"
+}
+vm_cmd() {
+    printf '%s\n' "$1" 1>&"$VM_FD"
+}
+vm_ready() {
+    grep -q 'testpmd> ' "$VM_OUT"
+}
+vm_blocks() {
+    grep -c '^ *#\+ *$' "$VM_OUT" || true
+}
+vm_blocks_over() {
+    [ "$(vm_blocks)" -gt "$1" ]
+}
+# vm_stats FILE: testpmd's port counters "RX-packets TX-packets" to FILE.
+vm_stats() {
+    local n
+    n=$(vm_blocks)
+    vm_cmd "show port stats 0"
+    wait_for 10 vm_blocks_over "$n" \
+        || die "$RUN_LABEL: testpmd: no answer to 'show port stats 0'"
+    awk '/RX-packets:/ { rxp = $2 } /TX-packets:/ { txp = $2 }
+         /^ *#+ *$/ { last = rxp " " txp } END { print last }' \
+        "$VM_OUT" >"$1"
+}
+vm_down() {
+    local i
+    [ -n "$VM_PID" ] || return 0
+    if [ -n "$VM_FD" ]; then
+        printf 'stop\nquit\n' 2>/dev/null 1>&"$VM_FD" || true
+        exec {VM_FD}>&-
+        VM_FD=
+    fi
+    for i in $(seq 100); do
+        kill -0 "$VM_PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    if kill -0 "$VM_PID" 2>/dev/null; then
+        log "warning: testpmd (pid $VM_PID) did not quit; SIGKILL"
+        kill -9 "$VM_PID" 2>/dev/null || true
+    fi
+    wait "$VM_PID" 2>/dev/null || true
+    rm -rf "/var/run/dpdk/$VM_PREFIX"
+    VM_PID=
+}
+bench_on_exit() {
+    vm_down
+}
+vm_link_up() {
+    [ "$(vsctl get Interface vm link_state 2>/dev/null)" = up ]
+}
+# pvp_vm OUT TAG BR: the VM, its port vm (ofport 3) and io forwarding.
+pvp_vm() {
+    vm_start "$1" "$2"
+    vsctl add-port "$3" vm -- set Interface vm type=dpdkvhostuserclient \
+        "options:vhost-server-path=$1/vm.sock" ofport_request=3
+    bench_port_errors vm
+    wait_for 30 vm_ready \
+        || die "$RUN_LABEL: no testpmd prompt: $(tail -n 20 "$VM_OUT")"
+    wait_for 30 vm_link_up \
+        || die "$RUN_LABEL: vm link not up in OVS:" \
+               "$(vsctl get Interface vm status)"
+    vm_cmd start
+}
+
 # run_one ROUND CONFIG
 run_one() {
     local round=$1 cfg=$2 tree out br=br0 tag
@@ -203,6 +338,9 @@ run_one() {
     # Output port and the rule first; the input port last, so traffic
     # starts with everything (events included) in place.
     bench_add_output $br "$rule"
+    if $pvp; then
+        ofctl add-flow $br "$rule2"
+    fi
     if [ "$cfg" != A ]; then
         wait_for 30 tpm_pmd_ready || die "$cfg: no monitor on PMD core 1"
     fi
@@ -211,6 +349,9 @@ run_one() {
             --per-prefix "$per_prefix" >"$out/events.log" \
             || die "$cfg: installing events failed: $(cat "$out/events.log")"
         log "  $(cat "$out/events.log")"
+    fi
+    if $pvp; then
+        pvp_vm "$out" "$tag" $br
     fi
     vsctl add-port $br p1 -- set Interface p1 type=dpdk \
         "options:dpdk-devargs=net_pcap0,rx_pcap=$pcap,infinite_rx=1" \
@@ -223,16 +364,36 @@ run_one() {
     vpid=$(cat "$out/ovs-vswitchd.pid")
     f0=$(foreign_pids | wc -l)
     appctl dpif-netdev/pmd-stats-clear >/dev/null
+    if $pvp; then
+        vm_cmd "clear port stats all"
+        appctl dpctl/show -s >"$out/dp0.txt"
+    fi
     t0=$(cpu_snapshot "$vpid")
     sleep "$seconds"
     appctl dpif-netdev/pmd-perf-show -nh >"$out/perf.txt"
     t1=$(cpu_snapshot "$vpid")
+    if $pvp; then
+        appctl dpctl/show -s >"$out/dp1.txt"
+        vm_stats "$out/vm.txt"
+    fi
     appctl dpif-netdev/pmd-stats-show >"$out/stats.txt"
     f1=$(foreign_pids | wc -l)
     local tpm_args=()
     if [ "$cfg" != A ]; then
         appctl tpm/stats >"$out/tpm.txt"
         tpm_args=(--tpm "$out/tpm.txt")
+    fi
+    if $pvp; then
+        # The totals of the ports right after tpm/stats (both counted
+        # since the ports were added).
+        appctl dpctl/show -s >"$out/dp-tpm.txt"
+        "$PY" "$helper" pvp-check --config "$cfg" --perf "$out/perf.txt" \
+            --dp0 "$out/dp0.txt" --dp1 "$out/dp1.txt" --vm "$out/vm.txt" \
+            --dp-tpm "$out/dp-tpm.txt" "${tpm_args[@]}" \
+            --max-loss "$pvp_max_loss" --flows "$flows" \
+            --per-prefix "$per_prefix" >"$out/pvp.json" \
+            || die "$cfg: pvp-check failed"
+        tpm_args+=(--pvp "$out/pvp.json")
     fi
     # Steal on CPU 1 (% of its time) and what ran besides ovs-vswitchd
     # (% of one CPU; the PMD itself keeps one CPU busy).
@@ -245,7 +406,15 @@ run_one() {
     log "  $(tail -n 1 "$results" | "$PY" -c 'import json, sys
 r = json.loads(sys.stdin.read())
 print("%s: %s Kpps, %s cycles/pkt" % (r["config"], r.get("kpps"),
-                                      r.get("cpp")))')"
+                                      r.get("cpp")))
+if "pvp" in r:
+    p = r["pvp"]
+    print("  PVP: pcap %.0f Kpps, %.0f cycles per pcap packet, round trip "
+          "%.3f%%, testpmd fwd %d of %d; %s" % (
+              p["pcap_kpps"], p["cpp_pcap"], 100 * p["round_trip"],
+              p["vm_tx"], p["vm_rx"], "; ".join(p["notes"])))
+    for e in p["errors"]:
+        print("  FAILED: " + e)')"
 
     if $churn && [ "$cfg" = C ]; then
         churn_one "$out" "$vpid"
@@ -264,10 +433,11 @@ print("%s: %s Kpps, %s cycles/pkt" % (r["config"], r.get("kpps"),
     if [ "$cfg" = C ]; then
         appctl tpm/reports >"$out/reports.txt" || true
     fi
+    vm_down
     run_down
 }
 
-log "rule $rule; configs $configs x $rounds rounds, warm-up $warmup s, window" \
+log "rule $rule$($pvp && echo " and $rule2 (PVP)"); configs $configs x $rounds rounds, warm-up $warmup s, window" \
     "$seconds s; work directory $WORK"
 for round in $(seq "$rounds"); do
     for ((ci = 0; ci < ${#configs}; ci++)); do
@@ -293,4 +463,9 @@ echo
 echo "Machine: $(nproc) CPUs, $(awk -F': ' '/^model name/ { print $2; exit }' \
     /proc/cpuinfo); DPDK memory: $mem; load average now:" \
     "$(cut -d' ' -f1-3 /proc/loadavg)"
-"$PY" "$helper" table "$results" --events $((prefixes * per_prefix))
+table_args=()
+if $pvp; then
+    table_args=(--pvp --target-b 0.99 --target-c 0.95)
+fi
+"$PY" "$helper" table "$results" --events $((prefixes * per_prefix)) \
+    "${table_args[@]}" || die "some runs failed their checks (FAILED above)"
