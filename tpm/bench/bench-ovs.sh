@@ -242,7 +242,11 @@ VM_PID=
 VM_FD=
 VM_OUT=
 VM_PREFIX=
-trap '' PIPE
+# A write to the FIFO of a testpmd that died fails instead of killing
+# the script.
+if $pvp; then
+    trap '' PIPE
+fi
 vm_start() {
     local out=$1 tag=$2
     VM_OUT=$out/vm.out
