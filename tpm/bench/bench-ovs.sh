@@ -1,10 +1,12 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
 # The cost of the Trumpet packet monitor inside Open vSwitch's PMD, at full
-# speed and without a NIC (docs/benchmarks.md, section 4).
+# speed and without a NIC (docs/benchmarks.md, section 4; with --pvp,
+# section 11).
 #
 #   sh tests/bootstrap.sh build && make -C build ovs ovs-stock
 #   tpm/bench/bench-ovs.sh [--rounds N] [--seconds S] ...     (as root)
+#   tpm/bench/bench-ovs.sh --pvp [--rounds N] ...      (and dpdk-testpmd)
 #
 # Three configurations, each run with fresh daemons, alternately
 # (A B C A B C ...):
