@@ -485,8 +485,12 @@ if "pvp" in r:
     run_down
 }
 
-log "rule $rule$($pvp && echo " and $rule2 (PVP)"); configs $configs x $rounds rounds, warm-up $warmup s, window" \
-    "$seconds s; work directory $WORK"
+rules=$rule
+if $pvp; then
+    rules+=" and $rule2 (PVP)"
+fi
+log "rule $rules; configs $configs x $rounds rounds, warm-up $warmup s," \
+    "window $seconds s; work directory $WORK"
 for round in $(seq "$rounds"); do
     for ((ci = 0; ci < ${#configs}; ci++)); do
         cfg=${configs:ci:1}
