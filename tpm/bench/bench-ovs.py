@@ -366,11 +366,12 @@ def cmd_pvp_check(a):
     e = r["end"]
     # OVS's vhost counters and testpmd's differ by ~0.1% on this machine
     # (testpmd's drops at OVS's full ring among them): 0.5% allowed;
-    # net_null's Tx against OVS's Rx from vm: a few packets (the drop
-    # rule's revalidation upcalls a few): 4096.
+    # net_null's Tx against OVS's Rx from vm: 0.1% (the drop rule's
+    # revalidation sends packets of the loop to upcalls, some lost).
     if not (near(e["vm_ovs_tx"], e["vm_rx"], 0.005)
             and near(e["vm_ovs_rx"], e["vm_tx"], 0.005)
-            and near(e["null_tx"], e["vm_ovs_rx"], 0) and e["vm_tx"] > 0):
+            and near(e["null_tx"], e["vm_ovs_rx"], 0.001)
+            and e["vm_tx"] > 0):
         errors.append("after the drain: OVS to vm %d, testpmd rx %d tx %d, "
                       "OVS from vm %d, null tx %d (do not agree)"
                       % (e["vm_ovs_tx"], e["vm_rx"], e["vm_tx"],
