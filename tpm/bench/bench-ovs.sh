@@ -53,9 +53,10 @@
 # the round trip; after the window, with the input dropped by a rule of
 # priority 100 and the loop drained, that OVS's, testpmd's and net_null's
 # totals agree (net_null = OVS from vm within 0.1%: the drop rule's
-# revalidation loses a few; testpmd within 0.5%: its own drops); in C also that tpm/stats counts every packet of both ports
-# (bracketed by the totals read just before and after it) and that every
-# flow matched its 8 events.  A run failing a check is marked FAILED in
+# revalidation loses a few; testpmd within 0.5%: its own drops); in C
+# also that tpm/stats counts every packet of both ports (bracketed by the
+# totals read just before and after it) and that every flow matched its 8
+# events.  A run failing a check is marked FAILED in
 # the table, left out of the medians, and the script exits 1 at the end.
 # --churn and --profile are not offered with --pvp.
 #
