@@ -1,10 +1,12 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
 # The cost of the Trumpet packet monitor inside Open vSwitch's PMD, at full
-# speed and without a NIC (docs/benchmarks.md, section 4).
+# speed and without a NIC (docs/benchmarks.md, section 4; with --pvp,
+# section 11).
 #
 #   sh tests/bootstrap.sh build && make -C build ovs ovs-stock
 #   tpm/bench/bench-ovs.sh [--rounds N] [--seconds S] ...     (as root)
+#   tpm/bench/bench-ovs.sh --pvp [--rounds N] ...      (and dpdk-testpmd)
 #
 # Three configurations, each run with fresh daemons, alternately
 # (A B C A B C ...):
@@ -47,6 +49,37 @@
 # unique DPDK --file-prefix.  No packet leaves the process: the addresses
 # exist only in the pcap file.  Everything started is stopped on exit.
 #
+# PVP (--pvp): physical -> OVS -> VM -> OVS -> physical, the path of a
+# hypervisor's switch.  The "VM" is a dpdk-testpmd (TESTPMD, package
+# dpdk-dev) on core 0 whose only port is a virtio-user device (net_virtio_user,
+# server mode, plain memory: --no-huge -m 256) in io forwarding with the
+# loop topology (it sends every frame back on the port it came from,
+# untouched), driven through a FIFO on its stdin as tests/ovs-vhost.sh
+# does.  OVS reaches it through the dpdkvhostuserclient port vm (ofport 3)
+# and forwards with two rules: in_port=1,actions=output:3 (net_pcap -> VM)
+# and in_port=3,actions=output:2 (VM -> net_null).  The same PMD on core 1
+# polls both rxqs (net_pcap's and vm's), so each packet passes OVS twice
+# and the monitor sees it twice (at p1's rx and at vm's rx).  The VM is
+# slower than OVS (it shares core 0 with everything else), so OVS drops
+# part of the pcap port's packets at the VM's full ring (counted as the
+# vm port's Tx drops); the PMD is busy all the time, and the ratios
+# compare pmd-perf-show's Rx rate over both ports, i.e. TSC Hz over the
+# busy cycles per Rx.  The table also gives the pcap port's rate, the
+# round trips' rate (net_null's Tx) and their share.  Every run checks,
+# over its window (one dpctl/show -s snapshot before and one after it),
+# that every pcap packet went to the VM or was dropped at its full ring,
+# that what came back from the VM reached net_null, that pmd-perf-show's
+# Rx is the two ports' and that at least --pvp-min-round-trip percent made
+# the round trip; after the window, with the input dropped by a rule of
+# priority 100 and the loop drained, that OVS's, testpmd's and net_null's
+# totals agree (net_null = OVS from vm within 0.1%: the drop rule's
+# revalidation loses a few; testpmd within 0.5%: its own drops); in C
+# also that tpm/stats counts every packet of both ports (bracketed by the
+# totals read just before and after it) and that every flow matched its 8
+# events.  A run failing a check is marked FAILED in
+# the table, left out of the medians, and the script exits 1 at the end.
+# --churn and --profile are not offered with --pvp.
+#
 # Before measuring, the script waits (every 30 s, up to 20 min) until no
 # other benchmark or ovs-vswitchd runs ("pgrep -f tpm-bench", "pgrep -f
 # ovs-vswitchd"); --no-wait skips that.
@@ -86,11 +119,17 @@ usage: $0 [OPTIONS]   (as root)
                   time, while perf records the poll() calls of
                   ovs-vswitchd's main thread: the commands' latencies and
                   the main loop's busy time per iteration
+  --pvp           PVP: pcap -> OVS -> testpmd VM (vhost-user, io
+                  forwarding) -> OVS -> null (see the top of this script)
+  --pvp-min-round-trip P  PVP: the smallest share of the pcap port's
+                  packets, in percent, that must make the round trip
+                  (the rest dropped by OVS at the VM's full ring) for the
+                  run to count (10)
   --results FILE  also write the per-run JSON lines to FILE
   --keep          keep the work directory (logs, outputs)
   --no-wait       do not wait for other benchmarks to finish
 Environment: BUILD_DIR (default: build next to this script's tree),
-PYTHON3.
+PYTHON3, TESTPMD (--pvp; default dpdk-testpmd).
 EOF
 }
 
@@ -102,7 +141,9 @@ flows=300
 prefixes=512
 per_prefix=8
 mem=auto
-rule=in_port=1,actions=output:2
+rule=
+pvp=false
+pvp_min_rt=10
 profile=false
 churn=false
 results_out=
@@ -122,6 +163,8 @@ while [ $# -gt 0 ]; do
     --per-prefix) per_prefix=$2; shift ;;
     --mem) mem=$2; shift ;;
     --rule) rule=$2; shift ;;
+    --pvp) pvp=true ;;
+    --pvp-min-round-trip) pvp_min_rt=$2; shift ;;
     --set)
         case $2 in
             *=*) settings+=("$2") ;;
@@ -143,6 +186,20 @@ done
 case $configs in
     *[!ABC]*|'') echo "$0: --configs takes letters A, B, C" >&2; exit 2 ;;
 esac
+if $pvp && $vxlan; then
+    echo "$0: --pvp and --vxlan exclude each other" >&2
+    exit 2
+fi
+if $pvp; then
+    [ -z "$rule" ] || { echo "$0: --rule and --pvp exclude each other" >&2
+                        exit 2; }
+    # net_pcap (1) -> vm (3); vm (3) -> net_null (2).
+    rule=in_port=1,actions=output:3
+    rule2=in_port=3,actions=output:2
+else
+    rule=${rule:-in_port=1,actions=output:2}
+fi
+TESTPMD=${TESTPMD:-dpdk-testpmd}
 
 BENCH_NAME=bench-ovs
 # shellcheck source=tpm/bench/bench-lib.sh
@@ -156,6 +213,11 @@ trees=()
 bench_check_root
 bench_check_builds "$build" "${trees[@]}"
 command -v "$PY" >/dev/null || die "$PY not found"
+if $pvp; then
+    command -v "$TESTPMD" >/dev/null \
+        || die "--pvp needs $TESTPMD (package dpdk-dev)"
+    command -v stdbuf >/dev/null || die "--pvp needs stdbuf (coreutils)"
+fi
 if $profile || $churn; then
     command -v perf >/dev/null \
         || die "--profile and --churn need perf (linux-perf)"
@@ -298,6 +360,122 @@ churn_one() {
     log "  $(appctl tpm/stats | grep '^main thread')"
 }
 
+# The PVP mode's VM: dpdk-testpmd with a virtio-user port in server mode
+# on OUT/vm.sock, interactive, its stdin the FIFO OUT/vm.in (held open on
+# VM_FD), its output in OUT/vm.out; its DPDK runtime directory is removed
+# when it is stopped.
+VM_PID=
+VM_FD=
+VM_OUT=
+VM_PREFIX=
+# A write to the FIFO of a testpmd that died fails instead of killing
+# the script.
+if $pvp; then
+    trap '' PIPE
+fi
+vm_start() {
+    local out=$1 tag=$2
+    VM_OUT=$out/vm.out
+    VM_PREFIX=${tag}vm
+    mkfifo "$out/vm.in"
+    stdbuf -o0 -e0 "$TESTPMD" --lcores=0@0,1@0 --no-huge -m 256 --no-pci \
+        "--file-prefix=$VM_PREFIX" \
+        "--vdev=net_virtio_user0,path=$out/vm.sock,server=1,queues=1" \
+        -- -i --no-mlockall --total-num-mbufs=8192 --forward-mode=io \
+        --port-topology=loop <"$out/vm.in" >"$VM_OUT" 2>&1 &
+    VM_PID=$!
+    exec {VM_FD}>"$out/vm.in"
+    wait_for 30 test -S "$out/vm.sock" \
+        || die "$RUN_LABEL: testpmd made no socket: $(tail -n 20 "$VM_OUT")"
+}
+vm_cmd() {
+    printf '%s\n' "$1" 1>&"$VM_FD"
+}
+vm_ready() {
+    grep -q 'testpmd> ' "$VM_OUT"
+}
+vm_blocks() {
+    grep -c '^ *#\+ *$' "$VM_OUT" || true
+}
+vm_blocks_over() {
+    [ "$(vm_blocks)" -gt "$1" ]
+}
+# vm_stats FILE: testpmd's port counters "RX-packets TX-packets" to FILE.
+vm_stats() {
+    local n
+    n=$(vm_blocks)
+    vm_cmd "show port stats 0"
+    wait_for 10 vm_blocks_over "$n" \
+        || die "$RUN_LABEL: testpmd: no answer to 'show port stats 0'"
+    awk '/RX-packets:/ { rxp = $2 } /TX-packets:/ { txp = $2 }
+         /^ *#+ *$/ { last = rxp " " txp } END { print last }' \
+        "$VM_OUT" >"$1"
+}
+vm_down() {
+    local i
+    [ -n "$VM_PID" ] || return 0
+    if [ -n "$VM_FD" ]; then
+        printf 'stop\nquit\n' 2>/dev/null 1>&"$VM_FD" || true
+        exec {VM_FD}>&-
+        VM_FD=
+    fi
+    for i in $(seq 100); do
+        kill -0 "$VM_PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    if kill -0 "$VM_PID" 2>/dev/null; then
+        log "warning: testpmd (pid $VM_PID) did not quit; SIGKILL"
+        kill -9 "$VM_PID" 2>/dev/null || true
+    fi
+    wait "$VM_PID" 2>/dev/null || true
+    rm -rf "/var/run/dpdk/$VM_PREFIX"
+    VM_PID=
+}
+bench_on_exit() {
+    vm_down
+}
+vm_link_up() {
+    [ "$(vsctl get Interface vm link_state 2>/dev/null)" = up ]
+}
+# pvp_vm OUT TAG BR: the VM, its port vm (ofport 3) and io forwarding.
+pvp_vm() {
+    vm_start "$1" "$2"
+    vsctl add-port "$3" vm -- set Interface vm type=dpdkvhostuserclient \
+        "options:vhost-server-path=$1/vm.sock" ofport_request=3
+    bench_port_errors vm
+    wait_for 30 vm_ready \
+        || die "$RUN_LABEL: no testpmd prompt: $(tail -n 20 "$VM_OUT")"
+    wait_for 30 vm_link_up \
+        || die "$RUN_LABEL: vm link not up in OVS:" \
+               "$(vsctl get Interface vm status)"
+    vm_cmd start
+}
+
+vm_port_tx() {
+    appctl dpctl/show -s | awk '/port [0-9]+: vm / { f = 1; next }
+        f && /TX packets:/ { sub(/.*TX packets:/, ""); print $1; exit }'
+}
+# pvp_drain OUT BR: ends the traffic into the VM (a rule of priority 100
+# drops what the pcap port receives), waits until OVS's Tx to vm stops
+# moving, then reads the totals of the ports (OUT/dp-end.txt) and
+# testpmd's (OUT/vm-end.txt): after the drain, what OVS sent the VM,
+# what testpmd received and sent back and what reached net_null must
+# agree exactly.
+pvp_drain() {
+    local out=$1 br=$2 a b i
+    ofctl add-flow "$br" priority=100,in_port=1,actions=drop
+    b=$(vm_port_tx)
+    for i in $(seq 50); do
+        sleep 0.2
+        a=$b
+        b=$(vm_port_tx)
+        [ "$a" != "$b" ] || break
+    done
+    sleep 0.2
+    appctl dpctl/show -s >"$out/dp-end.txt"
+    vm_stats "$out/vm-end.txt"
+}
+
 # run_one ROUND CONFIG
 run_one() {
     local round=$1 cfg=$2 tree out br=br0 tag
@@ -321,6 +499,9 @@ run_one() {
         inbr="br-phy"
         ports+=(vx)
     fi
+    if $pvp; then
+        ofctl add-flow $br "$rule2"
+    fi
     if [ "$cfg" != A ]; then
         wait_for 30 tpm_pmd_ready || die "$cfg: no monitor on PMD core 1"
     fi
@@ -329,6 +510,9 @@ run_one() {
             --per-prefix "$per_prefix" >"$out/events.log" \
             || die "$cfg: installing events failed: $(cat "$out/events.log")"
         log "  $(cat "$out/events.log")"
+    fi
+    if $pvp; then
+        pvp_vm "$out" "$tag" $br
     fi
     vsctl add-port $inbr p1 -- set Interface p1 type=dpdk \
         "options:dpdk-devargs=net_pcap0,rx_pcap=$pcap,infinite_rx=1" \
@@ -341,16 +525,46 @@ run_one() {
     vpid=$(cat "$out/ovs-vswitchd.pid")
     f0=$(foreign_pids | wc -l)
     appctl dpif-netdev/pmd-stats-clear >/dev/null
+    if $pvp; then
+        appctl dpctl/show -s >"$out/dp0.txt"
+        vm_stats "$out/vm0.txt"
+    fi
     t0=$(cpu_snapshot "$vpid")
     sleep "$seconds"
     appctl dpif-netdev/pmd-perf-show -nh >"$out/perf.txt"
     t1=$(cpu_snapshot "$vpid")
+    if $pvp; then
+        appctl dpctl/show -s >"$out/dp1.txt"
+        vm_stats "$out/vm1.txt"
+    fi
     appctl dpif-netdev/pmd-stats-show >"$out/stats.txt"
     f1=$(foreign_pids | wc -l)
     local tpm_args=()
     if [ "$cfg" != A ]; then
+        # PVP: the ports' totals (counted since they were added) just
+        # before and after, to bracket what tpm/stats counts.
+        if $pvp; then
+            appctl dpctl/show -s >"$out/dp-tpm0.txt"
+        fi
         appctl tpm/stats >"$out/tpm.txt"
         tpm_args=(--tpm "$out/tpm.txt")
+        if $pvp; then
+            appctl dpctl/show -s >"$out/dp-tpm1.txt"
+            tpm_args+=(--dp-tpm0 "$out/dp-tpm0.txt"
+                       --dp-tpm1 "$out/dp-tpm1.txt")
+        fi
+    fi
+    if $pvp; then
+        pvp_drain "$out" $br
+        "$PY" "$helper" pvp-check --config "$cfg" --perf "$out/perf.txt" \
+            --dp0 "$out/dp0.txt" --dp1 "$out/dp1.txt" \
+            --vm0 "$out/vm0.txt" --vm1 "$out/vm1.txt" \
+            --dp-end "$out/dp-end.txt" --vm-end "$out/vm-end.txt" \
+            "${tpm_args[@]}" --min-round-trip "$pvp_min_rt" \
+            --flows "$flows" --per-prefix "$per_prefix" \
+            >"$out/pvp.json" || die "$cfg: pvp-check failed"
+        tpm_args=(--tpm "$out/tpm.txt" --pvp "$out/pvp.json")
+        [ "$cfg" != A ] || tpm_args=(--pvp "$out/pvp.json")
     fi
     # Steal on CPU 1 (% of its time) and what ran besides ovs-vswitchd
     # (% of one CPU; the PMD itself keeps one CPU busy).
@@ -366,12 +580,20 @@ run_one() {
     log "  $(tail -n 1 "$results" | "$PY" -c 'import json, sys
 r = json.loads(sys.stdin.read())
 print("%s: %s Kpps, %s cycles/pkt" % (r["config"], r.get("kpps"),
-                                      r.get("cpp")))')"
+                                      r.get("cpp")))
+if "pvp" in r:
+    p = r["pvp"]
+    print("  PVP: pcap %.0f Kpps, %.0f cycles per pcap packet, round trip "
+          "%.3f%%, testpmd fwd %d of %d; %s" % (
+              p["pcap_kpps"], p["cpp_pcap"], 100 * p["round_trip"],
+              p["vm_tx"], p["vm_rx"], "; ".join(p["notes"])))
+    for e in p["errors"]:
+        print("  FAILED: " + e)')"
 
-    if $churn && [ "$cfg" = C ]; then
+    if $churn && [ "$cfg" = C ] && ! $pvp; then
         churn_one "$out" "$vpid"
     fi
-    if $profile; then
+    if $profile && ! $pvp; then
         perf record -q -C 1 -o "$out/perf.data" -- sleep 3 \
             >/dev/null 2>&1 &
         PERF_PID=$!
@@ -385,12 +607,19 @@ print("%s: %s Kpps, %s cycles/pkt" % (r["config"], r.get("kpps"),
     if [ "$cfg" = C ]; then
         appctl tpm/reports >"$out/reports.txt" || true
     fi
+    vm_down
     run_down
 }
 
-log "rule $rule$($vxlan && echo " (integration bridge; br-phy:" \
-    "actions=NORMAL)"); configs $configs x $rounds rounds, warm-up $warmup s, window" \
-    "$seconds s; work directory $WORK"
+rules=$rule
+if $vxlan; then
+    rules+=" (integration bridge; br-phy: actions=NORMAL)"
+fi
+if $pvp; then
+    rules+=" and $rule2 (PVP)"
+fi
+log "rule $rules; configs $configs x $rounds rounds, warm-up $warmup s," \
+    "window $seconds s; work directory $WORK"
 for round in $(seq "$rounds"); do
     for ((ci = 0; ci < ${#configs}; ci++)); do
         cfg=${configs:ci:1}
@@ -416,4 +645,9 @@ echo "Machine: $(nproc) CPUs, $(awk -F': ' '/^model name/ { print $2; exit }' \
     /proc/cpuinfo); DPDK memory: $mem; load average now:" \
     "$(cut -d' ' -f1-3 /proc/loadavg)"
 echo "Traffic: $traffic; rule $rule"
-"$PY" "$helper" table "$results" --events $((prefixes * per_prefix))
+table_args=()
+if $pvp; then
+    table_args=(--pvp --target-b 0.99 --target-c 0.95)
+fi
+"$PY" "$helper" table "$results" --events $((prefixes * per_prefix)) \
+    "${table_args[@]}" || die "some runs failed their checks (FAILED above)"
