@@ -48,6 +48,14 @@ import time
 # Flow i goes to 10.(100 + k // 256).(k % 256).D with k = i % prefixes,
 # i.e. prefix k of the events' nw_dst/24 prefixes (flows and prefixes: the
 # same numbering while flows <= prefixes).
+
+def target_text(target, ratio, percent):
+    """The target column: '>= 97%: met' or '>= 0.95: MISSED by 1.2
+    points' (percent: the target as a percentage)."""
+    head = ">= %.0f%%" % (100 * target) if percent else ">= %.2f" % target
+    return "%s: %s" % (head, "met" if ratio >= target else
+                       "MISSED by %.1f points" % (100 * (target - ratio)))
+
 def prefix(k):
     return "10.%d.%d.0/24" % (100 + k // 256, k % 256)
 
@@ -534,10 +542,7 @@ def cmd_table(a):
         tgt = ""
         if c in targets and sk == sk:
             t = targets[c]
-            tgt = ">= %.0f%%: %s" % (100 * t,
-                                     "met" if k / sk >= t else
-                                     "MISSED by %.1f points"
-                                     % (100 * (t - k / sk)))
+            tgt = target_text(t, k / sk, True)
         print("| %s %s | %d | %.2f | %.3f | %.0f | %.3f | %s |"
               % (c, names[c], len(rs), k / 1000, k / sk, cp, cp / sc, tgt))
     added = []
@@ -623,9 +628,7 @@ def pvp_table(a, runs, names):
         tgt = ""
         if c in targets and sk == sk:
             t = targets[c]
-            tgt = ">= %.2f: %s" % (t, "met" if k / sk >= t else
-                                   "MISSED by %.1f points"
-                                   % (100 * (t - k / sk)))
+            tgt = target_text(t, k / sk, False)
         print("| %s %s | %d | %.3f | %.3f | %.0f | %.3f | %.3f | %.3f "
               "| %.1f | %s |"
               % (c, names[c], len(rs), k / 1000, k / sk, cx, cx / sc,
