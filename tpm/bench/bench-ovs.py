@@ -49,6 +49,22 @@ import time
 # i.e. prefix k of the events' nw_dst/24 prefixes (flows and prefixes: the
 # same numbering while flows <= prefixes).
 
+def config_medians(a, runs, sk, percent):
+    """Yields, for each configuration A, B, C with runs among 'runs':
+    (config, its runs, median Kpps, median cycles, the target column
+    against stock's median Kpps 'sk')."""
+    targets = {"B": a.target_b, "C": a.target_c}
+    for c in ("A", "B", "C"):
+        rs = [r for r in runs if r["config"] == c]
+        if not rs:
+            continue
+        k = med([r["kpps"] for r in rs])
+        tgt = ""
+        if c in targets and sk == sk:
+            tgt = target_text(targets[c], k / sk, percent)
+        yield c, rs, k, med([r["cpp"] for r in rs]), tgt
+
+
 def target_text(target, ratio, percent):
     """The target column: '>= 97%: met' or '>= 0.95: MISSED by 1.2
     points' (percent: the target as a percentage)."""
@@ -532,17 +548,7 @@ def cmd_table(a):
     print("| config | runs | Mpps | vs stock | cycles/pkt | vs stock "
           "| target (rate) |")
     print("|---|---|---|---|---|---|---|")
-    targets = {"B": a.target_b, "C": a.target_c}
-    for c in ("A", "B", "C"):
-        rs = [r for r in ok if r["config"] == c]
-        if not rs:
-            continue
-        k = med([r["kpps"] for r in rs])
-        cp = med([r["cpp"] for r in rs])
-        tgt = ""
-        if c in targets and sk == sk:
-            t = targets[c]
-            tgt = target_text(t, k / sk, True)
+    for c, rs, k, cp, tgt in config_medians(a, ok, sk, True):
         print("| %s %s | %d | %.2f | %.3f | %.0f | %.3f | %s |"
               % (c, names[c], len(rs), k / 1000, k / sk, cp, cp / sc, tgt))
     added = []
@@ -618,17 +624,7 @@ def pvp_table(a, runs, names):
           "| vs stock | pcap Mpps | round trips Mpps | round trip % "
           "| target (Rx rate) |")
     print("|---|---|---|---|---|---|---|---|---|---|")
-    targets = {"B": a.target_b, "C": a.target_c}
-    for c in ("A", "B", "C"):
-        rs = [r for r in good if r["config"] == c]
-        if not rs:
-            continue
-        k = med([r["kpps"] for r in rs])
-        cx = med([r["cpp"] for r in rs])
-        tgt = ""
-        if c in targets and sk == sk:
-            t = targets[c]
-            tgt = target_text(t, k / sk, False)
+    for c, rs, k, cx, tgt in config_medians(a, good, sk, False):
         print("| %s %s | %d | %.3f | %.3f | %.0f | %.3f | %.3f | %.3f "
               "| %.1f | %s |"
               % (c, names[c], len(rs), k / 1000, k / sk, cx, cx / sc,
