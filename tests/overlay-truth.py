@@ -41,9 +41,10 @@ stdout.
 tunnel's outer flows to the switch's address DST and tunnel port PORT,
 each datagram counted with its whole frame's length, from SURE_NS on
 (when the underlay events were installed) as "underlay" in TRUTH.json
-(the same fields but tenant, tun_id, dir and payload), and the number
-captured between FROM_NS (before the events were added) and SURE_NS as
-"underlay_unsure" (the monitor may or may not have counted them).
+(the same fields but tenant, tun_id, dir and payload).  Datagrams
+captured between FROM_NS (before the events were added) and SURE_NS may
+or may not have been counted: each flow carries them as "unsure_packets"
+and "unsure_bytes", and "underlay_unsure" is their number.
 """
 import argparse
 import ipaddress
@@ -107,24 +108,25 @@ def underlay(spec, errors):
     the switch's underlay address DST and the tunnel's UDP port.  Returns
     a list of flows (packets, bytes of the whole frame) of the datagrams
     to DST:PORT captured at or after SURE_NS (when the underlay events
-    were installed), and the number captured between FROM_NS (before
-    they were) and SURE_NS, which may or may not have been counted."""
+    were installed), each with the packets and bytes captured between
+    FROM_NS (before they were) and SURE_NS, which may or may not have
+    been counted, and the number of those."""
     path, rest = spec.split(":", 1)
     rest, from_ns, sure_ns = rest.rsplit(":", 2)
     dst, port = rest.rsplit(":", 1)
     dst = str(ipaddress.ip_address(dst))
     out, unsure = {}, 0
     for ts, key, wirelen, _ in datagrams(path, errors):
-        if key[2] != dst or key[4] != int(port):
+        if key[2] != dst or key[4] != int(port) or ts < int(from_ns):
             continue
-        if ts < int(sure_ns):
-            unsure += ts >= int(from_ns)
-            continue
-        c = out.setdefault(key, [0, 0])
-        c[0] += 1
-        c[1] += wirelen
+        c = out.setdefault(key, [0, 0, 0, 0])
+        i = 0 if ts >= int(sure_ns) else 2
+        unsure += i == 2
+        c[i] += 1
+        c[i + 1] += wirelen
     flows = [{"ipver": k[0], "src": k[1], "dst": k[2], "sport": k[3],
-              "dport": k[4], "proto": 17, "packets": c[0], "bytes": c[1]}
+              "dport": k[4], "proto": 17, "packets": c[0], "bytes": c[1],
+              "unsure_packets": c[2], "unsure_bytes": c[3]}
              for k, c in sorted(out.items())]
     return flows, unsure
 
