@@ -1364,7 +1364,7 @@ static const struct filter_shorthand filter_shorthands[] = {
 
 enum filter_field {
     FF_DL_TYPE, FF_NW_PROTO, FF_NW_SRC, FF_NW_DST, FF_IPV6_SRC,
-    FF_IPV6_DST, FF_TP_SRC, FF_TP_DST, FF_TUN_ID, FF_N
+    FF_IPV6_DST, FF_TP_SRC, FF_TP_DST, FF_TUN_ID, FF_IN_PORT, FF_N
 };
 
 static const char *const filter_fields[FF_N] = {
@@ -1372,13 +1372,14 @@ static const char *const filter_fields[FF_N] = {
     [FF_NW_SRC] = "nw_src", [FF_NW_DST] = "nw_dst",
     [FF_IPV6_SRC] = "ipv6_src", [FF_IPV6_DST] = "ipv6_dst",
     [FF_TP_SRC] = "tp_src", [FF_TP_DST] = "tp_dst",
-    [FF_TUN_ID] = "tun_id",
+    [FF_TUN_ID] = "tun_id", [FF_IN_PORT] = "in_port",
 };
 
 struct fparser {
     const struct clause *c;
     struct tpm_match m;
     struct tpm_tun_filter tun;
+    char *in_port;              /* The in_port= item's name, or NULL. */
     const char *ipver_by;       /* Item that set the IP version. */
     const char *proto_by;       /* Item that set the protocol. */
     const char *seen[FF_N];     /* Name of each field given, or NULL. */
@@ -1608,7 +1609,7 @@ filter_parse_item__(struct fparser *fp, char *name, char *value,
                                   "tcp6, udp6, sctp6, icmp6, dl_type, "
                                   "nw_proto, nw_src, nw_dst, ipv6_src, "
                                   "ipv6_dst, tp_src, tp_dst, tun_id, "
-                                  "underlay or any", name);
+                                  "in_port, underlay or any", name);
         }
     }
     if (field < 0) {
@@ -1672,16 +1673,27 @@ filter_parse_item__(struct fparser *fp, char *name, char *value,
     case FF_TUN_ID:
         return filter_parse_tun_id__(c, value, &fp->tun);
 
+    case FF_IN_PORT:
+        if (!tpm_port_name_valid(value)) {
+            return clause_error__(c, value, "'%s' is not an interface name: "
+                                  "expected 1 to %d characters, no white "
+                                  "space, ',' or '='", value,
+                                  TPM_PORT_NAME_MAX);
+        }
+        fp->in_port = xstrdup(value);
+        return NULL;
+
     default:
         return NULL;
     }
 }
 
-/* Parses filter clause 'c' into 'match' and 'tun'.  Returns NULL or an
+/* Parses filter clause 'c' into 'match', 'tun' and '*in_portp' (the
+ * in_port= item's name, or NULL; the caller frees it).  Returns NULL or an
  * error. */
 static char *
 parse_filter__(const struct clause *c, struct tpm_match *match,
-               struct tpm_tun_filter *tun)
+               struct tpm_tun_filter *tun, char **in_portp)
 {
     struct fparser fp = { .c = c };
     char *p = c->buf;
@@ -1689,6 +1701,7 @@ parse_filter__(const struct clause *c, struct tpm_match *match,
 
     memset(match, 0, sizeof *match);
     memset(tun, 0, sizeof *tun);
+    *in_portp = NULL;
     if (!*skip_space__(p)) {
         return NULL;
     }
@@ -1698,6 +1711,7 @@ parse_filter__(const struct clause *c, struct tpm_match *match,
 
         next_item__(&p, &item, &comma);
         if (!*item) {
+            free(fp.in_port);
             return empty_item_error__(c, item, comma, "a field such as tcp "
                                       "or nw_dst=10.0.0.0/8");
         }
@@ -1713,12 +1727,14 @@ parse_filter__(const struct clause *c, struct tpm_match *match,
             value = (char *) skip_space__(eq + 1);
             *end = '\0';
             if (!*item) {
+                free(fp.in_port);
                 return clause_error__(c, eq, "unexpected '=': expected a "
                                       "field name before it");
             }
         }
         error = filter_parse_item__(&fp, item, value, eq);
         if (error) {
+            free(fp.in_port);
             return error;
         }
         if (!comma) {
@@ -1731,6 +1747,7 @@ parse_filter__(const struct clause *c, struct tpm_match *match,
         uint8_t proto = fp.m.key.proto;
         if (fp.seen[f] && !(fp.m.mask.proto
                             && (proto == 6 || proto == 17 || proto == 132))) {
+            free(fp.in_port);
             return clause_error__(c, fp.seen[f], "'%s' needs a protocol "
                                   "with ports: expected tcp, udp, sctp, "
                                   "tcp6, udp6, sctp6 or nw_proto=6, 17 or "
@@ -1741,6 +1758,7 @@ parse_filter__(const struct clause *c, struct tpm_match *match,
     if (fp.underlay_by && fp.tun.on) {
         const char *later = (fp.underlay_by > fp.seen[FF_TUN_ID]
                              ? fp.underlay_by : fp.seen[FF_TUN_ID]);
+        free(fp.in_port);
         return clause_error__(c, later, "'tun_id' and 'underlay' exclude "
                               "each other: an underlay event sees tunnels "
                               "by their outer headers, of no tenant");
@@ -1749,6 +1767,7 @@ parse_filter__(const struct clause *c, struct tpm_match *match,
     tpm_key_and(&match->key, &fp.m.key, &fp.m.mask);
     match->mask = fp.m.mask;
     *tun = fp.tun;
+    *in_portp = fp.in_port;
     return NULL;
 }
 
@@ -1756,7 +1775,7 @@ parse_filter__(const struct clause *c, struct tpm_match *match,
 
 enum group_field {
     GF_NW_SRC, GF_NW_DST, GF_IPV6_SRC, GF_IPV6_DST, GF_TP_SRC, GF_TP_DST,
-    GF_NW_PROTO, GF_TUN_ID, GF_N
+    GF_NW_PROTO, GF_TUN_ID, GF_IN_PORT, GF_N
 };
 
 static const char *const group_fields[GF_N] = {
@@ -1764,11 +1783,12 @@ static const char *const group_fields[GF_N] = {
     [GF_IPV6_SRC] = "ipv6_src", [GF_IPV6_DST] = "ipv6_dst",
     [GF_TP_SRC] = "tp_src", [GF_TP_DST] = "tp_dst",
     [GF_NW_PROTO] = "nw_proto", [GF_TUN_ID] = "tun_id",
+    [GF_IN_PORT] = "in_port",
 };
 
 #define GROUP_EXPECTED "5tuple or a list of nw_src, nw_dst, ipv6_src, " \
-    "ipv6_dst, tp_src, tp_dst, nw_proto and tun_id, such as " \
-    "nw_dst/24,tp_dst"
+    "ipv6_dst, tp_src, tp_dst, nw_proto, tun_id and in_port, such as " \
+    "nw_dst/24,tp_dst (in_port,5tuple: the 5-tuple per port)"
 
 /* Stores the granularity mask of the full 5-tuple in 'mask': with the
  * tenant slot, so that two tenants' identical 5-tuples are two groups. */
@@ -1783,19 +1803,22 @@ group_5tuple_mask__(struct tpm_key *mask)
     mask->tun = 0xffff;
 }
 
-/* Parses group clause 'c' into 'group' and '*is_5tuplep'.  Returns NULL
- * or an error. */
+/* Parses group clause 'c' into 'group', '*is_5tuplep' and '*by_portp'
+ * (in_port is in the list).  "5tuple" is alone or with in_port.  Returns
+ * NULL or an error. */
 static char *
 parse_group__(const struct clause *c, struct tpm_key *group,
-              bool *is_5tuplep)
+              bool *is_5tuplep, bool *by_portp)
 {
     const char *by[GF_N] = { NULL };  /* Item that set each part. */
+    const char *five = NULL;          /* The '5tuple' item, if any. */
     struct tpm_key m5;
     char *p = c->buf;
 
     group_5tuple_mask__(&m5);
     memset(group, 0, sizeof *group);
     group->ipver = 0xff;
+    *by_portp = false;
     for (;;) {
         char *item;
         bool comma;
@@ -1805,14 +1828,20 @@ parse_group__(const struct clause *c, struct tpm_key *group,
             return empty_item_error__(c, item, comma, GROUP_EXPECTED);
         }
         if (!strcmp(item, "5tuple")) {
-            if (comma || item != skip_space__(c->buf)) {
-                return clause_error__(c, item, "unexpected '5tuple' in a "
-                                      "list: expected 5tuple alone or a "
-                                      "list of fields");
+            bool others = five != NULL;
+            for (int f = 0; f < GF_N; f++) {
+                others |= by[f] && f != GF_IN_PORT;
             }
-            *group = m5;
-            *is_5tuplep = true;
-            return NULL;
+            five = item;
+            if (others) {
+                return clause_error__(c, item, "unexpected '5tuple' in a "
+                                      "list: expected 5tuple alone or with "
+                                      "in_port, or a list of fields");
+            }
+            if (!comma) {
+                break;
+            }
+            continue;
         }
 
         char *slash = strchr(item, '/');
@@ -1828,6 +1857,11 @@ parse_group__(const struct clause *c, struct tpm_key *group,
         if (f >= GF_N) {
             return clause_error__(c, item, "unknown field '%s': expected "
                                   GROUP_EXPECTED, item);
+        }
+        if (five && f != GF_IN_PORT) {
+            return clause_error__(c, item, "unexpected '%s' after '5tuple': "
+                                  "expected 5tuple alone or with in_port, "
+                                  "or a list of fields", item);
         }
 
         /* nw_src and ipv6_src both group on the source address, ... */
@@ -1881,12 +1915,20 @@ parse_group__(const struct clause *c, struct tpm_key *group,
         case GF_TUN_ID:
             group->tun = 0xffff;
             break;
+        case GF_IN_PORT:
+            *by_portp = true;
+            break;
         default:
             break;
         }
         if (!comma) {
             break;
         }
+    }
+    if (five) {
+        *group = m5;
+        *is_5tuplep = true;
+        return NULL;
     }
     static const uint32_t no_addr[4];
     if (!memcmp(group->src, no_addr, sizeof no_addr)
@@ -1953,6 +1995,52 @@ tpm_group_to_string(const struct tpm_key *group)
     group_append__(&s, group->proto, "nw_proto");
     group_append__(&s, !*s, "nw_src/0");
     return s;
+}
+
+/* Formats event 'ev''s group= clause: tpm_group_to_string() of its mask,
+ * after "in_port," if it groups by port ("in_port" alone if by nothing
+ * else).  Caller frees. */
+char *
+tpm_event_group_to_string(const struct tpm_event *ev)
+{
+    char *s = tpm_group_to_string(&ev->group);
+    if (ev->group_port) {
+        char *old = s;
+        s = (strcmp(old, "nw_src/0") ? xasprintf("in_port,%s", old)
+             : xstrdup("in_port"));
+        free(old);
+    }
+    return s;
+}
+
+/* Ports. */
+
+char *
+tpm_event_refuse_ports(const struct tpm_event *ev, const char *front)
+{
+    if (!ev->in_port && !ev->group_port) {
+        return NULL;
+    }
+    return xasprintf("%s: %s names an interface, which only the switch "
+                     "that has it knows: %s", ev->in_port ? "filter"
+                     : "group", ev->in_port ? "in_port=" : "in_port",
+                     front);
+}
+
+bool
+tpm_port_name_valid(const char *name)
+{
+    size_t n = name ? strlen(name) : 0;
+    if (!n || n > TPM_PORT_NAME_MAX) {
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = name[i];
+        if (ch <= ' ' || ch >= 0x7f || ch == ',' || ch == '=') {
+            return false;
+        }
+    }
+    return true;
 }
 
 /* Events. */
@@ -2202,7 +2290,7 @@ event_parse__(const char *name, const char *text,
     event->interval_ns = UINT64_C(10000000);
 
     error = parse_filter__(&def.clauses[CL_FILTER], &event->filter,
-                           &event->filter_tun);
+                           &event->filter_tun, &event->in_port);
     if (error) {
         goto out;
     }
@@ -2214,7 +2302,7 @@ event_parse__(const char *name, const char *text,
 
     if (def.clauses[CL_GROUP].buf) {
         error = parse_group__(&def.clauses[CL_GROUP], &event->group,
-                              &event->group_5tuple);
+                              &event->group_5tuple, &event->group_port);
         if (error) {
             goto out;
         }
@@ -2350,6 +2438,7 @@ tpm_event_destroy(struct tpm_event *event)
     if (event) {
         free(event->name);
         free(event->text);
+        free(event->in_port);
         expr_free__(event->pred);
         free(event);
     }
@@ -2364,6 +2453,7 @@ tpm_event_clone(const struct tpm_event *event)
     *c = *event;
     c->name = event->name ? xstrdup(event->name) : NULL;
     c->text = event->text ? xstrdup(event->text) : NULL;
+    c->in_port = event->in_port ? xstrdup(event->in_port) : NULL;
     c->pred = expr_clone__(event->pred);
     event_set_value__(c);
     return c;

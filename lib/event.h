@@ -17,17 +17,22 @@
  *               ipv6_dst (address or address/prefix), tp_src, tp_dst
  *               (value or value/mask), tun_id (a VXLAN or Geneve VNI:
  *               value or value/mask, at most 0xffffff; only packets
- *               decapsulated from such a tunnel match it).  "any" or
- *               empty matches all IP.  Without tun_id, a filter matches
- *               tunnelled packets on their inner headers exactly as it
- *               matches packets that are not tunnelled.
+ *               decapsulated from such a tunnel match it), in_port (the
+ *               name of the interface a packet was received on: a
+ *               front end that knows interfaces resolves it, see
+ *               'in_port' below).  "any" or empty matches all IP.
+ *               Without tun_id, a filter matches tunnelled packets on
+ *               their inner headers exactly as it matches packets that
+ *               are not tunnelled.
  *   predicate=  a boolean expression, see below.  It runs to the next
  *               clause keyword, so it may contain spaces.
  *   group=      "5tuple" (default: the 5-tuple and the tenant, see
  *               tun_id), or a comma-separated list of fields with
  *               optional prefix lengths: nw_src/24,nw_dst/24, tp_dst,
  *               nw_proto, ipv6_src/64, tun_id (the packet's tenant: two
- *               tenants' packets never share a group), ...
+ *               tenants' packets never share a group), in_port (the
+ *               interface; "in_port,5tuple" is the 5-tuple per
+ *               interface), ...
  *   interval=   a time (ns, us, ms, s); default 10ms.
  *
  * Predicates: numbers with units (KB MB GB = 10^3.., KiB MiB GiB = 2^10..,
@@ -261,6 +266,18 @@ struct tpm_event {
     bool group_5tuple;          /* 'group' is the full 5-tuple (with the
                                  * tenant). */
     bool group_tun;             /* 'group' has the tenant (group.tun). */
+    bool group_port;            /* The group has the receiving interface
+                                 * (group=in_port...), which is not part
+                                 * of the key: the monitor keeps it
+                                 * beside the group key. */
+    char *in_port;              /* The filter's in_port= item: the name of
+                                 * the interface whose received packets
+                                 * the event sees, or NULL for all. */
+    uint16_t in_port_slot;      /* Set by the front end that installs the
+                                 * event in a monitor: the monitor's
+                                 * number for 'in_port' (tpm.h,
+                                 * tpm_set_rx_port()); 0 matches no
+                                 * packet. */
     uint64_t interval_ns;
     struct tpm_expr *pred;      /* Whole predicate. */
     const struct tpm_expr *value; /* Reported value: left operand of the
@@ -342,6 +359,27 @@ char *tpm_expr_to_string(const struct tpm_expr *);
 /* Formats a granularity mask as the group= clause would ("5tuple",
  * "nw_dst/24,tp_dst", "tun_id,nw_dst/24"); caller frees. */
 char *tpm_group_to_string(const struct tpm_key *group);
+
+/* Formats event 'ev''s group= clause, in_port included ("in_port,5tuple",
+ * "in_port"); caller frees. */
+char *tpm_event_group_to_string(const struct tpm_event *ev);
+
+/* The longest interface name in_port= takes. */
+#define TPM_PORT_NAME_MAX 63
+
+/* Returns true if 'name' can be an in_port= item: 1 to TPM_PORT_NAME_MAX
+ * printable ASCII characters other than white space, ',' and '='. */
+bool tpm_port_name_valid(const char *name);
+
+/* Why a network-wide event (the TEM's) cannot name an interface. */
+#define TEM_NO_PORTS "a network-wide event cannot: install it on that " \
+    "host with ovs-appctl tpm/event-add"
+
+/* Returns NULL if event 'ev' names no interface (no in_port= in its
+ * filter or group), else an error that says why 'front', a front end
+ * without interfaces, cannot take it.  Caller frees. */
+char *tpm_event_refuse_ports(const struct tpm_event *ev, const char *front)
+    __attribute__((warn_unused_result));
 
 /* Evaluates a per-packet term for 'pkt'.  Comparisons and logic yield 0
  * or 1; division by zero yields 0. */

@@ -247,6 +247,12 @@ tem_install(const struct tpm_agent_cmd *cmd, struct tpm_pmd **parts,
     struct op_client client = tem_client(cmd);
     struct tpm_event *ev;
     char *error = tpm_event_parse(cmd->name, cmd->definition, &ev);
+    if (!error) {
+        error = tpm_event_refuse_ports(ev, TEM_NO_PORTS);
+        if (error) {
+            tpm_event_destroy(ev);
+        }
+    }
     if (error) {
         goto refuse;
     }

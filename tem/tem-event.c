@@ -634,6 +634,9 @@ tem_event_parse(const struct tem_core *core, const char *name,
     e->definition = tem_event_collapse_space(definition);
     char *error = tpm_event_parse_ext(name, definition, &x, &e->ev);
     if (!error) {
+        error = tpm_event_refuse_ports(e->ev, TEM_NO_PORTS);
+    }
+    if (!error) {
         error = tem_event_parse_clauses(core, e, &x);
     }
     if (!error) {

@@ -518,10 +518,10 @@ START_TEST(test_tenants)
     }
     ck_assert_ptr_nonnull(r);
     double v;
-    ck_assert_int_eq(tpm_poll(tpm, 3, &r->group, 5002, r->epoch, &v),
+    ck_assert_int_eq(tpm_poll(tpm, 3, &r->group, 5002, 0, r->epoch, &v),
                      TPM_POLL_OK);
     ck_assert_double_eq(v, 7);
-    ck_assert_int_eq(tpm_poll(tpm, 3, &r->group, 5003, r->epoch, &v),
+    ck_assert_int_eq(tpm_poll(tpm, 3, &r->group, 5003, 0, r->epoch, &v),
                      TPM_POLL_NO_GROUP);
 
     struct tpm_stats s;
@@ -1778,15 +1778,15 @@ START_TEST(test_poll_history)
 
     struct tpm_key g = { .ipver = 4 };
     g.dst[0] = htonl(ip4(10, 7, 200, 200));   /* Masked to 10.7/16. */
-    ck_assert_int_eq(tpm_poll(tpm, 3, &g, 0, e0 + 7, &v), TPM_POLL_OK);
+    ck_assert_int_eq(tpm_poll(tpm, 3, &g, 0, 0, e0 + 7, &v), TPM_POLL_OK);
     ck_assert_double_eq(v, 80);
-    ck_assert_int_eq(tpm_poll(tpm, 3, &g, 0, e0 + 4, &v), TPM_POLL_OK);
+    ck_assert_int_eq(tpm_poll(tpm, 3, &g, 0, 0, e0 + 4, &v), TPM_POLL_OK);
     ck_assert_double_eq(v, 50);
-    ck_assert_int_eq(tpm_poll(tpm, 3, &g, 0, e0 + 3, &v), TPM_POLL_EXPIRED);
-    ck_assert_int_eq(tpm_poll(tpm, 3, &g, 0, e0 + 8, &v), TPM_POLL_NOT_YET);
+    ck_assert_int_eq(tpm_poll(tpm, 3, &g, 0, 0, e0 + 3, &v), TPM_POLL_EXPIRED);
+    ck_assert_int_eq(tpm_poll(tpm, 3, &g, 0, 0, e0 + 8, &v), TPM_POLL_NOT_YET);
     g.dst[0] = htonl(ip4(10, 8, 0, 0));
-    ck_assert_int_eq(tpm_poll(tpm, 3, &g, 0, e0 + 7, &v), TPM_POLL_NO_GROUP);
-    ck_assert_int_eq(tpm_poll(tpm, 4, &g, 0, e0 + 7, &v), TPM_POLL_NO_EVENT);
+    ck_assert_int_eq(tpm_poll(tpm, 3, &g, 0, 0, e0 + 7, &v), TPM_POLL_NO_GROUP);
+    ck_assert_int_eq(tpm_poll(tpm, 4, &g, 0, 0, e0 + 7, &v), TPM_POLL_NO_EVENT);
 
     /* An event added later (as the TEM installs its events again after a
      * resync) knows nothing of the intervals over before it: expired,
@@ -1799,12 +1799,12 @@ START_TEST(test_poll_history)
     tpm_advance(tpm, T0 + 90 * MS);
     sweep_all(tpm);
     g.dst[0] = htonl(ip4(10, 7, 0, 0));
-    ck_assert_int_eq(tpm_poll(tpm, 4, &g, 0, e0 + 7, &v), TPM_POLL_EXPIRED);
-    ck_assert_int_eq(tpm_poll(tpm, 4, &g, 0, e0 + 8, &v), TPM_POLL_OK);
+    ck_assert_int_eq(tpm_poll(tpm, 4, &g, 0, 0, e0 + 7, &v), TPM_POLL_EXPIRED);
+    ck_assert_int_eq(tpm_poll(tpm, 4, &g, 0, 0, e0 + 8, &v), TPM_POLL_OK);
     ck_assert_double_eq(v, 10);
     g.dst[0] = htonl(ip4(10, 8, 0, 0));
-    ck_assert_int_eq(tpm_poll(tpm, 4, &g, 0, e0 + 7, &v), TPM_POLL_EXPIRED);
-    ck_assert_int_eq(tpm_poll(tpm, 4, &g, 0, e0 + 8, &v), TPM_POLL_NO_GROUP);
+    ck_assert_int_eq(tpm_poll(tpm, 4, &g, 0, 0, e0 + 7, &v), TPM_POLL_EXPIRED);
+    ck_assert_int_eq(tpm_poll(tpm, 4, &g, 0, 0, e0 + 8, &v), TPM_POLL_NO_GROUP);
     tpm_destroy(tpm);
 }
 END_TEST
@@ -1838,7 +1838,7 @@ START_TEST(test_poll_quiet_group)
     for (int e = 1; e <= 8; e++) {
         tpm_advance(tpm, T0 + e * 10 * MS);
         sweep_all(tpm);
-        enum tpm_poll_status st = tpm_poll(tpm, 5, &g, 0, e0, &v);
+        enum tpm_poll_status st = tpm_poll(tpm, 5, &g, 0, 0, e0, &v);
         if (e <= 4) {
             ck_assert_msg(st == TPM_POLL_OK && v == 150,
                           "epoch +%d: status %d value %g", e, st, v);
@@ -1901,7 +1901,7 @@ START_TEST(test_control_rings)
     ck_assert_int_eq(r.type, TPM_REPORT_SATISFIED);
     ck_assert_double_eq(r.value, 3);
 
-    ck_assert(tpm_submit_poll(tpm, 9, &r.group, r.tun_id, r.epoch, 104));
+    ck_assert(tpm_submit_poll(tpm, 9, &r.group, r.tun_id, 0, r.epoch, 104));
     ck_assert(tpm_submit_del(tpm, 9, 105));
     ck_assert_int_eq(tpm_run_control(tpm, 100), 2);
     ck_assert(tpm_pop_report(tpm, &r));
@@ -2002,7 +2002,7 @@ ctl_thread__(void *ctx_)
         nanosleep(&ts, NULL);
         struct tpm_key g = { .ipver = 4 };
         g.dst[0] = htonl(ip4(10, 11, round % 4, 0));
-        tpm_submit_poll(ctx->tpm, round, &g, 0, 0, cookie);
+        tpm_submit_poll(ctx->tpm, round, &g, 0, 0, 0, cookie);
         if (!ctl_wait__(ctx, TPM_REPORT_POLL_REPLY, cookie++, &r)) {
             break;
         }
@@ -2366,11 +2366,11 @@ START_TEST(test_tcp_vars)
     g.dport = 40000;
     double v;
     uint64_t e0 = T0 / (10 * MS);
-    ck_assert_int_eq(tpm_poll(tpm, 200, &g, 0, e0, &v), TPM_POLL_OK);
+    ck_assert_int_eq(tpm_poll(tpm, 200, &g, 0, 0, e0, &v), TPM_POLL_OK);
     ck_assert_double_eq(v, 100000);
-    ck_assert_int_eq(tpm_poll(tpm, 201, &g, 0, e0, &v), TPM_POLL_OK);
+    ck_assert_int_eq(tpm_poll(tpm, 201, &g, 0, 0, e0, &v), TPM_POLL_OK);
     ck_assert_double_eq(v, 2);
-    ck_assert_int_eq(tpm_poll(tpm, 202, &g, 0, e0, &v), TPM_POLL_OK);
+    ck_assert_int_eq(tpm_poll(tpm, 202, &g, 0, 0, e0, &v), TPM_POLL_OK);
     ck_assert_double_eq(v, 300 << 9);
 
     struct tpm_stats s;

@@ -142,7 +142,9 @@ flow_attach__(struct tpm *tpm, struct tpm_flow *f, uint32_t evi)
     }
     struct tpm_key gkey;
     tpm_key_and(&gkey, &f->key, &ev->def->group);
-    struct tpm_child *c = tpm_instance_get__(tpm, evi, &gkey);
+    uint16_t port = (ev->def->group_port
+                     ? tpm->flow_port[tpm_flow_index(&tpm->ft, f)] : 0);
+    struct tpm_child *c = tpm_instance_get__(tpm, evi, &gkey, port);
     if (!c || !tpm_list_append__(tpm, c, tpm_flow_index(&tpm->ft, f),
                                  f->gen)) {
         return false;
@@ -163,17 +165,25 @@ flow_vni__(const void *tenants, uint16_t tun)
     return tpm_tenants_vni(tenants, tun);
 }
 
-/* Returns true if flow 'f' passes event 'ev''s tun_id= or underlay item:
- * the trigger index matches the key, whose tenant is a slot (or
- * TPM_TUN_UNDERLAY); the VNI is tested here, once per new flow and event
- * that has the item.  A tenant's flow, decapsulated or from a tenant's
- * port, has its VNI either way. */
+/* Returns true if flow 'f' passes event 'ev''s tun_id=, underlay and
+ * in_port= items, which the trigger index does not see.  Its key's
+ * tenant is a slot (or TPM_TUN_UNDERLAY): the VNI is tested here, once
+ * per new flow and event that has the item; a tenant's flow, decapsulated
+ * or from a tenant's port, has its VNI either way.  The interface is the
+ * one the flow was first seen on ('flow_port'). */
 static inline bool
-flow_tun_ok__(const struct tpm *tpm, const struct tpm_ev *ev,
-              const struct tpm_flow *f)
+flow_filter_ok__(const struct tpm *tpm, const struct tpm_ev *ev,
+                 const struct tpm_flow *f)
 {
-    const struct tpm_tun_filter *tf = &ev->def->filter_tun;
+    const struct tpm_event *def = ev->def;
+    const struct tpm_tun_filter *tf = &def->filter_tun;
 
+    if (OVS_UNLIKELY(def->in_port)
+        && (!def->in_port_slot
+            || (tpm->flow_port[tpm_flow_index(&tpm->ft, f)]
+                != def->in_port_slot))) {
+        return false;
+    }
     if (OVS_LIKELY(!tf->on && !tf->underlay)) {
         return f->key.tun != TPM_TUN_UNDERLAY;
     }
@@ -196,7 +206,7 @@ flow_match__(struct tpm *tpm, struct tpm_flow *f)
         n = max;
     }
     for (uint32_t i = 0; i < n; i++) {
-        if (flow_tun_ok__(tpm, &tpm->evs[ids[i]], f)) {
+        if (flow_filter_ok__(tpm, &tpm->evs[ids[i]], f)) {
             flow_attach__(tpm, f, ids[i]);
         }
     }
@@ -219,7 +229,7 @@ tpm_backfill_step__(struct tpm *tpm, uint32_t n)
             if (f->state == TPM_FLOW_LIVE
                 && (int16_t) (f->birth - ev->seq) < 0
                 && tpm_match_key(&ev->def->filter, &f->key)
-                && flow_tun_ok__(tpm, ev, f)
+                && flow_filter_ok__(tpm, ev, f)
                 && flow_attach__(tpm, f, e)) {
                 TPM_STAT_ADD(tpm, backfilled, 1);
             }
@@ -469,6 +479,7 @@ scatter__(struct tpm *tpm, struct tpm_pkt *pkts, const uint64_t *ts, int n,
                 bool replaced;
                 f = tpm_flow_table_insert(&tpm->ft, &pkt->key, pkt->hash,
                                           tpm->tag, &replaced, NULL);
+                tpm->flow_port[tpm_flow_index(&tpm->ft, f)] = tpm->rx_port;
                 if (tpm->n_state_evs) {
                     tpm_conn_join__(tpm, f);
                 }
@@ -536,7 +547,7 @@ tenant_key__(struct tpm *tpm, struct tpm_pkt *pkt)
  * (their 'pkts' decapsulated, or not parsed): each is counted again as
  * its outer flow, as the monitor without tunnel ports parses it, under
  * the key's tenant TPM_TUN_UNDERLAY, which only underlay events match
- * (flow_tun_ok__()).  A frame that is not a datagram to a tunnel port is
+ * (flow_filter_ok__()).  A frame that is not a datagram to a tunnel port is
  * left alone: it is its own outer flow already, or not IP.  Runs only
  * while an underlay event is installed.  Returns the packets that needed
  * no flow lookup. */

@@ -12,6 +12,9 @@
 #include "cli.h"
 #include "event.h"
 #include "tproto.h"
+
+/* Why tpm-replay refuses per-port events (tpm_event_refuse_ports()). */
+#define REPLAY_NO_PORTS "a capture replayed has no interfaces"
 #include "util.h"
 
 #define NS_PER_S UINT64_C(1000000000)
@@ -229,6 +232,9 @@ replay_options_load_events__(struct replay_options *o, const char *file)
         lineno++;
         line[strcspn(line, "\r\n")] = '\0';
         char *error = tpm_event_parse_line(line, &ev);
+        if (!error && ev) {
+            error = tpm_event_refuse_ports(ev, REPLAY_NO_PORTS);
+        }
         if (error) {
             cli_die("%s:%d: %s", file, lineno, error);
         }
@@ -472,6 +478,9 @@ replay_options_parse(int argc, char *argv[], struct replay_options *o)
         case 'e': {
             struct tpm_event *ev;
             error = tpm_event_parse_line(optarg, &ev);
+            if (!error && ev) {
+                error = tpm_event_refuse_ports(ev, REPLAY_NO_PORTS);
+            }
             if (error) {
                 cli_die("%s", error);
             }

@@ -189,6 +189,7 @@ interval_end__(struct tpm *tpm, uint32_t ci, const struct tpm_ev *ev,
                 .group = c->gkey,
                 .tun_id = c->gkey.tun ? tpm_tenants_vni(tpm->tenants,
                                                         c->gkey.tun) : 0,
+                .port = c->port,
             };
             tpm_report__(tpm, &r);
         }

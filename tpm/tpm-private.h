@@ -193,6 +193,9 @@ struct tpm_child {
     /* Line 3. */
     struct tpm_key gkey;
     uint32_t n_items;           /* Items in chunks. */
+    uint16_t port;              /* The group's interface, if the event
+                                 * groups by in_port (else 0): with
+                                 * 'gkey', the instance's identity. */
     uint64_t lost_lo, lost_hi;  /* TPM_CHILD_LOST: absolute epochs. */
 } __attribute__((aligned(CACHE_LINE_SIZE)));
 BUILD_ASSERT_DECL(offsetof(struct tpm_child, sat_last) < CACHE_LINE_SIZE);
@@ -356,6 +359,12 @@ struct tpm {
     bool rx_tunnelled;
     uint32_t rx_tun_vni;
 
+    /* Ports (tpm_set_rx_port()): the current batches' interface, and the
+     * one each flow entry was first seen on (written when the entry is
+     * filled, read when the flow is matched). */
+    uint16_t rx_port;
+    uint16_t *flow_port;        /* Per flow entry. */
+
     struct tpm_sweep sw;
     double cycles_per_item;     /* Running sweep cost estimate (TSC). */
     uint64_t sweep_ns[TPM_SWEEP_RING];
@@ -382,9 +391,10 @@ void tpm_ev_slot_free__(struct tpm *, struct tpm_ev *);
 uint32_t tpm_interval_flags__(const struct tpm *, const struct tpm_ev *,
                               uint64_t start);
 struct tpm_child *tpm_instance_get__(struct tpm *, uint32_t evi,
-                                     const struct tpm_key *gkey);
+                                     const struct tpm_key *gkey,
+                                     uint16_t port);
 uint32_t tpm_instance_find__(const struct tpm *, uint32_t evi,
-                             const struct tpm_key *gkey);
+                             const struct tpm_key *gkey, uint16_t port);
 void tpm_child_remove__(struct tpm *, uint32_t c);
 void tpm_list_free__(struct tpm *, struct tpm_child *);
 bool tpm_list_append__(struct tpm *, struct tpm_child *, uint32_t idx,

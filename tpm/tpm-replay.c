@@ -281,6 +281,9 @@ tem_install(struct replay *r, const struct tpm_agent_cmd *cmd)
                           cmd->event_id, LOCAL_ID_BASE);
     } else {
         error = tpm_event_parse(cmd->name, cmd->definition, &ev);
+        if (!error) {
+            error = tpm_event_refuse_ports(ev, TEM_NO_PORTS);
+        }
     }
     if (!error && cmd->has_threshold
         && !tpm_event_set_threshold(ev, cmd->threshold)) {
@@ -354,7 +357,7 @@ tem_poll(struct replay *r, const struct tpm_agent_cmd *cmd)
     r->tem.polls++;
     if (tem_find(r, cmd->event_id) != SIZE_MAX) {
         status = tpm_poll(r->tpm, cmd->event_id, &cmd->group, cmd->tun_id,
-                          cmd->epoch, &value);
+                          0, cmd->epoch, &value);
     }
     tpm_agent_send_poll_reply(r->agent, cmd->cookie, cmd->event_id,
                               cmd->epoch, poll_status_to_msg(status),
@@ -373,7 +376,7 @@ tem_poll_batch(struct replay *r, const struct tpm_agent_cmd *cmd)
         enum tpm_poll_status st = TPM_POLL_NO_EVENT;
         if (tem_find(r, cmd->event_ids[i]) != SIZE_MAX) {
             st = tpm_poll(r->tpm, cmd->event_ids[i], &cmd->groups[i],
-                          cmd->tun_ids[i], cmd->epoch, &values[i]);
+                          cmd->tun_ids[i], 0, cmd->epoch, &values[i]);
         }
         status[i] = poll_status_to_msg(st);
     }

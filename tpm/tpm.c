@@ -138,6 +138,7 @@ tpm_params_memory(const struct tpm_params *p)
         m += (uint64_t) p->tcp_state_pool * sizeof(uint32_t);
         m += (uint64_t) p->flow_table_size * sizeof(uint32_t);
     }
+    m += (uint64_t) p->flow_table_size * sizeof(uint16_t);   /* flow_port */
     m += (uint64_t) p->max_events * (sizeof(struct tpm_ev)
                                      + 2 * sizeof(uint32_t));
     m += map_size__(p->max_events) * sizeof(struct tpm_idmap_entry);
@@ -232,6 +233,7 @@ tpm_create(const struct tpm_params *params, char **errp)
         tpm->flow_conn = xcalloc(p->flow_table_size,
                                  sizeof *tpm->flow_conn);
     }
+    tpm->flow_port = xcalloc(p->flow_table_size, sizeof *tpm->flow_port);
     tpm->own_tenants = tpm_tenants_create(p->tenant_slots);
     tpm->tenants = tpm->own_tenants;
     tpm_tunnel_ports_init(&tpm->tunnels);
@@ -280,6 +282,7 @@ tpm_destroy(struct tpm *tpm)
     tpm_huge_free(&tpm->conn_region);
     free(tpm->conn_free);
     free(tpm->flow_conn);
+    free(tpm->flow_port);
     free(tpm->chunk_next);
     free(tpm->chunk_n);
     free(tpm->hist);
@@ -303,6 +306,12 @@ tpm_set_rx_tunnel(struct tpm *tpm, bool tunnelled, uint32_t vni)
 {
     tpm->rx_tunnelled = tunnelled;
     tpm->rx_tun_vni = vni;
+}
+
+void
+tpm_set_rx_port(struct tpm *tpm, uint16_t port)
+{
+    tpm->rx_port = port;
 }
 
 void
@@ -799,11 +808,12 @@ tpm_submit_del(struct tpm *tpm, uint32_t id, uint64_t cookie)
 
 bool
 tpm_submit_poll(struct tpm *tpm, uint32_t id, const struct tpm_key *group,
-                uint32_t tun_id, uint64_t epoch, uint64_t cookie)
+                uint32_t tun_id, uint16_t port, uint64_t epoch,
+                uint64_t cookie)
 {
     struct tpm_report c = {
         .type = TPM_REPORT_POLL_REPLY, .event_id = id, .cookie = cookie,
-        .epoch = epoch, .group = *group, .tun_id = tun_id,
+        .epoch = epoch, .group = *group, .tun_id = tun_id, .port = port,
     };
     return spsc_push(tpm->cmd_ring, &c);
 }
@@ -863,7 +873,7 @@ tpm_run_control(struct tpm *tpm, int max)
             break;
         case TPM_REPORT_POLL_REPLY:
             r.status = tpm_poll(tpm, c.event_id, &c.group, c.tun_id,
-                                c.epoch, &r.value);
+                                c.port, c.epoch, &r.value);
             break;
         case TPM_REPORT_INFO_REPLY: {
             uint64_t instances, flows;
@@ -885,7 +895,7 @@ tpm_run_control(struct tpm *tpm, int max)
 
 enum tpm_poll_status
 tpm_poll(const struct tpm *tpm, uint32_t id, const struct tpm_key *group,
-         uint32_t tun_id, uint64_t epoch, double *value)
+         uint32_t tun_id, uint16_t port, uint64_t epoch, double *value)
 {
     const struct tpm_ev *ev = tpm_ev_find__(tpm, id);
     *value = 0;
@@ -920,7 +930,9 @@ tpm_poll(const struct tpm *tpm, uint32_t id, const struct tpm_key *group,
     }
     uint32_t evi = (uint32_t) (ev - tpm->evs);
     uint32_t ci = gkey.tun || !group->tun
-                  ? tpm_instance_find__(tpm, evi, &gkey) : TPM_NONE;
+                  ? tpm_instance_find__(tpm, evi, &gkey,
+                                        ev->def->group_port ? port : 0)
+                  : TPM_NONE;
     if (ci == TPM_NONE) {
         /* Instances live while their history covers the last K
          * intervals, so no instance means no packets in that window;

@@ -176,6 +176,16 @@ void tpm_set_tunnel_ports(struct tpm *, const struct tpm_tunnel_ports *ports);
  * Monitor's thread. */
 void tpm_set_rx_tunnel(struct tpm *, bool tunnelled, uint32_t vni);
 
+/* The interface the frames of the following batches were received on:
+ * the front end's number for it, 1 to 65535, or 0 for none (the
+ * default).  A flow takes the number of the port it is first seen on, and
+ * keeps it while it stays in the table; an event's in_port= item matches
+ * the flows whose number is its 'in_port_slot', and an event that groups
+ * by in_port has one trigger instance per (number, group key).  The
+ * numbers are the front end's: it must not give one to another
+ * interface while flows may still carry it.  Monitor's thread. */
+void tpm_set_rx_port(struct tpm *, uint16_t port);
+
 /* Makes the monitor intern its tunnel ids into 'shared' (tpm/tenants.h),
  * a table that outlives it, instead of its own (NULL: its own again), so
  * that the groups of every monitor that shares it name a tenant by the
@@ -237,7 +247,8 @@ int tpm_event_del(struct tpm *, uint32_t id);
 /* Polls event 'id' for the value of 'group' (masked by the event's
  * granularity) in the interval ending at absolute epoch 'epoch'.  A
  * tenant's group has 'group->tun' not 0 (any value: the monitor's own
- * slot is found from the VNI) and its VNI in 'tun_id'. */
+ * slot is found from the VNI) and its VNI in 'tun_id'; 'port' is the
+ * group's interface if the event groups by in_port (else ignored). */
 enum tpm_poll_status {
     TPM_POLL_OK,                /* '*value' set. */
     TPM_POLL_NOT_YET,           /* That interval has not been swept yet. */
@@ -249,7 +260,7 @@ enum tpm_poll_status {
 };
 enum tpm_poll_status tpm_poll(const struct tpm *, uint32_t id,
                               const struct tpm_key *group, uint32_t tun_id,
-                              uint64_t epoch, double *value);
+                              uint16_t port, uint64_t epoch, double *value);
 
 /* Reports: satisfactions, and replies to submitted commands. */
 enum tpm_report_type {
@@ -279,6 +290,9 @@ struct tpm_report {
                                  * group is a tenant's, whose VNI is
                                  * 'tun_id'. */
     uint32_t tun_id;            /* VNI of the group's tenant. */
+    uint16_t port;              /* The group's interface
+                                 * (tpm_set_rx_port()) if the event groups
+                                 * by in_port, else 0. */
 };
 
 /* Controller side (one thread): submit commands.  Each returns false if
@@ -288,7 +302,8 @@ bool tpm_submit_add(struct tpm *, struct tpm_event *event, uint32_t id,
                     uint64_t cookie);
 bool tpm_submit_del(struct tpm *, uint32_t id, uint64_t cookie);
 bool tpm_submit_poll(struct tpm *, uint32_t id, const struct tpm_key *group,
-                     uint32_t tun_id, uint64_t epoch, uint64_t cookie);
+                     uint32_t tun_id, uint16_t port, uint64_t epoch,
+                     uint64_t cookie);
 
 /* Controller side: asks for event 'id''s trigger instances and attached
  * flows (see tpm_event_info()); the reply is a TPM_REPORT_INFO_REPLY. */

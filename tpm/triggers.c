@@ -89,17 +89,18 @@ tpm_interval_flags__(const struct tpm *tpm, const struct tpm_ev *ev,
     return 0;
 }
 
-/* The instance map: (event slot, group key) -> instance index. */
+/* The instance map: (event slot, group key, port) -> instance index. */
 
 static uint32_t
-imap_hash__(uint32_t ev, const struct tpm_key *gkey)
+imap_hash__(uint32_t ev, const struct tpm_key *gkey, uint16_t port)
 {
-    return tpm_key_hash(gkey) ^ (ev * 0x9e3779b1u);
+    return tpm_key_hash(gkey) ^ ((ev ^ (uint32_t) port << 16)
+                                 * 0x9e3779b1u);
 }
 
 static uint32_t
 imap_find__(const struct tpm *tpm, uint32_t ev, const struct tpm_key *gkey,
-            uint32_t hash)
+            uint16_t port, uint32_t hash)
 {
     for (uint32_t i = hash;; i++) {
         const struct tpm_imap_entry *e = &tpm->imap[i & tpm->imap_mask];
@@ -107,7 +108,8 @@ imap_find__(const struct tpm *tpm, uint32_t ev, const struct tpm_key *gkey,
             return TPM_NONE;
         }
         const struct tpm_child *c = &tpm->children[e->child];
-        if (e->hash == hash && c->ev == ev && tpm_key_equal(&c->gkey, gkey)) {
+        if (e->hash == hash && c->ev == ev && c->port == port
+            && tpm_key_equal(&c->gkey, gkey)) {
             return i & tpm->imap_mask;
         }
     }
@@ -148,10 +150,11 @@ imap_delete__(struct tpm *tpm, uint32_t hole)
 /* Returns the instance of event slot 'evi' for group key 'gkey', creating
  * it if needed, or NULL if over a bound (counted). */
 struct tpm_child *
-tpm_instance_get__(struct tpm *tpm, uint32_t evi, const struct tpm_key *gkey)
+tpm_instance_get__(struct tpm *tpm, uint32_t evi, const struct tpm_key *gkey,
+                   uint16_t port)
 {
-    uint32_t hash = imap_hash__(evi, gkey);
-    uint32_t pos = imap_find__(tpm, evi, gkey, hash);
+    uint32_t hash = imap_hash__(evi, gkey, port);
+    uint32_t pos = imap_find__(tpm, evi, gkey, port, hash);
     if (pos != TPM_NONE) {
         return &tpm->children[tpm->imap[pos].child];
     }
@@ -170,6 +173,7 @@ tpm_instance_get__(struct tpm *tpm, uint32_t evi, const struct tpm_key *gkey)
     c->in_idx = TPM_NONE;
     c->full_from = UINT64_MAX;
     c->gkey = *gkey;
+    c->port = port;
     if (ev->interval == 1 && !ev->uses_prev && ev->fast_agg >= 0
         && ev->n_kinds <= 2) {
         /* A planned instance (sweep.c): copy what the sweep needs. */
@@ -221,8 +225,8 @@ tpm_child_remove__(struct tpm *tpm, uint32_t ci)
     struct tpm_ev *ev = &tpm->evs[c->ev];
 
     tpm_list_free__(tpm, c);
-    imap_delete__(tpm, imap_find__(tpm, c->ev, &c->gkey,
-                                   imap_hash__(c->ev, &c->gkey)));
+    imap_delete__(tpm, imap_find__(tpm, c->ev, &c->gkey, c->port,
+                                   imap_hash__(c->ev, &c->gkey, c->port)));
     if (!--ev->n_children && ev->dying) {
         tpm_ev_slot_free__(tpm, ev);
     }
@@ -230,8 +234,8 @@ tpm_child_remove__(struct tpm *tpm, uint32_t ci)
     uint32_t last = --tpm->n_children;
     if (ci != last) {
         struct tpm_child *l = &tpm->children[last];
-        uint32_t pos = imap_find__(tpm, l->ev, &l->gkey,
-                                   imap_hash__(l->ev, &l->gkey));
+        uint32_t pos = imap_find__(tpm, l->ev, &l->gkey, l->port,
+                                   imap_hash__(l->ev, &l->gkey, l->port));
         tpm->imap[pos].child = ci;
         *c = *l;
         memcpy(tpm_child_hist(tpm, ci), tpm_child_hist(tpm, last),
@@ -275,11 +279,12 @@ tpm_list_append__(struct tpm *tpm, struct tpm_child *c, uint32_t idx,
 }
 
 /* Returns the index of the instance of event slot 'evi' for group key
- * 'gkey', or TPM_NONE. */
+ * 'gkey' and port 'port', or TPM_NONE. */
 uint32_t
 tpm_instance_find__(const struct tpm *tpm, uint32_t evi,
-                    const struct tpm_key *gkey)
+                    const struct tpm_key *gkey, uint16_t port)
 {
-    uint32_t pos = imap_find__(tpm, evi, gkey, imap_hash__(evi, gkey));
+    uint32_t pos = imap_find__(tpm, evi, gkey, port,
+                               imap_hash__(evi, gkey, port));
     return pos == TPM_NONE ? TPM_NONE : tpm->imap[pos].child;
 }
