@@ -142,11 +142,12 @@ slot_decision(const struct tpm_decisions *ds, uint32_t slot)
 }
 
 void
-tpm_decision_key_init(struct tpm_decision_key *k, uint32_t event,
-                      uint64_t epoch, const struct tpm_key *group)
+tpm_decision_key_init_port(struct tpm_decision_key *k, uint32_t event,
+                           uint64_t epoch, const struct tpm_key *group,
+                           uint16_t port)
 {
     uint64_t h = tpm_key_hash(group)
-                 ^ ((uint64_t) event * 0x9e3779b97f4a7c15ULL)
+                 ^ (((uint64_t) port << 32 | event) * 0x9e3779b97f4a7c15ULL)
                  ^ (epoch * 0xc2b2ae3d27d4eb4fULL);
     h ^= h >> 29;
     h *= 0xbf58476d1ce4e5b9ULL;
@@ -156,13 +157,21 @@ tpm_decision_key_init(struct tpm_decision_key *k, uint32_t event,
     k->hash = (uint32_t) h;
     k->epoch = epoch;
     k->group = *group;
+    k->port = port;
+}
+
+void
+tpm_decision_key_init(struct tpm_decision_key *k, uint32_t event,
+                      uint64_t epoch, const struct tpm_key *group)
+{
+    tpm_decision_key_init_port(k, event, epoch, group, 0);
 }
 
 static bool
 key_equal(const struct tpm_decision_key *a, const struct tpm_decision_key *b)
 {
     return a->event == b->event && a->epoch == b->epoch
-           && tpm_key_equal(&a->group, &b->group);
+           && a->port == b->port && tpm_key_equal(&a->group, &b->group);
 }
 
 void

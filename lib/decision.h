@@ -88,16 +88,23 @@ struct tpm_part {
     uint8_t flags;              /* For the caller. */
 };
 
-/* What a decision is about: (event, epoch, group), and its hash. */
+/* What a decision is about: (event, epoch, group), and its hash.  The
+ * group is its key and, for an event that groups by interface, the
+ * interface's number (tpm_set_rx_port()). */
 struct tpm_decision_key {
     uint32_t event;
     uint32_t hash;              /* Set by tpm_decision_key_init(). */
     uint64_t epoch;
     struct tpm_key group;
+    uint16_t port;              /* 0 if the event does not group by port. */
 };
 
-/* Two keys with the same (event, epoch, group) hash alike; a test may
- * set 'hash' by hand to make different keys collide. */
+/* Two keys with the same (event, epoch, group, port) hash alike; a test
+ * may set 'hash' by hand to make different keys collide.
+ * tpm_decision_key_init() is for groups without a port. */
+void tpm_decision_key_init_port(struct tpm_decision_key *, uint32_t event,
+                                uint64_t epoch, const struct tpm_key *group,
+                                uint16_t port);
 void tpm_decision_key_init(struct tpm_decision_key *, uint32_t event,
                            uint64_t epoch, const struct tpm_key *group);
 

@@ -109,18 +109,41 @@ json_number(struct ds *s, double v)
     ds_put_cstr(s, tpm_json_number(v, buf));
 }
 
+/* Stores in 'f' the fields of group 'group' of host event 'he', with
+ * "in_port" (the interface's name, "(removed)" after it if no port has it
+ * now) first for an event that groups by in_port, whose interface number
+ * is 'port'.  Returns their number. */
+static int
+group_fields(const struct host_event *he, const struct tpm_key *group,
+             uint16_t port, struct tpm_key_field f[TPM_KEY_FIELDS_MAX + 1])
+{
+    int n = 0;
+
+    if (he->def->group_port) {
+        uint32_t port_no;
+        const char *name = tpm_ovs_port_name(port, &port_no);
+        f[0] = (struct tpm_key_field) { .name = "in_port" };
+        snprintf(f[0].str_value, sizeof f[0].str_value, "%s%s",
+                 name ? name : "(none)",
+                 name && port_no == UINT32_MAX ? " (removed)" : "");
+        n = 1;
+    }
+    return n + tpm_key_fields(&he->def->group, group,
+                              tpm_ovs_group_vni(group), f + n);
+}
+
 /* Reports host event 'he' satisfied: logs it, keeps it in the report log
- * and, for a TEM event, hands it to the TEM sink.  'n_pmds' PMDs answered,
- * 'n_missing' did not (local TEM); 'flags' are TPM_REPORT_*. */
+ * and, for a TEM event, hands it to the TEM sink.  'port' is the group's
+ * interface (group=in_port).  'n_pmds' PMDs answered, 'n_missing' did not
+ * (local TEM); 'flags' are TPM_REPORT_*. */
 static void
 host_report(struct host_event *he, uint64_t epoch,
-            const struct tpm_key *group, double value, uint32_t flags,
-            int n_pmds, int n_missing)
+            const struct tpm_key *group, uint16_t port, double value,
+            uint32_t flags, int n_pmds, int n_missing)
 {
     static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(10, 50);
-    struct tpm_key_field f[TPM_KEY_FIELDS_MAX];
-    int n = tpm_key_fields(&he->def->group, group, tpm_ovs_group_vni(group),
-                           f);
+    struct tpm_key_field f[TPM_KEY_FIELDS_MAX + 1];
+    int n = group_fields(he, group, port, f);
 
     /* One JSON line, keys sorted (as tpm-replay's reports). */
     struct ds line = DS_EMPTY_INITIALIZER;
@@ -167,6 +190,7 @@ host_report(struct host_event *he, uint64_t epoch,
     he->has_last = true;
     he->last_epoch = epoch;
     he->last_group = *group;
+    he->last_port = port;
     COVERAGE_INC(tpm_satisfaction);
     VLOG_INFO_RL(&rl, "satisfied: %s", ds_cstr(&line));
     if (he->tem && tem_sink) {
@@ -210,7 +234,7 @@ decision_finish(struct tpm_decision *d, void *aux OVS_UNUSED)
         COVERAGE_INC(tpm_poll_timeout);
     }
     if (tpm_split_holds(he->def, total, he->def->threshold->num)) {
-        host_report(he, d->key.epoch, &d->key.group, total, 0,
+        host_report(he, d->key.epoch, &d->key.group, d->key.port, total, 0,
                     d->n_parts - missing, missing);
     }
     tpm_decision_decided(decisions, d,
@@ -237,7 +261,8 @@ handle_report(struct tpm_pmd **parts, size_t n_parts, size_t part,
             struct host_event *he = host_event_find_id(r->event_id);
             struct tpm_key g = r->group;
             struct tpm_decision_key k;
-            tpm_decision_key_init(&k, r->event_id, r->epoch, &g);
+            tpm_decision_key_init_port(&k, r->event_id, r->epoch, &g,
+                                       r->port);
             struct tpm_decision *d
                 = he ? tpm_decision_find(decisions, &k) : NULL;
             if (d && d->aux != tpm_ovs_snapshot_gen) {
@@ -250,7 +275,7 @@ handle_report(struct tpm_pmd **parts, size_t n_parts, size_t part,
                 } else if (r->status == TPM_POLL_NOT_YET) {
                     /* Not swept yet: ask again. */
                     if (!tpm_submit_poll(parts[part]->tpm, r->event_id, &g,
-                                         r->tun_id, r->epoch,
+                                         r->tun_id, r->port, r->epoch,
                                          tpm_ovs_cookie())) {
                         tpm_decision_missing(d, part);
                     }
@@ -268,11 +293,13 @@ handle_report(struct tpm_pmd **parts, size_t n_parts, size_t part,
         return;
     }
     if (!he->split || n_parts < 2) {
-        host_report(he, r->epoch, &r->group, r->value, r->flags, 1, 0);
+        host_report(he, r->epoch, &r->group, r->port, r->value, r->flags, 1,
+                    0);
         return;
     }
     struct tpm_decision_key k;
-    tpm_decision_key_init(&k, r->event_id, r->epoch, &r->group);
+    tpm_decision_key_init_port(&k, r->event_id, r->epoch, &r->group,
+                               r->port);
     struct tpm_decision *d = tpm_decision_find(decisions, &k);
     if (!d) {
         /* No maximum: a start always finds room. */
@@ -291,8 +318,8 @@ handle_report(struct tpm_pmd **parts, size_t n_parts, size_t part,
                  * its share of the total is exactly zero. */
                 tpm_decision_set(d, i, 0);
             } else if (!tpm_submit_poll(parts[i]->tpm, r->event_id,
-                                        &r->group, r->tun_id, r->epoch,
-                                        tpm_ovs_cookie())) {
+                                        &r->group, r->tun_id, r->port,
+                                        r->epoch, tpm_ovs_cookie())) {
                 tpm_decision_missing(d, i);
             }
         }
@@ -368,6 +395,7 @@ void
 tpm_ovs_host_event_free(struct host_event *he)
 {
     if (he) {
+        tpm_ovs_port_name_unref(he->def->in_port_slot);
         free(he->name);
         tpm_event_destroy(he->def);
         free(he);
@@ -499,6 +527,14 @@ tpm_unixctl_event_add(struct unixctl_conn *conn, int argc,
         return;
     }
     error = tpm_ovs_event_check(ev);
+    if (!error && ev->in_port) {
+        ev->in_port_slot = tpm_ovs_port_name_ref(ev->in_port);
+        if (!ev->in_port_slot) {
+            error = xasprintf("filter: in_port=%s: every one of the "
+                              "monitor's port name numbers is in use (by "
+                              "ports and events)", ev->in_port);
+        }
+    }
     if (error) {
         unixctl_command_reply_error(conn, error);
         free(error);
@@ -574,6 +610,14 @@ add_finish(struct op *op, struct tpm_pmd **parts, size_t n)
             ds_put_format(&reply, " (threshold not split: %s)",
                           he->no_split_why);
         }
+        uint32_t port_no;
+        if (he->def->in_port
+            && tpm_ovs_port_name(he->def->in_port_slot, &port_no)
+            && port_no == UINT32_MAX) {
+            ds_put_format(&reply, "; note: no interface is named %s now: "
+                          "the event counts its packets from when one is "
+                          "added", he->def->in_port);
+        }
         tpm_ovs_op_answer(&op->client, NULL, ds_cstr(&reply));
         ds_destroy(&reply);
     }
@@ -635,10 +679,30 @@ tpm_unixctl_event_del(struct unixctl_conn *conn, int argc OVS_UNUSED,
     free(parts);
 }
 
+/* Appends to 's' which ports event 'def' sees: every one, or its
+ * in_port= interface, said if no port has that name now. */
+static void
+format_event_ports(struct ds *s, const struct tpm_event *def)
+{
+    uint32_t port_no;
+
+    if (!def->in_port) {
+        ds_put_cstr(s, "every port");
+    } else if (!tpm_ovs_port_name(def->in_port_slot, &port_no)) {
+        ds_put_format(s, "none: no number was left for %s", def->in_port);
+    } else if (port_no == UINT32_MAX) {
+        ds_put_format(s, "%s, which no port has now (counting starts when "
+                      "an interface of that name is added)", def->in_port);
+    } else {
+        ds_put_format(s, "%s (datapath port %"PRIu32")", def->in_port,
+                      port_no);
+    }
+}
+
 static void
 format_event(struct ds *s, const struct host_event *he)
 {
-    char *group = tpm_group_to_string(&he->def->group);
+    char *group = tpm_event_group_to_string(he->def);
     char iv[32];
     ds_put_format(s, "%s: %s\n", he->name, he->def->text);
     ds_put_format(s, "  group %s, interval %s, threshold %s", group,
@@ -649,6 +713,9 @@ format_event(struct ds *s, const struct host_event *he)
         ds_put_format(s, " (%s)", he->no_split_why);
     }
     ds_put_format(s, ", %"PRIu64" satisfactions\n", he->n_reports);
+    ds_put_cstr(s, "  ports seen: ");
+    format_event_ports(s, he->def);
+    ds_put_char(s, '\n');
     if (he->tem) {
         ds_put_format(s, "  installed by the TEM: id %"PRIu32", ",
                       he->tem_id);
@@ -820,15 +887,15 @@ tpm_unixctl_event_show(struct unixctl_conn *conn, int argc OVS_UNUSED,
                                                 TPM_REPORT_POLL_REPLY, he->id);
             rq->epoch = epoch;
             rq->group = he->last_group;
+            rq->port = he->last_port;
             if (epoch > so->last_epoch) {
                 rq->state = REQ_GONE;   /* Before epoch 0. */
             }
         }
     }
     if (so->k) {
-        struct tpm_key_field f[TPM_KEY_FIELDS_MAX];
-        int nf = tpm_key_fields(&he->def->group, &he->last_group,
-                                tpm_ovs_group_vni(&he->last_group), f);
+        struct tpm_key_field f[TPM_KEY_FIELDS_MAX + 1];
+        int nf = group_fields(he, &he->last_group, he->last_port, f);
         struct ds t = DS_EMPTY_INITIALIZER;
         ds_put_cstr(&t, "  values of group");
         for (int i = 0; i < nf; i++) {

@@ -21,7 +21,21 @@
  *     received before OVS pushes the tunnel header in its actions, so the
  *     VNI the monitor counts them under is the one the operator gives the
  *     VM's port (ovs-vsctl set Interface vm1 other_config:tpm-tun-id=5001),
- *     the same as its replies from the tunnel carry.
+ *     the same as its replies from the tunnel carry;
+ *
+ *   - the number of the port's name (tpm_set_rx_port()), which per-port
+ *     events (in_port=NAME, group=in_port) compare.
+ *
+ * Names, not datapath port numbers, are what an event names and what a
+ * flow keeps: OVS gives a deleted port's number to the next port added,
+ * while a VM's interface keeps its name.  Every name an event or a port
+ * uses gets a number from 1 to TPM_OVS_NAMES_MAX, kept while an event
+ * names it or a port has it (a reference each) and after, until the
+ * numbers run out: a new name then takes the unreferenced number that
+ * was allocated longest ago (round robin), so a flow that still carries
+ * an old number is long gone when it is reused.  An event on a port not
+ * yet added counts from the moment it is: the port gets the number the
+ * event's name already has.
  *
  * After every change, the main thread publishes an immutable snapshot of
  * both by RCU (ovs-rcu.h); a PMD reads the pointer once per rx batch (an
@@ -44,6 +58,7 @@
 #include "netdev.h"
 #include "openvswitch/dynamic-string.h"
 #include "openvswitch/vlog.h"
+#include "openvswitch/shash.h"
 #include "ovs-rcu.h"
 #include "smap.h"
 #include "tpm-ovs.h"
@@ -57,6 +72,8 @@ struct tpm_ovs_port {
     struct hmap_node node;      /* In 'ports', by 'port_no'. */
     uint32_t port_no;
     char *name;
+    uint16_t name_slot;         /* The number of 'name' (a reference), 0
+                                 * if none was left. */
     uint8_t tnl_type;           /* enum tpm_tun_type: a tunnel vport... */
     uint16_t tnl_udp;           /* ...and its UDP port; 0 if not. */
     bool has_tun;               /* other_config:tpm-tun-id given: */
@@ -74,6 +91,71 @@ static OVSRCU_TYPE(struct tpm_ovs_ports *) ports_snap
 /* Tunnel vports beyond TPM_TUNNEL_PORTS_MAX UDP ports: not decapsulated
  * (shown by tpm/ports). */
 static uint32_t tunnels_ignored;
+
+/* Port names: number -> name, references and the port that has it. */
+#define TPM_OVS_NAMES_MAX 65535
+struct tpm_ovs_name {
+    char *name;                 /* NULL: never allocated. */
+    uint32_t refs;              /* Events naming it, plus 1 while a port
+                                 * has it. */
+    uint32_t port_no;           /* The port that has it, or UINT32_MAX. */
+};
+static struct tpm_ovs_name *names;      /* [TPM_OVS_NAMES_MAX + 1]. */
+static struct shash names_by_name = SHASH_INITIALIZER(&names_by_name);
+static uint32_t names_next = 1;         /* Where the round robin goes on. */
+
+/* Returns the number of 'name', allocating one if it has none, with one
+ * more reference; 0 if every number is referenced. */
+uint16_t
+tpm_ovs_port_name_ref(const char *name)
+{
+    void *found = shash_find_data(&names_by_name, name);
+    uintptr_t slot = (uintptr_t) found;
+
+    if (!names) {
+        names = xcalloc(TPM_OVS_NAMES_MAX + 1, sizeof *names);
+    }
+    if (!slot) {
+        for (uint32_t i = 0; i < TPM_OVS_NAMES_MAX && !slot; i++) {
+            uint32_t s = (names_next - 1 + i) % TPM_OVS_NAMES_MAX + 1;
+            if (!names[s].refs) {
+                slot = s;
+            }
+        }
+        if (!slot) {
+            return 0;
+        }
+        names_next = slot % TPM_OVS_NAMES_MAX + 1;
+        struct tpm_ovs_name *nm = &names[slot];
+        if (nm->name) {
+            shash_find_and_delete(&names_by_name, nm->name);
+            free(nm->name);
+        }
+        nm->name = xstrdup(name);
+        nm->port_no = UINT32_MAX;
+        shash_add(&names_by_name, name, (void *) slot);
+    }
+    names[slot].refs++;
+    return slot;
+}
+
+/* Drops a reference to number 'slot' (0: none). */
+void
+tpm_ovs_port_name_unref(uint16_t slot)
+{
+    if (slot && names && names[slot].refs) {
+        names[slot].refs--;
+    }
+}
+
+/* Returns the name of number 'slot', or NULL, and stores in '*port_nop'
+ * the datapath port that has it now, or UINT32_MAX. */
+const char *
+tpm_ovs_port_name(uint16_t slot, uint32_t *port_nop)
+{
+    *port_nop = slot && names ? names[slot].port_no : UINT32_MAX;
+    return slot && names ? names[slot].name : NULL;
+}
 
 static struct tpm_ovs_port *
 tpm_ovs_port_find__(uint32_t port_no)
@@ -118,6 +200,7 @@ tpm_ovs_ports_publish__(void)
     HMAP_FOR_EACH (p, node, &ports) {
         struct tpm_ovs_port_snap *s = &snap->port[snap->n++];
         s->port_no = p->port_no;
+        s->name_slot = p->name_slot;
         s->has_tun = p->has_tun;
         s->tun_id = p->tun_id;
         if (p->tnl_udp
@@ -139,6 +222,39 @@ tpm_ovs_ports_publish__(void)
                                                      &ports_snap);
     ovsrcu_set(&ports_snap, snap);
     ovsrcu_postpone(tpm_ovs_ports_free__, old);
+}
+
+/* Gives port 'p' name 'name' (NULL: none, as it goes) and its number,
+ * dropping the old one's.  Says so if events name the old one. */
+static void
+tpm_ovs_port_name_set__(struct tpm_ovs_port *p, const char *name)
+{
+    if (p->name_slot) {
+        struct tpm_ovs_name *nm = &names[p->name_slot];
+        nm->port_no = UINT32_MAX;
+        tpm_ovs_port_name_unref(p->name_slot);
+        if (nm->refs) {
+            VLOG_INFO("%s: port %"PRIu32" removed: %"PRIu32" event(s) "
+                      "naming it in in_port= count nothing more until an "
+                      "interface of that name is added (what they counted "
+                      "is kept)", nm->name, p->port_no, nm->refs);
+        }
+    }
+    free(p->name);
+    p->name = name ? xstrdup(name) : NULL;
+    p->name_slot = name ? tpm_ovs_port_name_ref(name) : 0;
+    if (p->name_slot) {
+        names[p->name_slot].port_no = p->port_no;
+        if (names[p->name_slot].refs > 1) {
+            VLOG_INFO("%s: port %"PRIu32" added: %"PRIu32" event(s) name "
+                      "it in in_port=", name, p->port_no,
+                      names[p->name_slot].refs - 1);
+        }
+    } else if (name) {
+        VLOG_WARN("%s: every one of the monitor's %d port name numbers is "
+                  "in use: per-port events do not see this port",
+                  name, TPM_OVS_NAMES_MAX);
+    }
 }
 
 /* The tunnel type of 'netdev', if the monitor decapsulates its frames. */
@@ -163,8 +279,9 @@ tpm_ovs_port_add(uint32_t port_no, const char *name,
         p->port_no = port_no;
         hmap_insert(&ports, &p->node, hash_int(port_no, 0));
     }
-    free(p->name);
-    p->name = xstrdup(name);
+    if (!p->name || strcmp(p->name, name)) {
+        tpm_ovs_port_name_set__(p, name);
+    }
     p->tnl_type = tpm_ovs_port_tunnel_type__(netdev);
     p->tnl_udp = 0;
     if (p->tnl_type != TPM_TUN_NONE) {
@@ -187,7 +304,7 @@ tpm_ovs_port_del(uint32_t port_no)
 
     if (p) {
         hmap_remove(&ports, &p->node);
-        free(p->name);
+        tpm_ovs_port_name_set__(p, NULL);
         free(p);
         tpm_ovs_ports_publish__();
     }

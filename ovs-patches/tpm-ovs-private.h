@@ -70,6 +70,8 @@ struct tpm_knobs {
  * immutable snapshot, valid until the reading thread quiesces. */
 struct tpm_ovs_port_snap {
     uint32_t port_no;           /* odp_port_t. */
+    uint16_t name_slot;         /* The monitor's number for the port's
+                                 * name (tpm_set_rx_port()), 0 if none. */
     bool has_tun;               /* other_config:tpm-tun-id given: */
     uint32_t tun_id;            /* the VNI of the port's frames. */
 };
@@ -151,6 +153,7 @@ struct host_event {
     bool has_last;              /* The latest satisfaction: */
     uint64_t last_epoch;
     struct tpm_key last_group;
+    uint16_t last_port;
 
     /* Installed by the TEM. */
     bool tem;
@@ -210,8 +213,9 @@ struct pmd_req {
     enum tpm_report_type type;  /* Of its reply: says what to queue. */
     uint32_t event_id;
     struct tpm_event *event;    /* An add: the definition, until queued. */
-    uint64_t epoch;             /* A poll: epoch and group. */
+    uint64_t epoch;             /* A poll: epoch and group... */
     struct tpm_key group;
+    uint16_t port;              /* ...and its port (group=in_port). */
     struct tpm_report r;        /* DONE: the reply ('r.error' owned). */
 };
 
@@ -294,6 +298,9 @@ tpm_ovs_pmd_now_ns(long long int now_us)
 
 /* tpm-ovs-ports.c */
 const struct tpm_ovs_ports *tpm_ovs_ports_get(void);
+uint16_t tpm_ovs_port_name_ref(const char *name);
+void tpm_ovs_port_name_unref(uint16_t slot);
+const char *tpm_ovs_port_name(uint16_t slot, uint32_t *port_nop);
 const struct tpm_ovs_port_snap *tpm_ovs_ports_find(
     const struct tpm_ovs_ports *, uint32_t port_no);
 void tpm_unixctl_ports(struct unixctl_conn *, int argc, const char *argv[],

@@ -105,8 +105,8 @@ req_submit(struct pmd_req *rq, struct tpm *tpm)
         break;
     case TPM_REPORT_POLL_REPLY:
         ok = tpm_submit_poll(tpm, rq->event_id, &rq->group,
-                             tpm_ovs_group_vni(&rq->group), rq->epoch,
-                             cookie);
+                             tpm_ovs_group_vni(&rq->group), rq->port,
+                             rq->epoch, cookie);
         break;
     case TPM_REPORT_INFO_REPLY:
         ok = tpm_submit_info(tpm, rq->event_id, cookie);

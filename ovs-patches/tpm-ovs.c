@@ -221,8 +221,8 @@ tpm_ovs_rx(struct tpm_pmd *p, const struct dp_packet_batch *batch,
     p->now = tpm_ovs_pmd_now_ns(now_us);
     tpm_advance(p->tpm, p->now);
 
-    /* The tunnel ports to decapsulate, and the tenant of the port's
-     * untunnelled frames (tpm-ovs-ports.c). */
+    /* The tunnel ports to decapsulate, the tenant of the port's
+     * untunnelled frames and the number of its name (tpm-ovs-ports.c). */
     const struct tpm_ovs_ports *ports = tpm_ovs_ports_get();
     if (OVS_UNLIKELY(ports->gen != p->ports_gen)) {
         p->ports_gen = ports->gen;
@@ -233,6 +233,7 @@ tpm_ovs_rx(struct tpm_pmd *p, const struct dp_packet_batch *batch,
         const struct tpm_ovs_port_snap *s = tpm_ovs_ports_find(ports,
                                                                port_no);
         tpm_set_rx_tunnel(p->tpm, s && s->has_tun, s ? s->tun_id : 0);
+        tpm_set_rx_port(p->tpm, s ? s->name_slot : 0);
         p->rx_port = port_no;
     }
     tpm_process_batch(p->tpm, frames, n);

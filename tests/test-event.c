@@ -1065,6 +1065,88 @@ START_TEST(test_underlay_filter)
 }
 END_TEST
 
+/* in_port=: the interface's name, kept for the front end to number;
+ * group=in_port (alone, in a list, or with 5tuple). */
+START_TEST(test_in_port)
+{
+    struct tpm_event *ev = parse_ok("filter=udp,in_port=vhu-3f.2 "
+                                    "predicate=count() > 0");
+    ck_assert_str_eq(ev->in_port, "vhu-3f.2");
+    ck_assert_uint_eq(ev->in_port_slot, 0);
+    ck_assert(!ev->group_port);
+    ck_assert(ev->group_5tuple);
+    char *msg = tpm_event_refuse_ports(ev, "no interfaces here");
+    ck_assert_str_eq(msg, "filter: in_port= names an interface, which only "
+                     "the switch that has it knows: no interfaces here");
+    free(msg);
+    struct tpm_event *c = tpm_event_clone(ev);
+    ck_assert_str_eq(c->in_port, "vhu-3f.2");
+    ck_assert_ptr_ne(c->in_port, ev->in_port);
+    tpm_event_destroy(c);
+    tpm_event_destroy(ev);
+
+    static const struct {
+        const char *group;
+        bool port, five;
+        const char *text;
+    } groups[] = {
+        { "in_port", true, false, "in_port" },
+        { "in_port,5tuple", true, true, "in_port,5tuple" },
+        { "5tuple,in_port", true, true, "in_port,5tuple" },
+        { "nw_dst/24,in_port", true, false, "in_port,nw_dst/24" },
+        { "in_port,tun_id", true, false, "in_port,tun_id" },
+        { "5tuple", false, true, "5tuple" },
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(groups); i++) {
+        char *text = xasprintf("filter=ip predicate=count() > 0 group=%s",
+                               groups[i].group);
+        ev = parse_ok(text);
+        ck_assert_msg(ev->group_port == groups[i].port, "%s", text);
+        ck_assert_msg(ev->group_5tuple == groups[i].five, "%s", text);
+        ck_assert_ptr_null(ev->in_port);
+        char *g = tpm_event_group_to_string(ev);
+        ck_assert_str_eq(g, groups[i].text);
+        free(g);
+        msg = tpm_event_refuse_ports(ev, "x");
+        ck_assert_msg((msg != NULL) == groups[i].port, "%s", text);
+        free(msg);
+        tpm_event_destroy(ev);
+        free(text);
+    }
+    ev = parse_ok("filter=ip predicate=count() > 0 group=in_port");
+    static const uint32_t zero[4];
+    ck_assert(!memcmp(ev->group.src, zero, sizeof zero));
+    ck_assert_uint_eq(ev->group.ipver, 0);
+    tpm_event_destroy(ev);
+
+    char long_name[TPM_PORT_NAME_MAX + 2];
+    memset(long_name, 'a', sizeof long_name - 1);
+    long_name[sizeof long_name - 1] = '\0';
+    char *text = xasprintf("filter=in_port=%s predicate=count() > 0",
+                           long_name);
+    parse_err(text, "filter", 16, "is not an interface name: expected 1 to "
+              "63 characters");
+    free(text);
+    long_name[TPM_PORT_NAME_MAX] = '\0';
+    ck_assert(tpm_port_name_valid(long_name));
+    ck_assert(!tpm_port_name_valid(""));
+    ck_assert(!tpm_port_name_valid("a\tb"));
+    ck_assert(!tpm_port_name_valid("caf\xc3\xa9"));
+    parse_err("filter=in_port= predicate=count() > 0", "filter", 8,
+              "field 'in_port' needs a value");
+    parse_err("filter=in_port=a,in_port=b predicate=count() > 0", "filter",
+              18, "duplicate field 'in_port'");
+    parse_err("filter=ip predicate=count() > 0 group=in_port,in_port",
+              "group", 47, "duplicate field 'in_port'");
+    parse_err("filter=ip predicate=count() > 0 group=5tuple,nw_dst",
+              "group", 46, "unexpected 'nw_dst' after '5tuple'");
+    parse_err("filter=ip predicate=count() > 0 group=nw_dst,5tuple",
+              "group", 46, "unexpected '5tuple' in a list");
+    parse_err("filter=ip predicate=count() > 0 group=5tuple,in_port,5tuple",
+              "group", 54, "unexpected '5tuple' in a list");
+}
+END_TEST
+
 START_TEST(test_tun_id_errors)
 {
     parse_err("filter=ip,tun_id=16777216 predicate=count() > 0", "filter",
@@ -1096,8 +1178,8 @@ START_TEST(test_tun_id_errors)
               46, "unexpected '5tuple' in a list");
     parse_err("filter=ip predicate=count() > 0 group=tun", "group", 39,
               "unknown field 'tun': expected 5tuple or a list of nw_src, "
-              "nw_dst, ipv6_src, ipv6_dst, tp_src, tp_dst, nw_proto and "
-              "tun_id");
+              "nw_dst, ipv6_src, ipv6_dst, tp_src, tp_dst, nw_proto, "
+              "tun_id and in_port");
 }
 END_TEST
 
@@ -1395,8 +1477,8 @@ static const struct {
       "filter", 12,
       "unexpected end of filter: expected a field" },
     { "filter=ip predicate=count() > 1 group=5tuple,tp_dst",
-      "group", 39,
-      "unexpected '5tuple' in a list" },
+      "group", 46,
+      "unexpected 'tp_dst' after '5tuple'" },
     { "filter=ip predicate=count() > 1 group=nw_dest",
       "group", 39,
       "unknown field 'nw_dest': expected 5tuple or a list" },
@@ -1622,7 +1704,7 @@ START_TEST(test_error_messages_exact)
           "filter: column 8: unknown field 'nw_dest': expected one of ip, "
           "ipv6, tcp, udp, sctp, icmp, tcp6, udp6, sctp6, icmp6, dl_type, "
           "nw_proto, nw_src, nw_dst, ipv6_src, ipv6_dst, tp_src, tp_dst, "
-          "tun_id, underlay or any" },
+          "tun_id, in_port, underlay or any" },
         { "filter=tcp predicate=sum(volume) > 1MB interval=15 parsecs",
           "interval: column 49: '15 parsecs' is not a time: expected a "
           "number with a unit ns, us, ms or s, such as 10ms" },
@@ -2048,6 +2130,7 @@ event_suite(void)
     tcase_add_test(tc, test_tun_id_filter);
     tcase_add_test(tc, test_tun_id_errors);
     tcase_add_test(tc, test_underlay_filter);
+    tcase_add_test(tc, test_in_port);
     tcase_add_test(tc, test_tun_id_group);
     tcase_add_test(tc, test_group_ipv6);
     suite_add_tcase(s, tc);

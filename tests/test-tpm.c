@@ -547,6 +547,143 @@ START_TEST(test_tenants)
 }
 END_TEST
 
+/* Adds event 'line' as 'id', its in_port= interface numbered 'slot'. */
+static void
+add_port(struct tpm *tpm, uint32_t id, const char *line, uint16_t slot)
+{
+    struct tpm_event *ev;
+    char *error = tpm_event_parse_line(line, &ev);
+    ck_assert_msg(!error, "%s: %s", line, error);
+    ev->in_port_slot = slot;
+    error = tpm_event_add(tpm, ev, id);
+    ck_assert_msg(!error, "%s: %s", line, error);
+}
+
+/* Sums the reports of event 'id' whose port is 'port' (and, with 'dst'
+ * not 0, whose group's destination is 'dst'); '*n' gets their number. */
+static double
+port_sum(const struct reports *rs, uint32_t id, uint16_t port, uint32_t dst,
+         int *n)
+{
+    double sum = 0;
+    *n = 0;
+    for (int i = 0; i < rs->n; i++) {
+        const struct tpm_report *r = &rs->r[i];
+        if (r->event_id == id && r->port == port
+            && (!dst || r->group.dst[0] == htonl(dst))) {
+            sum += r->value;
+            (*n)++;
+        }
+    }
+    return sum;
+}
+
+/* Per-port events: a flow belongs to the interface it is first seen on;
+ * in_port= sees that interface's flows only (none while its number is 0:
+ * no such interface); group=in_port has one group per interface, and
+ * in_port,5tuple one per (interface, 5-tuple); polls name the port. */
+START_TEST(test_ports)
+{
+    struct tpm *tpm = new_tpm(NULL);
+    struct reports rs = { .n = 0 };
+    struct frame a1, a2, b1;
+
+    add_port(tpm, 1, "vma filter=udp,in_port=vma predicate=sum(packets) > 0 "
+             "group=5tuple", 7);
+    add_port(tpm, 2, "gone filter=udp,in_port=none predicate=sum(packets) "
+             "> 0 group=5tuple", 0);
+    add(tpm, 3, "byport filter=udp predicate=sum(packets) > 0 "
+        "group=in_port");
+    add(tpm, 4, "byport5 filter=udp predicate=sum(bytes) > 0 "
+        "group=in_port,5tuple");
+    add(tpm, 5, "all filter=udp predicate=sum(packets) > 0 group=nw_dst");
+
+    /* Port 7 (vma): 3 frames of flow a1 and 2 of a2; port 9: 4 of b1 and
+     * 1 of a1, which keeps the port it was first seen on (7). */
+    udp_frame(&a1, ip4(10, 0, 0, 1), ip4(10, 0, 0, 2), 7001, 8001, 20, 64);
+    udp_frame(&a2, ip4(10, 0, 0, 1), ip4(10, 0, 0, 3), 7002, 8002, 20, 64);
+    udp_frame(&b1, ip4(10, 0, 0, 9), ip4(10, 0, 0, 4), 7003, 8003, 40, 64);
+    tpm_set_rx_port(tpm, 7);
+    for (int i = 0; i < 3; i++) {
+        send1(tpm, T0 + i * 100, &a1);
+    }
+    send1(tpm, T0 + 300, &a2);
+    send1(tpm, T0 + 400, &a2);
+    tpm_set_rx_port(tpm, 9);
+    for (int i = 0; i < 4; i++) {
+        send1(tpm, T0 + 500 + i * 100, &b1);
+    }
+    send1(tpm, T0 + 900, &a1);
+    tpm_advance(tpm, T0 + 10 * MS);
+    sweep_all(tpm);
+    collect(tpm, &rs);
+
+    int n;
+    ck_assert_double_eq(port_sum(&rs, 1, 0, ip4(10, 0, 0, 2), &n), 4);
+    ck_assert_double_eq(port_sum(&rs, 1, 0, ip4(10, 0, 0, 3), &n), 2);
+    ck_assert_double_eq(port_sum(&rs, 1, 0, ip4(10, 0, 0, 4), &n), 0);
+    ck_assert_int_eq(n, 0);
+    ck_assert_double_eq(port_sum(&rs, 2, 0, 0, &n), 0);
+    ck_assert_int_eq(n, 0);
+    ck_assert_double_eq(port_sum(&rs, 3, 7, 0, &n), 6);
+    ck_assert_int_eq(n, 1);
+    ck_assert_double_eq(port_sum(&rs, 3, 9, 0, &n), 4);
+    ck_assert_int_eq(n, 1);
+    /* Bytes: a1 and a2 frames are 62 bytes (the minimum), b1's 82. */
+    ck_assert_double_eq(port_sum(&rs, 4, 7, ip4(10, 0, 0, 2), &n), 4 * 62);
+    ck_assert_double_eq(port_sum(&rs, 4, 7, ip4(10, 0, 0, 3), &n), 2 * 62);
+    ck_assert_double_eq(port_sum(&rs, 4, 9, ip4(10, 0, 0, 4), &n), 4 * 82);
+    ck_assert_double_eq(port_sum(&rs, 4, 9, ip4(10, 0, 0, 2), &n), 0);
+    ck_assert_int_eq(n, 0);
+    /* An event that does not group by port reports port 0. */
+    ck_assert_double_eq(port_sum(&rs, 5, 0, 0, &n), 10);
+
+    /* Polls: the port is part of the group of event 3, ignored for 5. */
+    const struct tpm_report *r = NULL;
+    for (int i = 0; i < rs.n; i++) {
+        if (rs.r[i].event_id == 3 && rs.r[i].port == 9) {
+            r = &rs.r[i];
+        }
+    }
+    ck_assert_ptr_nonnull(r);
+    double v;
+    ck_assert_int_eq(tpm_poll(tpm, 3, &r->group, 0, 9, r->epoch, &v),
+                     TPM_POLL_OK);
+    ck_assert_double_eq(v, 4);
+    ck_assert_int_eq(tpm_poll(tpm, 3, &r->group, 0, 7, r->epoch, &v),
+                     TPM_POLL_OK);
+    ck_assert_double_eq(v, 6);
+    ck_assert_int_eq(tpm_poll(tpm, 3, &r->group, 0, 8, r->epoch, &v),
+                     TPM_POLL_NO_GROUP);
+
+    /* An event added later backfills by port too. */
+    add_port(tpm, 6, "late filter=udp,in_port=p9 predicate=sum(packets) > 0 "
+             "group=5tuple", 9);
+    rs.n = 0;
+    for (int e = 1; e < 5; e++) {
+        tpm_set_rx_port(tpm, 9);
+        send1(tpm, T0 + e * 10 * MS + 100, &b1);
+        tpm_set_rx_port(tpm, 7);
+        send1(tpm, T0 + e * 10 * MS + 200, &a2);
+        tpm_advance(tpm, T0 + (e + 1) * 10 * MS);
+        sweep_all(tpm);
+    }
+    collect(tpm, &rs);
+    /* Once the backfill is through (test_runtime_add_backfill), one b1
+     * frame in each epoch, never a2. */
+    uint64_t e0 = T0 / (10 * MS);
+    for (uint64_t e = e0 + 3; e <= e0 + 4; e++) {
+        const struct tpm_report *late = find_report(&rs, 6, e,
+                                                    ip4(10, 0, 0, 4));
+        ck_assert_ptr_nonnull(late);
+        ck_assert_double_eq(late->value, 1);
+    }
+    ck_assert_double_eq(port_sum(&rs, 6, 0, ip4(10, 0, 0, 3), &n), 0);
+    ck_assert_int_eq(n, 0);
+    tpm_destroy(tpm);
+}
+END_TEST
+
 /* Tenant slots are finite: a VNI beyond them is not counted (never
  * merged with another tenant), and counted as such. */
 START_TEST(test_tenant_slots_full)
@@ -2093,9 +2230,10 @@ START_TEST(test_params_memory)
 
     q = p;
     q.flow_table_size *= 2;
-    /* The entry, and its connection reference (the pool is on). */
+    /* The entry, its connection reference (the pool is on) and its
+     * port. */
     ck_assert_uint_eq(tpm_params_memory(&q) - base,
-                      (uint64_t) p.flow_table_size * (192 + 4));
+                      (uint64_t) p.flow_table_size * (192 + 4 + 2));
     q = p;
     q.max_chunks *= 2;
     ck_assert_uint_eq(tpm_params_memory(&q) - base,
@@ -2643,6 +2781,7 @@ tpm_suite(void)
     tcase_add_test(tc, test_group_aggregation);
     tcase_add_test(tc, test_tenants);
     tcase_add_test(tc, test_underlay);
+    tcase_add_test(tc, test_ports);
     tcase_add_test(tc, test_tenant_slots_full);
     tcase_add_test(tc, test_aggregates_random);
     tcase_add_test(tc, test_aggregates_runs);
