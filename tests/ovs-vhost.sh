@@ -26,9 +26,19 @@
 # a memfd that the vhost-user backend can map), so no huge page is
 # needed for the VMs; OVS's memory is tests/testbed.sh's choice.
 #
-# Two events of the monitor, installed before any traffic: sum(packets)
-# and sum(bytes), filter=any, group=5tuple, 10 ms.  Phases, each with
-# other 5-tuples:
+# Events of the monitor, installed before any traffic, each a pair of
+# sum(packets) and sum(bytes) > 0, 10 ms:
+#   vh-pk, vh-bt       filter=any, group=5tuple: every flow;
+#   vh-port-pk, -bt    group=in_port: one group per interface, named by
+#                      it ("in_port": "vm1");
+#   vh-p5-*            group=in_port,5tuple: each flow with its interface;
+#   vh-vm1-*           filter=any,in_port=vm1: the flows vm1 sends;
+#   vh-vm2-*           filter=any,in_port=vm2, added before port vm2
+#                      exists (accepted with a note): counts from the
+#                      moment the port is added.
+# A flow's interface is where it enters the switch, told by its source
+# address (10.99.0.1: phy, vm1's, vm2's).  Phases, each with other
+# 5-tuples:
 #   1 phy -> VM   tests/udp-send.py in $TB_NS1 sends three UDP flows to
 #                 vm1 (10.99.0.1 -> 10.99.0.10, payloads of 0 to 1472
 #                 bytes, 450 datagrams), captured by tcpdump on $TB_IF1
@@ -80,11 +90,15 @@
 #                 reply rule the replies, the drop rule exactly the denied
 #                 flow; dpctl/dump-conntrack zone=5 the two allowed
 #                 connections only.
-# After each phase the sums of the monitor's reports per 5-tuple, over all
+# After each phase the sums of the monitor's reports per group, over all
 # epochs so far, must equal every phase's truth exactly, and no other
-# group may be reported (tests/vhost-check.py); tpm/stats must count
-# exactly the frames of all phases (packets and bytes), none unparsed,
-# no lost data, no report dropped, no sweep unfinished.
+# group may be reported (tests/vhost-check.py); each interface's frames
+# must equal what OVS counted received on its port (ovs-ofctl
+# dump-ports); tpm/stats must count exactly the frames of all phases
+# (packets and bytes), none unparsed, no lost data, no report dropped, no
+# sweep unfinished.  At the end port vm2 is deleted: tpm/event-show says
+# the in_port=vm2 events see no port now, the log says they count
+# nothing more, and their reports stay.
 #
 # What is compared: bytes are Ethernet frame lengths without CRC
 # everywhere.  The monitor counts the frame as OVS received it (an
@@ -148,9 +162,20 @@ CT_ALLOWED=7001                 # port its ACL allows and one it drops.
 CT_DENIED=7002
 EV_PK=vh-pk
 EV_BT=vh-bt
+# Per-port events: NAME -> "GROUP FILTER" (vhost-check.py --group, the
+# filter=): each installed as NAME-pk and NAME-bt.
+declare -A PORT_EVS=(
+    [vh-port]="in_port any"
+    [vh-p5]="in_port,5tuple any"
+    [vh-vm1]="5tuple any,in_port=vm1"
+    [vh-vm2]="5tuple any,in_port=vm2"
+)
 
 declare -A VM_FD=() VM_PID=()
 EXPECT=()                       # --flow arguments of vhost-check.py.
+PORT_FLOWS=()                   # The same flows as PORT@FLOW.
+declare -A PORT_PK=([phy]=0 [vm1]=0 [vm2]=0)    # Frames each port
+                                                # received, by the truth.
 TOTAL_PK=0                      # Frames of every phase so far.
 TOTAL_BT=0
 
@@ -302,6 +327,12 @@ vh_up() {
     vm_start vm1 "$TB_DIR/vm1.sock" "$VM1_MAC" "--eth-peer=0,$TB_MAC1" \
         "--tx-ip=$VM1_IP,$SINK_IP" --tx-udp=4001,4002 --txpkts=200
     vm_port vm1 2
+    # An event on an interface not added yet: accepted, with a note.
+    port_events vh-vm2
+    grep -q "note: no interface is named vm2 now" <<<"$EV_OUT" \
+        || tb_fail "tpm/event-add in_port=vm2 before vm2 exists: no note:" \
+                   "$EV_OUT"
+    tb_log "  $EV_OUT"
     vm_start vm2 "$TB_DIR/vm2.sock" "$VM2_MAC" "--eth-peer=0,$VM1_MAC" \
         "--tx-ip=$VM2_IP,$VM1_IP" --tx-udp=4003,4004 --txpkts=300
     vm_port vm2 3
@@ -314,8 +345,26 @@ vh_up() {
         group=5tuple interval=10ms
     tb_event_add "$EV_BT" filter=any "predicate=sum(bytes) > 0" \
         group=5tuple interval=10ms
+    port_events vh-port vh-p5 vh-vm1
     tb_log "test bed up: phy (af_packet), vm1 and vm2 (vhost-user," \
            "testpmd virtio-user), $TB_DPDK_MODE memory for OVS"
+}
+
+# port_events NAME...: installs the pairs of PORT_EVS NAME; the last
+# reply in EV_OUT.
+port_events() {
+    local name group filter m tag
+    for name in "$@"; do
+        read -r group filter <<<"${PORT_EVS[$name]}"
+        for m in packets bytes; do
+            tag=pk
+            [ "$m" = packets ] || tag=bt
+            EV_OUT=$(tb_appctl tpm/event-add "$name-$tag" \
+                     "filter=$filter" "predicate=sum($m) > 0" \
+                     "group=$group" interval=10ms 2>&1) \
+                || tb_fail "tpm/event-add $name-$tag: $EV_OUT"
+        done
+    done
 }
 
 tcpdump_listening() {
@@ -358,15 +407,75 @@ capture_end() {
     done
 }
 
+# flow_port SRC: the interface the flows of source address SRC enter by.
+flow_port() {
+    case $1 in
+    "$TB_IP1") echo phy ;;
+    "$VM1_IP") echo vm1 ;;
+    "$VM2_IP") echo vm2 ;;
+    *) tb_fail "no port sends from $1" ;;
+    esac
+}
+
 # expect FLOW...: adds flows (SRC:SPORT:DST:DPORT:PROTO:PACKETS:BYTES) to
 # what the monitor must have reported, and to the totals.
 expect() {
-    local f p b
+    local f src p b port
     for f in "$@"; do
         EXPECT+=(--flow "$f")
-        IFS=: read -r _ _ _ _ _ p b <<<"$f"
+        IFS=: read -r src _ _ _ _ p b <<<"$f"
+        port=$(flow_port "$src")
+        PORT_FLOWS+=("$port@$f")
+        PORT_PK[$port]=$((PORT_PK[$port] + p))
         TOTAL_PK=$((TOTAL_PK + p)) TOTAL_BT=$((TOTAL_BT + b))
     done
+}
+
+# port_check_args NAME: vhost-check.py check's arguments for the pair
+# of per-port events NAME (PORT_EVS).
+port_check_args() {
+    local group filter f only=
+    read -r group filter <<<"${PORT_EVS[$1]}"
+    [[ $filter == *in_port=* ]] && only=${filter##*in_port=}
+    PC_ARGS=(--pk "$1-pk" --bt "$1-bt" --group "$group")
+    for f in "${PORT_FLOWS[@]}"; do
+        if [ -z "$only" ]; then
+            PC_ARGS+=(--flow "$f")
+        elif [ "${f%%@*}" = "$only" ]; then
+            PC_ARGS+=(--flow "${f#*@}")
+        fi
+    done
+}
+
+# ports_check PHASE: each per-port event against the truth, and each
+# interface's frames against OVS's own count of what the port received.
+ports_check() {
+    local name rc port ofp rx
+    for name in vh-port vh-p5 vh-vm1 vh-vm2; do
+        port_check_args "$name"
+        rc=0
+        "$TB_PY" "$CHECK" check "${PC_ARGS[@]}" \
+            <"$TB_DIR/reports-$1.json" >"$TB_DIR/check-$1-$name.txt" 2>&1 \
+            || rc=$?
+        [ "$rc" = 0 ] \
+            || tb_fail "$1: per-port events $name-*: reports differ from" \
+                       "the truth:" "$(cat "$TB_DIR/check-$1-$name.txt")"
+    done
+    tb_log "    per-port events (group=in_port, in_port,5tuple," \
+           "in_port=vm1, in_port=vm2): every group exact"
+    tb_ofctl dump-ports "$TB_BR" >"$TB_DIR/ports-$1.txt"
+    for port in phy vm1 vm2; do
+        ofp=$(tb_vsctl get Interface "$port" ofport)
+        rx=$(awk -v p="port +$ofp:" '
+            $0 ~ "^ *" p { sub(/.*rx pkts=/, ""); sub(/,.*/, ""); print }' \
+            "$TB_DIR/ports-$1.txt")
+        [ "$rx" = "${PORT_PK[$port]}" ] \
+            || tb_fail "$1: OVS received $rx frames on $port (ofport $ofp)," \
+                       "the truth says ${PORT_PK[$port]}:" \
+                       "$(cat "$TB_DIR/ports-$1.txt")"
+    done
+    tb_log "    per port, truth = OVS's rx counters (dump-ports): phy" \
+           "${PORT_PK[phy]}, vm1 ${PORT_PK[vm1]}, vm2 ${PORT_PK[vm2]}"
 }
 
 check_quiet() {
@@ -387,6 +496,7 @@ monitor_check() {
     [ "$rc" = 0 ] \
         || tb_fail "$1: the monitor's reports differ from the truth" \
                    "(expected = truth, got = sum of reports)"
+    ports_check "$1"
     st=$(tb_appctl tpm/stats)
     line=$(grep '^  packets:' <<<"$st")
     [ "$line" = "  packets: $TOTAL_PK (non-IP 0), bytes: $TOTAL_BT" ] \
@@ -702,6 +812,24 @@ phase_conntrack() {
     tb_log "  phase 4 took $((SECONDS - t0)) s"
 }
 
+# port_removed: port vm2 deleted; the in_port=vm2 events see no port, say
+# so, and keep their reports.
+port_removed() {
+    local show n
+    tb_vsctl del-port "$TB_BR" vm2
+    show=$(tb_appctl tpm/event-show vh-vm2-pk)
+    grep -q "ports seen: vm2, which no port has now" <<<"$show" \
+        || tb_fail "tpm/event-show after vm2 was deleted: $show"
+    tb_wait_for 10 grep -q "vm2: port .* removed: 2 event(s)" \
+        "$TB_DIR/vswitchd.log" \
+        || tb_fail "no log line for the removal of vm2 (2 events name it)"
+    n=$(tb_appctl tpm/reports | grep -c '"event":"vh-vm2-pk"' || true)
+    [ "$n" -gt 0 ] \
+        || tb_fail "the in_port=vm2 event's reports are gone after vm2"
+    tb_log "PASS: vm2 deleted: tpm/event-show and the log say so, its" \
+           "events' $n reports kept"
+}
+
 main() {
     local t0=$SECONDS
     tb_init
@@ -716,6 +844,7 @@ main() {
     phase_vm_to_phy
     phase_vm_to_vm
     phase_conntrack
+    port_removed
     tb_log "PASS: phy -> VM, VM -> phy, VM -> VM and a conntrack security" \
            "group over vhost-user counted exactly, in $((SECONDS - t0)) s"
 }

@@ -10,16 +10,19 @@
         of frames that are not IPv4 (none is expected).  Reads the file
         with tests/pcaplib.py, no libtpm code.
 
-    vhost-check.py check --pk EVENT --bt EVENT --flow F [--flow F ...]
-        [--quiet] < REPORTS
+    vhost-check.py check --pk EVENT --bt EVENT [--group GROUP]
+        --flow F [--flow F ...] [--quiet] < REPORTS
         reads `ovs-appctl tpm/reports` (one JSON object per line) and sums,
         per group, the values of event --pk (sum(packets)) and of event
-        --bt (sum(bytes)), over every epoch.  Each --flow is an expected
-        group with its exact packets and bytes; every one must be reported
-        with exactly those sums, and no other group may be reported by
-        either event; no (epoch, group) may come twice.  Prints a table
-        (OK, DIFF, MISSING, EXTRA lines) unless --quiet.  Exit status 0 if
-        everything matches, else 1.
+        --bt (sum(bytes)), over every epoch.  Each --flow is a 5-tuple
+        with its exact packets and bytes, [PORT@]SRC:SPORT:DST:DPORT:PROTO:
+        PACKETS:BYTES, PORT the interface it entered the switch on.  The
+        events group by GROUP: 5tuple (the default), in_port (the expected
+        group of a port is the sum of its flows) or in_port,5tuple.  Every
+        expected group must be reported with exactly its sums, and no
+        other group by either event; no (epoch, group) may come twice.
+        Prints a table (OK, DIFF, MISSING, EXTRA lines) unless --quiet.
+        Exit status 0 if everything matches, else 1.
 """
 import argparse
 import json
@@ -34,6 +37,10 @@ def flow_key(src, sport, dst, dport, proto):
 
 
 def key_text(k):
+    if len(k) == 1:
+        return "in_port %s" % k
+    if len(k) == 6:
+        return "in_port %s: %s" % (k[0], key_text(k[1:]))
     return "%s:%d -> %s:%d proto %d" % (k[0], k[1], k[2], k[3], k[4])
 
 
@@ -63,14 +70,28 @@ def cmd_flows(args):
     return 0
 
 
+def group_key(group, port, flow):
+    """The key of an expected or reported group: 'flow' (a flow_key())
+    and/or 'port', as 'group' says."""
+    if group == "in_port":
+        return (port,)
+    if group == "in_port,5tuple":
+        return (port,) + flow
+    return flow
+
+
 def cmd_check(args):
     expect = {}
     for spec in args.flow:
+        port, _, spec = spec.rpartition("@")
         p = spec.split(":")
-        if len(p) != 7:
-            sys.exit("--flow wants SRC:SPORT:DST:DPORT:PROTO:PACKETS:BYTES,"
-                     " got %r" % spec)
-        expect[flow_key(*p[:5])] = (int(p[5]), int(p[6]))
+        if len(p) != 7 or (args.group != "5tuple" and not port):
+            sys.exit("--flow wants [PORT@]SRC:SPORT:DST:DPORT:PROTO:PACKETS:"
+                     "BYTES (PORT with --group %s), got %r"
+                     % (args.group, spec))
+        k = group_key(args.group, port, flow_key(*p[:5]))
+        e = expect.get(k, (0, 0))
+        expect[k] = (e[0] + int(p[5]), e[1] + int(p[6]))
     got = {}
     seen = set()
     errors = []
@@ -83,8 +104,10 @@ def cmd_check(args):
         if ev not in (args.pk, args.bt):
             continue
         g = r["group"]
-        k = flow_key(g.get("nw_src"), g.get("tp_src", 0), g.get("nw_dst"),
-                     g.get("tp_dst", 0), g.get("nw_proto", 0))
+        k = group_key(args.group, g.get("in_port"),
+                      flow_key(g.get("nw_src"), g.get("tp_src", 0),
+                               g.get("nw_dst"), g.get("tp_dst", 0),
+                               g.get("nw_proto", 0)))
         if (ev, r["epoch"], k) in seen:
             errors.append("%s: epoch %d, group %s reported twice"
                           % (ev, r["epoch"], key_text(k)))
@@ -127,6 +150,8 @@ def main():
     p = sub.add_parser("check")
     p.add_argument("--pk", required=True)
     p.add_argument("--bt", required=True)
+    p.add_argument("--group", default="5tuple",
+                   choices=("5tuple", "in_port", "in_port,5tuple"))
     p.add_argument("--flow", action="append", default=[])
     p.add_argument("--quiet", action="store_true")
     args = ap.parse_args()
