@@ -2019,6 +2019,13 @@ START_TEST(test_event_errors)
           "clause at most once" },
         { "filter=ip predicate=count() > 5 interval=15ms",
           "interval: 15ms is not a multiple of the epoch (10ms)" },
+        /* An interface is one host's. */
+        { "filter=ip,in_port=vhu1 predicate=count() > 5",
+          "filter: in_port= names an interface, which only the switch "
+          "that has it knows: a network-wide event cannot: install it on "
+          "that host with ovs-appctl tpm/event-add" },
+        { "filter=ip predicate=count() > 5 group=in_port,5tuple",
+          "group: in_port names an interface" },
     };
     for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
         char *error = tem_core_event_add(fx.core, "e", cases[i].def, 0);
