@@ -64,7 +64,10 @@
  * (flow_stats__()).  flow_update__() adds the packet and its bytes and,
  * for each summary kind the flow keeps, in kind order, the value of the
  * kind's variable or expression combined by its operation: sum, sum of
- * squares, min, max, last, or count of non-zero values.  A flow with
+ * squares, min, max, last, or count of non-zero values.  It follows the
+ * update plan of the flow's summary mask (plan__(), cached per mask): a
+ * plain variable's slot is one case of one switch on (variable,
+ * operation), not a walk of the mask and two switches.  A flow with
  * TCP state first has it updated, which fills in the packet's state
  * variables (tpm_conn_update__()).  Packets of one flow without state
  * that follow each other in the batch (a run, seen in 'same_hash' and
@@ -262,7 +265,87 @@ flow_stats__(const struct tpm *tpm, struct tpm_flow *f)
     return st;
 }
 
-/* Updates flow 'f''s statistics of the current epoch with 'pkt'. */
+/* Builds in 'pl' the update plan of summary mask 'mask'
+ * (tpm-private.h). */
+static void __attribute__((noinline))
+plan_build__(const struct tpm *tpm, struct tpm_plan *pl, uint32_t mask)
+{
+    int i = 0;
+
+    for (uint32_t bits = mask; bits; bits &= bits - 1, i++) {
+        int id = __builtin_ctz(bits);
+        const struct tpm_kind *k = &tpm->kinds[id];
+        pl->kind[i] = id;
+        pl->code[i] = (k->var >= 0 && k->var < TPM_PLAN_VARS
+                       ? TPM_PLAN_CODE(k->var, k->op) : TPM_PLAN_KIND);
+    }
+    pl->n = i;
+    pl->mask = mask;
+}
+
+/* Returns the update plan of summary mask 'mask'. */
+static inline __attribute__((always_inline)) const struct tpm_plan *
+plan__(struct tpm *tpm, uint32_t mask)
+{
+    struct tpm_plan *pl = &tpm->plans[(mask * 0x9e3779b1u) >> 26];
+
+    if (OVS_UNLIKELY(pl->mask != mask)) {
+        plan_build__(tpm, pl, mask);
+    }
+    return pl;
+}
+
+/* Combines value 'v' into slot '*s' by operation 'op' ('first': the
+ * slot holds nothing of this epoch yet). */
+static inline __attribute__((always_inline)) void
+slot_update__(double *s, enum tpm_sum_op op, double v, bool first)
+{
+    switch (op) {
+    case TPM_SUM_SUM:
+        *s = first ? v : *s + v;
+        break;
+    case TPM_SUM_SUMSQ:
+        *s = first ? v * v : *s + v * v;
+        break;
+    case TPM_SUM_MIN:
+        *s = first || v < *s ? v : *s;
+        break;
+    case TPM_SUM_MAX:
+        *s = first || v > *s ? v : *s;
+        break;
+    case TPM_SUM_LAST:
+        *s = v;
+        break;
+    case TPM_SUM_NONZERO:
+        *s = (first ? 0 : *s) + (v != 0);
+        break;
+    }
+}
+
+/* The cases of flow_update__()'s switch for plain variable VAR, whose
+ * value for the packet is EXPR: one per operation. */
+#define PLAN_CASES(VAR, EXPR)                                           \
+    case TPM_PLAN_CODE(VAR, TPM_SUM_SUM):                               \
+        slot_update__(s, TPM_SUM_SUM, (EXPR), first);                   \
+        break;                                                          \
+    case TPM_PLAN_CODE(VAR, TPM_SUM_SUMSQ):                             \
+        slot_update__(s, TPM_SUM_SUMSQ, (EXPR), first);                 \
+        break;                                                          \
+    case TPM_PLAN_CODE(VAR, TPM_SUM_MIN):                               \
+        slot_update__(s, TPM_SUM_MIN, (EXPR), first);                   \
+        break;                                                          \
+    case TPM_PLAN_CODE(VAR, TPM_SUM_MAX):                               \
+        slot_update__(s, TPM_SUM_MAX, (EXPR), first);                   \
+        break;                                                          \
+    case TPM_PLAN_CODE(VAR, TPM_SUM_LAST):                              \
+        slot_update__(s, TPM_SUM_LAST, (EXPR), first);                  \
+        break;                                                          \
+    case TPM_PLAN_CODE(VAR, TPM_SUM_NONZERO):                           \
+        slot_update__(s, TPM_SUM_NONZERO, (EXPR), first);               \
+        break;
+
+/* Updates flow 'f''s statistics of the current epoch with 'pkt', by the
+ * plan of its summary mask: one dispatch per slot for a plain variable. */
 static inline __attribute__((always_inline)) void
 flow_update__(struct tpm *tpm, struct tpm_flow *f, const struct tpm_pkt *pkt)
 {
@@ -271,35 +354,30 @@ flow_update__(struct tpm *tpm, struct tpm_flow *f, const struct tpm_pkt *pkt)
     st->packets++;
     st->bytes += pkt->bytes;
 
-    int i = 0;
-    for (uint32_t bits = f->sum_mask; bits; bits &= bits - 1, i++) {
-        const struct tpm_kind *k = &tpm->kinds[__builtin_ctz(bits)];
-        double v = OVS_LIKELY(k->var >= 0)
-                   ? (double) tpm_var_value(k->var, pkt)
-                   : tpm_expr_eval_pkt(k->term, pkt);
+    const struct tpm_plan *pl = plan__(tpm, f->sum_mask);
+    for (int i = 0; i < pl->n; i++) {
         double *s = &st->slot[i];
-        switch ((enum tpm_sum_op) k->op) {
-        case TPM_SUM_SUM:
-            *s = first ? v : *s + v;
+        switch (pl->code[i]) {
+        PLAN_CASES(TPM_VAR_PACKETS, 1.0)
+        PLAN_CASES(TPM_VAR_BYTES, (double) pkt->bytes)
+        PLAN_CASES(TPM_VAR_VOLUME, (double) pkt->volume)
+        PLAN_CASES(TPM_VAR_TTL, (double) pkt->ttl)
+        PLAN_CASES(TPM_VAR_ECN, (double) pkt->ecn)
+        default: {
+            const struct tpm_kind *k = &tpm->kinds[pl->kind[i]];
+            double v = (k->var >= 0 ? (double) tpm_var_value(k->var, pkt)
+                        : tpm_expr_eval_pkt(k->term, pkt));
+            slot_update__(s, k->op, v, first);
             break;
-        case TPM_SUM_SUMSQ:
-            *s = first ? v * v : *s + v * v;
-            break;
-        case TPM_SUM_MIN:
-            *s = first || v < *s ? v : *s;
-            break;
-        case TPM_SUM_MAX:
-            *s = first || v > *s ? v : *s;
-            break;
-        case TPM_SUM_LAST:
-            *s = v;
-            break;
-        case TPM_SUM_NONZERO:
-            *s = (first ? 0 : *s) + (v != 0);
-            break;
+        }
         }
     }
 }
+BUILD_ASSERT_DECL(TPM_PLAN_CODE(TPM_PLAN_VARS - 1, TPM_SUM_NONZERO)
+                  < TPM_PLAN_KIND);
+BUILD_ASSERT_DECL(TPM_VAR_ECN == TPM_PLAN_VARS - 1);
+BUILD_ASSERT_DECL(TPM_PLANS == 64);     /* plan__() takes 6 bits. */
+BUILD_ASSERT_DECL(TPM_SUM_NONZERO == TPM_N_SUM_OPS - 1);
 
 /* Stores in 'v' the values of summary kind 'k' for the 'n' packets
  * 'pkts' (the switch on the variable taken once, not per packet). */

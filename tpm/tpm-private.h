@@ -91,6 +91,27 @@ struct tpm_kind {
     uint64_t retire_pass;       /* Scrub pass when retired. */
 };
 
+/* An update plan: what flow_update__() (match-scatter.c) does for each
+ * statistics slot of the flows whose summary mask is 'mask', in slot
+ * order.  A slot whose kind is a plain variable of every packet (packets,
+ * bytes, volume, ttl, ecn) has the code TPM_PLAN_CODE(var, op), one case
+ * of one switch; any other (a TCP-state variable, an expression) has
+ * TPM_PLAN_KIND and is computed from its kind 'kind[i]'.  Plans are
+ * cached by mask (a few masks cover every flow), built on first use and
+ * dropped whenever a kind id gets a new definition. */
+#define TPM_N_SUM_OPS 6
+#define TPM_PLAN_VARS 5         /* TPM_VAR_PACKETS .. TPM_VAR_ECN. */
+#define TPM_PLAN_CODE(VAR, OP) ((VAR) * TPM_N_SUM_OPS + (OP))
+#define TPM_PLAN_KIND 0xff
+#define TPM_PLANS 64            /* Direct-mapped cache entries. */
+struct tpm_plan {
+    uint32_t mask;              /* Summary mask; 0 (nothing to do) for an
+                                 * empty entry. */
+    uint8_t n;                  /* Slots. */
+    uint8_t code[TPM_FLOW_SLOTS];
+    uint8_t kind[TPM_FLOW_SLOTS];
+};
+
 /* How to compute one aggregate from an instance's accumulators. */
 struct tpm_agg_calc {
     uint8_t agg;                /* enum tpm_agg. */
@@ -295,6 +316,7 @@ struct tpm {
     struct trig_index index;
 
     struct tpm_kind kinds[TPM_MAX_KINDS];
+    struct tpm_plan plans[TPM_PLANS];   /* Update plans by summary mask. */
     uint64_t scrub_pass;
 
     struct tpm_ev *evs;         /* p.max_events slots. */

@@ -376,6 +376,8 @@ kind_get__(struct tpm *tpm, const struct tpm_expr *term, enum tpm_sum_op op)
         kind->op = op;
         kind->refs = 1;
         kind->retired = false;
+        /* A plan may name the id's old definition. */
+        memset(tpm->plans, 0, sizeof tpm->plans);
     }
     return free_id;
 }
