@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""The monitor's seq, ack and rtt of one TCP connection against two
-captures, for tests/ovs-vm-tcp.sh.  Standard library only (the captures
-are read with tests/pcaplib.py, no libtpm code).
+"""The monitor's TCP variables of one connection against two captures,
+for tests/ovs-vm-tcp.sh.  Standard library only (the captures are read
+with tests/pcaplib.py, no libtpm code).
 
     vm-tcp-check.py --client A:P --server A:P --near PCAP --far PCAP
-        --epoch-ns N --seq EVENT --ack EVENT [--rtt EVENT ...] < REPORTS
+        --epoch-ns N --seq EVENT --ack EVENT [--rtt EVENT ...]
+        [--lost EVENT ...] --wmax EVENT --wmin EVENT --wire JSON JSON
+        [--drops N N] < REPORTS
 
 The connection crosses the switch between two capture points: NEAR, on
 the client's side (the client's frames captured before the switch
@@ -52,11 +54,21 @@ Checks, each failure printed on stderr:
            within those bounds of the latest sample before a frame that
            may be in the epoch (0 if none), and at least the lower bound
            of every frame certainly in it.
+  lost     the sum of is_lost (the events --lost) of each direction
+           equals the
+           retransmissions of tests/pcap-tcp.py's figures for it (--wire:
+           its output for the client's direction, then the server's, on
+           the near capture), and is at least the receiver's --drops
+  rwnd     every reported max(rwnd) (--wmax) and min(rwnd) (--wmin) is a
+           window of those figures (scaled by both SYNs' shifts), and
+           the largest and smallest are the capture's (as
+           tests/tcp-kernel.sh's scenario 4)
 
-Prints one summary line per direction.  Exit status 0 if every check
+Prints two summary lines per direction.  Exit status 0 if every check
 passes, else 1.
 """
 import argparse
+import bisect
 import json
 import socket
 import struct
@@ -175,6 +187,11 @@ def main():
     ap.add_argument("--seq", required=True)
     ap.add_argument("--ack", required=True)
     ap.add_argument("--rtt", action="append", default=[])
+    ap.add_argument("--lost", action="append", default=[])
+    ap.add_argument("--wmax", required=True)
+    ap.add_argument("--wmin", required=True)
+    ap.add_argument("--wire", nargs=2, required=True)
+    ap.add_argument("--drops", nargs=2, type=int, default=[0, 0])
     args = ap.parse_args()
     errors = []
     E, eps = args.epoch_ns, EPSILON_NS
@@ -238,30 +255,52 @@ def main():
                       else (t["near"], t["far"]))
             samples.setdefault(d, []).append((lo - eps, hi + eps))
 
-    # Per frame: the values the switch may have read at it (a set or a
-    # closed interval) and the least of them.
+    # ack: per direction, the other direction's acknowledgements by the
+    # latest and by the earliest time the switch may have received them,
+    # with running maxima, to find those that certainly and those that
+    # possibly came before a time.
+    acks = {}
+    for d in (0, 1):
+        o = 1 - d
+        got = [(win[o][j], st_near[(o, j)]["acked"])
+               for j in range(len(frames[o]))
+               if st_near[(o, j)]["acked"] is not None]
+        acks[d] = []
+        for col in (1, 0):
+            ts = sorted((w[col], a) for w, a in got)
+            run, m = [], 0
+            for _, a in ts:
+                m = max(m, a)
+                run.append(m)
+            acks[d].append(([t for t, _ in ts], run))
+
+    def ack_before(d, which, t):
+        times, run = acks[d][which]
+        n = bisect.bisect_left(times, t)
+        return run[n - 1] if n else 0
+
+    # Per frame: the values the switch may have read at it (a closed
+    # interval) and the least of them.
+    memo = {}
+
     def allowed(ev, d, k):
-        key = (d, k)
+        key = (ev, d, k)
+        if key not in memo:
+            memo[key] = allowed__(ev, d, k)
+        return memo[key]
+
+    def allowed__(ev, d, k):
         if ev == "seq":
-            v = st_near[key]["seq_after"]
+            v = st_near[(d, k)]["seq_after"]
             return (v, v), v
         if ev == "ack":
             lo_t, hi_t = win[d][k]
-            o = 1 - d
-            sure = maybe = 0
-            for j, (x, _) in enumerate(frames[o]):
-                a = st_near[(o, j)]["acked"]
-                if a is None:
-                    continue
-                if win[o][j][1] < lo_t:
-                    sure = max(sure, a)
-                if win[o][j][0] < hi_t:
-                    maybe = max(maybe, a)
-            return (sure, maybe), sure
+            sure = ack_before(d, 0, lo_t)
+            return (sure, ack_before(d, 1, hi_t)), sure
         # rtt: the latest sample before the frame, in either order.
         lows, highs = [], []
         for st in (st_near, st_far):
-            n = st[key]["latest"]
+            n = st[(d, k)]["latest"]
             lo, hi = (0, 0) if n is None else samples[d][n]
             lows.append(lo)
             highs.append(hi)
@@ -342,6 +381,33 @@ def main():
         print("%s: %d frames, in epochs %d..%d; %s%s"
               % (label, len(frames[d]), min(maybe_ep), max(maybe_ep),
                  ", ".join(summary), extra))
+
+        # is_lost and rwnd against tests/pcap-tcp.py's figures.
+        with open(args.wire[d]) as f:
+            wire = json.load(f)
+
+        def values(evs):
+            return [r["value"] for name in evs for r in reports.get(name, [])
+                    if r["group"] == group]
+
+        lost = sum(values(args.lost))
+        if lost != wire["lost"] or lost < args.drops[d]:
+            errors.append("%s: sum(is_lost) %d, the capture's "
+                          "retransmissions %d, the receiver's drops %d"
+                          % (label, lost, wire["lost"], args.drops[d]))
+        w, mx, mn = wire["rwnd"], values([args.wmax]), values([args.wmin])
+        if not (mx and mn and max(mx) == max(w) and min(mn) == min(w)
+                and set(mx) <= set(w) and set(mn) <= set(w)):
+            errors.append("%s: rwnd: reported max %s, min %s (not a "
+                          "window of the capture: %s); the capture's %s..%s"
+                          % (label, max(mx or [0]), min(mn or [0]),
+                             sorted(set(mx + mn) - set(w))[:5],
+                             min(w or [0]), max(w or [0])))
+        print("  sum(is_lost) %d (capture %d, receiver's drops %d); rwnd "
+              "max %s min %s over %d/%d epochs, the capture's %d windows "
+              "%s..%s" % (lost, wire["lost"], args.drops[d], max(mx or [0]),
+                          min(mn or [0]), len(mx), len(mn), len(w),
+                          min(w or [0]), max(w or [0])))
     for e in errors:
         sys.stderr.write("error: %s\n" % e)
     return 1 if errors else 0
