@@ -113,6 +113,17 @@ OVS_VHOST_LOG = tests/ovs-vhost.sh.log
 $(OVS_VHOST_LOG): tests/ovs-overlay.sh.log
 endif
 EXTRA_DIST += tests/ovs-vhost.sh tests/vhost-check.py
+# A VM's kernel TCP behind a vhost-user port (testpmd forwarding between
+# a tap in a namespace and virtio-user), the VM's and the physical port
+# on one PMD: both directions of each connection on one monitor, seq,
+# ack, rtt, is_lost and rwnd against captures on both sides.  A PMD test:
+# after the vhost-user test, before the packages.
+if HAVE_OVS_SOURCE
+TESTS += tests/ovs-vm-tcp.sh
+OVS_VM_TCP_LOG = tests/ovs-vm-tcp.sh.log
+$(OVS_VM_TCP_LOG): tests/ovs-vhost.sh.log
+endif
+EXTRA_DIST += tests/ovs-vm-tcp.sh tests/vm-tcp-check.py
 
 EXTRA_DIST += tests/test-util.h tests/e2e-replay.sh tests/gen-trace.py tests/bootstrap.sh \
 	tests/replay-lib.sh \
@@ -239,7 +250,7 @@ TESTS += tests/deb-packages.sh
 EXTRA_DIST += tests/deb-packages.sh
 if HAVE_OVS_SOURCE
 DEB_PACKAGES_LOG = tests/deb-packages.sh.log
-$(DEB_PACKAGES_LOG): tests/ovs-vhost.sh.log
+$(DEB_PACKAGES_LOG): tests/ovs-vm-tcp.sh.log
 endif
 
 # The fuzz targets (tests/fuzz/, docs/fuzzing.md): libFuzzer with ASan and

@@ -25,8 +25,8 @@ jobs=${JOBS:-$(nproc)}
 # protobuf-c (with protoc-c) for the TPM <-> TEM protocol, python3-zmq for
 # its test helpers, Check for the unit tests; Open vSwitch 3.1.0 source and
 # DPDK 22.11 for the patched ovs-vswitchd (dpdk-dev also brings
-# dpdk-testpmd, the VMs of tests/ovs-vhost.sh); iproute2, ethtool, ping and
-# tcpdump for the veth-DPDK testbed; iptables and libnetfilter-queue for
+# dpdk-testpmd, the VMs of tests/ovs-vhost.sh and tests/ovs-vm-tcp.sh);
+# iproute2, ethtool, ping and tcpdump for the veth-DPDK testbed; iptables and libnetfilter-queue for
 # the TCP test's impairments (loss, CE marks, policers, a delay line);
 # libssl, libcap-ng and libunbound so that the patched ovs-vswitchd has the
 # features of Debian's (SSL, --user, DNS names of remotes).  Packaging
