@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Per-packet TCP facts of one direction of a captured connection.
 
-Used by tests/tcp-kernel.sh as the independent computation that the
-monitor's is_lost, ecn and rwnd are compared with.  Standard library only
+Used by tests/tcp-kernel.sh (and tests/ovs-vm-tcp.sh) as the
+independent computation that the monitor's is_lost, ecn and rwnd are
+compared with.  Standard library only
 (its own parser, no libtpm code); the definitions are those of
 docs/event-language.md.
 

@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """A classic pcap reader for the test helpers, standard library only.
 
-Shared by tests/pcap-volume.py and tests/overlay-truth.py, the
-independent measurements the monitor's counts are compared with: it
+Shared by tests/pcap-volume.py, tests/overlay-truth.py,
+tests/vhost-check.py and tests/vm-tcp-check.py, the independent
+measurements the monitor's counts are compared with: it
 reads files without any libtpm code.  Each script imports it from its
 own folder (Python puts a script's folder first on sys.path).
 

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """TCP traffic for tests/tcp-kernel.sh, with the kernel's own figures.
 
-Run inside a test namespace.  Standard library only.
+Run inside a test namespace (tests/ovs-vm-tcp.sh uses it too).
+Standard library only.
 
     tcp-flow.py server --addr A --port P [--reply BYTES --request BYTES]
     tcp-flow.py client --dst A --port P [--conns N] MODE-OPTIONS
