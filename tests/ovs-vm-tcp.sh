@@ -25,11 +25,13 @@
 # phy; nothing else.  No IPv6 and permanent neighbour entries on both
 # sides: only the test's TCP frames cross the switch.
 #
-# Events, installed before any traffic, all filter=tcp, group=5tuple,
-# 10 ms: sum(packets) > 0, sum(bytes) > 0, max(seq) >= 0, max(ack) >= 0,
-# max(rtt) >= 0, sum(is_lost) > 0, max(rwnd) > 0, min(rwnd) >= 0 (the
-# predicates of the last five as in tests/tcp-kernel.sh; ">= 0" reports
-# every epoch in which the direction sent a frame).
+# Events, installed before any traffic, all group=5tuple, 10 ms: on
+# filter=tcp sum(packets) > 0, sum(bytes) > 0, max(seq) >= 0,
+# max(ack) >= 0, max(rwnd) > 0, min(rwnd) >= 0; max(rtt) >= 0 on
+# connection 1's port, sum(is_lost) > 0 on connection 2's (one event per
+# direction each: a flow has room for 7 summaries).  The predicates are
+# tests/tcp-kernel.sh's; ">= 0" reports every epoch in which the
+# direction sent a frame.
 #
 # Two connections (tests/tcp-flow.py; client in $TB_NS1, server in the
 # VM), each captured with nanosecond time stamps on both sides of the
@@ -105,7 +107,6 @@ IN_NS=(taskset -c "$TB_HELPER_CPU" ip netns exec)
 VM_MAC=02:99:00:00:00:0a
 VM_IP=10.99.0.10
 RING=1024
-EVENTS=(pk bt seq ack rtt lost wmax wmin)
 
 VM_FD=
 VM_PID=
@@ -120,12 +121,14 @@ trap '' PIPE
 # port 1 a virtio-user device in server mode on $TB_DIR/vm1.sock, io
 # forwarding between them.  Returns once the socket exists.
 vm_start() {
-    local fifo=$TB_DIR/vm1.in fd
+    local fifo=$TB_DIR/vm1.in fd virtio
+    virtio=net_virtio_user0,path=$TB_DIR/vm1.sock,server=1,queues=1
+    virtio=$virtio,queue_size=$RING
     mkfifo "$fifo"
     ip netns exec "$VM_NS" stdbuf -o0 -e0 "$TESTPMD" --lcores=0@0,1@0 \
         --no-huge -m 256 --no-pci "--file-prefix=${TB_TAG}vm1" \
         "--vdev=net_tap0,iface=$VM_TAP,mac=$VM_MAC" \
-        "--vdev=net_virtio_user0,path=$TB_DIR/vm1.sock,server=1,queues=1,queue_size=$RING" \
+        "--vdev=$virtio" \
         -- -i --no-mlockall --total-num-mbufs=8192 "--rxd=$RING" \
         "--txd=$RING" --forward-mode=io \
         <"$fifo" >"$TB_DIR/vm1.out" 2>&1 &
@@ -282,7 +285,7 @@ vt_up() {
     tb_event_add vt-wmax "$f" "predicate=max(rwnd) > 0" "$g" "$i"
     tb_event_add vt-wmin "$f" "predicate=min(rwnd) >= 0" "$g" "$i"
     # Per connection, one event per direction (a flow has room for 7
-    # summaries: these two would make 8).
+    # summaries: both would make 8).
     tb_event_add vt-rtt-c "$f,tp_dst=5101" "predicate=max(rtt) >= 0" "$g" "$i"
     tb_event_add vt-rtt-s "$f,tp_src=5101" "predicate=max(rtt) >= 0" "$g" "$i"
     tb_event_add vt-lost-c "$f,tp_dst=5102" "predicate=sum(is_lost) > 0" \
