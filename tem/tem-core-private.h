@@ -105,6 +105,7 @@ struct tem_host_stats {
     uint64_t mon_dos_passed;
     /* As in struct tem_stats. */
     uint64_t reports_late, reports_dup, reports_skipped;
+    uint64_t epoch_refused;
 };
 
 /* Where a host stands with the DoS threshold the TEM sets on it
@@ -198,6 +199,11 @@ struct tem_host {
                                  * with HELD_DONE once decided
                                  * (tem-decide.c). */
     size_t held_head, held_n, held_cap;
+
+    /* Decisions it started in loop turn 'turn' (tem-decide.c, at most
+     * --host-decisions). */
+    uint64_t turn;
+    uint32_t turn_decisions;
 };
 
 #define HELD_DONE (1ULL << 63)
@@ -306,6 +312,20 @@ struct tem_repoll {
     uint32_t slot, gen, part;
 };
 
+/* A late satisfaction waiting for its loop turn (tem-decide.c, "Late
+ * reports"): what the host sent, parsed, and the host's session and
+ * agent run it came in. */
+struct tem_late {
+    uint32_t host_slot, session;
+    uint32_t event_id;
+    uint32_t vni;               /* The group's tenant, if 'group.tun'. */
+    uint64_t epoch;
+    struct tpm_key group;       /* 'tun' not interned yet: 0 or 1. */
+    double value;
+    uint8_t flags;              /* PART_*. */
+    uint64_t seq, seq_instance; /* Held since it came (0: none). */
+};
+
 /* The core: what its files share. */
 struct tem_core {
     struct tem_config cfg;
@@ -335,6 +355,10 @@ struct tem_core {
                                          * keys (see above). */
     struct tem_repoll *repolls;  /* Ring. */
     size_t rp_head, rp_count, rp_cap;
+    struct tem_late *late;      /* Ring of late satisfactions waiting,
+                                 * at most --late-queue. */
+    size_t late_head, late_n, late_cap;
+    uint64_t turn;              /* Loop turns: tem_core_flush() calls. */
 
     /* Alerts. */
     struct sbuf *history;       /* Ring of 'alert_history' JSON lines. */
@@ -371,6 +395,15 @@ static inline uint64_t
 tem_core_now(const struct tem_core *core)
 {
     return core->cfg.clock(core->cfg.aux);
+}
+
+/* The epoch the TEM's wall clock is in: hosts number epochs by real time
+ * (ns since the Unix epoch / --epoch), so this stays on the wall clock
+ * whatever clock the timers use. */
+static inline uint64_t
+tem_core_epoch_now(const struct tem_core *core)
+{
+    return tem_core_now(core) / core->cfg.epoch_ns;
 }
 
 /* The files' functions, from the bottom up. */
@@ -428,6 +461,8 @@ void tem_alert_late_undecidable(struct tem_core *, struct tem_event *,
                                 const struct tpm_decision *);
 
 /* tem-decide.c. */
+bool tem_decide_epoch_ok(struct tem_core *, struct tem_host *,
+                         uint64_t epoch);
 void tem_decide_satisfaction(struct tem_core *, struct tem_host *,
                              const Trumpet__Satisfaction *);
 void tem_decide_poll_batch_reply(struct tem_core *, struct tem_host *,

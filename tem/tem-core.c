@@ -41,6 +41,11 @@ tem_config_init(struct tem_config *cfg)
     cfg->recent_alerts = 10;
     cfg->alert_history = 100;
     cfg->max_batch_bytes = 256 * 1024;
+    cfg->epoch_past_ns = 300 * NS_PER_S;
+    cfg->host_decisions = 4096;
+    cfg->late_per_turn = 256;
+    cfg->late_queue = 65536;
+    cfg->max_seq_gap = UINT64_C(1) << 32;
 }
 
 struct tem_core *
@@ -116,6 +121,7 @@ tem_core_destroy(struct tem_core *core)
     free(core->history_event);
     free(core->history_tun);
     free(core->repolls);
+    free(core->late);
     free(core->by_id);
     free(core->events);
     free(core->dirty);

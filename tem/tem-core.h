@@ -76,6 +76,24 @@ struct tem_config {
     size_t max_batch_bytes;     /* A host's frame is sent once its
                                  * messages reach about this (256 KiB). */
 
+    /* What one host may make the TEM do (docs/tem.md, "Hostile hosts"). */
+    uint64_t epoch_past_ns;     /* Satisfactions and poll replies of an
+                                 * epoch that ended longer ago than this
+                                 * are refused (5 min); those of an epoch
+                                 * more than TEM_EPOCH_AHEAD epochs ahead
+                                 * of the wall clock too. */
+    uint32_t host_decisions;    /* Decisions one host may start per loop
+                                 * turn (4096); its satisfactions past
+                                 * that are dropped. */
+    uint32_t late_per_turn;     /* Late satisfactions decided per loop
+                                 * turn, after the live ones (256)... */
+    uint32_t late_queue;        /* ... the others waiting, at most this
+                                 * many (65536; when full, decided at
+                                 * once). */
+    uint64_t max_seq_gap;       /* A jump of a host's report numbers by
+                                 * more than this is a protocol error
+                                 * (2^32). */
+
     /* Callbacks. */
     uint64_t (*clock)(void *aux);               /* Wall clock, ns. */
     /* Sends 'batch' as one frame of protocol 'version' (0: the highest
@@ -87,6 +105,10 @@ struct tem_config {
     void (*alert)(void *aux, const char *event, const char *json);
     void *aux;
 };
+
+/* A satisfaction's epoch may be this many epochs ahead of the TEM's wall
+ * clock (the hosts' clocks differ a little). */
+#define TEM_EPOCH_AHEAD 2
 
 /* Fills in the defaults noted above; callbacks NULL. */
 void tem_config_init(struct tem_config *);
@@ -258,6 +280,23 @@ struct tem_stats {
                                  * hosts of that epoch and their history
                                  * are not all known any more, so only an
                                  * alert decides (logged). */
+    /* Hostile or broken hosts (docs/tem.md, "Hostile hosts"). */
+    uint64_t epoch_refused;     /* Satisfactions and poll replies refused:
+                                 * their epoch is outside [now -
+                                 * --epoch-past, now + TEM_EPOCH_AHEAD
+                                 * epochs]. */
+    uint64_t expired_unpolled;  /* Hosts counted expired in a decision
+                                 * without a poll: their trigger was
+                                 * installed after the epoch. */
+    uint64_t host_decisions_full;   /* Satisfactions dropped: their host
+                                     * started --host-decisions decisions
+                                     * in that loop turn. */
+    uint64_t late_queued;       /* Late satisfactions paced: decided in a
+                                 * later loop turn than they came. */
+    uint64_t late_unpaced;      /* ... decided at once: the queue of
+                                 * --late-queue was full. */
+    uint64_t seq_errors;        /* Sessions ended: a report number jumped
+                                 * by more than --max-seq-gap. */
 };
 
 void tem_core_get_stats(const struct tem_core *, struct tem_stats *);

@@ -128,14 +128,11 @@ tem_decide_keep_ns(const struct tem_core *core, const struct tem_event *e)
 static void tem_decide_make(struct tem_core *, struct tpm_decision *,
                             bool deadline);
 
-/* Holds satisfaction 'seq' (0: none) of 'h' in part 'p' of a pending
- * decision: not confirmed until the decision is made. */
+/* Appends satisfaction 'seq' of 'h' to its held ring (numbers are taken
+ * in increasing order: the ring stays sorted). */
 static void
-tem_decide_hold(struct tem_host *h, struct tem_part *p, uint64_t seq)
+tem_decide_held_push(struct tem_host *h, uint64_t seq)
 {
-    if (!seq || p->seq) {
-        return;
-    }
     if (h->held_n == h->held_cap) {
         size_t cap = MAX(16, 2 * h->held_cap);
         uint64_t *held = xmalloc(cap * sizeof *held);
@@ -147,10 +144,59 @@ tem_decide_hold(struct tem_host *h, struct tem_part *p, uint64_t seq)
         h->held_cap = cap;
         h->held_head = 0;
     }
-    /* Numbers are taken in increasing order: the ring stays sorted. */
     h->held[(h->held_head + h->held_n++) % h->held_cap] = seq;
+}
+
+/* Holds satisfaction 'seq' (0: none) of 'h' in part 'p' of a pending
+ * decision: not confirmed until the decision is made.  'queued': 'seq'
+ * is in the ring already (it waited in the late queue).  Returns true if
+ * 'p' holds it. */
+static bool
+tem_decide_hold(struct tem_host *h, struct tem_part *p, uint64_t seq,
+                bool queued)
+{
+    if (!seq || p->seq) {
+        return false;
+    }
+    if (!queued) {
+        tem_decide_held_push(h, seq);
+    }
     p->seq = seq;
     p->seq_instance = h->seq_instance;
+    return true;
+}
+
+/* Satisfaction 'seq' of 'h''s agent run 'instance', held, is decided (or
+ * dropped): it may be confirmed. */
+static void
+tem_decide_unhold(struct tem_core *core, struct tem_host *h, uint64_t seq,
+                  uint64_t instance)
+{
+    if (!h || h->seq_instance != instance || !h->held_n) {
+        return;
+    }
+    /* Binary search in the sorted ring. */
+    size_t lo = 0, hi = h->held_n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        uint64_t v = h->held[(h->held_head + mid) % h->held_cap];
+        if ((v & ~HELD_DONE) < seq) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    uint64_t *v = &h->held[(h->held_head + lo) % h->held_cap];
+    if (lo < h->held_n && (*v & ~HELD_DONE) == seq) {
+        *v |= HELD_DONE;
+    }
+    while (h->held_n && h->held[h->held_head] & HELD_DONE) {
+        h->held_head = (h->held_head + 1) % h->held_cap;
+        h->held_n--;
+    }
+    if (tem_out_host_connected(h)) {
+        tem_out_dirty(core, h);
+    }
 }
 
 /* Decision 'd' is made: its satisfactions may be confirmed. */
@@ -160,35 +206,11 @@ tem_decide_release(struct tem_core *core, struct tpm_decision *d)
     struct tem_part *parts = tem_parts(d);
     for (uint32_t i = 0; i < d->n_parts; i++) {
         struct tem_part *p = &parts[i];
-        struct tem_host *h = core->hosts[p->host_slot];
-        if (!p->seq) {
-            continue;
+        if (p->seq) {
+            tem_decide_unhold(core, core->hosts[p->host_slot], p->seq,
+                              p->seq_instance);
+            p->seq = 0;
         }
-        if (h && h->seq_instance == p->seq_instance && h->held_n) {
-            /* Binary search in the sorted ring. */
-            size_t lo = 0, hi = h->held_n;
-            while (lo < hi) {
-                size_t mid = (lo + hi) / 2;
-                uint64_t v = h->held[(h->held_head + mid) % h->held_cap];
-                if ((v & ~HELD_DONE) < p->seq) {
-                    lo = mid + 1;
-                } else {
-                    hi = mid;
-                }
-            }
-            uint64_t *v = &h->held[(h->held_head + lo) % h->held_cap];
-            if (lo < h->held_n && (*v & ~HELD_DONE) == p->seq) {
-                *v |= HELD_DONE;
-            }
-            while (h->held_n && h->held[h->held_head] & HELD_DONE) {
-                h->held_head = (h->held_head + 1) % h->held_cap;
-                h->held_n--;
-            }
-            if (tem_out_host_connected(h)) {
-                tem_out_dirty(core, h);
-            }
-        }
-        p->seq = 0;
     }
 }
 
@@ -351,6 +373,8 @@ tem_decide_start(struct tem_core *core, struct tem_event *e,
     core->stats.decisions++;
     e->stats.decisions++;
 
+    /* The epoch is in the window (tem_decide_epoch_ok()): no overflow. */
+    uint64_t epoch_end_ns = (key->epoch + 1) * core->cfg.epoch_ns;
     struct tem_part *parts = tem_parts(d);
     for (uint32_t i = 0; i < d->n_parts; i++) {
         const struct tem_member *m = &e->members[i];
@@ -360,6 +384,12 @@ tem_decide_start(struct tem_core *core, struct tem_event *e,
         p->session = m->session;
         if (i == idx) {
             tpm_decision_set(d, i, 0);
+        } else if (m->installed_ns >= epoch_end_ns) {
+            /* Its trigger came after the epoch: it has no history of
+             * it, and a poll would only bring POLL_EXPIRED back. */
+            core->stats.expired_unpolled++;
+            p->up.flags |= PART_EXPIRED;
+            tpm_decision_missing(d, i);
         } else if (m->state == TEM_INSTALL_NACKED
                    || !tem_out_host_connected(h)
                    || h->session != m->session) {
@@ -376,74 +406,106 @@ tem_decide_start(struct tem_core *core, struct tem_event *e,
     return d;
 }
 
-void
-tem_decide_satisfaction(struct tem_core *core, struct tem_host *h,
-                        const Trumpet__Satisfaction *s)
+/* Returns true if 'epoch' is in the window of epochs the TEM takes
+ * reports of, [now - --epoch-past, now + TEM_EPOCH_AHEAD epochs] by its
+ * wall clock; otherwise counts it (for 'h' too) and returns false. */
+bool
+tem_decide_epoch_ok(struct tem_core *core, struct tem_host *h,
+                    uint64_t epoch)
 {
-    struct tem_event *e = tem_event_by_id(core, s->event_id);
-    bool late = s->has_late && s->late;
-    uint64_t seq = (s->has_seq && h->version >= TPROTO_VERSION_CONFIRM
-                    ? s->seq : 0);
+    uint64_t now = tem_core_epoch_now(core);
+    uint64_t past = core->cfg.epoch_past_ns / core->cfg.epoch_ns;
+
+    if (epoch <= now + TEM_EPOCH_AHEAD && epoch + past >= now
+        && epoch < UINT64_MAX / core->cfg.epoch_ns - 1) {
+        return true;
+    }
+    core->stats.epoch_refused++;
+    h->stats.epoch_refused++;
+    return false;
+}
+
+/* Returns true if 'h' may start one more decision in this loop turn
+ * (--host-decisions), and counts it. */
+static bool
+tem_decide_budget(struct tem_core *core, struct tem_host *h)
+{
+    if (h->turn != core->turn) {
+        h->turn = core->turn;
+        h->turn_decisions = 0;
+    }
+    if (h->turn_decisions >= core->cfg.host_decisions) {
+        core->stats.host_decisions_full++;
+        return false;
+    }
+    h->turn_decisions++;
+    return true;
+}
+
+/* Takes satisfaction 'sat' of 'h' ('late': flagged so; 'seq' its number,
+ * 0 if none; 'queued': it waited in the late queue, its number held
+ * since).  Returns true if a pending decision holds its number. */
+static bool
+tem_decide_take(struct tem_core *core, struct tem_host *h,
+                const struct tem_late *sat, bool late, uint64_t seq,
+                bool queued)
+{
+    struct tem_event *e = tem_event_by_id(core, sat->event_id);
     int32_t idx;
 
-    core->stats.satisfactions++;
-    h->stats.satisfactions++;
     if (!e || (idx = e->member_of[h->slot]) < 0
         || e->members[idx].session != h->session) {
         core->stats.sat_unknown++;
-        return;
+        return false;
     }
     e->stats.satisfactions++;
 
-    struct tpm_key group;
+    struct tpm_key group = sat->group;
     struct tpm_decision_key key;
-    uint32_t vni;
-    tproto_key_from_msg(s->group, &group, &vni);
     if (group.tun) {
         /* A tenant's group: its VNI as a slot of the core's own. */
-        group.tun = tpm_tenants_intern(core->tenants, vni);
+        group.tun = tpm_tenants_intern(core->tenants, sat->vni);
         if (!group.tun) {
             core->stats.sat_tenants_full++;
             e->stats.dropped++;
             tem_log_rl(core, &core->rl_misc, TPM_LOG_WARN,
                        "event %s: satisfaction of tenant tun_id=%"PRIu32
                        " from host %s dropped: the TEM's table of %d "
-                       "tenants is full", e->name, vni, h->id,
+                       "tenants is full", e->name, sat->vni, h->id,
                        TPM_TENANT_SLOTS_MAX);
-            return;
+            return false;
         }
     }
-    tpm_decision_key_init(&key, e->id, s->epoch, &group);
+    tpm_decision_key_init(&key, e->id, sat->epoch, &group);
     struct tpm_decision *d = tpm_decision_find(core->decisions, &key);
-    uint8_t flags = PART_SATISFIED;
-    if ((s->has_flags && (s->flags & 1))
-        || (s->has_n_missing && s->n_missing)) {
-        flags |= PART_INCOMPLETE;
-    }
+    uint8_t flags = sat->flags;
 
     if (!d) {
+        if (!tem_decide_budget(core, h)) {
+            e->stats.dropped++;
+            return false;
+        }
         d = tem_decide_start(core, e, &key, idx, tem_core_now(core));
         if (!d) {
             core->stats.decisions_full++;
             e->stats.dropped++;
-            return;
+            return false;
         }
-        tem_parts(d)[idx].up.value = s->value;
+        tem_parts(d)[idx].up.value = sat->value;
         tem_parts(d)[idx].up.flags = flags;
         if (late) {
             d->aux |= DECISION_LATE;
         }
         if (tpm_decision_complete(d)) {
             tem_decide_make(core, d, false);
-        } else {
-            tem_decide_hold(h, &tem_parts(d)[idx], seq);
+            return false;
         }
-        return;
+        return tem_decide_hold(h, &tem_parts(d)[idx], seq, queued);
     }
     if (d->decided) {
         core->stats.sat_late++;
         e->stats.late++;
-        return;
+        return false;
     }
 
     /* Another host's satisfaction for a pending key: find its part (at
@@ -462,14 +524,110 @@ tem_decide_satisfaction(struct tem_core *core, struct tem_host *h,
     }
     if (!p || p->session != h->session) {
         core->stats.sat_unknown++;
-        return;
+        return false;
     }
     p->up.flags |= flags;
     if (late) {
         d->aux |= DECISION_LATE;
     }
-    tem_decide_hold(h, p, seq);
-    tem_decide_part_done(core, d, p, TPM_PART_VALUE, s->value);
+    bool held = tem_decide_hold(h, p, seq, queued);
+    tem_decide_part_done(core, d, p, TPM_PART_VALUE, sat->value);
+    return held && !d->decided;
+}
+
+/* Queues late satisfaction 'sat' for a later loop turn, holding its
+ * number.  Returns false if the queue is full. */
+static bool
+tem_decide_late_push(struct tem_core *core, struct tem_host *h,
+                     struct tem_late *sat)
+{
+    if (core->late_n >= core->cfg.late_queue) {
+        return false;
+    }
+    if (core->late_n == core->late_cap) {
+        size_t cap = MIN(MAX(64, 2 * core->late_cap),
+                         MAX(core->cfg.late_queue, 1));
+        struct tem_late *l = xmalloc(cap * sizeof *l);
+        for (size_t i = 0; i < core->late_n; i++) {
+            l[i] = core->late[(core->late_head + i) % core->late_cap];
+        }
+        free(core->late);
+        core->late = l;
+        core->late_cap = cap;
+        core->late_head = 0;
+    }
+    if (sat->seq) {
+        tem_decide_held_push(h, sat->seq);
+    }
+    core->late[(core->late_head + core->late_n++) % core->late_cap] = *sat;
+    return true;
+}
+
+/* Decides at most --late-per-turn of the late satisfactions waiting,
+ * oldest first. */
+static void
+tem_decide_late_run(struct tem_core *core)
+{
+    for (uint32_t i = 0; i < core->cfg.late_per_turn && core->late_n; i++) {
+        struct tem_late sat = core->late[core->late_head];
+        core->late_head = (core->late_head + 1) % core->late_cap;
+        core->late_n--;
+
+        struct tem_host *h = tem_out_host_by_slot(core, sat.host_slot);
+        bool held = false;
+        if (tem_out_host_connected(h) && h->session == sat.session) {
+            held = tem_decide_take(core, h, &sat, true,
+                                   (h->seq_instance == sat.seq_instance
+                                    ? sat.seq : 0), true);
+        } else {
+            /* Its session ended while it waited. */
+            core->stats.sat_unknown++;
+        }
+        if (!held && sat.seq) {
+            tem_decide_unhold(core, h, sat.seq, sat.seq_instance);
+        }
+    }
+}
+
+void
+tem_decide_satisfaction(struct tem_core *core, struct tem_host *h,
+                        const Trumpet__Satisfaction *s)
+{
+    bool late = s->has_late && s->late;
+    uint64_t seq = (s->has_seq && h->version >= TPROTO_VERSION_CONFIRM
+                    ? s->seq : 0);
+
+    core->stats.satisfactions++;
+    h->stats.satisfactions++;
+    if (!tem_decide_epoch_ok(core, h, s->epoch)) {
+        return;
+    }
+
+    struct tem_late sat = {
+        .host_slot = h->slot,
+        .session = h->session,
+        .event_id = s->event_id,
+        .epoch = s->epoch,
+        .value = s->value,
+        .flags = PART_SATISFIED,
+        .seq = seq,
+        .seq_instance = h->seq_instance,
+    };
+    tproto_key_from_msg(s->group, &sat.group, &sat.vni);
+    if ((s->has_flags && (s->flags & 1))
+        || (s->has_n_missing && s->n_missing)) {
+        sat.flags |= PART_INCOMPLETE;
+    }
+
+    if (late) {
+        /* A host's backlog waits behind the live reports. */
+        if (tem_decide_late_push(core, h, &sat)) {
+            core->stats.late_queued++;
+            return;
+        }
+        core->stats.late_unpaced++;
+    }
+    tem_decide_take(core, h, &sat, late, seq, false);
 }
 
 static void
@@ -540,6 +698,9 @@ tem_decide_poll_reply(struct tem_core *core, struct tem_host *h,
 
     core->stats.poll_replies++;
     h->stats.poll_replies++;
+    if (!tem_decide_epoch_ok(core, h, r->epoch)) {
+        return;
+    }
     if ((r->has_late && r->late) || !d || d->decided
         || tem_decide_cookie_gen(d) != gen || d->key.event != r->event_id
         || d->key.epoch != r->epoch
@@ -566,6 +727,9 @@ tem_decide_poll_batch_reply(struct tem_core *core, struct tem_host *h,
 
     core->stats.poll_replies += n;
     h->stats.poll_replies += n;
+    if (!tem_decide_epoch_ok(core, h, r->epoch)) {
+        return;
+    }
     if (!o || !r->cookie || o->cookie != r->cookie || o->n != n
         || o->epoch != r->epoch) {
         core->stats.replies_stale += n;
@@ -599,6 +763,7 @@ tem_decide_poll_batch_reply(struct tem_core *core, struct tem_host *h,
 void
 tem_decide_run(struct tem_core *core, uint64_t now)
 {
+    tem_decide_late_run(core);
     while (core->rp_count) {
         struct tem_repoll *r = &core->repolls[core->rp_head];
         if (r->due_ns > now) {
@@ -632,6 +797,9 @@ uint64_t
 tem_decide_next_ns(const struct tem_core *core)
 {
     uint64_t next = tpm_decisions_next_ns(core->decisions);
+    if (core->late_n) {
+        return 0;               /* Late satisfactions wait: next turn. */
+    }
     if (core->rp_count) {
         next = MIN(next, core->repolls[core->rp_head].due_ns);
     }

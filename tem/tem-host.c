@@ -160,8 +160,14 @@ tem_host_seq_hello(struct tem_host *h, const Trumpet__Hello *hello)
     h->seq_told = 0;
 }
 
+static void tem_host_gone(struct tem_core *, struct tem_host *,
+                          const char *reason);
+
 /* Takes report 'seq' ('has_seq') of 'h', flagged 'late'.  Returns false
- * if it was taken already (counted; the caller drops it). */
+ * if it was taken already (counted; the caller drops it) or if its number
+ * jumps by more than --max-seq-gap: no outage buffer holds that many, so
+ * the host is broken or hostile, and its session ends (a protocol error,
+ * counted in 'seq_errors'). */
 static bool
 tem_host_report_take(struct tem_core *core, struct tem_host *h, bool has_seq,
                      uint64_t seq, bool late)
@@ -173,6 +179,17 @@ tem_host_report_take(struct tem_core *core, struct tem_host *h, bool has_seq,
             core->stats.reports_dup++;
             h->stats.reports_dup++;
             h->seq_told = 0;    /* It did not hear: tell it again. */
+            return false;
+        }
+        if (h->seq_recv && seq - h->seq_recv - 1 > core->cfg.max_seq_gap) {
+            char reason[160];
+            snprintf(reason, sizeof reason, "protocol error: report number "
+                     "%"PRIu64" after %"PRIu64" skips more than %"PRIu64
+                     " (the TEM's --max-seq-gap)", seq, h->seq_recv,
+                     core->cfg.max_seq_gap);
+            core->stats.seq_errors++;
+            tem_out_bye(core, h->peer, h->peer_len, reason);
+            tem_host_gone(core, h, reason);
             return false;
         }
         if (h->seq_recv && seq > h->seq_recv + 1) {
@@ -427,6 +444,7 @@ tem_host_alloc(struct tem_core *core)
         free(h->prefixes);
         free(h->software);
         free(h->held);
+        tem_out_pollq_free(h->pollq);
         uint32_t slot = h->slot;
         struct tproto_batch out = h->out;
         memset(h, 0, sizeof *h);

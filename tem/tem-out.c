@@ -153,10 +153,12 @@ tem_out_dirty(struct tem_core *core, struct tem_host *h)
     }
 }
 
-/* Sends every dirty host's batch as one frame. */
+/* Sends every dirty host's batch as one frame.  This ends a loop turn:
+ * the hosts' budgets of decisions per turn start again (tem-decide.c). */
 void
 tem_core_flush(struct tem_core *core)
 {
+    core->turn++;
     for (size_t i = 0; i < core->n_dirty; i++) {
         struct tem_host *h = core->dirty[i];
         tem_out_flush_host(core, h);

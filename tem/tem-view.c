@@ -261,6 +261,7 @@ tem_view_host_stats(struct json_object *o, const struct tem_host_stats *s)
     STAT(reports_late);
     STAT(reports_dup);
     STAT(reports_skipped);
+    STAT(epoch_refused);
 #undef STAT
 }
 
@@ -417,6 +418,12 @@ tem_core_status_json(const struct tem_core *core)
     STAT(reports_skipped);
     STAT(alerts_late);
     STAT(late_undecidable);
+    STAT(epoch_refused);
+    STAT(expired_unpolled);
+    STAT(host_decisions_full);
+    STAT(late_queued);
+    STAT(late_unpaced);
+    STAT(seq_errors);
 #undef STAT
     json_object_object_add(o, "counters", c);
     return o;
@@ -550,6 +557,23 @@ static const struct stat_metric stat_metrics[] = {
        "Late decisions that could not be decided: no alert from the hosts "
        "there now (the others' history of the epoch expired, or they are "
        "not known any more)."),
+    SM(epoch_refused, "reports_epoch_refused_total",
+       "Satisfactions and poll replies refused: their epoch is outside the "
+       "window the TEM takes (--epoch-past, 2 epochs ahead)."),
+    SM(expired_unpolled, "parts_expired_unpolled_total",
+       "Hosts counted expired in decisions without a poll: their trigger "
+       "was installed after the epoch."),
+    SM(host_decisions_full, "satisfactions_budget_dropped_total",
+       "Satisfactions dropped: their host started --host-decisions "
+       "decisions in that loop turn."),
+    SM(late_queued, "satisfactions_late_paced_total",
+       "Late satisfactions decided in a later loop turn, behind the live "
+       "ones."),
+    SM(late_unpaced, "satisfactions_late_unpaced_total",
+       "Late satisfactions decided at once: the late queue was full."),
+    SM(seq_errors, "sessions_seq_errors_total",
+       "Sessions ended: a host's report number jumped by more than "
+       "--max-seq-gap."),
 };
 #undef SM
 
@@ -600,6 +624,9 @@ static const struct stat_metric host_metrics[] = {
        "Packets of flows below the host's DoS threshold."),
     HM(mon_dos_passed, "host_monitor_dos_passed_flows_total",
        "Flows matched on passing the host's DoS threshold."),
+    HM(epoch_refused, "host_reports_epoch_refused_total",
+       "Satisfactions and poll replies of this host refused: their epoch "
+       "is outside the window the TEM takes."),
 };
 #undef HM
 
