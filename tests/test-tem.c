@@ -44,6 +44,23 @@ struct fixture {
 
 static struct fixture fx;
 
+/* Tests name epochs from the one the fake clock starts in: EP(n) is its
+ * n-th successor.  fx_epoch() also moves the clock to the end of that
+ * epoch if it is not there yet, as a host reports an epoch once it is
+ * over (the TEM refuses epochs ahead of its clock). */
+static uint64_t fx_epoch0;
+#define EP(N) (fx_epoch0 + (N))
+
+static uint64_t
+fx_epoch(uint64_t n)
+{
+    uint64_t end = (EP(n) + 1) * EPOCH_NS;
+    if (fx.now < end) {
+        fx.now = end;
+    }
+    return EP(n);
+}
+
 /* The protocol version hello() offers: 2 (a Poll per entry) unless a test
  * of PollBatch asks for more. */
 static uint32_t fx_hello_version;
@@ -119,6 +136,7 @@ setup(void)
     struct tem_config cfg;
     memset(&fx, 0, sizeof fx);
     fx.now = 1700000000ULL * 1000000000ULL;
+    fx_epoch0 = fx.now / EPOCH_NS;
     fx_hello_version = 2;
     fx_config(&cfg);
     fx.core = tem_core_create(&cfg);
@@ -280,7 +298,7 @@ satisfy(const char *id, uint32_t event, uint64_t epoch, const char *dst,
     struct tpm_key k = group_key(dst);
     snprintf(peer, sizeof peer, "p-%s", id);
     tproto_batch_init(&b);
-    tproto_add_satisfaction(&b, event, epoch, &k, value, 0, 1, 0);
+    tproto_add_satisfaction(&b, event, fx_epoch(epoch), &k, value, 0, 1, 0);
     input(peer, &b);
     tproto_batch_destroy(&b);
 }
@@ -667,7 +685,7 @@ START_TEST(test_poll_all_reply)
     const Trumpet__Poll *p = get_sent("p-b", TRUMPET__MESSAGE__BODY_POLL,
                                       0)->poll;
     ck_assert_uint_eq(p->event_id, id);
-    ck_assert_uint_eq(p->epoch, 42);
+    ck_assert_uint_eq(p->epoch, EP(42));
 
     fx.now += 300 * 1000;
     reply("b", 0, TRUMPET__POLL_STATUS__POLL_OK, 35);
@@ -677,7 +695,7 @@ START_TEST(test_poll_all_reply)
 
     struct json_object *a = alert(0);
     ck_assert_str_eq(json_object_get_string(field(a, "event")), "svc");
-    ck_assert_int_eq(json_object_get_int64(field(a, "epoch")), 42);
+    ck_assert_int_eq(json_object_get_int64(field(a, "epoch")), EP(42));
     ck_assert_double_eq(json_object_get_double(field(a, "value")), 95);
     ck_assert_double_eq(json_object_get_double(field(a, "threshold")), 90);
     ck_assert_str_eq(json_object_get_string(field(a, "across")), "sum");
@@ -766,10 +784,10 @@ START_TEST(test_poll_batch)
     struct tproto_batch b;
     tproto_batch_init(&b);
     struct tpm_key k1 = group_key("10.1.0.1"), k2 = group_key("10.1.0.2");
-    tproto_add_satisfaction(&b, id, 42, &k1, 40, 0, 1, 0);
-    tproto_add_satisfaction(&b, id2, 42, &k1, 30, 0, 1, 0);
-    tproto_add_satisfaction(&b, id, 42, &k2, 40, 0, 1, 0);
-    tproto_add_satisfaction(&b, id, 43, &k1, 40, 0, 1, 0);
+    tproto_add_satisfaction(&b, id, fx_epoch(42), &k1, 40, 0, 1, 0);
+    tproto_add_satisfaction(&b, id2, fx_epoch(42), &k1, 30, 0, 1, 0);
+    tproto_add_satisfaction(&b, id, fx_epoch(42), &k2, 40, 0, 1, 0);
+    tproto_add_satisfaction(&b, id, fx_epoch(43), &k1, 40, 0, 1, 0);
     input("p-a", &b);
     ck_assert_uint_eq(count_sent("p-b", TRUMPET__MESSAGE__BODY_POLL), 0);
     ck_assert_uint_eq(count_sent("p-b", TRUMPET__MESSAGE__BODY_POLL_BATCH),
@@ -780,7 +798,7 @@ START_TEST(test_poll_batch)
                       0);
     const Trumpet__PollBatch *pb = get_sent(
         "p-b", TRUMPET__MESSAGE__BODY_POLL_BATCH, 0)->poll_batch;
-    ck_assert_uint_eq(pb->epoch, 42);
+    ck_assert_uint_eq(pb->epoch, EP(42));
     ck_assert_uint_eq(pb->n_event_ids, 3);
     ck_assert_uint_eq(pb->event_ids[0], id);
     ck_assert_uint_eq(pb->event_ids[1], id2);
@@ -789,7 +807,7 @@ START_TEST(test_poll_batch)
     ck_assert(tpm_key_equal(&got, &k2));
     const Trumpet__PollBatch *pb43 = get_sent(
         "p-b", TRUMPET__MESSAGE__BODY_POLL_BATCH, 1)->poll_batch;
-    ck_assert_uint_eq(pb43->epoch, 43);
+    ck_assert_uint_eq(pb43->epoch, EP(43));
     ck_assert_uint_eq(pb43->n_event_ids, 1);
     ck_assert_uint_ne(pb43->cookie, pb->cookie);
     struct tem_stats st;
@@ -837,7 +855,7 @@ START_TEST(test_poll_batch)
     pb = get_sent("p-b", TRUMPET__MESSAGE__BODY_POLL_BATCH, 0)->poll_batch;
     ck_assert_uint_eq(pb->n_event_ids, 1);
     ck_assert_uint_eq(pb->event_ids[0], id2);
-    ck_assert_uint_eq(pb->epoch, 42);
+    ck_assert_uint_eq(pb->epoch, EP(42));
     uint8_t s1[1] = { 0 };
     double v1[1] = { 6 };
     reply_batch("b", 0, s1, v1, 1, 0);
@@ -924,7 +942,7 @@ satisfy_tenant(const char *id, uint32_t event, uint64_t epoch,
     k.tun = 1;
     snprintf(peer, sizeof peer, "p-%s", id);
     tproto_batch_init(&b);
-    tproto_add_satisfaction(&b, event, epoch, &k, value, 0, 1, 0);
+    tproto_add_satisfaction(&b, event, fx_epoch(epoch), &k, value, 0, 1, 0);
     tproto_set_tun_id(&b, vni);
     input(peer, &b);
     tproto_batch_destroy(&b);
@@ -979,11 +997,11 @@ START_TEST(test_tenants)
     kt.tun = 1;
     struct tproto_batch b;
     tproto_batch_init(&b);
-    tproto_add_satisfaction(&b, id, 42, &kt, 60, 0, 1, 0);
+    tproto_add_satisfaction(&b, id, fx_epoch(42), &kt, 60, 0, 1, 0);
     tproto_set_tun_id(&b, 100);
-    tproto_add_satisfaction(&b, id, 42, &kt, 80, 0, 1, 0);
+    tproto_add_satisfaction(&b, id, fx_epoch(42), &kt, 80, 0, 1, 0);
     tproto_set_tun_id(&b, 200);
-    tproto_add_satisfaction(&b, id, 42, &k, 50, 0, 1, 0);
+    tproto_add_satisfaction(&b, id, fx_epoch(42), &k, 50, 0, 1, 0);
     input("p-a", &b);
     tproto_batch_destroy(&b);
     ck_assert_uint_eq(count_sent("p-b", TRUMPET__MESSAGE__BODY_POLL_BATCH),
@@ -1116,7 +1134,7 @@ reply1(const char *id, size_t k, Trumpet__PollStatus status, double value)
 }
 
 /* A satisfaction of host 'id' with sequence number 'seq', flagged
- * 'late'. */
+ * 'late', and, if late, the loop turn that decides it. */
 static void
 satisfy_seq(const char *id, uint32_t event, uint64_t epoch, const char *dst,
             double value, uint64_t seq, bool late)
@@ -1126,10 +1144,13 @@ satisfy_seq(const char *id, uint32_t event, uint64_t epoch, const char *dst,
     struct tpm_key k = group_key(dst);
     snprintf(peer, sizeof peer, "p-%s", id);
     tproto_batch_init(&b);
-    tproto_add_satisfaction(&b, event, epoch, &k, value, 0, 1, 0);
+    tproto_add_satisfaction(&b, event, fx_epoch(epoch), &k, value, 0, 1, 0);
     tproto_set_seq(&b, seq, late);
     input(peer, &b);
     tproto_batch_destroy(&b);
+    if (late) {
+        step();                 /* Late ones wait for the timers' turn. */
+    }
 }
 
 /* The last Heartbeat.received sent to 'peer' since fx_clear_sent() (0:
@@ -1367,14 +1388,14 @@ START_TEST(test_received_full_batch)
     uint8_t *data;
     size_t len;
     tproto_batch_init(&b);
-    tproto_add_satisfaction(&b, 999, 1, &k, 1, 0, 1, 0);
+    tproto_add_satisfaction(&b, 999, fx_epoch(1), &k, 1, 0, 1, 0);
     tproto_set_seq(&b, 1, false);
     len = tproto_batch_encode(&b, 0, &data);
     tem_core_input(fx.core, "p-a", 3, data, len);
     free(data);
     tproto_batch_clear(&b);
     for (uint64_t e = 1; e <= TPROTO_MAX_BATCH; e++) {
-        tproto_add_satisfaction(&b, id, e, &k, 50, 0, 1, 0);
+        tproto_add_satisfaction(&b, id, fx_epoch(e), &k, 50, 0, 1, 0);
     }
     len = tproto_batch_encode(&b, 0, &data);
     tem_core_input(fx.core, "p-b", 3, data, len);
@@ -1728,7 +1749,9 @@ START_TEST(test_below_threshold)
                              "group=nw_dst");
     ack_installs("a");
     fx_clear_sent();
-    satisfy("a", id2, 9, "10.1.0.7", 40);
+    /* (Epoch 10: the event came during epoch 9, when its hosts saw
+     * nothing.) */
+    satisfy("a", id2, 10, "10.1.0.7", 40);
     tem_core_flush(fx.core);
     reply("b", 0, TRUMPET__POLL_STATUS__POLL_OK, 25);
     reply("c", 0, TRUMPET__POLL_STATUS__POLL_OK, 25);
@@ -2066,7 +2089,7 @@ START_TEST(test_sessions)
 
     /* A peer that never said Hello is asked to. */
     struct tpm_key k = group_key("10.1.0.1");
-    tproto_add_satisfaction(&b, 1, 1, &k, 5, 0, 1, 0);
+    tproto_add_satisfaction(&b, 1, fx_epoch(1), &k, 5, 0, 1, 0);
     input("stranger", &b);
     const Trumpet__Message *m = get_sent("stranger",
                                          TRUMPET__MESSAGE__BODY_BYE, 0);
@@ -2147,11 +2170,11 @@ START_TEST(test_invalid_messages)
     /* A frame with one bad message among good ones: only it is dropped. */
     struct tpm_key bad = { .ipver = 0 };
     struct tpm_key good = group_key("10.1.0.1");
-    tproto_add_satisfaction(&b, id, 3, &bad, 5, 0, 1, 0);
-    tproto_add_satisfaction(&b, id, 3, &good, 5, 0, 1, 0);
-    tproto_add_satisfaction(&b, id, 4, &good, NAN, 0, 1, 0);
+    tproto_add_satisfaction(&b, id, fx_epoch(3), &bad, 5, 0, 1, 0);
+    tproto_add_satisfaction(&b, id, fx_epoch(3), &good, 5, 0, 1, 0);
+    tproto_add_satisfaction(&b, id, fx_epoch(4), &good, NAN, 0, 1, 0);
     tproto_add_poll(&b, 1, id, 3, &good);   /* Wrong direction. */
-    tproto_add_satisfaction(&b, 999, 4, &good, 5, 0, 1, 0);
+    tproto_add_satisfaction(&b, 999, fx_epoch(4), &good, 5, 0, 1, 0);
     input("p-a", &b);
 
     tem_core_get_stats(fx.core, &st);
@@ -2501,7 +2524,7 @@ START_TEST(test_auth)
                          "bound to this connection's key ('h2'"), "%s",
                   m->refuse->reason);
     struct tpm_key k = group_key("10.0.0.1");
-    tproto_add_satisfaction(&b, ev, 5, &k, 9.99e12, 0, 1, 0);
+    tproto_add_satisfaction(&b, ev, fx_epoch(5), &k, 9.99e12, 0, 1, 0);
     input_auth("p-rogue", "h2", &b);
     ck_assert_uint_eq(count_sent("p-h1", TRUMPET__MESSAGE__BODY_BYE), 0);
     struct tem_stats s = stats();
@@ -2512,7 +2535,7 @@ START_TEST(test_auth)
     ck_assert_uint_eq(s.sessions, 1);
 
     /* A frame of h1's session under another id: dropped, unread. */
-    tproto_add_satisfaction(&b, ev, 5, &k, 9.99e12, 0, 1, 0);
+    tproto_add_satisfaction(&b, ev, fx_epoch(5), &k, 9.99e12, 0, 1, 0);
     input_auth("p-h1", "h3", &b);
     s = stats();
     ck_assert_uint_eq(s.auth_mismatch, 3);
