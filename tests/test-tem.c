@@ -2690,6 +2690,303 @@ START_TEST(test_allow_list)
 }
 END_TEST
 
+/* Hostile hosts (docs/tem.md, "Hostile hosts"). */
+
+/* A satisfaction of host 'id' for absolute epoch 'epoch' (no clock
+ * move), numbered 'seq' (0: none) and flagged 'late'. */
+static void
+satisfy_abs(const char *id, uint32_t event, uint64_t epoch, const char *dst,
+            double value, uint64_t seq, bool late)
+{
+    char peer[64];
+    struct tproto_batch b;
+    struct tpm_key k = group_key(dst);
+    snprintf(peer, sizeof peer, "p-%s", id);
+    tproto_batch_init(&b);
+    tproto_add_satisfaction(&b, event, epoch, &k, value, 0, 1, 0);
+    if (seq) {
+        tproto_set_seq(&b, seq, late);
+    }
+    input(peer, &b);
+    tproto_batch_destroy(&b);
+}
+
+/* Epochs far ahead of the clock (116 days) or behind --epoch-past are
+ * refused and counted: no decision, no poll.  The window's edges are
+ * taken. */
+START_TEST(test_epoch_window)
+{
+    uint32_t id = sum_event();
+    fx.now += 1000 * MS;
+    uint64_t now = fx.now / EPOCH_NS;
+
+    satisfy_abs("a", id, now + 116ULL * 86400 * 100, "10.1.0.7", 40, 0,
+                false);
+    satisfy_abs("a", id, now - 301 * 100, "10.1.0.7", 40, 0, false);
+    step();
+    struct tem_stats st = stats();
+    ck_assert_uint_eq(st.satisfactions, 2);
+    ck_assert_uint_eq(st.epoch_refused, 2);
+    ck_assert_uint_eq(st.decisions, 0);
+    ck_assert_uint_eq(st.polls_sent, 0);
+    ck_assert_uint_eq(count_sent(NULL, TRUMPET__MESSAGE__BODY_POLL), 0);
+
+    /* A poll reply of an epoch out of the window: refused too. */
+    {
+        struct tproto_batch b;
+        tproto_batch_init(&b);
+        tproto_add_poll_reply(&b, 1, id, now + 1000,
+                              TRUMPET__POLL_STATUS__POLL_OK, 5);
+        input("p-b", &b);
+        tproto_batch_destroy(&b);
+    }
+    ck_assert_uint_eq(stats().epoch_refused, 3);
+    ck_assert_uint_eq(stats().replies_stale, 0);
+
+    /* The edges, taken: 2 epochs ahead (b and c polled), and 300 s back,
+     * before b's and c's triggers were installed (expired, unpolled). */
+    satisfy_abs("a", id, now + 2, "10.1.0.7", 40, 0, false);
+    satisfy_abs("a", id, now - 300 * 100, "10.1.0.8", 40, 0, false);
+    st = stats();
+    ck_assert_uint_eq(st.epoch_refused, 3);
+    ck_assert_uint_eq(st.decisions, 2);
+    ck_assert_uint_eq(count_sent(NULL, TRUMPET__MESSAGE__BODY_POLL), 2);
+    ck_assert_uint_eq(st.expired_unpolled, 2);
+
+    /* Per host, and in the metrics. */
+    struct tem_metrics m;
+    tem_metrics_init(&m);
+    tem_core_metrics(fx.core, &m);
+    ck_assert_double_eq(sample_value(
+        m.b.s, "trumpet_tem_reports_epoch_refused_total"), 3);
+    ck_assert_double_eq(sample_value(
+        m.b.s, "trumpet_tem_host_reports_epoch_refused_total{host=\"a\"}"),
+        2);
+    tem_metrics_destroy(&m);
+}
+END_TEST
+
+/* A host whose trigger was installed after the epoch has no history of
+ * it: counted expired at once, never polled. */
+START_TEST(test_expired_unpolled)
+{
+    uint32_t id = sum_event();
+    fx.now += 50 * MS;
+    hello("d", "10.1.3.0/24");          /* Joins at epoch 5. */
+    ack_installs("d");
+    ack_installs("a");
+    ack_installs("b");
+    ack_installs("c");
+    fx_clear_sent();
+
+    /* Epoch 3: before d's trigger.  a, b, c polled (re-split: their
+     * triggers are new too, but a member's install time is its first
+     * Install's... all four were installed again: every part expired
+     * but the reporter's). */
+    satisfy("a", id, 3, "10.1.0.7", 100);
+    struct tem_stats st = stats();
+    ck_assert_uint_eq(st.decisions, 1);
+    ck_assert_uint_eq(count_sent("p-d", TRUMPET__MESSAGE__BODY_POLL), 0);
+    ck_assert_uint_ge(st.expired_unpolled, 1);
+    ck_assert_uint_eq(st.polls_sent + st.expired_unpolled, 3);
+
+    /* Epoch 7: after it, d is polled. */
+    fx_clear_sent();
+    satisfy("a", id, 7, "10.1.0.7", 100);
+    ck_assert_uint_eq(count_sent("p-d", TRUMPET__MESSAGE__BODY_POLL), 1);
+    ck_assert_uint_eq(stats().expired_unpolled, st.expired_unpolled);
+}
+END_TEST
+
+/* A report number jumping by almost 2^62 (numbers are below it): a
+ * protocol error, the session ends
+ * with Bye; the jump is neither taken nor counted as skipped. */
+START_TEST(test_seq_gap)
+{
+    fx_hello_version = TPROTO_VERSION_CONFIRM;
+    hello_run("a", "10.1.0.0/24", 7);
+    uint32_t id = add_event("svc", "filter=ip predicate=sum(volume) > 90 "
+                            "group=nw_dst");
+    ack_installs("a");
+    fx_clear_sent();
+    satisfy_seq("a", id, 1, "10.1.0.7", 10, 1, false);
+    satisfy_seq("a", id, 2, "10.1.0.7", 10, (1ULL << 62) - 1, false);
+    struct tem_stats st = stats();
+    ck_assert_uint_eq(st.seq_errors, 1);
+    ck_assert_uint_eq(st.reports_skipped, 0);
+    ck_assert_uint_eq(st.hosts_gone, 1);
+    ck_assert_uint_eq(st.satisfactions, 1);
+    const Trumpet__Message *m = get_sent("p-a", TRUMPET__MESSAGE__BODY_BYE,
+                                         0);
+    ck_assert_msg(strstr(m->bye->reason, "protocol error"), "%s",
+                  m->bye->reason);
+
+    /* A gap within --max-seq-gap is the host's outage buffer dropping
+     * reports: counted, taken. */
+    hello_run("a", "10.1.0.0/24", 7);
+    ack_installs("a");
+    satisfy_seq("a", id, 3, "10.1.0.7", 10, 1000, false);
+    st = stats();
+    ck_assert_uint_eq(st.seq_errors, 1);
+    ck_assert_uint_eq(st.reports_skipped, 998);
+    ck_assert_uint_eq(st.satisfactions, 2);
+}
+END_TEST
+
+/* A host's late satisfactions (its backlog after an outage) wait behind
+ * the live ones: --late-per-turn a turn; the live one is polled in the
+ * turn it came. */
+START_TEST(test_late_paced)
+{
+    struct tem_config cfg;
+    tem_core_destroy(fx.core);
+    fx_config(&cfg);
+    cfg.late_per_turn = 2;
+    cfg.late_queue = 4;
+    fx.core = tem_core_create(&cfg);
+    fx_hello_version = TPROTO_VERSION_CONFIRM;
+    hello_run("a", "10.1.0.0/24", 7);
+    hello_run("b", "10.1.1.0/24", 8);
+    uint32_t id = add_event("svc", "filter=ip predicate=sum(volume) > 90 "
+                            "group=nw_dst");
+    ack_installs("a");
+    ack_installs("b");
+    fx_clear_sent();
+
+    /* One frame: 5 late reports of epochs 1..5, then a live one (6). */
+    struct tproto_batch b;
+    struct tpm_key k = group_key("10.1.0.7");
+    tproto_batch_init(&b);
+    for (uint64_t e = 1; e <= 6; e++) {
+        tproto_add_satisfaction(&b, id, fx_epoch(e), &k, 10, 0, 1, 0);
+        tproto_set_seq(&b, e, e < 6);
+    }
+    input("p-a", &b);
+    tproto_batch_destroy(&b);
+
+    /* The queue holds 4: the 5th late one was decided at once. */
+    struct tem_stats st = stats();
+    ck_assert_uint_eq(st.late_queued, 4);
+    ck_assert_uint_eq(st.late_unpaced, 1);
+    ck_assert_uint_eq(st.decisions, 2);
+    const Trumpet__PollBatch *pb = get_sent(
+        "p-b", TRUMPET__MESSAGE__BODY_POLL_BATCH, 0)->poll_batch;
+    ck_assert_uint_eq(pb->epoch, EP(5));
+    pb = get_sent("p-b", TRUMPET__MESSAGE__BODY_POLL_BATCH, 1)->poll_batch;
+    ck_assert_uint_eq(pb->epoch, EP(6));
+    /* Nothing confirmed past the ones waiting. */
+    ck_assert_uint_eq(last_received("p-a"), 0);
+
+    step();
+    ck_assert_uint_eq(stats().decisions, 4);
+    step();
+    ck_assert_uint_eq(stats().decisions, 6);
+    step();
+    ck_assert_uint_eq(stats().decisions, 6);
+    ck_assert_uint_eq(count_sent("p-b", TRUMPET__MESSAGE__BODY_POLL_BATCH),
+                      6);
+}
+END_TEST
+
+/* At most --host-decisions decisions a host starts per loop turn. */
+START_TEST(test_host_decisions)
+{
+    struct tem_config cfg;
+    tem_core_destroy(fx.core);
+    fx_config(&cfg);
+    cfg.host_decisions = 3;
+    fx.core = tem_core_create(&cfg);
+    uint32_t id = sum_event();
+
+    struct tproto_batch b;
+    tproto_batch_init(&b);
+    for (int i = 0; i < 5; i++) {
+        char dst[32];
+        snprintf(dst, sizeof dst, "10.1.0.%d", i);
+        struct tpm_key k = group_key(dst);
+        tproto_add_satisfaction(&b, id, fx_epoch(1), &k, 10, 0, 1, 0);
+    }
+    input("p-a", &b);
+    tproto_batch_destroy(&b);
+    struct tem_stats st = stats();
+    ck_assert_uint_eq(st.decisions, 3);
+    ck_assert_uint_eq(st.host_decisions_full, 2);
+    satisfy("a", id, 1, "10.1.0.9", 10);     /* Next turn. */
+    ck_assert_uint_eq(stats().decisions, 4);
+}
+END_TEST
+
+/* Log lines of the core. */
+static char *fx_log[16];
+static size_t fx_n_log;
+
+static void
+capture_log(enum tpm_log_level level, const char *msg)
+{
+    (void) level;
+    if (fx_n_log < ARRAY_SIZE(fx_log)) {
+        fx_log[fx_n_log++] = xstrdup(msg);
+    }
+}
+
+/* A Bye reason with a newline (and other control characters) is one log
+ * line, escaped: a host cannot forge lines of its own. */
+START_TEST(test_log_escaped)
+{
+    hello("a", "10.1.0.0/24");
+    tpm_log_set_hook(capture_log);
+    struct tproto_batch b;
+    tproto_batch_init(&b);
+    tproto_add_bye(&b, "bye\n2026-01-01T00:00:00.000Z|tem|ERR|forged\tx\\");
+    input("p-a", &b);
+    tproto_batch_destroy(&b);
+    tpm_log_set_hook(NULL);
+
+    ck_assert_uint_eq(fx_n_log, 1);
+    ck_assert_ptr_null(strchr(fx_log[0], '\n'));
+    ck_assert_ptr_null(strchr(fx_log[0], '\t'));
+    ck_assert_msg(strstr(fx_log[0], "said Bye (bye\\n2026-01-01T00:00:00.000Z"
+                         "|tem|ERR|forged\\tx\\\\)"), "%s", fx_log[0]);
+    for (size_t i = 0; i < fx_n_log; i++) {
+        free(fx_log[i]);
+    }
+    fx_n_log = 0;
+}
+END_TEST
+
+/* A host slot taken over by a new host frees the old one's poll queue
+ * (the leak checks see it). */
+START_TEST(test_slot_reuse)
+{
+    struct tem_config cfg;
+    tem_core_destroy(fx.core);
+    fx_config(&cfg);
+    cfg.max_hosts = 2;
+    fx.core = tem_core_create(&cfg);
+    fx_hello_version = TPROTO_VERSION_CONFIRM;
+    hello("a", "10.1.0.0/24");
+    hello("b", "10.1.1.0/24");
+    uint32_t id = add_event("svc", "filter=ip predicate=sum(volume) > 90 "
+                            "group=nw_dst");
+    ack_installs("a");
+    ack_installs("b");
+    satisfy("a", id, 1, "10.1.0.7", 40);     /* b gets a poll queue. */
+    ck_assert_uint_eq(count_sent("p-b", TRUMPET__MESSAGE__BODY_POLL_BATCH),
+                      1);
+    struct tproto_batch b;
+    tproto_batch_init(&b);
+    tproto_add_bye(&b, "leaving");
+    input("p-b", &b);
+    tproto_batch_destroy(&b);
+    hello("c", "10.1.1.0/24");              /* Takes b's slot. */
+    ack_installs("c");
+    fx_clear_sent();
+    satisfy("a", id, 2, "10.1.0.7", 40);
+    ck_assert_uint_eq(count_sent("p-c", TRUMPET__MESSAGE__BODY_POLL_BATCH),
+                      1);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -2723,6 +3020,13 @@ main(void)
     tcase_add_test(tc, test_event_ids);
     tcase_add_test(tc, test_allow_list);
     tcase_add_test(tc, test_metrics);
+    tcase_add_test(tc, test_epoch_window);
+    tcase_add_test(tc, test_expired_unpolled);
+    tcase_add_test(tc, test_seq_gap);
+    tcase_add_test(tc, test_late_paced);
+    tcase_add_test(tc, test_host_decisions);
+    tcase_add_test(tc, test_log_escaped);
+    tcase_add_test(tc, test_slot_reuse);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }
