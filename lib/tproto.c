@@ -154,7 +154,7 @@ tproto_decode_generic(const void *data, size_t len)
  * would build, in the same arena, and gives up (returns false, having
  * allocated nothing the caller keeps) on anything else: another message
  * kind, a field unknown, repeated or of another wire type, a required
- * field missing, a uint32 above 2^32 - 1.  The caller then decodes with
+ * field missing, a uint32 above 2^32 - 1, a tag longer than 5 bytes.  The caller then decodes with
  * protobuf-c, which decides what such input means, so that both give the
  * same result on every input (tests/test-proto.c and the protocol fuzz
  * target compare them). */
@@ -200,12 +200,15 @@ wire_u32__(struct wire *w, uint32_t *v)
     return true;
 }
 
-/* Reads a tag into field number '*field' and wire type '*type'. */
+/* Reads a tag into field number '*field' and wire type '*type'.  A tag
+ * longer than 5 bytes (padded with 0x80 bytes) is refused, as protobuf-c
+ * refuses it (its parse_tag_and_wiretype() reads 5 bytes at most). */
 static inline bool
 wire_tag__(struct wire *w, uint32_t *field, uint32_t *type)
 {
+    const uint8_t *start = w->p;
     uint32_t tag;
-    if (!wire_u32__(w, &tag)) {
+    if (!wire_u32__(w, &tag) || w->p - start > 5) {
         return false;
     }
     *field = tag >> 3;

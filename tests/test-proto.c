@@ -1312,6 +1312,15 @@ START_TEST(test_decode_by_hand)
                                         0x80, 0x00, 0x10, 0x05, GROUP,
                                         VALUE };
     static const uint8_t sat_no_value[] = { 0x08, 0x07, 0x10, 0x05, GROUP };
+    /* A tag padded to 5 bytes (the most protobuf-c reads) and to 6, which
+     * protobuf-c refuses: so must the decoder by hand. */
+    static const uint8_t sat_tag5[] = { 0x88, 0x80, 0x80, 0x80, 0x00, 0x07,
+                                        0x10, 0x05, GROUP, VALUE };
+    static const uint8_t sat_tag6[] = { 0x88, 0x80, 0x80, 0x80, 0x80, 0x00,
+                                        0x07, 0x10, 0x05, GROUP, VALUE };
+    static const uint8_t sat_tag10[] = { 0x08, 0x07, 0x90, 0x80, 0x80, 0x80,
+                                         0x80, 0x80, 0x80, 0x80, 0x80, 0x00,
+                                         0x05, GROUP, VALUE };
     /* Version 3's seq (field 8) and late (9, a bool: any bit set). */
     static const uint8_t sat_seq[] = { 0x08, 0x07, 0x10, 0x05, GROUP, VALUE,
                                        0x40, 0xac, 0x02, 0x48, 0x01 };
@@ -1358,6 +1367,9 @@ START_TEST(test_decode_by_hand)
         { sat_big, sizeof sat_big, true },
         { sat_long, sizeof sat_long, true },
         { sat_no_value, sizeof sat_no_value, false },
+        { sat_tag5, sizeof sat_tag5, true },
+        { sat_tag6, sizeof sat_tag6, false },
+        { sat_tag10, sizeof sat_tag10, false },
         { sat_seq, sizeof sat_seq, true },
         { sat_late2, sizeof sat_late2, true },
         { sat_late0, sizeof sat_late0, true },

@@ -311,6 +311,14 @@ def proto(out):
                    + fb(4, rec * 2) + fb(5, packed(0, 0x1000001))),
                 fb(14, fv(1, 11) + fv(2, 5) + fb(3, packed(1, 2))
                    + fb(4, rec * 2) + fb(5, packed(1)))))
+    # Tags of 5 bytes (the most protobuf-c reads) and 6 (refused by both
+    # decoders): field 1 of a satisfaction, padded with 0x80 bytes.
+    sat_rest = fv(2, 5) + fb(3, key()) + fd(4, 1.0)
+    write(out, "proto", "tag-5-bytes",
+          frame(3, fb(8, b"\x88\x80\x80\x80\x00" + varint(1) + sat_rest)))
+    write(out, "proto", "tag-6-bytes",
+          frame(3, fb(8, b"\x88\x80\x80\x80\x80\x00" + varint(1)
+                      + sat_rest)))
     write(out, "proto", "prefix-list", "10.0.0.0/8, fd00::/8 192.168.1.7")
     write(out, "proto", "prefix-list-tenant",
           "10.1.0.0/16, vni=5001:10.0.128.0/24 vni=0xffffff:fd00::/8")
