@@ -23,6 +23,8 @@ enum {
     OPT_RECENT_ALERTS, OPT_ALERT_HISTORY, OPT_BATCH, OPT_MAX_BATCH_BYTES,
     OPT_SNDHWM, OPT_RCVHWM, OPT_KEY_FILE, OPT_ALLOW_FILE, OPT_INSECURE,
     OPT_MAX_FRAME_BYTES, OPT_MAX_REQUEST_BYTES, OPT_METRICS,
+    OPT_PEER_MEMORY, OPT_EPOCH_PAST, OPT_HOST_DECISIONS, OPT_LATE_PER_TURN,
+    OPT_LATE_QUEUE, OPT_MAX_SEQ_GAP,
 };
 
 static void
@@ -57,7 +59,10 @@ Protocol:\n\
   --heartbeat=TIME        heartbeat period, 3 missed = gone (1s)\n\
   --batch=N               frames read per wake-up (256)\n\
   --max-batch-bytes=N     a host's frame is cut at about N bytes (262144)\n\
-  --sndhwm=N --rcvhwm=N   ZeroMQ high-water marks, frames (100000)\n\
+  --peer-memory=N         bytes queued per host connection and way\n\
+                          (8388608): sets the high-water marks\n\
+  --sndhwm=N --rcvhwm=N   ZeroMQ high-water marks, frames (default: from\n\
+                          --peer-memory, at least 4)\n\
 Limits:\n\
   --max-frame-bytes=N     largest frame from a host (1048576); larger\n\
                           closes the connection unread\n\
@@ -66,6 +71,14 @@ Limits:\n\
   --max-hosts=N           hosts known at once (1024, at most 65535)\n\
   --max-events=N          events defined (1024)\n\
   --max-decisions=N       pending and remembered decisions (1048576)\n\
+Hostile hosts:\n\
+  --epoch-past=TIME       refuse reports of epochs older than TIME (300s)\n\
+                          or more than 2 epochs ahead\n\
+  --host-decisions=N      decisions a host may start per loop turn (4096)\n\
+  --late-per-turn=N       late satisfactions decided per turn (256)\n\
+  --late-queue=N          late satisfactions waiting, at most (65536)\n\
+  --max-seq-gap=N         larger report number jumps end the session\n\
+                          (4294967296)\n\
 Decisions:\n\
   --poll-deadline=TIME    decide at the latest after TIME (100ms)\n\
   --repoll-delay=TIME     re-poll a host that answered NOT_YET (1ms)\n\
@@ -137,6 +150,12 @@ static const struct option tem_long_options[] = {
     { "max-request-bytes", required_argument, NULL,
       OPT_MAX_REQUEST_BYTES },
     { "metrics", required_argument, NULL, OPT_METRICS },
+    { "peer-memory", required_argument, NULL, OPT_PEER_MEMORY },
+    { "epoch-past", required_argument, NULL, OPT_EPOCH_PAST },
+    { "host-decisions", required_argument, NULL, OPT_HOST_DECISIONS },
+    { "late-per-turn", required_argument, NULL, OPT_LATE_PER_TURN },
+    { "late-queue", required_argument, NULL, OPT_LATE_QUEUE },
+    { "max-seq-gap", required_argument, NULL, OPT_MAX_SEQ_GAP },
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
 };
@@ -213,6 +232,21 @@ tem_options_core__(struct tem_config *c, int ch, const char *name,
         c->max_batch_bytes = cli_uint(name, arg, 4096,
                                       TPROTO_MAX_FRAME / 2);
         break;
+    case OPT_EPOCH_PAST:
+        c->epoch_past_ns = cli_time(name, arg, true);
+        break;
+    case OPT_HOST_DECISIONS:
+        c->host_decisions = cli_uint(name, arg, 1, UINT32_MAX);
+        break;
+    case OPT_LATE_PER_TURN:
+        c->late_per_turn = cli_uint(name, arg, 1, UINT32_MAX);
+        break;
+    case OPT_LATE_QUEUE:
+        c->late_queue = cli_uint(name, arg, 0, 1 << 24);
+        break;
+    case OPT_MAX_SEQ_GAP:
+        c->max_seq_gap = cli_uint(name, arg, 1, UINT64_C(1) << 62);
+        break;
     default:
         return false;
     }
@@ -236,10 +270,13 @@ tem_options_daemon__(struct tem_options *o, int ch, const char *name,
         o->batch = cli_uint(name, arg, 1, 1 << 20);
         break;
     case OPT_SNDHWM:
-        o->sndhwm = cli_uint(name, arg, 0, INT_MAX);
+        o->sndhwm = cli_uint(name, arg, 1, INT_MAX);
         break;
     case OPT_RCVHWM:
-        o->rcvhwm = cli_uint(name, arg, 0, INT_MAX);
+        o->rcvhwm = cli_uint(name, arg, 1, INT_MAX);
+        break;
+    case OPT_PEER_MEMORY:
+        o->peer_memory = cli_uint(name, arg, 65536, UINT64_C(1) << 40);
         break;
     case OPT_METRICS: {
         bool off;
@@ -285,7 +322,8 @@ tem_options_parse(int argc, char *argv[], struct tem_options *o)
     o->batch = 256;
     o->max_frame = TPROTO_MAX_FRAME;
     o->max_request = 65536;
-    o->sndhwm = o->rcvhwm = 100000;
+    o->sndhwm = o->rcvhwm = 0;
+    o->peer_memory = TEM_PEER_MEMORY;
     tem_config_init(c);
 
     cli_parser_init(&parser, argc, argv, "h", tem_long_options);
@@ -310,4 +348,16 @@ tem_options_parse(int argc, char *argv[], struct tem_options *o)
     if (c->max_batch_bytes > o->max_frame / 2) {
         c->max_batch_bytes = MAX(4096, o->max_frame / 2);
     }
+    /* A connection's queues hold at most --peer-memory bytes each way,
+     * counting every frame at the largest it can be. */
+    if (!o->rcvhwm) {
+        o->rcvhwm = MIN(MAX(TEM_HWM_FLOOR, o->peer_memory / o->max_frame),
+                        INT_MAX);
+    }
+    if (!o->sndhwm) {
+        o->sndhwm = MIN(MAX(TEM_HWM_FLOOR,
+                            o->peer_memory / c->max_batch_bytes), INT_MAX);
+    }
+    o->pub_hwm = MIN(MAX(TEM_HWM_FLOOR, o->peer_memory / TEM_ALERT_BYTES),
+                     INT_MAX);
 }

@@ -32,9 +32,18 @@ struct tem_options {
     uint32_t batch;             /* Frames read per wake-up. */
     uint32_t max_frame;         /* ZMQ_MAXMSGSIZE of the hosts' socket. */
     uint32_t max_request;       /* ... of the control socket. */
-    int sndhwm, rcvhwm;
+    int sndhwm, rcvhwm;         /* Frames, each way, per connection... */
+    uint64_t peer_memory;       /* ... from these bytes, if not given. */
+    int pub_hwm;                /* Alerts queued per subscriber. */
     struct tem_config cfg;
 };
+
+/* Default --peer-memory, and the least high-water mark it gives. */
+#define TEM_PEER_MEMORY (8 * 1024 * 1024)
+#define TEM_HWM_FLOOR 4
+
+/* Alerts are counted at this size for the subscribers' queues. */
+#define TEM_ALERT_BYTES 16384
 
 void tem_options_parse(int argc, char *argv[], struct tem_options *);
 

@@ -901,7 +901,7 @@ open_socket(struct tem_daemon *d, int type, const char *ep, const char *what,
         zmq_setsockopt(s, ZMQ_SNDHWM, &d->opt.sndhwm, sizeof d->opt.sndhwm);
         zmq_setsockopt(s, ZMQ_RCVHWM, &d->opt.rcvhwm, sizeof d->opt.rcvhwm);
     } else if (type == ZMQ_PUB) {
-        zmq_setsockopt(s, ZMQ_SNDHWM, &d->opt.sndhwm, sizeof d->opt.sndhwm);
+        zmq_setsockopt(s, ZMQ_SNDHWM, &d->opt.pub_hwm, sizeof d->opt.pub_hwm);
     }
     if (tpm_zmq_max_msg(s, max_msg)) {
         error = xasprintf("ZMQ_MAXMSGSIZE: %s", zmq_strerror(errno));
