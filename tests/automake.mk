@@ -180,6 +180,11 @@ EXTRA_DIST += tests/tem-overlay.sh tests/tem-overlay.py
 # on one state file; event ids at the end of their range.
 TESTS += tests/tem-security.sh
 EXTRA_DIST += tests/tem-security.sh
+# An allowed host that misbehaves: a frame of satisfactions 116 days
+# ahead polls nobody (counted), a Bye with a newline is one escaped log
+# line, the control socket answers within 100 ms all along.  No root.
+TESTS += tests/tem-hostile.sh
+EXTRA_DIST += tests/tem-hostile.sh
 
 # The TEM's metrics (--metrics) scraped by a real Prometheus on loopback
 # while tpm-replay hosts raise alerts, read back through its HTTP API
