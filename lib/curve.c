@@ -140,6 +140,13 @@ parse_keys(const char *path, char *text, char pub[TPM_CURVE_KEY_LEN + 1],
     return NULL;
 }
 
+bool
+tpm_curve_secret_mode_ok(mode_t mode, uid_t uid)
+{
+    return (!(mode & (S_IRWXO | S_IWGRP | S_IXGRP))
+            && (!(mode & S_IRGRP) || uid == 0));
+}
+
 char *
 tpm_curve_read_file(const char *path, char pub[TPM_CURVE_KEY_LEN + 1],
                     char sec[TPM_CURVE_KEY_LEN + 1])
@@ -169,11 +176,14 @@ tpm_curve_read_file(const char *path, char pub[TPM_CURVE_KEY_LEN + 1],
     } else {
         error = parse_keys(path, text, pub, sec);
     }
-    if (!error && sec && st.st_mode & (S_IRWXG | S_IRWXO)) {
+    if (!error && sec && !tpm_curve_secret_mode_ok(st.st_mode, st.st_uid)) {
         memset(sec, 0, TPM_CURVE_KEY_LEN + 1);
         error = xasprintf("key file %s holds a secret key but is open to "
-                          "group or others (mode %04o): chmod 600 it", path,
-                          (unsigned int) (st.st_mode & 07777));
+                          "group or others (mode %04o, owner uid %u): chmod "
+                          "600 it, or owner root, mode 640 for the group of "
+                          "the program that reads it", path,
+                          (unsigned int) (st.st_mode & 07777),
+                          (unsigned int) st.st_uid);
     }
     memset(text, 0, len);
     free(text);

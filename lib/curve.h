@@ -24,6 +24,7 @@
 #define TPM_CURVE_H 1
 
 #include <stdbool.h>
+#include <sys/types.h>
 #include <stddef.h>
 
 #define TPM_CURVE_KEY_LEN 40    /* Z85 characters of one key. */
@@ -37,9 +38,15 @@ bool tpm_curve_key_valid(const char *z85);
 /* True if this libzmq supports CURVE (built with libsodium). */
 bool tpm_curve_available(void);
 
+/* True if a file of mode 'mode' owned by 'uid' may hold a secret key:
+ * nothing for others, and for its group nothing, or reading only if its
+ * owner is root (root:trumpet 0640: the administrator keeps the key, the
+ * service's group reads it). */
+bool tpm_curve_secret_mode_ok(mode_t mode, uid_t uid);
+
 /* Reads key file 'path': its public key into 'pub', and if 'sec' is not
  * NULL its secret key into 'sec' (then the file must hold both, they
- * must match, and it must not be readable by group or others).  Returns
+ * must match, and its mode must pass tpm_curve_secret_mode_ok()).  Returns
  * NULL or an error naming the file (caller frees). */
 char *tpm_curve_read_file(const char *path, char pub[TPM_CURVE_KEY_LEN + 1],
                           char sec[TPM_CURVE_KEY_LEN + 1])

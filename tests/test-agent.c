@@ -1594,7 +1594,7 @@ START_TEST(test_keys_required)
         { NULL, 1, 0600, "no CURVE keys" },
         { "TEM", 0, 0600, "no CURVE keys" },
         { "TEM", 2, 0600, "no secret-key" },
-        { "TEM", 1, 0640, "chmod 600" },
+        { "TEM", 1, 0604, "chmod 600" },
         { "short", 1, 0600, "cannot open key file short" },
         { "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa~", 1, 0600,
           "neither 40 Z85 characters nor a key file" },
@@ -1625,6 +1625,16 @@ START_TEST(test_keys_required)
     remove_keys(file);
     free(pub_file);
     rmdir(dir);
+
+    /* Group read only for a key owned by root (root:trumpet 0640). */
+    ck_assert(tpm_curve_secret_mode_ok(0100600, 1000));
+    ck_assert(tpm_curve_secret_mode_ok(0100400, 1000));
+    ck_assert(tpm_curve_secret_mode_ok(0100640, 0));
+    ck_assert(!tpm_curve_secret_mode_ok(0100640, 1000));
+    ck_assert(!tpm_curve_secret_mode_ok(0100660, 0));
+    ck_assert(!tpm_curve_secret_mode_ok(0100644, 0));
+    ck_assert(!tpm_curve_secret_mode_ok(0100604, 1000));
+    ck_assert(!tpm_curve_secret_mode_ok(0100650, 0));
 }
 END_TEST
 
