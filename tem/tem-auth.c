@@ -54,24 +54,28 @@ parse_line(char **w, size_t n, struct tem_allow_entry *e)
 {
     bool client = n >= 3 && !strcmp(w[0], "client")
                   && tpm_curve_key_valid(w[2]);
-    size_t fields = client ? 3 : 2;
-    const char *name = client ? w[1] : w[0];
+    bool subscriber = n >= 3 && !strcmp(w[0], "subscriber")
+                      && tpm_curve_key_valid(w[2]);
+    size_t fields = client || subscriber ? 3 : 2;
+    const char *name = fields == 3 ? w[1] : w[0];
     const char *key = n >= fields ? w[fields - 1] : NULL;
 
     if (!key || (n > fields && w[fields][0] != '#')) {
-        return xstrdup("expected \"HOST-ID KEY\" or \"client NAME KEY\"");
+        return xstrdup("expected \"HOST-ID KEY\", \"client NAME KEY\" or "
+                       "\"subscriber NAME KEY\"");
     }
     if (!tproto_id_valid(name)) {
         return xasprintf("%s is not 1 to %d characters from "
                          "[A-Za-z0-9_.:-]", client ? "client name"
-                                                   : "host id",
+                         : subscriber ? "subscriber name" : "host id",
                          TPROTO_MAX_ID);
     }
     if (!tpm_curve_key_valid(key)) {
         return xasprintf("the key is not %d Z85 characters",
                          TPM_CURVE_KEY_LEN);
     }
-    e->kind = client ? TEM_ALLOW_CLIENT : TEM_ALLOW_HOST;
+    e->kind = (client ? TEM_ALLOW_CLIENT
+               : subscriber ? TEM_ALLOW_SUBSCRIBER : TEM_ALLOW_HOST);
     memcpy(e->key, key, TPM_CURVE_KEY_LEN + 1);
     e->name = xstrdup(name);
     return NULL;
@@ -112,8 +116,10 @@ tem_allow_parse(const char *text, size_t len, const char *origin,
                 allow->entries[allow->n++] = e;
                 if (e.kind == TEM_ALLOW_HOST) {
                     allow->n_hosts++;
-                } else {
+                } else if (e.kind == TEM_ALLOW_CLIENT) {
                     allow->n_clients++;
+                } else {
+                    allow->n_subscribers++;
                 }
             }
         }
@@ -209,16 +215,19 @@ tem_zap_decide(const struct tem_allow *allow, const char *domain,
         return 400;
     }
     const struct tem_allow_entry *e = tem_allow_find(allow, user_id);
-    enum tem_allow_kind want = !strcmp(domain, TEM_ZAP_HOSTS)
-                               ? TEM_ALLOW_HOST : TEM_ALLOW_CLIENT;
+    bool hosts = !strcmp(domain, TEM_ZAP_HOSTS);
+    bool ctl = !strcmp(domain, TEM_ZAP_CLIENTS);
+    bool subs = !strcmp(domain, TEM_ZAP_SUBSCRIBERS);
     if (!e) {
         *whyp = "unknown key";
-    } else if (strcmp(domain, TEM_ZAP_HOSTS)
-               && strcmp(domain, TEM_ZAP_CLIENTS)) {
+    } else if (!hosts && !ctl && !subs) {
         *whyp = "unknown domain";
-    } else if (e->kind != want) {
-        *whyp = want == TEM_ALLOW_HOST ? "a client key on the hosts' socket"
-                                       : "a host key on a client socket";
+    } else if (hosts ? e->kind != TEM_ALLOW_HOST
+               : ctl ? e->kind != TEM_ALLOW_CLIENT
+               : e->kind == TEM_ALLOW_HOST) {
+        *whyp = (hosts ? "a client key on the hosts' socket"
+                 : e->kind == TEM_ALLOW_HOST ? "a host key on a client socket"
+                 : "a subscriber key on the control socket");
     } else {
         *whyp = "allowed";
         return 200;

@@ -12,12 +12,16 @@
  *     h2  E.X)V>+}o?pNmC{O&4W4b!Ni{Lh6JTKVSB%%)wK0
  *     # control clients (tem-ctl over TCP): "client" NAME KEY
  *     client alice  Yne@$w-vo<fVvi]a<NY6T1ed:M$fCG*[IaLV{hID
+ *     # alert subscribers (alerts over TCP only): "subscriber" NAME KEY
+ *     subscriber siem  rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf8
  *
  * A '#' starts a comment at the start of a line or as a word after the
  * fields ('#' is a Z85 character: it never starts a comment inside
  * them).  A host key opens the hosts' socket only, and only for the host id it
  * is bound to (the TEM refuses a Hello for another id); a client key
- * opens the control socket and the alerts socket.  A key appears once; a
+ * (an administrator's) opens the control socket and the alerts socket; a
+ * subscriber key the alerts socket only, so that a key handed to an
+ * alert consumer cannot change the TEM.  A key appears once; a
  * host may have several keys (to rotate: add the new one, reload, move
  * the host to it, remove the old one, reload).  An unknown key is refused
  * during the handshake: it gets no session and holds no host slot.
@@ -43,6 +47,7 @@
 enum tem_allow_kind {
     TEM_ALLOW_HOST,             /* Opens the hosts' socket as 'name'. */
     TEM_ALLOW_CLIENT,           /* Opens the control and alerts sockets. */
+    TEM_ALLOW_SUBSCRIBER,       /* Opens the alerts socket. */
 };
 
 struct tem_allow_entry {
@@ -54,7 +59,7 @@ struct tem_allow_entry {
 struct tem_allow {
     struct tem_allow_entry *entries;    /* Sorted by key. */
     size_t n;
-    size_t n_hosts, n_clients;
+    size_t n_hosts, n_clients, n_subscribers;
 };
 
 /* Parses allow-list text 'text' (read from 'origin', for errors).
@@ -77,7 +82,8 @@ const struct tem_allow_entry *tem_allow_find(const struct tem_allow *,
 
 /* The ZAP domains of the TEM's sockets. */
 #define TEM_ZAP_HOSTS "trumpet-hosts"
-#define TEM_ZAP_CLIENTS "trumpet-clients"
+#define TEM_ZAP_CLIENTS "trumpet-clients"          /* Control socket. */
+#define TEM_ZAP_SUBSCRIBERS "trumpet-subscribers"  /* Alerts socket. */
 
 /* Answers one ZAP request: 'domain' and 'mechanism' as received, 'key'
  * the client's 32-byte public key ('key_len' bytes as received).  Returns

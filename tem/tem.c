@@ -1125,7 +1125,8 @@ tem_daemon_open(struct tem_daemon *d)
                             d->opt.max_frame, d->listen_ep,
                             sizeof d->listen_ep);
     d->pub = open_socket(d, ZMQ_PUB, d->opt.pub, "alerts' (--pub)",
-                         d->pub_curve ? TEM_ZAP_CLIENTS : NULL, PUB_MAX_MSG,
+                         d->pub_curve ? TEM_ZAP_SUBSCRIBERS : NULL,
+                         PUB_MAX_MSG,
                          d->pub_ep, sizeof d->pub_ep);
     d->rep = open_socket(d, ZMQ_REP, d->opt.ctl, "control (--ctl)",
                          d->ctl_curve ? TEM_ZAP_CLIENTS : NULL,

@@ -2649,6 +2649,39 @@ START_TEST(test_allow_list)
     tem_allow_free(allow);
     free(text);
 
+    /* A subscriber key opens the alerts socket only; a client key (an
+     * administrator's) both client sockets. */
+    char s1[41];
+    ck_assert_int_eq(zmq_curve_keypair(s1, sec), 0);
+    text = xasprintf("client alice %s\nsubscriber siem %s\n", c1, s1);
+    error = tem_allow_parse(text, strlen(text), "list", &allow);
+    ck_assert_msg(!error, "%s", error);
+    ck_assert_uint_eq(allow->n_clients, 1);
+    ck_assert_uint_eq(allow->n_subscribers, 1);
+    zmq_z85_decode(raw, s1);
+    ck_assert_int_eq(tem_zap_decide(allow, TEM_ZAP_SUBSCRIBERS, "CURVE", raw,
+                                    32, user, &why), 200);
+    ck_assert_int_eq(tem_zap_decide(allow, TEM_ZAP_CLIENTS, "CURVE", raw, 32,
+                                    user, &why), 400);
+    ck_assert_str_eq(why, "a subscriber key on the control socket");
+    ck_assert_int_eq(tem_zap_decide(allow, TEM_ZAP_HOSTS, "CURVE", raw, 32,
+                                    user, &why), 400);
+    zmq_z85_decode(raw, c1);
+    ck_assert_int_eq(tem_zap_decide(allow, TEM_ZAP_SUBSCRIBERS, "CURVE", raw,
+                                    32, user, &why), 200);
+    ck_assert_int_eq(tem_zap_decide(allow, TEM_ZAP_CLIENTS, "CURVE", raw, 32,
+                                    user, &why), 200);
+    zmq_z85_decode(raw, h1);
+    tem_allow_free(allow);
+    free(text);
+    text = xasprintf("h1 %s\n", h1);
+    error = tem_allow_parse(text, strlen(text), "list", &allow);
+    ck_assert_msg(!error, "%s", error);
+    ck_assert_int_eq(tem_zap_decide(allow, TEM_ZAP_SUBSCRIBERS, "CURVE", raw,
+                                    32, user, &why), 400);
+    tem_allow_free(allow);
+    free(text);
+
     /* A key may hold '#': only a word after the fields is a comment. */
     const char *hash_key = "0#00000000000000000000000000000000000000";
     text = xasprintf("h1 %s #c #d\nclient a %s # x\n", hash_key, h1);
