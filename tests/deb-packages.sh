@@ -303,6 +303,7 @@ MANPATH=$root/usr/share/man systemd-analyze verify --root="$root" \
     || { cat "$tmp/verify.log"; fail "systemd-analyze verify warns"; }
 unit=$root/lib/systemd/system/trumpet-tem.service
 for want in 'User=trumpet' 'StateDirectory=trumpet' 'RuntimeDirectory=trumpet' \
+            'MemoryMax=4G' \
             'EnvironmentFile=/etc/trumpet/trumpet-tem.conf' \
             'ExecStart=/usr/sbin/trumpet-tem $TEM_OPTIONS' \
             'ExecReload=/bin/kill -HUP $MAINPID' 'ProtectSystem=strict' \
@@ -583,14 +584,28 @@ if $have_ovs; then
     [ "$(alt_value)" = $stock ] && [ "$(alt_query Status)" = auto ] \
         || fail "after removal ovs-vswitchd is $(alt_value), not $stock"
 fi
+# A key the administrator provided beside the package's: purge keeps it,
+# and the allow-list edited above (pkg-host), and removes the key pair the
+# package made, unchanged.
+"$CTL" keygen "$etc/admin.key" >/dev/null 2>&1
 rdpkg -P trumpet-tem >"$tmp/dpkg-purge.log" 2>&1 \
     || { cat "$tmp/dpkg-purge.log"; fail "dpkg -P trumpet-tem"; }
 for f in /usr/sbin/trumpet-tem /etc/trumpet/trumpet-tem.conf "${wants#$root}" \
-         /etc/trumpet/tem.key /etc/trumpet/tem.key.pub /etc/trumpet/tem-allow \
-         /etc/trumpet; do
+         /etc/trumpet/tem.key /etc/trumpet/tem.key.pub \
+         /var/lib/trumpet-tem; do
     [ ! -e "$root$f" ] && [ ! -L "$root$f" ] || fail "$f left after purge"
 done
+for f in admin.key admin.key.pub tem-allow; do
+    [ -f "$etc/$f" ] || fail "purge removed /etc/trumpet/$f, not the package's"
+done
+grep -q '^pkg-host ' "$etc/tem-allow" \
+    || fail "purge changed the edited allow-list"
+grep -q 'keeping /etc/trumpet/tem-allow' "$tmp/dpkg-purge.log" \
+    || fail "purge did not say it keeps the edited allow-list"
+rm -f "$etc/admin.key" "$etc/admin.key.pub" "$etc/tem-allow"
+rmdir "$etc"
 $have_ovs && echo "PASS: removing the switch's package returns ovs-vswitchd" \
                   "to the stock switch"
-echo "PASS: purge removes the TEM's files, configuration, keys," \
-     "allow-list and unit link"
+echo "PASS: purge removes the TEM's files, configuration, the key pair" \
+     "it made and unit link, and keeps the administrator's key and the" \
+     "edited allow-list"
