@@ -375,6 +375,13 @@ struct tem_core {
      * dos-threshold BYTES). */
     bool dos_all;
     uint32_t dos_all_bytes;
+    /* DoS thresholds of single hosts read from the state file that have
+     * no slot yet: a host of that id gets its value at its Hello. */
+    struct tem_dos_saved {
+        char id[TPROTO_MAX_ID + 1];
+        uint32_t bytes;
+    } *dos_saved;
+    size_t n_dos_saved;
 
     uint64_t next_timers_ns;    /* When tem_core_run() next runs the
                                  * hosts' and events' timers (0: at its

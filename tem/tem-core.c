@@ -122,6 +122,7 @@ tem_core_destroy(struct tem_core *core)
     free(core->history_tun);
     free(core->repolls);
     free(core->late);
+    free(core->dos_saved);
     free(core->by_id);
     free(core->events);
     free(core->dirty);

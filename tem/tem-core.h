@@ -204,6 +204,18 @@ char *tem_core_set_dos_threshold(struct tem_core *, const char *host,
                                  uint32_t bytes, struct json_object **resultp)
     __attribute__((warn_unused_result));
 
+/* Persistence form of the DoS thresholds (tem-state.c keeps it in the
+ * state file beside the events, key "dos_threshold"):
+ *   {"all": BYTES or null, "hosts": {"h1": BYTES, ...}}
+ * with the values set for single hosts, known or not (a host not known
+ * gets its value when it opens a session). */
+struct json_object *tem_core_dos_to_json(const struct tem_core *);
+
+/* Sets the DoS thresholds of 'obj' (as above; NULL: none).  Returns NULL
+ * or an error (caller frees), and then sets none. */
+char *tem_core_dos_from_json(struct tem_core *, const struct json_object *)
+    __attribute__((warn_unused_result));
+
 /* Views for the control socket, as JSON (docs/tem.md, "tem-ctl").  A
  * tenant 'tun_id' (a VNI; NULL: no filter) narrows the lists: the events
  * whose filter's tun_id= matches it, the hosts that serve a prefix of

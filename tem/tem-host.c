@@ -315,6 +315,7 @@ tem_core_set_dos_threshold(struct tem_core *core, const char *host,
          * set for single hosts. */
         core->dos_all = true;
         core->dos_all_bytes = bytes;
+        core->n_dos_saved = 0;
     }
 
     struct json_object *a = json_object_new_array();
@@ -344,6 +345,119 @@ tem_core_set_dos_threshold(struct tem_core *core, const char *host,
     json_object_object_add(r, "dos_threshold", json_object_new_int64(bytes));
     json_object_object_add(r, "hosts", a);
     *resultp = r;
+    return NULL;
+}
+
+/* Gives 'h', new in its slot, the DoS threshold the state file had for
+ * its id, if any. */
+static void
+tem_host_dos_restore(struct tem_core *core, struct tem_host *h)
+{
+    for (size_t i = 0; i < core->n_dos_saved; i++) {
+        if (!strcmp(core->dos_saved[i].id, h->id)) {
+            h->dos_own = true;
+            h->dos_own_bytes = core->dos_saved[i].bytes;
+            core->dos_saved[i] = core->dos_saved[--core->n_dos_saved];
+            return;
+        }
+    }
+}
+
+struct json_object *
+tem_core_dos_to_json(const struct tem_core *core)
+{
+    struct json_object *o = json_object_new_object();
+    struct json_object *hosts = json_object_new_object();
+
+    json_object_object_add(o, "all", (core->dos_all
+                                      ? json_object_new_int64(
+                                            core->dos_all_bytes)
+                                      : NULL));
+    for (uint32_t i = 0; i < core->n_host_slots; i++) {
+        const struct tem_host *h = core->hosts[i];
+        if (h && h->state != TEM_HOST_FREE && h->dos_own) {
+            json_object_object_add(hosts, h->id,
+                                   json_object_new_int64(h->dos_own_bytes));
+        }
+    }
+    for (size_t i = 0; i < core->n_dos_saved; i++) {
+        json_object_object_add(hosts, core->dos_saved[i].id,
+                               json_object_new_int64(
+                                   core->dos_saved[i].bytes));
+    }
+    json_object_object_add(o, "hosts", hosts);
+    return o;
+}
+
+/* Returns NULL and the value of 'v' in '*bytes' if it is an integer in
+ * [0, 2^32 - 1], else an error about 'what'. */
+static char *
+tem_host_dos_value__(struct json_object *v, const char *what,
+                     uint32_t *bytes)
+{
+    int64_t x = json_object_get_int64(v);
+    if (!json_object_is_type(v, json_type_int) || x < 0 || x > UINT32_MAX) {
+        return xasprintf("dos_threshold: %s: expected an integer from 0 to "
+                         "4294967295", what);
+    }
+    *bytes = x;
+    return NULL;
+}
+
+char *
+tem_core_dos_from_json(struct tem_core *core, const struct json_object *obj_)
+{
+    struct json_object *obj = (struct json_object *) obj_, *v, *hosts;
+    uint32_t bytes = 0;
+    char *error;
+
+    core->dos_all = false;
+    core->n_dos_saved = 0;
+    if (!obj) {
+        return NULL;
+    }
+    if (!json_object_is_type(obj, json_type_object)) {
+        return xstrdup("dos_threshold: expected an object");
+    }
+    if (json_object_object_get_ex(obj, "all", &v) && v) {
+        if ((error = tem_host_dos_value__(v, "all", &bytes))) {
+            return error;
+        }
+        core->dos_all = true;
+        core->dos_all_bytes = bytes;
+    }
+    if (json_object_object_get_ex(obj, "hosts", &hosts)) {
+        if (!json_object_is_type(hosts, json_type_object)) {
+            core->dos_all = false;
+            return xstrdup("dos_threshold: hosts: expected an object");
+        }
+        size_t n = json_object_object_length(hosts);
+        core->dos_saved = xrealloc(core->dos_saved,
+                                   MAX(n, 1) * sizeof *core->dos_saved);
+        json_object_object_foreach(hosts, id, value) {
+            if (!tproto_id_valid(id)) {
+                error = xasprintf("dos_threshold: hosts: '%s' is not a "
+                                  "host id", id);
+            } else {
+                error = tem_host_dos_value__(value, id, &bytes);
+            }
+            if (error) {
+                core->dos_all = false;
+                core->n_dos_saved = 0;
+                return error;
+            }
+            struct tem_host *h = tem_host_by_id(core, id);
+            if (h) {
+                h->dos_own = true;
+                h->dos_own_bytes = bytes;
+            } else {
+                struct tem_dos_saved *s
+                    = &core->dos_saved[core->n_dos_saved++];
+                snprintf(s->id, sizeof s->id, "%s", id);
+                s->bytes = bytes;
+            }
+        }
+    }
     return NULL;
 }
 
@@ -500,6 +614,7 @@ tem_host_hello(struct tem_core *core, const void *peer, size_t peer_len,
                     "the same host id");
         tem_host_gone(core, h, "replaced by a new session from another peer");
     }
+    bool new_slot = !h;
     if (!h) {
         h = tem_host_alloc(core);
         if (!h) {
@@ -512,6 +627,9 @@ tem_host_hello(struct tem_core *core, const void *peer, size_t peer_len,
 
     uint64_t now = tem_core_now(core);
     snprintf(h->id, sizeof h->id, "%s", hello->host_id);
+    if (new_slot) {
+        tem_host_dos_restore(core, h);
+    }
     memcpy(h->peer, peer, peer_len);
     h->peer_len = peer_len;
     free(h->prefixes);

@@ -68,6 +68,7 @@ char *
 tem_state_save(const struct tem_core *core, const char *path)
 {
     struct json_object *obj = tem_core_events_to_json(core);
+    json_object_object_add(obj, "dos_threshold", tem_core_dos_to_json(core));
     const char *text = json_object_to_json_string_ext(
         obj, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED
         | JSON_C_TO_STRING_NOSLASHESCAPE);
@@ -190,7 +191,15 @@ tem_state_load(struct tem_core *core, const char *path)
                           line, col, json_tokener_error_desc(jerr));
         tem_core_event_clear(core);
     } else {
+        struct json_object *dos = NULL;
         char *e = tem_core_events_from_json(core, obj);
+        if (!e && json_object_is_type(obj, json_type_object)) {
+            json_object_object_get_ex(obj, "dos_threshold", &dos);
+            e = tem_core_dos_from_json(core, dos);
+            if (e) {
+                tem_core_event_clear(core);
+            }
+        }
         if (e) {
             error = xasprintf("%s: %s", path, e);
             free(e);

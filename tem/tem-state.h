@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The TEM's event file: the event definitions (tem-core.h's persistence
- * form) as JSON, written atomically (a temporary file in the same
+ * The TEM's event file: the event definitions and the DoS thresholds set
+ * with tem-ctl dos-threshold (tem-core.h's persistence forms) as JSON, written atomically (a temporary file in the same
  * directory, fsync, rename, fsync of the directory) so that a crash leaves
  * either the old file or the new one, never a mix.
  *

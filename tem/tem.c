@@ -367,6 +367,14 @@ ctl_dos_threshold(struct tem_daemon *d, struct json_object *req)
         return reply_error("dos-threshold: \"host\" is not a string");
     }
     char *error = tem_core_set_dos_threshold(d->core, host, bytes, &result);
+    if (!error && (error = tem_state_save(d->core, d->opt.state_file))) {
+        /* In force on the hosts already: say it is not kept. */
+        char *e2 = xasprintf("%s (the threshold is set, but the TEM will "
+                             "not have it after a restart)", error);
+        free(error);
+        error = e2;
+        json_object_put(result);
+    }
     if (error) {
         struct json_object *r = reply_error("%s", error);
         free(error);

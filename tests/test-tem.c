@@ -1908,6 +1908,15 @@ START_TEST(test_persistence)
     char *error = tem_core_event_del(fx.core, "quorum");
     ck_assert(!error);
     add_event("again", "filter=tcp predicate=max(ttl) > 5");
+    /* DoS thresholds, for every host and for host a. */
+    hello("a", "10.1.0.0/24");
+    struct json_object *dos;
+    error = tem_core_set_dos_threshold(fx.core, NULL, 4000, &dos);
+    ck_assert(!error);
+    json_object_put(dos);
+    error = tem_core_set_dos_threshold(fx.core, "a", 5000, &dos);
+    ck_assert(!error);
+    json_object_put(dos);
     error = tem_state_save(fx.core, path);
     ck_assert_msg(!error, "%s", error);
 
@@ -1932,6 +1941,14 @@ START_TEST(test_persistence)
                                "definition")),
                      "filter=ip,nw_dst=10.99.0.0/16 predicate=sum(volume) > "
                      "100KB group=nw_dst/24 split=weighted then=hh:500ms");
+    json_object_put(before);
+    json_object_put(after);
+    before = tem_core_dos_to_json(fx.core);
+    after = tem_core_dos_to_json(core2);
+    ck_assert_str_eq(json_object_to_json_string(after),
+                     "{ \"all\": 4000, \"hosts\": { \"a\": 5000 } }");
+    ck_assert_str_eq(json_object_to_json_string(before),
+                     json_object_to_json_string(after));
     json_object_put(before);
     json_object_put(after);
 
@@ -1965,6 +1982,14 @@ START_TEST(test_persistence)
     ck_assert_ptr_nonnull(error);
     ck_assert_msg(strstr(error, "events[1] ('bad', id 2): predicate:"),
                   "%s", error);
+    free(error);
+
+    f = fopen(path, "w");
+    fputs("{\"format\":1,\"events\":[],\"dos_threshold\":{\"all\":-1}}",
+          f);
+    fclose(f);
+    error = tem_state_load(core2, path);
+    ck_assert_msg(error && strstr(error, "dos_threshold: all"), "%s", error);
     free(error);
 
     /* No file: no events, no error. */
