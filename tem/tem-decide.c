@@ -597,8 +597,16 @@ tem_decide_satisfaction(struct tem_core *core, struct tem_host *h,
     uint64_t seq = (s->has_seq && h->version >= TPROTO_VERSION_CONFIRM
                     ? s->seq : 0);
 
+    struct tem_event *e = tem_event_by_id(core, s->event_id);
+    int32_t idx;
+
     core->stats.satisfactions++;
     h->stats.satisfactions++;
+    if (!e || (idx = e->member_of[h->slot]) < 0
+        || e->members[idx].session != h->session) {
+        core->stats.sat_unknown++;
+        return;
+    }
     if (!tem_decide_epoch_ok(core, h, s->epoch)) {
         return;
     }
