@@ -27,9 +27,12 @@ tem_libtemcore_la_LIBADD = tpm/libtpmjson.la lib/libtproto.la \
 sbin_PROGRAMS += tem/trumpet-tem
 bin_PROGRAMS += tem/tem-ctl
 # Its metrics server (tem-http.c) is libmicrohttpd's, run from the
-# daemon's loop.
+# daemon's loop; tem-fd keeps its descriptor budget (it defines accept4()
+# for every library of the process), tem-sink writes its alert outputs
+# without blocking, tem-warn rate-limits their warnings.
 tem_trumpet_tem_SOURCES = tem/tem.c tem/tem-options.c tem/tem-options.h \
-	tem/tem-http.c tem/tem-http.h
+	tem/tem-http.c tem/tem-http.h tem/tem-fd.c tem/tem-fd.h \
+	tem/tem-sink.c tem/tem-sink.h tem/tem-warn.c tem/tem-warn.h
 tem_trumpet_tem_CFLAGS = $(AM_CFLAGS) $(JSON_C_CFLAGS) $(ZMQ_CFLAGS) \
 	$(PROTOBUF_C_CFLAGS) $(MHD_CFLAGS)
 tem_trumpet_tem_LDADD = tem/libtemcore.la $(ZMQ_LIBS) $(JSON_C_LIBS) \

@@ -7,7 +7,8 @@
  * value, the hosts missing or incomplete (and, for across=max and
  * atleast, those holding on their own), whether the deadline decided it,
  * whether a late satisfaction (sent again after an outage of the TEM)
- * started or joined it, and the detection latency.  It is built by hand
+ * started or joined it, the detection latency, and its sequence number
+ * (1, 2, ... over the TEM's run, so that a reader sees a gap).  It is built by hand
  * into one buffer reused from one alert to the next (json-c objects cost
  * about 10 us an alert); every string written is an event name, host id
  * or group field, whose characters need no JSON escaping.  The alert goes
@@ -274,6 +275,10 @@ tem_alert_raise(struct tem_core *core, struct tem_event *e,
     tem_alert_put_time(core, b, now);
     sbuf_str(b, ",\"time_ns\":");
     tem_alert_put_int(b, now);
+    /* 1, 2, ... over this run's alerts: a gap tells a subscriber what it
+     * missed. */
+    sbuf_str(b, ",\"seq\":");
+    tem_alert_put_int(b, core->stats.alerts + 1);
     sbuf_put(b, "}", 1);
 
     core->stats.alerts++;

@@ -433,8 +433,12 @@ print_status(struct json_object *r)
     printf("  %-18s %"PRId64"\n", "pub_drops", num(r, "pub_drops"));
     printf("security:\n");
     print_counters(get(r, "security"));
+    printf("alert output:\n");
+    print_counters(get(r, "alert_output"));
     printf("limits:\n");
     print_counters(get(r, "limits"));
+    printf("descriptors:\n");
+    print_counters(get(r, "descriptors"));
     printf("loop:\n");
     print_counters(get(r, "loop"));
 }

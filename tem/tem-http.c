@@ -10,9 +10,20 @@
  *
  * A request is answered from its first callback (a GET has no body): the
  * 'fill' callback writes the whole scrape into a buffer kept between
- * scrapes, which MHD copies into the response.  Anything but GET or HEAD
- * is answered 405, any path but /metrics 404 (/ names the path).  MHD's
- * own error messages go through tpm_log(), rate-limited like the faults.
+ * scrapes (and reused as is for 'cache_ns'), which MHD copies into the
+ * response.  Anything but GET or HEAD is answered 405, any path but
+ * /metrics 404 (/ names the path).  MHD's own error messages go through
+ * tem_warn(), rate-limited like the faults.
+ *
+ * Deadlines: MHD's own timeout (MHD_OPTION_CONNECTION_TIMEOUT) only
+ * counts idle time, and a client that sends a byte of headers now and
+ * then would keep its connection for ever.  So every connection has a
+ * slot (MHD_OPTION_NOTIFY_CONNECTION; its socket context points to it)
+ * holding the time its current request started: its accept, then the
+ * end of each answer (MHD_OPTION_NOTIFY_COMPLETED).  tem_http_run() shuts
+ * down (shutdown(2), the descriptor stays MHD's) every connection whose
+ * request started 'timeout_ns' ago; MHD then reads the end of the stream
+ * and closes it.
  */
 #include "tem-http.h"
 
@@ -29,24 +40,32 @@
 
 #include "clock.h"
 #include "tem-metrics.h"
+#include "tem-warn.h"
 #include "tpm-log.h"
 #include "util.h"
 
 #define CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
+/* A connection (see the deadlines above). */
+struct http_conn {
+    bool used;
+    bool cut;                   /* Shut down at its deadline. */
+    int fd;
+    uint64_t since_ns;          /* Monotonic: its request started. */
+};
+
 struct tem_http {
     struct MHD_Daemon *mhd;
     int fd;
     char address[64];
+    struct tem_http_limits limits;
     tem_http_fill_func *fill;
     void *aux;
     struct tem_metrics buf;
+    uint64_t filled_ns;         /* Monotonic: 'buf' made (0: never). */
     struct tem_http_stats stats;
-
-    /* Rate limit of fault messages: one per 10 s, with the number
-     * suppressed meanwhile. */
-    uint64_t log_next_ns;
-    uint64_t log_suppressed;
+    struct http_conn *conns;    /* 'limits.max_connections' slots. */
+    struct tem_warn warn;       /* Faults. */
 };
 
 /* Parsed form of a spec. */
@@ -125,7 +144,7 @@ tem_http_parse(const char *spec, bool *off)
     return error;
 }
 
-/* Logs a fault, at most once every 10 s. */
+/* Counts a fault and logs it, at most once every 10 s. */
 static void
 http_fault(struct tem_http *h, const char *format, ...)
     __attribute__((format(printf, 2, 3)));
@@ -133,26 +152,13 @@ http_fault(struct tem_http *h, const char *format, ...)
 static void
 http_fault(struct tem_http *h, const char *format, ...)
 {
-    uint64_t now = tpm_clock_mono_ns();
-
     h->stats.errors++;
-    if (now < h->log_next_ns) {
-        h->log_suppressed++;
-        return;
-    }
     va_list args;
     va_start(args, format);
     char *msg = xvasprintf(format, args);
     va_end(args);
-    if (h->log_suppressed) {
-        tpm_log(TPM_LOG_WARN, "metrics server: %s (%"PRIu64" more faults "
-                "not logged)", msg, h->log_suppressed);
-    } else {
-        tpm_log(TPM_LOG_WARN, "metrics server: %s", msg);
-    }
+    tem_warn(&h->warn, "metrics server: %s", msg);
     free(msg);
-    h->log_suppressed = 0;
-    h->log_next_ns = now + 10000000000ULL;
 }
 
 static void
@@ -220,16 +226,73 @@ on_request(void *aux, struct MHD_Connection *conn, const char *url,
         return answer(h, conn, MHD_HTTP_NOT_FOUND, msg, sizeof msg - 1,
                       text);
     }
-    tem_metrics_clear(&h->buf);
-    h->fill(h->aux, &h->buf);
+    uint64_t now = tpm_clock_mono_ns();
     h->stats.scrapes++;
+    if (h->filled_ns && now - h->filled_ns < h->limits.cache_ns) {
+        h->stats.cached++;
+    } else {
+        tem_metrics_clear(&h->buf);
+        h->fill(h->aux, &h->buf);
+        h->filled_ns = now;
+    }
     return answer(h, conn, MHD_HTTP_OK, h->buf.b.s ? h->buf.b.s : "",
                   h->buf.b.len, CONTENT_TYPE);
 }
 
+/* A connection opens or closes: takes or frees its slot. */
+static void
+on_connection(void *aux, struct MHD_Connection *conn, void **socket_context,
+              enum MHD_ConnectionNotificationCode toe)
+{
+    struct tem_http *h = aux;
+    struct http_conn *c = *socket_context;
+
+    if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+        if (c) {
+            c->used = false;
+            h->stats.connections--;
+        }
+        *socket_context = NULL;
+        return;
+    }
+    const union MHD_ConnectionInfo *info
+        = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    for (uint32_t i = 0; info && i < h->limits.max_connections; i++) {
+        c = &h->conns[i];
+        if (!c->used) {
+            *c = (struct http_conn) {
+                .used = true,
+                .fd = info->connect_fd,
+                .since_ns = tpm_clock_mono_ns(),
+            };
+            *socket_context = c;
+            h->stats.connections++;
+            return;
+        }
+    }
+    /* MHD keeps within 'max_connections': not reached. */
+    http_fault(h, "a connection past the limit of %"PRIu32" has no "
+               "deadline", h->limits.max_connections);
+}
+
+/* A request was answered (or abandoned): the connection's next request
+ * starts now. */
+static void
+on_completed(void *aux, struct MHD_Connection *conn, void **con_cls,
+             enum MHD_RequestTerminationCode toe)
+{
+    const union MHD_ConnectionInfo *info
+        = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    struct http_conn *c = info ? info->socket_context : NULL;
+
+    if (c) {
+        c->since_ns = tpm_clock_mono_ns();
+    }
+}
+
 struct tem_http *
-tem_http_start(const char *spec, tem_http_fill_func *fill, void *aux,
-               char **errp)
+tem_http_start(const char *spec, const struct tem_http_limits *limits,
+               tem_http_fill_func *fill, void *aux, char **errp)
 {
     struct http_addr a;
     char *error = parse_addr(spec, &a);
@@ -241,9 +304,15 @@ tem_http_start(const char *spec, tem_http_fill_func *fill, void *aux,
     }
 
     struct tem_http *h = xzalloc(sizeof *h);
+    h->limits = *limits;
+    h->conns = xcalloc(limits->max_connections, sizeof *h->conns);
     h->fill = fill;
     h->aux = aux;
+    h->warn = (struct tem_warn) TEM_WARN_INITIALIZER;
     tem_metrics_init(&h->buf);
+    /* MHD's idle timeout, in whole seconds, is the deadline rounded up. */
+    unsigned int idle_s = MAX(1, (limits->timeout_ns + 999999999)
+                                 / 1000000000);
     const struct sockaddr *sa = a.v6 ? (const struct sockaddr *) &a.in6
                                      : (const struct sockaddr *) &a.in4;
     h->mhd = MHD_start_daemon(MHD_USE_EPOLL | MHD_USE_ERROR_LOG
@@ -252,17 +321,20 @@ tem_http_start(const char *spec, tem_http_fill_func *fill, void *aux,
                               MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, h,
                               MHD_OPTION_SOCK_ADDR, sa,
                               MHD_OPTION_CONNECTION_LIMIT,
-                              (unsigned int) TEM_HTTP_MAX_CONNECTIONS,
+                              (unsigned int) limits->max_connections,
                               MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-                              (unsigned int) TEM_HTTP_MAX_CONNECTIONS,
+                              (unsigned int) limits->per_ip,
                               MHD_OPTION_CONNECTION_MEMORY_LIMIT,
                               (size_t) TEM_HTTP_MEMORY,
-                              MHD_OPTION_CONNECTION_TIMEOUT,
-                              (unsigned int) TEM_HTTP_TIMEOUT_S,
+                              MHD_OPTION_CONNECTION_TIMEOUT, idle_s,
+                              MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
+                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
                               MHD_OPTION_END);
     if (!h->mhd) {
         *errp = xasprintf("cannot serve metrics on %s (address in use or "
                           "not on this host?)", spec);
+        tem_metrics_destroy(&h->buf);
+        free(h->conns);
         free(h);
         return NULL;
     }
@@ -294,6 +366,7 @@ tem_http_stop(struct tem_http *h)
     if (h) {
         MHD_stop_daemon(h->mhd);
         tem_metrics_destroy(&h->buf);
+        free(h->conns);
         free(h);
     }
 }
@@ -316,6 +389,35 @@ tem_http_run(struct tem_http *h)
     if (MHD_run(h->mhd) != MHD_YES) {
         http_fault(h, "MHD_run failed: %s", strerror(errno));
     }
+
+    uint64_t now = tpm_clock_mono_ns();
+    for (uint32_t i = 0; i < h->limits.max_connections; i++) {
+        struct http_conn *c = &h->conns[i];
+        if (c->used && !c->cut && now - c->since_ns >= h->limits.timeout_ns) {
+            /* MHD reads the end of the stream and closes it. */
+            shutdown(c->fd, SHUT_RDWR);
+            c->cut = true;
+            h->stats.timeouts++;
+        }
+    }
+}
+
+uint64_t
+tem_http_next_run(const struct tem_http *h)
+{
+    MHD_UNSIGNED_LONG_LONG ms;
+    uint64_t next = UINT64_MAX;
+
+    if (MHD_get_timeout(h->mhd, &ms) == MHD_YES) {
+        next = tpm_clock_mono_ns() + MIN(ms, 3600000ULL) * 1000000;
+    }
+    for (uint32_t i = 0; i < h->limits.max_connections; i++) {
+        const struct http_conn *c = &h->conns[i];
+        if (c->used && !c->cut) {
+            next = MIN(next, c->since_ns + h->limits.timeout_ns);
+        }
+    }
+    return next;
 }
 
 void

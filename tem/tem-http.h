@@ -8,9 +8,20 @@
  * its poll set, and tem_http_run() does the server's pending work (accept,
  * read, answer, time out) without blocking, calling the 'fill' callback in
  * the loop's own thread, so that the callback reads the TEM's state
- * without locks.  Its work per call is bounded: at most
- * TEM_HTTP_MAX_CONNECTIONS connections, each with a request of at most
- * TEM_HTTP_MEMORY bytes, closed after TEM_HTTP_TIMEOUT_S idle seconds.
+ * without locks; tem_http_next_run() says when it must run even without
+ * input (libmicrohttpd's own timeout, MHD_get_timeout(), and the
+ * deadlines below).
+ *
+ * Its work is bounded by 'struct tem_http_limits' (--metrics-* options):
+ * at most 'max_connections' connections, at most 'per_ip' of them from
+ * one address (below the total, so that one address cannot hold them
+ * all), each with a request of at most TEM_HTTP_MEMORY bytes.  A
+ * connection has 'timeout_ns' to complete a request, counted from its
+ * accept or its previous answer, however slowly it trickles its headers:
+ * past that, it is shut down (counted in 'timeouts'); the same time idle
+ * closes it too.  A scrape less than 'cache_ns' after the last one gets
+ * the same text, so that scrapes in a loop cost the TEM one exposition a
+ * 'cache_ns'.
  *
  * A fault of the server (a response that cannot be built or queued, a
  * failing MHD_run(), any error libmicrohttpd reports, such as a client
@@ -25,9 +36,16 @@
 
 struct tem_metrics;
 
-#define TEM_HTTP_MAX_CONNECTIONS 16
 #define TEM_HTTP_MEMORY (32 * 1024)
-#define TEM_HTTP_TIMEOUT_S 10
+
+struct tem_http_limits {
+    uint32_t max_connections;   /* --metrics-connections (16). */
+    uint32_t per_ip;            /* --metrics-per-ip (4). */
+    uint64_t timeout_ns;        /* --metrics-timeout (5 s). */
+    uint64_t cache_ns;          /* --metrics-cache (1 s). */
+};
+
+#define TEM_HTTP_LIMITS_DEFAULT { 16, 4, 5000000000ULL, 1000000000ULL }
 
 /* Parses 'spec': "off", "PORT" (on 127.0.0.1), "ADDRESS:PORT" with a
  * numeric IPv4 address or "[ADDRESS]:PORT" with an IPv6 one; PORT 0 picks
@@ -42,12 +60,18 @@ struct tem_http_stats {
     uint64_t requests;          /* Every request answered. */
     uint64_t scrapes;           /* GET /metrics answered with metrics. */
     uint64_t errors;            /* Faults (above). */
+    uint64_t cached;            /* Scrapes answered from the cache. */
+    uint64_t timeouts;          /* Connections shut down at their
+                                 * deadline. */
+    uint32_t connections;       /* Open now. */
 };
 
-/* Starts a server on 'spec' (tem_http_parse()).  Returns NULL and an
- * error in '*errp' (caller frees). */
-struct tem_http *tem_http_start(const char *spec, tem_http_fill_func *,
-                                void *aux, char **errp);
+/* Starts a server on 'spec' (tem_http_parse()) within 'limits'.  Returns
+ * NULL and an error in '*errp' (caller frees). */
+struct tem_http *tem_http_start(const char *spec,
+                                const struct tem_http_limits *limits,
+                                tem_http_fill_func *, void *aux,
+                                char **errp);
 void tem_http_stop(struct tem_http *);
 
 /* The descriptor to poll for input, and the address bound ("IP:PORT",
@@ -55,8 +79,13 @@ void tem_http_stop(struct tem_http *);
 int tem_http_fd(const struct tem_http *);
 const char *tem_http_address(const struct tem_http *);
 
-/* Does the server's pending work, without blocking. */
+/* Does the server's pending work, without blocking, and shuts down the
+ * connections past their deadline. */
 void tem_http_run(struct tem_http *);
+
+/* The monotonic time (ns) by which tem_http_run() must run even if its
+ * descriptor has no input (UINT64_MAX: no such time). */
+uint64_t tem_http_next_run(const struct tem_http *);
 
 void tem_http_get_stats(const struct tem_http *, struct tem_http_stats *);
 

@@ -3,6 +3,7 @@
 #include "tem-options.h"
 
 #include <getopt.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,9 @@ enum {
     OPT_MAX_FRAME_BYTES, OPT_MAX_REQUEST_BYTES, OPT_METRICS,
     OPT_PEER_MEMORY, OPT_EPOCH_PAST, OPT_HOST_DECISIONS, OPT_LATE_PER_TURN,
     OPT_LATE_QUEUE, OPT_MAX_SEQ_GAP,
+    OPT_HANDSHAKE_TIMEOUT, OPT_FD_RESERVE, OPT_ALERT_BUFFER,
+    OPT_METRICS_CONNECTIONS, OPT_METRICS_PER_IP, OPT_METRICS_TIMEOUT,
+    OPT_METRICS_CACHE,
 };
 
 static void
@@ -42,10 +46,20 @@ Sockets and files:\n\
                           (/var/lib/trumpet/tem-events.json)\n\
   --alert-file=PATH       append alerts (JSON lines) to PATH (none)\n\
   --no-alerts-stdout      do not print alerts on standard output\n\
+  --alert-buffer=N        bytes of alerts waiting for standard output, and\n\
+                          for the alert file, each; past that, alerts\n\
+                          are dropped (counted), never waited for\n\
+                          (1048576)\n\
   --tem-id=ID             name sent to hosts in Welcome (tem)\n\
   --metrics=ADDR          serve Prometheus metrics over HTTP on ADDR:\n\
                           off, PORT (on 127.0.0.1), IPV4:PORT or\n\
                           [IPV6]:PORT, at /metrics (off)\n\
+  --metrics-connections=N  connections to the metrics server (16)\n\
+  --metrics-per-ip=N      ... from one address (4, below the total)\n\
+  --metrics-timeout=TIME  a request's deadline, from its connection or\n\
+                          the previous answer (5s)\n\
+  --metrics-cache=TIME    a scrape within TIME of the last gets its\n\
+                          text again (1s; 0: never)\n\
 Keys (CURVE, see docs/operations.md):\n\
   --key-file=PATH         the TEM's key pair, from tem-ctl keygen\n\
                           (/etc/trumpet/tem.key)\n\
@@ -68,6 +82,11 @@ Limits:\n\
                           closes the connection unread\n\
   --max-request-bytes=N   largest control request (65536); larger\n\
                           closes the connection unread\n\
+  --handshake-timeout=TIME  a connection that has not completed its\n\
+                          ZeroMQ handshake in TIME is closed (5s)\n\
+  --fd-reserve=N          descriptors kept for the control socket and\n\
+                          files: TCP connections that would take one\n\
+                          are closed at once (64)\n\
   --max-hosts=N           hosts known at once (1024, at most 65535)\n\
   --max-events=N          events defined (1024)\n\
   --max-decisions=N       pending and remembered decisions (1048576)\n\
@@ -156,6 +175,15 @@ static const struct option tem_long_options[] = {
     { "late-per-turn", required_argument, NULL, OPT_LATE_PER_TURN },
     { "late-queue", required_argument, NULL, OPT_LATE_QUEUE },
     { "max-seq-gap", required_argument, NULL, OPT_MAX_SEQ_GAP },
+    { "metrics-connections", required_argument, NULL,
+      OPT_METRICS_CONNECTIONS },
+    { "metrics-per-ip", required_argument, NULL, OPT_METRICS_PER_IP },
+    { "metrics-timeout", required_argument, NULL, OPT_METRICS_TIMEOUT },
+    { "metrics-cache", required_argument, NULL, OPT_METRICS_CACHE },
+    { "handshake-timeout", required_argument, NULL,
+      OPT_HANDSHAKE_TIMEOUT },
+    { "fd-reserve", required_argument, NULL, OPT_FD_RESERVE },
+    { "alert-buffer", required_argument, NULL, OPT_ALERT_BUFFER },
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
 };
@@ -254,6 +282,52 @@ tem_options_core__(struct tem_config *c, int ch, const char *name,
 }
 
 /* Parses option 'ch' (written 'name') with argument 'arg' into 'o' if it
+ * is one of the daemon's limits on descriptors, connections and alert
+ * output.  Returns false if it is not one. */
+static bool
+tem_options_limits__(struct tem_options *o, int ch, const char *name,
+                     const char *arg)
+{
+    switch (ch) {
+    case OPT_HANDSHAKE_TIMEOUT: {
+        uint64_t ns = cli_time(name, arg, false);
+        if (ns < 1000000 || ns > 3600 * 1000000000ULL) {
+            cli_usage_error("--handshake-timeout: '%s' is not from 1ms to "
+                            "1h", arg);
+        }
+        o->handshake_ms = ns / 1000000;
+        break;
+    }
+    case OPT_FD_RESERVE:
+        o->fd_reserve = cli_uint(name, arg, 16, 1 << 20);
+        break;
+    case OPT_ALERT_BUFFER:
+        o->alert_buffer = cli_uint(name, arg, 65536, 1ULL << 32);
+        break;
+    case OPT_METRICS_CONNECTIONS:
+        o->http.max_connections = cli_uint(name, arg, 1, 1024);
+        break;
+    case OPT_METRICS_PER_IP:
+        o->http.per_ip = cli_uint(name, arg, 1, 1024);
+        break;
+    case OPT_METRICS_TIMEOUT:
+        o->http.timeout_ns = cli_time(name, arg, false);
+        if (o->http.timeout_ns < 100000000
+            || o->http.timeout_ns > 3600 * 1000000000ULL) {
+            cli_usage_error("--metrics-timeout: '%s' is not from 100ms to "
+                            "1h", arg);
+        }
+        break;
+    case OPT_METRICS_CACHE:
+        o->http.cache_ns = cli_time(name, arg, true);
+        break;
+    default:
+        return false;
+    }
+    return true;
+}
+
+/* Parses option 'ch' (written 'name') with argument 'arg' into 'o' if it
  * is one of the daemon's own.  Returns false if it is not one. */
 static bool
 tem_options_daemon__(struct tem_options *o, int ch, const char *name,
@@ -297,7 +371,7 @@ tem_options_daemon__(struct tem_options *o, int ch, const char *name,
         o->max_request = cli_uint(name, arg, 1024, 64 * 1024 * 1024);
         break;
     default:
-        return false;
+        return tem_options_limits__(o, ch, name, arg);
     }
     return true;
 }
@@ -324,6 +398,10 @@ tem_options_parse(int argc, char *argv[], struct tem_options *o)
     o->max_request = 65536;
     o->sndhwm = o->rcvhwm = 0;
     o->peer_memory = TEM_PEER_MEMORY;
+    o->handshake_ms = 5000;
+    o->fd_reserve = 64;
+    o->alert_buffer = 1 << 20;
+    o->http = (struct tem_http_limits) TEM_HTTP_LIMITS_DEFAULT;
     tem_config_init(c);
 
     cli_parser_init(&parser, argc, argv, "h", tem_long_options);
@@ -344,6 +422,13 @@ tem_options_parse(int argc, char *argv[], struct tem_options *o)
     }
     if (optind < argc) {
         cli_usage_error("unexpected argument '%s'", argv[optind]);
+    }
+    if (o->http.per_ip >= o->http.max_connections
+        && o->http.max_connections > 1) {
+        cli_usage_error("--metrics-per-ip=%"PRIu32" is not below "
+                        "--metrics-connections=%"PRIu32": one address "
+                        "could hold every connection", o->http.per_ip,
+                        o->http.max_connections);
     }
     if (c->max_batch_bytes > o->max_frame / 2) {
         c->max_batch_bytes = MAX(4096, o->max_frame / 2);

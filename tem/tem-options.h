@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "tem-core.h"
+#include "tem-http.h"
 
 struct tem_options {
     const char *listen;
@@ -35,6 +36,10 @@ struct tem_options {
     int sndhwm, rcvhwm;         /* Frames, each way, per connection... */
     uint64_t peer_memory;       /* ... from these bytes, if not given. */
     int pub_hwm;                /* Alerts queued per subscriber. */
+    int handshake_ms;           /* ZMQ_HANDSHAKE_IVL of every socket. */
+    uint32_t fd_reserve;        /* Descriptors kept (tem-fd.h). */
+    size_t alert_buffer;        /* Bytes of each alert output's ring. */
+    struct tem_http_limits http;    /* --metrics-* limits. */
     struct tem_config cfg;
 };
 

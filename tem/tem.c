@@ -7,7 +7,11 @@
  *   - ROUTER (--listen) for the hosts' DEALER sockets (lib/agent.h): up to
  *     --batch frames are read per wake-up and handed to tem-core; every
  *     host's outgoing messages of one iteration leave as one frame;
- *   - PUB (--pub) on which every alert is published (topic: event name);
+ *   - XPUB (--pub) on which every alert is published (topic: event name),
+ *     with ZMQ_XPUB_NODROP: an alert that a subscriber's queue
+ *     (--peer-memory / 16384 alerts) cannot take is refused with EAGAIN
+ *     and counted (pub_drops), and the subscriptions it reads are
+ *     discarded;
  *   - REP (--ctl) for tem-ctl: one JSON request, one JSON reply;
  *   - REP on inproc://zeromq.zap.01, the ZAP handler: ZeroMQ asks it about
  *     every CURVE handshake, and it answers from the allow-list
@@ -27,7 +31,17 @@
  * they are TCP; as ipc:// sockets they are files of mode 0660 (owner and
  * group).  --insecure-plaintext turns CURVE off everywhere (and says so
  * in the log and in status).  Every socket has ZMQ_MAXMSGSIZE, so an
- * oversized frame closes its connection before it is read.
+ * oversized frame closes its connection before it is read, and
+ * ZMQ_HANDSHAKE_IVL (--handshake-timeout), so a connection that never
+ * completes its handshake is closed within seconds.
+ *
+ * Descriptors and output (docs/operations.md, "Descriptors and
+ * connections"): the soft descriptor limit is raised to the hard one and
+ * a reserve is kept for the control socket and files (tem-fd.h), so a
+ * flood of idle TCP connections cannot stop tem-ctl or the TEM.  Alerts
+ * go to standard output and --alert-file through rings written without
+ * blocking (tem-sink.h): a reader that does not read loses alerts
+ * (counted), the TEM goes on.
  *
  * One TEM per state file and per ipc:// socket: each is guarded by a
  * lock (flock on PATH.lock) taken before anything is written or bound.
@@ -44,6 +58,7 @@
  * (tem-state.c) and the control commands.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <json-c/json.h>
 #include <limits.h>
@@ -64,9 +79,11 @@
 #include "event.h"
 #include "tem-auth.h"
 #include "tem-core.h"
+#include "tem-fd.h"
 #include "tem-http.h"
 #include "tem-metrics.h"
 #include "tem-options.h"
+#include "tem-sink.h"
 #include "tem-state.h"
 #include "tproto.h"
 #include "util.h"
@@ -83,9 +100,9 @@ struct tem_daemon {
     void *zctx;
     void *router, *pub, *rep, *zap;
     char listen_ep[256], pub_ep[256], ctl_ep[256];
-    FILE *alert_file;
+    struct tem_sink *out_stdout, *out_file;    /* NULL: not written. */
     struct tem_core *core;
-    uint64_t pub_drops;
+    uint64_t pub_sent, pub_drops;
     uint64_t ctl_requests, ctl_errors;
 
     /* Security. */
@@ -112,7 +129,6 @@ struct tem_daemon {
 
     /* Metrics server (NULL: --metrics=off). */
     struct tem_http *http;
-    uint64_t http_last_run_ns;  /* Monotonic. */
 };
 
 static volatile sig_atomic_t stop_signal;
@@ -183,17 +199,22 @@ alert_cb(void *aux, const char *event, const char *json)
 {
     struct tem_daemon *d = aux;
 
-    if (d->opt.alerts_stdout) {
-        fputs(json, stdout);
-        fputc('\n', stdout);
+    size_t len = strlen(json);
+
+    if (d->out_stdout) {
+        tem_sink_put(d->out_stdout, json, len);
     }
-    if (d->alert_file) {
-        fputs(json, d->alert_file);
-        fputc('\n', d->alert_file);
+    if (d->out_file) {
+        tem_sink_put(d->out_file, json, len);
     }
+    /* ZMQ_XPUB_NODROP: EAGAIN if a subscriber of 'event' has no room (no
+     * subscriber: sent to nobody, not a drop).  The second part follows
+     * the first. */
     if (zmq_send(d->pub, event, strlen(event), ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0
-        || zmq_send(d->pub, json, strlen(json), ZMQ_DONTWAIT) < 0) {
+        || zmq_send(d->pub, json, len, ZMQ_DONTWAIT) < 0) {
         d->pub_drops++;
+    } else {
+        d->pub_sent++;
     }
 }
 
@@ -389,6 +410,41 @@ add_int(struct json_object *o, const char *key, int64_t value)
     json_object_object_add(o, key, json_object_new_int64(value));
 }
 
+/* The alert outputs' counters: "stdout_*" and "file_*" for the outputs in
+ * use, "pub_*" always. */
+static struct json_object *
+alert_output_json(const struct tem_daemon *d)
+{
+    struct json_object *o = json_object_new_object();
+    const struct {
+        const char *name;
+        const struct tem_sink *sink;
+    } outs[] = { { "stdout", d->out_stdout }, { "file", d->out_file } };
+
+    for (size_t i = 0; i < ARRAY_SIZE(outs); i++) {
+        struct tem_sink_stats st;
+        if (!outs[i].sink) {
+            continue;
+        }
+        tem_sink_get_stats(outs[i].sink, &st);
+        char *key = xasprintf("%s_lines", outs[i].name);
+        add_int(o, key, st.lines);
+        free(key);
+        key = xasprintf("%s_dropped", outs[i].name);
+        add_int(o, key, st.dropped);
+        free(key);
+        key = xasprintf("%s_errors", outs[i].name);
+        add_int(o, key, st.errors);
+        free(key);
+        key = xasprintf("%s_pending_bytes", outs[i].name);
+        add_int(o, key, st.pending);
+        free(key);
+    }
+    add_int(o, "pub_sent", d->pub_sent);
+    add_int(o, "pub_dropped", d->pub_drops);
+    return o;
+}
+
 static struct json_object *
 ctl_status(struct tem_daemon *d)
 {
@@ -410,6 +466,7 @@ ctl_status(struct tem_daemon *d)
     add_int(r, "pub_drops", d->pub_drops);
     add_int(r, "ctl_requests", d->ctl_requests);
     add_int(r, "ctl_errors", d->ctl_errors);
+    json_object_object_add(r, "alert_output", alert_output_json(d));
 
     struct json_object *sec = json_object_new_object();
     json_object_object_add(sec, "mode", json_object_new_string(
@@ -454,7 +511,20 @@ ctl_status(struct tem_daemon *d)
     add_int(lim, "max_request_bytes", d->opt.max_request);
     add_int(lim, "max_definition_bytes", TEM_MAX_DEFINITION);
     add_int(lim, "batch", d->opt.batch);
+    add_int(lim, "handshake_timeout_ms", d->opt.handshake_ms);
+    add_int(lim, "alert_buffer_bytes", d->opt.alert_buffer);
     json_object_object_add(r, "limits", lim);
+
+    struct tem_fd_stats fs;
+    tem_fd_get_stats(&fs);
+    struct json_object *fo = json_object_new_object();
+    add_int(fo, "limit", fs.soft);
+    add_int(fo, "limit_hard", fs.hard);
+    add_int(fo, "limit_at_start", fs.soft_at_start);
+    add_int(fo, "reserve", fs.reserve);
+    add_int(fo, "refused_reserve", fs.shed);
+    add_int(fo, "refused_no_fd", fs.no_fd);
+    json_object_object_add(r, "descriptors", fo);
 
     struct json_object *loop = json_object_new_object();
     add_int(loop, "turn_max_ns", d->turn_max_ns);
@@ -468,7 +538,14 @@ ctl_status(struct tem_daemon *d)
         tem_http_get_stats(d->http, &hs);
         add_int(mo, "requests", hs.requests);
         add_int(mo, "scrapes", hs.scrapes);
+        add_int(mo, "cached", hs.cached);
         add_int(mo, "errors", hs.errors);
+        add_int(mo, "timeouts", hs.timeouts);
+        add_int(mo, "connections", hs.connections);
+        add_int(mo, "max_connections", d->opt.http.max_connections);
+        add_int(mo, "per_ip", d->opt.http.per_ip);
+        add_int(mo, "timeout_ns", d->opt.http.timeout_ns);
+        add_int(mo, "cache_ns", d->opt.http.cache_ns);
         json_object_object_add(r, "metrics", mo);
     } else {
         json_object_object_add(r, "metrics", NULL);
@@ -786,6 +863,22 @@ zap_serve(struct tem_daemon *d)
     return true;
 }
 
+/* Reads and discards the subscriptions waiting on the alerts' XPUB socket
+ * (at most --batch): unread, they would pile up in it. */
+static void
+pub_read(struct tem_daemon *d)
+{
+    for (uint32_t i = 0; i < d->opt.batch; i++) {
+        zmq_msg_t msg;
+        zmq_msg_init(&msg);
+        int rc = zmq_msg_recv(&msg, d->pub, ZMQ_DONTWAIT);
+        zmq_msg_close(&msg);
+        if (rc < 0) {
+            return;
+        }
+    }
+}
+
 /* Starts counting the connections of socket 's' in 'm'. */
 static void
 monitor_start(struct tem_daemon *d, void *s, struct sock_counters *m,
@@ -904,12 +997,15 @@ open_socket(struct tem_daemon *d, int type, const char *ep, const char *what,
     char *error = NULL;
 
     zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(s, ZMQ_HANDSHAKE_IVL, &d->opt.handshake_ms,
+                   sizeof d->opt.handshake_ms);
     if (type == ZMQ_ROUTER) {
         zmq_setsockopt(s, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
         zmq_setsockopt(s, ZMQ_SNDHWM, &d->opt.sndhwm, sizeof d->opt.sndhwm);
         zmq_setsockopt(s, ZMQ_RCVHWM, &d->opt.rcvhwm, sizeof d->opt.rcvhwm);
-    } else if (type == ZMQ_PUB) {
+    } else if (type == ZMQ_XPUB) {
         zmq_setsockopt(s, ZMQ_SNDHWM, &d->opt.pub_hwm, sizeof d->opt.pub_hwm);
+        zmq_setsockopt(s, ZMQ_XPUB_NODROP, &one, sizeof one);
     }
     if (tpm_zmq_max_msg(s, max_msg)) {
         error = xasprintf("ZMQ_MAXMSGSIZE: %s", zmq_strerror(errno));
@@ -956,8 +1052,43 @@ metrics_fill(void *aux, struct tem_metrics *m)
     tem_core_metrics(d->core, m);
 
     tem_metrics_counter(m, "trumpet_tem_alert_publish_drops_total",
-                        "Alerts not published on --pub (high-water mark).",
-                        d->pub_drops);
+                        "Alerts not published on --pub: a subscriber's "
+                        "queue (--sndhwm) was full.", d->pub_drops);
+    name = "trumpet_tem_alert_output_drops_total";
+    tem_metrics_family(m, name, "counter", "Alerts dropped by an alert "
+                       "output (stdout, file): no room in --alert-buffer, "
+                       "or a write error.");
+    const char *gauge = "trumpet_tem_alert_output_pending_bytes";
+    const struct tem_sink *outs[] = { d->out_stdout, d->out_file };
+    static const char *const out_names[] = { "stdout", "file" };
+    struct tem_sink_stats st[2];
+    for (size_t i = 0; i < ARRAY_SIZE(outs); i++) {
+        if (outs[i]) {
+            tem_sink_get_stats(outs[i], &st[i]);
+            tem_metrics_sample(m, name, "output", out_names[i],
+                               st[i].dropped);
+        }
+    }
+    tem_metrics_family(m, gauge, "gauge", "Bytes of alerts waiting for "
+                       "their output to take them.");
+    for (size_t i = 0; i < ARRAY_SIZE(outs); i++) {
+        if (outs[i]) {
+            tem_metrics_sample(m, gauge, "output", out_names[i],
+                               st[i].pending);
+        }
+    }
+
+    struct tem_fd_stats fs;
+    tem_fd_get_stats(&fs);
+    name = "trumpet_tem_connections_refused_total";
+    tem_metrics_family(m, name, "counter", "Connections closed at accept: "
+                       "TCP ones that would take a descriptor of "
+                       "--fd-reserve (reserve), any with no descriptor "
+                       "left (no_fd).");
+    tem_metrics_sample(m, name, "reason", "reserve", fs.shed);
+    tem_metrics_sample(m, name, "reason", "no_fd", fs.no_fd);
+    tem_metrics_gauge(m, "trumpet_tem_descriptor_limit", "The soft limit "
+                      "of descriptors (RLIMIT_NOFILE) in force.", fs.soft);
     tem_metrics_counter(m, "trumpet_tem_ctl_requests_total",
                         "Control requests (tem-ctl) answered.",
                         d->ctl_requests);
@@ -1008,10 +1139,14 @@ metrics_fill(void *aux, struct tem_metrics *m)
     tem_http_get_stats(d->http, &hs);
     tem_metrics_counter(m, "trumpet_tem_metrics_scrapes_total",
                         "Scrapes of /metrics answered (this one "
-                        "included).", hs.scrapes);
+                        "included, unless this text is a cached one).",
+                        hs.scrapes);
     tem_metrics_counter(m, "trumpet_tem_metrics_errors_total",
                         "Faults of the metrics server (logged at most "
                         "once every 10 s).", hs.errors);
+    tem_metrics_counter(m, "trumpet_tem_metrics_timeouts_total",
+                        "Connections to the metrics server shut down at "
+                        "their deadline (--metrics-timeout).", hs.timeouts);
 }
 
 /* Reads the key pair and the allow-list, or says that there are none. */
@@ -1084,19 +1219,27 @@ tem_daemon_start(struct tem_daemon *d)
         exit(EXIT_FAILURE);
     }
     if (d->opt.alert_file) {
-        d->alert_file = fopen(d->opt.alert_file, "a");
-        if (!d->alert_file) {
+        int fd = open(d->opt.alert_file, O_WRONLY | O_APPEND | O_CREAT
+                      | O_CLOEXEC, 0666);
+        if (fd < 0) {
             fprintf(stderr, "trumpet-tem: cannot open alert file %s: %s\n",
                     d->opt.alert_file, strerror(errno));
             exit(EXIT_FAILURE);
         }
-        setvbuf(d->alert_file, NULL, _IOLBF, 0);
+        d->out_file = tem_sink_create(fd, true, d->opt.alert_buffer,
+                                      d->opt.alert_file);
+    }
+    if (d->opt.alerts_stdout) {
+        d->out_stdout = tem_sink_create(STDOUT_FILENO, false,
+                                        d->opt.alert_buffer,
+                                        "standard output");
     }
 
     /* Before the sockets: an address in use stops the TEM before it
      * binds anything. */
     if (strcmp(d->opt.metrics, "off")) {
-        d->http = tem_http_start(d->opt.metrics, metrics_fill, d, &error);
+        d->http = tem_http_start(d->opt.metrics, &d->opt.http, metrics_fill,
+                                 d, &error);
         if (!d->http) {
             fprintf(stderr, "trumpet-tem: refusing to start: --metrics: "
                     "%s\n", error);
@@ -1132,7 +1275,7 @@ tem_daemon_open(struct tem_daemon *d)
                             "hosts' (--listen)", hosts_zap,
                             d->opt.max_frame, d->listen_ep,
                             sizeof d->listen_ep);
-    d->pub = open_socket(d, ZMQ_PUB, d->opt.pub, "alerts' (--pub)",
+    d->pub = open_socket(d, ZMQ_XPUB, d->opt.pub, "alerts' (--pub)",
                          d->pub_curve ? TEM_ZAP_SUBSCRIBERS : NULL,
                          PUB_MAX_MSG,
                          d->pub_ep, sizeof d->pub_ep);
@@ -1160,19 +1303,40 @@ tem_daemon_turn(struct tem_daemon *d)
     uint64_t now = tpm_clock_real_ns();
     long timeout = next <= now ? 0
                    : (long) MIN((next - now + 999999) / 1000000, 1000);
-    zmq_pollitem_t items[] = {
+    uint64_t http_next = d->http ? tem_http_next_run(d->http) : UINT64_MAX;
+    if (http_next != UINT64_MAX) {
+        uint64_t mono = tpm_clock_mono_ns();
+        long ms = http_next <= mono ? 0
+                  : (long) MIN((http_next - mono + 999999) / 1000000, 1000);
+        timeout = MIN(timeout, ms);
+    }
+
+    /* The hosts' and control sockets, then those present: ZAP, the
+     * subscriptions of the alerts' XPUB, the metrics server, the alert
+     * outputs with bytes waiting. */
+    zmq_pollitem_t items[7] = {
         { .socket = d->router, .events = ZMQ_POLLIN },
         { .socket = d->rep, .events = ZMQ_POLLIN },
-        { .socket = d->zap, .events = ZMQ_POLLIN },
-        { .socket = NULL, .fd = d->http ? tem_http_fd(d->http) : -1,
-          .events = ZMQ_POLLIN },
+        { .socket = d->pub, .events = ZMQ_POLLIN },
     };
-    /* Without ZAP, the metrics item moves into its place. */
-    size_t n_items = d->zap ? 3 : 2;
-    size_t http_item = n_items;
+    size_t n_items = 3;
+    size_t zap_item = SIZE_MAX, http_item = SIZE_MAX;
+    if (d->zap) {
+        zap_item = n_items;
+        items[n_items++] = (zmq_pollitem_t) { .socket = d->zap,
+                                              .events = ZMQ_POLLIN };
+    }
     if (d->http) {
-        items[http_item] = items[3];
-        n_items++;
+        http_item = n_items;
+        items[n_items++] = (zmq_pollitem_t) { .fd = tem_http_fd(d->http),
+                                              .events = ZMQ_POLLIN };
+    }
+    struct tem_sink *sinks[] = { d->out_stdout, d->out_file };
+    for (size_t i = 0; i < ARRAY_SIZE(sinks); i++) {
+        if (sinks[i] && tem_sink_pending(sinks[i])) {
+            items[n_items++] = (zmq_pollitem_t) {
+                .fd = tem_sink_fd(sinks[i]), .events = ZMQ_POLLOUT };
+        }
     }
     for (size_t i = 0; i < ARRAY_SIZE(d->mon); i++) {
         if (d->mon[i].monitor) {
@@ -1190,7 +1354,16 @@ tem_daemon_turn(struct tem_daemon *d)
     /* Bounded work, hosts first: handshakes, host frames, timers, then
      * one control request. */
     uint64_t start = tpm_clock_mono_ns();
-    if (d->zap && items[2].revents & ZMQ_POLLIN) {
+    for (size_t i = 0; i < ARRAY_SIZE(sinks); i++) {
+        if (sinks[i]) {
+            tem_sink_flush(sinks[i]);
+        }
+    }
+    if (items[2].revents & ZMQ_POLLIN) {
+        pub_read(d);
+    }
+    tem_fd_warn();
+    if (zap_item != SIZE_MAX && items[zap_item].revents & ZMQ_POLLIN) {
         for (uint32_t i = 0; i < d->opt.batch && zap_serve(d); i++) {
             continue;
         }
@@ -1208,15 +1381,11 @@ tem_daemon_turn(struct tem_daemon *d)
         d->ctl_last_ns = tpm_clock_mono_ns() - ctl_start;
         d->ctl_max_ns = MAX(d->ctl_max_ns, d->ctl_last_ns);
     }
-    /* The metrics server last: when it has input, and once a second for
-     * its timeouts. */
-    if (d->http) {
-        uint64_t mono = tpm_clock_mono_ns();
-        if (items[http_item].revents & ZMQ_POLLIN
-            || mono - d->http_last_run_ns >= 1000000000ULL) {
-            d->http_last_run_ns = mono;
-            tem_http_run(d->http);
-        }
+    /* The metrics server last: when it has input, and when its timeouts
+     * say. */
+    if (d->http && (items[http_item].revents & ZMQ_POLLIN
+                    || tpm_clock_mono_ns() >= http_next)) {
+        tem_http_run(d->http);
     }
     d->turn_max_ns = MAX(d->turn_max_ns, tpm_clock_mono_ns() - start);
     return true;
@@ -1250,9 +1419,8 @@ tem_daemon_stop(struct tem_daemon *d)
     if (!strncmp(d->opt.ctl, "ipc://", 6)) {
         unlink(d->opt.ctl + 6);
     }
-    if (d->alert_file) {
-        fclose(d->alert_file);
-    }
+    tem_sink_destroy(d->out_stdout);
+    tem_sink_destroy(d->out_file);
 }
 
 int
@@ -1276,6 +1444,12 @@ main(int argc, char *argv[])
     d.opt.cfg.aux = &d;
     d.core = tem_core_create(&d.opt.cfg);
     load_keys(&d);
+    char *error = tem_fd_init(d.opt.fd_reserve);
+    if (error) {
+        fprintf(stderr, "trumpet-tem: refusing to start: %s\n", error);
+        free(error);
+        exit(EXIT_FAILURE);
+    }
     tem_daemon_start(&d);
     tem_daemon_open(&d);
     tpm_log(TPM_LOG_INFO, "TEM %s up: hosts on %s, alerts on %s, control on "
