@@ -78,8 +78,10 @@ Commands:\n\
                                  host (0: off)\n\
   alerts [--follow] [--count=N] [--tun-id=VNI] [EVENT]\n\
                                  the last N alerts (100) as JSON lines;\n\
-                                 --follow then prints new ones as they come;\n\
-                                 --tun-id: of tenant VNI's groups only\n\
+                                 --follow then prints new ones as they come\n\
+                                 (alerts missed, from gaps in their seq,\n\
+                                 on standard error); --tun-id: of tenant\n\
+                                 VNI's groups only\n\
   status                         TEM settings, endpoints and counters\n\
   allow-reload                   re-read the TEM's allow-list of keys\n\
   keygen [--force] FILE          write a new CURVE key pair to FILE (mode\n\
@@ -461,13 +463,33 @@ alert_of_tenant(const char *text, size_t len, const uint32_t *tun_id)
     return of;
 }
 
+/* Returns the "seq" of alert 'text' ('len' bytes), or 0 if it has
+ * none. */
+static uint64_t
+alert_seq(const char *text, size_t len)
+{
+    struct json_tokener *tok = json_tokener_new();
+    struct json_object *a = json_tokener_parse_ex(tok, text, len);
+    struct json_object *v = get(a, "seq");
+    int64_t seq = v && json_object_is_type(v, json_type_int)
+                  ? json_object_get_int64(v) : 0;
+    json_object_put(a);
+    json_tokener_free(tok);
+    return seq > 0 ? seq : 0;
+}
+
 /* Prints alerts from the TEM's PUB socket until interrupted: those of
- * 'event' (NULL: every event) and of tenant '*tun_id' (NULL: any). */
+ * 'event' (NULL: every event) and of tenant '*tun_id' (NULL: any).
+ * Following every alert, it tells on standard error of each gap in their
+ * sequence numbers (alerts the TEM could not deliver, or sent before a
+ * reconnection), and of their total at the end. */
 static int
 follow(const char *pub, const char *event, const uint32_t *tun_id)
 {
     void *ctx = zmq_ctx_new();
     void *s = zmq_socket(ctx, ZMQ_SUB);
+    bool check_seq = !event && !tun_id;
+    uint64_t last_seq = 0, missed = 0;
 
     secure_socket(s, pub);
     if (zmq_connect(s, pub)) {
@@ -494,9 +516,23 @@ follow(const char *pub, const char *event, const uint32_t *tun_id)
                                tun_id)) {
             printf("%.*s\n", (int) zmq_msg_size(&body),
                    (const char *) zmq_msg_data(&body));
+            uint64_t seq = check_seq ? alert_seq(zmq_msg_data(&body),
+                                                 zmq_msg_size(&body)) : 0;
+            if (seq > last_seq + 1 && last_seq) {
+                missed += seq - last_seq - 1;
+                fprintf(stderr, "tem-ctl: %"PRIu64" alerts missed (seq "
+                        "%"PRIu64" to %"PRIu64")\n", seq - last_seq - 1,
+                        last_seq + 1, seq - 1);
+            }
+            /* Lower: the TEM restarted. */
+            last_seq = seq ? seq : last_seq;
         }
         zmq_msg_close(&topic);
         zmq_msg_close(&body);
+    }
+    if (check_seq) {
+        fprintf(stderr, "tem-ctl: %"PRIu64" alerts missed in all\n",
+                missed);
     }
     zmq_close(s);
     zmq_ctx_term(ctx);
