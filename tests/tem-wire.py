@@ -48,7 +48,7 @@ import time
 
 import zmq
 
-from pbwire import field_bytes, field_varint, frame, varint
+from pbwire import field_bytes, field_varint, frame, parse, varint
 
 
 def hello(vmin, vmax, host, epoch_ns, instance=None):
@@ -62,10 +62,11 @@ def hello(vmin, vmax, host, epoch_ns, instance=None):
     return field_bytes(1, body)         # Message.hello = 1
 
 
-def satisfaction(event_id, addr, value=0.0, seq=None, late=None):
+def satisfaction(event_id, addr, value=0.0, seq=None, late=None,
+                 epoch=1000):
     key = (field_varint(1, 4) + field_bytes(2, addr) + field_bytes(3, addr)
            + field_varint(4, 1) + field_varint(5, 2) + field_varint(6, 17))
-    body = (field_varint(1, event_id) + field_varint(2, 1000)
+    body = (field_varint(1, event_id) + field_varint(2, epoch)
             + field_bytes(3, key) + varint(4 << 3 | 1)
             + struct.pack("<d", value))
     if seq is not None:
@@ -84,38 +85,6 @@ def read_key(arg, name):
         if k.strip() == name:
             return v.strip().strip('"').encode()
     fail("no %s in %s" % (name, arg))
-
-
-def parse(data):
-    """Decodes one protobuf message into {field: [values]}."""
-    fields, i = {}, 0
-    while i < len(data):
-        key, i = read_varint(data, i)
-        num, wt = key >> 3, key & 7
-        if wt == 0:
-            v, i = read_varint(data, i)
-        elif wt == 2:
-            n, i = read_varint(data, i)
-            v, i = data[i:i + n], i + n
-        elif wt == 1:
-            v, i = data[i:i + 8], i + 8
-        elif wt == 5:
-            v, i = data[i:i + 4], i + 4
-        else:
-            raise ValueError("wire type %d" % wt)
-        fields.setdefault(num, []).append(v)
-    return fields
-
-
-def read_varint(data, i):
-    n = shift = 0
-    while True:
-        b = data[i]
-        i += 1
-        n |= (b & 0x7F) << shift
-        shift += 7
-        if not b & 0x80:
-            return n, i
 
 
 def answers(sock, timeout_ms=2000):
