@@ -76,12 +76,12 @@ TESTS += tests/ovs-patch.sh tests/ovs-autotests.sh tests/ovs-integration.sh
 # variable names the target so that automake keeps its own recipe.)
 OVS_INTEGRATION_LOG = tests/ovs-integration.sh.log
 $(OVS_INTEGRATION_LOG): tests/ovs-autotests.sh.log
-# The fuzz targets' smoke runs and the TEM's attack and metrics tests keep
-# both CPUs busy: the PMD tests (a PMD thread on core 0 in some) start
-# after them.
+# The fuzz targets' smoke runs and the TEM's attack, limits and metrics
+# tests keep both CPUs busy: the PMD tests (a PMD thread on core 0 in
+# some) start after them.
 OVS_AUTOTESTS_LOG = tests/ovs-autotests.sh.log
 $(OVS_AUTOTESTS_LOG): tests/fuzz/fuzz.sh.log tests/tem-security.sh.log \
-	tests/tem-metrics.sh.log
+	tests/tem-limits.sh.log tests/tem-metrics.sh.log
 check_DATA = check-ovs-build
 check-ovs-build:
 	$(MAKE) $(AM_MAKEFLAGS) ovs
@@ -185,6 +185,13 @@ EXTRA_DIST += tests/tem-security.sh
 # line, the control socket answers within 100 ms all along.  No root.
 TESTS += tests/tem-hostile.sh
 EXTRA_DIST += tests/tem-hostile.sh
+
+# Peers that try to stall the TEM: idle TCP connections at a low
+# descriptor limit, metrics clients that trickle their headers, alert
+# output nobody reads and a slow alert subscriber; tem-ctl must answer
+# within 100 ms throughout and every drop must be counted.
+TESTS += tests/tem-limits.sh
+EXTRA_DIST += tests/tem-limits.sh tests/tem-limits.py
 
 # The TEM's metrics (--metrics) scraped by a real Prometheus on loopback
 # while tpm-replay hosts raise alerts, read back through its HTTP API

@@ -216,11 +216,11 @@ def sub(endpoint, sleep, quiet):
     for phase in ("drained", None):
         while sock.poll(int(quiet * 1000)):
             sock.recv()                 # Topic.
-            a = json.loads(sock.recv())
+            seq = json.loads(sock.recv()).get("seq", 0)
             n += 1
-            if last and a["seq"] > last + 1:
-                gaps += a["seq"] - last - 1
-            last = a["seq"]
+            if last and seq > last + 1:
+                gaps += seq - last - 1
+            last = seq
         if phase:
             print(phase, flush=True)
     print("delivered %d gaps %d" % (n, gaps), flush=True)

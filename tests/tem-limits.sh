@@ -174,9 +174,11 @@ echo "PASS: metrics: $n scrapes within 1 s while 16 (127.0.0.2) and 2" \
 tem_stop
 
 # --- 3. Alert output -----------------------------------------------------
-# A fifo that this shell holds open and never reads.
+# A fifo that a process holds open and never reads (killed first at
+# exit: the TEM then writes to no reader).
 mkfifo "$tmp/fifo"
-exec 3<>"$tmp/fifo"
+sleep 120 <>"$tmp/fifo" &
+pids+=($!)
 tem_start --insecure-plaintext --listen="ipc://$tmp/tem" \
     --pub="ipc://$tmp/pub" --state-file="$tmp/events3.json" \
     --sndhwm=100 --alert-buffer=65536 >"$tmp/fifo"
@@ -220,4 +222,3 @@ echo "PASS: alert output: $raised alerts with standard output blocked" \
      "delivered, $pub_dropped dropped = raised - delivered, $gaps in seq" \
      "gaps); tem-ctl answered within 100 ms $n times"
 tem_stop
-exec 3<&-
