@@ -49,8 +49,10 @@
  * Each loop turn does bounded work, hosts first: ZAP answers, at most
  * --batch frames from hosts, timers (heartbeats, deadlines), then at most
  * one control request (at most --max-request-bytes), then the metrics
- * server's pending work (at most TEM_HTTP_MAX_CONNECTIONS connections),
- * so no client can delay hosts by more than one bounded request.
+ * server's pending work (at most --metrics-connections connections), so
+ * no client can delay hosts by more than one bounded request.  The
+ * alert outputs with bytes waiting are polled for POLLOUT and written
+ * first, and the subscriptions of the alerts' XPUB read and discarded.
  * status reports the longest turn and the longest request seen.
  *
  * The logic lives in tem-core.h and the command line in tem-options.h;
