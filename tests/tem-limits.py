@@ -80,7 +80,8 @@ def idle(addr, n, secs):
             closed += 1
             socks.remove(s)
             s.close()
-        time.sleep(0.05)
+        # Not faster: the machine runs other tests.
+        time.sleep(0.25)
     print("opened %d closed %d" % (opened, closed), flush=True)
 
 

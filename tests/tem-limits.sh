@@ -6,8 +6,8 @@
 #
 #   1. Descriptors: a TEM whose limits are 64 (soft) and 128 (hard) raises
 #      its soft limit to 128 and keeps 32 (--fd-reserve); for 4 s, 150
-#      idle TCP connections to its hosts' port, each opened again as soon
-#      as it is closed, are refused at accept or closed after
+#      idle TCP connections to its hosts' port, each opened again within
+#      250 ms of its closing, are refused at accept or closed after
 #      --handshake-timeout=1s, while tem-ctl status answers within 100 ms
 #      every 200 ms and the TEM uses little CPU; a real host (tpm-replay
 #      h1, CURVE) connects once they are gone; no abort.
