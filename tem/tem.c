@@ -412,6 +412,16 @@ add_int(struct json_object *o, const char *key, int64_t value)
     json_object_object_add(o, key, json_object_new_int64(value));
 }
 
+/* Adds "PREFIX_KEY": 'value' to 'o'. */
+static void
+add_int_prefixed(struct json_object *o, const char *prefix, const char *key,
+                 int64_t value)
+{
+    char *name = xasprintf("%s_%s", prefix, key);
+    add_int(o, name, value);
+    free(name);
+}
+
 /* The alert outputs' counters: "stdout_*" and "file_*" for the outputs in
  * use, "pub_*" always. */
 static struct json_object *
@@ -429,18 +439,10 @@ alert_output_json(const struct tem_daemon *d)
             continue;
         }
         tem_sink_get_stats(outs[i].sink, &st);
-        char *key = xasprintf("%s_lines", outs[i].name);
-        add_int(o, key, st.lines);
-        free(key);
-        key = xasprintf("%s_dropped", outs[i].name);
-        add_int(o, key, st.dropped);
-        free(key);
-        key = xasprintf("%s_errors", outs[i].name);
-        add_int(o, key, st.errors);
-        free(key);
-        key = xasprintf("%s_pending_bytes", outs[i].name);
-        add_int(o, key, st.pending);
-        free(key);
+        add_int_prefixed(o, outs[i].name, "lines", st.lines);
+        add_int_prefixed(o, outs[i].name, "dropped", st.dropped);
+        add_int_prefixed(o, outs[i].name, "errors", st.errors);
+        add_int_prefixed(o, outs[i].name, "pending_bytes", st.pending);
     }
     add_int(o, "pub_sent", d->pub_sent);
     add_int(o, "pub_dropped", d->pub_drops);

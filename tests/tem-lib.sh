@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Sourced by the bash TEM tests with tpm-replay hosts: their common start,
-# and tem_keys (tests/tem-keys.sh).
+# tem-ctl helpers (ctl, status, wait_for), and tem_keys
+# (tests/tem-keys.sh).
 
 # shellcheck source=tests/tem-keys.sh
 . "$top_srcdir/tests/tem-keys.sh"
@@ -65,4 +66,27 @@ tem_stop() {
     kill "$tem_pid"
     wait "$tem_pid" || fail "the TEM exited with status $? on SIGTERM"
     tem_pid=
+}
+
+# ctl ARGS...: tem-ctl on the control socket of tem_start.
+ctl() {
+    "$CTL" --ctl="ipc://$tmp/ctl" "$@"
+}
+
+# status EXPR: a value of "tem-ctl --json status" (Python expression on
+# 's').
+status() {
+    ctl --json status | "$PY" -c "import json,sys; s=json.load(sys.stdin); print($1)"
+}
+
+# wait_for COMMAND VALUE WHAT [SECONDS]: polls COMMAND until it prints
+# VALUE (within SECONDS, 10 by default).
+wait_for() {
+    local i out
+    for ((i = 0; i < ${4:-10} * 10; i++)); do
+        out=$(eval "$1" 2>/dev/null || true)
+        [ "$out" = "$2" ] && return 0
+        sleep 0.1
+    done
+    fail "$3: '$out', expected '$2'"
 }

@@ -42,16 +42,6 @@ K=$tmp/k
 tem_keys "$K" h1
 KEYS=(--key-file="$K/tem.key" --allow-file="$K/allow")
 
-ctl() {
-    "$CTL" --ctl="ipc://$tmp/ctl" "$@"
-}
-
-# status EXPR: a value of "tem-ctl --json status" (Python expression on
-# 's').
-status() {
-    ctl --json status | "$PY" -c "import json,sys; s=json.load(sys.stdin); print($1)"
-}
-
 # ctl_fast WHAT: tem-ctl status must answer within 100 ms.
 ctl_fast() {
     ctl --timeout=100ms status >/dev/null 2>&1 \
@@ -73,18 +63,6 @@ ctl_fast_while() {
 # cpu_ticks: user + system clock ticks of the TEM so far.
 cpu_ticks() {
     awk '{print $14 + $15}' "/proc/$tem_pid/stat"
-}
-
-# wait_for COMMAND VALUE WHAT [SECONDS]: polls COMMAND until it prints
-# VALUE (within 10 s).
-wait_for() {
-    local i out
-    for ((i = 0; i < ${4:-10} * 10; i++)); do
-        out=$(eval "$1" 2>/dev/null || true)
-        [ "$out" = "$2" ] && return 0
-        sleep 0.1
-    done
-    fail "$3: '$out', expected '$2'"
 }
 
 # --- 1. Descriptors ------------------------------------------------------

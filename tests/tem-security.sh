@@ -40,16 +40,6 @@ tem_keys "$K" h1 h2
 cp "$K/allow" "$tmp/allow"
 KEYS=(--key-file="$K/tem.key" --allow-file="$tmp/allow")
 
-ctl() {
-    "$CTL" --ctl="ipc://$tmp/ctl" "$@"
-}
-
-# status EXPR: a value of "tem-ctl --json status" (Python expression on
-# 's').
-status() {
-    ctl --json status | "$PY" -c "import json,sys; s=json.load(sys.stdin); print($1)"
-}
-
 # host_sessions: "HOST:STATE:SESSIONS ..." of every host known.
 host_sessions() {
     ctl --json hosts | "$PY" -c 'import json,sys
@@ -60,18 +50,6 @@ print(" ".join("%s:%s:%d" % (h["host"], h["state"], h["sessions"])
 
 rss_kb() {
     awk '/^VmRSS:/ {print $2}' "/proc/$tem_pid/status"
-}
-
-# wait_for COMMAND VALUE WHAT [SECONDS]: polls COMMAND until it prints
-# VALUE (within 10 s).
-wait_for() {
-    local i out
-    for ((i = 0; i < ${4:-10} * 10; i++)); do
-        out=$(eval "$1" 2>/dev/null || true)
-        [ "$out" = "$2" ] && return 0
-        sleep 0.1
-    done
-    fail "$3: '$out', expected '$2'"
 }
 
 # start_tem: a TEM on the state file $tmp/events.json, kernel-chosen
