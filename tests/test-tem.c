@@ -705,6 +705,7 @@ START_TEST(test_poll_all_reply)
     ck_assert_uint_eq(json_object_array_length(field(a, "missing")), 0);
     ck_assert(!json_object_get_boolean(field(a, "deadline")));
     ck_assert_int_eq(json_object_get_int64(field(a, "latency_us")), 300);
+    ck_assert_int_eq(json_object_get_int64(field(a, "seq")), 1);
     ck_assert_str_eq(json_object_get_string(field(field(a, "group"),
                                                   "nw_dst")), "10.1.0.7");
     json_object_put(a);
