@@ -24,16 +24,6 @@ tem_test_init tem-hostile
 K=$tmp/keys
 tem_keys "$K" h1 h2
 
-ctl() {
-    "$CTL" --ctl="ipc://$tmp/ctl" "$@"
-}
-
-# status EXPR: a value of "tem-ctl --json status" (Python expression on
-# 's').
-status() {
-    ctl --json status | "$PY" -c "import json,sys; s=json.load(sys.stdin); print($1)"
-}
-
 tem_start --key-file="$K/tem.key" --allow-file="$K/allow" \
     --listen=tcp://127.0.0.1:0 --pub=tcp://127.0.0.1:0 \
     --state-file="$tmp/events.json" --no-alerts-stdout

@@ -17,8 +17,8 @@
 #      their deadline (--metrics-timeout=2s), and scrapes from 127.0.0.1
 #      succeed within 1 s throughout.
 #   3. Alert output: the TEM's standard output is a fifo nobody reads,
-#      and a subscriber connects to the alerts socket (queue of 100,
-#      --sndhwm) and reads nothing for 3 s, while a host raises 3000
+#      and a subscriber connects to the alerts socket (a queue of 512
+#      alerts, --peer-memory / 16384) and reads nothing for 3 s, while a host raises 3000
 #      alerts, then 100 more once the subscriber has read what it could:
 #      tem-ctl status answers within 100 ms throughout, every alert is
 #      raised, the alerts dropped on standard output are counted
@@ -159,7 +159,7 @@ sleep 120 <>"$tmp/fifo" &
 pids+=($!)
 tem_start --insecure-plaintext --listen="ipc://$tmp/tem" \
     --pub="ipc://$tmp/pub" --state-file="$tmp/events3.json" \
-    --sndhwm=100 --alert-buffer=65536 >"$tmp/fifo"
+    --alert-buffer=65536 >"$tmp/fifo"
 ctl event-add flood "filter=udp,nw_dst=10.99.0.0/24 interval=10ms" \
     group=nw_dst 'predicate=sum(volume) > 1' across=sum >/dev/null
 "$PY" "$LIMITS" sub "ipc://$tmp/pub" 3 1 >"$tmp/sub.out" &
