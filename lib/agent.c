@@ -168,7 +168,8 @@ struct agent_session {
 };
 
 struct tpm_agent {
-    /* Configuration (immutable after creation). */
+    /* Configuration (immutable after creation, but 'pmd_ids', the agent
+     * thread's: tpm_agent_set_pmds()). */
     char *endpoint;             /* ZeroMQ form. */
     char *host_id;
     struct tpm_prefix *prefixes;
@@ -223,6 +224,9 @@ struct tpm_agent {
     bool connected;             /* Acks and nacks are accepted. */
     bool tenant_ok;             /* The last session welcomed takes
                                  * tenants' groups (version 4 on). */
+    uint32_t *new_pmd_ids;      /* tpm_agent_set_pmds()'s, until the agent
+                                 * thread takes them, or NULL. */
+    size_t n_new_pmds;
     struct agent_ratelimit rl_host;
     struct tpm_agent_status status;
 };
@@ -1718,6 +1722,50 @@ agent_shutdown(struct tpm_agent *a)
     tproto_batch_clear(&a->batch);
 }
 
+/* Takes the monitors tpm_agent_set_pmds() gave, if any: the current
+ * session, if there is one, ends, and the next starts at once with a
+ * Hello that names them.  The agent is the same run (Hello.instance):
+ * its outage buffer goes to the next session, as after any outage. */
+static void
+agent_take_pmds(struct tpm_agent *a)
+{
+    pthread_mutex_lock(&a->mutex);
+    uint32_t *ids = a->new_pmd_ids;
+    size_t n = a->n_new_pmds;
+    a->new_pmd_ids = NULL;
+    pthread_mutex_unlock(&a->mutex);
+    if (!ids) {
+        return;
+    }
+    free(a->pmd_ids);
+    a->pmd_ids = ids;
+    a->n_pmds = n;
+    if (a->s.sock) {
+        agent_session_end(a, TPM_AGENT_BACKOFF, "the host's monitors "
+                          "changed (%zu now): a new Hello", n);
+    }
+    a->retry_ns = 0;
+    a->backoff_ns = a->backoff_min_ns;
+}
+
+void
+tpm_agent_set_pmds(struct tpm_agent *a, const uint32_t *pmd_ids, size_t n)
+{
+    uint32_t *ids = xmalloc(MAX(n, 1) * sizeof *ids);
+    uint64_t one = 1;
+
+    memcpy(ids, pmd_ids, n * sizeof *ids);
+
+    pthread_mutex_lock(&a->mutex);
+    free(a->new_pmd_ids);
+    a->new_pmd_ids = ids;
+    a->n_new_pmds = n;
+    pthread_mutex_unlock(&a->mutex);
+    if (write(a->wake_fd, &one, sizeof one) < 0 && errno != EAGAIN) {
+        tpm_log(TPM_LOG_ERR, "agent: eventfd write: %s", strerror(errno));
+    }
+}
+
 static void *
 agent_main(void *a_)
 {
@@ -1726,6 +1774,7 @@ agent_main(void *a_)
     a->backoff_ns = a->backoff_min_ns;
     a->retry_ns = 0;
     while (!atomic_load(&a->exiting)) {
+        agent_take_pmds(a);
         uint64_t now = tpm_clock_mono_ns();
         if (!a->s.sock && now >= a->retry_ns) {
             agent_session_open(a);
@@ -1990,6 +2039,7 @@ tpm_agent_destroy(struct tpm_agent *a)
     free(a->host_id);
     free(a->prefixes);
     free(a->pmd_ids);
+    free(a->new_pmd_ids);
     free(a->software);
     free(a);
 }

@@ -197,6 +197,14 @@ bool tpm_agent_send_poll_batch_reply(struct tpm_agent *, uint64_t cookie,
                                      uint64_t epoch, const uint8_t *status,
                                      const double *values, size_t n);
 
+/* The host's monitors changed: the agent says Hello again, naming
+ * 'pmd_ids' (the TEM starts a new session and installs its events
+ * again), as the same run: what the current session leaves unconfirmed
+ * is sent again in the next, as after an outage (the outage buffer is
+ * kept, where a new agent would start empty).  Host thread. */
+void tpm_agent_set_pmds(struct tpm_agent *, const uint32_t *pmd_ids,
+                        size_t n);
+
 /* The host's monitor counters (all its monitors summed) that the next
  * heartbeats carry to the TEM, for its metrics.  Cheap: call it about
  * once a heartbeat period. */

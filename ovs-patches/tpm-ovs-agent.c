@@ -58,6 +58,7 @@ static uint32_t *agent_pmd_ids;
 static size_t agent_n_pmds;
 static uint64_t agent_pmds_gen;     /* 'pmds_gen' last compared. */
 static uint64_t agent_restarts;     /* Since ovs-vswitchd started. */
+static uint64_t agent_pmd_restarts; /* New Hellos for new PMD threads. */
 static uint64_t agent_started_ns;
 
 /* What the main thread did for the agent since it (re)started. */
@@ -803,7 +804,10 @@ agent_restart(struct tpm_pmd **parts, size_t n, const char *why)
     }
 }
 
-/* Restarts the agent when the PMD threads changed since its Hello. */
+/* Tells the agent when the PMD threads changed since its Hello: it says
+ * Hello again, as the same run, so that the reports the TEM has not
+ * confirmed (its outage buffer) reach the next session; the TEM's
+ * events are installed again on the new session (TPM_AGENT_RESYNC). */
 void
 tpm_ovs_agent_check_pmds(struct tpm_pmd **parts, size_t n)
 {
@@ -812,12 +816,17 @@ tpm_ovs_agent_check_pmds(struct tpm_pmd **parts, size_t n)
     }
     agent_pmds_gen = tpm_ovs_snapshot_gen;
     uint32_t *ids = pmd_core_ids(parts, n);
-    bool same = n == agent_n_pmds
-                && !memcmp(ids, agent_pmd_ids, n * sizeof *ids);
-    free(ids);
-    if (!same) {
-        agent_restart(parts, n, "the PMD threads changed");
+    if (n == agent_n_pmds && !memcmp(ids, agent_pmd_ids, n * sizeof *ids)) {
+        free(ids);
+        return;
     }
+    VLOG_INFO("the PMD threads changed (%"PRIuSIZE" now): the TEM agent "
+              "says Hello again", n);
+    agent_pmd_restarts++;
+    tpm_agent_set_pmds(agent, ids, n);
+    free(agent_pmd_ids);
+    agent_pmd_ids = ids;
+    agent_n_pmds = n;
 }
 
 /* Returns true if 's' is a valid host id (lib/agent.h). */
@@ -1024,8 +1033,9 @@ tpm_unixctl_controller_show(struct unixctl_conn *conn, int argc OVS_UNUSED,
     }
     ds_put_format(&s, "%s\n", agent_n_pmds ? "" : " none");
     ds_put_format(&s, "sessions: %"PRIu64", reconnects: %"PRIu64", agent "
-                  "restarts: %"PRIu64" (started ", st.sessions,
-                  st.reconnects, agent_restarts);
+                  "restarts: %"PRIu64", new Hellos for new PMD threads: "
+                  "%"PRIu64" (started ", st.sessions, st.reconnects,
+                  agent_restarts, agent_pmd_restarts);
     format_age(&s, agent_started_ns, now);
     ds_put_cstr(&s, ")\n");
     ds_put_format(&s, "frames in: %"PRIu64", out: %"PRIu64"\n",

@@ -329,9 +329,10 @@ fd_readable(struct tpm_agent *a)
     return poll(&pfd, 1, 0) == 1;
 }
 
-/* Checks the Hello in 'f' against agent_config(). */
+/* Checks the Hello in 'f' against agent_config(), but that it names the
+ * monitors 'ids' ('n' of them). */
 static void
-check_hello(const Trumpet__Frame *f)
+check_hello_pmds(const Trumpet__Frame *f, const uint32_t *ids, size_t n)
 {
     ck_assert_uint_eq(f->version, TPROTO_VERSION_MAX);
     const Trumpet__Hello *h = f->messages[0]->hello;
@@ -343,10 +344,10 @@ check_hello(const Trumpet__Frame *f)
     ck_assert_msg(h->clock_ns <= now && h->clock_ns + 5000 * MS > now,
                   "hello clock %"PRIu64", now %"PRIu64, h->clock_ns, now);
     ck_assert_str_eq(h->software, "test-agent 1.0");
-    ck_assert_uint_eq(h->n_pmd_ids, 3);
-    ck_assert_uint_eq(h->pmd_ids[0], 3);
-    ck_assert_uint_eq(h->pmd_ids[1], 5);
-    ck_assert_uint_eq(h->pmd_ids[2], 7);
+    ck_assert_uint_eq(h->n_pmd_ids, n);
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_uint_eq(h->pmd_ids[i], ids[i]);
+    }
     ck_assert_uint_eq(h->n_prefixes, 2);
     char buf[64];
     struct tpm_prefix p;
@@ -356,15 +357,22 @@ check_hello(const Trumpet__Frame *f)
     ck_assert_str_eq(tpm_prefix_format(&p, buf, sizeof buf), "fd00::/8");
 }
 
-/* Opens a session: Hello checked, Welcome sent (in the same frame as a
- * Heartbeat saying reports up to 'received' arrived, if not 0), RESYNC
- * taken.  Returns the Hello's agent instance. */
+static void
+check_hello(const Trumpet__Frame *f)
+{
+    check_hello_pmds(f, pmds, ARRAY_SIZE(pmds));
+}
+
+/* Opens a session: Hello checked (naming the monitors 'ids', 'n' of
+ * them), Welcome sent (in the same frame as a Heartbeat saying reports up
+ * to 'received' arrived, if not 0), RESYNC taken.  Returns the Hello's
+ * agent instance. */
 static uint64_t
-open_session_received(struct tem *t, struct tpm_agent *a, uint64_t sessions,
-                      uint64_t received)
+open_session_pmds(struct tem *t, struct tpm_agent *a, uint64_t sessions,
+                  uint64_t received, const uint32_t *ids, size_t n)
 {
     Trumpet__Frame *f = tem_expect(t, TRUMPET__MESSAGE__BODY_HELLO);
-    check_hello(f);
+    check_hello_pmds(f, ids, n);
     ck_assert(f->messages[0]->hello->has_instance);
     uint64_t instance = f->messages[0]->hello->instance;
     ck_assert_uint_ne(instance, 0);
@@ -392,6 +400,14 @@ open_session_received(struct tem *t, struct tpm_agent *a, uint64_t sessions,
     ck_assert_uint_eq(s.version, t->version);
     ck_assert_uint_eq(s.sessions, sessions);
     return instance;
+}
+
+static uint64_t
+open_session_received(struct tem *t, struct tpm_agent *a, uint64_t sessions,
+                      uint64_t received)
+{
+    return open_session_pmds(t, a, sessions, received, pmds,
+                             ARRAY_SIZE(pmds));
 }
 
 static void
@@ -1265,6 +1281,44 @@ START_TEST(test_outage_resend)
 }
 END_TEST
 
+/* The host's monitors change (its PMD threads): the agent says Hello
+ * again at once, naming the new ones, as the same run, and what the TEM
+ * had not confirmed goes to the new session, flagged late: nothing
+ * lost, where a new agent would start with an empty outage buffer. */
+START_TEST(test_pmds_changed)
+{
+    struct tem t;
+    tem_init(&t, 200);
+    t.version = TPROTO_VERSION_CONFIRM;
+    struct tpm_agent_config c;
+    agent_config(&c, t.endpoint);
+    struct tpm_agent *a = agent_start(&c);
+    uint64_t instance = open_session_received(&t, a, 1, 0);
+    struct report r[64];
+
+    give_reports(a, 1, 30);
+    tem_recv_reports(&t, r, 30);
+    check_reports(r, 30, 1, 1, false);
+    tem_send_received(&t, 10);
+    WAIT_STATUS(a, w, w.acked == 10);
+
+    static const uint32_t ids[] = { 5, 9 };
+    tpm_agent_set_pmds(a, ids, ARRAY_SIZE(ids));
+    t.peer_len = 0;
+    ck_assert_uint_eq(open_session_pmds(&t, a, 2, 10, ids, ARRAY_SIZE(ids)),
+                      instance);
+    tem_recv_reports(&t, r, 20);
+    check_reports(r, 20, 11, 11, true);
+    ck_assert_ptr_null(tem_recv_data(&t, 100));
+    tem_send_received(&t, 30);
+    WAIT_STATUS(a, w, w.acked == 30);
+    check_counters(a, 30, 30, 0, 0, 0, 20);
+
+    tpm_agent_destroy(a);
+    tem_destroy(&t);
+}
+END_TEST
+
 /* A full outage buffer drops its oldest reports, each counted once:
  * dropped if it was never sent, unconfirmed if it was sent in a session
  * that ended before the TEM confirmed it, acked if the TEM confirms it
@@ -2033,6 +2087,7 @@ agent_suite(void)
     tcase_add_test(tc, test_reconnect);
     tcase_add_test(tc, test_queue_full);
     tcase_add_test(tc, test_outage_resend);
+    tcase_add_test(tc, test_pmds_changed);
     tcase_add_test(tc, test_outage_buffer_full);
     tcase_add_test(tc, test_outage_poll_batch_reply);
     tcase_add_test(tc, test_tenant);
