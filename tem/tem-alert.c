@@ -271,10 +271,11 @@ tem_alert_raise(struct tem_core *core, struct tem_event *e,
     core->stats.alerts_late += late;
     sbuf_str(b, ",\"latency_us\":");
     tem_alert_put_int(b, (now - d->started_ns) / 1000);
+    uint64_t real = tem_core_real(core);
     sbuf_str(b, ",\"time\":");
-    tem_alert_put_time(core, b, now);
+    tem_alert_put_time(core, b, real);
     sbuf_str(b, ",\"time_ns\":");
-    tem_alert_put_int(b, now);
+    tem_alert_put_int(b, real);
     /* 1, 2, ... over this run's alerts: a gap tells a subscriber what it
      * missed. */
     sbuf_str(b, ",\"seq\":");

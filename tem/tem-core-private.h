@@ -39,8 +39,10 @@
  * must have an upper one do is data it leaves in struct tem_core (a
  * held satisfaction for tem-out.c's confirmations, 'next_timers_ns' = 0
  * for tem-core.c's timers), never a call.  The calls out of the core are
- * the caller's callbacks in struct tem_config: 'clock' (tem_core_now()),
- * 'send' (tem-out.c) and 'alert' (tem-alert.c).  A call that one day must
+ * the caller's callbacks in struct tem_config: the clocks 'clock.mono'
+ * (tem_core_now(), every timer and duration) and 'clock.real'
+ * (tem_core_real(), the moments told to others), 'send' (tem-out.c) and
+ * 'alert' (tem-alert.c).  A call that one day must
  * go up is to be a function pointer that the upper file sets, named and
  * documented here as a call back.
  *
@@ -169,6 +171,9 @@ struct tem_host {
     uint32_t n_pmds;
     char *software;
     uint64_t connected_ns, last_rx_ns, last_hb_tx_ns, gone_ns;
+    uint64_t silent_from_ns;    /* Its silence counts from here:
+                                 * 'last_rx_ns', moved on when the loop
+                                 * overran (tem_host_delay()). */
     uint64_t hb_seq;
     char gone_reason[160];
 
@@ -227,7 +232,8 @@ struct tem_member {
     enum tem_install_state state;
     bool is_new;                /* Added by the current reconcile. */
     uint64_t cookie;            /* Of the last Install. */
-    uint64_t installed_ns;
+    uint64_t installed_ns;      /* Wall clock: compared with the end of
+                                 * an epoch. */
     char *reason;               /* Nack reason (owned) or NULL. */
     double share;               /* Threshold share (split events). */
     double ewma;                /* History of the host's values. */
@@ -329,7 +335,8 @@ struct tem_late {
 /* The core: what its files share. */
 struct tem_core {
     struct tem_config cfg;
-    uint64_t start_ns;
+    uint64_t start_ns;          /* Monotonic, for the uptime... */
+    uint64_t start_real_ns;     /* ... and on the wall clock. */
 
     /* Hosts. */
     struct tem_host **hosts;    /* [max_hosts], NULL until used. */
@@ -395,13 +402,22 @@ struct tem_core {
     uint64_t latency_counts[TEM_LATENCY_BUCKETS + 1];
     double latency_sum_s;
     struct tem_rl rl_session, rl_install, rl_drill, rl_misc, rl_input;
-    struct tem_rl rl_security, rl_late;
+    struct tem_rl rl_security, rl_late, rl_overrun;
 };
 
+/* The monotonic clock: every timer and duration of the core. */
 static inline uint64_t
 tem_core_now(const struct tem_core *core)
 {
-    return core->cfg.clock(core->cfg.aux);
+    return core->cfg.clock.mono(core->cfg.clock.aux);
+}
+
+/* The wall clock: only the moments the core tells others (alerts' time,
+ * the clock of Welcome and Heartbeat, the start time). */
+static inline uint64_t
+tem_core_real(const struct tem_core *core)
+{
+    return core->cfg.clock.real(core->cfg.clock.aux);
 }
 
 /* The epoch the TEM's wall clock is in: hosts number epochs by real time
@@ -410,7 +426,7 @@ tem_core_now(const struct tem_core *core)
 static inline uint64_t
 tem_core_epoch_now(const struct tem_core *core)
 {
-    return tem_core_now(core) / core->cfg.epoch_ns;
+    return tem_core_real(core) / core->cfg.epoch_ns;
 }
 
 /* The files' functions, from the bottom up. */
@@ -479,11 +495,13 @@ void tem_decide_poll_reply(struct tem_core *, struct tem_host *,
 void tem_decide_host_gone(struct tem_core *, const struct tem_host *);
 void tem_decide_run(struct tem_core *, uint64_t now);
 uint64_t tem_decide_next_ns(const struct tem_core *);
+void tem_decide_delay(struct tem_core *, uint64_t ns);
 
 /* tem-host.c. */
 extern const char *const tem_host_dos_state_names[];   /* enum tem_dos_state */
 bool tem_host_dos_wanted(const struct tem_core *, const struct tem_host *,
                          uint32_t *bytes);
 uint64_t tem_host_run(struct tem_core *, uint64_t now);
+void tem_host_delay(struct tem_core *, uint64_t ns);
 
 #endif /* tem-core-private.h */

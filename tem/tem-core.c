@@ -15,11 +15,35 @@
  * keys kept long enough, then, when they are due, runs the hosts' timers
  * (tem-host.c: heartbeats, host timeouts) and the events' (tem-event.c:
  * drill-down expiry, rebalancing).  It returns when it next needs to run;
- * nothing else keeps time.
+ * nothing else keeps time.  Every timer is on the monotonic clock
+ * (tem_core_now()), so that a step of the wall clock fires none early and
+ * holds none back.  tem_core_overrun() extends the timers that wait for
+ * hosts (tem-decide.c's deadlines and kept keys, tem-host.c's silence
+ * timeouts) by the time the caller's loop did not run.
  */
 #include "tem-core-private.h"
 
+#include <inttypes.h>
 #include <string.h>
+
+#include "clock.h"
+
+static uint64_t
+tem_core_clock_mono__(void *aux)
+{
+    return tpm_clock_mono_ns();
+}
+
+static uint64_t
+tem_core_clock_real__(void *aux)
+{
+    return tpm_clock_real_ns();
+}
+
+const struct tem_clock tem_clock_system = {
+    .mono = tem_core_clock_mono__,
+    .real = tem_core_clock_real__,
+};
 
 void
 tem_config_init(struct tem_config *cfg)
@@ -46,6 +70,7 @@ tem_config_init(struct tem_config *cfg)
     cfg->late_per_turn = 256;
     cfg->late_queue = 65536;
     cfg->max_seq_gap = UINT64_C(1) << 32;
+    cfg->clock = tem_clock_system;
 }
 
 struct tem_core *
@@ -62,6 +87,7 @@ tem_core_create(const struct tem_config *cfg)
     core->cfg.max_batch_bytes = MAX(4096, MIN(cfg->max_batch_bytes,
                                               TPROTO_MAX_FRAME / 2));
     core->start_ns = tem_core_now(core);
+    core->start_real_ns = tem_core_real(core);
 
     core->hosts = xcalloc(core->cfg.max_hosts, sizeof *core->hosts);
     core->peer_mask = pow2_at_least(2 * core->cfg.max_hosts) - 1;
@@ -144,4 +170,24 @@ tem_core_run(struct tem_core *core)
         core->next_timers_ns = MIN(hosts, events);
     }
     return MIN(core->next_timers_ns, tem_decide_next_ns(core));
+}
+
+void
+tem_core_overrun(struct tem_core *core, uint64_t late_ns, uint64_t grace_ns)
+{
+    uint64_t ns = late_ns + grace_ns;
+
+    tem_decide_delay(core, ns);
+    tem_host_delay(core, ns);
+    core->next_timers_ns = 0;
+    core->stats.overruns++;
+    core->stats.overrun_ns += late_ns;
+    core->stats.overrun_max_ns = MAX(core->stats.overrun_max_ns, late_ns);
+    uint64_t late_ms = late_ns / NS_PER_MS, ms = ns / NS_PER_MS;
+    tem_log_rl(core, &core->rl_overrun, TPM_LOG_WARN, "the loop ran its "
+               "timers %"PRIu64".%03"PRIu64" s late (the process was "
+               "stopped, starved or held by slow work): poll deadlines and "
+               "host timeouts extended by %"PRIu64".%03"PRIu64" s "
+               "(%"PRIu64" overruns so far)", late_ms / 1000, late_ms % 1000,
+               ms / 1000, ms % 1000, core->stats.overruns);
 }

@@ -31,8 +31,20 @@
  * The caller owns the sockets: it feeds every frame received with
  * tem_core_input(), calls tem_core_run() for timers and tem_core_flush()
  * once per loop iteration, which hands every host's queued messages to
- * the 'send' callback as one batch (one frame).  Time comes from the
- * 'clock' callback (wall-clock ns; tests use a fake one).
+ * the 'send' callback as one batch (one frame).  A caller should feed
+ * what its sockets hold before it runs the timers, so that an answer that
+ * came in time is never counted missing because it waited in a queue.
+ *
+ * Time comes from two clocks (struct tem_clock; tests give fake ones):
+ * the monotonic clock for every timer and every duration (heartbeats,
+ * silence, poll deadlines, re-polls, decided keys, drill-downs,
+ * rebalancing, detection latency, ages and uptime), the wall clock only
+ * for what names a moment to the outside (the time of alerts, the clock
+ * of Welcome and Heartbeat, the start time in the metrics).  A step of
+ * the wall clock, forward or back, moves no timer.  When the caller's
+ * loop did not run for a while (the process was stopped, starved or held
+ * by slow work), tem_core_overrun() extends the timers that wait for
+ * hosts by that time.
  *
  * Thread-safety: a core is used by one thread.
  */
@@ -47,6 +59,19 @@
 #include "tproto.h"
 
 struct json_object;
+
+/* The core's clocks, in nanoseconds.  'mono' never steps (CLOCK_MONOTONIC
+ * in the daemon): every timer and duration.  'real' is the wall clock
+ * (CLOCK_REALTIME), which an operator or NTP may step: only the moments
+ * the core tells others. */
+struct tem_clock {
+    uint64_t (*mono)(void *aux);
+    uint64_t (*real)(void *aux);
+    void *aux;
+};
+
+/* The system's clocks (lib/clock.h): CLOCK_MONOTONIC and CLOCK_REALTIME. */
+extern const struct tem_clock tem_clock_system;
 
 struct tem_config {
     const char *tem_id;         /* Sent in Welcome ("tem"). */
@@ -94,8 +119,10 @@ struct tem_config {
                                  * more than this is a protocol error
                                  * (2^32). */
 
+    /* The clocks (tem_clock_system). */
+    struct tem_clock clock;
+
     /* Callbacks. */
-    uint64_t (*clock)(void *aux);               /* Wall clock, ns. */
     /* Sends 'batch' as one frame of protocol 'version' (0: the highest
      * this build speaks) to ZeroMQ peer 'peer'; returns false if it was
      * dropped (counted). */
@@ -110,7 +137,8 @@ struct tem_config {
  * clock (the hosts' clocks differ a little). */
 #define TEM_EPOCH_AHEAD 2
 
-/* Fills in the defaults noted above; callbacks NULL. */
+/* Fills in the defaults noted above; the system's clocks, callbacks
+ * NULL. */
 void tem_config_init(struct tem_config *);
 
 struct tem_core *tem_core_create(const struct tem_config *);
@@ -136,9 +164,22 @@ void tem_core_peer_revoke(struct tem_core *, const void *peer,
                           size_t peer_len, const char *reason);
 
 /* Runs the timers that are due (deadlines, re-polls, heartbeats, host
- * timeouts, drill-down expiry, rebalancing).  Returns the wall-clock time
- * at which it next needs to run. */
+ * timeouts, drill-down expiry, rebalancing).  Returns the time of the
+ * monotonic clock at which it next needs to run. */
 uint64_t tem_core_run(struct tem_core *);
+
+/* Tells the core that its caller's loop ran its timers 'late_ns' later
+ * than it expected to (it was stopped, starved, or held by slow work):
+ * what the hosts sent meanwhile is still queued.  The timers that wait
+ * for hosts are extended by 'late_ns' + 'grace_ns' (each pending
+ * decision's poll deadline, each decided key's keep time and each
+ * connected host's silence timeout), so that none expires before that
+ * input is read; 'grace_ns' is the time the caller gives what is still
+ * on its way in (in the kernel's buffers, in ZeroMQ's I/O thread).
+ * Re-polls, heartbeats to send, drill-downs and rebalancing keep their
+ * times.  Counted (tem_stats's 'overruns', 'overrun_ns',
+ * 'overrun_max_ns': 'late_ns') and logged, rate-limited. */
+void tem_core_overrun(struct tem_core *, uint64_t late_ns, uint64_t grace_ns);
 
 /* Hands every host's queued messages to the 'send' callback. */
 void tem_core_flush(struct tem_core *);
@@ -309,6 +350,10 @@ struct tem_stats {
                                  * --late-queue was full. */
     uint64_t seq_errors;        /* Sessions ended: a report number jumped
                                  * by more than --max-seq-gap. */
+    /* The caller's loop (tem_core_overrun()). */
+    uint64_t overruns;          /* Times it ran its timers late. */
+    uint64_t overrun_ns;        /* How late in all... */
+    uint64_t overrun_max_ns;    /* ... and at most. */
 };
 
 void tem_core_get_stats(const struct tem_core *, struct tem_stats *);

@@ -813,3 +813,23 @@ tem_decide_next_ns(const struct tem_core *core)
     }
     return next;
 }
+
+static void
+tem_decide_delay__(struct tpm_decision *d, void *ns_)
+{
+    const uint64_t *ns = ns_;
+    if (d->decided) {
+        d->expires_ns += *ns;
+    } else {
+        d->deadline_ns += *ns;
+    }
+}
+
+/* Extends every pending decision's deadline and every decided key's keep
+ * time by 'ns' (tem_core_overrun()).  The same delay for all keeps the
+ * engine's lists in time order. */
+void
+tem_decide_delay(struct tem_core *core, uint64_t ns)
+{
+    tpm_decisions_for_each(core->decisions, tem_decide_delay__, &ns);
+}

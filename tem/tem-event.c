@@ -189,14 +189,14 @@ tem_event_shares(const struct tem_core *core, const struct tem_event *e,
 
 static void
 tem_event_member_install(struct tem_core *core, struct tem_event *e,
-                         struct tem_member *m, uint64_t now)
+                         struct tem_member *m)
 {
     struct tem_host *h = core->hosts[m->host_slot];
     struct tproto_batch *b = tem_out_batch(core, h, strlen(e->local_def)
                                            + strlen(e->name) + 32);
     m->cookie = core->next_cookie++;
     m->state = TEM_INSTALL_PENDING;
-    m->installed_ns = now;
+    m->installed_ns = tem_core_real(core);
     free(m->reason);
     m->reason = NULL;
     tproto_add_install(b, m->cookie, e->id, e->name, e->local_def,
@@ -228,18 +228,18 @@ tem_event_index_members(struct tem_event *e)
  * is removed and installed again (its history on the host restarts). */
 static void
 tem_event_apply_shares(struct tem_core *core, struct tem_event *e,
-                       const double *shares, uint64_t now)
+                       const double *shares)
 {
     double eps = 1e-9 * MAX(fabs(e->threshold), 1);
     for (size_t i = 0; i < e->n_members; i++) {
         struct tem_member *m = &e->members[i];
         if (m->is_new) {
             m->share = shares[i];
-            tem_event_member_install(core, e, m, now);
+            tem_event_member_install(core, e, m);
         } else if (fabs(m->share - shares[i]) > eps) {
             m->share = shares[i];
             tem_event_member_remove(core, e, m);
-            tem_event_member_install(core, e, m, now);
+            tem_event_member_install(core, e, m);
             e->stats.reinstalls++;
         }
         m->is_new = false;
@@ -294,13 +294,13 @@ tem_event_reconcile(struct tem_core *core, struct tem_event *e, uint64_t now)
         if (joined) {
             double *shares = xcalloc(e->n_members, sizeof *shares);
             tem_event_shares(core, e, shares);
-            tem_event_apply_shares(core, e, shares, now);
+            tem_event_apply_shares(core, e, shares);
             free(shares);
         }
     } else {
         for (size_t i = 0; i < e->n_members; i++) {
             if (e->members[i].is_new) {
-                tem_event_member_install(core, e, &e->members[i], now);
+                tem_event_member_install(core, e, &e->members[i]);
                 e->members[i].is_new = false;
             }
         }
@@ -318,7 +318,7 @@ tem_event_reconcile_all(struct tem_core *core, uint64_t now)
 /* Re-splits 'e''s threshold if some member's share would move by more
  * than --rebalance-change. */
 static void
-tem_event_rebalance(struct tem_core *core, struct tem_event *e, uint64_t now)
+tem_event_rebalance(struct tem_core *core, struct tem_event *e)
 {
     if (!e->split || e->n_members < 1) {
         return;
@@ -338,7 +338,7 @@ tem_event_rebalance(struct tem_core *core, struct tem_event *e, uint64_t now)
         tem_log_rl(core, &core->rl_install, TPM_LOG_INFO,
                    "event %s: re-splitting threshold %g over %zu hosts",
                    e->name, e->threshold, e->n_members);
-        tem_event_apply_shares(core, e, shares, now);
+        tem_event_apply_shares(core, e, shares);
     }
     free(shares);
 }
@@ -373,7 +373,7 @@ tem_event_run(struct tem_core *core, uint64_t now)
         if (e->split) {
             if (now >= e->next_rebalance_ns) {
                 if (e->next_rebalance_ns) {
-                    tem_event_rebalance(core, e, now);
+                    tem_event_rebalance(core, e);
                 }
                 e->next_rebalance_ns = now + core->cfg.rebalance_ns;
             }

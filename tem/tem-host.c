@@ -37,7 +37,9 @@
  * decision is pending.
  *
  * Timers: tem_host_run(), run by tem_core_run() about twice a heartbeat
- * period, sends heartbeats and ends the sessions of silent hosts.
+ * period, sends heartbeats and ends the sessions of silent hosts;
+ * tem_host_delay() extends the silence timeouts after the caller's loop
+ * overran (tem_core_overrun()).
  */
 #include "tem-core-private.h"
 
@@ -205,12 +207,13 @@ tem_host_report_take(struct tem_core *core, struct tem_host *h, bool has_seq,
     return true;
 }
 
-/* Appends a heartbeat to 'h''s batch, with what it delivered. */
+/* Appends a heartbeat to 'h''s batch, with what it delivered; 'now' is
+ * the monotonic clock (the heartbeat carries the wall clock). */
 static void
 tem_host_heartbeat(struct tem_core *core, struct tem_host *h, uint64_t now)
 {
     struct tproto_batch *b = tem_out_batch(core, h, 32);
-    tproto_add_heartbeat(b, now, ++h->hb_seq);
+    tproto_add_heartbeat(b, tem_core_real(core), ++h->hb_seq);
     if (h->version >= TPROTO_VERSION_CONFIRM && tem_out_received(h)) {
         h->seq_told = tem_out_received(h);
         tproto_set_received(b, h->seq_told);
@@ -646,13 +649,14 @@ tem_host_hello(struct tem_core *core, const void *peer, size_t peer_len,
     h->state = TEM_HOST_CONNECTED;
     h->session = ++core->session_seq;
     h->connected_ns = h->last_rx_ns = h->last_hb_tx_ns = now;
+    h->silent_from_ns = now;
     h->gone_reason[0] = '\0';
     h->stats.sessions++;
     tem_host_peer_insert(core, h);
     core->stats.sessions++;
 
     tproto_add_welcome(tem_out_batch(core, h, 64 + strlen(core->cfg.tem_id)),
-                       version, core->cfg.tem_id, now,
+                       version, core->cfg.tem_id, tem_core_real(core),
                        core->cfg.heartbeat_ms);
     tem_log_rl(core, &core->rl_session, TPM_LOG_INFO,
                "host %s connected (protocol version %"PRIu32", %zu "
@@ -896,7 +900,7 @@ tem_core_input_auth(struct tem_core *core, const void *peer, size_t peer_len,
             if (!rx_ns) {
                 rx_ns = tem_core_now(core);
             }
-            h->last_rx_ns = rx_ns;
+            h->last_rx_ns = h->silent_from_ns = rx_ns;
             tem_host_message(core, h, msg);
         }
         if (h && h->state != TEM_HOST_CONNECTED) {
@@ -922,7 +926,9 @@ tem_host_run(struct tem_core *core, uint64_t now)
         if (!tem_out_host_connected(h)) {
             continue;
         }
-        if (now - h->last_rx_ns >= TEM_HEARTBEAT_MISSES * hb_ns) {
+        uint64_t silent_until = (h->silent_from_ns
+                                 + TEM_HEARTBEAT_MISSES * hb_ns);
+        if (now >= silent_until) {
             tem_host_gone(core, h, "no message for 3 heartbeat periods");
             continue;
         }
@@ -930,7 +936,22 @@ tem_host_run(struct tem_core *core, uint64_t now)
             tem_host_heartbeat(core, h, now);
         }
         next = MIN(next, h->last_hb_tx_ns + hb_ns);
-        next = MIN(next, h->last_rx_ns + TEM_HEARTBEAT_MISSES * hb_ns);
+        next = MIN(next, silent_until);
     }
     return next;
+}
+
+/* Extends every connected host's silence timeout by 'ns': what it sent
+ * while the loop was not running is still queued (tem_core_overrun()).
+ * Heartbeats out keep their time, so that the hosts hear from the TEM as
+ * soon as it runs again. */
+void
+tem_host_delay(struct tem_core *core, uint64_t ns)
+{
+    for (uint32_t i = 0; i < core->n_host_slots; i++) {
+        struct tem_host *h = core->hosts[i];
+        if (tem_out_host_connected(h)) {
+            h->silent_from_ns += ns;
+        }
+    }
 }

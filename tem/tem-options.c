@@ -29,6 +29,7 @@ enum {
     OPT_HANDSHAKE_TIMEOUT, OPT_FD_RESERVE, OPT_ALERT_BUFFER,
     OPT_METRICS_CONNECTIONS, OPT_METRICS_PER_IP, OPT_METRICS_TIMEOUT,
     OPT_METRICS_CACHE,
+    OPT_OVERRUN_MIN,
 };
 
 static void
@@ -71,7 +72,11 @@ Keys (CURVE, see docs/operations.md):\n\
 Protocol:\n\
   --epoch=TIME            epoch every host must use (10ms)\n\
   --heartbeat=TIME        heartbeat period, 3 missed = gone (1s)\n\
-  --batch=N               frames read per wake-up (256)\n\
+  --batch=N               frames read from each socket per turn of the\n\
+                          loop, before its timers (256)\n\
+  --overrun-min=TIME      the loop running its timers TIME late or more\n\
+                          overran: host timeouts and poll deadlines are\n\
+                          extended by the overrun plus TIME (20ms)\n\
   --max-batch-bytes=N     a host's frame is cut at about N bytes (262144)\n\
   --peer-memory=N         bytes queued per host connection and way\n\
                           (8388608): sets the high-water marks\n\
@@ -184,6 +189,7 @@ static const struct option tem_long_options[] = {
       OPT_HANDSHAKE_TIMEOUT },
     { "fd-reserve", required_argument, NULL, OPT_FD_RESERVE },
     { "alert-buffer", required_argument, NULL, OPT_ALERT_BUFFER },
+    { "overrun-min", required_argument, NULL, OPT_OVERRUN_MIN },
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
 };
@@ -343,6 +349,13 @@ tem_options_daemon__(struct tem_options *o, int ch, const char *name,
     case OPT_BATCH:
         o->batch = cli_uint(name, arg, 1, 1 << 20);
         break;
+    case OPT_OVERRUN_MIN:
+        o->overrun_min_ns = cli_time(name, arg, false);
+        if (o->overrun_min_ns < 1000000 || o->overrun_min_ns > 10000000000) {
+            cli_usage_error("--overrun-min: '%s' is not from 1ms to 10s",
+                            arg);
+        }
+        break;
     case OPT_SNDHWM:
         o->sndhwm = cli_uint(name, arg, 1, INT_MAX);
         break;
@@ -394,6 +407,7 @@ tem_options_parse(int argc, char *argv[], struct tem_options *o)
     o->allow_file = "/etc/trumpet/tem-allow";
     o->metrics = "off";
     o->batch = 256;
+    o->overrun_min_ns = 20000000;
     o->max_frame = TPROTO_MAX_FRAME;
     o->max_request = 65536;
     o->sndhwm = o->rcvhwm = 0;

@@ -30,7 +30,10 @@ struct tem_options {
     const char *metrics;        /* --metrics (tem_http_parse()). */
     bool insecure;              /* --insecure-plaintext. */
     bool alerts_stdout;
-    uint32_t batch;             /* Frames read per wake-up. */
+    uint32_t batch;             /* Frames read from each socket per turn
+                                 * of the loop, before its timers. */
+    uint64_t overrun_min_ns;    /* The loop running its timers this much
+                                 * later than planned overran (tem.c). */
     uint32_t max_frame;         /* ZMQ_MAXMSGSIZE of the hosts' socket. */
     uint32_t max_request;       /* ... of the control socket. */
     int sndhwm, rcvhwm;         /* Frames, each way, per connection... */

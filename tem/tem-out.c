@@ -105,7 +105,7 @@ tem_out_tell_received(struct tem_core *core, struct tem_host *h)
                          &h->stats);
         }
         h->seq_told = tem_out_received(h);
-        tproto_add_heartbeat(&h->out, now, ++h->hb_seq);
+        tproto_add_heartbeat(&h->out, tem_core_real(core), ++h->hb_seq);
         tproto_set_received(&h->out, h->seq_told);
         h->last_hb_tx_ns = now;
     }

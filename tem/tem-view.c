@@ -424,6 +424,9 @@ tem_core_status_json(const struct tem_core *core)
     STAT(late_queued);
     STAT(late_unpaced);
     STAT(seq_errors);
+    STAT(overruns);
+    STAT(overrun_ns);
+    STAT(overrun_max_ns);
 #undef STAT
     json_object_object_add(o, "counters", c);
     return o;
@@ -574,6 +577,9 @@ static const struct stat_metric stat_metrics[] = {
     SM(seq_errors, "sessions_seq_errors_total",
        "Sessions ended: a host's report number jumped by more than "
        "--max-seq-gap."),
+    SM(overruns, "loop_overruns_total",
+       "Times the main loop ran late (stopped, starved or held by slow "
+       "work): poll deadlines and host timeouts were extended."),
 };
 #undef SM
 
@@ -649,7 +655,7 @@ tem_core_metrics(const struct tem_core *core, struct tem_metrics *m)
     }
     tem_metrics_gauge(m, "trumpet_tem_start_time_seconds",
                       "When the TEM started, seconds since the epoch.",
-                      core->start_ns / 1e9);
+                      core->start_real_ns / 1e9);
     tem_metrics_family(m, "trumpet_tem_hosts", "gauge",
                        "Hosts known, by state: connected, or gone "
                        "(remembered after Bye or silence).");
@@ -671,6 +677,13 @@ tem_core_metrics(const struct tem_core *core, struct tem_metrics *m)
         tem_metrics_counter(m, name, sm->help, *v);
         free(name);
     }
+
+    /* A counter of seconds, not a whole number. */
+    tem_metrics_family(m, "trumpet_tem_loop_overrun_seconds_total",
+                       "counter", "Time the main loop ran late, in all "
+                       "(its overruns).");
+    tem_metrics_sample(m, "trumpet_tem_loop_overrun_seconds_total", NULL,
+                       NULL, core->stats.overrun_ns / 1e9);
 
     tem_metrics_family(m, "trumpet_tem_detection_latency_seconds",
                        "histogram", "Time from the first satisfaction of "

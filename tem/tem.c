@@ -46,14 +46,29 @@
  * One TEM per state file and per ipc:// socket: each is guarded by a
  * lock (flock on PATH.lock) taken before anything is written or bound.
  *
- * Each loop turn does bounded work, hosts first: ZAP answers, at most
- * --batch frames from hosts, timers (heartbeats, deadlines), then at most
+ * Each loop turn does bounded work, input first: after zmq_poll() it
+ * reads what the sockets hold, each up to --batch (ZAP requests, the
+ * monitors' events, the hosts' frames), then runs the timers
+ * (heartbeats, deadlines, host timeouts), flushes, and serves at most
  * one control request (at most --max-request-bytes), then the metrics
- * server's pending work (at most --metrics-connections connections), so
- * no client can delay hosts by more than one bounded request.  The
- * alert outputs with bytes waiting are polled for POLLOUT and written
- * first, and the subscriptions of the alerts' XPUB read and discarded.
- * status reports the longest turn and the longest request seen.
+ * server's pending work (at most --metrics-connections connections).
+ * So an answer that came in time is read before its deadline is
+ * checked, however long the loop was away; a flood of frames cannot
+ * starve the timers (--batch a turn); and no client can delay hosts by
+ * more than one bounded request.  The alert outputs with bytes waiting
+ * are polled for POLLOUT and written first, and the subscriptions of the
+ * alerts' XPUB read and discarded.  status reports the longest turn and
+ * the longest request seen.
+ *
+ * Overruns.  Every timer is on CLOCK_MONOTONIC (the core's clocks,
+ * tem-core.h).  After running the timers, the loop knows when it must
+ * run them again (the core's next timer, at most TEM_POLL_MAX_MS on);
+ * if it runs them --overrun-min or more later than that (the process
+ * was stopped, starved, or held by a slow write or scrape), what the
+ * hosts sent meanwhile is still queued, partly in the kernel: the loop
+ * tells the core (tem_core_overrun()), which extends the timers that wait
+ * for hosts by the overrun plus --overrun-min before they run.  Counted
+ * in status and the metrics, logged rate-limited.
  *
  * The logic lives in tem-core.h and the command line in tem-options.h;
  * this file owns sockets, persistence of the event definitions
@@ -97,6 +112,9 @@
 /* Largest subscription a PUB socket takes (a topic is an event name). */
 #define PUB_MAX_MSG 256
 
+/* Longest wait in zmq_poll(), ms: the loop turns at least this often. */
+#define TEM_POLL_MAX_MS 1000
+
 struct tem_daemon {
     struct tem_options opt;
     void *zctx;
@@ -128,6 +146,10 @@ struct tem_daemon {
 
     /* Loop: longest turn and control request, ns. */
     uint64_t turn_max_ns, ctl_max_ns, ctl_last_ns;
+    /* The core's next timer, and when the loop expects to run the timers
+     * again at the latest (UINT64_MAX: before they first ran), on
+     * CLOCK_MONOTONIC. */
+    uint64_t next_timer_ns, timers_due_ns;
 
     /* Metrics server (NULL: --metrics=off). */
     struct tem_http *http;
@@ -161,12 +183,6 @@ log_hook(enum tpm_log_level level, const char *message)
     strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
     fprintf(stderr, "%s.%03uZ|tem|%s|%s\n", buf,
             (unsigned int) (now / 1000000 % 1000), names[level], message);
-}
-
-static uint64_t
-clock_cb(void *aux)
-{
-    return tpm_clock_real_ns();
 }
 
 static void
@@ -534,6 +550,7 @@ ctl_status(struct tem_daemon *d)
     add_int(loop, "turn_max_ns", d->turn_max_ns);
     add_int(loop, "ctl_max_ns", d->ctl_max_ns);
     add_int(loop, "ctl_last_ns", d->ctl_last_ns);
+    add_int(loop, "overrun_min_ns", d->opt.overrun_min_ns);
     json_object_object_add(r, "loop", loop);
 
     if (d->http) {
@@ -1291,8 +1308,50 @@ tem_daemon_open(struct tem_daemon *d)
     monitor_start(d, d->pub, &d->mon[2], "pub");
 }
 
+/* Reads what the sockets of 'd' hold, at most --batch of each: ZAP
+ * requests, the monitors' events, the hosts' frames. */
+static void
+tem_daemon_input(struct tem_daemon *d)
+{
+    for (uint32_t i = 0; d->zap && i < d->opt.batch && zap_serve(d); i++) {
+        continue;
+    }
+    for (size_t i = 0; i < ARRAY_SIZE(d->mon); i++) {
+        if (d->mon[i].monitor) {
+            monitor_read(&d->mon[i], d->opt.batch);
+        }
+    }
+    for (uint32_t i = 0; i < d->opt.batch && router_recv(d); i++) {
+        continue;
+    }
+}
+
+/* Runs the core's timers and sends what they and the input queued.  If
+ * the loop comes to them --overrun-min or more later than it expected,
+ * the core first extends the timers that wait for hosts (see "Overruns"
+ * above). */
+static void
+tem_daemon_timers(struct tem_daemon *d)
+{
+    uint64_t now = tpm_clock_mono_ns();
+
+    if (now > d->timers_due_ns
+        && now - d->timers_due_ns >= d->opt.overrun_min_ns) {
+        tem_core_overrun(d->core, now - d->timers_due_ns,
+                         d->opt.overrun_min_ns);
+    }
+    d->next_timer_ns = tem_core_run(d->core);
+    tem_core_flush(d->core);
+    /* A timer due already (the core has work left for the next turn) is
+     * expected at once, not in the past. */
+    now = tpm_clock_mono_ns();
+    d->timers_due_ns = MIN(MAX(d->next_timer_ns, now),
+                           now + TEM_POLL_MAX_MS * 1000000ULL);
+}
+
 /* One turn of the loop of 'd': waits for the sockets or the core's next
- * timer, then does the turn's bounded work.  Returns false if the loop
+ * timer, reads what the sockets hold, runs the timers, then serves one
+ * control request and the metrics server.  Returns false if the loop
  * cannot go on. */
 static bool
 tem_daemon_turn(struct tem_daemon *d)
@@ -1301,17 +1360,16 @@ tem_daemon_turn(struct tem_daemon *d)
         reload_signal = 0;
         free(allow_reload(d));
     }
-    uint64_t next = tem_core_run(d->core);
-    tem_core_flush(d->core);
 
-    uint64_t now = tpm_clock_real_ns();
-    long timeout = next <= now ? 0
-                   : (long) MIN((next - now + 999999) / 1000000, 1000);
+    uint64_t now = tpm_clock_mono_ns();
+    long timeout = (d->next_timer_ns <= now ? 0
+                    : (long) MIN((d->next_timer_ns - now + 999999) / 1000000,
+                                 TEM_POLL_MAX_MS));
     uint64_t http_next = d->http ? tem_http_next_run(d->http) : UINT64_MAX;
     if (http_next != UINT64_MAX) {
-        uint64_t mono = tpm_clock_mono_ns();
-        long ms = http_next <= mono ? 0
-                  : (long) MIN((http_next - mono + 999999) / 1000000, 1000);
+        long ms = http_next <= now ? 0
+                  : (long) MIN((http_next - now + 999999) / 1000000,
+                               TEM_POLL_MAX_MS);
         timeout = MIN(timeout, ms);
     }
 
@@ -1324,9 +1382,8 @@ tem_daemon_turn(struct tem_daemon *d)
         { .socket = d->pub, .events = ZMQ_POLLIN },
     };
     size_t n_items = 3;
-    size_t zap_item = SIZE_MAX, http_item = SIZE_MAX;
+    size_t http_item = SIZE_MAX;
     if (d->zap) {
-        zap_item = n_items;
         items[n_items++] = (zmq_pollitem_t) { .socket = d->zap,
                                               .events = ZMQ_POLLIN };
     }
@@ -1342,11 +1399,6 @@ tem_daemon_turn(struct tem_daemon *d)
                 .fd = tem_sink_fd(sinks[i]), .events = ZMQ_POLLOUT };
         }
     }
-    for (size_t i = 0; i < ARRAY_SIZE(d->mon); i++) {
-        if (d->mon[i].monitor) {
-            monitor_read(&d->mon[i], d->opt.batch);
-        }
-    }
     if (zmq_poll(items, n_items, timeout) < 0) {
         if (errno == EINTR) {
             return true;
@@ -1355,8 +1407,9 @@ tem_daemon_turn(struct tem_daemon *d)
         return false;
     }
 
-    /* Bounded work, hosts first: handshakes, host frames, timers, then
-     * one control request. */
+    /* Bounded work, input first: the alert outputs' bytes waiting, what
+     * the sockets hold (whatever the poll said: more may have come
+     * since), the timers, then one control request. */
     uint64_t start = tpm_clock_mono_ns();
     for (size_t i = 0; i < ARRAY_SIZE(sinks); i++) {
         if (sinks[i]) {
@@ -1367,18 +1420,8 @@ tem_daemon_turn(struct tem_daemon *d)
         pub_read(d);
     }
     tem_fd_warn();
-    if (zap_item != SIZE_MAX && items[zap_item].revents & ZMQ_POLLIN) {
-        for (uint32_t i = 0; i < d->opt.batch && zap_serve(d); i++) {
-            continue;
-        }
-    }
-    if (items[0].revents & ZMQ_POLLIN) {
-        for (uint32_t i = 0; i < d->opt.batch && router_recv(d); i++) {
-            continue;
-        }
-        tem_core_run(d->core);
-        tem_core_flush(d->core);
-    }
+    tem_daemon_input(d);
+    tem_daemon_timers(d);
     if (items[1].revents & ZMQ_POLLIN) {
         uint64_t ctl_start = tpm_clock_mono_ns();
         ctl_handle(d);
@@ -1442,7 +1485,6 @@ main(int argc, char *argv[])
     signal(SIGTERM, on_signal);
     signal(SIGHUP, on_sighup);
 
-    d.opt.cfg.clock = clock_cb;
     d.opt.cfg.send = send_cb;
     d.opt.cfg.alert = alert_cb;
     d.opt.cfg.aux = &d;
@@ -1467,6 +1509,7 @@ main(int argc, char *argv[])
                 d.allow->n_hosts, d.allow->n_clients);
     }
 
+    d.timers_due_ns = UINT64_MAX;
     while (!stop_signal && tem_daemon_turn(&d)) {
         continue;
     }

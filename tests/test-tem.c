@@ -34,7 +34,8 @@ struct sent {
 };
 
 struct fixture {
-    uint64_t now;
+    uint64_t now;               /* The monotonic clock... */
+    int64_t real_offset;        /* ... and the wall clock's lead on it. */
     struct tem_core *core;
     struct sent *sent;
     size_t n_sent, allocated;
@@ -66,9 +67,16 @@ fx_epoch(uint64_t n)
 static uint32_t fx_hello_version;
 
 static uint64_t
-fake_clock(void *aux)
+fake_mono(void *aux)
 {
     return ((struct fixture *) aux)->now;
+}
+
+static uint64_t
+fake_real(void *aux)
+{
+    const struct fixture *f = aux;
+    return f->now + f->real_offset;
 }
 
 static bool
@@ -105,7 +113,9 @@ static void
 fx_config(struct tem_config *cfg)
 {
     tem_config_init(cfg);
-    cfg->clock = fake_clock;
+    cfg->clock.mono = fake_mono;
+    cfg->clock.real = fake_real;
+    cfg->clock.aux = &fx;
     cfg->send = capture_send;
     cfg->alert = capture_alert;
     cfg->aux = &fx;
@@ -1488,6 +1498,207 @@ START_TEST(test_poll_deadline)
     free(missing);
     ck_assert(!json_object_get_boolean(field(a, "deadline")));
     json_object_put(a);
+}
+END_TEST
+
+/* A heartbeat from host 'id'. */
+static void
+host_heartbeat(const char *id)
+{
+    char peer[64];
+    struct tproto_batch b;
+    snprintf(peer, sizeof peer, "p-%s", id);
+    tproto_batch_init(&b);
+    tproto_add_heartbeat(&b, fx.now, 1);
+    input(peer, &b);
+    tproto_batch_destroy(&b);
+}
+
+/* The wall clock steps an hour forward, then two back, while a decision
+ * waits and the hosts are quiet: no timer moves.  The decision is made at
+ * its deadline on the monotonic clock, neither before nor after, and the
+ * hosts go at 3 heartbeat periods of silence on it; the moments told to
+ * others (the alert's time, Welcome's and the heartbeats' clock) follow
+ * the wall clock, the alert's latency the monotonic one. */
+START_TEST(test_clock_real_step)
+{
+    uint32_t id = sum_event();
+    uint64_t ts = fx.now;       /* The hosts' Hellos, c's last frame. */
+
+    satisfy("a", id, 9, "10.1.0.7", 70);
+    uint64_t t0 = fx.now;       /* The decision starts, a's last frame. */
+    fx.real_offset = 3600 * 1000 * MS;
+    step();
+    fx.real_offset = -3600 * 1000 * (int64_t) MS;
+    step();
+    /* b answers while the wall clock is right (the TEM refuses reports of
+     * epochs far from its wall clock: a step refuses the hosts' reports
+     * until their clocks agree, but moves no timer). */
+    fx.real_offset = 0;
+    fx.now = t0 + 50 * MS;
+    reply("b", 0, TRUMPET__POLL_STATUS__POLL_OK, 25);
+    fx.real_offset = 3600 * 1000 * MS;
+    fx.now = t0 + 99 * MS;
+    step();
+    ck_assert_uint_eq(fx.n_alerts, 0);
+
+    fx.real_offset = -7200 * 1000 * (int64_t) MS;
+    fx.now = t0 + 100 * MS;
+    step();
+    ck_assert_uint_eq(fx.n_alerts, 1);
+    struct json_object *a = alert(0);
+    ck_assert_double_eq(json_object_get_double(field(a, "value")), 95);
+    ck_assert(json_object_get_boolean(field(a, "deadline")));
+    ck_assert_int_eq(json_object_get_int64(field(a, "latency_us")), 100000);
+    ck_assert_uint_eq(json_object_get_uint64(field(a, "time_ns")),
+                      fx.now + fx.real_offset);
+    json_object_put(a);
+
+    /* The TEM's heartbeats carry the wall clock, and go on the monotonic
+     * one's schedule: due 1 s after the Hellos. */
+    fx_clear_sent();
+    fx.now = ts + 999 * MS;
+    step();
+    ck_assert_uint_eq(count_sent("p-a", TRUMPET__MESSAGE__BODY_HEARTBEAT), 0);
+    fx.now = ts + 1000 * MS;
+    step();
+    ck_assert_uint_eq(count_sent("p-a", TRUMPET__MESSAGE__BODY_HEARTBEAT), 1);
+    ck_assert_uint_eq(get_sent("p-a", TRUMPET__MESSAGE__BODY_HEARTBEAT,
+                               0)->heartbeat->clock_ns,
+                      fx.now + fx.real_offset);
+
+    /* Silence: c last spoke at ts, a at t0, b at t0 + 50 ms; each goes
+     * 3 s later on the monotonic clock, a day's steps notwithstanding. */
+    const struct {
+        const uint64_t *base;
+        uint64_t ms;
+        uint64_t gone;
+    } checks[] = {
+        { &ts, 2999, 0 }, { &ts, 3000, 1 }, { &t0, 2999, 1 },
+        { &t0, 3000, 2 }, { &t0, 3049, 2 }, { &t0, 3050, 3 },
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(checks); i++) {
+        struct tem_stats st;
+        fx.now = *checks[i].base + checks[i].ms * MS;
+        fx.real_offset = 24 * 3600 * 1000 * MS;
+        step();
+        fx.real_offset = -24 * 3600 * 1000 * (int64_t) MS;
+        step();
+        tem_core_get_stats(fx.core, &st);
+        ck_assert_msg(st.hosts_gone == checks[i].gone, "check %zu: %"PRIu64
+                      " hosts gone, expected %"PRIu64, i, st.hosts_gone,
+                      checks[i].gone);
+    }
+
+    /* Welcome tells the wall clock. */
+    fx_clear_sent();
+    hello("d", NULL);
+    ck_assert_uint_eq(get_sent("p-d", TRUMPET__MESSAGE__BODY_WELCOME,
+                               0)->welcome->clock_ns,
+                      fx.now + fx.real_offset);
+}
+END_TEST
+
+/* The caller's loop overran by 3.5 s (the TEM was stopped) while c's
+ * answer, sent in time, waited in its queue: the decision's deadline and
+ * the hosts' silence were extended by the overrun and the grace, so the
+ * timers that ran first decided nothing and dropped no host, and the
+ * answer read after them completes the decision.  The extension is
+ * exact: a deadline passes at its time plus the overrun plus the
+ * grace. */
+START_TEST(test_overrun)
+{
+    uint32_t id = sum_event();
+    struct tem_stats st;
+
+    satisfy("a", id, 9, "10.1.0.7", 70);
+    uint64_t t0 = fx.now;       /* The decision starts. */
+    reply("b", 0, TRUMPET__POLL_STATUS__POLL_OK, 25);
+    fx.now = t0 + 3600 * MS;
+    tem_core_overrun(fx.core, 3500 * MS, 20 * MS);
+    step();
+    ck_assert_uint_eq(fx.n_alerts, 0);
+    tem_core_get_stats(fx.core, &st);
+    ck_assert_uint_eq(st.decided_deadline, 0);
+    ck_assert_uint_eq(st.hosts_gone, 0);
+    ck_assert_uint_eq(st.overruns, 1);
+    ck_assert_uint_eq(st.overrun_ns, 3500 * MS);
+    ck_assert_uint_eq(st.overrun_max_ns, 3500 * MS);
+
+    reply("c", 0, TRUMPET__POLL_STATUS__POLL_OK, 20);
+    ck_assert_uint_eq(fx.n_alerts, 1);
+    struct json_object *a = alert(0);
+    ck_assert_double_eq(json_object_get_double(field(a, "value")), 115);
+    ck_assert(!json_object_get_boolean(field(a, "deadline")));
+    ck_assert_uint_eq(json_object_array_length(field(a, "missing")), 0);
+    /* The latency is what it was, the overrun included. */
+    ck_assert_int_eq(json_object_get_int64(field(a, "latency_us")), 3600000);
+    json_object_put(a);
+
+    /* A deadline at t1 + 100 ms, an overrun of 1 s at t1 + 50 ms: the
+     * deadline passes at t1 + 1120 ms, no sooner. */
+    uint64_t t1 = fx.now;
+    satisfy("a", id, 10, "10.1.0.7", 100);
+    fx.now = t1 + 1050 * MS;
+    tem_core_overrun(fx.core, 1000 * MS, 20 * MS);
+    fx.now = t1 + 1119 * MS;
+    step();
+    ck_assert_uint_eq(fx.n_alerts, 1);
+    fx.now = t1 + 1120 * MS;
+    step();
+    ck_assert_uint_eq(fx.n_alerts, 2);
+    a = alert(1);
+    char *missing = joined(a, "missing");
+    ck_assert_str_eq(missing, "b,c");
+    free(missing);
+    ck_assert(json_object_get_boolean(field(a, "deadline")));
+    json_object_put(a);
+    tem_core_get_stats(fx.core, &st);
+    ck_assert_uint_eq(st.overruns, 2);
+    ck_assert_uint_eq(st.overrun_ns, 4500 * MS);
+    ck_assert_uint_eq(st.overrun_max_ns, 3500 * MS);
+}
+END_TEST
+
+/* The hosts' silence after an overrun: extended by the overrun and the
+ * grace, then counted again from each host's next frame. */
+START_TEST(test_overrun_hosts)
+{
+    uint64_t t0 = fx.now;
+    struct tem_stats st;
+
+    three_hosts();
+    fx.now = t0 + 2900 * MS;
+    step();
+    tem_core_overrun(fx.core, 2000 * MS, 20 * MS);
+    fx.now = t0 + 5019 * MS;
+    step();
+    tem_core_get_stats(fx.core, &st);
+    ck_assert_uint_eq(st.hosts_gone, 0);
+    host_heartbeat("a");
+    fx.now = t0 + 5020 * MS;
+    step();
+    tem_core_get_stats(fx.core, &st);
+    ck_assert_uint_eq(st.hosts_gone, 2);
+    fx.now = t0 + 8018 * MS;
+    step();
+    tem_core_get_stats(fx.core, &st);
+    ck_assert_uint_eq(st.hosts_gone, 2);
+    fx.now = t0 + 8019 * MS;
+    step();
+    tem_core_get_stats(fx.core, &st);
+    ck_assert_uint_eq(st.hosts_gone, 3);
+
+    /* In the views, the time since a host's last frame is not moved. */
+    struct json_object *o = tem_core_hosts_json(fx.core, NULL);
+    struct json_object *hosts = field(o, "hosts");
+    for (size_t i = 0; i < json_object_array_length(hosts); i++) {
+        struct json_object *h = json_object_array_get_idx(hosts, i);
+        const char *name = json_object_get_string(field(h, "host"));
+        ck_assert_int_eq(json_object_get_int64(field(h, "last_rx_ms")),
+                         !strcmp(name, "a") ? 3000 : 8019);
+    }
+    json_object_put(o);
 }
 END_TEST
 
@@ -3065,6 +3276,9 @@ main(void)
     tcase_add_test(tc, test_poll_mixed_versions);
     tcase_add_test(tc, test_tenants);
     tcase_add_test(tc, test_poll_deadline);
+    tcase_add_test(tc, test_clock_real_step);
+    tcase_add_test(tc, test_overrun);
+    tcase_add_test(tc, test_overrun_hosts);
     tcase_add_test(tc, test_host_gone);
     tcase_add_test(tc, test_below_threshold);
     tcase_add_test(tc, test_atleast_and_max);

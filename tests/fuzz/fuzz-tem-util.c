@@ -133,7 +133,8 @@ fuzz_tem_init(struct fuzz_tem *ft)
     cfg.recent_alerts = 4;
     cfg.alert_history = 8;
     cfg.max_batch_bytes = 4096;
-    cfg.clock = fake_clock;
+    cfg.clock.mono = cfg.clock.real = fake_clock;
+    cfg.clock.aux = ft;
     cfg.send = checked_send;
     cfg.alert = checked_alert;
     cfg.aux = ft;
