@@ -193,6 +193,12 @@ EXTRA_DIST += tests/tem-hostile.sh
 TESTS += tests/tem-limits.sh
 EXTRA_DIST += tests/tem-limits.sh tests/tem-limits.py
 
+# The TEM stopped for 3 s (SIGSTOP) while a host's in-time answer waits
+# in its socket: after SIGCONT it answers tem-ctl at once, drops no host
+# and decides the event with the answer; the overrun is counted.
+TESTS += tests/tem-stall.sh
+EXTRA_DIST += tests/tem-stall.sh
+
 # The TEM's metrics (--metrics) scraped by a real Prometheus on loopback
 # while tpm-replay hosts raise alerts, read back through its HTTP API
 # against the TEM's own counters; bad addresses; a full metrics server
