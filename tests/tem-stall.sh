@@ -3,9 +3,9 @@
 # The TEM stopped for 3 s (SIGSTOP, then SIGCONT) while a host's answer,
 # sent in time, waits in its socket (docs/tem.md, "The loop and its
 # clock").  Two fake hosts (h1, h2: CURVE keys, protocol version 1,
-# encoded and decoded by hand with tests/pbwire.py) heartbeat every 100 ms against a
-# TEM with 200 ms heartbeats (a host silent for 600 ms is gone) and a
-# poll deadline of 1 s.  An event sum(volume) > 100 over both; h1
+# encoded and decoded by hand with tests/pbwire.py) heartbeat every 100
+# ms against a TEM with 200 ms heartbeats (a host silent for 600 ms is
+# gone) and a poll deadline of 1 s.  An event sum(volume) > 100 over both; h1
 # reports 70; as soon as h2 gets the TEM's Poll, the TEM is stopped, and
 # h2 sends 2000 heartbeats (more than the TEM reads in a turn, --batch
 # 256) and then its answer, 50, in time; both hosts go on heartbeating
