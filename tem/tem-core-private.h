@@ -42,9 +42,9 @@
  * the caller's callbacks in struct tem_config: the clocks 'clock.mono'
  * (tem_core_now(), every timer and duration) and 'clock.real'
  * (tem_core_real(), the moments told to others), 'send' (tem-out.c) and
- * 'alert' (tem-alert.c).  A call that one day must
- * go up is to be a function pointer that the upper file sets, named and
- * documented here as a call back.
+ * 'alert' (tem-alert.c).  A call that one day must go up is to be a
+ * function pointer that the upper file sets, named and documented here
+ * as a call back.
  *
  * Host slots, sessions and event ids tie the parts together: an event's
  * member and a decision's part name a host by its slot in core->hosts and
