@@ -42,16 +42,21 @@ K=$tmp/k
 tem_keys "$K" h1
 KEYS=(--key-file="$K/tem.key" --allow-file="$K/allow")
 
-# ctl_fast WHAT: tem-ctl status must answer within 100 ms.
+# ctl_fast WHAT: tem-ctl status must answer within 100 ms; the longest
+# answer (tem-ctl's own start included) in max_us.
 ctl_fast() {
+    local t0 us
+    t0=$(date +%s%N)
     ctl --timeout=100ms status >/dev/null 2>&1 \
         || fail "tem-ctl status got no answer within 100 ms ($1)"
+    us=$((($(date +%s%N) - t0) / 1000))
+    [ "$us" -le "${max_us:-0}" ] || max_us=$us
 }
 
 # ctl_fast_while PID WHAT: ctl_fast every 200 ms while process PID runs;
-# sets n to the number of answers.
+# sets n to the number of answers, max_us to the longest.
 ctl_fast_while() {
-    n=0
+    n=0 max_us=0
     while kill -0 "$1" 2>/dev/null; do
         kill -0 "$tem_pid" 2>/dev/null || fail "the TEM died ($2)"
         ctl_fast "$2"
@@ -110,7 +115,8 @@ wait_for 'status "s[\"hosts_connected\"]"' 1 "h1 connected" 15
 kill -0 "$tem_pid" || fail "the TEM died"
 echo "PASS: descriptors 64/128 raised to 128, 32 kept: 150 idle TCP" \
      "connections ($(cat "$tmp/idle.out"), $refused refused at the" \
-     "reserve); tem-ctl answered within 100 ms $n times; TEM CPU $cpu%;" \
+     "reserve); tem-ctl answered within 100 ms $n times (longest" \
+     "$((max_us / 1000)).$((max_us % 1000 / 100)) ms); TEM CPU $cpu%;" \
      "h1 connected after"
 tem_stop
 
@@ -198,5 +204,6 @@ kill -0 "$tem_pid" || fail "the TEM died"
 echo "PASS: alert output: $raised alerts with standard output blocked" \
      "($lines written, $dropped dropped) and a slow subscriber ($delivered" \
      "delivered, $pub_dropped dropped = raised - delivered, $gaps in seq" \
-     "gaps); tem-ctl answered within 100 ms $n times"
+     "gaps); tem-ctl answered within 100 ms $n times (longest" \
+     "$((max_us / 1000)).$((max_us % 1000 / 100)) ms)"
 tem_stop
