@@ -35,14 +35,15 @@ jobs=${JOBS:-$(nproc)}
 # binutils (strings) check them.  libmicrohttpd serves the TEM's
 # metrics; Prometheus scrapes them in tests/tem-metrics.sh.  clang and
 # its runtime libraries (libFuzzer, ASan, UBSan) for the fuzz targets
-# (tests/fuzz/).
+# (tests/fuzz/).  libcurl (OpenSSL flavour) is the TEM's etcd client
+# (tem/tem-etcd.h); etcd's server and etcdctl run in tests/tem-etcd.sh.
 packages="autoconf automake libtool pkg-config make gcc patch check
 libpcap-dev libjson-c-dev libzmq3-dev libprotobuf-c-dev protobuf-c-compiler
 python3 python3-zmq valgrind openvswitch-source libdpdk-dev
 dpdk-dev iproute2 ethtool iputils-ping tcpdump iptables
 libnetfilter-queue-dev util-linux libssl-dev libcap-ng-dev libunbound-dev
 debhelper dpkg-dev systemd man-db binutils libmicrohttpd-dev prometheus
-clang libclang-rt-14-dev"
+clang libclang-rt-14-dev libcurl4-openssl-dev etcd-server etcd-client"
 
 if [ "${SKIP_APT:-0}" != 1 ]; then
     missing=
