@@ -22,6 +22,19 @@ tem_libtemcore_la_CFLAGS = $(AM_CFLAGS) $(JSON_C_CFLAGS) \
 tem_libtemcore_la_LIBADD = tpm/libtpmjson.la lib/libtproto.la \
 	tpm/libtpm.la lib/libtpmcommon.la $(JSON_C_LIBS) -lm
 
+# The etcd client of a cluster of TEMs (tem-etcd.h, docs/tem.md "etcd
+# client"): etcd's v3 JSON gateway over libcurl from a thread of its own;
+# tem-etcd-json the request bodies and the parsers, without I/O.  Used
+# by tests/test-etcd and tests/etcd-driver; not linked into the daemon
+# yet.
+noinst_LTLIBRARIES += tem/libtemetcd.la
+tem_libtemetcd_la_SOURCES = \
+	tem/tem-etcd.c tem/tem-etcd.h \
+	tem/tem-etcd-json.c tem/tem-etcd-json.h
+tem_libtemetcd_la_CFLAGS = $(AM_CFLAGS) $(JSON_C_CFLAGS) $(CURL_CFLAGS)
+tem_libtemetcd_la_LIBADD = lib/libtpmcommon.la $(CURL_LIBS) \
+	$(JSON_C_LIBS) -lpthread
+
 # The daemon in sbin (it is started by its unit), the client in bin (any
 # member of the group trumpet may run it).
 sbin_PROGRAMS += tem/trumpet-tem
