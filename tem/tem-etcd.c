@@ -118,6 +118,8 @@ struct tem_etcd {
     int64_t lease_ttl;          /* Granted TTL (s). */
     uint64_t lease_deadline_ms; /* It expires at etcd by then. */
 
+    unsigned int seed;          /* rand_r() of swap delays. */
+
     int64_t lease_id;           /* Atomic. */
     struct tem_etcd_stats stats;    /* Atomic fields. */
 };
@@ -147,7 +149,7 @@ tem_etcd_config_init(struct tem_etcd_config *cfg)
     cfg->max_results = 1024;
     cfg->max_watches = 16;
     cfg->max_response_bytes = 4 << 20;
-    cfg->max_cas_attempts = 16;
+    cfg->max_cas_attempts = 64;
 }
 
 const char *
@@ -800,9 +802,17 @@ tem_etcd_request_done__(struct tem_etcd *e, struct tem_etcd_op *op,
                                               op->key, op->cas_attempts));
             return;
         }
+        /* After a lost swap, a random delay that grows with the losses
+         * spreads the clients that want the counter at once. */
+        uint64_t jitter = 0;
+        if (op->stage) {
+            uint32_t span = MIN(op->cas_attempts * 5,
+                                e->cfg.backoff_max_ms) + 1;
+            jitter = rand_r(&e->seed) % span;
+        }
         op->stage = 1;
         op->attempts = 0;
-        op->due_ms = tem_etcd_now_ms__();
+        op->due_ms = tem_etcd_now_ms__() + jitter;
         return;
     } else if (op->kind == TEM_ETCD_OP_NEXT_ID) {
         r->id = op->cas_value;
@@ -1173,6 +1183,7 @@ tem_etcd_create(const struct tem_etcd_config *cfg, char **errp)
     e->cfg = *cfg;
     e->cfg.endpoints = NULL;
     e->efd = -1;
+    e->seed = tpm_clock_mono_ns() ^ (uintptr_t) e;
     if (!e->cfg.keepalive_ms) {
         e->cfg.keepalive_ms = MAX(cfg->lease_ttl_s * 1000 / 3, 1);
     }

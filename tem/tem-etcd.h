@@ -88,7 +88,7 @@ struct tem_etcd_config {
     uint32_t max_watches;         /* Watches at once (16). */
     size_t max_response_bytes;    /* One response or watch message
                                    * (4 MiB). */
-    uint32_t max_cas_attempts;    /* Swaps of tem_etcd_next_id() (16). */
+    uint32_t max_cas_attempts;    /* Swaps of tem_etcd_next_id() (64). */
 };
 
 /* Fills in the defaults above; 'endpoints' "http://127.0.0.1:2379". */
@@ -194,7 +194,10 @@ int tem_etcd_put_if_absent(struct tem_etcd *, const char *key,
                            unsigned int flags, uint64_t token);
 
 /* Allocates the value of counter 'key' (absent: 1) and increments it:
- * the result's 'id'.  Two clients never get the same id. */
+ * the result's 'id'.  Two clients never get the same id.  A swap lost to
+ * another client is tried again after a random delay of up to 5 ms per
+ * loss; after 'max_cas_attempts' losses the answer is EBUSY.  A counter
+ * that is not a positive decimal number is EINVAL. */
 int tem_etcd_next_id(struct tem_etcd *, const char *key, uint64_t token);
 
 /* Watches 'key' (or the prefix) from 'start_revision' (0: from now); its

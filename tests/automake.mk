@@ -206,6 +206,23 @@ EXTRA_DIST += tests/tem-stall.sh
 TESTS += tests/tem-metrics.sh
 EXTRA_DIST += tests/tem-metrics.sh
 
+# The TEM's etcd client (tem/tem-etcd.h): its JSON and base64 against
+# captured and malformed answers (tests/test-etcd), and against a real
+# etcd on loopback driven by tests/etcd-driver (tests/tem-etcd.sh: the
+# lease, its expiry, put and range, a watch across an etcd restart,
+# election with the leader killed, concurrent id allocation, etcd
+# unreachable or answering garbage).  Skipped without etcd.
+check_PROGRAMS += tests/test-etcd tests/etcd-driver
+tests_test_etcd_SOURCES = tests/test-etcd.c
+tests_test_etcd_CFLAGS = $(TEST_CFLAGS) -I$(top_srcdir)/tem $(JSON_C_CFLAGS)
+tests_test_etcd_LDADD = tem/libtemetcd.la $(TEST_LDADD) $(JSON_C_LIBS)
+tests_etcd_driver_SOURCES = tests/etcd-driver.c
+tests_etcd_driver_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/tem $(ZMQ_CFLAGS)
+tests_etcd_driver_LDADD = tem/libtemetcd.la lib/libtpmcommon.la \
+	$(ZMQ_LIBS) -lm
+TESTS += tests/test-etcd tests/tem-etcd.sh
+EXTRA_DIST += tests/tem-etcd.sh tests/etcd-fake.py
+
 # The TEM with two hosts: the patched ovs-vswitchd on the veth-DPDK test
 # bed and a tpm-replay (network-wide alerts checked against what was sent,
 # no alert below the total, drill-down, TEM restart).  It keeps a PMD

@@ -18,8 +18,9 @@
  *                                       loop's longest iteration
  *
  * OPTIONS: --endpoints=URLS --ttl=S --connect-timeout=MS
- * --request-timeout=MS --attempts=N --backoff-max=MS.  Lines go to
- * stdout, flushed; errors and the client's counters at exit to stderr.
+ * --request-timeout=MS --attempts=N --backoff-min=MS --backoff-max=MS.
+ * Lines go to stdout, flushed; errors and the client's counters at exit
+ * to stderr.
  * Exit status: 0, 1 for an error result, 2 for bad usage, 3 for a
  * compacted watch.  SIGTERM ends the long-running commands (status 0).
  */
@@ -203,8 +204,8 @@ driver_usage(void)
 {
     fprintf(stderr, "usage: etcd-driver [--endpoints=URLS] [--ttl=S] "
             "[--connect-timeout=MS] [--request-timeout=MS] [--attempts=N] "
-            "[--backoff-max=MS] put|get|del|member|watch|elect|alloc|"
-            "stress ARGS...\n");
+            "[--backoff-min=MS] [--backoff-max=MS] "
+            "put|get|del|member|watch|elect|alloc|stress ARGS...\n");
     exit(2);
 }
 
@@ -243,6 +244,8 @@ main(int argc, char *argv[])
             cfg.request_timeout_ms = driver_u32(v);
         } else if (!strncmp(a, "--attempts=", 11)) {
             cfg.max_attempts = driver_u32(v);
+        } else if (!strncmp(a, "--backoff-min=", 14)) {
+            cfg.backoff_min_ms = driver_u32(v);
         } else if (!strncmp(a, "--backoff-max=", 14)) {
             cfg.backoff_max_ms = driver_u32(v);
         } else {
