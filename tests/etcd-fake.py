@@ -64,6 +64,7 @@ def main():
         return
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Garbage)
     srv.daemon_threads = True
+    srv.handle_error = lambda request, address: None   # Resets: expected.
     print(srv.server_address[1], flush=True)
     threading.Timer(60, srv.shutdown).start()
     srv.serve_forever()

@@ -281,7 +281,8 @@ echo "PASS: 300 ids from two drivers at once, none twice, up to" \
 
 # --- 6. etcd unreachable, hanging, answering garbage ----------------------
 for mode in hang garbage; do
-    "$PY" "$top_srcdir/tests/etcd-fake.py" $mode >"$tmp/$mode.port" &
+    "$PY" "$top_srcdir/tests/etcd-fake.py" $mode >"$tmp/$mode.port" \
+        2>"$tmp/fake-$mode.err" &
     pids+=($!)
 done
 for mode in hang garbage; do

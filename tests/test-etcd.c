@@ -611,6 +611,12 @@ START_TEST(test_client_arguments)
 
     tem_etcd_config_init(&cfg);
     cfg.endpoints = "http://127.0.0.1:1/, http://127.0.0.1:2";
+    cfg.max_watches = 2;
+    cfg.max_results = 2;
+    ck_assert_ptr_null(tem_etcd_create(&cfg, &error));
+    ck_assert(strstr(error, "longer than the number of watches"));
+    free(error);
+
     cfg.max_requests = 2;
     cfg.max_results = 2;
     cfg.max_watches = 1;
