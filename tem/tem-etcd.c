@@ -1198,6 +1198,11 @@ tem_etcd_create(const struct tem_etcd_config *cfg, char **errp)
         error = xstrdup("etcd client: a timeout or bound is zero (or the "
                         "backoff's maximum is below its minimum)");
     }
+    if (!error && cfg->max_results <= cfg->max_watches) {
+        /* A watch holds a result slot until it is established. */
+        error = xstrdup("etcd client: the result queue must be longer "
+                        "than the number of watches");
+    }
     if (!error && e->cfg.keepalive_ms >= cfg->lease_ttl_s * 1000) {
         error = xstrdup("etcd client: the keepalive period must be below "
                         "the lease's TTL");
