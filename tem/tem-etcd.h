@@ -174,10 +174,12 @@ int tem_etcd_fd(const struct tem_etcd *);
 struct tem_etcd_result *tem_etcd_recv(struct tem_etcd *);
 
 /* Requests.  Each returns 0, or EAGAIN (request queue full, counted in
- * 'refused'), EINVAL (an empty key, no lease started for
- * TEM_ETCD_WITH_LEASE, no watch left) at once; on 0 exactly one result
- * with 'token' follows.  'prefix' true: every key that begins with
- * 'key'. */
+ * 'refused'), EINVAL (an empty key, TEM_ETCD_WITH_LEASE before
+ * tem_etcd_lease_start(), no watch left) at once; on 0 exactly one
+ * result with 'token' follows.  'prefix' true: every key that begins
+ * with 'key'.  TEM_ETCD_WITH_LEASE attaches the lease held when the
+ * request is sent; none held (not granted yet, or lost): ENOENT, so put
+ * after TEM_ETCD_LEASE_GRANTED. */
 #define TEM_ETCD_WITH_LEASE 1u
 int tem_etcd_get(struct tem_etcd *, const char *key, bool prefix,
                  uint64_t token);
@@ -206,10 +208,14 @@ int tem_etcd_next_id(struct tem_etcd *, const char *key, uint64_t token);
  * until tem_etcd_watch_cancel() or TEM_ETCD_WATCH_COMPACTED. */
 int tem_etcd_watch(struct tem_etcd *, const char *key, bool prefix,
                    int64_t start_revision, uint64_t token);
-/* Ends the watch of 'token' (no further result of it). */
+/* Ends the watch of 'token': no result of it is queued after this one
+ * is taken by the client's thread (those queued before may still be
+ * read).  No result of its own. */
 int tem_etcd_watch_cancel(struct tem_etcd *, uint64_t token);
 
-/* Grants the lease and keeps it alive (results with token 0). */
+/* Grants the lease and keeps it alive: TEM_ETCD_DONE, then
+ * TEM_ETCD_LEASE_GRANTED and TEM_ETCD_LEASE_LOST as they happen, all
+ * with token 0. */
 int tem_etcd_lease_start(struct tem_etcd *);
 /* Stops renewing it; 'revoke': gives it back now (its keys vanish at
  * once), with a result of 'token'; otherwise it expires after its TTL. */
