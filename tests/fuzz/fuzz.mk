@@ -41,9 +41,9 @@ LIB_SRCS = \
 	tpm/match-scatter.c tpm/tcp-state.c tpm/tenants.c tpm/tpm.c \
 	tpm/triggers.c tpm/trig-index.c \
 	tem/tem-alert.c tem/tem-auth.c tem/tem-core.c tem/tem-decide.c \
-	tem/tem-event.c tem/tem-host.c tem/tem-http.c tem/tem-log.c \
-	tem/tem-metrics.c tem/tem-options.c tem/tem-out.c tem/tem-state.c \
-	tem/tem-view.c
+	tem/tem-event.c tem/tem-fd.c tem/tem-host.c tem/tem-http.c \
+	tem/tem-log.c tem/tem-metrics.c tem/tem-options.c tem/tem-out.c \
+	tem/tem-sink.c tem/tem-state.c tem/tem-view.c tem/tem-warn.c
 LIB_OBJS = $(patsubst %.c,$(out)/obj/%.o,$(LIB_SRCS)) \
 	$(out)/obj/trumpet.pb-c.o
 
