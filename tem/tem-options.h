@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "tem-am.h"
 #include "tem-core.h"
 #include "tem-http.h"
 
@@ -43,6 +44,7 @@ struct tem_options {
     uint32_t fd_reserve;        /* Descriptors kept (tem-fd.h). */
     size_t alert_buffer;        /* Bytes of each alert output's ring. */
     struct tem_http_limits http;    /* --metrics-* limits. */
+    struct tem_am_config am;    /* --alertmanager*: n_urls 0 for none. */
     struct tem_config cfg;
 };
 
