@@ -188,6 +188,13 @@ EXTRA_DIST += tests/tem-overlay.sh tests/tem-overlay.py
 # on one state file; event ids at the end of their range.
 TESTS += tests/tem-security.sh
 EXTRA_DIST += tests/tem-security.sh
+# Every alert delivered to a real Prometheus Alertmanager on loopback
+# (--alertmanager), read back through its API: labels, annotations,
+# Alertmanager down (queued, retried, delivered), the queue's bound (drops
+# counted exactly), two TEMs deduplicated.  Skipped without
+# prometheus-alertmanager.
+TESTS += tests/tem-alertmanager.sh
+EXTRA_DIST += tests/tem-alertmanager.sh
 # An allowed host that misbehaves: a frame of satisfactions 116 days
 # ahead polls nobody (counted), a Bye with a newline is one escaped log
 # line, the control socket answers within 100 ms all along.  No root.
