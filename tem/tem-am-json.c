@@ -70,7 +70,8 @@ tem_am_json_group__(struct json_object *group, struct sbuf *b,
         sbuf_str(b, key);
         sbuf_put(b, "=", 1);
         sbuf_str(b, json_object_get_string(val));
-        if (!strcmp(key, "tun_id") && json_object_is_type(val, json_type_int)) {
+        if (!strcmp(key, "tun_id")
+            && json_object_is_type(val, json_type_int)) {
             *tun_id = json_object_get_int64(val);
         }
     }

@@ -27,6 +27,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "sbuf.h"
 #include "tem-metrics.h"
 #include "tem-warn.h"
@@ -80,14 +81,6 @@ struct tem_am {
     struct tem_am_target *targets;
 };
 
-static uint64_t
-tem_am_now__(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1000000000ULL + ts.tv_nsec;
-}
-
 /* ---------------------------------------------------------------------- */
 /* The sender thread. */
 
@@ -96,8 +89,13 @@ tem_am_write_cb__(char *data, size_t size, size_t nmemb, void *t_)
 {
     struct tem_am_target *t = t_;
     size_t n = size * nmemb;
-    if (t->answer.len < TEM_AM_ANSWER_MAX) {
-        sbuf_put(&t->answer, data, MIN(n, TEM_AM_ANSWER_MAX - t->answer.len));
+    size_t keep = MIN(n, TEM_AM_ANSWER_MAX - t->answer.len);
+
+    /* Kept for one log line: control characters become spaces. */
+    for (size_t i = 0; i < keep; i++) {
+        unsigned char c = data[i];
+        char ch = c < 0x20 || c == 0x7f ? ' ' : c;
+        sbuf_put(&t->answer, &ch, 1);
     }
     return n;
 }
@@ -108,7 +106,8 @@ tem_am_progress_cb__(void *t_, curl_off_t dltotal, curl_off_t dlnow,
                      curl_off_t ultotal, curl_off_t ulnow)
 {
     struct tem_am_target *t = t_;
-    return atomic_load(&t->stop) && tem_am_now__() >= atomic_load(&t->deadline);
+    return (atomic_load(&t->stop)
+            && tpm_clock_mono_ns() >= atomic_load(&t->deadline));
 }
 
 /* Sets up the easy handle of 't'.  Returns false if libcurl cannot. */
@@ -226,7 +225,7 @@ tem_am_sleep__(struct tem_am_target *t, uint64_t until)
         if (atomic_load(&t->stop)) {
             end = MIN(end, atomic_load(&t->deadline));
         }
-        if (tem_am_now__() >= end) {
+        if (tpm_clock_mono_ns() >= end) {
             return;
         }
         struct timespec ts = { .tv_sec = end / 1000000000ULL,
@@ -242,7 +241,7 @@ tem_am_log__(struct tem_am_target *t, long status, size_t n,
              uint64_t backoff)
 {
     if (status >= 200 && status < 300) {
-        uint64_t now = tem_am_now__();
+        uint64_t now = tpm_clock_mono_ns();
         if (t->failures_run && now >= t->recovery_log_ns) {
             tpm_log(TPM_LOG_INFO, "alertmanager %s: delivering again, after "
                     "%"PRIu64" failed requests", t->url, t->failures_run);
@@ -282,7 +281,7 @@ tem_am_main__(void *t_)
         }
         if (atomic_load(&t->stop)
             && ((!t->n && !t->n_flight)
-                || tem_am_now__() >= atomic_load(&t->deadline))) {
+                || tpm_clock_mono_ns() >= atomic_load(&t->deadline))) {
             break;
         }
 
@@ -302,7 +301,8 @@ tem_am_main__(void *t_)
         if (n) {
             uint64_t timeout = cfg->timeout_ns;
             if (atomic_load(&t->stop)) {
-                uint64_t now = tem_am_now__(), end = atomic_load(&t->deadline);
+                uint64_t now = tpm_clock_mono_ns();
+                uint64_t end = atomic_load(&t->deadline);
                 timeout = MIN(timeout, end > now ? end - now : 1);
             }
             tem_am_body__(t);
@@ -339,7 +339,7 @@ tem_am_main__(void *t_)
             }
         } else if (n) {
             t->stats.failures++;
-            tem_am_sleep__(t, tem_am_now__() + backoff);
+            tem_am_sleep__(t, tpm_clock_mono_ns() + backoff);
         }
     }
 
@@ -454,7 +454,7 @@ tem_am_destroy(struct tem_am *am)
     if (!am) {
         return;
     }
-    uint64_t deadline = tem_am_now__() + am->cfg.flush_ns;
+    uint64_t deadline = tpm_clock_mono_ns() + am->cfg.flush_ns;
     for (size_t i = 0; i < am->n; i++) {
         struct tem_am_target *t = &am->targets[i];
         pthread_mutex_lock(&t->mutex);

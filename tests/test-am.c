@@ -240,7 +240,8 @@ START_TEST(test_am_escaping)
     static const char alert[] =
         "{\"event\":\"ev\\\"il\\\\\\n\\t\\u0001</x>\","
         "\"epoch\":5,\"interval_ns\":10000000,"
-        "\"group\":{\"nw_dst\":\"a\\\"b\\\\c\\nd\"},\"value\":0.30000000000000004,"
+        "\"group\":{\"nw_dst\":\"a\\\"b\\\\c\\nd\"},"
+        "\"value\":0.30000000000000004,"
         "\"threshold\":null,"
         "\"hosts\":{\"h\\\"1\\n\":1.5,\"caf\\u00e9\":2},"
         "\"missing\":[\"m\\\"\\u0002\"],\"time\":\"t\\\\\"}";
