@@ -42,7 +42,7 @@
 
 struct tem_am_target {
     struct tem_am *am;
-    char *url;                  /* As given. */
+    char *url;                  /* As given, without trailing '/'s. */
     char *endpoint;             /* url + "/api/v2/alerts". */
     pthread_t thread;
     bool started;
@@ -407,8 +407,12 @@ tem_am_create(const struct tem_am_config *cfg, char **error)
     for (size_t i = 0; i < am->n; i++) {
         struct tem_am_target *t = &am->targets[i];
         t->am = am;
-        t->url = xstrdup(cfg->urls[i]);
-        t->endpoint = xasprintf("%s/api/v2/alerts", cfg->urls[i]);
+        size_t len = strlen(cfg->urls[i]);
+        while (len && cfg->urls[i][len - 1] == '/') {
+            len--;
+        }
+        t->url = xstrndup(cfg->urls[i], len);
+        t->endpoint = xasprintf("%s/api/v2/alerts", t->url);
         am->cfg.urls[i] = t->url;
         pthread_mutex_init(&t->mutex, NULL);
         pthread_cond_init(&t->cond, &ca);

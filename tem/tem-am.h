@@ -64,7 +64,7 @@ struct tem_metrics;
 #define TEM_AM_BACKOFF_MIN_NS 100000000ULL      /* 100 ms. */
 
 struct tem_am_config {
-    const char *urls[TEM_AM_MAX_URLS];  /* As given, no trailing '/'. */
+    const char *urls[TEM_AM_MAX_URLS];  /* Trailing '/'s are dropped. */
     size_t n_urls;
     size_t queue;               /* Alerts queued per URL, at most. */
     size_t batch;               /* Alerts per request, at most. */

@@ -362,8 +362,8 @@ tem_options_limits__(struct tem_options *o, int ch, const char *name,
 }
 
 /* Returns 'arg' if it is an http:// or https:// URL of at most 1024
- * printable characters, without its trailing slashes; exits with a usage
- * error naming option 'name' if it is not. */
+ * printable characters (trailing slashes aside, tem-am.h drops them);
+ * exits with a usage error naming option 'name' if it is not. */
 static const char *
 tem_options_url__(const char *name, const char *arg)
 {
@@ -380,7 +380,7 @@ tem_options_url__(const char *name, const char *arg)
         cli_usage_error("%s: '%s' is not an http:// or https:// URL",
                         name, arg);
     }
-    return xstrndup(arg, len);
+    return arg;
 }
 
 /* Parses time 'arg' of option 'name', from 'min' to 'max' ns. */

@@ -1274,9 +1274,9 @@ tem_daemon_start(struct tem_daemon *d)
             free(error);
             exit(EXIT_FAILURE);
         }
-        for (size_t i = 0; i < d->opt.am.n_urls; i++) {
+        for (size_t i = 0; i < tem_am_n_urls(d->am); i++) {
             tpm_log(TPM_LOG_INFO, "alerts to Alertmanager %s/api/v2/alerts",
-                    d->opt.am.urls[i]);
+                    tem_am_url(d->am, i));
         }
     }
 
