@@ -415,15 +415,10 @@ traffic() {
             || tb_fail "$PHASE: overlay-send.py failed:" \
                        "$(cat "$P"/send-*.json.err)"
     done
-    sleep 0.3
-    for pid in "${CAP_PIDS[@]}"; do
-        tb_bg_stop "$pid" INT \
-            || tb_fail "$PHASE: tcpdump failed: $(cat "$P"/*.tcpdump.err)"
-    done
-    for name in vmA vmB rtA rtB ul; do
-        grep -q '^0 packets dropped by kernel' "$P/$name.tcpdump.err" \
-            || tb_fail "$PHASE: tcpdump $name dropped packets:" \
-                       "$(cat "$P/$name.tcpdump.err")"
+    local i=0
+    for name in ul vmA vmB rtA rtB; do      # In the order of CAP_PIDS.
+        tb_tcpdump_stop "${CAP_PIDS[i++]}" "$P/$name.pcap" \
+            "$P/$name.tcpdump.err"
     done
 }
 

@@ -393,11 +393,7 @@ capture() {
 # capture_end NAME: stops the capture and reads its flows into FLOWS (one
 # --flow spec each), their totals into CAP_PK, CAP_BT.
 capture_end() {
-    tb_bg_stop "$CAP_PID" INT \
-        || tb_fail "$1: tcpdump failed: $(cat "$TB_DIR/$1.tcpdump.err")"
-    grep -q '^0 packets dropped by kernel' "$TB_DIR/$1.tcpdump.err" \
-        || tb_fail "$1: tcpdump dropped frames:" \
-                   "$(cat "$TB_DIR/$1.tcpdump.err")"
+    tb_tcpdump_stop "$CAP_PID" "$TB_DIR/$1.pcap" "$TB_DIR/$1.tcpdump.err"
     "$TB_PY" "$CHECK" flows "$TB_DIR/$1.pcap" >"$TB_DIR/$1.flows" \
         2>"$TB_DIR/$1.flows.err" \
         || tb_fail "$1: cannot read the capture:" \

@@ -315,17 +315,8 @@ capture() {
 # capture_end NAME: stops the capture; everything its filter received
 # must be in the file.
 capture_end() {
-    local err=$TB_DIR/$1.tcpdump.err captured received dropped
-    tb_bg_stop "${CAP_PIDS[$1]}" INT \
-        || tb_fail "$1: tcpdump failed: $(cat "$err")"
-    captured=$(sed -n 's/^\([0-9]*\) packets\{0,1\} captured$/\1/p' "$err")
-    received=$(sed -n \
-               's/^\([0-9]*\) packets\{0,1\} received by filter$/\1/p' "$err")
-    dropped=$(sed -n 's/^\([0-9]*\) packets\{0,1\} dropped by kernel$/\1/p' \
-              "$err")
-    [ -n "$captured" ] && [ "$captured" = "$received" ] \
-        && [ "$dropped" = 0 ] \
-        || tb_fail "$1: tcpdump did not capture everything: $(cat "$err")"
+    tb_tcpdump_stop "${CAP_PIDS[$1]}" "$TB_DIR/$1.pcap" \
+        "$TB_DIR/$1.tcpdump.err"
 }
 
 # flows NAME: the capture's 5-tuples as vhost-check.py --flow specs, one

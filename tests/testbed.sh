@@ -251,6 +251,32 @@ tb_bg_stop() {
     return "$rc"
 }
 
+# tb_tcpdump_stop PID PCAP ERR: stops tcpdump PID (started by tb_bg with
+# -U, writing PCAP, its stderr in ERR) once PCAP has stopped growing (a
+# tcpdump starved of CPU still has frames in the kernel's buffer, which
+# SIGINT would leave unwritten and uncounted as drops: at most 10 s),
+# then requires that it wrote every frame its filter received and the
+# kernel dropped none.
+tb_tcpdump_stop() {
+    local pid=$1 pcap=$2 err=$3 size last=-1 i captured received dropped
+    for ((i = 0; i < 33; i++)); do
+        sleep 0.3
+        size=$(stat -c %s "$pcap" 2>/dev/null || echo 0)
+        [ "$size" = "$last" ] && break
+        last=$size
+    done
+    tb_bg_stop "$pid" INT || tb_fail "tcpdump failed: $(cat "$err")"
+    captured=$(sed -n 's/^\([0-9]*\) packets\{0,1\} captured$/\1/p' "$err")
+    received=$(sed -n \
+               's/^\([0-9]*\) packets\{0,1\} received by filter$/\1/p' "$err")
+    dropped=$(sed -n 's/^\([0-9]*\) packets\{0,1\} dropped by kernel$/\1/p' \
+              "$err")
+    [ -n "$captured" ] && [ "$captured" = "$received" ] \
+        && [ "$dropped" = 0 ] \
+        || tb_fail "tcpdump did not capture everything ($pcap):" \
+                   "$(cat "$err")"
+}
+
 # tb_bg_forget PID: PID (waited for) is no longer ours to stop.
 tb_bg_forget() {
     local p kept=()
