@@ -95,6 +95,7 @@
 #include "curve.h"
 #include "event.h"
 #include "tem-auth.h"
+#include "tem-cluster.h"
 #include "tem-core.h"
 #include "tem-fd.h"
 #include "tem-http.h"
@@ -153,6 +154,12 @@ struct tem_daemon {
 
     /* Metrics server (NULL: --metrics=off). */
     struct tem_http *http;
+
+    /* Member of a cluster of TEMs (NULL: no --etcd), its next run, and a
+     * control request waiting for etcd (no other is read meanwhile). */
+    struct tem_cluster *cluster;
+    uint64_t cluster_next_ns;
+    bool ctl_waiting;
 };
 
 static volatile sig_atomic_t stop_signal;
@@ -238,6 +245,8 @@ alert_cb(void *aux, const char *event, const char *json)
 
 /* ---------------------------------------------------------------------- */
 /* Control requests. */
+
+static void cluster_ctl_reply(void *aux, struct json_object *r);
 
 static struct json_object *
 reply_error(const char *format, ...) __attribute__((format(printf, 1, 2)));
@@ -487,6 +496,8 @@ ctl_status(struct tem_daemon *d)
     add_int(r, "ctl_requests", d->ctl_requests);
     add_int(r, "ctl_errors", d->ctl_errors);
     json_object_object_add(r, "alert_output", alert_output_json(d));
+    json_object_object_add(r, "cluster", d->cluster
+                           ? tem_cluster_status_json(d->cluster) : NULL);
 
     struct json_object *sec = json_object_new_object();
     json_object_object_add(sec, "mode", json_object_new_string(
@@ -640,6 +651,10 @@ ctl_dispatch(struct tem_daemon *d, const char *text, size_t len)
         r = reply_error("request has no \"command\"");
     } else if ((r = ctl_tun_id(req, &tun_id, &tun))) {
         /* A bad tenant filter. */
+    } else if (d->cluster && (!strcmp(cmd, "event-add")
+                              || !strcmp(cmd, "event-del"))) {
+        /* NULL: answered later (cluster_ctl_reply()). */
+        r = tem_cluster_ctl(d->cluster, cmd, req, cluster_ctl_reply, d);
     } else if (!strcmp(cmd, "event-add")) {
         r = ctl_event_add(d, req);
     } else if (!strcmp(cmd, "event-del")) {
@@ -684,6 +699,32 @@ out:
     return r;
 }
 
+/* Sends 'r' (and frees it) as the answer to the request read last. */
+static void
+ctl_reply_send(struct tem_daemon *d, struct json_object *r)
+{
+    struct json_object *ok;
+    if (json_object_object_get_ex(r, "ok", &ok)
+        && !json_object_get_boolean(ok)) {
+        d->ctl_errors++;
+    }
+    const char *text = json_object_to_json_string_ext(
+        r, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+    zmq_send(d->rep, text, strlen(text), 0);
+    json_object_put(r);
+    tem_core_flush(d->core);
+}
+
+/* The answer of a cluster's control request that waited for etcd. */
+static void
+cluster_ctl_reply(void *aux, struct json_object *r)
+{
+    struct tem_daemon *d = aux;
+
+    d->ctl_waiting = false;
+    ctl_reply_send(d, r);
+}
+
 static void
 ctl_handle(struct tem_daemon *d)
 {
@@ -720,17 +761,12 @@ ctl_handle(struct tem_daemon *d)
     } else {
         r = ctl_dispatch(d, zmq_msg_data(&msg), zmq_msg_size(&msg));
     }
-    struct json_object *ok;
-    if (json_object_object_get_ex(r, "ok", &ok)
-        && !json_object_get_boolean(ok)) {
-        d->ctl_errors++;
-    }
-    const char *text = json_object_to_json_string_ext(
-        r, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
-    zmq_send(d->rep, text, strlen(text), 0);
-    json_object_put(r);
     zmq_msg_close(&msg);
-    tem_core_flush(d->core);
+    if (!r) {
+        d->ctl_waiting = true;  /* A cluster's request, waiting for etcd. */
+        return;
+    }
+    ctl_reply_send(d, r);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -1071,6 +1107,9 @@ metrics_fill(void *aux, struct tem_metrics *m)
     const char *name;
 
     tem_core_metrics(d->core, m);
+    if (d->cluster) {
+        tem_cluster_metrics(d->cluster, m);
+    }
 
     tem_metrics_counter(m, "trumpet_tem_alert_publish_drops_total",
                         "Alerts not published on --pub: a subscriber's "
@@ -1349,6 +1388,63 @@ tem_daemon_timers(struct tem_daemon *d)
                            now + TEM_POLL_MAX_MS * 1000000ULL);
 }
 
+/* ---------------------------------------------------------------------- */
+/* A cluster of TEMs (--etcd, tem-cluster.h): its own functions, called
+ * from the loop. */
+
+/* Makes 'd' a member of the cluster of --etcd, if given: the events of
+ * the state file are not used (a member decides the cluster's events
+ * assigned to it).  Exits if the etcd client cannot start. */
+static void
+cluster_start(struct tem_daemon *d)
+{
+    char *error;
+
+    if (!d->opt.cluster.etcd) {
+        return;
+    }
+    size_t n = tem_core_n_events(d->core);
+    if (n) {
+        tpm_log(TPM_LOG_WARN, "--etcd: the %zu events of %s are not used: "
+                "a member of a cluster decides the events that etcd "
+                "assigns to it", n, d->opt.state_file);
+        tem_core_event_clear(d->core);
+    }
+    struct tem_cluster_config cc = {
+        .opt = &d->opt.cluster,
+        .member_id = d->opt.cfg.tem_id,
+        .listen = d->listen_ep,
+        .pub = d->pub_ep,
+        .public_key = d->opt.insecure ? NULL : d->pub_key,
+    };
+    d->cluster = tem_cluster_create(&cc, d->core, &error);
+    if (!d->cluster) {
+        fprintf(stderr, "trumpet-tem: refusing to start: --etcd: %s\n",
+                error);
+        free(error);
+        exit(EXIT_FAILURE);
+    }
+}
+
+/* Takes etcd's results (input, at most --batch) and acts on them: the
+ * core's events follow the assignments, before the core's timers. */
+static void
+cluster_turn(struct tem_daemon *d)
+{
+    if (d->cluster) {
+        tem_cluster_input(d->cluster, d->opt.batch);
+        d->cluster_next_ns = tem_cluster_run(d->cluster);
+    }
+}
+
+/* Gives the lease back, so that the other members take over at once. */
+static void
+cluster_stop(struct tem_daemon *d)
+{
+    tem_cluster_destroy(d->cluster, 500);
+    d->cluster = NULL;
+}
+
 /* One turn of the loop of 'd': waits for the sockets or the core's next
  * timer, reads what the sockets hold, runs the timers, then serves one
  * control request and the metrics server.  Returns false if the loop
@@ -1365,6 +1461,12 @@ tem_daemon_turn(struct tem_daemon *d)
     long timeout = (d->next_timer_ns <= now ? 0
                     : (long) MIN((d->next_timer_ns - now + 999999) / 1000000,
                                  TEM_POLL_MAX_MS));
+    if (d->cluster) {
+        long ms = d->cluster_next_ns <= now ? 0
+                  : (long) MIN((d->cluster_next_ns - now + 999999) / 1000000,
+                               TEM_POLL_MAX_MS);
+        timeout = MIN(timeout, ms);
+    }
     uint64_t http_next = d->http ? tem_http_next_run(d->http) : UINT64_MAX;
     if (http_next != UINT64_MAX) {
         long ms = http_next <= now ? 0
@@ -1376,9 +1478,10 @@ tem_daemon_turn(struct tem_daemon *d)
     /* The hosts' and control sockets, then those present: ZAP, the
      * subscriptions of the alerts' XPUB, the metrics server, the alert
      * outputs with bytes waiting. */
-    zmq_pollitem_t items[7] = {
+    zmq_pollitem_t items[8] = {
         { .socket = d->router, .events = ZMQ_POLLIN },
-        { .socket = d->rep, .events = ZMQ_POLLIN },
+        /* Not while a request waits for etcd (a cluster's). */
+        { .socket = d->rep, .events = d->ctl_waiting ? 0 : ZMQ_POLLIN },
         { .socket = d->pub, .events = ZMQ_POLLIN },
     };
     size_t n_items = 3;
@@ -1386,6 +1489,10 @@ tem_daemon_turn(struct tem_daemon *d)
     if (d->zap) {
         items[n_items++] = (zmq_pollitem_t) { .socket = d->zap,
                                               .events = ZMQ_POLLIN };
+    }
+    if (d->cluster) {
+        items[n_items++] = (zmq_pollitem_t) {
+            .fd = tem_cluster_fd(d->cluster), .events = ZMQ_POLLIN };
     }
     if (d->http) {
         http_item = n_items;
@@ -1421,6 +1528,7 @@ tem_daemon_turn(struct tem_daemon *d)
     }
     tem_fd_warn();
     tem_daemon_input(d);
+    cluster_turn(d);
     tem_daemon_timers(d);
     if (items[1].revents & ZMQ_POLLIN) {
         uint64_t ctl_start = tpm_clock_mono_ns();
@@ -1444,6 +1552,7 @@ tem_daemon_stop(struct tem_daemon *d)
 {
     tpm_log(TPM_LOG_INFO, "stopping on signal %d", (int) stop_signal);
     tem_http_stop(d->http);
+    cluster_stop(d);
     tem_core_bye_all(d->core, "TEM shutting down");
     tem_core_flush(d->core);
     tem_core_destroy(d->core);
@@ -1498,6 +1607,7 @@ main(int argc, char *argv[])
     }
     tem_daemon_start(&d);
     tem_daemon_open(&d);
+    cluster_start(&d);
     tpm_log(TPM_LOG_INFO, "TEM %s up: hosts on %s, alerts on %s, control on "
             "%s, %zu events from %s; %s", d.opt.cfg.tem_id, d.listen_ep,
             d.pub_ep, d.ctl_ep, tem_core_n_events(d.core),
