@@ -22,6 +22,14 @@
  * requests are served in this thread, so they read the core's state
  * without locks, after everything else of the turn.
  *
+ * With --etcd the TEM is a member of a cluster of TEMs (tem-cluster.h):
+ * the etcd client's result queue (an eventfd) is one more item; its
+ * results are read after the hosts' frames and acted on (the events
+ * assigned to this member defined in the core, the leader's
+ * assignments) before the core's timers.  event-add and event-del then
+ * go to etcd: the control socket waits for etcd's answer (no other
+ * request is read meanwhile) and answers from a later turn.
+ *
  * Security (docs/operations.md, "Keys"): the TEM has a CURVE key pair
  * (--key-file).  The hosts' socket is always a CURVE server: a host needs
  * a key of the allow-list (--allow-file), and may only say Hello as the
