@@ -427,14 +427,16 @@ tem_cluster_apply_leader__(struct tem_cluster *cl,
                            const struct tem_etcd_kv *kv)
 {
     bool was = cl->is_leader;
+    char *old = cl->leader;
 
-    free(cl->leader);
     cl->leader = NULL;
     cl->is_leader = false;
     if (!kv || kv->deleted) {
-        if (kv) {
-            tpm_log(TPM_LOG_INFO, "cluster: no leader (its lease ended)");
+        if (old) {
+            tpm_log(TPM_LOG_INFO, "cluster: no leader (the lease of %s "
+                    "ended)", old);
         }
+        free(old);
         tem_cluster_campaign__(cl);
         return;
     }
@@ -446,9 +448,10 @@ tem_cluster_apply_leader__(struct tem_cluster *cl,
         cl->leaderships++;
         cl->dirty_assign = true;
         tpm_log(TPM_LOG_INFO, "cluster: %s is the leader", cl->id);
-    } else if (!cl->is_leader) {
+    } else if (!cl->is_leader && (!old || strcmp(old, cl->leader))) {
         tpm_log(TPM_LOG_INFO, "cluster: the leader is %s", cl->leader);
     }
+    free(old);
 }
 
 /* Applies 'kv' to view 'v'. */
@@ -546,7 +549,9 @@ tem_cluster_view_result__(struct tem_cluster *cl, uint32_t kind,
             view->due_ns = tem_cluster_now__() + TEM_CLUSTER_RETRY_NS;
             return;
         }
-        /* The snapshot replaces what the view held. */
+        /* The snapshot replaces what the view held (read first: a
+         * campaign needs the leader's view read). */
+        view->read = true;
         switch (v) {
         case VIEW_MEMBERS: tem_cluster_members_clear__(cl); break;
         case VIEW_EVENTS: tem_cluster_events_clear__(cl); break;
@@ -563,7 +568,6 @@ tem_cluster_view_result__(struct tem_cluster *cl, uint32_t kind,
                 tem_cluster_apply__(cl, v, &r->kvs[i]);
             }
         }
-        view->read = true;
         cl->dirty_local = cl->dirty_assign = true;
         int error = tem_etcd_watch(cl->etcd, view->key, view->prefix,
                                    r->revision + 1,

@@ -227,8 +227,9 @@ EXTRA_DIST += tests/tem-etcd.sh tests/etcd-fake.py
 # hosts connected to each: events spread by rendezvous hashing, each
 # owned once; the owner of most events killed -9 mid-replay, then the
 # leader: their events move within the lease's TTL + 1 s and every
-# interval a live TEM owned is alerted exactly, by it, once.  Skipped
-# without etcd.
+# interval a live TEM owned is alerted exactly, by it, once; etcd killed
+# past the lease's TTL and restarted: the last TEM keeps its events and
+# answers, then registers again and leads.  Skipped without etcd.
 TESTS += tests/tem-cluster.sh
 EXTRA_DIST += tests/tem-cluster.sh
 

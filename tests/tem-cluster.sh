@@ -19,6 +19,10 @@
 #      time the dead TEM's events move to a live one within TTL + 1 s
 #      (measured from the kill to the new owner's install, printed), the
 #      new owner installs them on both hosts, and alerts resume.
+#   4. etcd killed -9 for 3 s (past the lease's TTL) and started again:
+#      the last TEM answers tem-ctl throughout (each status under 1 s),
+#      keeps its events, loses its lease, registers again on a new one,
+#      leads again, and its views are read and watched again.
 #   3. Exactness: for every event, every interval in which a live TEM
 #      owned it (from 100 ms after its install to 250 ms before its
 #      death) has exactly one alert, from that TEM, equal to the ground
@@ -78,18 +82,24 @@ etcdctl() {
         --dial-timeout=1s --command-timeout=3s "$@"
 }
 
-"$ETCD" --name tem-cluster-test --data-dir "$tmp/etcd" \
-    --listen-client-urls "$EP" --advertise-client-urls "$EP" \
-    --listen-peer-urls "http://127.0.0.1:$pport" \
-    --initial-advertise-peer-urls "http://127.0.0.1:$pport" \
-    --initial-cluster "tem-cluster-test=http://127.0.0.1:$pport" \
-    >"$tmp/etcd.log" 2>&1 &
-pids+=($!)
-for ((i = 0; i < 100; i++)); do
-    etcdctl endpoint health >/dev/null 2>&1 && break
-    sleep 0.1
-done
-etcdctl endpoint health >/dev/null 2>&1 || fail "etcd not healthy after 10 s"
+# etcd_start: etcd on the work directory's data directory, until healthy.
+etcd_start() {
+    "$ETCD" --name tem-cluster-test --data-dir "$tmp/etcd" \
+        --listen-client-urls "$EP" --advertise-client-urls "$EP" \
+        --listen-peer-urls "http://127.0.0.1:$pport" \
+        --initial-advertise-peer-urls "http://127.0.0.1:$pport" \
+        --initial-cluster "tem-cluster-test=http://127.0.0.1:$pport" \
+        >>"$tmp/etcd.log" 2>&1 &
+    etcd_pid=$!
+    pids+=($!)
+    local i
+    for ((i = 0; i < 100; i++)); do
+        etcdctl endpoint health >/dev/null 2>&1 && return 0
+        sleep 0.1
+    done
+    fail "etcd not healthy after 10 s"
+}
+etcd_start
 
 K=$tmp/keys
 tem_keys "$K" h1 h2
@@ -377,3 +387,28 @@ print("PASS: takeovers: %s (TTL %d s); %d intervals alerted exactly by "
                    for kv in sorted(takeover.items())), ttl, n_checked,
          last, st["takeovers"], st["events_moved"]))
 PYEOF
+
+# --- 4. etcd away -----------------------------------------------------------
+before=$(cstat $last 'sorted(c["events_owned"])')
+kill -9 "$etcd_pid"
+wait "$etcd_pid" 2>/dev/null || true
+worst=0
+end=$(( $(date +%s%N) + 3000000000 ))
+while [ "$(date +%s%N)" -lt $end ]; do
+    t0=$(date +%s%N)
+    cctl $last status >/dev/null || fail "$last did not answer with etcd away"
+    ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+    [ $ms -le $worst ] || worst=$ms
+    sleep 0.1
+done
+[ $worst -lt 1000 ] || fail "$last answered status in $worst ms with etcd away"
+[ "$(cstat $last 'sorted(c["events_owned"])')" = "$before" ] \
+    || fail "$last lost its events with etcd away: $(cstat $last 'c')"
+etcd_start
+until_ok 20 '[ "$(cstat $last "c[\"registered\"] and c[\"is_leader\"] and c[\"synced\"] and c[\"leases\"] >= 2")" = True ]' \
+    || fail "$last after etcd came back: $(cstat $last 'c')"
+[ "$(cstat $last 'sorted(c["events_owned"])')" = "$before" ] \
+    || fail "$last events after etcd came back: $(cstat $last 'c')"
+echo "PASS: etcd killed for 3 s: $last kept its events $before, answered" \
+     "status in $worst ms at most, then registered on a new lease" \
+     "($(cstat $last 'c["leases_lost"]') lost) and leads again"
