@@ -437,6 +437,15 @@ print_status(struct json_object *r)
     print_counters(get(r, "security"));
     printf("alert output:\n");
     print_counters(get(r, "alert_output"));
+    struct json_object *am = get(r, "alertmanager");
+    if (am) {
+        struct json_object *urls = get(am, "urls");
+        printf("alertmanager (queue %"PRId64", batch %"PRId64"):\n",
+               num(am, "queue"), num(am, "batch"));
+        for (size_t i = 0; i < json_object_array_length(urls); i++) {
+            print_counters(json_object_array_get_idx(urls, i));
+        }
+    }
     printf("limits:\n");
     print_counters(get(r, "limits"));
     printf("descriptors:\n");

@@ -30,7 +30,9 @@ enum {
     OPT_HANDSHAKE_TIMEOUT, OPT_FD_RESERVE, OPT_ALERT_BUFFER,
     OPT_METRICS_CONNECTIONS, OPT_METRICS_PER_IP, OPT_METRICS_TIMEOUT,
     OPT_METRICS_CACHE,
-    OPT_OVERRUN_MIN,
+    OPT_OVERRUN_MIN, OPT_ALERTMANAGER, OPT_AM_QUEUE, OPT_AM_BATCH,
+    OPT_AM_TIMEOUT, OPT_AM_BACKOFF, OPT_AM_FLUSH, OPT_AM_RESOLVE,
+    OPT_AM_SEVERITY, OPT_AM_GENERATOR_URL,
     /* A cluster of TEMs on etcd (tem-cluster.h). */
     OPT_ETCD, OPT_ETCD_TTL, OPT_STANDBY,
 };
@@ -64,6 +66,22 @@ Sockets and files:\n\
                           the previous answer (5s)\n\
   --metrics-cache=TIME    a scrape within TIME of the last gets its\n\
                           text again (1s; 0: never)\n\
+Prometheus Alertmanager (every alert to each URL's API v2):\n\
+  --alertmanager=URL      http(s)://HOST:PORT[/PATH] of an Alertmanager\n\
+                          (repeatable, at most 16; none)\n\
+  --alertmanager-queue=N  alerts waiting per URL; past that the oldest\n\
+                          is dropped, counted (10000)\n\
+  --alertmanager-batch=N  alerts per request, at most half of the\n\
+                          queue (64, or half of a smaller queue)\n\
+  --alertmanager-timeout=TIME  a request's deadline (5s)\n\
+  --alertmanager-backoff=TIME  longest wait between retries, which start\n\
+                          at 100ms and double (30s)\n\
+  --alertmanager-resolve=TIME  endsAt - startsAt: Alertmanager resolves\n\
+                          an alert not renewed within TIME (300s)\n\
+  --alertmanager-flush=TIME  at exit, delivery goes on for at most TIME,\n\
+                          then what is left is dropped (2s)\n\
+  --alertmanager-severity=S  the alerts' severity label (warning)\n\
+  --alertmanager-generator-url=URL  the alerts' generatorURL (none)\n\
 Keys (CURVE, see docs/operations.md):\n\
   --key-file=PATH         the TEM's key pair, from tem-ctl keygen\n\
                           (/etc/trumpet/tem.key)\n\
@@ -201,6 +219,16 @@ static const struct option tem_long_options[] = {
     { "fd-reserve", required_argument, NULL, OPT_FD_RESERVE },
     { "alert-buffer", required_argument, NULL, OPT_ALERT_BUFFER },
     { "overrun-min", required_argument, NULL, OPT_OVERRUN_MIN },
+    { "alertmanager", required_argument, NULL, OPT_ALERTMANAGER },
+    { "alertmanager-queue", required_argument, NULL, OPT_AM_QUEUE },
+    { "alertmanager-batch", required_argument, NULL, OPT_AM_BATCH },
+    { "alertmanager-timeout", required_argument, NULL, OPT_AM_TIMEOUT },
+    { "alertmanager-backoff", required_argument, NULL, OPT_AM_BACKOFF },
+    { "alertmanager-flush", required_argument, NULL, OPT_AM_FLUSH },
+    { "alertmanager-resolve", required_argument, NULL, OPT_AM_RESOLVE },
+    { "alertmanager-severity", required_argument, NULL, OPT_AM_SEVERITY },
+    { "alertmanager-generator-url", required_argument, NULL,
+      OPT_AM_GENERATOR_URL },
     { "etcd", required_argument, NULL, OPT_ETCD },
     { "etcd-ttl", required_argument, NULL, OPT_ETCD_TTL },
     { "standby", no_argument, NULL, OPT_STANDBY },
@@ -347,6 +375,98 @@ tem_options_limits__(struct tem_options *o, int ch, const char *name,
     return true;
 }
 
+/* Returns 'arg' if it is an http:// or https:// URL of at most 1024
+ * printable characters (trailing slashes aside, tem-am.h drops them);
+ * exits with a usage error naming option 'name' if it is not. */
+static const char *
+tem_options_url__(const char *name, const char *arg)
+{
+    size_t len = strlen(arg);
+    bool ok = len <= 1024 && (!strncmp(arg, "http://", 7)
+                              || !strncmp(arg, "https://", 8));
+    for (size_t i = 0; ok && i < len; i++) {
+        ok = arg[i] > ' ' && arg[i] < 0x7f;
+    }
+    while (ok && len && arg[len - 1] == '/') {
+        len--;
+    }
+    if (!ok || len <= strlen("https://")) {
+        cli_usage_error("%s: '%s' is not an http:// or https:// URL",
+                        name, arg);
+    }
+    return arg;
+}
+
+/* Parses time 'arg' of option 'name', from 'min' to 'max' ns. */
+static uint64_t
+tem_options_time_range__(const char *name, const char *arg, uint64_t min,
+                         uint64_t max, const char *range)
+{
+    uint64_t ns = cli_time(name, arg, min == 0);
+    if (ns < min || ns > max) {
+        cli_usage_error("%s: '%s' is not from %s", name, arg, range);
+    }
+    return ns;
+}
+
+/* Parses option 'ch' (written 'name') with argument 'arg' into 'a' if it
+ * is one of the Alertmanager sender's.  Returns false if it is not
+ * one. */
+static bool
+tem_options_am__(struct tem_am_config *a, int ch, const char *name,
+                 const char *arg)
+{
+    const uint64_t s = 1000000000ULL;
+
+    switch (ch) {
+    case OPT_ALERTMANAGER:
+        if (a->n_urls >= TEM_AM_MAX_URLS) {
+            cli_usage_error("%s: at most %d URLs", name, TEM_AM_MAX_URLS);
+        }
+        a->urls[a->n_urls++] = tem_options_url__(name, arg);
+        break;
+    case OPT_AM_QUEUE:
+        a->queue = cli_uint(name, arg, 2, 1 << 24);
+        break;
+    case OPT_AM_BATCH:
+        a->batch = cli_uint(name, arg, 1, 1 << 16);
+        break;
+    case OPT_AM_TIMEOUT:
+        a->timeout_ns = tem_options_time_range__(name, arg, s / 100,
+                                                 3600 * s, "10ms to 1h");
+        break;
+    case OPT_AM_BACKOFF:
+        a->backoff_max_ns = tem_options_time_range__(name, arg, s / 1000,
+                                                     3600 * s, "1ms to 1h");
+        break;
+    case OPT_AM_FLUSH:
+        a->flush_ns = tem_options_time_range__(name, arg, 0, 3600 * s,
+                                               "0 to 1h");
+        break;
+    case OPT_AM_RESOLVE:
+        a->format.resolve_ns = tem_options_time_range__(
+            name, arg, s, 7 * 86400 * s, "1s to 7 days (604800s)");
+        break;
+    case OPT_AM_SEVERITY: {
+        size_t len = strlen(arg);
+        if (!len || len > 63
+            || strspn(arg, "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                      "abcdefghijklmnopqrstuvwxyz0123456789_.:-") != len) {
+            cli_usage_error("%s: '%s' is not 1 to 63 characters from A-Z "
+                            "a-z 0-9 _ . : -", name, arg);
+        }
+        a->format.severity = arg;
+        break;
+    }
+    case OPT_AM_GENERATOR_URL:
+        a->format.generator_url = tem_options_url__(name, arg);
+        break;
+    default:
+        return false;
+    }
+    return true;
+}
+
 /* Parses option 'ch' (written 'name') with argument 'arg' into 'o' if it
  * is one of the daemon's own.  Returns false if it is not one. */
 static bool
@@ -398,7 +518,8 @@ tem_options_daemon__(struct tem_options *o, int ch, const char *name,
         o->max_request = cli_uint(name, arg, 1024, 64 * 1024 * 1024);
         break;
     default:
-        return tem_options_limits__(o, ch, name, arg);
+        return (tem_options_limits__(o, ch, name, arg)
+                || tem_options_am__(&o->am, ch, name, arg));
     }
     return true;
 }
@@ -499,6 +620,8 @@ tem_options_parse(int argc, char *argv[], struct tem_options *o)
     o->fd_reserve = 64;
     o->alert_buffer = 1 << 20;
     o->http = (struct tem_http_limits) TEM_HTTP_LIMITS_DEFAULT;
+    o->am = (struct tem_am_config) TEM_AM_CONFIG_DEFAULT;
+    o->am.batch = 0;            /* Not given: from the queue, below. */
     o->cluster = (struct tem_cluster_options) { .ttl_s = 3 };
     tem_config_init(c);
 
@@ -529,6 +652,18 @@ tem_options_parse(int argc, char *argv[], struct tem_options *o)
                         "could hold every connection", o->http.per_ip,
                         o->http.max_connections);
     }
+    /* The member id before anything takes the TEM's id. */
+    tem_options_cluster_id__(o);
+    if (!o->am.batch) {
+        o->am.batch = MIN(TEM_AM_BATCH_DEFAULT, o->am.queue / 2);
+    } else if (o->am.batch > o->am.queue / 2) {
+        cli_usage_error("--alertmanager-batch=%zu is more than half of "
+                        "--alertmanager-queue=%zu: a full queue would have "
+                        "no alert to drop but those being sent",
+                        o->am.batch, o->am.queue);
+    }
+    o->am.format.tem_id = c->tem_id;
+    o->am.format.epoch_ns = c->epoch_ns;
     if (c->max_batch_bytes > o->max_frame / 2) {
         c->max_batch_bytes = MAX(4096, o->max_frame / 2);
     }
@@ -544,5 +679,4 @@ tem_options_parse(int argc, char *argv[], struct tem_options *o)
     }
     o->pub_hwm = MIN(MAX(TEM_HWM_FLOOR, o->peer_memory / TEM_ALERT_BYTES),
                      INT_MAX);
-    tem_options_cluster_id__(o);
 }

@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "tem-am.h"
 #include "tem-cluster.h"
 #include "tem-core.h"
 #include "tem-http.h"
@@ -44,6 +45,7 @@ struct tem_options {
     uint32_t fd_reserve;        /* Descriptors kept (tem-fd.h). */
     size_t alert_buffer;        /* Bytes of each alert output's ring. */
     struct tem_http_limits http;    /* --metrics-* limits. */
+    struct tem_am_config am;    /* --alertmanager*: n_urls 0 for none. */
     struct tem_cluster_options cluster;    /* --etcd, --etcd-ttl,
                                             * --standby. */
     struct tem_config cfg;

@@ -49,7 +49,9 @@
  * flood of idle TCP connections cannot stop tem-ctl or the TEM.  Alerts
  * go to standard output and --alert-file through rings written without
  * blocking (tem-sink.h): a reader that does not read loses alerts
- * (counted), the TEM goes on.
+ * (counted), the TEM goes on.  With --alertmanager, every alert is also
+ * queued for Prometheus Alertmanager (tem-am.h): threads of the sender's
+ * own POST it, the loop never waits for them.
  *
  * One TEM per state file and per ipc:// socket: each is guarded by a
  * lock (flock on PATH.lock) taken before anything is written or bound.
@@ -102,6 +104,7 @@
 #include "clock.h"
 #include "curve.h"
 #include "event.h"
+#include "tem-am.h"
 #include "tem-auth.h"
 #include "tem-cluster.h"
 #include "tem-core.h"
@@ -130,6 +133,7 @@ struct tem_daemon {
     void *router, *pub, *rep, *zap;
     char listen_ep[256], pub_ep[256], ctl_ep[256];
     struct tem_sink *out_stdout, *out_file;    /* NULL: not written. */
+    struct tem_am *am;          /* NULL: no --alertmanager. */
     struct tem_core *core;
     uint64_t pub_sent, pub_drops;
     uint64_t ctl_requests, ctl_errors;
@@ -239,6 +243,9 @@ alert_cb(void *aux, const char *event, const char *json)
     }
     if (d->out_file) {
         tem_sink_put(d->out_file, json, len);
+    }
+    if (d->am) {
+        tem_am_put(d->am, json, len);
     }
     /* ZMQ_XPUB_NODROP: EAGAIN if a subscriber of 'event' has no room (no
      * subscriber: sent to nobody, not a drop).  The second part follows
@@ -504,6 +511,8 @@ ctl_status(struct tem_daemon *d)
     add_int(r, "ctl_requests", d->ctl_requests);
     add_int(r, "ctl_errors", d->ctl_errors);
     json_object_object_add(r, "alert_output", alert_output_json(d));
+    json_object_object_add(r, "alertmanager",
+                           d->am ? tem_am_status_json(d->am) : NULL);
     json_object_object_add(r, "cluster", d->cluster
                            ? tem_cluster_status_json(d->cluster) : NULL);
 
@@ -1115,6 +1124,9 @@ metrics_fill(void *aux, struct tem_metrics *m)
     const char *name;
 
     tem_core_metrics(d->core, m);
+    if (d->am) {
+        tem_am_metrics(d->am, m);
+    }
     if (d->cluster) {
         tem_cluster_metrics(d->cluster, m);
     }
@@ -1301,6 +1313,18 @@ tem_daemon_start(struct tem_daemon *d)
         d->out_stdout = tem_sink_create(STDOUT_FILENO, false,
                                         d->opt.alert_buffer,
                                         "standard output");
+    }
+    if (d->opt.am.n_urls) {
+        d->am = tem_am_create(&d->opt.am, &error);
+        if (!d->am) {
+            fprintf(stderr, "trumpet-tem: refusing to start: %s\n", error);
+            free(error);
+            exit(EXIT_FAILURE);
+        }
+        for (size_t i = 0; i < tem_am_n_urls(d->am); i++) {
+            tpm_log(TPM_LOG_INFO, "alerts to Alertmanager %s/api/v2/alerts",
+                    tem_am_url(d->am, i));
+        }
     }
 
     /* Before the sockets: an address in use stops the TEM before it
@@ -1583,6 +1607,7 @@ tem_daemon_stop(struct tem_daemon *d)
     if (!strncmp(d->opt.ctl, "ipc://", 6)) {
         unlink(d->opt.ctl + 6);
     }
+    tem_am_destroy(d->am);
     tem_sink_destroy(d->out_stdout);
     tem_sink_destroy(d->out_file);
 }

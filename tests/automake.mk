@@ -160,6 +160,14 @@ tests/test_tem-test-tem.$(OBJEXT): $(PROTO_GEN)
 TESTS += tests/test-tem
 EXTRA_DIST += tests/demo-tem.sh tests/tem-trace.py
 
+# The TEM's alerts as Alertmanager alerts (tem/tem-am-json.h): labels,
+# annotations, tenants, groups, escaping.
+check_PROGRAMS += tests/test-am
+tests_test_am_SOURCES = tests/test-am.c tem/tem-am-json.c tem/tem-am-json.h
+tests_test_am_CFLAGS = $(TEST_CFLAGS) -I$(top_srcdir)/tem $(JSON_C_CFLAGS)
+tests_test_am_LDADD = $(TEST_LDADD) $(JSON_C_LIBS)
+TESTS += tests/test-am
+
 # The TEM daemon and tem-ctl with tpm-replay hosts (no switch, no root):
 # exit codes, the wire checked with hand-encoded protobuf, decisions
 # against traces of known volume, persistence.
@@ -180,6 +188,13 @@ EXTRA_DIST += tests/tem-overlay.sh tests/tem-overlay.py
 # on one state file; event ids at the end of their range.
 TESTS += tests/tem-security.sh
 EXTRA_DIST += tests/tem-security.sh
+# Every alert delivered to a real Prometheus Alertmanager on loopback
+# (--alertmanager), read back through its API: labels, annotations,
+# Alertmanager down (queued, retried, delivered), the queue's bound (drops
+# counted exactly), two TEMs deduplicated.  Skipped without
+# prometheus-alertmanager.
+TESTS += tests/tem-alertmanager.sh
+EXTRA_DIST += tests/tem-alertmanager.sh
 # An allowed host that misbehaves: a frame of satisfactions 116 days
 # ahead polls nobody (counted), a Bye with a newline is one escaped log
 # line, the control socket answers within 100 ms all along.  No root.

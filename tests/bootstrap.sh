@@ -37,13 +37,16 @@ jobs=${JOBS:-$(nproc)}
 # its runtime libraries (libFuzzer, ASan, UBSan) for the fuzz targets
 # (tests/fuzz/).  libcurl (OpenSSL flavour) is the TEM's etcd client
 # (tem/tem-etcd.h); etcd's server and etcdctl run in tests/tem-etcd.sh.
+# libcurl also carries the TEM's alerts to Prometheus Alertmanager
+# (tem/tem-am.h), which tests/tem-alertmanager.sh runs.
 packages="autoconf automake libtool pkg-config make gcc patch check
 libpcap-dev libjson-c-dev libzmq3-dev libprotobuf-c-dev protobuf-c-compiler
 python3 python3-zmq valgrind openvswitch-source libdpdk-dev
 dpdk-dev iproute2 ethtool iputils-ping tcpdump iptables
 libnetfilter-queue-dev util-linux libssl-dev libcap-ng-dev libunbound-dev
 debhelper dpkg-dev systemd man-db binutils libmicrohttpd-dev prometheus
-clang libclang-rt-14-dev libcurl4-openssl-dev etcd-server etcd-client"
+clang libclang-rt-14-dev libcurl4-openssl-dev etcd-server etcd-client
+prometheus-alertmanager"
 
 if [ "${SKIP_APT:-0}" != 1 ]; then
     missing=

@@ -21,7 +21,7 @@ SAN = -fsanitize=address,undefined -fno-sanitize-recover=all
 COV =
 FUZZ_CFLAGS = -std=gnu11 -g -O1 -fno-omit-frame-pointer $(SAN) $(COV)
 WARN = -Wall -Wextra -Wno-unused-parameter -Wno-unused-function
-PKGS = json-c libprotobuf-c libzmq libmicrohttpd
+PKGS = json-c libprotobuf-c libzmq libmicrohttpd libcurl
 FUZZ_CPPFLAGS = -I$(top)/lib -I$(top)/tpm -I$(top)/tem -I$(proto) \
 	$(shell $(PKG_CONFIG) --cflags $(PKGS))
 FUZZ_LIBS = $(shell $(PKG_CONFIG) --libs $(PKGS)) -lpthread -lm
@@ -29,7 +29,8 @@ FUZZ_LIBS = $(shell $(PKG_CONFIG) --libs $(PKGS)) -lpthread -lm
 TARGETS = fuzz-event fuzz-packet fuzz-proto fuzz-tem-ctl fuzz-tem-host
 
 # Library code under test: lib/ (without the host agent), libtpm, the
-# TEM's core, state file, keys and metrics (tem.c, which fuzz-tem-ctl.c
+# TEM's core, state file, keys and metrics, its Alertmanager sender and
+# its cluster member with its etcd client (tem.c, which fuzz-tem-ctl.c
 # includes, calls them), and the generated protocol code.
 LIB_SRCS = \
 	lib/cli.c lib/clock.c lib/curve.c lib/decision.c lib/event.c \
@@ -41,9 +42,11 @@ LIB_SRCS = \
 	tpm/match-scatter.c tpm/tcp-state.c tpm/tenants.c tpm/tpm.c \
 	tpm/triggers.c tpm/trig-index.c \
 	tem/tem-alert.c tem/tem-auth.c tem/tem-core.c tem/tem-decide.c \
-	tem/tem-event.c tem/tem-host.c tem/tem-http.c tem/tem-log.c \
-	tem/tem-metrics.c tem/tem-options.c tem/tem-out.c tem/tem-state.c \
-	tem/tem-view.c
+	tem/tem-event.c tem/tem-fd.c tem/tem-host.c tem/tem-http.c \
+	tem/tem-log.c tem/tem-metrics.c tem/tem-options.c tem/tem-out.c \
+	tem/tem-sink.c tem/tem-state.c tem/tem-view.c tem/tem-warn.c \
+	tem/tem-am.c tem/tem-am-json.c \
+	tem/tem-cluster.c tem/tem-etcd.c tem/tem-etcd-json.c
 LIB_OBJS = $(patsubst %.c,$(out)/obj/%.o,$(LIB_SRCS)) \
 	$(out)/obj/trumpet.pb-c.o
 
