@@ -22,8 +22,9 @@ COV =
 FUZZ_CFLAGS = -std=gnu11 -g -O1 -fno-omit-frame-pointer $(SAN) $(COV)
 WARN = -Wall -Wextra -Wno-unused-parameter -Wno-unused-function
 PKGS = json-c libprotobuf-c libzmq libmicrohttpd libcurl
+# $(proto)/..: the build's config.h (tem-etcd.c includes it).
 FUZZ_CPPFLAGS = -I$(top)/lib -I$(top)/tpm -I$(top)/tem -I$(proto) \
-	$(shell $(PKG_CONFIG) --cflags $(PKGS))
+	-I$(proto)/.. $(shell $(PKG_CONFIG) --cflags $(PKGS))
 FUZZ_LIBS = $(shell $(PKG_CONFIG) --libs $(PKGS)) -lpthread -lm
 
 TARGETS = fuzz-event fuzz-packet fuzz-proto fuzz-tem-ctl fuzz-tem-host
