@@ -25,8 +25,7 @@ tem_libtemcore_la_LIBADD = tpm/libtpmjson.la lib/libtproto.la \
 # The etcd client of a cluster of TEMs (tem-etcd.h, docs/tem.md "etcd
 # client"): etcd's v3 JSON gateway over libcurl from a thread of its own;
 # tem-etcd-json the request bodies and the parsers, without I/O.  Used
-# by tests/test-etcd and tests/etcd-driver; not linked into the daemon
-# yet.
+# by tests/test-etcd, tests/etcd-driver and the daemon (tem-cluster.c).
 noinst_LTLIBRARIES += tem/libtemetcd.la
 tem_libtemetcd_la_SOURCES = \
 	tem/tem-etcd.c tem/tem-etcd.h \
@@ -44,15 +43,17 @@ bin_PROGRAMS += tem/tem-ctl
 # for every library of the process), tem-sink writes its alert outputs
 # without blocking, tem-warn rate-limits their warnings; tem-am sends
 # the alerts to Prometheus Alertmanager with libcurl from threads of its
-# own (tem-am-json makes their JSON).
+# own (tem-am-json makes their JSON); tem-cluster makes it a member of a
+# cluster of TEMs on etcd (--etcd).
 tem_trumpet_tem_SOURCES = tem/tem.c tem/tem-options.c tem/tem-options.h \
 	tem/tem-http.c tem/tem-http.h tem/tem-fd.c tem/tem-fd.h \
 	tem/tem-sink.c tem/tem-sink.h tem/tem-warn.c tem/tem-warn.h \
-	tem/tem-am.c tem/tem-am.h tem/tem-am-json.c tem/tem-am-json.h
+	tem/tem-am.c tem/tem-am.h tem/tem-am-json.c tem/tem-am-json.h \
+	tem/tem-cluster.c tem/tem-cluster.h
 tem_trumpet_tem_CFLAGS = $(AM_CFLAGS) $(JSON_C_CFLAGS) $(ZMQ_CFLAGS) \
 	$(PROTOBUF_C_CFLAGS) $(MHD_CFLAGS) $(CURL_CFLAGS)
-tem_trumpet_tem_LDADD = tem/libtemcore.la $(ZMQ_LIBS) $(JSON_C_LIBS) \
-	$(MHD_LIBS) $(CURL_LIBS) -lpthread
+tem_trumpet_tem_LDADD = tem/libtemcore.la tem/libtemetcd.la $(ZMQ_LIBS) \
+	$(JSON_C_LIBS) $(MHD_LIBS) $(CURL_LIBS) -lpthread
 
 tem_tem_ctl_SOURCES = tem/tem-ctl.c
 tem_tem_ctl_CFLAGS = $(AM_CFLAGS) $(JSON_C_CFLAGS) $(ZMQ_CFLAGS)

@@ -210,6 +210,14 @@ char *tem_core_event_add(struct tem_core *, const char *name,
                          const char *definition, uint32_t id)
     __attribute__((warn_unused_result));
 
+/* Checks that tem_core_event_add() would take 'name' and 'definition'
+ * (its name, length, clauses and parse errors), without adding anything:
+ * for a cluster of TEMs, which defines events in etcd (tem-cluster.h).
+ * Returns NULL or the error (caller frees). */
+char *tem_core_event_check(const struct tem_core *, const char *name,
+                           const char *definition)
+    __attribute__((warn_unused_result));
+
 /* Removes event 'name' from every host.  Returns NULL or an error. */
 char *tem_core_event_del(struct tem_core *, const char *name)
     __attribute__((warn_unused_result));

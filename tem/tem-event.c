@@ -718,6 +718,25 @@ tem_core_event_add(struct tem_core *core, const char *name,
     return NULL;
 }
 
+char *
+tem_core_event_check(const struct tem_core *core, const char *name,
+                     const char *definition)
+{
+    struct tem_event *e;
+
+    if (!tpm_event_name_valid(name)) {
+        return xstrdup("name: not a valid event name: expected 1 to 63 "
+                       "characters from [A-Za-z0-9_.-]");
+    }
+    if (strnlen(definition, TEM_MAX_DEFINITION + 1) > TEM_MAX_DEFINITION) {
+        return xasprintf("definition: longer than %d characters",
+                         TEM_MAX_DEFINITION);
+    }
+    char *error = tem_event_parse(core, name, definition, &e);
+    tem_event_free(e);
+    return error;
+}
+
 static void
 tem_event_delete(struct tem_core *core, struct tem_event *e)
 {

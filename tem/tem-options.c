@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "tem-http.h"
@@ -32,6 +33,8 @@ enum {
     OPT_OVERRUN_MIN, OPT_ALERTMANAGER, OPT_AM_QUEUE, OPT_AM_BATCH,
     OPT_AM_TIMEOUT, OPT_AM_BACKOFF, OPT_AM_FLUSH, OPT_AM_RESOLVE,
     OPT_AM_SEVERITY, OPT_AM_GENERATOR_URL,
+    /* A cluster of TEMs on etcd (tem-cluster.h). */
+    OPT_ETCD, OPT_ETCD_TTL, OPT_STANDBY,
 };
 
 static void
@@ -134,6 +137,14 @@ Threshold split:\n\
 Alerts kept:\n\
   --recent-alerts=N       per event, for event-show (10)\n\
   --alert-history=N       for tem-ctl alerts (100)\n\
+A cluster of TEMs (docs/tem.md, \"Past one TEM\"):\n\
+  --etcd=URL[,URL...]     be a member of the cluster on this etcd: events\n\
+                          in etcd, partitioned over the members (off);\n\
+                          the member id is --tem-id, else the host name\n\
+  --etcd-ttl=TIME         the member's lease: lost TIME after its last\n\
+                          renewal, its events move to the others (3s)\n\
+  --standby               assigned no event while a member without\n\
+                          --standby lives\n\
 \n\
 TIME is a number with a unit ns, us, ms or s.  See docs/tem.md.\n");
 }
@@ -218,6 +229,9 @@ static const struct option tem_long_options[] = {
     { "alertmanager-severity", required_argument, NULL, OPT_AM_SEVERITY },
     { "alertmanager-generator-url", required_argument, NULL,
       OPT_AM_GENERATOR_URL },
+    { "etcd", required_argument, NULL, OPT_ETCD },
+    { "etcd-ttl", required_argument, NULL, OPT_ETCD_TTL },
+    { "standby", no_argument, NULL, OPT_STANDBY },
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
 };
@@ -510,6 +524,75 @@ tem_options_daemon__(struct tem_options *o, int ch, const char *name,
     return true;
 }
 
+/* Parses option 'ch' (written 'name') with argument 'arg' into 'o' if it
+ * is one of the cluster's (tem-cluster.h).  Returns false if it is not one
+ * (--tem-id is noted, and left to the core's options). */
+static bool
+tem_options_cluster__(struct tem_cluster_options *o, int ch,
+                      const char *name, const char *arg)
+{
+    switch (ch) {
+    case OPT_TEM_ID:
+        o->tem_id_given = true;
+        return false;
+    case OPT_ETCD:
+        if (!*arg) {
+            cli_usage_error("--etcd: expected URL[,URL...], e.g. "
+                            "http://127.0.0.1:2379");
+        }
+        o->etcd = arg;
+        return true;
+    case OPT_ETCD_TTL: {
+        uint64_t ns = cli_time(name, arg, false);
+        if (ns < 1000000000ULL || ns > 600 * 1000000000ULL
+            || ns % 1000000000ULL) {
+            cli_usage_error("--etcd-ttl: '%s' is not a whole number of "
+                            "seconds from 1s to 600s", arg);
+        }
+        o->ttl_s = ns / 1000000000ULL;
+        return true;
+    }
+    case OPT_STANDBY:
+        o->standby = true;
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* With --etcd and no --tem-id, the member id is the host name (its
+ * characters outside an id's made '-'). */
+static void
+tem_options_cluster_id__(struct tem_options *o)
+{
+    static char name[TPROTO_MAX_ID + 1];
+    char host[256];
+
+    if (!o->cluster.etcd) {
+        if (o->cluster.standby) {
+            cli_usage_error("--standby needs --etcd");
+        }
+        return;
+    }
+    if (o->cluster.tem_id_given) {
+        return;
+    }
+    if (gethostname(host, sizeof host) || !host[0]) {
+        cli_usage_error("--etcd: no --tem-id and no host name to take the "
+                        "member id from");
+    }
+    host[sizeof host - 1] = '\0';
+    host[TPROTO_MAX_ID] = '\0';
+    memcpy(name, host, strlen(host) + 1);
+    for (char *p = name; *p; p++) {
+        if (!strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                    "0123456789_.:-", *p)) {
+            *p = '-';
+        }
+    }
+    o->cfg.tem_id = name;
+}
+
 /* Reads trumpet-tem's command line 'argc', 'argv' into 'o' (see
  * tem-options.h); exits on an error or after --help. */
 void
@@ -539,6 +622,7 @@ tem_options_parse(int argc, char *argv[], struct tem_options *o)
     o->http = (struct tem_http_limits) TEM_HTTP_LIMITS_DEFAULT;
     o->am = (struct tem_am_config) TEM_AM_CONFIG_DEFAULT;
     o->am.batch = 0;            /* Not given: from the queue, below. */
+    o->cluster = (struct tem_cluster_options) { .ttl_s = 3 };
     tem_config_init(c);
 
     cli_parser_init(&parser, argc, argv, "h", tem_long_options);
@@ -547,7 +631,8 @@ tem_options_parse(int argc, char *argv[], struct tem_options *o)
         if (ch == -1) {
             break;
         }
-        if (tem_options_daemon__(o, ch, parser.name, optarg)
+        if (tem_options_cluster__(&o->cluster, ch, parser.name, optarg)
+            || tem_options_daemon__(o, ch, parser.name, optarg)
             || tem_options_core__(c, ch, parser.name, optarg)) {
             continue;
         }
@@ -567,6 +652,8 @@ tem_options_parse(int argc, char *argv[], struct tem_options *o)
                         "could hold every connection", o->http.per_ip,
                         o->http.max_connections);
     }
+    /* The member id before anything takes the TEM's id. */
+    tem_options_cluster_id__(o);
     if (!o->am.batch) {
         o->am.batch = MIN(TEM_AM_BATCH_DEFAULT, o->am.queue / 2);
     } else if (o->am.batch > o->am.queue / 2) {

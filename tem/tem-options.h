@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "tem-am.h"
+#include "tem-cluster.h"
 #include "tem-core.h"
 #include "tem-http.h"
 
@@ -45,6 +46,8 @@ struct tem_options {
     size_t alert_buffer;        /* Bytes of each alert output's ring. */
     struct tem_http_limits http;    /* --metrics-* limits. */
     struct tem_am_config am;    /* --alertmanager*: n_urls 0 for none. */
+    struct tem_cluster_options cluster;    /* --etcd, --etcd-ttl,
+                                            * --standby. */
     struct tem_config cfg;
 };
 

@@ -22,6 +22,14 @@
  * requests are served in this thread, so they read the core's state
  * without locks, after everything else of the turn.
  *
+ * With --etcd the TEM is a member of a cluster of TEMs (tem-cluster.h):
+ * the etcd client's result queue (an eventfd) is one more item; its
+ * results are read after the hosts' frames and acted on (the events
+ * assigned to this member defined in the core, the leader's
+ * assignments) before the core's timers.  event-add and event-del then
+ * go to etcd: the control socket waits for etcd's answer (no other
+ * request is read meanwhile) and answers from a later turn.
+ *
  * Security (docs/operations.md, "Keys"): the TEM has a CURVE key pair
  * (--key-file).  The hosts' socket is always a CURVE server: a host needs
  * a key of the allow-list (--allow-file), and may only say Hello as the
@@ -98,6 +106,7 @@
 #include "event.h"
 #include "tem-am.h"
 #include "tem-auth.h"
+#include "tem-cluster.h"
 #include "tem-core.h"
 #include "tem-fd.h"
 #include "tem-http.h"
@@ -157,6 +166,12 @@ struct tem_daemon {
 
     /* Metrics server (NULL: --metrics=off). */
     struct tem_http *http;
+
+    /* Member of a cluster of TEMs (NULL: no --etcd), its next run, and a
+     * control request waiting for etcd (no other is read meanwhile). */
+    struct tem_cluster *cluster;
+    uint64_t cluster_next_ns;
+    bool ctl_waiting;
 };
 
 static volatile sig_atomic_t stop_signal;
@@ -245,6 +260,8 @@ alert_cb(void *aux, const char *event, const char *json)
 
 /* ---------------------------------------------------------------------- */
 /* Control requests. */
+
+static void cluster_ctl_reply(void *aux, struct json_object *r);
 
 static struct json_object *
 reply_error(const char *format, ...) __attribute__((format(printf, 1, 2)));
@@ -496,6 +513,8 @@ ctl_status(struct tem_daemon *d)
     json_object_object_add(r, "alert_output", alert_output_json(d));
     json_object_object_add(r, "alertmanager",
                            d->am ? tem_am_status_json(d->am) : NULL);
+    json_object_object_add(r, "cluster", d->cluster
+                           ? tem_cluster_status_json(d->cluster) : NULL);
 
     struct json_object *sec = json_object_new_object();
     json_object_object_add(sec, "mode", json_object_new_string(
@@ -649,6 +668,10 @@ ctl_dispatch(struct tem_daemon *d, const char *text, size_t len)
         r = reply_error("request has no \"command\"");
     } else if ((r = ctl_tun_id(req, &tun_id, &tun))) {
         /* A bad tenant filter. */
+    } else if (d->cluster && (!strcmp(cmd, "event-add")
+                              || !strcmp(cmd, "event-del"))) {
+        /* NULL: answered later (cluster_ctl_reply()). */
+        r = tem_cluster_ctl(d->cluster, cmd, req, cluster_ctl_reply, d);
     } else if (!strcmp(cmd, "event-add")) {
         r = ctl_event_add(d, req);
     } else if (!strcmp(cmd, "event-del")) {
@@ -693,6 +716,32 @@ out:
     return r;
 }
 
+/* Sends 'r' (and frees it) as the answer to the request read last. */
+static void
+ctl_reply_send(struct tem_daemon *d, struct json_object *r)
+{
+    struct json_object *ok;
+    if (json_object_object_get_ex(r, "ok", &ok)
+        && !json_object_get_boolean(ok)) {
+        d->ctl_errors++;
+    }
+    const char *text = json_object_to_json_string_ext(
+        r, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+    zmq_send(d->rep, text, strlen(text), 0);
+    json_object_put(r);
+    tem_core_flush(d->core);
+}
+
+/* The answer of a cluster's control request that waited for etcd. */
+static void
+cluster_ctl_reply(void *aux, struct json_object *r)
+{
+    struct tem_daemon *d = aux;
+
+    d->ctl_waiting = false;
+    ctl_reply_send(d, r);
+}
+
 static void
 ctl_handle(struct tem_daemon *d)
 {
@@ -729,17 +778,12 @@ ctl_handle(struct tem_daemon *d)
     } else {
         r = ctl_dispatch(d, zmq_msg_data(&msg), zmq_msg_size(&msg));
     }
-    struct json_object *ok;
-    if (json_object_object_get_ex(r, "ok", &ok)
-        && !json_object_get_boolean(ok)) {
-        d->ctl_errors++;
-    }
-    const char *text = json_object_to_json_string_ext(
-        r, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
-    zmq_send(d->rep, text, strlen(text), 0);
-    json_object_put(r);
     zmq_msg_close(&msg);
-    tem_core_flush(d->core);
+    if (!r) {
+        d->ctl_waiting = true;  /* A cluster's request, waiting for etcd. */
+        return;
+    }
+    ctl_reply_send(d, r);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -1083,6 +1127,9 @@ metrics_fill(void *aux, struct tem_metrics *m)
     if (d->am) {
         tem_am_metrics(d->am, m);
     }
+    if (d->cluster) {
+        tem_cluster_metrics(d->cluster, m);
+    }
 
     tem_metrics_counter(m, "trumpet_tem_alert_publish_drops_total",
                         "Alerts not published on --pub: a subscriber's "
@@ -1373,6 +1420,63 @@ tem_daemon_timers(struct tem_daemon *d)
                            now + TEM_POLL_MAX_MS * 1000000ULL);
 }
 
+/* ---------------------------------------------------------------------- */
+/* A cluster of TEMs (--etcd, tem-cluster.h): its own functions, called
+ * from the loop. */
+
+/* Makes 'd' a member of the cluster of --etcd, if given: the events of
+ * the state file are not used (a member decides the cluster's events
+ * assigned to it).  Exits if the etcd client cannot start. */
+static void
+cluster_start(struct tem_daemon *d)
+{
+    char *error;
+
+    if (!d->opt.cluster.etcd) {
+        return;
+    }
+    size_t n = tem_core_n_events(d->core);
+    if (n) {
+        tpm_log(TPM_LOG_WARN, "--etcd: the %zu events of %s are not used: "
+                "a member of a cluster decides the events that etcd "
+                "assigns to it", n, d->opt.state_file);
+        tem_core_event_clear(d->core);
+    }
+    struct tem_cluster_config cc = {
+        .opt = &d->opt.cluster,
+        .member_id = d->opt.cfg.tem_id,
+        .listen = d->listen_ep,
+        .pub = d->pub_ep,
+        .public_key = d->opt.insecure ? NULL : d->pub_key,
+    };
+    d->cluster = tem_cluster_create(&cc, d->core, &error);
+    if (!d->cluster) {
+        fprintf(stderr, "trumpet-tem: refusing to start: --etcd: %s\n",
+                error);
+        free(error);
+        exit(EXIT_FAILURE);
+    }
+}
+
+/* Takes etcd's results (input, at most --batch) and acts on them: the
+ * core's events follow the assignments, before the core's timers. */
+static void
+cluster_turn(struct tem_daemon *d)
+{
+    if (d->cluster) {
+        tem_cluster_input(d->cluster, d->opt.batch);
+        d->cluster_next_ns = tem_cluster_run(d->cluster);
+    }
+}
+
+/* Gives the lease back, so that the other members take over at once. */
+static void
+cluster_stop(struct tem_daemon *d)
+{
+    tem_cluster_destroy(d->cluster, 500);
+    d->cluster = NULL;
+}
+
 /* One turn of the loop of 'd': waits for the sockets or the core's next
  * timer, reads what the sockets hold, runs the timers, then serves one
  * control request and the metrics server.  Returns false if the loop
@@ -1389,6 +1493,12 @@ tem_daemon_turn(struct tem_daemon *d)
     long timeout = (d->next_timer_ns <= now ? 0
                     : (long) MIN((d->next_timer_ns - now + 999999) / 1000000,
                                  TEM_POLL_MAX_MS));
+    if (d->cluster) {
+        long ms = d->cluster_next_ns <= now ? 0
+                  : (long) MIN((d->cluster_next_ns - now + 999999) / 1000000,
+                               TEM_POLL_MAX_MS);
+        timeout = MIN(timeout, ms);
+    }
     uint64_t http_next = d->http ? tem_http_next_run(d->http) : UINT64_MAX;
     if (http_next != UINT64_MAX) {
         long ms = http_next <= now ? 0
@@ -1400,9 +1510,10 @@ tem_daemon_turn(struct tem_daemon *d)
     /* The hosts' and control sockets, then those present: ZAP, the
      * subscriptions of the alerts' XPUB, the metrics server, the alert
      * outputs with bytes waiting. */
-    zmq_pollitem_t items[7] = {
+    zmq_pollitem_t items[8] = {
         { .socket = d->router, .events = ZMQ_POLLIN },
-        { .socket = d->rep, .events = ZMQ_POLLIN },
+        /* Not while a request waits for etcd (a cluster's). */
+        { .socket = d->rep, .events = d->ctl_waiting ? 0 : ZMQ_POLLIN },
         { .socket = d->pub, .events = ZMQ_POLLIN },
     };
     size_t n_items = 3;
@@ -1410,6 +1521,10 @@ tem_daemon_turn(struct tem_daemon *d)
     if (d->zap) {
         items[n_items++] = (zmq_pollitem_t) { .socket = d->zap,
                                               .events = ZMQ_POLLIN };
+    }
+    if (d->cluster) {
+        items[n_items++] = (zmq_pollitem_t) {
+            .fd = tem_cluster_fd(d->cluster), .events = ZMQ_POLLIN };
     }
     if (d->http) {
         http_item = n_items;
@@ -1445,6 +1560,7 @@ tem_daemon_turn(struct tem_daemon *d)
     }
     tem_fd_warn();
     tem_daemon_input(d);
+    cluster_turn(d);
     tem_daemon_timers(d);
     if (items[1].revents & ZMQ_POLLIN) {
         uint64_t ctl_start = tpm_clock_mono_ns();
@@ -1468,6 +1584,7 @@ tem_daemon_stop(struct tem_daemon *d)
 {
     tpm_log(TPM_LOG_INFO, "stopping on signal %d", (int) stop_signal);
     tem_http_stop(d->http);
+    cluster_stop(d);
     tem_core_bye_all(d->core, "TEM shutting down");
     tem_core_flush(d->core);
     tem_core_destroy(d->core);
@@ -1523,6 +1640,7 @@ main(int argc, char *argv[])
     }
     tem_daemon_start(&d);
     tem_daemon_open(&d);
+    cluster_start(&d);
     tpm_log(TPM_LOG_INFO, "TEM %s up: hosts on %s, alerts on %s, control on "
             "%s, %zu events from %s; %s", d.opt.cfg.tem_id, d.listen_ep,
             d.pub_ep, d.ctl_ep, tem_core_n_events(d.core),

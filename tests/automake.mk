@@ -238,6 +238,16 @@ tests_etcd_driver_LDADD = tem/libtemetcd.la lib/libtpmcommon.la \
 TESTS += tests/test-etcd tests/tem-etcd.sh
 EXTRA_DIST += tests/tem-etcd.sh tests/etcd-fake.py
 
+# A cluster of three TEMs on etcd (trumpet-tem --etcd) with two tpm-replay
+# hosts connected to each: events spread by rendezvous hashing, each
+# owned once; the owner of most events killed -9 mid-replay, then the
+# leader: their events move within the lease's TTL + 1 s and every
+# interval a live TEM owned is alerted exactly, by it, once; etcd killed
+# past the lease's TTL and restarted: the last TEM keeps its events and
+# answers, then registers again and leads.  Skipped without etcd.
+TESTS += tests/tem-cluster.sh
+EXTRA_DIST += tests/tem-cluster.sh
+
 # The TEM with two hosts: the patched ovs-vswitchd on the veth-DPDK test
 # bed and a tpm-replay (network-wide alerts checked against what was sent,
 # no alert below the total, drill-down, TEM restart).  It keeps a PMD

@@ -163,10 +163,14 @@ replay_options_usage__(void)
            "local):\n"
            "  --controller ENDPOINT   the TEM: tcp:HOST:PORT, unix:PATH, "
            "tcp://HOST:PORT\n"
-           "                          or ipc://PATH\n"
+           "                          or ipc://PATH; repeated: every TEM "
+           "of a cluster\n"
+           "                          (an agent, a session each)\n"
            "  --host-id ID            this host's id (the host name)\n"
            "  --tem-key KEY|FILE      the TEM's CURVE public key (Z85, or "
-           "a key file)\n"
+           "a key file);\n"
+           "                          one for all --controller, or one "
+           "each in order\n"
            "  --host-key-file FILE    this host's key pair (tem-ctl "
            "keygen), in the TEM's\n"
            "                          allow-list for --host-id\n"
@@ -340,7 +344,12 @@ replay_options_controller__(struct replay_options *o,
 
     switch (c) {
     case OPT_CONTROLLER:
-        o->controller = arg;
+        if (!o->controller) {
+            o->controller = arg;
+        }
+        o->controllers = xrealloc(o->controllers, (o->n_controllers + 1)
+                                                  * sizeof *o->controllers);
+        o->controllers[o->n_controllers++] = arg;
         return true;
     case OPT_HOST_ID:
         free(o->host_id);
@@ -348,7 +357,9 @@ replay_options_controller__(struct replay_options *o,
         ps->controller_only = "--host-id";
         return true;
     case OPT_TEM_KEY:
-        o->tem_key = arg;
+        o->tem_keys = xrealloc(o->tem_keys, (o->n_tem_keys + 1)
+                                            * sizeof *o->tem_keys);
+        o->tem_keys[o->n_tem_keys++] = arg;
         ps->controller_only = "--tem-key";
         return true;
     case OPT_HOST_KEY_FILE:
@@ -425,6 +436,11 @@ replay_options_check__(struct replay_options *o,
     params->sweep_waits_for_reports = !o->realtime;
     if (!o->controller && ps->controller_only) {
         cli_die("%s needs --controller", ps->controller_only);
+    }
+    if (o->n_tem_keys > 1 && o->n_tem_keys != o->n_controllers) {
+        cli_die("--tem-key given %zu times for %zu --controller: give one "
+                "for all, or one for each (in the same order)",
+                o->n_tem_keys, o->n_controllers);
     }
     if (!o->n_events && !o->controller) {
         cli_die("no events given (use -e or -f, or --controller)");
@@ -526,5 +542,7 @@ replay_options_destroy(struct replay_options *o)
         free(o->events);
         free(o->prefixes);
         free(o->host_id);
+        free(o->controllers);
+        free(o->tem_keys);
     }
 }

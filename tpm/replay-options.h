@@ -50,12 +50,20 @@ struct replay_options {
     uint64_t loops;             /* --loop. */
 
     /* Controller mode: NULL without --controller, and then the options
-     * below keep their defaults. */
+     * below keep their defaults.  'controller' is the first --controller;
+     * each one is a TEM of a cluster (docs/tem.md, "Past one TEM"), the
+     * host's agent to each its own. */
     const char *controller;
+    const char **controllers;   /* Every --controller, in order (owned
+                                 * array). */
+    size_t n_controllers;
+    const char **tem_keys;      /* Every --tem-key, in order: one for all
+                                 * the controllers, or one each (owned
+                                 * array). */
+    size_t n_tem_keys;
     char *host_id;              /* --host-id, owned; NULL: none given. */
     struct tpm_prefix *prefixes;        /* --prefix, owned. */
     size_t n_prefixes;
-    const char *tem_key;        /* --tem-key (NULL: none). */
     const char *host_key_file;  /* --host-key-file (NULL: none). */
     bool insecure;              /* --insecure-plaintext. */
     uint64_t linger_ns;         /* 0 without --controller. */

@@ -34,7 +34,13 @@
  * sends their satisfactions to the TEM (and prints them, marked
  * "tem":true), and keeps answering polls for --linger after the capture.
  * Local events (-e, -f) keep working beside them; they use event ids from
- * LOCAL_ID_BASE up, which the TEM may not use.
+ * LOCAL_ID_BASE up, which the TEM may not use.  --controller given more
+ * than once makes the replay a host of every TEM of a cluster
+ * (docs/tem.md, "Past one TEM"): an agent per TEM, each with its own
+ * session and outage buffer.  Event ids are the cluster's, so the
+ * monitor holds the events of every TEM at once; each event belongs to
+ * the TEM that installed it last (a TEM taking over another's event
+ * installs it again), which alone gets its satisfactions and polls it.
  *
  * --realtime paces packets by their timestamps against the wall clock,
  * shifted so that the first packet is "now": the monitor's clock is then
@@ -130,34 +136,67 @@ struct replay {
     uint64_t n_batches;
     bool loss_named[TPM_N_LOSSES]; /* Already named on stderr. */
 
-    /* Controller mode. */
+    /* Controller mode: one link per --controller. */
+    struct tem_link *links;
+    size_t n_links;
+    uint64_t reports_unknown;   /* TEM events' reports after their
+                                 * removal. */
+};
+
+/* Controller mode: the replay as a host of one TEM. */
+struct tem_link {
     struct tpm_agent *agent;
-    uint32_t *tem_ids;          /* Installed TEM events. */
-    size_t n_tem, allocated_tem;
+    const char *endpoint;
+    uint32_t *ids;              /* The TEM events it installed. */
+    size_t n_ids, allocated_ids;
     struct {
         uint64_t installs, install_errors, removes, remove_errors;
         uint64_t polls, resyncs, reports, reports_dropped;
-        uint64_t reports_unknown;
         uint64_t reports_tenant;    /* Of a tenant's group: not sent (the
                                      * TEM's protocol version is older
                                      * than 4 and would merge tenants). */
         uint64_t configures;
+        uint64_t taken_over;    /* Installs of an event another TEM had
+                                 * installed (a cluster's takeover). */
     } tem;
 };
 
 static void watch_losses(struct replay *);
 
-/* Returns the index of TEM event 'id' in 'r->tem_ids', or SIZE_MAX. */
+/* Returns the index of TEM event 'id' in the events of link 'l', or
+ * SIZE_MAX. */
 static size_t
-tem_find(const struct replay *r, uint32_t id)
+tem_find(const struct tem_link *l, uint32_t id)
 {
-    for (size_t i = 0; i < r->n_tem; i++) {
-        if (r->tem_ids[i] == id) {
+    for (size_t i = 0; i < l->n_ids; i++) {
+        if (l->ids[i] == id) {
             return i;
         }
     }
     return SIZE_MAX;
 }
+
+/* Returns the link that installed TEM event 'id' and its index there in
+ * '*ip', or NULL. */
+static struct tem_link *
+tem_owner(const struct replay *r, uint32_t id, size_t *ip)
+{
+    for (size_t i = 0; i < r->n_links; i++) {
+        size_t j = tem_find(&r->links[i], id);
+        if (j != SIZE_MAX) {
+            *ip = j;
+            return &r->links[i];
+        }
+    }
+    return NULL;
+}
+
+/* Iterates over the TEM events installed, of every link: link L, its
+ * event L->ids[I]. */
+#define TEM_FOR_EACH_EVENT(R, L, I) \
+    for (struct tem_link *L = (R)->links; L < (R)->links + (R)->n_links; \
+         L++) \
+        for (size_t I = 0; I < L->n_ids; I++)
 
 static void
 print_json(struct json_object *obj)
@@ -185,19 +224,21 @@ drain_reports(struct replay *r)
             /* A TEM event: to the TEM, and printed.  It may have been
              * removed since the sweep queued the report. */
             const struct tpm_event *ev = tpm_event_get(r->tpm, rep.event_id);
-            if (!ev || tem_find(r, rep.event_id) == SIZE_MAX) {
-                r->tem.reports_unknown++;
+            size_t idx;
+            struct tem_link *l = tem_owner(r, rep.event_id, &idx);
+            if (!ev || !l) {
+                r->reports_unknown++;
                 continue;
             }
-            r->tem.reports++;
-            if (rep.group.tun && !tpm_agent_sends_tenants(r->agent)) {
-                r->tem.reports_tenant++;
-            } else if (!tpm_agent_send_satisfaction(r->agent,
+            l->tem.reports++;
+            if (rep.group.tun && !tpm_agent_sends_tenants(l->agent)) {
+                l->tem.reports_tenant++;
+            } else if (!tpm_agent_send_satisfaction(l->agent,
                                                     rep.event_id, rep.epoch,
                                                     &rep.group, rep.tun_id,
                                                     rep.value, rep.flags, 1,
                                                     0)) {
-                r->tem.reports_dropped++;
+                l->tem.reports_dropped++;
             }
             struct json_object *obj = tpm_report_to_json(ev, &rep);
             json_object_object_add(obj, "tem",
@@ -213,7 +254,7 @@ drain_reports(struct replay *r)
         }
         printed = true;
     }
-    if (printed && (r->realtime || r->agent)) {
+    if (printed && (r->realtime || r->n_links)) {
         fflush(stdout);
     }
 }
@@ -249,8 +290,8 @@ advance(struct replay *r, uint64_t ns)
         for (size_t i = 0; i < r->n_events; i++) {
             longest = MAX(longest, r->events[i]->interval_ns / epoch_ns);
         }
-        for (size_t i = 0; i < r->n_tem; i++) {
-            const struct tpm_event *ev = tpm_event_get(r->tpm, r->tem_ids[i]);
+        TEM_FOR_EACH_EVENT (r, l, i) {
+            const struct tpm_event *ev = tpm_event_get(r->tpm, l->ids[i]);
             if (ev) {
                 longest = MAX(longest, ev->interval_ns / epoch_ns);
             }
@@ -269,12 +310,13 @@ advance(struct replay *r, uint64_t ns)
 /* Controller mode: TEM commands. */
 
 static void
-tem_install(struct replay *r, const struct tpm_agent_cmd *cmd)
+tem_install(struct replay *r, struct tem_link *link,
+            const struct tpm_agent_cmd *cmd)
 {
     struct tpm_event *ev = NULL;
     char *error = NULL;
 
-    r->tem.installs++;
+    link->tem.installs++;
     if (cmd->event_id >= LOCAL_ID_BASE) {
         error = xasprintf("event id %"PRIu32" is reserved for local events "
                           "on this host (TEM ids must be below %u)",
@@ -292,47 +334,52 @@ tem_install(struct replay *r, const struct tpm_agent_cmd *cmd)
                           cmd->threshold);
     }
     if (!error) {
-        /* Installing an id again replaces it: the TEM's latest word
-         * wins. */
-        size_t i = tem_find(r, cmd->event_id);
-        if (i != SIZE_MAX) {
+        /* Installing an id again replaces it: the TEM's latest word wins,
+         * and of a cluster's TEMs the one that installed it last (it took
+         * the event over). */
+        size_t i;
+        struct tem_link *owner = tem_owner(r, cmd->event_id, &i);
+        if (owner) {
             tpm_event_del(r->tpm, cmd->event_id);
-            r->tem_ids[i] = r->tem_ids[--r->n_tem];
+            owner->ids[i] = owner->ids[--owner->n_ids];
+            link->tem.taken_over += owner != link;
         }
         error = tpm_event_add(r->tpm, ev, cmd->event_id);
     }
     if (error) {
-        r->tem.install_errors++;
+        link->tem.install_errors++;
         tpm_event_destroy(ev);
         cli_warn("TEM install of event %"PRIu32" (%s) refused: %s",
              cmd->event_id, cmd->name, error);
-        tpm_agent_send_nack(r->agent, cmd->cookie, cmd->event_id, error);
+        tpm_agent_send_nack(link->agent, cmd->cookie, cmd->event_id, error);
         free(error);
         return;
     }
-    if (r->n_tem >= r->allocated_tem) {
-        r->allocated_tem = r->allocated_tem ? 2 * r->allocated_tem : 16;
-        r->tem_ids = xrealloc(r->tem_ids,
-                              r->allocated_tem * sizeof *r->tem_ids);
+    if (link->n_ids >= link->allocated_ids) {
+        link->allocated_ids = link->allocated_ids ? 2 * link->allocated_ids
+                                                  : 16;
+        link->ids = xrealloc(link->ids,
+                             link->allocated_ids * sizeof *link->ids);
     }
-    r->tem_ids[r->n_tem++] = cmd->event_id;
-    tpm_agent_send_ack(r->agent, cmd->cookie, cmd->event_id);
+    link->ids[link->n_ids++] = cmd->event_id;
+    tpm_agent_send_ack(link->agent, cmd->cookie, cmd->event_id);
 }
 
 static void
-tem_remove(struct replay *r, const struct tpm_agent_cmd *cmd)
+tem_remove(struct replay *r, struct tem_link *link,
+           const struct tpm_agent_cmd *cmd)
 {
-    size_t i = tem_find(r, cmd->event_id);
+    size_t i = tem_find(link, cmd->event_id);
 
-    r->tem.removes++;
+    link->tem.removes++;
     if (i == SIZE_MAX || tpm_event_del(r->tpm, cmd->event_id)) {
-        r->tem.remove_errors++;
-        tpm_agent_send_nack(r->agent, cmd->cookie, cmd->event_id,
+        link->tem.remove_errors++;
+        tpm_agent_send_nack(link->agent, cmd->cookie, cmd->event_id,
                             "no such trigger");
         return;
     }
-    r->tem_ids[i] = r->tem_ids[--r->n_tem];
-    tpm_agent_send_ack(r->agent, cmd->cookie, cmd->event_id);
+    link->ids[i] = link->ids[--link->n_ids];
+    tpm_agent_send_ack(link->agent, cmd->cookie, cmd->event_id);
 }
 
 static Trumpet__PollStatus
@@ -349,38 +396,40 @@ poll_status_to_msg(enum tpm_poll_status status)
 }
 
 static void
-tem_poll(struct replay *r, const struct tpm_agent_cmd *cmd)
+tem_poll(struct replay *r, struct tem_link *link,
+         const struct tpm_agent_cmd *cmd)
 {
     enum tpm_poll_status status = TPM_POLL_NO_EVENT;
     double value = 0;
 
-    r->tem.polls++;
-    if (tem_find(r, cmd->event_id) != SIZE_MAX) {
+    link->tem.polls++;
+    if (tem_find(link, cmd->event_id) != SIZE_MAX) {
         status = tpm_poll(r->tpm, cmd->event_id, &cmd->group, cmd->tun_id,
                           0, cmd->epoch, &value);
     }
-    tpm_agent_send_poll_reply(r->agent, cmd->cookie, cmd->event_id,
+    tpm_agent_send_poll_reply(link->agent, cmd->cookie, cmd->event_id,
                               cmd->epoch, poll_status_to_msg(status),
                               value);
 }
 
 /* A PollBatch: every entry answered from the monitor, in one reply. */
 static void
-tem_poll_batch(struct replay *r, const struct tpm_agent_cmd *cmd)
+tem_poll_batch(struct replay *r, struct tem_link *link,
+               const struct tpm_agent_cmd *cmd)
 {
     uint8_t *status = xmalloc(cmd->n_entries);
     double *values = xcalloc(cmd->n_entries, sizeof *values);
 
-    r->tem.polls += cmd->n_entries;
+    link->tem.polls += cmd->n_entries;
     for (size_t i = 0; i < cmd->n_entries; i++) {
         enum tpm_poll_status st = TPM_POLL_NO_EVENT;
-        if (tem_find(r, cmd->event_ids[i]) != SIZE_MAX) {
+        if (tem_find(link, cmd->event_ids[i]) != SIZE_MAX) {
             st = tpm_poll(r->tpm, cmd->event_ids[i], &cmd->groups[i],
                           cmd->tun_ids[i], 0, cmd->epoch, &values[i]);
         }
         status[i] = poll_status_to_msg(st);
     }
-    tpm_agent_send_poll_batch_reply(r->agent, cmd->cookie, cmd->epoch,
+    tpm_agent_send_poll_batch_reply(link->agent, cmd->cookie, cmd->epoch,
                                     status, values, cmd->n_entries);
     free(status);
     free(values);
@@ -389,38 +438,40 @@ tem_poll_batch(struct replay *r, const struct tpm_agent_cmd *cmd)
 /* Applies the TEM's settings to the monitor (this thread owns it: the
  * replay has no other) and acks. */
 static void
-tem_configure(struct replay *r, const struct tpm_agent_cmd *cmd)
+tem_configure(struct replay *r, struct tem_link *link,
+              const struct tpm_agent_cmd *cmd)
 {
-    r->tem.configures++;
+    link->tem.configures++;
     if (cmd->has_dos_threshold) {
         tpm_set_dos_threshold(r->tpm, cmd->dos_threshold);
         /* What the monitor now uses. */
         cli_warn("DoS threshold: %"PRIu32" bytes (set by TEM)",
              tpm_get_params(r->tpm)->dos_threshold);
     }
-    tpm_agent_send_ack(r->agent, cmd->cookie, cmd->event_id);
+    tpm_agent_send_ack(link->agent, cmd->cookie, cmd->event_id);
 }
 
-/* A new session: forget the TEM's events, it installs them again. */
+/* A new session: forget the TEM's events, it installs them again (those
+ * another TEM took over since are that TEM's). */
 static void
-tem_resync(struct replay *r)
+tem_resync(struct replay *r, struct tem_link *link)
 {
-    r->tem.resyncs++;
-    for (size_t i = 0; i < r->n_tem; i++) {
-        tpm_event_del(r->tpm, r->tem_ids[i]);
+    link->tem.resyncs++;
+    for (size_t i = 0; i < link->n_ids; i++) {
+        tpm_event_del(r->tpm, link->ids[i]);
     }
-    r->n_tem = 0;
+    link->n_ids = 0;
 }
 
-/* Handles up to CMDS_PER_CALL commands from the TEM.  Returns the number
- * handled. */
+/* Handles up to CMDS_PER_CALL commands from each TEM.  Returns the
+ * number handled. */
 static int
 handle_commands(struct replay *r)
 {
     struct tpm_agent_cmd cmd;
     int n = 0;
 
-    if (!r->agent) {
+    if (!r->n_links) {
         return 0;
     }
     uint64_t now = tpm_clock_mono_ns();
@@ -436,34 +487,40 @@ handle_commands(struct replay *r)
             .reports = st.reports, .reports_dropped = st.reports_dropped,
             .dos_skipped = st.dos_skipped_pkts, .dos_passed = st.dos_passed,
         };
-        tpm_agent_set_counters(r->agent, &c);
+        for (size_t i = 0; i < r->n_links; i++) {
+            tpm_agent_set_counters(r->links[i].agent, &c);
+        }
         r->counters_ns = now;
     }
-    while (n < CMDS_PER_CALL && tpm_agent_recv(r->agent, &cmd)) {
-        switch (cmd.type) {
-        case TPM_AGENT_INSTALL:
-            tem_install(r, &cmd);
-            break;
-        case TPM_AGENT_REMOVE:
-            tem_remove(r, &cmd);
-            break;
-        case TPM_AGENT_POLL:
-            tem_poll(r, &cmd);
-            break;
-        case TPM_AGENT_POLL_BATCH:
-            tem_poll_batch(r, &cmd);
-            break;
-        case TPM_AGENT_RESYNC:
-            tem_resync(r);
-            break;
-        case TPM_AGENT_CONFIGURE:
-            tem_configure(r, &cmd);
-            break;
-        default:
-            break;
+    for (size_t i = 0; i < r->n_links; i++) {
+        struct tem_link *l = &r->links[i];
+        for (int k = 0; k < CMDS_PER_CALL && tpm_agent_recv(l->agent, &cmd);
+             k++) {
+            switch (cmd.type) {
+            case TPM_AGENT_INSTALL:
+                tem_install(r, l, &cmd);
+                break;
+            case TPM_AGENT_REMOVE:
+                tem_remove(r, l, &cmd);
+                break;
+            case TPM_AGENT_POLL:
+                tem_poll(r, l, &cmd);
+                break;
+            case TPM_AGENT_POLL_BATCH:
+                tem_poll_batch(r, l, &cmd);
+                break;
+            case TPM_AGENT_RESYNC:
+                tem_resync(r, l);
+                break;
+            case TPM_AGENT_CONFIGURE:
+                tem_configure(r, l, &cmd);
+                break;
+            default:
+                break;
+            }
+            tpm_agent_cmd_free(&cmd);
+            n++;
         }
-        tpm_agent_cmd_free(&cmd);
-        n++;
     }
     return n;
 }
@@ -473,10 +530,14 @@ static void
 wait_ns(const struct replay *r, uint64_t ns)
 {
     struct timespec ts = { ns / NS_PER_S, ns % NS_PER_S };
-    if (r->agent) {
-        struct pollfd pfd = { .fd = tpm_agent_fd(r->agent),
-                              .events = POLLIN };
-        ppoll(&pfd, 1, &ts, NULL);
+    if (r->n_links) {
+        struct pollfd *pfds = xcalloc(r->n_links, sizeof *pfds);
+        for (size_t i = 0; i < r->n_links; i++) {
+            pfds[i].fd = tpm_agent_fd(r->links[i].agent);
+            pfds[i].events = POLLIN;
+        }
+        ppoll(pfds, r->n_links, &ts, NULL);
+        free(pfds);
     } else {
         nanosleep(&ts, NULL);
     }
@@ -569,11 +630,15 @@ static uint64_t
 interval_lcm(const struct replay *r)
 {
     uint64_t l = r->epoch_ns;
-    for (size_t i = 0; i < r->n_events + r->n_tem; i++) {
-        const struct tpm_event *ev
-            = (i < r->n_events ? r->events[i]
-               : tpm_event_get(r->tpm, r->tem_ids[i - r->n_events]));
-        uint64_t iv = ev->interval_ns;
+    for (size_t i = 0; i < r->n_events; i++) {
+        uint64_t iv = r->events[i]->interval_ns;
+        l = l / gcd_u64(l, iv) * iv;
+        if (l > ALIGN_MAX_NS) {
+            return r->epoch_ns;
+        }
+    }
+    TEM_FOR_EACH_EVENT (r, link, i) {
+        uint64_t iv = tpm_event_get(r->tpm, link->ids[i])->interval_ns;
         l = l / gcd_u64(l, iv) * iv;
         if (l > ALIGN_MAX_NS) {
             return r->epoch_ns;
@@ -638,11 +703,26 @@ replay_pass(struct replay *r, const char *file, int64_t *shift,
     flush_batch(r);
 }
 
-/* Controller mode, before the capture: waits for the session and the
- * TEM's first installs. */
+/* Returns the first link of 'r' whose agent is not in state 'state' (or,
+ * 'refused', is refused), or NULL; its status in '*s'. */
+static struct tem_link *
+tem_link_not(const struct replay *r, enum tpm_agent_state state,
+             bool refused, struct tpm_agent_status *s)
+{
+    for (size_t i = 0; i < r->n_links; i++) {
+        tpm_agent_get_status(r->links[i].agent, s);
+        if (refused ? s->state == TPM_AGENT_REFUSED : s->state != state) {
+            return &r->links[i];
+        }
+    }
+    return NULL;
+}
+
+/* Controller mode, before the capture: waits for the session with every
+ * TEM and their first installs. */
 static void
-wait_for_tem(struct replay *r, const char *endpoint, uint64_t timeout_ns,
-             uint64_t settle_ns, bool required)
+wait_for_tem(struct replay *r, uint64_t timeout_ns, uint64_t settle_ns,
+             bool required)
 {
     uint64_t start = tpm_clock_mono_ns();
     uint64_t deadline = start + timeout_ns;
@@ -654,15 +734,14 @@ wait_for_tem(struct replay *r, const char *endpoint, uint64_t timeout_ns,
         if (handle_commands(r)) {
             last_cmd = now;
         }
-        tpm_agent_get_status(r->agent, &s);
-        if (s.state == TPM_AGENT_CONNECTED && last_cmd
-            && now - last_cmd >= settle_ns) {
+        bool all = !tem_link_not(r, TPM_AGENT_CONNECTED, false, &s);
+        if (all && last_cmd && now - last_cmd >= settle_ns) {
             return;             /* Welcomed, installs settled. */
         }
         if (now >= deadline) {
             break;
         }
-        if (s.state == TPM_AGENT_REFUSED && required) {
+        if (required && tem_link_not(r, 0, true, &s)) {
             break;
         }
         uint64_t wake = now + 10 * NS_PER_MS;
@@ -672,19 +751,25 @@ wait_for_tem(struct replay *r, const char *endpoint, uint64_t timeout_ns,
         wait_ns(r, MIN(wake, deadline) - now);
     }
 
-    if (s.state == TPM_AGENT_CONNECTED) {
-        return;                 /* Welcomed, still installing: go on. */
-    }
     char timeout[32];
     tpm_time_format(timeout_ns, timeout, sizeof timeout);
-    if (required) {
-        cli_die("TEM at %s not reached within %s (%s): %s", endpoint, timeout,
-            tpm_agent_state_name(s.state),
-            s.last_error[0] ? s.last_error : "no connection yet");
+    /* Those welcomed may still be installing: go on. */
+    for (size_t i = 0; i < r->n_links; i++) {
+        const struct tem_link *l = &r->links[i];
+        tpm_agent_get_status(l->agent, &s);
+        if (s.state == TPM_AGENT_CONNECTED) {
+            continue;
+        }
+        if (required) {
+            cli_die("TEM at %s not reached within %s (%s): %s", l->endpoint,
+                    timeout, tpm_agent_state_name(s.state),
+                    s.last_error[0] ? s.last_error : "no connection yet");
+        }
+        cli_warn("TEM at %s not reached within %s (%s%s%s); replaying "
+                 "anyway, still trying", l->endpoint, timeout,
+                 tpm_agent_state_name(s.state), s.last_error[0] ? ": " : "",
+                 s.last_error);
     }
-    cli_warn("TEM at %s not reached within %s (%s%s%s); replaying anyway, "
-         "still trying", endpoint, timeout, tpm_agent_state_name(s.state),
-         s.last_error[0] ? ": " : "", s.last_error);
 }
 
 /* The option that raises the table behind loss counter 'l' (one of
@@ -750,8 +835,12 @@ report_loss(const struct replay *r)
     tpm_get_stats(r->tpm, &s);
     struct tpm_agent_status a;
     memset(&a, 0, sizeof a);
-    if (r->agent) {
-        tpm_agent_get_status(r->agent, &a);
+    for (size_t i = 0; i < r->n_links; i++) {
+        struct tpm_agent_status b;
+        tpm_agent_get_status(r->links[i].agent, &b);
+        a.dropped_outage += b.dropped_outage;
+        a.pending += b.pending;
+        a.dropped_tenant += b.dropped_tenant;
     }
     const struct {
         const char *what;
@@ -870,10 +959,16 @@ print_stats(const struct replay *r)
 #undef ZST
     json_object_object_add(o, "sizing", z);
 
-    if (r->agent) {
+    /* "tem": the first TEM's; "tems": every TEM's, in the order of
+     * --controller. */
+    struct json_object *tems = json_object_new_array();
+    for (size_t li = 0; li < r->n_links; li++) {
+        const struct tem_link *l = &r->links[li];
         struct tpm_agent_status a;
-        tpm_agent_get_status(r->agent, &a);
+        tpm_agent_get_status(l->agent, &a);
         struct json_object *t = json_object_new_object();
+        json_object_object_add(t, "endpoint",
+                               json_object_new_string(l->endpoint));
         json_object_object_add(t, "state", json_object_new_string(
                                    tpm_agent_state_name(a.state)));
         json_object_object_add(t, "tem_id", json_object_new_string(
@@ -889,15 +984,25 @@ print_stats(const struct replay *r)
         AST(late_sent);
 #undef AST
 #define TST(F) json_object_object_add(t, #F, \
-                                      json_object_new_int64(r->tem.F))
+                                      json_object_new_int64(l->tem.F))
         TST(installs); TST(install_errors); TST(removes);
         TST(remove_errors); TST(polls); TST(resyncs); TST(reports);
-        TST(reports_dropped); TST(reports_unknown); TST(reports_tenant);
-        TST(configures);
+        TST(reports_dropped); TST(reports_tenant);
+        TST(configures); TST(taken_over);
 #undef TST
+        json_object_object_add(t, "reports_unknown",
+                               json_object_new_int64(r->reports_unknown));
         json_object_object_add(t, "last_error", json_object_new_string(
                                    a.last_error));
-        json_object_object_add(o, "tem", t);
+        if (!li) {
+            json_object_object_add(o, "tem", json_object_get(t));
+        }
+        json_object_array_add(tems, t);
+    }
+    if (r->n_links) {
+        json_object_object_add(o, "tems", tems);
+    } else {
+        json_object_put(tems);
     }
     fprintf(stderr, "%s\n",
             json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
@@ -1125,8 +1230,8 @@ replay_start(struct replay *r, struct replay_options *o)
     r->bufs = xmalloc(TPM_BATCH_MAX * sizeof *r->bufs);
 }
 
-/* Controller mode: connects 'r' to the TEM of 'o' as a host and waits for
- * its first installs. */
+/* Controller mode: connects 'r' to the TEMs of 'o' as a host (an agent
+ * each) and waits for their first installs. */
 static void
 replay_connect(struct replay *r, struct replay_options *o)
 {
@@ -1138,7 +1243,6 @@ replay_connect(struct replay *r, struct replay_options *o)
     if (!o->host_id) {
         o->host_id = default_host_id();
     }
-    ac.endpoint = o->controller;
     ac.host_id = o->host_id;
     ac.prefixes = o->prefixes;
     ac.n_prefixes = o->n_prefixes;
@@ -1146,18 +1250,25 @@ replay_connect(struct replay *r, struct replay_options *o)
     ac.pmd_ids = pmd_ids;
     ac.n_pmds = ARRAY_SIZE(pmd_ids);
     ac.software = "tpm-replay";
-    ac.tem_public_key = o->tem_key;
     ac.key_file = o->host_key_file;
     ac.insecure_plaintext = o->insecure;
     if (o->outage_buffer) {
         ac.outage_buffer = o->outage_buffer;
     }
-    r->agent = tpm_agent_create(&ac, &error);
-    if (!r->agent) {
-        cli_die("--controller: %s", error);
+    r->links = xcalloc(o->n_controllers, sizeof *r->links);
+    for (size_t i = 0; i < o->n_controllers; i++) {
+        struct tem_link *l = &r->links[i];
+        ac.endpoint = o->controllers[i];
+        ac.tem_public_key = (!o->n_tem_keys ? NULL
+                             : o->tem_keys[o->n_tem_keys > 1 ? i : 0]);
+        l->endpoint = o->controllers[i];
+        l->agent = tpm_agent_create(&ac, &error);
+        if (!l->agent) {
+            cli_die("--controller %s: %s", l->endpoint, error);
+        }
+        r->n_links++;
     }
-    wait_for_tem(r, o->controller, o->connect_timeout_ns, o->settle_ns,
-                 o->require);
+    wait_for_tem(r, o->connect_timeout_ns, o->settle_ns, o->require);
 }
 
 /* Replays capture 'file' 'loops' times, then moves past the end of every
@@ -1186,9 +1297,8 @@ replay_run(struct replay *r, const char *file, uint64_t loops)
             uint64_t iv = r->events[i]->interval_ns;
             end = MAX(end, (r->last_ns / iv + 1) * iv);
         }
-        for (size_t i = 0; i < r->n_tem; i++) {
-            const struct tpm_event *ev = tpm_event_get(r->tpm,
-                                                       r->tem_ids[i]);
+        TEM_FOR_EACH_EVENT (r, l, i) {
+            const struct tpm_event *ev = tpm_event_get(r->tpm, l->ids[i]);
             uint64_t iv = ev->interval_ns;
             end = MAX(end, (r->last_ns / iv + 1) * iv);
         }
@@ -1213,11 +1323,15 @@ replay_linger(struct replay *r, uint64_t linger_ns)
     idle_until(r, tpm_clock_real_ns() + linger_ns,
                r->realtime ? UINT64_MAX : r->clock_ns);
     uint64_t until = tpm_clock_real_ns() + NS_PER_S;
-    struct tpm_agent_status a;
     for (;;) {
-        tpm_agent_get_status(r->agent, &a);
+        bool waiting = false;
+        for (size_t i = 0; i < r->n_links; i++) {
+            struct tpm_agent_status a;
+            tpm_agent_get_status(r->links[i].agent, &a);
+            waiting |= a.pending && a.state == TPM_AGENT_CONNECTED;
+        }
         uint64_t now = tpm_clock_real_ns();
-        if (!a.pending || a.state != TPM_AGENT_CONNECTED || now >= until) {
+        if (!waiting || now >= until) {
             break;
         }
         idle_until(r, now + 10 * NS_PER_MS,
@@ -1239,7 +1353,7 @@ main(int argc, char *argv[])
         replay_connect(&r, &o);
     }
     replay_run(&r, o.pcap, o.loops);
-    if (r.agent) {
+    if (r.n_links) {
         replay_linger(&r, o.linger_ns);
     }
     fflush(stdout);
@@ -1248,10 +1362,13 @@ main(int argc, char *argv[])
     }
     bool lossy = report_loss(&r);
 
-    tpm_agent_destroy(r.agent);
+    for (size_t i = 0; i < r.n_links; i++) {
+        tpm_agent_destroy(r.links[i].agent);
+        free(r.links[i].ids);
+    }
+    free(r.links);
     tpm_destroy(r.tpm);
     replay_options_destroy(&o);
-    free(r.tem_ids);
     free(r.bufs);
     replay_census_destroy(&r.sizing.census);
     return lossy ? EXIT_INCOMPLETE : 0;

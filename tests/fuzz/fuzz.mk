@@ -22,16 +22,17 @@ COV =
 FUZZ_CFLAGS = -std=gnu11 -g -O1 -fno-omit-frame-pointer $(SAN) $(COV)
 WARN = -Wall -Wextra -Wno-unused-parameter -Wno-unused-function
 PKGS = json-c libprotobuf-c libzmq libmicrohttpd libcurl
+# $(proto)/..: the build's config.h (tem-etcd.c includes it).
 FUZZ_CPPFLAGS = -I$(top)/lib -I$(top)/tpm -I$(top)/tem -I$(proto) \
-	$(shell $(PKG_CONFIG) --cflags $(PKGS))
+	-I$(proto)/.. $(shell $(PKG_CONFIG) --cflags $(PKGS))
 FUZZ_LIBS = $(shell $(PKG_CONFIG) --libs $(PKGS)) -lpthread -lm
 
 TARGETS = fuzz-event fuzz-packet fuzz-proto fuzz-tem-ctl fuzz-tem-host
 
 # Library code under test: lib/ (without the host agent), libtpm, the
-# TEM's core, state file, keys and metrics, its Alertmanager sender
-# (tem.c, which fuzz-tem-ctl.c includes, calls them), and the generated
-# protocol code.
+# TEM's core, state file, keys and metrics, its Alertmanager sender and
+# its cluster member with its etcd client (tem.c, which fuzz-tem-ctl.c
+# includes, calls them), and the generated protocol code.
 LIB_SRCS = \
 	lib/cli.c lib/clock.c lib/curve.c lib/decision.c lib/event.c \
 	lib/hugealloc.c \
@@ -45,7 +46,8 @@ LIB_SRCS = \
 	tem/tem-event.c tem/tem-fd.c tem/tem-host.c tem/tem-http.c \
 	tem/tem-log.c tem/tem-metrics.c tem/tem-options.c tem/tem-out.c \
 	tem/tem-sink.c tem/tem-state.c tem/tem-view.c tem/tem-warn.c \
-	tem/tem-am.c tem/tem-am-json.c
+	tem/tem-am.c tem/tem-am-json.c \
+	tem/tem-cluster.c tem/tem-etcd.c tem/tem-etcd-json.c
 LIB_OBJS = $(patsubst %.c,$(out)/obj/%.o,$(LIB_SRCS)) \
 	$(out)/obj/trumpet.pb-c.o
 

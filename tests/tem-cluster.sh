@@ -1,0 +1,414 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+# A cluster of three TEMs on etcd (trumpet-tem --etcd, tem/tem-cluster.h,
+# docs/tem.md "Past one TEM"), with two tpm-replay hosts connected to
+# every TEM (--controller three times), against a real etcd
+# (Debian's etcd-server) on loopback, lease TTL 2 s:
+#
+#   1. Membership and placement: t1, t2, t3 register and elect one
+#      leader; six events added through different TEMs get ids 1..6 from
+#      /trumpet/next-id and are spread by rendezvous hashing: each owned
+#      by exactly one TEM, every one owned, every TEM owning one at
+#      least, /trumpet/assign/ (read with etcdctl) saying the same; a
+#      name taken is refused; an event deleted through one TEM leaves
+#      every TEM.
+#   2. Takeover: h1 (80 KB per 100 ms interval) and h2 (50 KB) replay 13
+#      s of traffic whose volume per interval is known exactly
+#      (tests/tem-trace.py).  2.5 s in, the TEM that owns the most events
+#      (not the leader) is killed -9; 4 s later the leader is.  Each
+#      time the dead TEM's events move to a live one within TTL + 1 s
+#      (measured from the kill to the new owner's install, printed), the
+#      new owner installs them on both hosts, and alerts resume.
+#   4. etcd killed -9 for 3 s (past the lease's TTL) and started again:
+#      the last TEM answers tem-ctl throughout (each status under 1 s),
+#      keeps its events, loses its lease, registers again on a new one,
+#      leads again, and its views are read and watched again.
+#   3. Exactness: for every event, every interval in which a live TEM
+#      owned it (from 100 ms after its install to 250 ms before its
+#      death) has exactly one alert, from that TEM, equal to the ground
+#      truth (sum: 130000 = h1 80000 + h2 50000; max: 80000; atleast:2:
+#      2 hosts; the event above the total: none); no interval is
+#      alerted twice; an alert outside those intervals (a partial
+#      interval around an install) is flagged incomplete or exact.  The
+#      last leader counts the takeover and the events it moved.
+#
+# The TEM without --etcd is covered by every other TEM test.  Every
+# process started here is killed by PID at exit, failure or not.
+# Automake test protocol: 0 pass, 1 fail, 77 skip (no etcd, etcdctl or
+# python3-zmq).
+set -euo pipefail
+
+top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
+# shellcheck source=tests/tem-lib.sh
+. "$top_srcdir/tests/tem-lib.sh"
+ETCD=${ETCD:-$(command -v etcd || true)}
+ETCDCTL=${ETCDCTL:-$(command -v etcdctl || true)}
+if [ -z "$ETCD" ] || [ -z "$ETCDCTL" ]; then
+    echo "SKIP: no etcd or etcdctl (apt-get install etcd-server etcd-client)"
+    exit 77
+fi
+tem_test_init tem-cluster
+TTL=2
+
+# On failure, the end of every log first.
+cluster_cleanup() {
+    local rc=$? f
+    if [ $rc != 0 ]; then
+        for f in "$tmp"/t?.log "$tmp"/h?.err "$tmp/etcd.log"; do
+            [ -f "$f" ] || continue
+            echo "--- $f:"
+            tail -n 20 "$f"
+        done
+    fi
+    set +e
+    (exit $rc)
+    tem_test_cleanup
+}
+trap cluster_cleanup EXIT
+
+free_port() {
+    "$PY" -c 'import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])'
+}
+
+cport=$(free_port)
+pport=$(free_port)
+EP=http://127.0.0.1:$cport
+
+etcdctl() {
+    ETCDCTL_API=3 "$ETCDCTL" --endpoints="127.0.0.1:$cport" \
+        --dial-timeout=1s --command-timeout=3s "$@"
+}
+
+# etcd_start: etcd on the work directory's data directory, until healthy.
+etcd_start() {
+    "$ETCD" --name tem-cluster-test --data-dir "$tmp/etcd" \
+        --listen-client-urls "$EP" --advertise-client-urls "$EP" \
+        --listen-peer-urls "http://127.0.0.1:$pport" \
+        --initial-advertise-peer-urls "http://127.0.0.1:$pport" \
+        --initial-cluster "tem-cluster-test=http://127.0.0.1:$pport" \
+        >>"$tmp/etcd.log" 2>&1 &
+    etcd_pid=$!
+    pids+=($!)
+    local i
+    for ((i = 0; i < 100; i++)); do
+        etcdctl endpoint health >/dev/null 2>&1 && return 0
+        sleep 0.1
+    done
+    fail "etcd not healthy after 10 s"
+}
+etcd_start
+
+K=$tmp/keys
+tem_keys "$K" h1 h2
+
+# The three TEMs share a key pair and an allow-list.
+declare -A tpid
+start_member() {
+    "$TEM" --key-file="$K/tem.key" --allow-file="$K/allow" \
+        --etcd="$EP" --etcd-ttl=${TTL}s --tem-id="$1" \
+        --listen="ipc://$tmp/$1" --pub="ipc://$tmp/$1.pub" \
+        --ctl="ipc://$tmp/$1.ctl" --state-file="$tmp/$1.json" \
+        --alert-file="$tmp/$1.alerts" --no-alerts-stdout \
+        --heartbeat=200ms --poll-deadline=200ms 2>>"$tmp/$1.log" &
+    tpid[$1]=$!
+    pids+=($!)
+}
+
+# cctl TEM ARGS...: tem-ctl on TEM.
+cctl() {
+    local t=$1
+    shift
+    "$CTL" --ctl="ipc://$tmp/$t.ctl" --timeout=2s "$@"
+}
+
+# cstat TEM EXPR: a value of TEM's status "cluster" (Python on 'c').
+cstat() {
+    cctl "$1" --json status | "$PY" -c \
+        "import json,sys; c=json.load(sys.stdin)['cluster']; print($2)"
+}
+
+# until_ok SECONDS SHELL-CODE: until SHELL-CODE (evaluated each time)
+# succeeds.
+until_ok() {
+    local end=$(( $(date +%s) + $1 ))
+    while ! eval "$2" >/dev/null 2>&1; do
+        [ "$(date +%s)" -lt $end ] || return 1
+        sleep 0.1
+    done
+}
+
+# --- 1. Membership and placement -----------------------------------------
+start_member t1
+until_ok 10 '[ "$(cstat t1 "c[\"is_leader\"]")" = True ]' \
+    || fail "t1 alone did not become the leader"
+start_member t2
+start_member t3
+for t in t1 t2 t3; do
+    until_ok 10 '[ "$(cstat $t "len(c[\"members\"])")" = 3 ]' \
+        || fail "$t does not see 3 members: $(cstat $t 'c')"
+done
+[ "$(etcdctl get --print-value-only /trumpet/leader)" = t1 ] \
+    || fail "leader in etcd: $(etcdctl get --print-value-only /trumpet/leader)"
+
+f="filter=udp,nw_dst=10.99.0.2 interval=100ms group=nw_dst"
+i=0
+while read -r name def; do
+    t=t$(( i % 3 + 1 ))
+    out=$(cctl $t event-add "$name" "$f $def") \
+        || fail "event-add $name through $t: $out"
+    i=$((i + 1))
+    [ "$out" = "event $name added (id $i)" ] || fail "event-add: '$out'"
+done <<'EOF'
+c_sum predicate=sum(volume) > 120KB across=sum
+c_sum2 predicate=sum(volume) > 100KB across=sum
+c_max predicate=sum(volume) > 70KB across=max
+c_max2 predicate=sum(volume) > 45KB across=max
+c_both predicate=sum(volume) > 40KB across=atleast:2
+c_quiet predicate=sum(volume) > 140KB across=sum
+EOF
+rc=0
+cctl t2 event-add c_sum "$f predicate=sum(volume) > 1KB" \
+    >/dev/null 2>"$tmp/err" || rc=$?
+[ $rc = 1 ] && grep -q 'already exists' "$tmp/err" \
+    || fail "a name taken: status $rc, '$(cat "$tmp/err")'"
+rc=0
+cctl t2 event-add c_bad "$f predicate=sum(volume) >" \
+    >/dev/null 2>"$tmp/err" || rc=$?
+[ $rc = 1 ] && grep -q 'predicate' "$tmp/err" \
+    || fail "a bad definition: status $rc, '$(cat "$tmp/err")'"
+
+# owned: "t1=[...] t2=[...] t3=[...]" as each TEM says.
+owned() {
+    local t
+    for t in t1 t2 t3; do
+        echo -n "$t=$(cstat $t 'sorted(c["events_owned"])') "
+    done
+}
+placed() {
+    "$PY" - "$(owned)" "$(etcdctl get --prefix /trumpet/assign/)" <<'PYEOF'
+import re, sys
+owned = {}
+for t, ids in re.findall(r"(t\d)=\[([^]]*)\]", sys.argv[1]):
+    for i in ids.split(","):
+        if i.strip():
+            owned.setdefault(int(i), []).append(t)
+lines = sys.argv[2].split()
+assign = {int(k.rsplit("/", 1)[1]): v for k, v in zip(lines[::2], lines[1::2])}
+ok = (sorted(owned) == list(range(1, 7))
+      and all(len(v) == 1 for v in owned.values())
+      and assign == {i: v[0] for i, v in owned.items()})
+sys.exit(0 if ok else 1)
+PYEOF
+}
+until_ok 10 placed || fail "events not placed: $(owned); etcd: \
+$(etcdctl get --prefix /trumpet/assign/ | tr '\n' ' ')"
+for t in t1 t2 t3; do
+    [ "$(cstat $t 'len(c["events_owned"])')" -ge 1 ] \
+        || fail "$t owns no event: $(owned)"
+    n=$(cctl $t --json event-list | "$PY" -c \
+        'import json,sys; print(len(json.load(sys.stdin)["events"]))')
+    [ "$n" = "$(cstat $t 'len(c["events_owned"])')" ] \
+        || fail "$t lists $n events, owns $(cstat $t 'c["events_owned"]')"
+done
+echo "PASS: 3 members, leader t1; 6 events spread: $(owned)"
+
+cctl t3 event-add c_tmp "$f predicate=sum(volume) > 1KB" >/dev/null
+until_ok 5 '[ -n "$(etcdctl get --print-value-only /trumpet/assign/7)" ]' \
+    || fail "c_tmp not assigned"
+cctl t1 event-del c_tmp >/dev/null
+gone() {
+    for t in t1 t2 t3; do
+        [ "$(cstat $t '7 in c["events_owned"]')" = False ] || return 1
+    done
+    [ -z "$(etcdctl get /trumpet/assign/7)" ]
+}
+until_ok 5 gone || fail "c_tmp (id 7) still owned after event-del: $(owned)"
+echo "PASS: a name taken and a bad definition refused; an event deleted" \
+     "through t1 left every TEM and its assignment"
+
+# --- 2. Takeover during traffic -------------------------------------------
+"$PY" "$top_srcdir/tests/tem-trace.py" --out "$tmp/h1.pcap" --epochs 1300 \
+    --per-epoch 8 --size 1000 --src 10.99.1.1 >/dev/null
+"$PY" "$top_srcdir/tests/tem-trace.py" --out "$tmp/h2.pcap" --epochs 1300 \
+    --per-epoch 5 --size 1000 --src 10.99.2.1 >/dev/null
+# The most events, not the leader; then the leader.
+victim=$(for t in t2 t3; do
+             echo "$(cstat $t 'len(c["events_owned"])') $t"
+         done | sort -rn | head -n 1 | cut -d' ' -f2)
+start=$(( ($(date +%s%N) / 100000000 + 15) * 100000000 ))
+hpids=()
+for h in h1 h2; do
+    "$REPLAY" --controller "ipc://$tmp/t1" --controller "ipc://$tmp/t2" \
+        --controller "ipc://$tmp/t3" --host-id $h \
+        --tem-key "$K/tem.key.pub" --host-key-file "$K/$h.key" \
+        --prefix 10.99.0.0/24 --realtime --start-at $start \
+        --require-controller --stats "$tmp/$h.pcap" \
+        >"$tmp/$h.out" 2>"$tmp/$h.err" &
+    pids+=($!)
+    hpids+=($!)
+done
+sleep_until() {
+    local ms=$(( ($1 - $(date +%s%N)) / 1000000 ))
+    [ $ms -le 0 ] || sleep "$((ms / 1000)).$(printf %03d $((ms % 1000)))"
+}
+sleep_until $((start + 2500000000))
+kill1=$(date +%s%N)
+kill -9 "${tpid[$victim]}"
+wait "${tpid[$victim]}" 2>/dev/null || true
+sleep_until $((kill1 + 4000000000))
+kill2=$(date +%s%N)
+kill -9 "${tpid[t1]}"
+wait "${tpid[t1]}" 2>/dev/null || true
+for p in "${hpids[@]}"; do
+    rc=0
+    wait "$p" || rc=$?
+    # 3: reports the dead TEMs never confirmed (expected).
+    [ $rc = 0 ] || [ $rc = 3 ] \
+        || fail "a tpm-replay host failed ($rc): $(tail -n 5 "$tmp"/h?.err)"
+done
+last=$(echo t1 t2 t3 | tr ' ' '\n' | grep -v -e t1 -e "$victim")
+cctl $last --json status >"$tmp/last.json"
+
+# --- 3. Exactness ----------------------------------------------------------
+"$PY" - "$tmp" "$start" "$victim:$kill1" "t1:$kill2" "$last" "$TTL" \
+    <<'PYEOF' || exit 1
+import calendar, json, re, sys, time
+tmp, start = sys.argv[1], int(sys.argv[2])
+kills = {}
+for a in sys.argv[3:5]:
+    t, ns = a.split(":")
+    kills[t] = int(ns)
+last, ttl = sys.argv[5], int(sys.argv[6])
+IV = 100_000_000
+END = start + 1300 * 10_000_000
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+# Installs: "TIME|tem|INFO|cluster: event NAME (id N) assigned to this
+# member: installing it".
+pat = re.compile(r"^(\S+)Z\|tem\|INFO\|cluster: event (\S+) \(id \d+\) "
+                 r"assigned to this member")
+installs = {}                   # name -> [(ns, tem)]
+for t in ("t1", "t2", "t3"):
+    for line in open("%s/%s.log" % (tmp, t)):
+        m = pat.match(line)
+        if m:
+            sec, ms = m.group(1).split(".")
+            ns = (calendar.timegm(time.strptime(sec, "%Y-%m-%dT%H:%M:%S"))
+                  * 10**9 + int(ms) * 10**6)
+            installs.setdefault(m.group(2), []).append((ns, t))
+alerts = {}
+for t in ("t1", "t2", "t3"):
+    for line in open("%s/%s.alerts" % (tmp, t)):
+        a = json.loads(line)
+        a["tem"] = t
+        alerts.setdefault(a["event"], []).append(a)
+
+truth = {
+    "c_sum": (130000, {"h1": 80000, "h2": 50000}, None),
+    "c_sum2": (130000, {"h1": 80000, "h2": 50000}, None),
+    "c_max": (80000, {"h1": 80000, "h2": 50000}, ["h1"]),
+    "c_max2": (80000, {"h1": 80000, "h2": 50000}, ["h1", "h2"]),
+    "c_both": (2, None, ["h1", "h2"]),
+    "c_quiet": None,
+}
+def exact(a):
+    t = truth[a["event"]]
+    return (t is not None and a["value"] == t[0] and not a["missing"]
+            and not a["incomplete"] and not a["deadline"]
+            and (t[1] is None or a["hosts"] == t[1])
+            and (t[2] is None or sorted(a.get("holding", [])) == t[2]))
+
+takeover = {}                   # dead TEM -> worst ms to install
+n_checked = 0
+for name, t in truth.items():
+    ins = sorted(installs.get(name, []))
+    if not ins:
+        fail("%s: never installed" % name)
+    # Ownership segments [install + 100 ms, death - 250 ms or the end).
+    segs = []
+    for i, (ns, tem) in enumerate(ins):
+        until = kills.get(tem, END + IV)
+        if i + 1 < len(ins):
+            nxt_ns, nxt = ins[i + 1]
+            if tem not in kills or kills[tem] > nxt_ns:
+                fail("%s: %s took it from a live %s" % (name, nxt, tem))
+            ms = (nxt_ns - kills[tem]) / 1e6
+            takeover[tem] = max(takeover.get(tem, 0), ms)
+        segs.append((max(ns + IV, start), until - 250_000_000, tem))
+    if ins[-1][1] in kills:
+        fail("%s: never taken over from %s" % (name, ins[-1][1]))
+    al = alerts.get(name, [])
+    seen = {}
+    for a in al:
+        if a["epoch"] in seen:
+            fail("%s: interval %d alerted twice (%s, %s)"
+                 % (name, a["epoch"], seen[a["epoch"]]["tem"], a["tem"]))
+        seen[a["epoch"]] = a
+        if not exact(a) and not a["incomplete"]:
+            fail("%s: alert not exact: %s" % (name, json.dumps(a)))
+    for lo, hi, tem in segs:
+        first = (lo + IV - 1) // IV
+        for iv in range(first, min(hi, END) // IV):
+            ep = iv * 10 + 9
+            a = seen.get(ep)
+            if t is None:
+                if a:
+                    fail("%s alerted: %s" % (name, json.dumps(a)))
+                continue
+            if not a:
+                fail("%s: no alert for interval %d (owner %s)"
+                     % (name, iv, tem))
+            if a["tem"] != tem or not exact(a):
+                fail("%s: interval %d: %s" % (name, iv, json.dumps(a)))
+            n_checked += 1
+for tem, ms in takeover.items():
+    if ms > (ttl + 1) * 1000:
+        fail("%s's events moved %.0f ms after its kill (TTL %d s + 1 s)"
+             % (tem, ms, ttl))
+if set(takeover) != set(kills):
+    fail("takeovers of %s, kills of %s" % (sorted(takeover), sorted(kills)))
+st = json.load(open("%s/last.json" % tmp))["cluster"]
+if not st["is_leader"] or st["takeovers"] < 1 or st["events_moved"] < 1:
+    fail("%s status: %s" % (last, st))
+for h in ("h1", "h2"):
+    s = [json.loads(l) for l in open("%s/%s.err" % (tmp, h))
+         if l.startswith("{")][-1]
+    taken = sum(x["taken_over"] for x in s["tems"])
+    if len(s["tems"]) != 3 or taken < 1:
+        fail("%s: no event taken over: %s" % (h, s["tems"]))
+print("PASS: takeovers: %s (TTL %d s); %d intervals alerted exactly by "
+      "their owner, none twice; %s leads: takeovers %d, events moved %d"
+      % (", ".join("%s killed -> events reinstalled in %.0f ms" % kv
+                   for kv in sorted(takeover.items())), ttl, n_checked,
+         last, st["takeovers"], st["events_moved"]))
+PYEOF
+
+# --- 4. etcd away -----------------------------------------------------------
+before=$(cstat $last 'sorted(c["events_owned"])')
+kill -9 "$etcd_pid"
+wait "$etcd_pid" 2>/dev/null || true
+worst=0
+end=$(( $(date +%s%N) + 3000000000 ))
+while [ "$(date +%s%N)" -lt $end ]; do
+    t0=$(date +%s%N)
+    cctl $last status >/dev/null || fail "$last did not answer with etcd away"
+    ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+    [ $ms -le $worst ] || worst=$ms
+    sleep 0.1
+done
+[ $worst -lt 1000 ] || fail "$last answered status in $worst ms with etcd away"
+[ "$(cstat $last 'sorted(c["events_owned"])')" = "$before" ] \
+    || fail "$last lost its events with etcd away: $(cstat $last 'c')"
+etcd_start
+until_ok 20 '[ "$(cstat $last "c[\"registered\"] and c[\"is_leader\"] and c[\"synced\"] and c[\"leases\"] >= 2")" = True ]' \
+    || fail "$last after etcd came back: $(cstat $last 'c')"
+[ "$(cstat $last 'sorted(c["events_owned"])')" = "$before" ] \
+    || fail "$last events after etcd came back: $(cstat $last 'c')"
+echo "PASS: etcd killed for 3 s: $last kept its events $before, answered" \
+     "status in $worst ms at most, then registered on a new lease" \
+     "($(cstat $last 'c["leases_lost"]') lost) and leads again"
