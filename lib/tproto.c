@@ -154,10 +154,10 @@ tproto_decode_generic(const void *data, size_t len)
  * would build, in the same arena, and gives up (returns false, having
  * allocated nothing the caller keeps) on anything else: another message
  * kind, a field unknown, repeated or of another wire type, a required
- * field missing, a uint32 above 2^32 - 1, a tag longer than 5 bytes.  The caller then decodes with
- * protobuf-c, which decides what such input means, so that both give the
- * same result on every input (tests/test-proto.c and the protocol fuzz
- * target compare them). */
+ * field missing, a uint32 above 2^32 - 1, a tag longer than 5 bytes.
+ * The caller then decodes with protobuf-c, which decides what such
+ * input means, so that both give the same result on every input
+ * (tests/test-proto.c and the protocol fuzz target compare them). */
 
 struct wire {
     const uint8_t *p, *end;

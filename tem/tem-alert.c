@@ -8,13 +8,13 @@
  * atleast, those holding on their own), whether the deadline decided it,
  * whether a late satisfaction (sent again after an outage of the TEM)
  * started or joined it, the detection latency, and its sequence number
- * (1, 2, ... over the TEM's run, so that a reader sees a gap).  It is built by hand
- * into one buffer reused from one alert to the next (json-c objects cost
- * about 10 us an alert); every string written is an event name, host id
- * or group field, whose characters need no JSON escaping.  The alert goes
- * to the 'alert' callback, to the event's ring of recent alerts
- * (event-show) and to the core's history ring ("alerts"); its latency
- * goes to the histogram of the metrics.
+ * (1, 2, ... over the TEM's run, so that a reader sees a gap).  It is
+ * built by hand into one buffer reused from one alert to the next
+ * (json-c objects cost about 10 us an alert); every string written is an
+ * event name, host id or group field, whose characters need no JSON
+ * escaping.  The alert goes to the 'alert' callback, to the event's ring
+ * of recent alerts (event-show) and to the core's history ring
+ * ("alerts"); its latency goes to the histogram of the metrics.
  *
  * A late decision that raises no alert could not be decided (tem-decide.c,
  * "Late reports"): tem_alert_late_undecidable() counts it and logs what

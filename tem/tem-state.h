@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The TEM's event file: the event definitions and the DoS thresholds set
- * with tem-ctl dos-threshold (tem-core.h's persistence forms) as JSON, written atomically (a temporary file in the same
- * directory, fsync, rename, fsync of the directory) so that a crash leaves
+ * with tem-ctl dos-threshold (tem-core.h's persistence forms) as JSON,
+ * written atomically (a temporary file in the same directory, fsync,
+ * rename, fsync of the directory) so that a crash leaves
  * either the old file or the new one, never a mix.
  *
  * One TEM at a time uses a state file: it holds an exclusive lock on

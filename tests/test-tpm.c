@@ -1919,11 +1919,15 @@ START_TEST(test_poll_history)
     ck_assert_double_eq(v, 80);
     ck_assert_int_eq(tpm_poll(tpm, 3, &g, 0, 0, e0 + 4, &v), TPM_POLL_OK);
     ck_assert_double_eq(v, 50);
-    ck_assert_int_eq(tpm_poll(tpm, 3, &g, 0, 0, e0 + 3, &v), TPM_POLL_EXPIRED);
-    ck_assert_int_eq(tpm_poll(tpm, 3, &g, 0, 0, e0 + 8, &v), TPM_POLL_NOT_YET);
+    ck_assert_int_eq(tpm_poll(tpm, 3, &g, 0, 0, e0 + 3, &v),
+                     TPM_POLL_EXPIRED);
+    ck_assert_int_eq(tpm_poll(tpm, 3, &g, 0, 0, e0 + 8, &v),
+                     TPM_POLL_NOT_YET);
     g.dst[0] = htonl(ip4(10, 8, 0, 0));
-    ck_assert_int_eq(tpm_poll(tpm, 3, &g, 0, 0, e0 + 7, &v), TPM_POLL_NO_GROUP);
-    ck_assert_int_eq(tpm_poll(tpm, 4, &g, 0, 0, e0 + 7, &v), TPM_POLL_NO_EVENT);
+    ck_assert_int_eq(tpm_poll(tpm, 3, &g, 0, 0, e0 + 7, &v),
+                     TPM_POLL_NO_GROUP);
+    ck_assert_int_eq(tpm_poll(tpm, 4, &g, 0, 0, e0 + 7, &v),
+                     TPM_POLL_NO_EVENT);
 
     /* An event added later (as the TEM installs its events again after a
      * resync) knows nothing of the intervals over before it: expired,
@@ -1936,12 +1940,15 @@ START_TEST(test_poll_history)
     tpm_advance(tpm, T0 + 90 * MS);
     sweep_all(tpm);
     g.dst[0] = htonl(ip4(10, 7, 0, 0));
-    ck_assert_int_eq(tpm_poll(tpm, 4, &g, 0, 0, e0 + 7, &v), TPM_POLL_EXPIRED);
+    ck_assert_int_eq(tpm_poll(tpm, 4, &g, 0, 0, e0 + 7, &v),
+                     TPM_POLL_EXPIRED);
     ck_assert_int_eq(tpm_poll(tpm, 4, &g, 0, 0, e0 + 8, &v), TPM_POLL_OK);
     ck_assert_double_eq(v, 10);
     g.dst[0] = htonl(ip4(10, 8, 0, 0));
-    ck_assert_int_eq(tpm_poll(tpm, 4, &g, 0, 0, e0 + 7, &v), TPM_POLL_EXPIRED);
-    ck_assert_int_eq(tpm_poll(tpm, 4, &g, 0, 0, e0 + 8, &v), TPM_POLL_NO_GROUP);
+    ck_assert_int_eq(tpm_poll(tpm, 4, &g, 0, 0, e0 + 7, &v),
+                     TPM_POLL_EXPIRED);
+    ck_assert_int_eq(tpm_poll(tpm, 4, &g, 0, 0, e0 + 8, &v),
+                     TPM_POLL_NO_GROUP);
     tpm_destroy(tpm);
 }
 END_TEST
