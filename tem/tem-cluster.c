@@ -695,24 +695,6 @@ tem_cluster_lease_result__(struct tem_cluster *cl, struct tem_etcd_result *r)
 /* ---------------------------------------------------------------------- */
 /* Control requests. */
 
-static struct json_object *
-tem_cluster_reply_error__(const char *format, ...)
-    __attribute__((format(printf, 1, 2)));
-
-static struct json_object *
-tem_cluster_reply_error__(const char *format, ...)
-{
-    struct json_object *r = json_object_new_object();
-    va_list args;
-    va_start(args, format);
-    char *msg = xvasprintf(format, args);
-    va_end(args);
-    json_object_object_add(r, "ok", json_object_new_boolean(false));
-    json_object_object_add(r, "error", json_object_new_string(msg));
-    free(msg);
-    return r;
-}
-
 /* Answers the control request under way with 'reply'. */
 static void
 tem_cluster_ctl_done__(struct tem_cluster *cl, struct json_object *reply)
@@ -747,29 +729,29 @@ tem_cluster_ctl(struct tem_cluster *cl, const char *cmd,
     int error;
 
     if (c->pending) {
-        return tem_cluster_reply_error__("another request is under way");
+        return tem_reply_error("another request is under way");
     }
     if (!name || (add && !def)) {
-        return tem_cluster_reply_error__(add ? "event-add needs \"name\" "
-                                         "and \"definition\""
-                                         : "event-del needs \"name\"");
+        return tem_reply_error(add ? "event-add needs \"name\" "
+                                     "and \"definition\""
+                                   : "event-del needs \"name\"");
     }
     if (!cl->views[VIEW_EVENTS].read) {
-        return tem_cluster_reply_error__("the cluster's events are not read "
-                                         "from etcd yet (%s unreachable?)",
-                                         cl->endpoints);
+        return tem_reply_error("the cluster's events are not read "
+                               "from etcd yet (%s unreachable?)",
+                               cl->endpoints);
     }
     const struct tem_cluster_event *e = tem_cluster_event_by_name__(cl,
                                                                     name);
     c->seq++;
     if (add) {
         if (e) {
-            return tem_cluster_reply_error__("event '%s' already exists "
-                                             "(event-del it first)", name);
+            return tem_reply_error("event '%s' already exists "
+                                   "(event-del it first)", name);
         }
         char *err = tem_core_event_check(cl->core, name, def);
         if (err) {
-            struct json_object *r = tem_cluster_reply_error__("%s", err);
+            struct json_object *r = tem_reply_error("%s", err);
             free(err);
             return r;
         }
@@ -777,7 +759,7 @@ tem_cluster_ctl(struct tem_cluster *cl, const char *cmd,
                                  TOK(TOK_CTL_ID, c->seq));
     } else {
         if (!e) {
-            return tem_cluster_reply_error__("no event '%s'", name);
+            return tem_reply_error("no event '%s'", name);
         }
         char *key = xasprintf("%s%"PRIu32, TEM_ETCD_EVENTS, e->id);
         error = tem_etcd_delete(cl->etcd, key, false,
@@ -786,8 +768,8 @@ tem_cluster_ctl(struct tem_cluster *cl, const char *cmd,
         c->id = e->id;
     }
     if (error) {
-        return tem_cluster_reply_error__("etcd client: %s (try again)",
-                                         strerror(error));
+        return tem_reply_error("etcd client: %s (try again)",
+                               strerror(error));
     }
     c->pending = true;
     c->reply = reply;
@@ -815,14 +797,14 @@ tem_cluster_ctl_result__(struct tem_cluster *cl, uint32_t kind,
     }
     if (r->type != TEM_ETCD_DONE) {
         cl->etcd_errors++;
-        tem_cluster_ctl_done__(cl, tem_cluster_reply_error__(
+        tem_cluster_ctl_done__(cl, tem_reply_error(
                                    "etcd: %s", r->message ? r->message
                                    : strerror(r->error)));
         return;
     }
     if (kind == TOK_CTL_ID) {
         if (r->id < 1 || r->id > UINT32_MAX) {
-            tem_cluster_ctl_done__(cl, tem_cluster_reply_error__(
+            tem_cluster_ctl_done__(cl, tem_reply_error(
                                        "no event id left: %s is %"PRId64,
                                        TEM_ETCD_NEXT_ID, r->id));
             return;
@@ -840,14 +822,13 @@ tem_cluster_ctl_result__(struct tem_cluster *cl, uint32_t kind,
         free(key);
         json_object_put(v);
         if (error) {
-            tem_cluster_ctl_done__(cl, tem_cluster_reply_error__(
+            tem_cluster_ctl_done__(cl, tem_reply_error(
                                        "etcd client: %s (try again)",
                                        strerror(error)));
         }
         return;
     }
-    struct json_object *reply = json_object_new_object();
-    json_object_object_add(reply, "ok", json_object_new_boolean(true));
+    struct json_object *reply = tem_reply_ok(NULL);
     if (kind == TOK_CTL_PUT) {
         json_object_object_add(reply, "name",
                                json_object_new_string(c->name));
@@ -1180,7 +1161,7 @@ tem_cluster_run(struct tem_cluster *cl)
     }
     if (cl->ctl.pending) {
         if (cl->ctl.deadline_ns <= now) {
-            tem_cluster_ctl_done__(cl, tem_cluster_reply_error__(
+            tem_cluster_ctl_done__(cl, tem_reply_error(
                                        "etcd did not answer within %"PRIu64
                                        " ms (%s): the change may still be "
                                        "made", (uint64_t)

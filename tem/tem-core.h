@@ -277,6 +277,11 @@ struct json_object *tem_core_event_show_json(const struct tem_core *,
 struct json_object *tem_core_hosts_json(const struct tem_core *,
                                         const uint32_t *tun_id);
 struct json_object *tem_core_status_json(const struct tem_core *);
+/* A control reply: "ok": false and the formatted "error"; or "ok": true
+ * added to 'r' (NULL: a new object), which it returns. */
+struct json_object *tem_reply_error(const char *format, ...)
+    __attribute__((format(printf, 1, 2)));
+struct json_object *tem_reply_ok(struct json_object *r);
 /* The last 'n' alerts (at most --alert-history), oldest first, as an
  * array of alert objects; 'event' NULL for every event. */
 struct json_object *tem_core_alerts_json(const struct tem_core *,

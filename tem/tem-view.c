@@ -15,8 +15,10 @@
 
 #include <inttypes.h>
 #include <json-c/json.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "report-json.h"
@@ -755,4 +757,28 @@ tem_core_metrics(const struct tem_core *core, struct tem_metrics *m)
         }
         free(name);
     }
+}
+
+struct json_object *
+tem_reply_error(const char *format, ...)
+{
+    struct json_object *r = json_object_new_object();
+    va_list args;
+    va_start(args, format);
+    char *msg = xvasprintf(format, args);
+    va_end(args);
+    json_object_object_add(r, "ok", json_object_new_boolean(false));
+    json_object_object_add(r, "error", json_object_new_string(msg));
+    free(msg);
+    return r;
+}
+
+struct json_object *
+tem_reply_ok(struct json_object *r)
+{
+    if (!r) {
+        r = json_object_new_object();
+    }
+    json_object_object_add(r, "ok", json_object_new_boolean(true));
+    return r;
 }

@@ -263,34 +263,6 @@ alert_cb(void *aux, const char *event, const char *json)
 
 static void cluster_ctl_reply(void *aux, struct json_object *r);
 
-static struct json_object *
-reply_error(const char *format, ...) __attribute__((format(printf, 1, 2)));
-
-static struct json_object *
-reply_error(const char *format, ...)
-{
-    struct json_object *r = json_object_new_object();
-    va_list args;
-    va_start(args, format);
-    char *msg = xvasprintf(format, args);
-    va_end(args);
-    json_object_object_add(r, "ok", json_object_new_boolean(false));
-    json_object_object_add(r, "error", json_object_new_string(msg));
-    free(msg);
-    return r;
-}
-
-/* Adds "ok": true to 'r' (or a new object). */
-static struct json_object *
-reply_ok(struct json_object *r)
-{
-    if (!r) {
-        r = json_object_new_object();
-    }
-    json_object_object_add(r, "ok", json_object_new_boolean(true));
-    return r;
-}
-
 static const char *
 get_string(struct json_object *req, const char *key)
 {
@@ -316,8 +288,8 @@ ctl_tun_id(struct json_object *req, uint32_t *tun_id, const uint32_t **tunp)
     int64_t n = json_object_get_int64(v);
     if (!json_object_is_type(v, json_type_int) || n < 0
         || n > TPROTO_MAX_TUN_ID) {
-        return reply_error("\"tun_id\" is not a VNI: expected an integer "
-                           "from 0 to 16777215");
+        return tem_reply_error("\"tun_id\" is not a VNI: expected an integer "
+                               "from 0 to 16777215");
     }
     *tun_id = n;
     *tunp = tun_id;
@@ -332,18 +304,18 @@ ctl_event_add(struct tem_daemon *d, struct json_object *req)
     char *error;
 
     if (!name || !def) {
-        return reply_error("event-add needs \"name\" and \"definition\"");
+        return tem_reply_error("event-add needs \"name\" and \"definition\"");
     }
     error = tem_core_event_add(d->core, name, def, 0);
     if (error) {
-        struct json_object *r = reply_error("%s", error);
+        struct json_object *r = tem_reply_error("%s", error);
         free(error);
         return r;
     }
     error = tem_state_save(d->core, d->opt.state_file);
     if (error) {
         char *e2 = tem_core_event_del(d->core, name);
-        struct json_object *r = reply_error("%s (event not added)", error);
+        struct json_object *r = tem_reply_error("%s (event not added)", error);
         free(e2);
         free(error);
         return r;
@@ -359,7 +331,7 @@ ctl_event_add(struct tem_daemon *d, struct json_object *req)
     json_object_object_add(r, "id", json_object_get(id));
     json_object_put(show);
     free(show_err);
-    return reply_ok(r);
+    return tem_reply_ok(r);
 }
 
 static struct json_object *
@@ -369,14 +341,14 @@ ctl_event_del(struct tem_daemon *d, struct json_object *req)
     char *error;
 
     if (!name) {
-        return reply_error("event-del needs \"name\"");
+        return tem_reply_error("event-del needs \"name\"");
     }
 
     /* Keep the definition to restore it if the file cannot be saved. */
     struct json_object *show = tem_core_event_show_json(d->core, name,
                                                         &error);
     if (!show) {
-        struct json_object *r = reply_error("%s", error);
+        struct json_object *r = tem_reply_error("%s", error);
         free(error);
         return r;
     }
@@ -399,11 +371,11 @@ ctl_event_del(struct tem_daemon *d, struct json_object *req)
     }
     json_object_put(show);
     if (error) {
-        struct json_object *r = reply_error("%s", error);
+        struct json_object *r = tem_reply_error("%s", error);
         free(error);
         return r;
     }
-    return reply_ok(NULL);
+    return tem_reply_ok(NULL);
 }
 
 /* {"command":"dos-threshold","bytes":N[,"host":"ID"]}: 'bytes' an integer
@@ -416,18 +388,18 @@ ctl_dos_threshold(struct tem_daemon *d, struct json_object *req)
 
     if (!json_object_object_get_ex(req, "bytes", &v)
         || !json_object_is_type(v, json_type_int)) {
-        return reply_error("dos-threshold needs \"bytes\", an integer in "
-                           "[0, %"PRIu32"] (0: off)", UINT32_MAX);
+        return tem_reply_error("dos-threshold needs \"bytes\", an integer in "
+                               "[0, %"PRIu32"] (0: off)", UINT32_MAX);
     }
     /* Past INT64_MAX, json-c gives INT64_MAX: out of range too. */
     int64_t bytes = json_object_get_int64(v);
     if (bytes < 0 || bytes > UINT32_MAX) {
-        return reply_error("dos-threshold: bytes %s out of range [0, "
-                           "%"PRIu32"] (0: off)", json_object_get_string(v),
-                           UINT32_MAX);
+        return tem_reply_error("dos-threshold: bytes %s out of range [0, "
+                               "%"PRIu32"] (0: off)",
+                               json_object_get_string(v), UINT32_MAX);
     }
     if (json_object_object_get_ex(req, "host", &v) && !host) {
-        return reply_error("dos-threshold: \"host\" is not a string");
+        return tem_reply_error("dos-threshold: \"host\" is not a string");
     }
     char *error = tem_core_set_dos_threshold(d->core, host, bytes, &result);
     if (!error && (error = tem_state_save(d->core, d->opt.state_file))) {
@@ -439,11 +411,11 @@ ctl_dos_threshold(struct tem_daemon *d, struct json_object *req)
         json_object_put(result);
     }
     if (error) {
-        struct json_object *r = reply_error("%s", error);
+        struct json_object *r = tem_reply_error("%s", error);
         free(error);
         return r;
     }
-    return reply_ok(result);
+    return tem_reply_ok(result);
 }
 
 static void
@@ -599,7 +571,7 @@ ctl_status(struct tem_daemon *d)
     } else {
         json_object_object_add(r, "metrics", NULL);
     }
-    return reply_ok(r);
+    return tem_reply_ok(r);
 }
 
 /* Loads --allow-file in place of the list in force, which stays if the
@@ -633,7 +605,7 @@ ctl_allow_reload(struct tem_daemon *d)
 {
     char *error = allow_reload(d);
     if (error) {
-        struct json_object *r = reply_error("%s", error);
+        struct json_object *r = tem_reply_error("%s", error);
         free(error);
         return r;
     }
@@ -644,7 +616,7 @@ ctl_allow_reload(struct tem_daemon *d)
                            json_object_new_int64(d->allow->n_hosts));
     json_object_object_add(r, "clients_allowed",
                            json_object_new_int64(d->allow->n_clients));
-    return reply_ok(r);
+    return tem_reply_ok(r);
 }
 
 static struct json_object *
@@ -660,12 +632,12 @@ ctl_dispatch(struct tem_daemon *d, const char *text, size_t len)
 
     if (!req || json_tokener_get_error(tok) != json_tokener_success
         || !json_object_is_type(req, json_type_object)) {
-        r = reply_error("request is not a JSON object");
+        r = tem_reply_error("request is not a JSON object");
         goto out;
     }
     cmd = get_string(req, "command");
     if (!cmd) {
-        r = reply_error("request has no \"command\"");
+        r = tem_reply_error("request has no \"command\"");
     } else if ((r = ctl_tun_id(req, &tun_id, &tun))) {
         /* A bad tenant filter. */
     } else if (d->cluster && (!strcmp(cmd, "event-add")
@@ -677,24 +649,26 @@ ctl_dispatch(struct tem_daemon *d, const char *text, size_t len)
     } else if (!strcmp(cmd, "event-del")) {
         r = ctl_event_del(d, req);
     } else if (!strcmp(cmd, "event-list")) {
-        r = reply_ok(tem_core_event_list_json(d->core, tun));
+        r = tem_reply_ok(tem_core_event_list_json(d->core, tun));
     } else if (!strcmp(cmd, "event-show")) {
         const char *name = get_string(req, "name");
         struct json_object *o = name ? tem_core_event_show_json(d->core,
                                                                 name, &error)
                                      : NULL;
-        r = o ? reply_ok(o)
-              : reply_error("%s", name ? error : "event-show needs \"name\"");
+        r = o ? tem_reply_ok(o)
+              : tem_reply_error("%s", (name ? error
+                                       : "event-show needs \"name\""));
     } else if (!strcmp(cmd, "hosts")) {
-        r = reply_ok(tem_core_hosts_json(d->core, tun));
+        r = tem_reply_ok(tem_core_hosts_json(d->core, tun));
     } else if (!strcmp(cmd, "alerts")) {
         struct json_object *v;
         int64_t n = 100;
         if (json_object_object_get_ex(req, "count", &v)) {
             n = json_object_get_int64(v);
         }
-        r = reply_ok(tem_core_alerts_json(d->core, get_string(req, "event"),
-                                          tun, n > 0 ? n : 0));
+        r = tem_reply_ok(tem_core_alerts_json(d->core,
+                                              get_string(req, "event"),
+                                              tun, n > 0 ? n : 0));
         json_object_object_add(r, "pub", json_object_new_string(d->pub_ep));
     } else if (!strcmp(cmd, "status")) {
         r = ctl_status(d);
@@ -703,10 +677,10 @@ ctl_dispatch(struct tem_daemon *d, const char *text, size_t len)
     } else if (!strcmp(cmd, "allow-reload")) {
         r = ctl_allow_reload(d);
     } else {
-        r = reply_error("unknown command '%.64s': expected event-add, "
-                        "event-del, event-list, event-show, hosts, "
-                        "dos-threshold, alerts, allow-reload or status",
-                        cmd);
+        r = tem_reply_error("unknown command '%.64s': expected event-add, "
+                            "event-del, event-list, event-show, hosts, "
+                            "dos-threshold, alerts, allow-reload or status",
+                            cmd);
     }
 
 out:
@@ -774,7 +748,7 @@ ctl_handle(struct tem_daemon *d)
         tem_core_log_security(d->core, TPM_LOG_WARN, "control request "
                               "refused: key %s is no longer allowed",
                               key ? key : "?");
-        r = reply_error("your key is no longer in the TEM's allow-list");
+        r = tem_reply_error("your key is no longer in the TEM's allow-list");
     } else {
         r = ctl_dispatch(d, zmq_msg_data(&msg), zmq_msg_size(&msg));
     }
