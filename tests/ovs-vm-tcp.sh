@@ -328,13 +328,7 @@ flows() {
 
 # server PORT ARGS...: tcp-flow.py server in the VM; SERVER_PID.
 server() {
-    local port=$1 out=$TB_DIR/server-$1
-    shift
-    tb_bg "$out" "${IN_NS[@]}" "$VM_NS" "$TB_PY" "$FLOW" server \
-        --addr "$VM_IP" --port "$port" "$@"
-    SERVER_PID=$TB_BG_PID
-    tb_wait_for 10 grep -q listening "$out.err" \
-        || tb_fail "tcp-flow.py server on port $port: $(cat "$out.err")"
+    tb_flow_server "$VM_NS" "$VM_IP" "$@"
 }
 
 reports() {

@@ -82,13 +82,7 @@ print(json.dumps(json.load(sys.stdin)[sys.argv[1]]))' "$field"
 # server PORT [ARGS...]: a tcp-flow.py server in namespace 2; returns when
 # it listens (its PID in SERVER_PID).
 server() {
-    local port=$1 out=$TB_DIR/server-$1
-    shift
-    tb_bg "$out" "${IN_NS[@]}" "$TB_NS2" "$TB_PY" "$FLOW" server \
-        --addr "$TB_IP2" --port "$port" "$@"
-    SERVER_PID=$TB_BG_PID
-    tb_wait_for 10 grep -q listening "$out.err" \
-        || tb_fail "tcp-flow.py server on port $port: $(cat "$out.err")"
+    tb_flow_server "$TB_NS2" "$TB_IP2" "$@"
 }
 
 # client OUT LABEL ARGS...: a tcp-flow.py client in namespace 1.

@@ -277,6 +277,20 @@ tb_tcpdump_stop() {
                    "$(cat "$err")"
 }
 
+# tb_flow_server NS ADDR PORT [ARGS...]: a tests/tcp-flow.py server on
+# ADDR:PORT in namespace NS, on the helpers' CPU; returns when it listens
+# (its PID in SERVER_PID).
+tb_flow_server() {
+    local ns=$1 addr=$2 port=$3 out=$TB_DIR/server-$3
+    shift 3
+    tb_bg "$out" taskset -c "${TB_HELPER_CPU:-0}" ip netns exec "$ns" \
+        "$TB_PY" "$top_srcdir/tests/tcp-flow.py" server --addr "$addr" \
+        --port "$port" "$@"
+    SERVER_PID=$TB_BG_PID
+    tb_wait_for 10 grep -q listening "$out.err" \
+        || tb_fail "tcp-flow.py server on port $port: $(cat "$out.err")"
+}
+
 # tb_bg_forget PID: PID (waited for) is no longer ours to stop.
 tb_bg_forget() {
     local p kept=()
