@@ -17,6 +17,7 @@
 #include "openvswitch/dynamic-string.h"
 #include "openvswitch/json.h"
 #include "openvswitch/vlog.h"
+#include "seq.h"
 #include "unixctl.h"
 
 #include "json-number.h"
@@ -334,10 +335,17 @@ handle_report(struct tpm_pmd **parts, size_t n_parts, size_t part,
     }
 }
 
+/* Changed by a PMD whose report ring is half full
+ * (tpm_ovs_pmd_iteration()): the main thread drains the rings once an
+ * epoch, and at once when this changes. */
+struct seq *tpm_ovs_report_seq;
+static uint64_t report_seq_seen;
+
 /* Drains every PMD's reports. */
 void
 tpm_ovs_event_drain(struct tpm_pmd **parts, size_t n_parts)
 {
+    report_seq_seen = seq_read(tpm_ovs_report_seq);
     for (size_t i = 0; i < n_parts; i++) {
         struct tpm_report r;
         while (tpm_pop_report(parts[i]->tpm, &r)) {
@@ -345,6 +353,13 @@ tpm_ovs_event_drain(struct tpm_pmd **parts, size_t n_parts)
         }
     }
     tpm_decisions_for_each(decisions, decision_finish, NULL);
+}
+
+/* Wakes the main thread when a PMD's report ring fills. */
+void
+tpm_ovs_event_wait(void)
+{
+    seq_wait(tpm_ovs_report_seq, report_seq_seen);
 }
 
 static void add_start(struct host_event *, struct tpm_pmd **, size_t n,
@@ -965,6 +980,7 @@ tpm_ovs_event_init(size_t report_log_len)
         return;
     }
     decisions = tpm_decisions_create(NULL);
+    tpm_ovs_report_seq = seq_create();
     report_log_size = report_log_len;
     report_log = xcalloc(MAX(report_log_size, 1), sizeof *report_log);
 }

@@ -96,6 +96,9 @@ struct tpm_pmd {
     uint64_t now;               /* Clock read for the latest rx batch. */
     uint64_t ports_gen;         /* Snapshot of the ports last applied. */
     uint32_t rx_port;           /* Port of the previous rx batch. */
+    bool report_woken;          /* 'tpm_ovs_report_seq' changed since the
+                                 * report ring was last below a quarter
+                                 * full. */
     /* Cycle accounting, one iteration in CYCLE_SAMPLE_EVERY: the
      * iteration's cycles from the end of the previous one, and the
      * monitor's share of them. */
@@ -345,6 +348,8 @@ void tpm_ovs_event_del_start(const uint32_t *ids, size_t n_ids,
                              struct tpm_pmd **, size_t n,
                              const struct op_client *);
 void tpm_ovs_event_drain(struct tpm_pmd **, size_t n);
+extern struct seq *tpm_ovs_report_seq;
+void tpm_ovs_event_wait(void);
 void tpm_ovs_event_reshare(struct tpm_pmd **, size_t n);
 void tpm_ovs_event_format_summary(struct ds *);
 

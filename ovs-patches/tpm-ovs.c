@@ -314,6 +314,16 @@ tpm_ovs_pmd_iteration(struct tpm_pmd *p, uint64_t rx_packets,
             tpm_set_dos_threshold(p->tpm, dos);
         }
         tpm_sweep_step(p->tpm, budget);
+        /* The sweep waits for room in the report ring rather than drop a
+         * report (tpm-report-ring): the main thread, which drains it once
+         * an epoch, is woken once it is half full. */
+        double fill = tpm_report_fill(p->tpm);
+        if (fill >= 0.5 && !p->report_woken) {
+            p->report_woken = true;
+            seq_change(tpm_ovs_report_seq);
+        } else if (fill < 0.25) {
+            p->report_woken = false;
+        }
         if (tpm_run_control(p->tpm, 16)) {
             seq_change(tpm_ovs_reply_seq);  /* Replies for the main thread. */
         }
@@ -440,6 +450,7 @@ tpm_ovs_wait(void)
     if (!ovs_list_is_empty(&tpm_ovs_host_events)) {
         /* Pick up satisfactions at least once per epoch. */
         poll_timer_wait(MAX(1, tpm_ovs_knobs.params.epoch_ns / 1000000));
+        tpm_ovs_event_wait();
     }
     tpm_ovs_agent_wait();
     tpm_ovs_ops_wait();
@@ -449,6 +460,9 @@ static void
 knobs_default(struct tpm_knobs *k)
 {
     tpm_params_init(&k->params);
+    /* A full report ring pauses the sweep until the main thread drained
+     * it, rather than drop reports. */
+    k->params.sweep_waits_for_reports = true;
     k->sweep_every = 64;
     k->sweep_catchup = 25;
     k->sweep_gap_ns = 500 * 1000;
@@ -481,6 +495,10 @@ monitor_set_config(const struct smap *cfg)
                             &k.params.max_events);
     ok &= tpm_ovs_knob_uint(cfg, "tpm-max-triggers", 1, 1u << 26,
                             &k.params.max_triggers);
+    ok &= tpm_ovs_knob_uint(cfg, "tpm-max-event-instances", 1, 1u << 26,
+                            &k.params.max_children);
+    ok &= tpm_ovs_knob_uint(cfg, "tpm-report-ring", 64, 1u << 24,
+                            &k.params.ring_size);
     uint32_t dos = dos_knob_value;
     ok &= tpm_ovs_knob_uint(cfg, "tpm-dos-threshold", 0, UINT32_MAX, &dos);
     ok &= tpm_ovs_knob_uint(cfg, "tpm-dos-table-size", 64, 1u << 28,

@@ -5,7 +5,9 @@
   gen PCAP TRUTH      writes a finite pcap of many flows (IPv4 and IPv6,
                       UDP and TCP, 802.1Q-tagged IPv4, a few ARP frames)
                       and the generator's own ground truth per 5-tuple
-                      (packets, frame bytes, L4 payload bytes) as JSON
+                      (packets, frame bytes, L4 payload bytes) as JSON;
+                      with --flows N, N flows all active at once instead
+                      (see cmd_gen_many)
   read PCAP           re-reads the pcap with a parser of its own (nothing
                       shared with the generator) and prints the same
                       ground truth as JSON
@@ -247,6 +249,9 @@ def arp_frame(i):
 
 
 def cmd_gen(a):
+    if a.flows:
+        cmd_gen_many(a)
+        return
     rng = random.Random(a.seed)
     ip_checksum = bench_helper().ip_checksum
     flows = make_flows(rng, a.per_class)
@@ -314,6 +319,54 @@ def cmd_gen(a):
              len(flows) - 4 * a.per_class, min(sizes), max(sizes),
              modes["consecutive"], modes["interleaved"], modes["bursts"],
              n_arp))
+
+
+def cmd_gen_many(a):
+    """--flows N: N IPv4 flows (UDP, and TCP for one in four), every one
+    active at once: the pcap sends --rounds rounds, each one packet of
+    every flow in an order shuffled again each round, so that all N flow
+    entries live in the monitor's table together and each flow's packets
+    are spread over the whole file.  Destinations in 10.0.0.0/8 (one
+    megaflow for all), frames of 60 to 200 bytes (the file stays small
+    and is read fast), no ARP."""
+    rng = random.Random(a.seed)
+    ip_checksum = bench_helper().ip_checksum
+    flows = []
+    for i in range(a.flows):
+        src = ipaddress.IPv4Address(bytes((10, 64 + (i >> 16) % 64,
+                                           (i >> 8) & 255, i & 255)))
+        dst = ipaddress.IPv4Address(bytes((10, 200, i % 7, 1 + i % 250)))
+        flows.append(Flow(4, TCP if i % 4 == 3 else UDP, src, dst,
+                          1024 + i % 60000, 80 + i % 13, pad=(i % 5 != 0)))
+    keys = [f.key() for f in flows]
+    assert len(set(keys)) == len(keys), "duplicate 5-tuple in the generator"
+    order = list(range(len(flows)))
+    frames = total_bytes = 0
+    with open(a.pcap, "wb") as out:
+        out.write(struct.pack("<IHHiIII", 0xa1b2c3d4, 2, 4, 0, 0, 65535, 1))
+        for _ in range(a.rounds):
+            rng.shuffle(order)
+            for fi in order:
+                f = flows[fi]
+                p = f.frame(rng.randint(0, 200 - f.headers_len()),
+                            ip_checksum)
+                out.write(struct.pack("<IIII", 1, frames, len(p), len(p)))
+                out.write(p)
+                frames += 1
+                total_bytes += len(p)
+    truth = {
+        "source": "generator",
+        "frames": frames,
+        "bytes": total_bytes,
+        "non_ip": 0,
+        "flows": {key_str(f.key()): [f.packets, f.bytes, f.volume]
+                  for f in flows},
+    }
+    with open(a.truth, "w") as out:
+        json.dump(truth, out, sort_keys=True)
+    print("%d frames (%d bytes): %d IPv4 flows (UDP, TCP one in four), all "
+          "active at once: %d rounds of one packet each, shuffled"
+          % (frames, total_bytes, len(flows), a.rounds))
 
 
 # --- Independent reader ------------------------------------------------
@@ -625,6 +678,10 @@ def main():
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--per-class", type=int, default=100)
     p.add_argument("--arp", type=int, default=20)
+    p.add_argument("--flows", type=int, default=0,
+                   help="N flows all active at once (cmd_gen_many)")
+    p.add_argument("--rounds", type=int, default=4,
+                   help="with --flows: packets per flow")
     p = sub.add_parser("read")
     p.add_argument("pcap")
     p = sub.add_parser("check")

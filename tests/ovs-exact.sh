@@ -54,6 +54,16 @@
 #     by p1 (ofport 1), then, once p1 is done and its epochs swept, by p3
 #     (ofport 3, the same rules): each flow comes back in later epochs,
 #     from another port, after its flow entry left its triggers.
+#       many    65536 IPv4 flows all active at once (tests/exact-pcap.py
+#               gen --flows: 4 rounds of one packet per flow, each round
+#               shuffled, so every flow entry lives in the table with all
+#               the others and each flow's packets are spread over the
+#               file), the dpcls path's rules and settings, a flow table
+#               of 262144 entries, two events (count, sum(bytes)) with a
+#               1 s interval: 131072 trigger instances swept every 10 ms
+#               epoch.  Exact only if every sweep finishes: an
+#               unfinished sweep loses an epoch's statistics and fails
+#               the check as on the other paths.
 #     A DPDK port is polled as soon as it is added, before ofproto knows
 #     it: OVS drops the packets whose upcall comes in that window ("miss
 #     with failed upcall", from a few batches to the whole file on a busy
@@ -79,7 +89,8 @@
 # built, no huge pages, tools missing).  Environment: top_srcdir,
 # top_builddir (the build tree, holding ovs/), PYTHON3; EXACT_KEEP=1
 # keeps the work directory; EXACT_SEED=N another pcap (default 1);
-# EXACT_PATHS="simple emc dpcls" a subset.  By hand, from the source tree:
+# EXACT_PATHS="simple emc dpcls many" a subset; EXACT_MANY_FLOWS=N the
+# number of flows of the many path (65536).  By hand, from the source tree:
 #   top_srcdir=$PWD top_builddir=$PWD/build bash tests/ovs-exact.sh
 set -euo pipefail
 
@@ -115,8 +126,15 @@ mem=auto
 
 SEED=${EXACT_SEED:-1}
 PATHS=${EXACT_PATHS:-simple emc dpcls}
+MANY_FLOWS=${EXACT_MANY_FLOWS:-65536}
+# What run_path uses; set for each path by main: the capture, its truth
+# and frame count, the events (NAME=COLUMN), their interval, the
+# report log's size and the monitor's other settings.
+PCAP= TRUTH= FRAMES=
+EVENTS=()
+INTERVAL=10ms
 REPORT_LOG=200000               # other_config:tpm-report-log
-EVENTS=(xpkts=packets xbytes=bytes xvol=volume)
+KNOBS=()
 FAILED=()
 DPDK_TAGS=()
 
@@ -195,11 +213,12 @@ wait_rx_done() {
     log "warning: received ${n:-0} of $1 frames after 60 s"
 }
 
-# wait_reports_done: until the number of reports stays the same for
-# 0.3 s (30 epochs; the last epoch is swept within one or two), 10 s
-# at most.
+# wait_reports_done: one event interval (the last one closes), then
+# until the number of reports stays the same for 0.3 s (30 epochs; the
+# last epoch is swept within one or two), 10 s at most.
 wait_reports_done() {
     local a b i
+    sleep "$(interval_s)"
     a=$(appctl tpm/reports | wc -l)
     for i in $(seq 30); do
         sleep 0.3
@@ -208,6 +227,14 @@ wait_reports_done() {
         a=$b
     done
     log "warning: reports still coming after 10 s"
+}
+
+# interval_s: INTERVAL (NNms or Ns) in seconds, for sleep.
+interval_s() {
+    case $INTERVAL in
+        *ms) awk -v ms="${INTERVAL%ms}" 'BEGIN { printf "%.3f", ms / 1000 }' ;;
+        *s) echo "${INTERVAL%s}" ;;
+    esac
 }
 
 # run_path PATH EMC_INV_PROB RULE...: one run with fresh daemons; the
@@ -225,7 +252,8 @@ run_path() {
     DPDK_TAGS+=("$tag")
     log "$path: starting ovs-vswitchd (rules: $*)"
     bench_start "$out" "$tag" ovs tpm-epoch=10ms \
-        "tpm-report-log=$REPORT_LOG" "emc-insert-inv-prob=$emc"
+        "tpm-report-log=$REPORT_LOG" "emc-insert-inv-prob=$emc" \
+        ${KNOBS[@]+"${KNOBS[@]}"}
     first=$1
     bench_add_output br0 "$first"
     shift
@@ -248,7 +276,8 @@ run_path() {
             *) col="sum($col)" ;;
         esac
         reply=$(appctl tpm/event-add "$name" filter=any \
-                "predicate=$col >= -1" group=5tuple interval=10ms 2>&1) \
+                "predicate=$col >= -1" group=5tuple "interval=$INTERVAL" \
+                2>&1) \
             || fail "$path: tpm/event-add $name: $reply"
         reply=$(appctl tpm/event-show "$name")
         grep -q 'threshold not split' <<<"$reply" \
@@ -295,8 +324,8 @@ run_path() {
     for ev in "${EVENTS[@]}"; do
         args+=(--event "$ev")
     done
-    if "$PY" "$HELPER" check --label "$path" --path "$path" \
-           --pcap "$PCAP" --truth "$WORK/truth.json" \
+    if "$PY" "$HELPER" check --label "$path" --path "${path/many/dpcls}" \
+           --pcap "$PCAP" --truth "$TRUTH" \
            --reports "$out/reports.txt" --report-log "$REPORT_LOG" \
            --tpm-stats "$out/tpm-stats.txt" \
            --pmd-stats "$out/pmd-stats.txt" --dpctl "$out/dpctl.txt" \
@@ -314,6 +343,20 @@ run_path() {
     dpdk_files_rm "$tag"
 }
 
+# use_pcap NAME GEN-OPTION...: PCAP, TRUTH and FRAMES of capture NAME,
+# written by exact-pcap.py gen with those options the first time.
+use_pcap() {
+    local name=$1 p
+    shift
+    PCAP=$WORK/$name.pcap TRUTH=$WORK/$name.json
+    if [ ! -e "$TRUTH" ]; then
+        p=$("$PY" "$HELPER" gen "$@" "$PCAP" "$TRUTH")
+        log "pcap $name: $p"
+    fi
+    FRAMES=$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["frames"])' \
+             "$TRUTH")
+}
+
 main() {
     local t0=$SECONDS p
     bench_trap
@@ -325,22 +368,29 @@ main() {
     bench_hugepages
     [ "$mem" = huge ] || skip "no huge pages (fewer than 300 free 2 MB" \
                               "pages could be had)"
-    PCAP=$WORK/exact.pcap
-    p=$("$PY" "$HELPER" gen --seed "$SEED" "$PCAP" "$WORK/truth.json")
-    log "pcap: $p"
-    FRAMES=$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["frames"])' \
-             "$WORK/truth.json")
     for p in $PATHS; do
+        case $p in
+        simple|emc|dpcls)
+            use_pcap exact --seed "$SEED"
+            EVENTS=(xpkts=packets xbytes=bytes xvol=volume)
+            INTERVAL=10ms REPORT_LOG=200000 KNOBS=() ;;
+        many)
+            use_pcap many --seed "$SEED" --flows "$MANY_FLOWS" --rounds 4
+            EVENTS=(xpkts=packets xbytes=bytes)
+            INTERVAL=1s REPORT_LOG=$((1 << 20))
+            KNOBS=(tpm-flow-table-size=262144 tpm-max-triggers=262144
+                   tpm-max-event-instances=65536 tpm-report-ring=262144) ;;
+        *)
+            fail "EXACT_PATHS: unknown path $p (simple, emc, dpcls, many)" ;;
+        esac
         case $p in
         simple)
             run_path simple 100 "in_port=1,actions=output:2" ;;
-        emc|dpcls)
+        *)
             run_path "$p" "$([ "$p" = emc ] && echo 1 || echo 0)" \
                 "ip,in_port=1,nw_dst=10.0.0.0/8,actions=output:2" \
                 "ipv6,in_port=1,ipv6_dst=fd00::/8,actions=output:2" \
                 "arp,in_port=1,arp_tpa=10.9.0.0/16,actions=drop" ;;
-        *)
-            fail "EXACT_PATHS: unknown path $p (simple, emc, dpcls)" ;;
         esac
     done
     if [ "${#FAILED[@]}" -gt 0 ]; then

@@ -786,6 +786,13 @@ tpm_pop_report(struct tpm *tpm, struct tpm_report *r)
     return spsc_pop(tpm->report_ring, r);
 }
 
+double
+tpm_report_fill(const struct tpm *tpm)
+{
+    return (double) spsc_count(tpm->report_ring)
+           / spsc_capacity(tpm->report_ring);
+}
+
 /* Commands travel in 'struct tpm_report' slots: 'type' says which, and an
  * ADD carries the event pointer in 'error'. */
 bool

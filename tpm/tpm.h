@@ -324,6 +324,11 @@ int tpm_run_control(struct tpm *, int max);
  * the oldest report.  Returns false if none. */
 bool tpm_pop_report(struct tpm *, struct tpm_report *);
 
+/* Monitor side: the share of the report ring in use, in [0, 1] (a
+ * snapshot: the reader may be draining it).  A caller whose reader drains
+ * the ring only when woken wakes it past some fill. */
+double tpm_report_fill(const struct tpm *);
+
 /* Counters.  Every loss is counted (docs/architecture.md). */
 struct tpm_stats {
     uint64_t packets;           /* Frames seen. */
