@@ -2,11 +2,15 @@
 # Stock Open vSwitch, the baseline of tpm/bench/bench-ovs.sh.
 #
 # "make ovs-stock" unpacks the same OVS_SOURCE as "make ovs" into
-# ovs-stock/, with no patch, no glue and no libtpm, configures it with the
-# same DPDK flag (--with-dpdk=shared) and builds it:
-# ovs-stock/vswitchd/ovs-vswitchd.  Both trees are thus built from one
-# source with one compiler and one set of flags; they differ only by the
-# monitor.
+# ovs-stock/, with no patch and no glue, configures it exactly as "make
+# ovs" does (OVS_CONFIGURE_ARGS, and the same CPPFLAGS and LIBS: the
+# archives of libtpm are given to the linker but nothing of them is
+# pulled in, the shared libraries the monitor needs are loaded as in the
+# patched switch) and builds it: ovs-stock/vswitchd/ovs-vswitchd.  Both
+# trees are built from one source with one compiler, one set of flags and
+# the same libraries at run time; they differ only by the patch (the call
+# sites) and the glue, so that a difference between the stock switch and
+# the patched one without events is the monitor's, not the build's.
 EXTRA_DIST += tpm/bench/bench-ovs.sh tpm/bench/bench-ovs.py
 
 if HAVE_OVS_SOURCE
@@ -21,8 +25,17 @@ ovs-stock/.unpacked:
 	touch ovs-stock.tmp/.unpacked
 	mv ovs-stock.tmp ovs-stock
 
-ovs-stock/Makefile: ovs-stock/.unpacked
-	cd ovs-stock && ./configure --quiet --with-dpdk=shared
+# As ovs/.configure-args: configured again when the arguments change.
+ovs-stock/.configure-args: ovs-stock/.unpacked FORCE
+	@echo '$(OVS_CONFIGURE_ARGS) $(OVS_TPM_CPPFLAGS) $(OVS_TPM_LIBS)' \
+	    > $@.tmp
+	@if cmp -s $@.tmp $@; then rm $@.tmp; else mv $@.tmp $@; fi
+
+ovs-stock/Makefile: ovs-stock/.configure-args
+	$(MAKE) $(AM_MAKEFLAGS) $(BUILT_SOURCES)
+	$(MAKE) $(AM_MAKEFLAGS) $(OVS_TPM_LTLIBS)
+	cd ovs-stock && ./configure --quiet $(OVS_CONFIGURE_ARGS) \
+	    CPPFLAGS='$(OVS_TPM_CPPFLAGS)' LIBS='$(OVS_TPM_LIBS)'
 
 ovs-stock: ovs-stock/Makefile
 	$(MAKE) -C ovs-stock

@@ -557,6 +557,17 @@ def cmd_table(a):
         if rs and stock:
             added.append("%s - A %+.0f" % (c, med([r["cpp"] for r in rs])
                                           - sc))
+    bs = [r for r in ok if r["config"] == "B"]
+    cs = [r for r in ok if r["config"] == "C"]
+    if bs and cs:
+        # The monitor on and off in the same build: C against B does not
+        # depend on how the stock build compares with the patched one.
+        bk, bc = med([r["kpps"] for r in bs]), med([r["cpp"] for r in bs])
+        ck, cc = med([r["kpps"] for r in cs]), med([r["cpp"] for r in cs])
+        added.append("C - B %+.0f" % (cc - bc))
+        print()
+        print("C / B (the monitor on and off in one build): rate %.3f, "
+              "cycles/pkt %.3f" % (ck / bk, cc / bc))
     if added:
         print()
         print("The monitor's cycles per packet (medians): %s"

@@ -10,8 +10,8 @@
 #
 # Three configurations, each run with fresh daemons, alternately
 # (A B C A B C ...):
-#   A  stock OVS 3.1.0 (build/ovs-stock: same tarball and configure flags,
-#      no patch, no libtpm)
+#   A  stock OVS 3.1.0 (build/ovs-stock: same tarball, configure arguments
+#      and libraries, no patch and no glue: ovs-patches/stock.mk)
 #   B  the patched OVS (build/ovs), no event installed
 #   C  the patched OVS with 4096 events (512 nw_dst/24 prefixes x 8), every
 #      packet's flow matching exactly 8 of them, 10 ms epochs
