@@ -134,6 +134,8 @@ struct agent_out {
     uint64_t session;                   /* Reports: the session open when
                                          * the host gave it (its number,
                                          * 'status.sessions'), 0: none. */
+    bool late;                          /* Handed over by another agent:
+                                         * always sent flagged late. */
     uint64_t seq;                       /* Reports, once in 'rtx'. */
     bool sent;                          /* Sent in some session. */
 };
@@ -227,6 +229,13 @@ struct tpm_agent {
     uint32_t *new_pmd_ids;      /* tpm_agent_set_pmds()'s, until the agent
                                  * thread takes them, or NULL. */
     size_t n_new_pmds;
+    uint32_t *handover;         /* Events being handed over
+                                 * (tpm_agent_hand_over()). */
+    size_t n_handover, allocated_handover;
+    struct agent_out *handed;   /* Satisfactions taken out of 'rtx' for
+                                 * the host (tpm_agent_take_handed()),
+                                 * oldest first. */
+    size_t n_handed, allocated_handed;
     struct agent_ratelimit rl_host;
     struct tpm_agent_status status;
 };
@@ -645,7 +654,7 @@ agent_out_push(struct tpm_agent *a, struct agent_out *m)
     pthread_mutex_lock(&a->mutex);
     if (report) {
         a->status.reports++;
-        m->session = a->connected ? a->status.sessions : 0;
+        m->session = a->connected && !m->late ? a->status.sessions : 0;
     }
     if (!report && !a->connected) {
         a->status.drops_out++;
@@ -752,6 +761,24 @@ tpm_agent_send_satisfaction(struct tpm_agent *a, uint32_t event_id,
         .flags = flags,
         .n_parts = n_parts,
         .n_missing = n_missing,
+    };
+    return agent_out_push(a, &m);
+}
+
+bool
+tpm_agent_send_handed(struct tpm_agent *a, const struct tpm_agent_report *r)
+{
+    struct agent_out m = {
+        .type = TRUMPET__MESSAGE__BODY_SATISFACTION,
+        .event_id = r->event_id,
+        .epoch = r->epoch,
+        .group = r->group,
+        .tun_id = r->group.tun ? r->tun_id : 0,
+        .value = r->value,
+        .flags = r->flags,
+        .n_parts = r->n_parts,
+        .n_missing = r->n_missing,
+        .late = true,
     };
     return agent_out_push(a, &m);
 }
@@ -1057,6 +1084,25 @@ agent_holes_prune(struct tpm_agent *a)
     a->n_holes -= i;
 }
 
+/* Adds 'seq', a report's number removed from 'rtx', to the holes, which
+ * stay ascending (caller holds the mutex). */
+static void
+agent_hole_add__(struct tpm_agent *a, uint64_t seq)
+{
+    if (a->n_holes >= a->allocated_holes) {
+        a->allocated_holes = MAX(16, 2 * a->allocated_holes);
+        a->holes = xrealloc(a->holes, a->allocated_holes * sizeof *a->holes);
+    }
+    size_t i = a->n_holes;
+    while (i && a->holes[i - 1] > seq) {
+        i--;
+    }
+    memmove(&a->holes[i + 1], &a->holes[i],
+            (a->n_holes - i) * sizeof *a->holes);
+    a->holes[i] = seq;
+    a->n_holes++;
+}
+
 /* A Welcome of a version that does not take tenants' groups: removes
  * those 'rtx' holds (none is sent in this session yet).  The caller holds
  * the mutex. */
@@ -1081,14 +1127,138 @@ agent_rtx_drop_tenants__(struct tpm_agent *a)
             a->status.dropped_tenant++;
         }
         a->status.pending--;
-        if (a->n_holes >= a->allocated_holes) {
-            a->allocated_holes = MAX(16, 2 * a->allocated_holes);
-            a->holes = xrealloc(a->holes,
-                                a->allocated_holes * sizeof *a->holes);
-        }
-        a->holes[a->n_holes++] = m->seq;    /* Ascending, as 'rtx'. */
+        agent_hole_add__(a, m->seq);
     }
     r->n = kept;
+}
+
+/* Hand-over (tpm_agent_hand_over()). */
+
+static bool
+agent_handover_has__(const struct tpm_agent *a, uint32_t event_id)
+{
+    for (size_t i = 0; i < a->n_handover; i++) {
+        if (a->handover[i] == event_id) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Agent thread: moves the satisfactions of the events being handed over
+ * that are not awaiting confirmation in this session from 'rtx' to
+ * 'handed', and wakes the host.  Once none awaits confirmation, every
+ * such satisfaction has been moved (the host gives this agent no more of
+ * those events): the hand-overs are done. */
+static void
+agent_handover_run(struct tpm_agent *a)
+{
+    pthread_mutex_lock(&a->mutex);
+    bool any = a->n_handover > 0;
+    pthread_mutex_unlock(&a->mutex);
+    if (!any) {
+        return;
+    }
+    /* What the host gave before it handed over, too. */
+    agent_out_drain(a);
+
+    pthread_mutex_lock(&a->mutex);
+    struct agent_ring *r = &a->rtx;
+    uint32_t kept = a->n_sent, n = r->n;
+    size_t moved = 0;
+    for (uint32_t i = a->n_sent; i < n; i++) {
+        struct agent_out *m = ring_at(r, i);
+        if (m->type != TRUMPET__MESSAGE__BODY_SATISFACTION
+            || !agent_handover_has__(a, m->event_id)) {
+            if (kept != i) {
+                *ring_at(r, kept) = *m;
+            }
+            kept++;
+            continue;
+        }
+        if (a->n_handed >= a->allocated_handed) {
+            a->allocated_handed = MAX(64, 2 * a->allocated_handed);
+            a->handed = xrealloc(a->handed,
+                                 a->allocated_handed * sizeof *a->handed);
+        }
+        a->handed[a->n_handed++] = *m;
+        agent_hole_add__(a, m->seq);
+        a->status.handed_over++;
+        a->status.pending--;
+        moved++;
+    }
+    r->n = kept;
+    if (!a->n_sent) {
+        a->n_handover = 0;
+    }
+    if (moved && !a->cmd_n) {
+        uint64_t one = 1;
+        if (write(a->cmd_fd, &one, sizeof one) < 0 && errno != EAGAIN) {
+            tpm_log(TPM_LOG_ERR, "agent: eventfd write: %s",
+                    strerror(errno));
+        }
+    }
+    pthread_mutex_unlock(&a->mutex);
+    if (moved) {
+        tpm_log(TPM_LOG_INFO, "agent %s: %zu satisfactions handed over to "
+                "another TEM", a->host_id, moved);
+    }
+}
+
+void
+tpm_agent_hand_over(struct tpm_agent *a, uint32_t event_id, bool on)
+{
+    uint64_t one = 1;
+
+    pthread_mutex_lock(&a->mutex);
+    bool has = agent_handover_has__(a, event_id);
+    if (on && !has) {
+        if (a->n_handover >= a->allocated_handover) {
+            a->allocated_handover = MAX(16, 2 * a->allocated_handover);
+            a->handover = xrealloc(a->handover, a->allocated_handover
+                                                * sizeof *a->handover);
+        }
+        a->handover[a->n_handover++] = event_id;
+    } else if (!on && has) {
+        for (size_t i = 0; i < a->n_handover; i++) {
+            if (a->handover[i] == event_id) {
+                a->handover[i] = a->handover[--a->n_handover];
+                break;
+            }
+        }
+    }
+    pthread_mutex_unlock(&a->mutex);
+    if (on && write(a->wake_fd, &one, sizeof one) < 0 && errno != EAGAIN) {
+        tpm_log(TPM_LOG_ERR, "agent: eventfd write: %s", strerror(errno));
+    }
+}
+
+size_t
+tpm_agent_take_handed(struct tpm_agent *a, struct tpm_agent_report *reports,
+                      size_t max)
+{
+    pthread_mutex_lock(&a->mutex);
+    size_t n = MIN(max, a->n_handed);
+    for (size_t i = 0; i < n; i++) {
+        const struct agent_out *m = &a->handed[i];
+        reports[i] = (struct tpm_agent_report) {
+            .event_id = m->event_id,
+            .epoch = m->epoch,
+            .group = m->group,
+            .tun_id = m->tun_id,
+            .value = m->value,
+            .flags = m->flags,
+            .n_parts = m->n_parts,
+            .n_missing = m->n_missing,
+        };
+    }
+    memmove(a->handed, a->handed + n, (a->n_handed - n) * sizeof *a->handed);
+    a->n_handed -= n;
+    if (!a->n_handed && !a->cmd_n) {
+        agent_fd_drain(a->cmd_fd);
+    }
+    pthread_mutex_unlock(&a->mutex);
+    return n;
 }
 
 /* The TEM received every report up to 'seq' (Heartbeat.received). */
@@ -1805,6 +1975,7 @@ agent_main(void *a_)
                 deadline = MIN(deadline, due);
             }
         }
+        agent_handover_run(a);
         if (welcomed && agent_unsent(a)) {
             uint64_t due = a->unsent_ns + a->batch_ns;
             if (now >= due || agent_unsent(a) >= agent_batch_full(a)) {
@@ -2026,6 +2197,8 @@ tpm_agent_destroy(struct tpm_agent *a)
     ring_destroy(&a->ctl);
     ring_destroy(&a->rtx);
     free(a->holes);
+    free(a->handover);
+    free(a->handed);
     tproto_batch_destroy(&a->batch);
     pthread_mutex_destroy(&a->mutex);
     if (a->cmd_fd >= 0) {

@@ -19,8 +19,8 @@
  * and a new session sends again, flagged late, every one not confirmed.
  * When the buffer is full the oldest report is dropped.  Each report the
  * host gives is, at any time, in exactly one of the status counters
- * 'acked', 'unconfirmed', 'dropped_outage', 'dropped_tenant' and
- * 'pending' (struct tpm_agent_status).  Acks, nacks and
+ * 'acked', 'unconfirmed', 'dropped_outage', 'dropped_tenant',
+ * 'handed_over' and 'pending' (struct tpm_agent_status).  Acks, nacks and
  * PollBatchReplies (the poll replies of version 3 sessions, which answer
  * a poll of their session only: the TEM would not use them in another)
  * belong to their session: those not sent when it ends are dropped and
@@ -31,6 +31,11 @@
  * later; an older TEM would merge it with the untunnelled group of the
  * same 5-tuple, so there it is dropped and counted ('dropped_tenant').
  * Polls of a tenant's group come with its VNI.
+ *
+ * A host of a cluster of TEMs runs one agent per TEM.  When one TEM's
+ * event is taken over by another (the host gets its install from the
+ * other's agent), the satisfactions of that event the first agent holds
+ * unconfirmed are handed over to the new owner: tpm_agent_hand_over().
  *
  * The host side never blocks: a full queue drops the message and counts
  * it.  The host is whatever owns the monitors: ovs-vswitchd's main thread
@@ -197,6 +202,40 @@ bool tpm_agent_send_poll_batch_reply(struct tpm_agent *, uint64_t cookie,
                                      uint64_t epoch, const uint8_t *status,
                                      const double *values, size_t n);
 
+/* Handing over to another TEM (a cluster's takeover).  With 'on', the
+ * satisfactions of event 'event_id' this agent holds unconfirmed leave
+ * its outage buffer (counted 'handed_over') for the host to send to the
+ * event's new owner: those not sent in the current session at once, and
+ * those awaiting its TEM's confirmation once it has none left to
+ * confirm (its TEM, if alive, confirmed them) or the session ends.  The
+ * host takes them with tpm_agent_take_handed() and gives each to the new
+ * owner's agent with tpm_agent_send_handed().  Without 'on' (the event
+ * came back to this agent's TEM), a hand-over not yet done is called
+ * off.  Host thread. */
+void tpm_agent_hand_over(struct tpm_agent *, uint32_t event_id, bool on);
+
+/* A satisfaction handed over. */
+struct tpm_agent_report {
+    uint32_t event_id;
+    uint64_t epoch;
+    struct tpm_key group;
+    uint32_t tun_id;
+    double value;
+    uint32_t flags, n_parts, n_missing;
+};
+
+/* Takes up to 'max' satisfactions handed over, oldest first, into
+ * 'reports'; returns how many.  tpm_agent_fd() becomes readable when
+ * there are some: a host that hands over calls this whenever it is
+ * readable (after tpm_agent_recv()). */
+size_t tpm_agent_take_handed(struct tpm_agent *,
+                             struct tpm_agent_report *reports, size_t max);
+
+/* Gives a satisfaction handed over by another agent to this one's TEM:
+ * as tpm_agent_send_satisfaction(), and always flagged late. */
+bool tpm_agent_send_handed(struct tpm_agent *,
+                           const struct tpm_agent_report *);
+
 /* The host's monitors changed: the agent says Hello again, naming
  * 'pmd_ids' (the TEM starts a new session and installs its events
  * again), as the same run: what the current session leaves unconfirmed
@@ -242,8 +281,8 @@ struct tpm_agent_status {
                                  * it ended). */
 
     /* Reports (satisfactions and PollReplies).  reports = acked +
-     * unconfirmed + dropped_outage + dropped_tenant + pending at all
-     * times. */
+     * unconfirmed + dropped_outage + dropped_tenant + handed_over +
+     * pending at all times. */
     uint64_t reports;           /* Given by the host. */
     uint64_t acked;             /* Confirmed by the TEM (received). */
     uint64_t unconfirmed;       /* Sent, but the TEM cannot confirm: a
@@ -257,6 +296,8 @@ struct tpm_agent_status {
     uint64_t dropped_tenant;    /* Never sent: a tenant's satisfaction
                                  * given, or kept, for a TEM of a version
                                  * older than 4. */
+    uint64_t handed_over;       /* Satisfactions handed over to another
+                                 * TEM's agent (tpm_agent_hand_over()). */
     uint64_t pending;           /* Not sent yet, or sent and not yet
                                  * confirmed. */
     uint64_t late_sent;         /* Sends flagged late: in a later session

@@ -1216,7 +1216,8 @@ check_counters(struct tpm_agent *a, uint64_t reports, uint64_t acked,
                   s.dropped_outage, s.pending, s.late_sent, reports, acked,
                   unconfirmed, dropped, pending, late);
     ck_assert_uint_eq(s.reports, s.acked + s.unconfirmed + s.dropped_outage
-                                 + s.dropped_tenant + s.pending);
+                                 + s.dropped_tenant + s.handed_over
+                                 + s.pending);
 }
 
 /* The TEM dies in the middle of a stream of reports and comes back: the
@@ -1278,6 +1279,111 @@ START_TEST(test_outage_resend)
 
     tpm_agent_destroy(a);
     tem_destroy(&t);
+}
+END_TEST
+
+/* A cluster's takeover: TEM t1 dies with satisfactions of events 1 and 2
+ * unconfirmed; event 1 is taken over by TEM t2 (the host hands it over).
+ * Once t1's session has ended, exactly the unconfirmed satisfactions of
+ * event 1 leave a1's outage buffer, counted 'handed_over', and reach t2
+ * through a2 flagged late; event 2's stay with a1 and go to t1 when it
+ * comes back, with their own sequence numbers; every count stays exact. */
+START_TEST(test_hand_over)
+{
+    struct tem t1, t2;
+    tem_init(&t1, 200);
+    tem_init(&t2, 5000);        /* Idle while t1 dies: no timeout. */
+    t1.version = t2.version = TPROTO_VERSION_CONFIRM;
+    struct tpm_agent_config c;
+    agent_config(&c, t1.endpoint);
+    struct tpm_agent *a1 = agent_start(&c);
+    agent_config(&c, t2.endpoint);
+    struct tpm_agent *a2 = agent_start(&c);
+    open_session_received(&t1, a1, 1, 0);
+    open_session_received(&t2, a2, 1, 0);
+    struct report r[64];
+
+    /* Satisfaction i (1..30) is of event 1 + i % 2, epoch 1000 + i. */
+    for (uint32_t i = 1; i <= 30; i++) {
+        struct tpm_key k = make_key(i, i);
+        ck_assert(tpm_agent_send_satisfaction(a1, 1 + i % 2, 1000 + i, &k, 0,
+                                              i, 0, 1, 0));
+    }
+    tem_recv_reports(&t1, r, 30);
+    tem_send_received(&t1, 10);
+    WAIT_STATUS(a1, w, w.acked == 10);
+
+    /* Handed over while t1's session still awaits confirmation: nothing
+     * moves until it ends. */
+    tpm_agent_hand_over(a1, 1, true);
+    struct tpm_agent_report h[32];
+    sleep_ms(50);
+    ck_assert_uint_eq(tpm_agent_take_handed(a1, h, 32), 0);
+    ck_assert_uint_eq(status(a1).handed_over, 0);
+
+    char endpoint[256];
+    snprintf(endpoint, sizeof endpoint, "%s", t1.endpoint);
+    tem_close(&t1);
+    wait_state(a1, TPM_AGENT_BACKOFF);
+    struct pollfd pfd = { .fd = tpm_agent_fd(a1), .events = POLLIN };
+    ck_assert_msg(poll(&pfd, 1, WAIT_MS) == 1, "nothing handed over");
+    size_t n = tpm_agent_take_handed(a1, h, 32);
+    /* Unconfirmed: 11..30, of which event 1's are the even ones. */
+    ck_assert_uint_eq(n, 10);
+    ck_assert(!fd_readable(a1));
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_uint_eq(h[i].event_id, 1);
+        ck_assert_uint_eq(h[i].epoch, 1000 + 12 + 2 * i);
+        ck_assert_uint_eq(h[i].value, 12 + 2 * i);
+        ck_assert(tpm_agent_send_handed(a2, &h[i]));
+    }
+    struct tpm_agent_status s = status(a1);
+    ck_assert_uint_eq(s.handed_over, 10);
+    check_counters(a1, 30, 10, 0, 0, 10, 0);
+
+    /* t2 gets them in order, flagged late, numbered in a2's session. */
+    tem_recv_reports(&t2, r, 10);
+    for (size_t i = 0; i < 10; i++) {
+        ck_assert_uint_eq(r[i].epoch, 1000 + 12 + 2 * i);
+        ck_assert(r[i].late);
+        ck_assert_uint_eq(r[i].seq, 1 + i);
+    }
+    tem_send_received(&t2, 10);
+    WAIT_STATUS(a2, w, w.acked == 10);
+    check_counters(a2, 10, 10, 0, 0, 0, 10);
+
+    /* t1 back: event 2's ten, with their numbers 11, 13, .. 29 (event 1's
+     * left holes), late; confirmed, every count exact. */
+    t1.peer_len = 0;
+    tem_bind(&t1, endpoint);
+    open_session_received(&t1, a1, 2, 10);
+    tem_recv_reports(&t1, r, 10);
+    for (size_t i = 0; i < 10; i++) {
+        ck_assert_uint_eq(r[i].seq, 11 + 2 * i);
+        ck_assert_uint_eq(r[i].epoch, 1000 + 11 + 2 * i);
+        ck_assert(r[i].late);
+    }
+    ck_assert_ptr_null(tem_recv_data(&t1, 100));
+    tem_send_received(&t1, 30);
+    WAIT_STATUS(a1, w, w.acked == 20);
+    check_counters(a1, 30, 20, 0, 0, 0, 10);
+    ck_assert_uint_eq(tpm_agent_take_handed(a1, h, 32), 0);
+
+    /* Called off before anything moved: event 2's next satisfaction
+     * stays.  (Given and called off while the agent has a session that
+     * sent nothing of it yet: nothing to move either way.) */
+    tpm_agent_hand_over(a1, 2, true);
+    tpm_agent_hand_over(a1, 2, false);
+    struct tpm_key k = make_key(31, 31);
+    ck_assert(tpm_agent_send_satisfaction(a1, 2, 1031, &k, 0, 31, 0, 1, 0));
+    tem_recv_reports(&t1, r, 1);
+    ck_assert_uint_eq(r[0].epoch, 1031);
+    ck_assert_uint_eq(status(a1).handed_over, 10);
+
+    tpm_agent_destroy(a1);
+    tpm_agent_destroy(a2);
+    tem_destroy(&t1);
+    tem_destroy(&t2);
 }
 END_TEST
 
@@ -2088,6 +2194,7 @@ agent_suite(void)
     tcase_add_test(tc, test_queue_full);
     tcase_add_test(tc, test_outage_resend);
     tcase_add_test(tc, test_pmds_changed);
+    tcase_add_test(tc, test_hand_over);
     tcase_add_test(tc, test_outage_buffer_full);
     tcase_add_test(tc, test_outage_poll_batch_reply);
     tcase_add_test(tc, test_tenant);
