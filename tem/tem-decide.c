@@ -359,10 +359,12 @@ tem_decide_make(struct tem_core *core, struct tpm_decision *d, bool deadline)
 
 /* Starts the decision of 'key' for event 'e' on the satisfaction of
  * member 'idx' (its part has a value, 0 until the caller sets it).
+ * A late one ('late') polls members installed after its epoch too.
  * Returns NULL if there is no room. */
 static struct tpm_decision *
 tem_decide_start(struct tem_core *core, struct tem_event *e,
-                 const struct tpm_decision_key *key, size_t idx, uint64_t now)
+                 const struct tpm_decision_key *key, size_t idx, bool late,
+                 uint64_t now)
 {
     struct tpm_decision *d = tpm_decision_start(
         core->decisions, key, e->n_members, now,
@@ -384,9 +386,12 @@ tem_decide_start(struct tem_core *core, struct tem_event *e,
         p->session = m->session;
         if (i == idx) {
             tpm_decision_set(d, i, 0);
-        } else if (m->installed_ns >= epoch_end_ns) {
+        } else if (m->installed_ns >= epoch_end_ns && !late) {
             /* Its trigger came after the epoch: it has no history of
-             * it, and a poll would only bring POLL_EXPIRED back. */
+             * it, and a poll would only bring POLL_EXPIRED back.  But for
+             * a late satisfaction it may: a host whose event a cluster's
+             * TEM took over keeps the event, and its history, when the
+             * new owner installs it as the old one did. */
             core->stats.expired_unpolled++;
             p->up.flags |= PART_EXPIRED;
             tpm_decision_missing(d, i);
@@ -485,7 +490,7 @@ tem_decide_take(struct tem_core *core, struct tem_host *h,
             e->stats.dropped++;
             return false;
         }
-        d = tem_decide_start(core, e, &key, idx, tem_core_now(core));
+        d = tem_decide_start(core, e, &key, idx, late, tem_core_now(core));
         if (!d) {
             core->stats.decisions_full++;
             e->stats.dropped++;

@@ -31,6 +31,14 @@
 #      alerted twice; an alert outside those intervals (a partial
 #      interval around an install) is flagged incomplete or exact.  The
 #      last leader counts the takeover and the events it moved.
+#      The hosts keep the events taken over (the same definition), with
+#      their history (--history 40: 4 s, more than TTL + 1 s), and hand
+#      over to the new owner what they had sent the dead TEM and it never
+#      confirmed: every interval of each takeover window (from 250 ms
+#      before the kill to 100 ms after the new owner's install) is
+#      alerted, by the dead TEM before it died or late by the new owner,
+#      every late alert exact; handed_over = handed_resent +
+#      handed_dropped on each host.
 #
 # The TEM without --etcd is covered by every other TEM test.  Every
 # process started here is killed by PID at exit, failure or not.
@@ -245,7 +253,7 @@ for h in h1 h2; do
         --controller "ipc://$tmp/t3" --host-id $h \
         --tem-key "$K/tem.key.pub" --host-key-file "$K/$h.key" \
         --prefix 10.99.0.0/24 --realtime --start-at $start \
-        --require-controller --stats "$tmp/$h.pcap" \
+        --require-controller --history 40 --stats "$tmp/$h.pcap" \
         >"$tmp/$h.out" 2>"$tmp/$h.err" &
     pids+=($!)
     hpids+=($!)
@@ -323,14 +331,42 @@ def exact(a):
             and (t[1] is None or a["hosts"] == t[1])
             and (t[2] is None or sorted(a.get("holding", [])) == t[2]))
 
+late = {"exact": 0, "partial": 0, "window": 0, "window_alerted": 0}
+late_epochs = {}                # name -> epochs alerted late
+def check_late(name, a):
+    late_epochs.setdefault(name, set()).add(a["epoch"])
+    t = truth[name]
+    if t is None or a["tem"] not in [x[1] for x in sorted(installs[name])[1:]]:
+        fail("%s: late alert from a TEM that took nothing over: %s"
+             % (name, json.dumps(a)))
+    if t[1] is not None:
+        for h, v in a["hosts"].items():
+            if t[1].get(h) != v:
+                fail("%s: late alert, host %s: %s, truth %s"
+                     % (name, h, v, t[1].get(h)))
+        named = list(a["hosts"].values())
+        want = max(named) if name.startswith("c_max") else sum(named)
+        if a["value"] != want:
+            fail("%s: late alert's value %s is not that of its hosts: %s"
+                 % (name, a["value"], json.dumps(a)))
+    if exact(a):
+        late["exact"] += 1
+    elif a["missing"]:
+        late["partial"] += 1
+    else:
+        fail("%s: late alert neither exact nor naming missing hosts: %s"
+             % (name, json.dumps(a)))
+
 takeover = {}                   # dead TEM -> worst ms to install
 n_checked = 0
 for name, t in truth.items():
     ins = sorted(installs.get(name, []))
     if not ins:
         fail("%s: never installed" % name)
-    # Ownership segments [install + 100 ms, death - 250 ms or the end).
+    # Ownership segments [install + 100 ms, death - 250 ms or the end),
+    # and the takeover windows between them.
     segs = []
+    windows = []
     for i, (ns, tem) in enumerate(ins):
         until = kills.get(tem, END + IV)
         if i + 1 < len(ins):
@@ -339,12 +375,23 @@ for name, t in truth.items():
                 fail("%s: %s took it from a live %s" % (name, nxt, tem))
             ms = (nxt_ns - kills[tem]) / 1e6
             takeover[tem] = max(takeover.get(tem, 0), ms)
+            if t is not None:
+                windows.append((kills[tem] - 250_000_000,
+                                nxt_ns + 100_000_000))
         segs.append((max(ns + IV, start), until - 250_000_000, tem))
     if ins[-1][1] in kills:
         fail("%s: never taken over from %s" % (name, ins[-1][1]))
     al = alerts.get(name, [])
     seen = {}
     for a in al:
+        if a.get("late"):
+            # Decided by a new owner from a satisfaction the dead TEM's
+            # agent handed over: an interval of the takeover's window,
+            # possibly alerted by the dead TEM already (it decided, the
+            # host had no confirmation yet).  Exact for the hosts it
+            # names; hosts whose history had expired are named missing.
+            check_late(name, a)
+            continue
         if a["epoch"] in seen:
             fail("%s: interval %d alerted twice (%s, %s)"
                  % (name, a["epoch"], seen[a["epoch"]]["tem"], a["tem"]))
@@ -366,6 +413,15 @@ for name, t in truth.items():
             if a["tem"] != tem or not exact(a):
                 fail("%s: interval %d: %s" % (name, iv, json.dumps(a)))
             n_checked += 1
+    # What the takeover windows kept: the intervals wholly inside one,
+    # alerted (by the dead TEM before it died, or late by the new owner
+    # from the satisfactions handed over) or not.
+    for lo, hi in windows:
+        for iv in range((lo + IV - 1) // IV, hi // IV):
+            ep = iv * 10 + 9
+            late["window"] += 1
+            late["window_alerted"] += (ep in seen
+                                       or ep in late_epochs.get(name, ()))
 for tem, ms in takeover.items():
     if ms > (ttl + 1) * 1000:
         fail("%s's events moved %.0f ms after its kill (TTL %d s + 1 s)"
@@ -379,13 +435,33 @@ for h in ("h1", "h2"):
     s = [json.loads(l) for l in open("%s/%s.err" % (tmp, h))
          if l.startswith("{")][-1]
     taken = sum(x["taken_over"] for x in s["tems"])
-    if len(s["tems"]) != 3 or taken < 1:
-        fail("%s: no event taken over: %s" % (h, s["tems"]))
+    kept = sum(x["taken_over_kept"] for x in s["tems"])
+    if len(s["tems"]) != 3 or taken < 1 or kept != taken:
+        fail("%s: no event taken over, or one not kept: %s" % (h, s["tems"]))
+    handed = sum(x["handed_over"] for x in s["tems"])
+    resent = sum(x["handed_resent"] for x in s["tems"])
+    dropped = sum(x["handed_dropped"] for x in s["tems"])
+    if handed != resent + dropped:
+        fail("%s: handed over %d, re-sent %d + dropped %d"
+             % (h, handed, resent, dropped))
+    late.setdefault("handed", 0)
+    late["handed"] += resent
+if late["window_alerted"] != late["window"]:
+    fail("intervals of the takeover windows not alerted: %d of %d"
+         % (late["window"] - late["window_alerted"], late["window"]))
+if not late["handed"] or not late["exact"] or late["partial"]:
+    # With --history 40 (4 s of 100 ms intervals, more than TTL + 1 s),
+    # every host still has the history of the epochs handed over.
+    fail("satisfactions handed over: %s" % late)
 print("PASS: takeovers: %s (TTL %d s); %d intervals alerted exactly by "
-      "their owner, none twice; %s leads: takeovers %d, events moved %d"
+      "their owner, none twice; %s leads: takeovers %d, events moved %d; "
+      "%d satisfactions handed over to the new owners, which alerted "
+      "%d intervals late and exact; of the %d intervals of the takeover "
+      "windows, %d alerted"
       % (", ".join("%s killed -> events reinstalled in %.0f ms" % kv
                    for kv in sorted(takeover.items())), ttl, n_checked,
-         last, st["takeovers"], st["events_moved"]))
+         last, st["takeovers"], st["events_moved"], late["handed"],
+         late["exact"], late["window"], late["window_alerted"]))
 PYEOF
 
 # --- 4. etcd away -----------------------------------------------------------

@@ -41,6 +41,11 @@
  * monitor holds the events of every TEM at once; each event belongs to
  * the TEM that installed it last (a TEM taking over another's event
  * installs it again), which alone gets its satisfactions and polls it.
+ * A takeover whose definition and threshold share are those installed
+ * keeps the monitor's event (its history answers the new owner's polls
+ * of past epochs), and the satisfactions of that event the old owner's
+ * agent holds unconfirmed are handed over to the new owner, flagged late
+ * (tpm_agent_hand_over()).
  *
  * --realtime paces packets by their timestamps against the wall clock,
  * shifted so that the first packet is "now": the monitor's clock is then
@@ -147,7 +152,9 @@ struct replay {
 struct tem_link {
     struct tpm_agent *agent;
     const char *endpoint;
-    uint32_t *ids;              /* The TEM events it installed. */
+    uint32_t *ids;              /* The TEM events it installed... */
+    char **defs;                /* ...and what each was installed with
+                                 * (tem_install_key()). */
     size_t n_ids, allocated_ids;
     struct {
         uint64_t installs, install_errors, removes, remove_errors;
@@ -157,7 +164,15 @@ struct tem_link {
                                      * than 4 and would merge tenants). */
         uint64_t configures;
         uint64_t taken_over;    /* Installs of an event another TEM had
-                                 * installed (a cluster's takeover). */
+                                 * installed (a cluster's takeover)... */
+        uint64_t taken_over_kept;   /* ...the same event: kept, with its
+                                     * history. */
+        uint64_t handed_resent; /* Satisfactions handed over by another
+                                 * TEM's agent, sent to this TEM. */
+        uint64_t handed_dropped;    /* Handed over by this TEM's agent,
+                                     * but the event has no owner now
+                                     * (removed), or the new owner's
+                                     * agent dropped it. */
     } tem;
 };
 
@@ -309,6 +324,16 @@ advance(struct replay *r, uint64_t ns)
 
 /* Controller mode: TEM commands. */
 
+/* What an install installs: two installs of an id with the same key
+ * make the same event in the monitor. */
+static char *
+tem_install_key(const struct tpm_agent_cmd *cmd)
+{
+    return xasprintf("%s\n%s\n%d %.17g", cmd->name, cmd->definition,
+                     cmd->has_threshold, cmd->has_threshold
+                                         ? cmd->threshold : 0.0);
+}
+
 static void
 tem_install(struct replay *r, struct tem_link *link,
             const struct tpm_agent_cmd *cmd)
@@ -333,21 +358,41 @@ tem_install(struct replay *r, struct tem_link *link,
                           "this host's share %.17g", cmd->name,
                           cmd->threshold);
     }
+    char *key = NULL;
     if (!error) {
         /* Installing an id again replaces it: the TEM's latest word wins,
          * and of a cluster's TEMs the one that installed it last (it took
-         * the event over). */
-        size_t i;
+         * the event over).  Another TEM's event installed the same way is
+         * kept, with its history, and what that TEM's agent holds
+         * unconfirmed of it is handed over to this one. */
+        size_t i = 0;
         struct tem_link *owner = tem_owner(r, cmd->event_id, &i);
+        key = tem_install_key(cmd);
+        bool same = owner && owner != link && !strcmp(owner->defs[i], key);
         if (owner) {
-            tpm_event_del(r->tpm, cmd->event_id);
+            if (!same) {
+                tpm_event_del(r->tpm, cmd->event_id);
+            }
+            free(owner->defs[i]);
             owner->ids[i] = owner->ids[--owner->n_ids];
-            link->tem.taken_over += owner != link;
+            owner->defs[i] = owner->defs[owner->n_ids];
+            if (owner != link) {
+                link->tem.taken_over++;
+                link->tem.taken_over_kept += same;
+                tpm_agent_hand_over(owner->agent, cmd->event_id, true);
+            }
         }
-        error = tpm_event_add(r->tpm, ev, cmd->event_id);
+        tpm_agent_hand_over(link->agent, cmd->event_id, false);
+        if (same) {
+            tpm_event_destroy(ev);
+            ev = NULL;
+        } else {
+            error = tpm_event_add(r->tpm, ev, cmd->event_id);
+        }
     }
     if (error) {
         link->tem.install_errors++;
+        free(key);
         tpm_event_destroy(ev);
         cli_warn("TEM install of event %"PRIu32" (%s) refused: %s",
              cmd->event_id, cmd->name, error);
@@ -360,7 +405,10 @@ tem_install(struct replay *r, struct tem_link *link,
                                                   : 16;
         link->ids = xrealloc(link->ids,
                              link->allocated_ids * sizeof *link->ids);
+        link->defs = xrealloc(link->defs,
+                              link->allocated_ids * sizeof *link->defs);
     }
+    link->defs[link->n_ids] = key;
     link->ids[link->n_ids++] = cmd->event_id;
     tpm_agent_send_ack(link->agent, cmd->cookie, cmd->event_id);
 }
@@ -378,7 +426,9 @@ tem_remove(struct replay *r, struct tem_link *link,
                             "no such trigger");
         return;
     }
+    free(link->defs[i]);
     link->ids[i] = link->ids[--link->n_ids];
+    link->defs[i] = link->defs[link->n_ids];
     tpm_agent_send_ack(link->agent, cmd->cookie, cmd->event_id);
 }
 
@@ -459,8 +509,30 @@ tem_resync(struct replay *r, struct tem_link *link)
     link->tem.resyncs++;
     for (size_t i = 0; i < link->n_ids; i++) {
         tpm_event_del(r->tpm, link->ids[i]);
+        free(link->defs[i]);
     }
     link->n_ids = 0;
+}
+
+/* Sends what link 'l''s agent handed over to the events' owners now. */
+static void
+tem_take_handed(struct replay *r, struct tem_link *l)
+{
+    struct tpm_agent_report h[64];
+    size_t n;
+
+    while ((n = tpm_agent_take_handed(l->agent, h, ARRAY_SIZE(h)))) {
+        for (size_t i = 0; i < n; i++) {
+            size_t idx;
+            struct tem_link *owner = tem_owner(r, h[i].event_id, &idx);
+            if (owner && owner != l
+                && tpm_agent_send_handed(owner->agent, &h[i])) {
+                owner->tem.handed_resent++;
+            } else {
+                l->tem.handed_dropped++;
+            }
+        }
+    }
 }
 
 /* Handles up to CMDS_PER_CALL commands from each TEM.  Returns the
@@ -521,6 +593,7 @@ handle_commands(struct replay *r)
             tpm_agent_cmd_free(&cmd);
             n++;
         }
+        tem_take_handed(r, l);
     }
     return n;
 }
@@ -980,7 +1053,7 @@ print_stats(const struct replay *r)
         json_object_object_add(t, "agent_reports",
                                json_object_new_int64(a.reports));
         AST(acked); AST(unconfirmed); AST(dropped_outage);
-        AST(dropped_tenant); AST(pending);
+        AST(dropped_tenant); AST(handed_over); AST(pending);
         AST(late_sent);
 #undef AST
 #define TST(F) json_object_object_add(t, #F, \
@@ -988,7 +1061,8 @@ print_stats(const struct replay *r)
         TST(installs); TST(install_errors); TST(removes);
         TST(remove_errors); TST(polls); TST(resyncs); TST(reports);
         TST(reports_dropped); TST(reports_tenant);
-        TST(configures); TST(taken_over);
+        TST(configures); TST(taken_over); TST(taken_over_kept);
+        TST(handed_resent); TST(handed_dropped);
 #undef TST
         json_object_object_add(t, "reports_unknown",
                                json_object_new_int64(r->reports_unknown));
@@ -1364,7 +1438,11 @@ main(int argc, char *argv[])
 
     for (size_t i = 0; i < r.n_links; i++) {
         tpm_agent_destroy(r.links[i].agent);
+        for (size_t j = 0; j < r.links[i].n_ids; j++) {
+            free(r.links[i].defs[j]);
+        }
         free(r.links[i].ids);
+        free(r.links[i].defs);
     }
     free(r.links);
     tpm_destroy(r.tpm);
