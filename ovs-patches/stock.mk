@@ -4,13 +4,14 @@
 # "make ovs-stock" unpacks the same OVS_SOURCE as "make ovs" into
 # ovs-stock/, with no patch and no glue, configures it exactly as "make
 # ovs" does (OVS_CONFIGURE_ARGS, and the same CPPFLAGS and LIBS: the
-# archives of libtpm are given to the linker but nothing of them is
-# pulled in, the shared libraries the monitor needs are loaded as in the
-# patched switch) and builds it: ovs-stock/vswitchd/ovs-vswitchd.  Both
-# trees are built from one source with one compiler, one set of flags and
-# the same libraries at run time; they differ only by the patch (the call
-# sites) and the glue, so that a difference between the stock switch and
-# the patched one without events is the monitor's, not the build's.
+# archives of libtpm are given to the linker, which pulls in nothing of
+# them, and OVS links with --as-needed, so the shared libraries only the
+# monitor uses are not loaded) and builds it:
+# ovs-stock/vswitchd/ovs-vswitchd.  Both trees are built from one source
+# with one compiler, the same configure arguments and flags; they differ
+# only by the patch (the call sites) and the glue, so that a difference
+# between the stock switch and the patched one without events is the
+# monitor's, not the build's.
 EXTRA_DIST += tpm/bench/bench-ovs.sh tpm/bench/bench-ovs.py
 
 if HAVE_OVS_SOURCE
