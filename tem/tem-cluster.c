@@ -89,7 +89,9 @@ struct tem_cluster_member {
     char *listen;               /* Its hosts' endpoint, or NULL. */
     char key[TPM_CURVE_KEY_LEN + 1];    /* Its public key, or "". */
     enum tem_cluster_check check;
-    const char *why;            /* CHECK_REFUSED: why (static). */
+    const char *why;            /* Why it is refused (static), kept
+                                 * while a failed check is retried; NULL
+                                 * if it never failed. */
     struct tem_probe *probe;
     uint64_t check_due;
 };
@@ -1221,7 +1223,7 @@ tem_cluster_reconcile__(struct tem_cluster *cl)
         = cl->leader ? tem_cluster_member_find__(cl, cl->leader) : NULL;
     if (cl->leader && !cl->is_leader && (!lm || !tem_cluster_member_ok__(cl,
                                                                        lm))) {
-        if (lm && lm->check == CHECK_REFUSED) {
+        if (lm && lm->why) {
             cl->leader_refused++;
             tem_warn(&cl->warn_member, "cluster: the leader %s is refused "
                      "(%s): its assignments are not followed; this member "
@@ -1361,6 +1363,7 @@ tem_cluster_check_members__(struct tem_cluster *cl, uint64_t now)
                     tem_probe_destroy(m->probe);
                     m->probe = NULL;
                     m->check = CHECK_VERIFIED;
+                    m->why = NULL;
                     tpm_log(TPM_LOG_INFO, "cluster: member %s holds the "
                             "key it advertises (%s)", m->id, m->key);
                 } else {
@@ -1667,7 +1670,7 @@ tem_cluster_status_json(const struct tem_cluster *cl)
     for (size_t i = 0; i < cl->n_members; i++) {
         const struct tem_cluster_member *mb = &cl->members[i];
         json_object_array_add(m, json_object_new_string(mb->id));
-        if (!tem_cluster_member_ok__(cl, mb) && mb->check == CHECK_REFUSED) {
+        if (!tem_cluster_member_ok__(cl, mb) && mb->why) {
             json_object_object_add(refused, mb->id,
                                    json_object_new_string(mb->why));
             n_refused++;
@@ -1755,8 +1758,8 @@ tem_cluster_metrics(const struct tem_cluster *cl, struct tem_metrics *m)
                       cl->n_members);
     size_t n_refused = 0;
     for (size_t i = 0; i < cl->n_members; i++) {
-        n_refused += cl->members[i].check == CHECK_REFUSED
-                     && !tem_cluster_member_ok__(cl, &cl->members[i]);
+        n_refused += (cl->members[i].why
+                      && !tem_cluster_member_ok__(cl, &cl->members[i]));
     }
     tem_metrics_gauge(m, "trumpet_tem_cluster_members_refused", "Members "
                       "refused: key not in --cluster-keys, or not held.",

@@ -13,11 +13,25 @@
  *     public key and standby flag (JSON); put again on every new lease.
  *
  *   - Views: it reads /trumpet/members/, /trumpet/events/,
- *     /trumpet/assign/ and /trumpet/leader, then watches each from the
- *     revision after its read.  A view whose read fails is read again
- *     after a backoff; a watch that etcd compacted away is read and
- *     watched again (a resync); a watch down resumes by itself.  Until a
- *     view is read the member acts on nothing it would need from it.
+ *     /trumpet/assign/, /trumpet/leader and /trumpet/hosts/, then
+ *     watches each from the revision after its read.  A view whose read
+ *     fails is read again after a backoff; a watch that etcd compacted
+ *     away is read and watched again (a resync); a watch down resumes by
+ *     itself.  Until a view is read the member acts on nothing it would
+ *     need from it.
+ *
+ *   - Member keys: a member takes part (is assigned events, and its
+ *     assignments followed when it leads) only once its advertised public
+ *     key is one of --cluster-keys and a probe (tem-probe.h) over CURVE
+ *     to its advertised endpoint proved that it holds that key under its
+ *     id; a failed probe is retried every 2 s.  Refused members are
+ *     counted and logged rate-limited.  Without a key pair
+ *     (--insecure-plaintext) every member takes part.
+ *
+ *   - Hosts' keys: /trumpet/hosts/HOST-ID holds a host's public keys; the
+ *     daemon merges them into its allow-list (tem_cluster_hosts(), called
+ *     back through 'hosts_changed'), so every member accepts the same
+ *     hosts.  A value that is not keys is ignored and counted.
  *
  *   - Leadership: it campaigns for /trumpet/leader (created only if
  *     absent, on its lease) once its member key is put, and again when
