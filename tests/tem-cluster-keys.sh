@@ -172,12 +172,14 @@ etcdctl put "/trumpet/members/$COPY" "$(member "$COPY" "ipc://$tmp/t2")" \
 want_refused="{'$ROGUE': 'its public key is not in --cluster-keys', \
 '$GHOST': 'no answer over CURVE', '$COPY': 'its endpoint answers as another member'}"
 refused_ok() {
+    local t expr="len(c['members']), c['members_refused'],
+all(w in c['refused'].get(m, '') for m, w in $want_refused.items())"
     for t in t1 t2; do
-        [ "$(cstat $t "len(c['members']), c['members_refused'], all(w in c['refused'].get(m, '') for m, w in $want_refused.items())")" \
-            = "5 3 True" ] || return 1
+        [ "$(cstat $t "$expr")" = "5 3 True" ] || return 1
     done
 }
-until_ok 15 refused_ok || fail "members refused: t1 $(cstat t1 'c["refused"]'), t2 $(cstat t2 'c["refused"]')"
+until_ok 15 refused_ok || fail "members refused: t1 \
+$(cstat t1 'c["refused"]'), t2 $(cstat t2 'c["refused"]')"
 
 f="filter=udp,nw_dst=10.99.0.2 interval=100ms group=nw_dst"
 for i in 1 2 3 4 5 6 7 8; do
@@ -240,15 +242,21 @@ until_ok 10 '[ "$(cstat t1 "s[\"security\"][\"zap_refused\"]")" -gt "$refused0" 
     || fail "h3 not refused by t1 without its key"
 [ "$(sessions t1)" = h1:connected ] || fail "t1 hosts: $(sessions t1)"
 etcdctl put /trumpet/hosts/h3 "$H3KEY" >/dev/null
-until_ok 10 '[ "$(sessions t1)" = "h1:connected h3:connected" ] && [ "$(sessions t2)" = "h1:connected h3:connected" ]' \
-    || fail "h3 not connected after its key was put in etcd: '$(sessions t1)' '$(sessions t2)'"
+# both_sessions WANT: t1 and t2 both know their hosts as WANT.
+both_sessions() {
+    [ "$(sessions t1)" = "$1" ] && [ "$(sessions t2)" = "$1" ]
+}
+until_ok 10 'both_sessions "h1:connected h3:connected"' \
+    || fail "h3 not connected after its key was put in etcd:" \
+            "'$(sessions t1)' '$(sessions t2)'"
 etcdctl put /trumpet/hosts/h4 "not-a-key" >/dev/null
 etcdctl put '/trumpet/hosts/bad id' "$H3KEY" >/dev/null
 until_ok 5 '[ "$(cstat t1 "c[\"hosts_bad\"], c[\"hosts_in_etcd\"]")" = "2 1" ]' \
     || fail "garbage in /trumpet/hosts/: $(cstat t1 'c["hosts_bad"], c["hosts_in_etcd"]')"
 etcdctl del /trumpet/hosts/h3 >/dev/null
-until_ok 10 '[ "$(sessions t1)" = "h1:connected h3:gone" ] && [ "$(sessions t2)" = "h1:connected h3:gone" ]' \
-    || fail "h3 not revoked after its key left etcd: '$(sessions t1)' '$(sessions t2)'"
+until_ok 10 'both_sessions "h1:connected h3:gone"' \
+    || fail "h3 not revoked after its key left etcd:" \
+            "'$(sessions t1)' '$(sessions t2)'"
 [ "$(cstat t1 's["counters"]["revoked"] >= 1')" = True ] \
     || fail "t1 did not count h3's revocation"
 echo "PASS: h3's key in /trumpet/hosts/ only: refused, then accepted by t1" \
