@@ -44,12 +44,13 @@ bin_PROGRAMS += tem/tem-ctl
 # without blocking, tem-warn rate-limits their warnings; tem-am sends
 # the alerts to Prometheus Alertmanager with libcurl from threads of its
 # own (tem-am-json makes their JSON); tem-cluster makes it a member of a
-# cluster of TEMs on etcd (--etcd).
+# cluster of TEMs on etcd (--etcd), tem-probe checks that another
+# member holds the key it advertises.
 tem_trumpet_tem_SOURCES = tem/tem.c tem/tem-options.c tem/tem-options.h \
 	tem/tem-http.c tem/tem-http.h tem/tem-fd.c tem/tem-fd.h \
 	tem/tem-sink.c tem/tem-sink.h tem/tem-warn.c tem/tem-warn.h \
 	tem/tem-am.c tem/tem-am.h tem/tem-am-json.c tem/tem-am-json.h \
-	tem/tem-cluster.c tem/tem-cluster.h
+	tem/tem-cluster.c tem/tem-cluster.h tem/tem-probe.c tem/tem-probe.h
 tem_trumpet_tem_CFLAGS = $(AM_CFLAGS) $(JSON_C_CFLAGS) $(ZMQ_CFLAGS) \
 	$(PROTOBUF_C_CFLAGS) $(MHD_CFLAGS) $(CURL_CFLAGS)
 tem_trumpet_tem_LDADD = tem/libtemcore.la tem/libtemetcd.la $(ZMQ_LIBS) \

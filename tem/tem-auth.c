@@ -45,6 +45,19 @@ split_words(char *line, char **words, size_t max)
     return n;
 }
 
+/* The entry of key 'z85' in 'allow' not sorted yet (a linear search), or
+ * NULL. */
+static const struct tem_allow_entry *
+tem_allow_find_unsorted__(const struct tem_allow *allow, const char *z85)
+{
+    for (size_t i = 0; i < allow->n; i++) {
+        if (!memcmp(allow->entries[i].key, z85, TPM_CURVE_KEY_LEN)) {
+            return &allow->entries[i];
+        }
+    }
+    return NULL;
+}
+
 /* Parses one line (its words in 'w', the first not a comment); returns
  * NULL or an error.  Words after the fields must be a comment: a word
  * starting with '#' and the rest of the line (a key may hold '#', so
@@ -147,13 +160,16 @@ tem_allow_parse(const char *text, size_t len, const char *origin,
     return NULL;
 }
 
-char *
-tem_allow_load(const char *path, struct tem_allow **allowp)
+/* Reads file 'path' (an allow-list, or a list of member keys) into
+ * '*textp' and '*lenp'.  Returns NULL or an error. */
+static char *
+tem_allow_read__(const char *path, char **textp, size_t *lenp)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     struct stat st;
 
-    *allowp = NULL;
+    *textp = NULL;
+    *lenp = 0;
     if (fd < 0) {
         return xasprintf("cannot open allow-list %s: %s", path,
                          strerror(errno));
@@ -181,9 +197,137 @@ tem_allow_load(const char *path, struct tem_allow **allowp)
         len += n;
     }
     close(fd);
-    char *error = tem_allow_parse(text, len, path, allowp);
+    *textp = text;
+    *lenp = len;
+    return NULL;
+}
+
+char *
+tem_allow_load(const char *path, struct tem_allow **allowp)
+{
+    char *text;
+    size_t len;
+    char *error = tem_allow_read__(path, &text, &len);
+
+    *allowp = NULL;
+    if (!error) {
+        error = tem_allow_parse(text, len, path, allowp);
+    }
     free(text);
     return error;
+}
+
+void
+tem_allow_add(struct tem_allow *allow, enum tem_allow_kind kind,
+              const char *name, const char *z85)
+{
+    struct tem_allow_entry *e;
+
+    allow->entries = xrealloc(allow->entries,
+                              (allow->n + 1) * sizeof *allow->entries);
+    e = &allow->entries[allow->n++];
+    memcpy(e->key, z85, TPM_CURVE_KEY_LEN);
+    e->key[TPM_CURVE_KEY_LEN] = '\0';
+    e->kind = kind;
+    e->name = xstrdup(name);
+    *(kind == TEM_ALLOW_HOST ? &allow->n_hosts
+      : kind == TEM_ALLOW_CLIENT ? &allow->n_clients
+      : kind == TEM_ALLOW_SUBSCRIBER ? &allow->n_subscribers
+      : &allow->n_members) += 1;
+}
+
+void
+tem_allow_sort(struct tem_allow *allow)
+{
+    if (allow->n) {
+        qsort(allow->entries, allow->n, sizeof *allow->entries, entry_cmp);
+    }
+}
+
+char *
+tem_allow_load_members(const char *path, struct tem_allow **allowp)
+{
+    char *text;
+    size_t len;
+    char *error = tem_allow_read__(path, &text, &len);
+    struct tem_allow *allow;
+    int lineno = 0;
+
+    *allowp = NULL;
+    if (error) {
+        return error;
+    }
+    allow = xzalloc(sizeof *allow);
+    for (size_t pos = 0; pos < len && !error; ) {
+        const char *nl = memchr(text + pos, '\n', len - pos);
+        size_t end = nl ? (size_t) (nl - text) : len;
+        char *line = xstrndup(text + pos, end - pos);
+        char *w[2];
+        size_t n = split_words(line, w, 2);
+
+        pos = end + 1;
+        lineno++;
+        if (n && w[0][0] != '#') {
+            if (!tpm_curve_key_valid(w[0]) || (n > 1 && w[1][0] != '#')) {
+                error = xasprintf("%s, line %d: expected one public key "
+                                  "(%d Z85 characters)", path, lineno,
+                                  TPM_CURVE_KEY_LEN);
+            } else if (tem_allow_find_unsorted__(allow, w[0])) {
+                error = xasprintf("%s, line %d: key %s is listed twice",
+                                  path, lineno, w[0]);
+            } else {
+                tem_allow_add(allow, TEM_ALLOW_MEMBER, "member", w[0]);
+            }
+        }
+        free(line);
+    }
+    free(text);
+    if (error) {
+        tem_allow_free(allow);
+        return error;
+    }
+    tem_allow_sort(allow);
+    *allowp = allow;
+    return NULL;
+}
+
+struct tem_allow *
+tem_allow_merge(const struct tem_allow *base, const struct tem_allow *extra,
+                size_t *n_dupp)
+{
+    struct tem_allow *allow = xzalloc(sizeof *allow);
+    struct tem_allow *x = xzalloc(sizeof *x);
+
+    *n_dupp = 0;
+    for (size_t i = 0; extra && i < extra->n; i++) {
+        const struct tem_allow_entry *e = &extra->entries[i];
+        if (tem_allow_find(base, e->key)) {
+            ++*n_dupp;
+        } else {
+            tem_allow_add(x, e->kind, e->name, e->key);
+        }
+    }
+    tem_allow_sort(x);
+    for (size_t i = 0; base && i < base->n; i++) {
+        const struct tem_allow_entry *e = &base->entries[i];
+        tem_allow_add(allow, e->kind, e->name, e->key);
+    }
+    /* A key twice in 'extra' is bound to no one: every copy left out. */
+    for (size_t i = 0, j; i < x->n; i = j) {
+        for (j = i + 1; j < x->n && !entry_cmp(&x->entries[i],
+                                              &x->entries[j]); j++) {
+            continue;
+        }
+        if (j - i > 1) {
+            *n_dupp += j - i;
+        } else {
+            tem_allow_add(allow, x->entries[i].kind, x->entries[i].name,
+                          x->entries[i].key);
+        }
+    }
+    tem_allow_free(x);
+    tem_allow_sort(allow);
+    return allow;
 }
 
 const struct tem_allow_entry *
@@ -222,11 +366,15 @@ tem_zap_decide(const struct tem_allow *allow, const char *domain,
         *whyp = "unknown key";
     } else if (!hosts && !ctl && !subs) {
         *whyp = "unknown domain";
-    } else if (hosts ? e->kind != TEM_ALLOW_HOST
+    } else if (hosts ? (e->kind != TEM_ALLOW_HOST
+                        && e->kind != TEM_ALLOW_MEMBER)
                : ctl ? e->kind != TEM_ALLOW_CLIENT
-               : e->kind == TEM_ALLOW_HOST) {
+               : (e->kind == TEM_ALLOW_HOST
+                  || e->kind == TEM_ALLOW_MEMBER)) {
         *whyp = (hosts ? "a client key on the hosts' socket"
                  : e->kind == TEM_ALLOW_HOST ? "a host key on a client socket"
+                 : e->kind == TEM_ALLOW_MEMBER ? "a TEM's key on a client "
+                                                 "socket"
                  : "a subscriber key on the control socket");
     } else {
         *whyp = "allowed";

@@ -26,6 +26,15 @@
  * the host to it, remove the old one, reload).  An unknown key is refused
  * during the handshake: it gets no session and holds no host slot.
  *
+ * A TEM of a cluster of TEMs (--etcd, tem-cluster.h) also lists the
+ * public keys of the cluster's members (--cluster-keys, one key per line,
+ * tem_allow_load_members()): such a key completes a handshake on the
+ * hosts' socket, which is how one member checks that another holds the
+ * secret key it advertises (tem-probe.h), and is never a host: its
+ * frames other than that check are dropped.  The hosts' keys kept in
+ * etcd (/trumpet/hosts/) are merged into the list in force
+ * (tem_allow_merge()), the file's entries first.
+ *
  * The ZAP handler gives the connection the key itself as its User-Id
  * (40 characters), and the TEM looks the key up again in the current
  * allow-list for every frame: a key removed by a reload stops working on
@@ -48,6 +57,8 @@ enum tem_allow_kind {
     TEM_ALLOW_HOST,             /* Opens the hosts' socket as 'name'. */
     TEM_ALLOW_CLIENT,           /* Opens the control and alerts sockets. */
     TEM_ALLOW_SUBSCRIBER,       /* Opens the alerts socket. */
+    TEM_ALLOW_MEMBER,           /* A TEM of the cluster: completes a
+                                 * handshake on the hosts' socket. */
 };
 
 struct tem_allow_entry {
@@ -59,7 +70,7 @@ struct tem_allow_entry {
 struct tem_allow {
     struct tem_allow_entry *entries;    /* Sorted by key. */
     size_t n;
-    size_t n_hosts, n_clients, n_subscribers;
+    size_t n_hosts, n_clients, n_subscribers, n_members;
 };
 
 /* Parses allow-list text 'text' (read from 'origin', for errors).
@@ -72,6 +83,27 @@ char *tem_allow_parse(const char *text, size_t len, const char *origin,
 /* Reads and parses file 'path'.  As tem_allow_parse(). */
 char *tem_allow_load(const char *path, struct tem_allow **allowp)
     __attribute__((warn_unused_result));
+
+/* Reads file 'path' of the cluster's member keys: one Z85 public key per
+ * line, '#' comments as above.  Returns NULL and in '*allowp' a list of
+ * TEM_ALLOW_MEMBER entries named "member", or an error (caller frees). */
+char *tem_allow_load_members(const char *path, struct tem_allow **allowp)
+    __attribute__((warn_unused_result));
+
+/* A new list of the entries of 'base' (may be NULL) and those of 'extra'
+ * (may be NULL) whose key 'base' does not hold.  A key listed in both
+ * keeps the entry of 'base'; a key listed twice in 'extra' is bound to
+ * no one and left out.  The entries of 'extra' left out are counted in
+ * '*n_dupp'. */
+struct tem_allow *tem_allow_merge(const struct tem_allow *base,
+                                  const struct tem_allow *extra,
+                                  size_t *n_dupp);
+
+/* Adds host 'name' with key 'z85' (checked by the caller) to 'allow',
+ * unsorted: call tem_allow_sort() once every entry is added. */
+void tem_allow_add(struct tem_allow *, enum tem_allow_kind,
+                   const char *name, const char *z85);
+void tem_allow_sort(struct tem_allow *);
 
 void tem_allow_free(struct tem_allow *);
 

@@ -12,10 +12,13 @@
 #include <string.h>
 
 #include "clock.h"
+#include "tem-auth.h"
 #include "tem-core.h"
 #include "tem-etcd.h"
 #include "tem-metrics.h"
+#include "tem-probe.h"
 #include "tem-warn.h"
+#include "tproto.h"
 #include "tpm-log.h"
 #include "util.h"
 
@@ -40,7 +43,7 @@ enum tem_cluster_tok {
 
 /* The views: what a member reads and watches. */
 enum tem_cluster_view_id {
-    VIEW_MEMBERS, VIEW_EVENTS, VIEW_ASSIGN, VIEW_LEADER, N_VIEWS
+    VIEW_MEMBERS, VIEW_EVENTS, VIEW_ASSIGN, VIEW_LEADER, VIEW_HOSTS, N_VIEWS
 };
 
 enum tem_cluster_view_state {
@@ -66,9 +69,37 @@ struct tem_cluster_view {
 /* Longest wait before tem_cluster_run() runs again. */
 #define TEM_CLUSTER_IDLE_NS (1000 * 1000000ULL)
 
+/* A member's check (tem-probe.h): its key listed, then held. */
+enum tem_cluster_check {
+    CHECK_DUE,                  /* To probe at 'check_due'. */
+    CHECK_PROBING,              /* 'probe' under way. */
+    CHECK_VERIFIED,             /* Takes part. */
+    CHECK_REFUSED,              /* Key not listed (until the list
+                                 * changes), or a probe failed (probed
+                                 * again at 'check_due'). */
+};
+
+/* A failed probe's retry. */
+#define TEM_CLUSTER_PROBE_RETRY_NS (2000 * 1000000ULL)
+
 struct tem_cluster_member {
     char *id;
     bool standby;
+    char *value;                /* As read: a new value is checked anew. */
+    char *listen;               /* Its hosts' endpoint, or NULL. */
+    char key[TPM_CURVE_KEY_LEN + 1];    /* Its public key, or "". */
+    enum tem_cluster_check check;
+    const char *why;            /* Why it is refused (static), kept
+                                 * while a failed check is retried; NULL
+                                 * if it never failed. */
+    struct tem_probe *probe;
+    uint64_t check_due;
+};
+
+/* A host's keys in /trumpet/hosts/ID: blank-separated Z85 keys. */
+struct tem_cluster_host {
+    char *id;
+    char *keys;
 };
 
 struct tem_cluster_event {
@@ -102,6 +133,11 @@ struct tem_cluster_ctl {
 struct tem_cluster {
     struct tem_core *core;
     struct tem_etcd *etcd;
+    void *zctx;                 /* For the probes. */
+    char *public_key, *secret_key;  /* This TEM's (NULL: no checks). */
+    const struct tem_allow *member_keys;    /* Keys that may take part. */
+    void (*hosts_changed)(void *aux);
+    void *aux;
     char *id;                   /* This member's. */
     char *member_value;         /* Its /trumpet/members/ID value. */
     bool standby;
@@ -117,6 +153,11 @@ struct tem_cluster {
     struct tem_cluster_assign *assigns;
     size_t n_assigns;
     char *leader;               /* The leader's id, NULL: none known. */
+    struct tem_cluster_host *hosts;     /* /trumpet/hosts/. */
+    size_t n_hosts;
+    struct tem_allow *hosts_allow;      /* ... as an allow-list, or NULL
+                                         * (not read). */
+    bool dirty_hosts;
 
     /* This member. */
     bool lease_held;
@@ -154,8 +195,12 @@ struct tem_cluster {
     uint64_t bad_values;        /* Keys whose value is not understood. */
     uint64_t leases;            /* Leases granted. */
     uint64_t leases_lost;
+    uint64_t probes, probes_failed;     /* Members' checks. */
+    uint64_t leader_refused;    /* Times the leader's assignments were
+                                 * not followed: the leader not verified. */
+    uint64_t hosts_bad;         /* Host keys in etcd not understood. */
 
-    struct tem_warn warn_etcd, warn_value;
+    struct tem_warn warn_etcd, warn_value, warn_member;
 };
 
 static void tem_cluster_campaign__(struct tem_cluster *);
@@ -243,12 +288,31 @@ tem_cluster_assign_find__(const struct tem_cluster *cl, uint32_t id)
 }
 
 static void
+tem_cluster_member_free__(struct tem_cluster_member *m)
+{
+    free(m->id);
+    free(m->value);
+    free(m->listen);
+    tem_probe_destroy(m->probe);
+}
+
+static void
 tem_cluster_members_clear__(struct tem_cluster *cl)
 {
     for (size_t i = 0; i < cl->n_members; i++) {
-        free(cl->members[i].id);
+        tem_cluster_member_free__(&cl->members[i]);
     }
     cl->n_members = 0;
+}
+
+static void
+tem_cluster_hosts_clear__(struct tem_cluster *cl)
+{
+    for (size_t i = 0; i < cl->n_hosts; i++) {
+        free(cl->hosts[i].id);
+        free(cl->hosts[i].keys);
+    }
+    cl->n_hosts = 0;
 }
 
 static void
@@ -304,6 +368,26 @@ tem_cluster_bad_value__(struct tem_cluster *cl, const char *key,
              why);
 }
 
+/* Whether member 'm' takes part: always without keys (--insecure-
+ * plaintext); else once its check succeeded. */
+static bool
+tem_cluster_member_ok__(const struct tem_cluster *cl,
+                        const struct tem_cluster_member *m)
+{
+    return !cl->public_key || m->check == CHECK_VERIFIED;
+}
+
+/* Member 'm' to be checked again from the start. */
+static void
+tem_cluster_member_recheck__(struct tem_cluster_member *m)
+{
+    tem_probe_destroy(m->probe);
+    m->probe = NULL;
+    m->check = CHECK_DUE;
+    m->check_due = 0;
+    m->why = NULL;
+}
+
 /* Applies a put ('kv->deleted' false) or a delete of a member key. */
 static void
 tem_cluster_apply_member__(struct tem_cluster *cl,
@@ -318,27 +402,98 @@ tem_cluster_apply_member__(struct tem_cluster *cl,
     if (kv->deleted) {
         if (m) {
             tpm_log(TPM_LOG_INFO, "cluster: member %s left", id);
-            free(m->id);
+            tem_cluster_member_free__(m);
             *m = cl->members[--cl->n_members];
         }
         return;
     }
+    if (m && !strcmp(m->value, kv->value)) {
+        return;                 /* Put again on a new lease. */
+    }
     bool standby = false;
+    const char *listen = NULL, *key = NULL;
     struct json_object *v = json_tokener_parse(kv->value);
     struct json_object *s;
     if (v && json_object_object_get_ex(v, "standby", &s)) {
         standby = json_object_get_boolean(s);
     }
-    json_object_put(v);
+    if (v && json_object_object_get_ex(v, "listen", &s)
+        && json_object_is_type(s, json_type_string)) {
+        listen = json_object_get_string(s);
+    }
+    if (v && json_object_object_get_ex(v, "public_key", &s)
+        && json_object_is_type(s, json_type_string)
+        && tpm_curve_key_valid(json_object_get_string(s))) {
+        key = json_object_get_string(s);
+    }
     if (!m) {
         cl->members = xrealloc(cl->members,
                                (cl->n_members + 1) * sizeof *cl->members);
         m = &cl->members[cl->n_members++];
+        memset(m, 0, sizeof *m);
         m->id = xstrdup(id);
         tpm_log(TPM_LOG_INFO, "cluster: member %s joined%s", id,
                 standby ? " (standby)" : "");
+    } else {
+        free(m->value);
+        free(m->listen);
     }
     m->standby = standby;
+    m->value = xstrdup(kv->value);
+    m->listen = listen ? xstrdup(listen) : NULL;
+    memcpy(m->key, key ? key : "", key ? TPM_CURVE_KEY_LEN + 1 : 1);
+    tem_cluster_member_recheck__(m);
+    json_object_put(v);
+}
+
+/* Applies a put or a delete of /trumpet/hosts/ID: its value is the
+ * host's keys, blank-separated.  A value not understood leaves the host
+ * out, counted. */
+static void
+tem_cluster_apply_host__(struct tem_cluster *cl,
+                         const struct tem_etcd_kv *kv)
+{
+    const char *id = kv->key + strlen(TEM_ETCD_HOSTS);
+    struct tem_cluster_host *h = NULL;
+
+    for (size_t i = 0; i < cl->n_hosts; i++) {
+        if (!strcmp(cl->hosts[i].id, id)) {
+            h = &cl->hosts[i];
+        }
+    }
+    if (h) {
+        free(h->id);
+        free(h->keys);
+        *h = cl->hosts[--cl->n_hosts];
+    }
+    cl->dirty_hosts = true;
+    if (kv->deleted) {
+        return;
+    }
+    if (!tproto_id_valid(id)) {
+        cl->hosts_bad++;
+        tem_cluster_bad_value__(cl, kv->key, "not a host id");
+        return;
+    }
+    char *keys = xstrdup(kv->value);
+    size_t n = 0;
+    bool ok = true;
+    for (char *save = NULL, *w = strtok_r(keys, " \t\r\n", &save); w;
+         w = strtok_r(NULL, " \t\r\n", &save)) {
+        ok &= tpm_curve_key_valid(w);
+        n++;
+    }
+    free(keys);
+    if (!ok || !n) {
+        cl->hosts_bad++;
+        tem_cluster_bad_value__(cl, kv->key, "not one or more public keys "
+                                "(40 Z85 characters each, blank-separated)");
+        return;
+    }
+    cl->hosts = xrealloc(cl->hosts, (cl->n_hosts + 1) * sizeof *cl->hosts);
+    cl->hosts[cl->n_hosts].id = xstrdup(id);
+    cl->hosts[cl->n_hosts].keys = xstrdup(kv->value);
+    cl->n_hosts++;
 }
 
 static void
@@ -441,6 +596,7 @@ tem_cluster_apply_leader__(struct tem_cluster *cl,
         return;
     }
     cl->leader = xstrdup(kv->value);
+    cl->dirty_local = true;
     cl->is_leader = (!strcmp(cl->leader, cl->id)
                      && kv->lease == tem_etcd_lease_id(cl->etcd)
                      && cl->lease_held);
@@ -462,7 +618,7 @@ tem_cluster_apply__(struct tem_cluster *cl, enum tem_cluster_view_id v,
     switch (v) {
     case VIEW_MEMBERS:
         tem_cluster_apply_member__(cl, kv);
-        cl->dirty_assign = true;
+        cl->dirty_assign = cl->dirty_local = true;
         break;
     case VIEW_EVENTS:
         tem_cluster_apply_event__(cl, kv);
@@ -474,6 +630,9 @@ tem_cluster_apply__(struct tem_cluster *cl, enum tem_cluster_view_id v,
         break;
     case VIEW_LEADER:
         tem_cluster_apply_leader__(cl, kv);
+        break;
+    case VIEW_HOSTS:
+        tem_cluster_apply_host__(cl, kv);
         break;
     case N_VIEWS:
     default:
@@ -556,6 +715,10 @@ tem_cluster_view_result__(struct tem_cluster *cl, uint32_t kind,
         case VIEW_MEMBERS: tem_cluster_members_clear__(cl); break;
         case VIEW_EVENTS: tem_cluster_events_clear__(cl); break;
         case VIEW_ASSIGN: tem_cluster_assigns_clear__(cl); break;
+        case VIEW_HOSTS:
+            tem_cluster_hosts_clear__(cl);
+            cl->dirty_hosts = true;
+            break;
         case VIEW_LEADER:
         case N_VIEWS:
         default:
@@ -921,20 +1084,21 @@ tem_cluster_input(struct tem_cluster *cl, uint32_t max)
 /* Acting on the views. */
 
 /* The member that event 'id' goes to: the highest rendezvous hash among
- * the members not on standby, or among all if every one is; NULL if
- * there is none. */
+ * the checked members not on standby, or among all checked ones if every
+ * one is; NULL if there is none. */
 static const char *
 tem_cluster_choose__(const struct tem_cluster *cl, uint32_t id)
 {
     bool any_active = false;
     for (size_t i = 0; i < cl->n_members; i++) {
-        any_active |= !cl->members[i].standby;
+        any_active |= (!cl->members[i].standby
+                       && tem_cluster_member_ok__(cl, &cl->members[i]));
     }
     const char *best = NULL;
     uint64_t best_h = 0;
     for (size_t i = 0; i < cl->n_members; i++) {
         const struct tem_cluster_member *m = &cl->members[i];
-        if (any_active && m->standby) {
+        if ((any_active && m->standby) || !tem_cluster_member_ok__(cl, m)) {
             continue;
         }
         uint64_t h = tem_cluster_hash(id, m->id);
@@ -1052,6 +1216,23 @@ tem_cluster_owned_find__(const struct tem_cluster *cl, uint32_t id)
 static void
 tem_cluster_reconcile__(struct tem_cluster *cl)
 {
+    /* Assignments count only from a leader whose check succeeded: under
+     * another (a stray TEM that won the election), this member keeps
+     * what it holds and takes nothing new. */
+    const struct tem_cluster_member *lm
+        = cl->leader ? tem_cluster_member_find__(cl, cl->leader) : NULL;
+    if (cl->leader && !cl->is_leader && (!lm || !tem_cluster_member_ok__(cl,
+                                                                       lm))) {
+        if (lm && lm->why) {
+            cl->leader_refused++;
+            tem_warn(&cl->warn_member, "cluster: the leader %s is refused "
+                     "(%s): its assignments are not followed; this member "
+                     "keeps its %zu events", cl->leader, lm->why,
+                     cl->n_owned);
+        }
+        return;                 /* Again when a check or the leader
+                                 * changes. */
+    }
     for (size_t i = 0; i < cl->n_owned; ) {
         struct tem_cluster_owned *o = &cl->owned[i];
         const struct tem_cluster_event *e = tem_cluster_event_find__(cl,
@@ -1107,11 +1288,144 @@ tem_cluster_reconcile__(struct tem_cluster *cl)
     }
 }
 
+/* Member 'm' is refused: 'why', logged rate-limited. */
+static void
+tem_cluster_member_refuse__(struct tem_cluster *cl,
+                            struct tem_cluster_member *m, const char *why,
+                            uint64_t retry_ns)
+{
+    tem_probe_destroy(m->probe);
+    m->probe = NULL;
+    m->check = CHECK_REFUSED;
+    m->why = why;
+    m->check_due = retry_ns;
+    tem_warn(&cl->warn_member, "cluster: member %s (key %s, %s) refused: "
+             "%s; it is assigned no event", m->id, *m->key ? m->key : "none",
+             m->listen ? m->listen : "no endpoint", why);
+}
+
+/* Checks the members (tem-probe.h): starts the probes due, reads those
+ * under way.  Returns when it must run again, at the latest. */
+static uint64_t
+tem_cluster_check_members__(struct tem_cluster *cl, uint64_t now)
+{
+    uint64_t next = UINT64_MAX;
+
+    if (!cl->public_key) {
+        return next;
+    }
+    for (size_t i = 0; i < cl->n_members; i++) {
+        struct tem_cluster_member *m = &cl->members[i];
+        enum tem_cluster_check was = m->check;
+        if (m->check == CHECK_REFUSED && m->check_due
+            && m->check_due <= now) {
+            m->check = CHECK_DUE;
+        }
+        if (m->check == CHECK_DUE) {
+            if (!*m->key || !tem_allow_find(cl->member_keys, m->key)) {
+                tem_cluster_member_refuse__(cl, m, *m->key
+                                            ? "its public key is not in "
+                                              "--cluster-keys"
+                                            : "it has no public key", 0);
+            } else if (!strcmp(m->id, cl->id)
+                       && !strcmp(m->value, cl->member_value)) {
+                m->check = CHECK_VERIFIED;      /* This TEM. */
+            } else if (!m->listen) {
+                tem_cluster_member_refuse__(cl, m, "it has no endpoint", 0);
+            } else {
+                char *error;
+                cl->probes++;
+                m->probe = tem_probe_start(cl->zctx, m->listen, m->key,
+                                           cl->public_key, cl->secret_key,
+                                           now + TEM_PROBE_DEADLINE_NS,
+                                           &error);
+                if (m->probe) {
+                    m->check = CHECK_PROBING;
+                } else {
+                    cl->probes_failed++;
+                    tem_warn(&cl->warn_member, "cluster: member %s: %s",
+                             m->id, error);
+                    free(error);
+                    tem_cluster_member_refuse__(
+                        cl, m, "its endpoint cannot be reached",
+                        now + TEM_CLUSTER_PROBE_RETRY_NS);
+                }
+            }
+        }
+        if (m->check == CHECK_PROBING) {
+            const char *id;
+            switch (tem_probe_poll(m->probe, now, &id)) {
+            case TEM_PROBE_PENDING:
+                next = MIN(next, now + TEM_PROBE_POLL_NS);
+                break;
+            case TEM_PROBE_ANSWERED:
+                if (!strcmp(id, m->id)) {
+                    tem_probe_destroy(m->probe);
+                    m->probe = NULL;
+                    m->check = CHECK_VERIFIED;
+                    m->why = NULL;
+                    tpm_log(TPM_LOG_INFO, "cluster: member %s holds the "
+                            "key it advertises (%s)", m->id, m->key);
+                } else {
+                    cl->probes_failed++;
+                    tem_cluster_member_refuse__(
+                        cl, m, "its endpoint answers as another member",
+                        now + TEM_CLUSTER_PROBE_RETRY_NS);
+                }
+                break;
+            case TEM_PROBE_FAILED:
+            default:
+                cl->probes_failed++;
+                tem_cluster_member_refuse__(
+                    cl, m, "no answer over CURVE with that key within the "
+                    "deadline (not holding its secret key, or down)",
+                    now + TEM_CLUSTER_PROBE_RETRY_NS);
+                break;
+            }
+        }
+        if (m->check == CHECK_REFUSED && m->check_due) {
+            next = MIN(next, m->check_due);
+        }
+        if ((was == CHECK_VERIFIED) != (m->check == CHECK_VERIFIED)) {
+            cl->dirty_assign = cl->dirty_local = true;
+        }
+    }
+    return next;
+}
+
+/* /trumpet/hosts/ as an allow-list, for the daemon to merge. */
+static void
+tem_cluster_hosts_rebuild__(struct tem_cluster *cl)
+{
+    struct tem_allow *allow = xzalloc(sizeof *allow);
+
+    for (size_t i = 0; i < cl->n_hosts; i++) {
+        char *keys = xstrdup(cl->hosts[i].keys);
+        for (char *save = NULL, *w = strtok_r(keys, " \t\r\n", &save); w;
+             w = strtok_r(NULL, " \t\r\n", &save)) {
+            tem_allow_add(allow, TEM_ALLOW_HOST, cl->hosts[i].id, w);
+        }
+        free(keys);
+    }
+    tem_allow_sort(allow);
+    tem_allow_free(cl->hosts_allow);
+    cl->hosts_allow = allow;
+    if (cl->hosts_changed) {
+        cl->hosts_changed(cl->aux);
+    }
+}
+
 uint64_t
 tem_cluster_run(struct tem_cluster *cl)
 {
     uint64_t now = tem_cluster_now__();
     uint64_t next = now + TEM_CLUSTER_IDLE_NS;
+
+    next = MIN(next, tem_cluster_check_members__(cl, now));
+    if (cl->dirty_hosts && cl->views[VIEW_HOSTS].read) {
+        cl->dirty_hosts = false;
+        tem_cluster_hosts_rebuild__(cl);
+    }
 
     for (enum tem_cluster_view_id v = 0; v < N_VIEWS; v++) {
         struct tem_cluster_view *view = &cl->views[v];
@@ -1198,11 +1512,18 @@ tem_cluster_create(const struct tem_cluster_config *cfg,
     struct tem_cluster *cl = xzalloc(sizeof *cl);
     cl->core = core;
     cl->etcd = etcd;
+    cl->zctx = cfg->zctx;
+    cl->public_key = cfg->public_key ? xstrdup(cfg->public_key) : NULL;
+    cl->secret_key = cfg->secret_key ? xstrdup(cfg->secret_key) : NULL;
+    cl->member_keys = cfg->member_keys;
+    cl->hosts_changed = cfg->hosts_changed;
+    cl->aux = cfg->aux;
     cl->id = xstrdup(cfg->member_id);
     cl->standby = cfg->opt->standby;
     cl->endpoints = xstrdup(cfg->opt->etcd);
     cl->warn_etcd = (struct tem_warn) TEM_WARN_INITIALIZER;
     cl->warn_value = (struct tem_warn) TEM_WARN_INITIALIZER;
+    cl->warn_member = (struct tem_warn) TEM_WARN_INITIALIZER;
 
     struct json_object *v = json_object_new_object();
     json_object_object_add(v, "id", json_object_new_string(cl->id));
@@ -1225,6 +1546,7 @@ tem_cluster_create(const struct tem_cluster_config *cfg,
         [VIEW_EVENTS] = { TEM_ETCD_EVENTS, true },
         [VIEW_ASSIGN] = { TEM_ETCD_ASSIGN, true },
         [VIEW_LEADER] = { TEM_ETCD_LEADER, false },
+        [VIEW_HOSTS] = { TEM_ETCD_HOSTS, true },
     };
     for (enum tem_cluster_view_id i = 0; i < N_VIEWS; i++) {
         cl->views[i].key = keys[i].key;
@@ -1274,6 +1596,14 @@ tem_cluster_destroy(struct tem_cluster *cl, uint32_t wait_ms)
     tem_cluster_members_clear__(cl);
     tem_cluster_events_clear__(cl);
     tem_cluster_assigns_clear__(cl);
+    tem_cluster_hosts_clear__(cl);
+    free(cl->hosts);
+    tem_allow_free(cl->hosts_allow);
+    if (cl->secret_key) {
+        memset(cl->secret_key, 0, strlen(cl->secret_key));
+    }
+    free(cl->secret_key);
+    free(cl->public_key);
     for (size_t i = 0; i < cl->n_owned; i++) {
         free(cl->owned[i].name);
     }
@@ -1335,10 +1665,26 @@ tem_cluster_status_json(const struct tem_cluster *cl)
     json_object_object_add(o, "synced", json_object_new_boolean(synced));
 
     struct json_object *m = json_object_new_array();
+    struct json_object *refused = json_object_new_object();
+    size_t n_refused = 0;
     for (size_t i = 0; i < cl->n_members; i++) {
-        json_object_array_add(m, json_object_new_string(cl->members[i].id));
+        const struct tem_cluster_member *mb = &cl->members[i];
+        json_object_array_add(m, json_object_new_string(mb->id));
+        if (!tem_cluster_member_ok__(cl, mb) && mb->why) {
+            json_object_object_add(refused, mb->id,
+                                   json_object_new_string(mb->why));
+            n_refused++;
+        }
     }
     json_object_object_add(o, "members", m);
+    tem_cluster_add_int__(o, "members_refused", n_refused);
+    json_object_object_add(o, "refused", refused);
+    json_object_object_add(o, "member_checks",
+                           json_object_new_boolean(cl->public_key != NULL));
+    tem_cluster_add_int__(o, "member_keys", cl->member_keys
+                          ? cl->member_keys->n : 0);
+    tem_cluster_add_int__(o, "hosts_in_etcd", cl->hosts_allow
+                          ? cl->hosts_allow->n_hosts : 0);
     tem_cluster_add_int__(o, "events_defined", cl->n_events);
 
     uint32_t *ids = xmalloc((cl->n_owned + 1) * sizeof *ids);
@@ -1366,6 +1712,10 @@ tem_cluster_status_json(const struct tem_cluster *cl)
     tem_cluster_add_int__(o, "bad_values", cl->bad_values);
     tem_cluster_add_int__(o, "leases", cl->leases);
     tem_cluster_add_int__(o, "leases_lost", cl->leases_lost);
+    tem_cluster_add_int__(o, "probes", cl->probes);
+    tem_cluster_add_int__(o, "probes_failed", cl->probes_failed);
+    tem_cluster_add_int__(o, "leader_refused", cl->leader_refused);
+    tem_cluster_add_int__(o, "hosts_bad", cl->hosts_bad);
 
     struct tem_etcd_stats s;
     tem_etcd_stats(cl->etcd, &s);
@@ -1406,6 +1756,26 @@ tem_cluster_metrics(const struct tem_cluster *cl, struct tem_metrics *m)
     tem_metrics_gauge(m, "trumpet_tem_cluster_members", "Members of the "
                       "cluster, as this TEM last read them.",
                       cl->n_members);
+    size_t n_refused = 0;
+    for (size_t i = 0; i < cl->n_members; i++) {
+        n_refused += (cl->members[i].why
+                      && !tem_cluster_member_ok__(cl, &cl->members[i]));
+    }
+    tem_metrics_gauge(m, "trumpet_tem_cluster_members_refused", "Members "
+                      "refused: key not in --cluster-keys, or not held.",
+                      n_refused);
+    tem_metrics_counter(m, "trumpet_tem_cluster_probes_failed_total",
+                        "Checks of a member's key that failed.",
+                        cl->probes_failed);
+    tem_metrics_counter(m, "trumpet_tem_cluster_leader_refused_total",
+                        "Times the leader's assignments were not followed "
+                        "(the leader refused).", cl->leader_refused);
+    tem_metrics_gauge(m, "trumpet_tem_cluster_hosts_in_etcd", "Host keys "
+                      "read from /trumpet/hosts/.", cl->hosts_allow
+                      ? cl->hosts_allow->n_hosts : 0);
+    tem_metrics_counter(m, "trumpet_tem_cluster_hosts_bad_total",
+                        "Keys of /trumpet/hosts/ not understood (ignored).",
+                        cl->hosts_bad);
     tem_metrics_gauge(m, "trumpet_tem_cluster_events_defined", "Events "
                       "defined in the cluster.", cl->n_events);
     tem_metrics_gauge(m, "trumpet_tem_cluster_events_owned", "Events "
@@ -1434,4 +1804,31 @@ tem_cluster_metrics(const struct tem_cluster *cl, struct tem_metrics *m)
     tem_metrics_counter(m, "trumpet_tem_cluster_etcd_transport_errors_total",
                         "Transfers to etcd that failed at the transport.",
                         s.transport_errors);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Keys. */
+
+void
+tem_cluster_set_member_keys(struct tem_cluster *cl,
+                            const struct tem_allow *keys)
+{
+    cl->member_keys = keys;
+    for (size_t i = 0; i < cl->n_members; i++) {
+        tem_cluster_member_recheck__(&cl->members[i]);
+    }
+    cl->dirty_assign = cl->dirty_local = true;
+}
+
+const struct tem_allow *
+tem_cluster_hosts(const struct tem_cluster *cl)
+{
+    return cl->hosts_allow;
+}
+
+char *
+tem_cluster_probe_answer(const struct tem_cluster *cl, const void *body,
+                         size_t len)
+{
+    return tem_probe_answer(body, len, cl->id);
 }

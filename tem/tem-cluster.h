@@ -13,11 +13,25 @@
  *     public key and standby flag (JSON); put again on every new lease.
  *
  *   - Views: it reads /trumpet/members/, /trumpet/events/,
- *     /trumpet/assign/ and /trumpet/leader, then watches each from the
- *     revision after its read.  A view whose read fails is read again
- *     after a backoff; a watch that etcd compacted away is read and
- *     watched again (a resync); a watch down resumes by itself.  Until a
- *     view is read the member acts on nothing it would need from it.
+ *     /trumpet/assign/, /trumpet/leader and /trumpet/hosts/, then
+ *     watches each from the revision after its read.  A view whose read
+ *     fails is read again after a backoff; a watch that etcd compacted
+ *     away is read and watched again (a resync); a watch down resumes by
+ *     itself.  Until a view is read the member acts on nothing it would
+ *     need from it.
+ *
+ *   - Member keys: a member takes part (is assigned events, and its
+ *     assignments followed when it leads) only once its advertised public
+ *     key is one of --cluster-keys and a probe (tem-probe.h) over CURVE
+ *     to its advertised endpoint proved that it holds that key under its
+ *     id; a failed probe is retried every 2 s.  Refused members are
+ *     counted and logged rate-limited.  Without a key pair
+ *     (--insecure-plaintext) every member takes part.
+ *
+ *   - Hosts' keys: /trumpet/hosts/HOST-ID holds a host's public keys; the
+ *     daemon merges them into its allow-list (tem_cluster_hosts(), called
+ *     back through 'hosts_changed'), so every member accepts the same
+ *     hosts.  A value that is not keys is ignored and counted.
  *
  *   - Leadership: it campaigns for /trumpet/leader (created only if
  *     absent, on its lease) once its member key is put, and again when
@@ -54,9 +68,11 @@
 #define TEM_CLUSTER_H 1
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct json_object;
+struct tem_allow;
 struct tem_core;
 struct tem_metrics;
 
@@ -65,6 +81,7 @@ struct tem_cluster_options {
     const char *etcd;           /* --etcd: endpoints, NULL: no cluster. */
     uint32_t ttl_s;             /* --etcd-ttl: the lease's TTL (3 s). */
     bool standby;               /* --standby. */
+    const char *keys_file;      /* --cluster-keys, NULL: this TEM's key. */
     bool tem_id_given;          /* --tem-id was given (else: host name). */
 };
 
@@ -72,8 +89,16 @@ struct tem_cluster_config {
     const struct tem_cluster_options *opt;
     const char *member_id;      /* The TEM's id (--tem-id, or host name). */
     const char *listen;         /* Endpoints the hosts and subscribers */
-    const char *pub;            /* reach, and the TEM's public key (NULL */
-    const char *public_key;     /* with --insecure-plaintext). */
+    const char *pub;            /* reach, and the TEM's key pair (NULL */
+    const char *public_key;     /* with --insecure-plaintext: members */
+    const char *secret_key;     /* are then not checked). */
+    void *zctx;                 /* The probes' ZeroMQ context. */
+    const struct tem_allow *member_keys;    /* --cluster-keys: must live
+                                             * until replaced. */
+    /* Called from tem_cluster_run() when /trumpet/hosts/ changed
+     * (tem_cluster_hosts()). */
+    void (*hosts_changed)(void *aux);
+    void *aux;
 };
 
 /* Creates the member and starts its etcd client (lease, reads, watches).
@@ -116,6 +141,22 @@ struct json_object *tem_cluster_status_json(const struct tem_cluster *);
 
 /* The trumpet_tem_cluster_* metrics. */
 void tem_cluster_metrics(const struct tem_cluster *, struct tem_metrics *);
+
+/* Replaces the keys of the members allowed to take part ('keys' must
+ * live until replaced again or 'cl' is destroyed): every member is
+ * checked again. */
+void tem_cluster_set_member_keys(struct tem_cluster *cl,
+                                 const struct tem_allow *keys);
+
+/* The hosts' keys of /trumpet/hosts/ as an allow-list (TEM_ALLOW_HOST
+ * entries), or NULL until read.  Valid until the next tem_cluster_run(). */
+const struct tem_allow *tem_cluster_hosts(const struct tem_cluster *);
+
+/* The answer to frame 'body' of 'len' bytes received on the hosts' socket
+ * from a member's key (TEM_ALLOW_MEMBER): the probe's reply (caller
+ * frees), or NULL if it is not a probe. */
+char *tem_cluster_probe_answer(const struct tem_cluster *, const void *body,
+                               size_t len);
 
 /* The rendezvous hash of event 'event_id' on member 'member_id' (the
  * highest wins the event). */

@@ -71,6 +71,7 @@
 #define TEM_ETCD_EVENTS "/trumpet/events/"      /* ID -> definition. */
 #define TEM_ETCD_ASSIGN "/trumpet/assign/"      /* Event ID -> member ID. */
 #define TEM_ETCD_NEXT_ID "/trumpet/next-id"     /* The next event id. */
+#define TEM_ETCD_HOSTS "/trumpet/hosts/"        /* Host ID -> its keys. */
 
 struct tem_etcd_config {
     /* Client URLs, separated by commas ("http://127.0.0.1:2379"), tried

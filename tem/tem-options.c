@@ -34,7 +34,7 @@ enum {
     OPT_AM_TIMEOUT, OPT_AM_BACKOFF, OPT_AM_FLUSH, OPT_AM_RESOLVE,
     OPT_AM_SEVERITY, OPT_AM_GENERATOR_URL,
     /* A cluster of TEMs on etcd (tem-cluster.h). */
-    OPT_ETCD, OPT_ETCD_TTL, OPT_STANDBY,
+    OPT_ETCD, OPT_ETCD_TTL, OPT_STANDBY, OPT_CLUSTER_KEYS,
 };
 
 static void
@@ -145,6 +145,9 @@ A cluster of TEMs (docs/tem.md, \"Past one TEM\"):\n\
                           renewal, its events move to the others (3s)\n\
   --standby               assigned no event while a member without\n\
                           --standby lives\n\
+  --cluster-keys=PATH     public keys of the TEMs that may be members, one\n\
+                          a line (default: this TEM's own); a member is\n\
+                          assigned events once it proves it holds its key\n\
 \n\
 TIME is a number with a unit ns, us, ms or s.  See docs/tem.md.\n");
 }
@@ -232,6 +235,7 @@ static const struct option tem_long_options[] = {
     { "etcd", required_argument, NULL, OPT_ETCD },
     { "etcd-ttl", required_argument, NULL, OPT_ETCD_TTL },
     { "standby", no_argument, NULL, OPT_STANDBY },
+    { "cluster-keys", required_argument, NULL, OPT_CLUSTER_KEYS },
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
 };
@@ -555,6 +559,9 @@ tem_options_cluster__(struct tem_cluster_options *o, int ch,
     case OPT_STANDBY:
         o->standby = true;
         return true;
+    case OPT_CLUSTER_KEYS:
+        o->keys_file = arg;
+        return true;
     default:
         return false;
     }
@@ -569,8 +576,9 @@ tem_options_cluster_id__(struct tem_options *o)
     char host[256];
 
     if (!o->cluster.etcd) {
-        if (o->cluster.standby) {
-            cli_usage_error("--standby needs --etcd");
+        if (o->cluster.standby || o->cluster.keys_file) {
+            cli_usage_error("--%s needs --etcd", o->cluster.standby
+                            ? "standby" : "cluster-keys");
         }
         return;
     }

@@ -32,9 +32,14 @@
  *
  * Security (docs/operations.md, "Keys"): the TEM has a CURVE key pair
  * (--key-file).  The hosts' socket is always a CURVE server: a host needs
- * a key of the allow-list (--allow-file), and may only say Hello as the
- * host id its key is bound to; every frame is checked against the current
- * list, so a reload (SIGHUP or tem-ctl allow-reload) revokes at once.
+ * a key of the allow-list (--allow-file; with --etcd also the hosts' keys
+ * of /trumpet/hosts/, applied as they change), and may only say Hello as
+ * the host id its key is bound to; every frame is checked against the
+ * current list, so a reload (SIGHUP or tem-ctl allow-reload) or a key
+ * deleted from etcd revokes at once.  With --etcd the keys of the
+ * cluster's members (--cluster-keys) complete handshakes on the hosts'
+ * socket too, and their only frame is another member's check that this
+ * TEM holds its key (tem-probe.h), answered here.
  * The control and alerts sockets are CURVE servers for client keys when
  * they are TCP; as ipc:// sockets they are files of mode 0660 (owner and
  * group).  --insecure-plaintext turns CURVE off everywhere (and says so
@@ -140,7 +145,11 @@ struct tem_daemon {
 
     /* Security. */
     char pub_key[TPM_CURVE_KEY_LEN + 1], sec_key[TPM_CURVE_KEY_LEN + 1];
-    struct tem_allow *allow;
+    struct tem_allow *allow;    /* In force: the three below merged. */
+    struct tem_allow *allow_file;   /* --allow-file. */
+    struct tem_allow *member_keys;  /* --etcd: --cluster-keys, or NULL. */
+    size_t allow_conflicts;     /* Keys of etcd or --cluster-keys left out
+                                 * (tem_allow_merge()). */
     bool ctl_curve, pub_curve;  /* Client keys on those sockets. */
     uint64_t allow_reloads, allow_reload_errors;
     uint64_t zap_allowed, zap_refused, zap_malformed;
@@ -499,6 +508,8 @@ ctl_status(struct tem_daemon *d)
                                json_object_new_string(d->opt.allow_file));
         add_int(sec, "hosts_allowed", d->allow->n_hosts);
         add_int(sec, "clients_allowed", d->allow->n_clients);
+        add_int(sec, "member_keys", d->allow->n_members);
+        add_int(sec, "keys_left_out", d->allow_conflicts);
     }
     json_object_object_add(sec, "ctl_curve",
                            json_object_new_boolean(d->ctl_curve));
@@ -574,26 +585,89 @@ ctl_status(struct tem_daemon *d)
     return tem_reply_ok(r);
 }
 
-/* Loads --allow-file in place of the list in force, which stays if the
- * file is bad.  Returns NULL or an error. */
+/* The list in force: --allow-file's, then the cluster's member keys, then
+ * the hosts' keys of etcd (/trumpet/hosts/), each without the keys
+ * already listed (counted and logged). */
+static void
+allow_rebuild(struct tem_daemon *d)
+{
+    size_t dup1, dup2;
+    struct tem_allow *a = tem_allow_merge(d->allow_file, d->member_keys,
+                                          &dup1);
+    struct tem_allow *b = tem_allow_merge(a, d->cluster
+                                          ? tem_cluster_hosts(d->cluster)
+                                          : NULL, &dup2);
+    tem_allow_free(a);
+    tem_allow_free(d->allow);
+    d->allow = b;
+    if (dup1 + dup2 && dup1 + dup2 != d->allow_conflicts) {
+        tpm_log(TPM_LOG_WARN, "allow-list: %zu keys of --cluster-keys or "
+                "etcd left out: listed already, or twice in etcd",
+                dup1 + dup2);
+    }
+    d->allow_conflicts = dup1 + dup2;
+}
+
+/* /trumpet/hosts/ changed (tem-cluster.h). */
+static void
+cluster_hosts_changed(void *aux)
+{
+    struct tem_daemon *d = aux;
+
+    if (!d->opt.insecure) {
+        allow_rebuild(d);
+        tpm_log(TPM_LOG_INFO, "allow-list: %zu host keys in etcd; %zu host "
+                "keys in force", tem_cluster_hosts(d->cluster)->n_hosts,
+                d->allow->n_hosts);
+    }
+}
+
+/* Reads --cluster-keys, or makes the list of this TEM's own key. */
+static char *
+member_keys_load(struct tem_daemon *d, struct tem_allow **keysp)
+{
+    if (d->opt.cluster.keys_file) {
+        return tem_allow_load_members(d->opt.cluster.keys_file, keysp);
+    }
+    *keysp = xzalloc(sizeof **keysp);
+    tem_allow_add(*keysp, TEM_ALLOW_MEMBER, "member", d->pub_key);
+    return NULL;
+}
+
+/* Loads --allow-file (and --cluster-keys) in place of the lists in force,
+ * which stay if a file is bad.  Returns NULL or an error. */
 static char *
 allow_reload(struct tem_daemon *d)
 {
-    struct tem_allow *allow;
+    struct tem_allow *allow, *keys = NULL;
 
     if (d->opt.insecure) {
         return xstrdup("no allow-list: the TEM runs with "
                        "--insecure-plaintext");
     }
     char *error = tem_allow_load(d->opt.allow_file, &allow);
+    if (!error && d->opt.cluster.etcd) {
+        error = member_keys_load(d, &keys);
+        if (error) {
+            tem_allow_free(allow);
+        }
+    }
     if (error) {
         d->allow_reload_errors++;
         tpm_log(TPM_LOG_ERR, "allow-list not reloaded, the previous one "
                 "stays: %s", error);
         return error;
     }
-    tem_allow_free(d->allow);
-    d->allow = allow;
+    tem_allow_free(d->allow_file);
+    d->allow_file = allow;
+    if (keys) {
+        if (d->cluster) {
+            tem_cluster_set_member_keys(d->cluster, keys);
+        }
+        tem_allow_free(d->member_keys);
+        d->member_keys = keys;
+    }
+    allow_rebuild(d);
     d->allow_reloads++;
     tpm_log(TPM_LOG_INFO, "allow-list %s loaded: %zu host keys, %zu client "
             "keys", d->opt.allow_file, allow->n_hosts, allow->n_clients);
@@ -803,6 +877,20 @@ router_recv(struct tem_daemon *d)
         const struct tem_allow_entry *e
             = key && strlen(key) == TPM_CURVE_KEY_LEN
               ? tem_allow_find(d->allow, key) : NULL;
+        char *answer = (e && e->kind == TEM_ALLOW_MEMBER && d->cluster
+                        ? tem_cluster_probe_answer(d->cluster,
+                                                   zmq_msg_data(&body),
+                                                   zmq_msg_size(&body))
+                        : NULL);
+        if (answer) {
+            /* Another member checks that this TEM holds its key. */
+            if (zmq_send(d->router, zmq_msg_data(&id), zmq_msg_size(&id),
+                         ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0) {
+                zmq_send(d->router, answer, strlen(answer), ZMQ_DONTWAIT);
+            }
+            free(answer);
+            goto out;
+        }
         if (!e || e->kind != TEM_ALLOW_HOST) {
             /* Removed from the allow-list since it connected. */
             d->frames_unauthorized++;
@@ -1221,7 +1309,10 @@ load_keys(struct tem_daemon *d)
     char *error = tpm_curve_read_file(d->opt.key_file, d->pub_key,
                                       d->sec_key);
     if (!error) {
-        error = tem_allow_load(d->opt.allow_file, &d->allow);
+        error = tem_allow_load(d->opt.allow_file, &d->allow_file);
+    }
+    if (!error && d->opt.cluster.etcd) {
+        error = member_keys_load(d, &d->member_keys);
     }
     if (error) {
         fprintf(stderr, "trumpet-tem: refusing to start: %s (make keys with "
@@ -1229,6 +1320,7 @@ load_keys(struct tem_daemon *d)
                 "docs/operations.md)\n", error);
         exit(EXIT_FAILURE);
     }
+    allow_rebuild(d);
     d->ctl_curve = strncmp(d->opt.ctl, "ipc://", 6) != 0;
     d->pub_curve = strncmp(d->opt.pub, "ipc://", 6) != 0;
 }
@@ -1422,6 +1514,11 @@ cluster_start(struct tem_daemon *d)
         .listen = d->listen_ep,
         .pub = d->pub_ep,
         .public_key = d->opt.insecure ? NULL : d->pub_key,
+        .secret_key = d->opt.insecure ? NULL : d->sec_key,
+        .zctx = d->zctx,
+        .member_keys = d->member_keys,
+        .hosts_changed = cluster_hosts_changed,
+        .aux = d,
     };
     d->cluster = tem_cluster_create(&cc, d->core, &error);
     if (!d->cluster) {
@@ -1577,6 +1674,8 @@ tem_daemon_stop(struct tem_daemon *d)
     }
     zmq_ctx_term(d->zctx);
     tem_allow_free(d->allow);
+    tem_allow_free(d->allow_file);
+    tem_allow_free(d->member_keys);
     memset(d->sec_key, 0, sizeof d->sec_key);
     if (!strncmp(d->opt.ctl, "ipc://", 6)) {
         unlink(d->opt.ctl + 6);

@@ -188,6 +188,13 @@ EXTRA_DIST += tests/tem-overlay.sh tests/tem-overlay.py
 # on one state file; event ids at the end of their range.
 TESTS += tests/tem-security.sh
 EXTRA_DIST += tests/tem-security.sh
+# Who may join a cluster of TEMs on a real etcd: a rogue TEM with its own
+# key pair, a member key with no TEM behind it and one copying another
+# member's endpoint are assigned nothing; the hosts' keys in
+# /trumpet/hosts/ accepted and revoked by every member without a
+# restart.  Skipped without etcd-server and etcd-client.
+TESTS += tests/tem-cluster-keys.sh
+EXTRA_DIST += tests/tem-cluster-keys.sh
 # Every alert delivered to a real Prometheus Alertmanager on loopback
 # (--alertmanager), read back through its API: labels, annotations,
 # Alertmanager down (queued, retried, delivered), the queue's bound (drops

@@ -39,9 +39,17 @@
 #      alerted, by the dead TEM before it died or late by the new owner,
 #      every late alert exact; handed_over = handed_resent +
 #      handed_dropped on each host.
+#      Alertmanager: every TEM is given the same --alertmanager, a real
+#      Prometheus Alertmanager (Debian's prometheus-alertmanager) on
+#      loopback: it holds exactly one alert per alerting event although
+#      two or three TEMs raised it, with the annotations of the newest
+#      alert (the last owner's: its value exact, its epoch, its TEM id)
+#      and startsAt of the first one; c_quiet has none.  (Without
+#      Alertmanager installed this check alone is skipped.)
 #
 # The TEM without --etcd is covered by every other TEM test.  Every
 # process started here is killed by PID at exit, failure or not.
+# (Member keys and the hosts' keys in etcd: tests/tem-cluster-keys.sh.)
 # Automake test protocol: 0 pass, 1 fail, 77 skip (no etcd, etcdctl or
 # python3-zmq).
 set -euo pipefail
@@ -57,12 +65,15 @@ if [ -z "$ETCD" ] || [ -z "$ETCDCTL" ]; then
 fi
 tem_test_init tem-cluster
 TTL=2
+ALERTMANAGER=${ALERTMANAGER:-/usr/bin/prometheus-alertmanager}
+# libcurl would send loopback requests through a proxy of the environment.
+unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
 
 # On failure, the end of every log first.
 cluster_cleanup() {
     local rc=$? f
     if [ $rc != 0 ]; then
-        for f in "$tmp"/t?.log "$tmp"/h?.err "$tmp/etcd.log"; do
+        for f in "$tmp"/t?.log "$tmp"/h?.err "$tmp/etcd.log" "$tmp/am.log"; do
             [ -f "$f" ] || continue
             echo "--- $f:"
             tail -n 20 "$f"
@@ -109,6 +120,27 @@ etcd_start() {
 }
 etcd_start
 
+# Alertmanager on loopback, one for every TEM (as tests/tem-alertmanager.sh
+# starts it), if installed.
+AMOPT=()
+if [ -x "$ALERTMANAGER" ]; then
+    amport=$(free_port)
+    AMURL=http://127.0.0.1:$amport
+    printf 'route:\n  receiver: "null"\nreceivers:\n  - name: "null"\n' \
+        >"$tmp/am.yml"
+    "$ALERTMANAGER" --config.file="$tmp/am.yml" \
+        --storage.path="$tmp/am-data" \
+        --web.listen-address="127.0.0.1:$amport" \
+        --cluster.listen-address= >>"$tmp/am.log" 2>&1 &
+    pids+=($!)
+    for ((i = 0; i < 100; i++)); do
+        "$PY" -c "import urllib.request
+urllib.request.urlopen('$AMURL/-/ready', timeout=1)" 2>/dev/null && break
+        sleep 0.1
+    done
+    AMOPT=(--alertmanager="$AMURL" --alertmanager-backoff=300ms)
+fi
+
 K=$tmp/keys
 tem_keys "$K" h1 h2
 
@@ -120,7 +152,8 @@ start_member() {
         --listen="ipc://$tmp/$1" --pub="ipc://$tmp/$1.pub" \
         --ctl="ipc://$tmp/$1.ctl" --state-file="$tmp/$1.json" \
         --alert-file="$tmp/$1.alerts" --no-alerts-stdout \
-        --heartbeat=200ms --poll-deadline=200ms 2>>"$tmp/$1.log" &
+        --heartbeat=200ms --poll-deadline=200ms ${AMOPT[@]+"${AMOPT[@]}"} \
+        2>>"$tmp/$1.log" &
     tpid[$1]=$!
     pids+=($!)
 }
@@ -463,6 +496,58 @@ print("PASS: takeovers: %s (TTL %d s); %d intervals alerted exactly by "
          last, st["takeovers"], st["events_moved"], late["handed"],
          late["exact"], late["window"], late["window_alerted"]))
 PYEOF
+
+# Alertmanager: one alert per event, the newest's annotations.
+if [ ${#AMOPT[@]} != 0 ]; then
+    am_check() {
+        "$PY" - "$tmp" "$AMURL" <<'PYEOF'
+import datetime, json, re, sys, urllib.request
+tmp, url = sys.argv[1], sys.argv[2]
+am = json.loads(urllib.request.urlopen(url + "/api/v2/alerts",
+                                       timeout=5).read())
+def ms(t):
+    d, frac = t.rstrip("Z").split(".")
+    dt = datetime.datetime.fromisoformat(d).replace(
+        tzinfo=datetime.timezone.utc)
+    return int(dt.timestamp()) * 1000 + int(frac[:3].ljust(3, "0"))
+lines = {}                      # event -> [(epoch, tem, line)]
+for t in ("t1", "t2", "t3"):
+    for line in open("%s/%s.alerts" % (tmp, t)):
+        a = json.loads(line)
+        lines.setdefault(a["event"], []).append((a["epoch"], t, line))
+truth = {"c_sum": "130000", "c_sum2": "130000", "c_max": "80000",
+         "c_max2": "80000", "c_both": "2"}
+by_tems = 0
+for ev, want in truth.items():
+    mine = sorted(lines[ev])
+    by_tems = max(by_tems, len({t for _, t, _ in mine}))
+    first, last = json.loads(mine[0][2]), json.loads(mine[-1][2])
+    got = [a for a in am if a["labels"].get("event") == ev]
+    if len(got) != 1:
+        sys.exit("%s: %d alerts in Alertmanager" % (ev, len(got)))
+    n = got[0]["annotations"]
+    raw = re.search(r'"value":([^,}]+)', mine[-1][2]).group(1)
+    if (n.get("value") != want or raw != want
+            or n.get("epoch") != str(last["epoch"])
+            or n.get("tem") != mine[-1][1]):
+        sys.exit("%s: annotations %s, the newest alert (%s) %s"
+                 % (ev, n, mine[-1][1], mine[-1][2]))
+    start = ((first["epoch"] + 1) * 10_000_000 - first["interval_ns"]) \
+        // 1_000_000
+    if ms(got[0]["startsAt"]) != start:
+        sys.exit("%s: startsAt %s, the first interval started at %d ms"
+                 % (ev, got[0]["startsAt"], start))
+if len(am) != len(truth) or by_tems < 2:
+    sys.exit("%d alerts in Alertmanager, expected %d; at most %d TEMs "
+             "raised one event" % (len(am), len(truth), by_tems))
+print("PASS: Alertmanager holds %d alerts, one per event (raised by up to "
+      "%d TEMs each), with the newest's exact value, epoch and TEM, and "
+      "the first's start" % (len(am), by_tems))
+PYEOF
+    }
+    until_ok 10 am_check || { am_check || true; fail "Alertmanager"; }
+    am_check
+fi
 
 # --- 4. etcd away -----------------------------------------------------------
 before=$(cstat $last 'sorted(c["events_owned"])')

@@ -47,7 +47,7 @@ LIB_SRCS = \
 	tem/tem-log.c tem/tem-metrics.c tem/tem-options.c tem/tem-out.c \
 	tem/tem-sink.c tem/tem-state.c tem/tem-view.c tem/tem-warn.c \
 	tem/tem-am.c tem/tem-am-json.c \
-	tem/tem-cluster.c tem/tem-etcd.c tem/tem-etcd-json.c
+	tem/tem-cluster.c tem/tem-probe.c tem/tem-etcd.c tem/tem-etcd-json.c
 LIB_OBJS = $(patsubst %.c,$(out)/obj/%.o,$(LIB_SRCS)) \
 	$(out)/obj/trumpet.pb-c.o
 
