@@ -12,7 +12,8 @@
  *                      registered
  *   tpm-ovs-stats.c    tpm/stats and tpm/flows
  *   tpm-ovs-dos.c      the DoS threshold, profile and model commands
- *   tpm-ovs-agent.c    the TEM agent glue (tpm/controller-show)
+ *   tpm-ovs-agent.c    the TEM agent glue, one agent per TEM
+ *                      (tpm/controller-show)
  *   tpm-ovs-event.c    host events, their satisfactions and the local TEM
  *                      (tpm/event-*, tpm/reports)
  *   tpm-ovs-request.c  requests to the PMDs and the operations made of
