@@ -155,18 +155,19 @@ placed() {
     [ "$(wc -w <<<"$want")" = "$N_EVENTS" ] && [ "$(ovs_owners)" = "$want" ]
 }
 
-# link_field TEM REGEX: the first group of REGEX (sed -E) in TEM's block of
+# link_field TEM REGEX [REPLACEMENT]: REPLACEMENT (default: the first
+# group) of the line matching REGEX (sed -E) in TEM's block of
 # tpm/controller-show.
 link_field() {
     tb_appctl tpm/controller-show | awk -v t="/$1.sock" '
         /^--- / { inb = 0 }
         /^controller: / { inb = index($0, t) > 0 }
-        inb' | sed -En "s/$2/\\1/p" | head -n 1
+        inb' | sed -En "s|$2|${3:-\\1}|p" | head -n 1
 }
 
 # sessions_of TEM: "sessions restarts" of TEM's agent on ovs1.
 sessions_of() {
-    link_field "$1" '^sessions: ([0-9]+), reconnects: [0-9]+, agent restarts: ([0-9]+),.*/\1 \2'
+    link_field "$1" '^sessions: ([0-9]+), reconnects: [0-9]+, agent restarts: ([0-9]+),.*' '\1 \2'
 }
 
 # n_connected N: ovs1 has N agents, all connected.
@@ -385,12 +386,12 @@ main() {
     cov0=$(coverage_total tpm_agent_takeover)
     kill_ns=$(tb_now_ns)
     kill -9 "${TPID[$victim]}"
-    tb_bg_wait "${TPID[$victim]}" || true
+    { tb_bg_wait "${TPID[$victim]}" || true; } 2>/dev/null
     LIVE=()
     for t in t1 t2 t3; do
         [ "$t" = "$victim" ] || LIVE+=("$t")
     done
-    declare -A took
+    declare -A took=()
     local deadline=$((kill_ns + (TTL + 3) * 1000000000))
     while [ ${#took[@]} -lt ${#moved[@]} ] \
           && [ "$(tb_now_ns)" -lt $deadline ]; do
@@ -440,7 +441,7 @@ main() {
         || tb_fail "taken over: survivors $taken, total" \
                    "$(total_taken_over), before the kill $taken0," \
                    "${#moved[@]} moved: $(tb_appctl tpm/controller-show)"
-    n=$(link_field "$victim" '^cluster: events owned ([0-9]+), taken over [0-9]+, lost to another TEM ([0-9]+),.*/\1 \2')
+    n=$(link_field "$victim" '^cluster: events owned ([0-9]+), taken over [0-9]+, lost to another TEM ([0-9]+),.*' '\1 \2')
     [ "${n%% *}" = 0 ] && [ "${n#* }" -ge ${#moved[@]} ] \
         || tb_fail "$victim's link: events owned, lost: $n"
     tb_wait_for 5 coverage_is tpm_agent_takeover $((cov0 + ${#moved[@]})) \
