@@ -1,11 +1,42 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The TEM agent glue: with other_config:tpm-controller set, a host agent
- * (lib/agent.h: its own thread and socket) talks to the TEM, and the main
- * thread executes the TEM's commands here: installs and removes are host
- * events (tpm-ovs-event.c), polls are operations on the PMDs
- * (tpm-ovs-request.c), satisfactions of the TEM's events go back to it.
- * tpm/controller-show shows the session.
+ * The TEM agent glue: with other_config:tpm-controller set, host agents
+ * (lib/agent.h: each its own thread and socket) talk to the TEMs, and
+ * the main thread executes the TEMs' commands here: installs and removes
+ * are host events (tpm-ovs-event.c), polls are operations on the PMDs
+ * (tpm-ovs-request.c), satisfactions of a TEM's events go back to it.
+ * tpm/controller-show shows the sessions.
+ *
+ * tpm-controller is a list of endpoints, one "link" each (struct
+ * tem_link): an agent with its own session, outage buffer, pending polls
+ * and counters.  One endpoint is one TEM; several are the members of a
+ * TEM cluster (docs/tem.md, "Past one TEM"), to each of which the host
+ * connects.  A cluster's event ids are the cluster's, so an id is one
+ * host event whichever TEM installs it, and each TEM event belongs to
+ * the link whose TEM installed it last (host_event 'tem_link'):
+ *
+ *   - An install of an id another link owns takes it over (the cluster
+ *     moved the event to that TEM, which installs it on its hosts):
+ *     counted ('taken_over' of the new owner, 'lost' of the old),
+ *     logged.  The same definition and share keep the event on the PMDs
+ *     as it is (its history too); a different one replaces it.
+ *   - A remove from a link that does not own the id is acked and leaves
+ *     the event: the TEM that sent it no longer has the event here,
+ *     which is all it asked for, while the owner still wants it.  A nack
+ *     would report an error for the ordinary order of a cluster's
+ *     rebalance (the new owner's install reaching the host before the old
+ *     owner's remove).  An id no link owns is nacked, as ever.
+ *   - Satisfactions go to the owner's agent; a poll finds the event only
+ *     if it comes from the owner (another link's gets POLL_NO_EVENT).
+ *   - A link's new session (resync), or its agent stopped, removes the
+ *     events that link owns, drops its pending polls and forgets its
+ *     operations' answers, and touches no other link's.  A link whose
+ *     TEM went away keeps its events (its agent reconnects) until another
+ *     TEM takes them over or its next session resyncs.
+ *
+ * A change of the endpoint list restarts only the links whose endpoint
+ * or key changed (and starts or stops those added or removed); a change
+ * of any other agent knob restarts them all.
  */
 #include <config.h>
 
@@ -32,36 +63,33 @@ COVERAGE_DEFINE(tpm_agent_create_failed);
 COVERAGE_DEFINE(tpm_agent_command);
 COVERAGE_DEFINE(tpm_agent_nack);
 COVERAGE_DEFINE(tpm_agent_send_dropped);
+COVERAGE_DEFINE(tpm_agent_takeover);
+COVERAGE_DEFINE(tpm_agent_remove_not_owner);
 COVERAGE_DEFINE(tpm_tem_poll);
 COVERAGE_DEFINE(tpm_tem_poll_incomplete);
 COVERAGE_DEFINE(tpm_tem_poll_not_yet);
 COVERAGE_DEFINE(tpm_tem_poll_cancelled);
 
-/* The host agent (other_config:tpm-controller).  'agent_cfg' is the
- * configuration in force (validated); the agent announced the PMDs
- * 'agent_pmd_ids' in its Hello. */
+/* The agents' configuration in force (other_config, validated):
+ * 'n_links' endpoints, each with its TEM's key, and the settings all
+ * share. */
 struct agent_cfg {
-    char *endpoint;             /* NULL: no agent. */
+    size_t n_links;             /* 0: no agent. */
+    char **endpoints;           /* As given (trimmed). */
+    char **keys;                /* tpm-controller-key of each (NULL:
+                                 * unset). */
     char *host_id;              /* NULL: the system's hostname. */
     char *prefixes;             /* As given; "" if unset. */
     uint32_t queue_size;
     uint32_t outage_buffer;
     uint64_t backoff_max_ns;
     uint64_t epoch_ns;
-    char *tem_key;              /* tpm-controller-key. */
     char *key_file;             /* tpm-host-key-file. */
     uint32_t insecure;          /* tpm-controller-insecure. */
 };
 static struct agent_cfg agent_cfg;
-static struct tpm_agent *agent;
-static uint32_t *agent_pmd_ids;
-static size_t agent_n_pmds;
-static uint64_t agent_pmds_gen;     /* 'pmds_gen' last compared. */
-static uint64_t agent_restarts;     /* Since ovs-vswitchd started. */
-static uint64_t agent_pmd_restarts; /* New Hellos for new PMD threads. */
-static uint64_t agent_started_ns;
 
-/* What the main thread did for the agent since it (re)started. */
+/* What the main thread did for a link since its agent (re)started. */
 struct agent_counters {
     uint64_t installs, removes, polls, resyncs, configures;
     uint64_t nacks;
@@ -69,17 +97,44 @@ struct agent_counters {
     uint64_t replies, replies_dropped;  /* Acks, nacks, poll replies. */
     uint64_t polls_incomplete, polls_not_yet, polls_cancelled;
     uint64_t poll_batches;              /* Of 'polls', in batches. */
+    uint64_t taken_over;        /* Installs of an event another link
+                                 * owned. */
+    uint64_t lost;              /* Its events another link took over. */
+    uint64_t removes_not_owned; /* Removes of an event another link owns:
+                                 * acked, event left. */
 };
-static struct agent_counters actr;
-static bool agent_backlog;      /* tpm_ovs_run() left commands queued. */
 
-/* Largest number of agent commands executed per tpm_ovs_run() call (the
- * rest wait for the next, which comes at once). */
+/* One agent: the host's session with one TEM. */
+struct tem_link {
+    char *endpoint;             /* As configured. */
+    char *tem_key;              /* Its TEM's key (NULL: unset). */
+    struct tpm_agent *agent;
+    uint32_t *pmd_ids;          /* Announced in its Hello. */
+    size_t n_pmds;
+    uint64_t restarts;          /* Of this endpoint's agent, for new
+                                 * settings. */
+    uint64_t pmd_restarts;      /* New Hellos for new PMD threads. */
+    uint64_t started_ns;
+    struct agent_counters ctr;
+    bool backlog;               /* tpm_ovs_run() left commands queued. */
+
+    /* The TEM's polls being answered (struct tem_poll), oldest first,
+     * and its PollBatches whose entries remain to start. */
+    struct ovs_list polls;
+    size_t n_polls;
+    struct ovs_list batches;
+};
+
+/* The links, in the order of other_config:tpm-controller. */
+static struct tem_link **links;
+static size_t n_links;
+static uint64_t agent_pmds_gen;     /* 'pmds_gen' last compared. */
+static uint64_t agent_restarts;     /* Agents restarted for new settings,
+                                     * since ovs-vswitchd started. */
+
+/* Largest number of agent commands executed per tpm_ovs_run() call and
+ * link (the rest wait for the next, which comes at once). */
 #define TPM_AGENT_CMDS_PER_RUN 256
-
-/* The TEM's polls being answered (struct tem_poll), oldest first. */
-static struct ovs_list tem_polls = OVS_LIST_INITIALIZER(&tem_polls);
-static size_t tem_polls_n;
 
 /* A PollBatch of the TEM (protocol version 3): its entries start as
  * polls of their own while fewer than the agent's queue size are pending
@@ -87,8 +142,9 @@ static size_t tem_polls_n;
  * into 'status' and 'values', and the last sends them all in one
  * PollBatchReply. */
 struct tem_poll_batch {
-    struct ovs_list node;       /* In 'tem_batches' while entries remain
-                                 * to start. */
+    struct ovs_list node;       /* In its link's 'batches' while entries
+                                 * remain to start. */
+    struct tem_link *link;
     uint64_t cookie, epoch;
     size_t n;                   /* Entries. */
     size_t next;                /* Next entry to start. */
@@ -102,10 +158,8 @@ struct tem_poll_batch {
     double *values;
 };
 
-static struct ovs_list tem_batches = OVS_LIST_INITIALIZER(&tem_batches);
-
-/* Sends host-level satisfaction of TEM event 'he' to the TEM: the TEM
- * sink of the host events (tpm_ovs_agent_init()). */
+/* Sends host-level satisfaction of TEM event 'he' to its owner's TEM:
+ * the TEM sink of the host events (tpm_ovs_agent_init()). */
 static void
 tem_send_satisfaction(void *aux OVS_UNUSED, struct host_event *he,
                       uint64_t epoch, const struct tpm_key *group,
@@ -113,12 +167,13 @@ tem_send_satisfaction(void *aux OVS_UNUSED, struct host_event *he,
                       int n_missing)
 {
     static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(5, 20);
+    struct tem_link *l = he->tem_link;
 
-    if (group->tun && agent && !tpm_agent_sends_tenants(agent)) {
+    if (group->tun && l && !tpm_agent_sends_tenants(l->agent)) {
         /* A TEM of protocol version below 4 names no tenant: sent, the
          * group would merge with the other tenants' there. */
         he->n_send_dropped++;
-        actr.satisfactions_dropped++;
+        l->ctr.satisfactions_dropped++;
         COVERAGE_INC(tpm_agent_tenant_unsent);
         VLOG_WARN_RL(&rl, "%s: satisfaction for epoch %"PRIu64" of tenant "
                      "tun_id=%"PRIu32" not sent: the TEM's protocol version "
@@ -126,24 +181,25 @@ tem_send_satisfaction(void *aux OVS_UNUSED, struct host_event *he,
                      epoch, tpm_ovs_group_vni(group));
         return;
     }
-    if (agent && tpm_agent_send_satisfaction(agent, he->tem_id, epoch,
-                                             group, tpm_ovs_group_vni(group),
-                                             value, flags,
-                                             n_pmds + n_missing,
-                                             n_missing)) {
+    if (l && tpm_agent_send_satisfaction(l->agent, he->tem_id, epoch,
+                                         group, tpm_ovs_group_vni(group),
+                                         value, flags, n_pmds + n_missing,
+                                         n_missing)) {
         he->n_sent++;
-        actr.satisfactions++;
+        l->ctr.satisfactions++;
         return;
     }
     he->n_send_dropped++;
-    actr.satisfactions_dropped++;
+    if (l) {
+        l->ctr.satisfactions_dropped++;
+    }
     COVERAGE_INC(tpm_agent_send_dropped);
     VLOG_WARN_RL(&rl, "%s: satisfaction for epoch %"PRIu64" not sent to "
                  "the TEM (%s)", he->name, epoch,
-                 agent ? "agent queue full" : "no agent");
+                 l ? "agent queue full" : "no agent");
 }
 
-/* The TEM. */
+/* The TEMs. */
 
 static struct host_event *
 tem_event_find(uint32_t tem_id)
@@ -155,6 +211,14 @@ tem_event_find(uint32_t tem_id)
         }
     }
     return NULL;
+}
+
+/* The TEM event 'tem_id' if link 'l' owns it, else NULL. */
+static struct host_event *
+tem_event_find_owned(const struct tem_link *l, uint32_t tem_id)
+{
+    struct host_event *he = tem_event_find(tem_id);
+    return he && he->tem_link == l ? he : NULL;
 }
 
 static const char *
@@ -178,23 +242,25 @@ agent_cmd_name(enum tpm_agent_cmd_type type)
     }
 }
 
-/* Counts a message the agent did not take: its queue is full, or, for
- * one of the session only ('session': an ack, nack or poll batch reply),
- * no session is open.  (A PollReply is kept over an outage.) */
+/* Counts a message link 'l''s agent did not take: its queue is full, or,
+ * for one of the session only ('session': an ack, nack or poll batch
+ * reply), no session is open.  (A PollReply is kept over an outage.) */
 static void
-agent_send_dropped(const char *what, uint32_t tem_id, bool session)
+agent_send_dropped(const struct tem_link *l, const char *what,
+                   uint32_t tem_id, bool session)
 {
     static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(5, 20);
     COVERAGE_INC(tpm_agent_send_dropped);
-    VLOG_WARN_RL(&rl, "%s for TEM event id %"PRIu32" not sent: agent queue "
-                 "full%s", what, tem_id, session ? " or no session" : "");
+    VLOG_WARN_RL(&rl, "%s for TEM event id %"PRIu32" not sent to %s: agent "
+                 "queue full%s", what, tem_id, l->endpoint,
+                 session ? " or no session" : "");
 }
 
-/* Acks the TEM's command ('type', 'cookie', 'event_id'), or nacks it with
- * 'error' (cut to what the protocol carries). */
+/* Acks the command ('type', 'cookie', 'event_id') of link 'l''s TEM, or
+ * nacks it with 'error' (cut to what the protocol carries). */
 static void
-tem_reply(enum tpm_agent_cmd_type type, uint64_t cookie, uint32_t event_id,
-          const char *error)
+tem_reply(struct tem_link *l, enum tpm_agent_cmd_type type, uint64_t cookie,
+          uint32_t event_id, const char *error)
 {
     static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(5, 20);
     bool sent;
@@ -202,50 +268,72 @@ tem_reply(enum tpm_agent_cmd_type type, uint64_t cookie, uint32_t event_id,
     if (error) {
         char reason[TPROTO_MAX_REASON + 1];
         ovs_strlcpy(reason, error, sizeof reason);
-        actr.nacks++;
+        l->ctr.nacks++;
         COVERAGE_INC(tpm_agent_nack);
         VLOG_WARN_RL(&rl, "TEM %s of event id %"PRIu32" refused: %s",
                      agent_cmd_name(type), event_id, error);
-        sent = agent && tpm_agent_send_nack(agent, cookie, event_id,
-                                            reason);
+        sent = tpm_agent_send_nack(l->agent, cookie, event_id, reason);
     } else {
-        sent = agent && tpm_agent_send_ack(agent, cookie, event_id);
+        sent = tpm_agent_send_ack(l->agent, cookie, event_id);
     }
     if (sent) {
-        actr.replies++;
+        l->ctr.replies++;
     } else {
-        actr.replies_dropped++;
-        agent_send_dropped(error ? "nack" : "ack", event_id, true);
+        l->ctr.replies_dropped++;
+        agent_send_dropped(l, error ? "nack" : "ack", event_id, true);
     }
 }
 
-/* The 'reply' callback of the TEM's operations (tem_client()). */
+/* The 'reply' callback of the TEMs' operations (tem_client()). */
 static void
 tem_client_reply(const struct op_client *c, const char *error)
 {
-    tem_reply(c->tem_type, c->tem_cookie, c->tem_event_id, error);
+    tem_reply(c->tem_link, c->tem_type, c->tem_cookie, c->tem_event_id,
+              error);
 }
 
 static struct op_client
-tem_client(const struct tpm_agent_cmd *cmd)
+tem_client(struct tem_link *l, const struct tpm_agent_cmd *cmd)
 {
     return (struct op_client) {
         .reply = tem_client_reply,
+        .tem_link = l,
         .tem_type = cmd->type,
         .tem_cookie = cmd->cookie,
         .tem_event_id = cmd->event_id,
     };
 }
 
-/* Installs the TEM's event of 'cmd' on the PMDs 'parts', and acks or
- * nacks it (once every PMD answered).  An install for an id already
- * installed with the same name, definition and threshold share changes
- * nothing; with anything different it replaces it. */
+/* Link 'l''s TEM installs 'he', which another link owns: it takes it
+ * over. */
 static void
-tem_install(const struct tpm_agent_cmd *cmd, struct tpm_pmd **parts,
-            size_t n)
+tem_take_over(struct tem_link *l, struct host_event *he)
 {
-    struct op_client client = tem_client(cmd);
+    static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(5, 20);
+    struct tem_link *from = he->tem_link;
+
+    l->ctr.taken_over++;
+    if (from) {
+        from->ctr.lost++;
+    }
+    COVERAGE_INC(tpm_agent_takeover);
+    VLOG_INFO_RL(&rl, "TEM event id %"PRIu32" (%s) taken over by the TEM "
+                 "at %s from the TEM at %s", he->tem_id, he->name,
+                 l->endpoint, from ? from->endpoint : "-");
+    he->tem_link = l;
+}
+
+/* Installs the event of 'cmd' from link 'l''s TEM on the PMDs 'parts',
+ * and acks or nacks it (once every PMD answered).  An install for an id
+ * already installed with the same name, definition and threshold share
+ * changes nothing on the PMDs (a retried install, or another TEM taking
+ * the event over); with anything different it replaces it.  Either way
+ * 'l' owns it from now on. */
+static void
+tem_install(struct tem_link *l, const struct tpm_agent_cmd *cmd,
+            struct tpm_pmd **parts, size_t n)
+{
+    struct op_client client = tem_client(l, cmd);
     struct tpm_event *ev;
     char *error = tpm_event_parse(cmd->name, cmd->definition, &ev);
     if (!error) {
@@ -278,10 +366,14 @@ tem_install(const struct tpm_agent_cmd *cmd, struct tpm_pmd **parts,
         tpm_event_destroy(ev);
         free(name);
         goto refuse;
-    } else if (old && old == other && !strcmp(old->def->text, ev->text)
-               && old->has_share == cmd->has_threshold
-               && (!cmd->has_threshold || old->share == cmd->threshold)) {
-        /* Installed already, as asked (a retried install). */
+    }
+    if (old && old->tem_link != l) {
+        tem_take_over(l, old);
+    }
+    if (old && old == other && !strcmp(old->def->text, ev->text)
+        && old->has_share == cmd->has_threshold
+        && (!cmd->has_threshold || old->share == cmd->threshold)) {
+        /* Installed already, as asked. */
         tpm_event_destroy(ev);
         free(name);
         tpm_ovs_op_answer(&client, NULL, NULL);
@@ -297,6 +389,7 @@ tem_install(const struct tpm_agent_cmd *cmd, struct tpm_pmd **parts,
     free(name);
     he->tem = true;
     he->tem_id = cmd->event_id;
+    he->tem_link = l;
     he->has_share = cmd->has_threshold;
     he->share = cmd->threshold;
     tpm_ovs_host_event_add(he, parts, n, &client);
@@ -307,16 +400,46 @@ refuse:
     free(error);
 }
 
-/* Removes every event the TEM installed. */
+/* Removes TEM event 'cmd->event_id' if link 'l' owns it.  One that
+ * another link owns is acked and left (see the top of the file). */
 static void
-tem_events_remove_all(struct tpm_pmd **parts, size_t n)
+tem_remove(struct tem_link *l, const struct tpm_agent_cmd *cmd,
+           struct tpm_pmd **parts, size_t n)
+{
+    static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(5, 20);
+    struct host_event *he = tem_event_find(cmd->event_id);
+    struct op_client client = tem_client(l, cmd);
+
+    l->ctr.removes++;
+    if (he && he->tem_link == l) {
+        tpm_ovs_host_event_remove(he, parts, n, &client);
+    } else if (he) {
+        l->ctr.removes_not_owned++;
+        COVERAGE_INC(tpm_agent_remove_not_owner);
+        VLOG_INFO_RL(&rl, "TEM at %s removes event id %"PRIu32" (%s), which "
+                     "the TEM at %s installed since: acked, the event "
+                     "stays", l->endpoint, he->tem_id, he->name,
+                     he->tem_link ? he->tem_link->endpoint : "-");
+        tpm_ovs_op_answer(&client, NULL, NULL);
+    } else {
+        char *error = xasprintf("no event of TEM id %"PRIu32" installed",
+                                cmd->event_id);
+        tpm_ovs_op_answer(&client, error, NULL);
+        free(error);
+    }
+}
+
+/* Removes every event link 'l''s TEM owns. */
+static void
+tem_events_remove_owned(const struct tem_link *l, struct tpm_pmd **parts,
+                        size_t n)
 {
     uint32_t *ids = NULL;
     size_t n_ids = 0, cap = 0;
     struct host_event *he;
 
     LIST_FOR_EACH_SAFE (he, node, &tpm_ovs_host_events) {
-        if (he->tem) {
+        if (he->tem && he->tem_link == l) {
             if (n_ids == cap) {
                 ids = x2nrealloc(ids, &cap, sizeof *ids);
             }
@@ -341,13 +464,14 @@ tem_poll_batch_unref(struct tem_poll_batch *b)
         return;
     }
     if (!b->cancelled) {
-        if (agent && tpm_agent_send_poll_batch_reply(agent, b->cookie,
-                                                     b->epoch, b->status,
-                                                     b->values, b->n)) {
-            actr.replies++;
+        struct tem_link *l = b->link;
+        if (tpm_agent_send_poll_batch_reply(l->agent, b->cookie, b->epoch,
+                                            b->status, b->values, b->n)) {
+            l->ctr.replies++;
         } else {
-            actr.replies_dropped++;
-            agent_send_dropped("poll batch reply", b->event_ids[0], true);
+            l->ctr.replies_dropped++;
+            agent_send_dropped(l, "poll batch reply", b->event_ids[0],
+                               true);
         }
     }
     free(b->groups);
@@ -356,30 +480,32 @@ tem_poll_batch_unref(struct tem_poll_batch *b)
     free(b);
 }
 
-/* Answers a poll: on its own, or as entry 'index' of 'batch'. */
+/* Answers a poll of link 'l''s TEM: on its own, or as entry 'index' of
+ * 'batch'. */
 static void
-tem_poll_answer(struct tem_poll_batch *batch, size_t index, uint64_t cookie,
-                uint32_t tem_id, uint64_t epoch, Trumpet__PollStatus status,
-                double value)
+tem_poll_answer(struct tem_link *l, struct tem_poll_batch *batch,
+                size_t index, uint64_t cookie, uint32_t tem_id,
+                uint64_t epoch, Trumpet__PollStatus status, double value)
 {
     if (batch) {
         batch->status[index] = status;
         batch->values[index] = value;
         tem_poll_batch_unref(batch);
-    } else if (agent && tpm_agent_send_poll_reply(agent, cookie, tem_id,
-                                                  epoch, status, value)) {
-        actr.replies++;
+    } else if (tpm_agent_send_poll_reply(l->agent, cookie, tem_id, epoch,
+                                         status, value)) {
+        l->ctr.replies++;
     } else {
-        actr.replies_dropped++;
-        agent_send_dropped("poll reply", tem_id, false);
+        l->ctr.replies_dropped++;
+        agent_send_dropped(l, "poll reply", tem_id, false);
     }
 }
 
-/* A poll of the TEM: one poll request per PMD, asked again while a PMD
+/* A poll of a TEM: one poll request per PMD, asked again while a PMD
  * says it has not swept the epoch yet, answered with the sum. */
 struct tem_poll {
     struct op up;
-    struct ovs_list node;       /* In 'tem_polls', oldest first. */
+    struct ovs_list node;       /* In its link's 'polls', oldest first. */
+    struct tem_link *link;
     uint64_t cookie;            /* The TEM's. */
     uint32_t tem_id;
     uint64_t epoch;
@@ -395,29 +521,30 @@ tem_poll_free(struct tem_poll *p)
         tem_poll_batch_unref(p->batch);
     }
     ovs_list_remove(&p->node);
-    tem_polls_n--;
+    p->link->n_polls--;
     tpm_ovs_op_destroy(&p->up);
     free(p);
 }
 
-/* Forgets every pending poll of the TEM without answering (the session
- * they belong to is over).  Late PMD replies to them are ignored. */
+/* Forgets every pending poll of link 'l''s TEM without answering (the
+ * session they belong to is over).  Late PMD replies to them are
+ * ignored. */
 static void
-tem_polls_cancel_all(void)
+tem_polls_cancel_all(struct tem_link *l)
 {
     struct tem_poll_batch *b;
-    LIST_FOR_EACH_SAFE (b, node, &tem_batches) {
+    LIST_FOR_EACH_SAFE (b, node, &l->batches) {
         size_t unstarted = b->n - b->next;
         ovs_list_remove(&b->node);
-        actr.polls_cancelled += unstarted;
+        l->ctr.polls_cancelled += unstarted;
         b->cancelled = true;
         b->left -= unstarted - 1;
         tem_poll_batch_unref(b);
     }
 
     struct tem_poll *p;
-    LIST_FOR_EACH_SAFE (p, node, &tem_polls) {
-        actr.polls_cancelled++;
+    LIST_FOR_EACH_SAFE (p, node, &l->polls) {
+        l->ctr.polls_cancelled++;
         COVERAGE_INC(tpm_tem_poll_cancelled);
         tem_poll_free(p);
     }
@@ -430,6 +557,7 @@ tem_poll_finish(struct op *op, struct tpm_pmd **parts OVS_UNUSED,
 {
     static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(5, 20);
     struct tem_poll *p = CONTAINER_OF(op, struct tem_poll, up);
+    struct tem_link *l = p->link;
     size_t expired = 0, no_event = 0, not_yet = 0, missing = 0;
     double sum = 0;
 
@@ -457,14 +585,14 @@ tem_poll_finish(struct op *op, struct tpm_pmd **parts OVS_UNUSED,
         status = TRUMPET__POLL_STATUS__POLL_NO_EVENT;
     } else if (not_yet) {
         status = TRUMPET__POLL_STATUS__POLL_NOT_YET;
-        actr.polls_not_yet++;
+        l->ctr.polls_not_yet++;
         COVERAGE_INC(tpm_tem_poll_not_yet);
         VLOG_DBG_RL(&rl, "TEM poll of event id %"PRIu32" epoch %"PRIu64": "
                     "%"PRIuSIZE" PMDs had not swept it by "
                     "tpm-poll-timeout", p->tem_id, p->epoch, not_yet);
     } else if (missing || no_event) {
         status = TRUMPET__POLL_STATUS__POLL_INCOMPLETE;
-        actr.polls_incomplete++;
+        l->ctr.polls_incomplete++;
         COVERAGE_INC(tpm_tem_poll_incomplete);
         VLOG_WARN_RL(&rl, "TEM poll of event id %"PRIu32" epoch %"PRIu64": "
                      "%"PRIuSIZE" of %"PRIuSIZE" PMDs did not answer by "
@@ -474,28 +602,28 @@ tem_poll_finish(struct op *op, struct tpm_pmd **parts OVS_UNUSED,
     } else {
         status = TRUMPET__POLL_STATUS__POLL_OK;
     }
-    tem_poll_answer(p->batch, p->index, p->cookie, p->tem_id, p->epoch,
+    tem_poll_answer(l, p->batch, p->index, p->cookie, p->tem_id, p->epoch,
                     status, sum);
     p->batch = NULL;
     tem_poll_free(p);
 }
 
-/* Starts answering the TEM's poll of 'event_id' for 'group' in 'epoch'
- * (with 'cookie', or as entry 'index' of 'batch') over the PMDs
- * 'parts'.  A tenant's group ('group->tun' not 0) is tenant 'tun_id''s
- * (a VNI). */
+/* Starts answering the poll of link 'l''s TEM of 'event_id' for 'group'
+ * in 'epoch' (with 'cookie', or as entry 'index' of 'batch') over the
+ * PMDs 'parts'.  A tenant's group ('group->tun' not 0) is tenant
+ * 'tun_id''s (a VNI).  An event 'l' does not own is no event for it. */
 static void
-tem_poll_start(uint64_t cookie, uint32_t event_id, uint64_t epoch,
-               const struct tpm_key *group_, uint32_t tun_id,
+tem_poll_start(struct tem_link *l, uint64_t cookie, uint32_t event_id,
+               uint64_t epoch, const struct tpm_key *group_, uint32_t tun_id,
                struct tem_poll_batch *batch, size_t index,
                struct tpm_pmd **parts, size_t n)
 {
-    struct host_event *he = tem_event_find(event_id);
+    struct host_event *he = tem_event_find_owned(l, event_id);
     struct tpm_key tenant_group;
     const struct tpm_key *group = group_;
     COVERAGE_INC(tpm_tem_poll);
     if (!he) {
-        tem_poll_answer(batch, index, cookie, event_id, epoch,
+        tem_poll_answer(l, batch, index, cookie, event_id, epoch,
                         TRUMPET__POLL_STATUS__POLL_NO_EVENT, 0);
         return;
     }
@@ -505,7 +633,7 @@ tem_poll_start(uint64_t cookie, uint32_t event_id, uint64_t epoch,
         tenant_group = *group_;
         tenant_group.tun = tpm_tenants_find(tpm_ovs_tenants_get(), tun_id);
         if (!tenant_group.tun) {
-            tem_poll_answer(batch, index, cookie, event_id, epoch,
+            tem_poll_answer(l, batch, index, cookie, event_id, epoch,
                             TRUMPET__POLL_STATUS__POLL_NO_GROUP, 0);
             return;
         }
@@ -517,6 +645,7 @@ tem_poll_start(uint64_t cookie, uint32_t event_id, uint64_t epoch,
     tpm_ovs_op_init(&p->up, tem_poll_finish, NULL, n,
                     tpm_ovs_knobs.poll_timeout_ns);
     p->up.repoll = true;
+    p->link = l;
     p->cookie = cookie;
     p->tem_id = event_id;
     p->epoch = epoch;
@@ -535,17 +664,18 @@ tem_poll_start(uint64_t cookie, uint32_t event_id, uint64_t epoch,
             rq->r.status = TPM_POLL_NO_GROUP;
         }
     }
-    ovs_list_push_back(&tem_polls, &p->node);
-    tem_polls_n++;
+    ovs_list_push_back(&l->polls, &p->node);
+    l->n_polls++;
     tpm_ovs_op_start(&p->up);
 }
 
-/* Takes over the PollBatch 'cmd' (its entries). */
+/* Takes over the PollBatch 'cmd' (its entries) of link 'l''s TEM. */
 static void
-tem_poll_batch_queue(struct tpm_agent_cmd *cmd)
+tem_poll_batch_queue(struct tem_link *l, struct tpm_agent_cmd *cmd)
 {
     struct tem_poll_batch *b = xzalloc(sizeof *b);
 
+    b->link = l;
     b->cookie = cmd->cookie;
     b->epoch = cmd->epoch;
     b->n = b->left = cmd->n_entries;
@@ -557,22 +687,23 @@ tem_poll_batch_queue(struct tpm_agent_cmd *cmd)
     cmd->groups = NULL;
     b->status = xzalloc(b->n);
     b->values = xcalloc(b->n, sizeof *b->values);
-    ovs_list_push_back(&tem_batches, &b->node);
-    actr.polls += b->n;
-    actr.poll_batches++;
+    ovs_list_push_back(&l->batches, &b->node);
+    l->ctr.polls += b->n;
+    l->ctr.poll_batches++;
 }
 
-/* Starts the entries of the queued PollBatches, oldest first, while
- * fewer than the agent's queue size of polls are pending.  Returns false
- * if entries remain to start. */
+/* Starts the entries of link 'l''s queued PollBatches, oldest first,
+ * while fewer than the agent's queue size of its polls are pending.
+ * Returns false if entries remain to start. */
 static bool
-tem_poll_batches_start(struct tpm_pmd **parts, size_t n)
+tem_poll_batches_start(struct tem_link *l, struct tpm_pmd **parts,
+                       size_t n)
 {
-    while (!ovs_list_is_empty(&tem_batches)) {
-        struct tem_poll_batch *b = CONTAINER_OF(ovs_list_front(&tem_batches),
+    while (!ovs_list_is_empty(&l->batches)) {
+        struct tem_poll_batch *b = CONTAINER_OF(ovs_list_front(&l->batches),
                                                 struct tem_poll_batch, node);
         while (b->next < b->n) {
-            if (tem_polls_n >= agent_cfg.queue_size) {
+            if (l->n_polls >= agent_cfg.queue_size) {
                 return false;
             }
             size_t i = b->next++;
@@ -581,7 +712,7 @@ tem_poll_batches_start(struct tpm_pmd **parts, size_t n)
                 /* Its last start may answer and free 'b'. */
                 ovs_list_remove(&b->node);
             }
-            tem_poll_start(b->cookie, b->event_ids[i], b->epoch,
+            tem_poll_start(l, b->cookie, b->event_ids[i], b->epoch,
                            &b->groups[i], b->tun_ids[i], b, i, parts, n);
             if (last) {
                 break;
@@ -591,104 +722,132 @@ tem_poll_batches_start(struct tpm_pmd **parts, size_t n)
     return true;
 }
 
-/* Executes the TEM's commands queued by the agent (a bounded number);
- * tpm_ovs_run() then queues what they ask of the PMDs. */
-void
-tpm_ovs_agent_run(struct tpm_pmd **parts, size_t n)
+/* Link 'l''s session is over, or its agent stops: its pending polls,
+ * the answers to its operations and the events it owns go. */
+static void
+tem_link_forget(struct tem_link *l, struct tpm_pmd **parts, size_t n)
 {
-    agent_backlog = false;
-    if (!agent) {
-        return;
-    }
-    for (int i = 0; tem_poll_batches_start(parts, n)
-                    && tem_polls_n < agent_cfg.queue_size; i++) {
+    tem_polls_cancel_all(l);
+    tpm_ovs_ops_forget_tem(l);
+    tem_events_remove_owned(l, parts, n);
+}
+
+/* Executes the commands link 'l''s agent queued (a bounded number). */
+static void
+tem_link_run(struct tem_link *l, struct tpm_pmd **parts, size_t n)
+{
+    l->backlog = false;
+    for (int i = 0; tem_poll_batches_start(l, parts, n)
+                    && l->n_polls < agent_cfg.queue_size; i++) {
         struct tpm_agent_cmd cmd;
 
         if (i >= TPM_AGENT_CMDS_PER_RUN) {
-            agent_backlog = true;
+            l->backlog = true;
             break;
         }
-        if (!tpm_agent_recv(agent, &cmd)) {
+        if (!tpm_agent_recv(l->agent, &cmd)) {
             break;
         }
         COVERAGE_INC(tpm_agent_command);
         switch (cmd.type) {
         case TPM_AGENT_INSTALL:
-            actr.installs++;
-            tem_install(&cmd, parts, n);
+            l->ctr.installs++;
+            tem_install(l, &cmd, parts, n);
             break;
-        case TPM_AGENT_REMOVE: {
-            struct host_event *he = tem_event_find(cmd.event_id);
-            struct op_client client = tem_client(&cmd);
-            actr.removes++;
-            if (he) {
-                tpm_ovs_host_event_remove(he, parts, n, &client);
-            } else {
-                char *error = xasprintf("no event of TEM id %"PRIu32
-                                        " installed", cmd.event_id);
-                tpm_ovs_op_answer(&client, error, NULL);
-                free(error);
-            }
+        case TPM_AGENT_REMOVE:
+            tem_remove(l, &cmd, parts, n);
             break;
-        }
         case TPM_AGENT_POLL:
-            actr.polls++;
-            tem_poll_start(cmd.cookie, cmd.event_id, cmd.epoch, &cmd.group,
-                           cmd.tun_id, NULL, 0, parts, n);
+            l->ctr.polls++;
+            tem_poll_start(l, cmd.cookie, cmd.event_id, cmd.epoch,
+                           &cmd.group, cmd.tun_id, NULL, 0, parts, n);
             break;
         case TPM_AGENT_POLL_BATCH:
-            tem_poll_batch_queue(&cmd);
+            tem_poll_batch_queue(l, &cmd);
             break;
         case TPM_AGENT_CONFIGURE:
             /* Every PMD applies it at its next sweep step.  The agent
              * passes on only a Configure that sets something. */
-            actr.configures++;
+            l->ctr.configures++;
             if (cmd.has_dos_threshold) {
                 tpm_ovs_dos_threshold_set(cmd.dos_threshold, "TEM");
             }
-            tem_reply(cmd.type, cmd.cookie, cmd.event_id, NULL);
+            tem_reply(l, cmd.type, cmd.cookie, cmd.event_id, NULL);
             break;
         case TPM_AGENT_RESYNC:
         default:
-            /* A new session: the TEM installs its events again. */
-            actr.resyncs++;
-            tem_polls_cancel_all();
-            tpm_ovs_ops_forget_tem();
-            tem_events_remove_all(parts, n);
-            VLOG_INFO("TEM session started: its previous events were "
-                      "removed, it installs them again");
+            /* A new session: the TEM installs its events again (those
+             * another TEM took over since are that TEM's). */
+            l->ctr.resyncs++;
+            tem_link_forget(l, parts, n);
+            VLOG_INFO("TEM session started with %s: its previous events "
+                      "were removed, it installs them again", l->endpoint);
             break;
         }
         tpm_agent_cmd_free(&cmd);
     }
 }
 
-/* The agent's lifecycle. */
+/* Executes the TEMs' commands queued by the agents (a bounded number per
+ * agent); tpm_ovs_run() then queues what they ask of the PMDs. */
+void
+tpm_ovs_agent_run(struct tpm_pmd **parts, size_t n)
+{
+    for (size_t i = 0; i < n_links; i++) {
+        tem_link_run(links[i], parts, n);
+    }
+}
+
+/* The agents' lifecycle. */
+
+static void
+strv_free(char **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(v[i]);
+    }
+    free(v);
+}
 
 static void
 agent_cfg_destroy(struct agent_cfg *c)
 {
-    free(c->endpoint);
+    strv_free(c->endpoints, c->n_links);
+    strv_free(c->keys, c->n_links);
     free(c->host_id);
     free(c->prefixes);
-    free(c->tem_key);
     free(c->key_file);
     memset(c, 0, sizeof *c);
 }
 
+/* True if 'a' and 'b' have the same settings besides their endpoints
+ * and keys (those every link shares). */
 static bool
-agent_cfg_equal(const struct agent_cfg *a, const struct agent_cfg *b)
+agent_cfg_common_equal(const struct agent_cfg *a, const struct agent_cfg *b)
 {
-    return nullable_string_is_equal(a->endpoint, b->endpoint)
-           && nullable_string_is_equal(a->host_id, b->host_id)
+    return nullable_string_is_equal(a->host_id, b->host_id)
            && nullable_string_is_equal(a->prefixes, b->prefixes)
            && a->queue_size == b->queue_size
            && a->outage_buffer == b->outage_buffer
            && a->backoff_max_ns == b->backoff_max_ns
            && a->epoch_ns == b->epoch_ns
-           && nullable_string_is_equal(a->tem_key, b->tem_key)
            && nullable_string_is_equal(a->key_file, b->key_file)
            && a->insecure == b->insecure;
+}
+
+static bool
+agent_cfg_equal(const struct agent_cfg *a, const struct agent_cfg *b)
+{
+    if (a->n_links != b->n_links || !agent_cfg_common_equal(a, b)) {
+        return false;
+    }
+    for (size_t i = 0; i < a->n_links; i++) {
+        if (strcmp(a->endpoints[i], b->endpoints[i])
+            || !nullable_string_is_equal(a->keys[i], b->keys[i])) {
+            return false;
+        }
+    }
+    return true;
 }
 
 static int
@@ -710,38 +869,38 @@ pmd_core_ids(struct tpm_pmd **parts, size_t n)
     return ids;
 }
 
-/* Stops the agent, if any, and forgets the TEM's events and polls: a TEM
- * event on a host that cannot report it would only cost. */
+/* Stops link 'l''s agent, forgets its TEM's events and polls (a TEM
+ * event on a host that cannot report it would only cost), and frees
+ * 'l'. */
 static void
-agent_stop(struct tpm_pmd **parts, size_t n)
+tem_link_stop(struct tem_link *l, struct tpm_pmd **parts, size_t n)
 {
-    if (!agent) {
-        return;
-    }
-    tem_polls_cancel_all();
-    tpm_ovs_ops_forget_tem();
-    tem_events_remove_all(parts, n);
-    tpm_agent_destroy(agent);
-    agent = NULL;
-    free(agent_pmd_ids);
-    agent_pmd_ids = NULL;
-    agent_n_pmds = 0;
+    tem_link_forget(l, parts, n);
+    tpm_agent_destroy(l->agent);
+    free(l->pmd_ids);
+    free(l->endpoint);
+    free(l->tem_key);
+    free(l);
 }
 
-/* Starts an agent for 'c' that announces the PMDs 'parts'.  Returns NULL
- * or an error (caller frees). */
-static char *
-agent_start(const struct agent_cfg *c, struct tpm_pmd **parts, size_t n)
+/* Starts an agent for link 'i' of 'c' that announces the PMDs 'parts'.
+ * Returns the link, or NULL and an error in '*errorp' (caller frees). */
+static struct tem_link *
+tem_link_start(const struct agent_cfg *c, size_t i, struct tpm_pmd **parts,
+               size_t n, char **errorp)
 {
     struct tpm_agent_config ac;
     char host[256];
 
+    *errorp = NULL;
     tpm_agent_config_init(&ac);
     if (c->host_id) {
         ac.host_id = c->host_id;
     } else if (gethostname(host, sizeof host)) {
-        return xasprintf("cannot read the hostname (%s): set "
-                         "other_config:tpm-host-id", ovs_strerror(errno));
+        *errorp = xasprintf("cannot read the hostname (%s): set "
+                            "other_config:tpm-host-id",
+                            ovs_strerror(errno));
+        return NULL;
     } else {
         host[MIN(sizeof host - 1, TPROTO_MAX_ID)] = '\0';
         ac.host_id = host;
@@ -752,10 +911,11 @@ agent_start(const struct agent_cfg *c, struct tpm_pmd **parts, size_t n)
     char *error = tpm_prefix_parse_list(c->prefixes, &prefixes,
                                         &n_prefixes);
     if (error) {
-        return error;
+        *errorp = error;
+        return NULL;
     }
     uint32_t *ids = pmd_core_ids(parts, n);
-    ac.endpoint = c->endpoint;
+    ac.endpoint = c->endpoints[i];
     ac.prefixes = prefixes;
     ac.n_prefixes = n_prefixes;
     ac.epoch_ns = c->epoch_ns;
@@ -765,68 +925,136 @@ agent_start(const struct agent_cfg *c, struct tpm_pmd **parts, size_t n)
     ac.queue_size = c->queue_size;
     ac.outage_buffer = c->outage_buffer;
     ac.backoff_max_ns = c->backoff_max_ns;
-    ac.tem_public_key = c->tem_key;
+    ac.tem_public_key = c->keys[i];
     ac.key_file = c->key_file;
     ac.insecure_plaintext = c->insecure;
-    agent = tpm_agent_create(&ac, &error);
+    struct tpm_agent *agent = tpm_agent_create(&ac, errorp);
     free(prefixes);
     if (!agent) {
         free(ids);
         COVERAGE_INC(tpm_agent_create_failed);
-        return error;
+        return NULL;
     }
-    agent_pmd_ids = ids;
-    agent_n_pmds = n;
-    agent_pmds_gen = tpm_ovs_snapshot_gen;
-    agent_started_ns = tpm_ovs_now_ns();
-    memset(&actr, 0, sizeof actr);
+
+    struct tem_link *l = xzalloc(sizeof *l);
+    l->endpoint = xstrdup(c->endpoints[i]);
+    l->tem_key = nullable_xstrdup(c->keys[i]);
+    l->agent = agent;
+    l->pmd_ids = ids;
+    l->n_pmds = n;
+    l->started_ns = tpm_ovs_now_ns();
+    ovs_list_init(&l->polls);
+    ovs_list_init(&l->batches);
     VLOG_INFO("TEM agent started: controller %s, host id %s, %"PRIuSIZE
-              " prefixes, %"PRIuSIZE" PMD threads", c->endpoint, ac.host_id,
-              n_prefixes, n);
-    return NULL;
+              " prefixes, %"PRIuSIZE" PMD threads", c->endpoints[i],
+              ac.host_id, n_prefixes, n);
+    return l;
 }
 
-/* Restarts the agent with 'agent_cfg' (if one is configured): it says
- * Hello again with the current PMDs. */
-static void
-agent_restart(struct tpm_pmd **parts, size_t n, const char *why)
+/* Makes the links those of 'c': a link whose endpoint and key 'c' keeps
+ * goes on untouched (unless 'restart_all'), the others stop, then those
+ * missing start (each stopped before its successor starts, so that two
+ * sessions of this host never share a TEM).  On error, returns it
+ * (caller frees) with the links that did not start missing: the caller
+ * applies the previous settings again. */
+static char *
+links_apply(const struct agent_cfg *c, bool restart_all,
+            struct tpm_pmd **parts, size_t n)
 {
-    agent_stop(parts, n);
-    if (agent_cfg.endpoint) {
-        VLOG_INFO("restarting the TEM agent: %s", why);
-        agent_restarts++;
-        COVERAGE_INC(tpm_agent_restart);
-        char *error = agent_start(&agent_cfg, parts, n);
-        if (error) {
-            VLOG_ERR("TEM agent not restarted: %s", error);
-            free(error);
+    struct tem_link **next = xcalloc(MAX(c->n_links, 1), sizeof *next);
+    uint64_t *restarts = xcalloc(MAX(c->n_links, 1), sizeof *restarts);
+    bool *fresh = xcalloc(MAX(c->n_links, 1), sizeof *fresh);
+
+    for (size_t i = 0; i < c->n_links; i++) {
+        for (size_t j = 0; j < n_links; j++) {
+            struct tem_link *l = links[j];
+            if (!l || strcmp(l->endpoint, c->endpoints[i])) {
+                continue;
+            }
+            if (!restart_all
+                && nullable_string_is_equal(l->tem_key, c->keys[i])) {
+                next[i] = l;
+            } else {
+                /* Restarted with new settings. */
+                restarts[i] = l->restarts + 1;
+                tem_link_stop(l, parts, n);
+            }
+            links[j] = NULL;
+            break;
         }
     }
+    if (n_links == 1 && c->n_links == 1 && links[0]) {
+        /* One TEM for another: a restart, as ever. */
+        restarts[0] = links[0]->restarts + 1;
+        tem_link_stop(links[0], parts, n);
+        links[0] = NULL;
+    }
+    for (size_t j = 0; j < n_links; j++) {
+        if (links[j]) {
+            VLOG_INFO("TEM agent for %s stopped (no longer in "
+                      "other_config:tpm-controller)", links[j]->endpoint);
+            tem_link_stop(links[j], parts, n);
+        }
+    }
+    free(links);
+    links = next;
+    n_links = c->n_links;
+
+    char *error = NULL;
+    for (size_t i = 0; i < c->n_links && !error; i++) {
+        if (!next[i]) {
+            next[i] = tem_link_start(c, i, parts, n, &error);
+            fresh[i] = next[i] != NULL;
+            if (next[i] && restarts[i]) {
+                next[i]->restarts = restarts[i];
+                agent_restarts++;
+                COVERAGE_INC(tpm_agent_restart);
+            }
+        }
+    }
+    if (error) {
+        /* Stop what started here; keep the links that went on. */
+        size_t k = 0;
+        for (size_t i = 0; i < c->n_links; i++) {
+            if (next[i] && fresh[i]) {
+                tem_link_stop(next[i], parts, n);
+            } else if (next[i]) {
+                next[k++] = next[i];
+            }
+        }
+        n_links = k;
+    }
+    free(restarts);
+    free(fresh);
+    return error;
 }
 
-/* Tells the agent when the PMD threads changed since its Hello: it says
- * Hello again, as the same run, so that the reports the TEM has not
- * confirmed (its outage buffer) reach the next session; the TEM's
- * events are installed again on the new session (TPM_AGENT_RESYNC). */
+/* Tells the agents when the PMD threads changed since their Hello: each
+ * says Hello again, as the same run, so that the reports its TEM has not
+ * confirmed (its outage buffer) reach the next session; each TEM's
+ * events are installed again on its new session (TPM_AGENT_RESYNC). */
 void
 tpm_ovs_agent_check_pmds(struct tpm_pmd **parts, size_t n)
 {
-    if (!agent || agent_pmds_gen == tpm_ovs_snapshot_gen) {
+    if (!n_links || agent_pmds_gen == tpm_ovs_snapshot_gen) {
         return;
     }
     agent_pmds_gen = tpm_ovs_snapshot_gen;
     uint32_t *ids = pmd_core_ids(parts, n);
-    if (n == agent_n_pmds && !memcmp(ids, agent_pmd_ids, n * sizeof *ids)) {
-        free(ids);
-        return;
+    for (size_t i = 0; i < n_links; i++) {
+        struct tem_link *l = links[i];
+        if (n == l->n_pmds && !memcmp(ids, l->pmd_ids, n * sizeof *ids)) {
+            continue;
+        }
+        VLOG_INFO("the PMD threads changed (%"PRIuSIZE" now): the TEM "
+                  "agent for %s says Hello again", n, l->endpoint);
+        l->pmd_restarts++;
+        tpm_agent_set_pmds(l->agent, ids, n);
+        free(l->pmd_ids);
+        l->pmd_ids = xmemdup(ids, MAX(n, 1) * sizeof *ids);
+        l->n_pmds = n;
     }
-    VLOG_INFO("the PMD threads changed (%"PRIuSIZE" now): the TEM agent "
-              "says Hello again", n);
-    agent_pmd_restarts++;
-    tpm_agent_set_pmds(agent, ids, n);
-    free(agent_pmd_ids);
-    agent_pmd_ids = ids;
-    agent_n_pmds = n;
+    free(ids);
 }
 
 /* Returns true if 's' is a valid host id (lib/agent.h). */
@@ -845,16 +1073,133 @@ host_id_valid(const char *s)
     return true;
 }
 
-/* Makes the host events hand the satisfactions of the TEM's events to
- * the agent (tpm_ovs_init(), before any event exists). */
+/* Splits the comma-separated 'list' into its items, each trimmed of
+ * white space, in '*itemsp' and '*np' (caller frees with strv_free()).
+ * Returns NULL, or an error (caller frees) for an empty item. */
+static char *
+list_split(const char *list, char ***itemsp, size_t *np)
+{
+    char **items = NULL;
+    size_t n = 0, cap = 0;
+    const char *p = list;
+
+    for (;;) {
+        const char *comma = strchr(p, ',');
+        const char *end = comma ? comma : p + strlen(p);
+        const char *b = p, *e = end;
+        while (b < e && isspace((unsigned char) *b)) {
+            b++;
+        }
+        while (e > b && isspace((unsigned char) e[-1])) {
+            e--;
+        }
+        if (b == e) {
+            strv_free(items, n);
+            *itemsp = NULL;
+            *np = 0;
+            return xasprintf("item %"PRIuSIZE" is empty", n + 1);
+        }
+        if (n == cap) {
+            items = x2nrealloc(items, &cap, sizeof *items);
+        }
+        items[n++] = xmemdup0(b, e - b);
+        if (!comma) {
+            break;
+        }
+        p = comma + 1;
+    }
+    *itemsp = items;
+    *np = n;
+    return NULL;
+}
+
+/* Reads other_config:tpm-controller ('endpoints') and tpm-controller-key
+ * ('keys', NULL if unset) into 'c'.  Returns NULL, or an error (caller
+ * frees) that names the key and what is wrong. */
+static char *
+agent_parse_links(const char *endpoints, const char *keys,
+                  struct agent_cfg *c)
+{
+    size_t max_endpoint = MEMBER_SIZEOF(struct tpm_agent_status,
+                                        endpoint) - 1;
+    char **eps, **ks = NULL, **zmq;
+    size_t n, n_keys = 0;
+    char *error = list_split(endpoints, &eps, &n);
+    if (error) {
+        char *e = xasprintf("other_config:tpm-controller=\"%s\" rejected: "
+                            "%s (a comma-separated list of endpoints)",
+                            endpoints, error);
+        free(error);
+        return e;
+    }
+
+    /* Each endpoint valid, and none twice (however it is spelled). */
+    zmq = xcalloc(n, sizeof *zmq);
+    for (size_t i = 0; i < n && !error; i++) {
+        char *why;
+        if (strlen(eps[i]) > max_endpoint) {
+            error = xasprintf("other_config:tpm-controller rejected: "
+                              "endpoint %"PRIuSIZE" is longer than "
+                              "%"PRIuSIZE" characters", i + 1,
+                              max_endpoint);
+        } else if ((why = tpm_agent_parse_endpoint(eps[i], &zmq[i]))) {
+            error = xasprintf("other_config:tpm-controller rejected: "
+                              "endpoint \"%s\": %s", eps[i], why);
+            free(why);
+        } else {
+            for (size_t j = 0; j < i; j++) {
+                if (!strcmp(zmq[i], zmq[j])) {
+                    error = xasprintf("other_config:tpm-controller "
+                                      "rejected: \"%s\" and \"%s\" are "
+                                      "the same endpoint", eps[j], eps[i]);
+                    break;
+                }
+            }
+        }
+    }
+    strv_free(zmq, n);
+
+    /* One key for every TEM, or one each in the endpoints' order. */
+    if (!error && keys && strchr(keys, ',')) {
+        char *why = list_split(keys, &ks, &n_keys);
+        if (why) {
+            error = xasprintf("other_config:tpm-controller-key rejected: "
+                              "%s", why);
+            free(why);
+        } else if (n_keys != n) {
+            error = xasprintf("other_config:tpm-controller-key rejected: "
+                              "%"PRIuSIZE" keys for %"PRIuSIZE" endpoints "
+                              "(give one key for every TEM, or one per "
+                              "endpoint of tpm-controller, in its order)",
+                              n_keys, n);
+        }
+    }
+    if (error) {
+        strv_free(eps, n);
+        strv_free(ks, n_keys);
+        return error;
+    }
+    c->n_links = n;
+    c->endpoints = eps;
+    c->keys = xcalloc(n, sizeof *c->keys);
+    for (size_t i = 0; i < n; i++) {
+        c->keys[i] = ks ? xstrdup(ks[i]) : nullable_xstrdup(keys);
+    }
+    strv_free(ks, n_keys);
+    return NULL;
+}
+
+/* Makes the host events hand the satisfactions of the TEMs' events to
+ * the agents (tpm_ovs_init(), before any event exists). */
 void
 tpm_ovs_agent_init(void)
 {
     tpm_ovs_event_set_tem_sink(tem_send_satisfaction, NULL);
 }
 
-/* Reads the agent's knobs.  Any change restarts the agent; an invalid
- * value is logged and the previous settings stay. */
+/* Reads the agents' knobs.  A change of the endpoint list starts and
+ * stops the links that changed; any other change restarts them all; an
+ * invalid value is logged and the previous settings stay. */
 void
 tpm_ovs_agent_set_config(const struct smap *cfg)
 {
@@ -870,15 +1215,18 @@ tpm_ovs_agent_set_config(const struct smap *cfg)
     c.backoff_max_ns = defaults.backoff_max_ns;
     c.epoch_ns = tpm_ovs_knobs.params.epoch_ns;
 
+    /* The endpoints and the CURVE keys of their TEMs (docs/operations.md,
+     * "Keys"; the keys are checked by the agents). */
     const char *endpoint = smap_get(cfg, "tpm-controller");
-    size_t max_endpoint = MEMBER_SIZEOF(struct tpm_agent_status,
-                                        endpoint) - 1;
-    if (endpoint && strlen(endpoint) > max_endpoint) {
-        VLOG_WARN_RL(&rl, "other_config:tpm-controller rejected: longer "
-                     "than %"PRIuSIZE" characters", max_endpoint);
-        ok = false;
-    } else if (endpoint && endpoint[0]) {
-        c.endpoint = xstrdup(endpoint);
+    if (endpoint && endpoint[0]) {
+        char *error = agent_parse_links(endpoint,
+                                        smap_get(cfg, "tpm-controller-key"),
+                                        &c);
+        if (error) {
+            VLOG_WARN_RL(&rl, "%s", error);
+            free(error);
+            ok = false;
+        }
     }
 
     const char *host_id = smap_get(cfg, "tpm-host-id");
@@ -911,8 +1259,6 @@ tpm_ovs_agent_set_config(const struct smap *cfg)
         c.prefixes = xstrdup(prefixes);
     }
 
-    /* CURVE keys (docs/operations.md, "Keys"); checked by the agent. */
-    c.tem_key = nullable_xstrdup(smap_get(cfg, "tpm-controller-key"));
     c.key_file = nullable_xstrdup(smap_get(cfg, "tpm-host-key-file"));
     ok &= tpm_ovs_knob_bool(cfg, "tpm-controller-insecure", &c.insecure);
 
@@ -938,23 +1284,25 @@ tpm_ovs_agent_set_config(const struct smap *cfg)
 
     size_t n;
     struct tpm_pmd **parts = tpm_ovs_pmds_snapshot(&n);
-    bool was_running = agent != NULL;
-    agent_stop(parts, n);
-    error = c.endpoint ? agent_start(&c, parts, n) : NULL;
+    bool was_running = n_links > 0;
+    error = links_apply(&c, !agent_cfg_common_equal(&c, &agent_cfg),
+                        parts, n);
     if (error) {
         VLOG_ERR("TEM agent for other_config:tpm-controller=\"%s\" not "
-                 "started: %s; keeping the previous settings", c.endpoint,
+                 "started: %s; keeping the previous settings", endpoint,
                  error);
         free(error);
         agent_cfg_destroy(&c);
-        if (was_running) {
-            agent_restart(parts, n, "new settings rejected");
+        if (agent_cfg.n_links) {
+            VLOG_INFO("restarting the TEM agent: new settings rejected");
+            error = links_apply(&agent_cfg, false, parts, n);
+            if (error) {
+                VLOG_ERR("TEM agent not restarted: %s", error);
+                free(error);
+            }
         }
     } else {
-        if (was_running && c.endpoint) {
-            agent_restarts++;
-            COVERAGE_INC(tpm_agent_restart);
-        } else if (was_running) {
+        if (was_running && !c.n_links) {
             VLOG_INFO("TEM agent stopped (other_config:tpm-controller "
                       "unset)");
         }
@@ -964,28 +1312,40 @@ tpm_ovs_agent_set_config(const struct smap *cfg)
     free(parts);
 }
 
-/* Appends to 's' a line on the agent for tpm/stats. */
+/* The number of TEM events link 'l' owns (all of them for NULL). */
+static size_t
+tem_events_count(const struct tem_link *l)
+{
+    size_t n = 0;
+    struct host_event *he;
+    LIST_FOR_EACH (he, node, &tpm_ovs_host_events) {
+        n += he->tem && (!l || he->tem_link == l);
+    }
+    return n;
+}
+
+/* Appends to 's' a line on each agent for tpm/stats. */
 void
 tpm_ovs_agent_format_summary(struct ds *s)
 {
-    if (!agent) {
+    if (!n_links) {
         ds_put_cstr(s, "controller: none\n");
         return;
     }
-    struct tpm_agent_status st;
-    size_t n_tem = 0;
-    struct host_event *he;
-    LIST_FOR_EACH (he, node, &tpm_ovs_host_events) {
-        n_tem += he->tem;
+    for (size_t i = 0; i < n_links; i++) {
+        struct tem_link *l = links[i];
+        struct tpm_agent_status st;
+        tpm_agent_get_status(l->agent, &st);
+        ds_put_format(s, "controller: %s, %s; messages in %"PRIu64", out "
+                      "%"PRIu64", dropped in %"PRIu64", out %"PRIu64
+                      "; reports acked %"PRIu64", pending %"PRIu64
+                      ", dropped %"PRIu64"; TEM events %"PRIuSIZE
+                      ", polls pending %"PRIuSIZE"\n",
+                      st.endpoint, tpm_agent_state_name(st.state),
+                      st.msgs_in, st.msgs_out, st.drops_in, st.drops_out,
+                      st.acked, st.pending, st.dropped_outage,
+                      tem_events_count(l), l->n_polls);
     }
-    tpm_agent_get_status(agent, &st);
-    ds_put_format(s, "controller: %s, %s; messages in %"PRIu64", out "
-                  "%"PRIu64", dropped in %"PRIu64", out %"PRIu64"; reports "
-                  "acked %"PRIu64", pending %"PRIu64", dropped %"PRIu64
-                  "; TEM events %"PRIuSIZE", polls pending %"PRIuSIZE"\n",
-                  st.endpoint, tpm_agent_state_name(st.state), st.msgs_in,
-                  st.msgs_out, st.drops_in, st.drops_out, st.acked,
-                  st.pending, st.dropped_outage, n_tem, tem_polls_n);
 }
 
 /* Formats an age in seconds ("never" if 'then' is 0). */
@@ -1000,6 +1360,84 @@ format_age(struct ds *s, uint64_t then, uint64_t now)
     }
 }
 
+/* Appends link 'l''s session and counters, whose agent status is 'st',
+ * to 's'. */
+static void
+tem_link_format(struct ds *s, const struct tem_link *l,
+                const struct tpm_agent_status *st, uint64_t now)
+{
+    const struct agent_counters *c = &l->ctr;
+    char t[32];
+
+    ds_put_format(s, "controller: %s\n", st->endpoint);
+    ds_put_format(s, "state: %s\n", tpm_agent_state_name(st->state));
+    ds_put_format(s, "host id: %s\n", st->host_id);
+    ds_put_format(s, "tem id: %s, protocol version: %"PRIu32"\n",
+                  st->tem_id[0] ? st->tem_id : "-", st->version);
+    ds_put_format(s, "prefixes: %s\n",
+                  agent_cfg.prefixes[0] ? agent_cfg.prefixes : "-");
+    ds_put_format(s, "epoch: %s, PMD cores:",
+                  tpm_time_format(agent_cfg.epoch_ns, t, sizeof t));
+    for (size_t i = 0; i < l->n_pmds; i++) {
+        ds_put_format(s, " %"PRIu32, l->pmd_ids[i]);
+    }
+    ds_put_format(s, "%s\n", l->n_pmds ? "" : " none");
+    ds_put_format(s, "sessions: %"PRIu64", reconnects: %"PRIu64", agent "
+                  "restarts: %"PRIu64", new Hellos for new PMD threads: "
+                  "%"PRIu64" (started ", st->sessions, st->reconnects,
+                  l->restarts, l->pmd_restarts);
+    format_age(s, l->started_ns, now);
+    ds_put_cstr(s, ")\n");
+    ds_put_format(s, "frames in: %"PRIu64", out: %"PRIu64"\n",
+                  st->frames_in, st->frames_out);
+    ds_put_format(s, "messages in: %"PRIu64", out: %"PRIu64"\n",
+                  st->msgs_in, st->msgs_out);
+    ds_put_format(s, "invalid in: %"PRIu64"\n", st->invalid_in);
+    ds_put_format(s, "drops in: %"PRIu64" (command queue full), out: "
+                  "%"PRIu64" (acks, nacks, poll batch replies: queue full or "
+                  "no session)\n",
+                  st->drops_in, st->drops_out);
+    ds_put_format(s, "reports (satisfactions, PollReplies): %"PRIu64
+                  ": acked %"PRIu64", unconfirmed %"PRIu64", dropped "
+                  "%"PRIu64" (outage buffer of %"PRIu32" full), dropped "
+                  "%"PRIu64" (tenants', TEM older than version 4), pending "
+                  "%"PRIu64"; sent late %"PRIu64"\n", st->reports, st->acked,
+                  st->unconfirmed, st->dropped_outage,
+                  agent_cfg.outage_buffer, st->dropped_tenant, st->pending,
+                  st->late_sent);
+    ds_put_cstr(s, "last message in: ");
+    format_age(s, st->last_rx_ns, now);
+    ds_put_cstr(s, "\nlast error: ");
+    if (st->last_error[0]) {
+        ds_put_format(s, "%s (", st->last_error);
+        format_age(s, st->last_error_ns, now);
+        ds_put_cstr(s, ")\n");
+    } else {
+        ds_put_cstr(s, "none\n");
+    }
+    ds_put_format(s, "commands: installs %"PRIu64", removes %"PRIu64
+                  ", polls %"PRIu64", resyncs %"PRIu64", configures %"PRIu64
+                  ", refused (nacks) %"PRIu64"\n", c->installs,
+                  c->removes, c->polls, c->resyncs, c->configures,
+                  c->nacks);
+    ds_put_format(s, "sent: satisfactions %"PRIu64" (dropped %"PRIu64
+                  "), replies %"PRIu64" (dropped %"PRIu64")\n",
+                  c->satisfactions, c->satisfactions_dropped,
+                  c->replies, c->replies_dropped);
+    ds_put_format(s, "polls: pending %"PRIuSIZE", answered incomplete "
+                  "%"PRIu64", not yet %"PRIu64", cancelled %"PRIu64
+                  ", batches %"PRIu64"\n",
+                  l->n_polls, c->polls_incomplete, c->polls_not_yet,
+                  c->polls_cancelled, c->poll_batches);
+    if (n_links > 1) {
+        ds_put_format(s, "cluster: events owned %"PRIuSIZE", taken over "
+                      "%"PRIu64", lost to another TEM %"PRIu64", removes "
+                      "of another TEM's events %"PRIu64" (acked, left)\n",
+                      tem_events_count(l), c->taken_over, c->lost,
+                      c->removes_not_owned);
+    }
+}
+
 void
 tpm_unixctl_controller_show(struct unixctl_conn *conn, int argc OVS_UNUSED,
                             const char *argv[] OVS_UNUSED,
@@ -1007,7 +1445,7 @@ tpm_unixctl_controller_show(struct unixctl_conn *conn, int argc OVS_UNUSED,
 {
     struct ds s = DS_EMPTY_INITIALIZER;
 
-    if (!agent) {
+    if (!n_links) {
         ds_put_cstr(&s, "no controller (other_config:tpm-controller is not "
                     "set)\n");
         unixctl_command_reply(conn, ds_cstr(&s));
@@ -1015,70 +1453,83 @@ tpm_unixctl_controller_show(struct unixctl_conn *conn, int argc OVS_UNUSED,
         return;
     }
 
-    struct tpm_agent_status st;
+    /* Each TEM's session; with several, their sums. */
     uint64_t now = tpm_ovs_now_ns();
-    char t[32];
-    tpm_agent_get_status(agent, &st);
-    ds_put_format(&s, "controller: %s\n", st.endpoint);
-    ds_put_format(&s, "state: %s\n", tpm_agent_state_name(st.state));
-    ds_put_format(&s, "host id: %s\n", st.host_id);
-    ds_put_format(&s, "tem id: %s, protocol version: %"PRIu32"\n",
-                  st.tem_id[0] ? st.tem_id : "-", st.version);
-    ds_put_format(&s, "prefixes: %s\n",
-                  agent_cfg.prefixes[0] ? agent_cfg.prefixes : "-");
-    ds_put_format(&s, "epoch: %s, PMD cores:",
-                  tpm_time_format(agent_cfg.epoch_ns, t, sizeof t));
-    for (size_t i = 0; i < agent_n_pmds; i++) {
-        ds_put_format(&s, " %"PRIu32, agent_pmd_ids[i]);
+    struct tpm_agent_status tot;
+    struct agent_counters ctot;
+    uint64_t restarts = 0;
+    size_t n_connected = 0, n_polls = 0;
+    memset(&tot, 0, sizeof tot);
+    memset(&ctot, 0, sizeof ctot);
+    for (size_t i = 0; i < n_links; i++) {
+        const struct tem_link *l = links[i];
+        const struct agent_counters *c = &l->ctr;
+        struct tpm_agent_status st;
+        tpm_agent_get_status(l->agent, &st);
+        if (n_links > 1) {
+            ds_put_format(&s, "%s--- TEM %"PRIuSIZE" of %"PRIuSIZE"\n",
+                          i ? "\n" : "", i + 1, n_links);
+        }
+        tem_link_format(&s, l, &st, now);
+        n_connected += st.state == TPM_AGENT_CONNECTED;
+        tot.sessions += st.sessions;
+        tot.reconnects += st.reconnects;
+        tot.msgs_in += st.msgs_in;
+        tot.msgs_out += st.msgs_out;
+        tot.drops_in += st.drops_in;
+        tot.drops_out += st.drops_out;
+        tot.reports += st.reports;
+        tot.acked += st.acked;
+        tot.unconfirmed += st.unconfirmed;
+        tot.dropped_outage += st.dropped_outage;
+        tot.dropped_tenant += st.dropped_tenant;
+        tot.pending += st.pending;
+        restarts += l->restarts;
+        n_polls += l->n_polls;
+        ctot.installs += c->installs;
+        ctot.removes += c->removes;
+        ctot.polls += c->polls;
+        ctot.resyncs += c->resyncs;
+        ctot.configures += c->configures;
+        ctot.nacks += c->nacks;
+        ctot.satisfactions += c->satisfactions;
+        ctot.satisfactions_dropped += c->satisfactions_dropped;
+        ctot.replies += c->replies;
+        ctot.replies_dropped += c->replies_dropped;
+        ctot.taken_over += c->taken_over;
+        ctot.removes_not_owned += c->removes_not_owned;
     }
-    ds_put_format(&s, "%s\n", agent_n_pmds ? "" : " none");
-    ds_put_format(&s, "sessions: %"PRIu64", reconnects: %"PRIu64", agent "
-                  "restarts: %"PRIu64", new Hellos for new PMD threads: "
-                  "%"PRIu64" (started ", st.sessions, st.reconnects,
-                  agent_restarts, agent_pmd_restarts);
-    format_age(&s, agent_started_ns, now);
-    ds_put_cstr(&s, ")\n");
-    ds_put_format(&s, "frames in: %"PRIu64", out: %"PRIu64"\n",
-                  st.frames_in, st.frames_out);
-    ds_put_format(&s, "messages in: %"PRIu64", out: %"PRIu64"\n",
-                  st.msgs_in, st.msgs_out);
-    ds_put_format(&s, "invalid in: %"PRIu64"\n", st.invalid_in);
-    ds_put_format(&s, "drops in: %"PRIu64" (command queue full), out: "
-                  "%"PRIu64" (acks, nacks, poll batch replies: queue full or "
-                  "no session)\n",
-                  st.drops_in, st.drops_out);
-    ds_put_format(&s, "reports (satisfactions, PollReplies): %"PRIu64
-                  ": acked %"PRIu64", unconfirmed %"PRIu64", dropped "
-                  "%"PRIu64" (outage buffer of %"PRIu32" full), dropped "
-                  "%"PRIu64" (tenants', TEM older than version 4), pending "
-                  "%"PRIu64"; sent late %"PRIu64"\n", st.reports, st.acked,
-                  st.unconfirmed, st.dropped_outage,
-                  agent_cfg.outage_buffer, st.dropped_tenant, st.pending,
-                  st.late_sent);
-    ds_put_cstr(&s, "last message in: ");
-    format_age(&s, st.last_rx_ns, now);
-    ds_put_cstr(&s, "\nlast error: ");
-    if (st.last_error[0]) {
-        ds_put_format(&s, "%s (", st.last_error);
-        format_age(&s, st.last_error_ns, now);
-        ds_put_cstr(&s, ")\n");
-    } else {
-        ds_put_cstr(&s, "none\n");
+    if (n_links > 1) {
+        ds_put_format(&s, "\n--- total: %"PRIuSIZE" TEMs, %"PRIuSIZE
+                      " connected\n", n_links, n_connected);
+        ds_put_format(&s, "sessions: %"PRIu64", reconnects: %"PRIu64
+                      ", agent restarts: %"PRIu64" (since ovs-vswitchd "
+                      "started: %"PRIu64")\n", tot.sessions, tot.reconnects,
+                      restarts, agent_restarts);
+        ds_put_format(&s, "messages in: %"PRIu64", out: %"PRIu64"; drops "
+                      "in: %"PRIu64", out: %"PRIu64"\n", tot.msgs_in,
+                      tot.msgs_out, tot.drops_in, tot.drops_out);
+        ds_put_format(&s, "reports: %"PRIu64": acked %"PRIu64
+                      ", unconfirmed %"PRIu64", dropped %"PRIu64
+                      " (outage buffers full), dropped %"PRIu64
+                      " (tenants'), pending %"PRIu64"\n", tot.reports,
+                      tot.acked, tot.unconfirmed, tot.dropped_outage,
+                      tot.dropped_tenant, tot.pending);
+        ds_put_format(&s, "commands: installs %"PRIu64", removes %"PRIu64
+                      ", polls %"PRIu64", resyncs %"PRIu64", configures "
+                      "%"PRIu64", refused (nacks) %"PRIu64"\n",
+                      ctot.installs, ctot.removes, ctot.polls, ctot.resyncs,
+                      ctot.configures, ctot.nacks);
+        ds_put_format(&s, "sent: satisfactions %"PRIu64" (dropped %"PRIu64
+                      "), replies %"PRIu64" (dropped %"PRIu64")\n",
+                      ctot.satisfactions, ctot.satisfactions_dropped,
+                      ctot.replies, ctot.replies_dropped);
+        ds_put_format(&s, "cluster: taken over %"PRIu64", removes of "
+                      "another TEM's events %"PRIu64" (acked, left), polls "
+                      "pending %"PRIuSIZE"\n", ctot.taken_over,
+                      ctot.removes_not_owned, n_polls);
+        ds_put_cstr(&s, "\n");
     }
-    ds_put_format(&s, "commands: installs %"PRIu64", removes %"PRIu64
-                  ", polls %"PRIu64", resyncs %"PRIu64", configures %"PRIu64
-                  ", refused (nacks) %"PRIu64"\n", actr.installs,
-                  actr.removes, actr.polls, actr.resyncs, actr.configures,
-                  actr.nacks);
-    ds_put_format(&s, "sent: satisfactions %"PRIu64" (dropped %"PRIu64
-                  "), replies %"PRIu64" (dropped %"PRIu64")\n",
-                  actr.satisfactions, actr.satisfactions_dropped,
-                  actr.replies, actr.replies_dropped);
-    ds_put_format(&s, "polls: pending %"PRIuSIZE", answered incomplete "
-                  "%"PRIu64", not yet %"PRIu64", cancelled %"PRIu64
-                  ", batches %"PRIu64"\n",
-                  tem_polls_n, actr.polls_incomplete, actr.polls_not_yet,
-                  actr.polls_cancelled, actr.poll_batches);
 
     size_t n;
     struct tpm_pmd **parts = tpm_ovs_pmds_snapshot(&n);
@@ -1104,8 +1555,13 @@ tpm_unixctl_controller_show(struct unixctl_conn *conn, int argc OVS_UNUSED,
                           he->no_split_why ? he->no_split_why : "-");
         }
         ds_put_format(&ev, ", satisfactions %"PRIu64", sent %"PRIu64
-                      " (dropped %"PRIu64")\n", he->n_reports, he->n_sent,
+                      " (dropped %"PRIu64")", he->n_reports, he->n_sent,
                       he->n_send_dropped);
+        if (n_links > 1) {
+            ds_put_format(&ev, ", owner %s",
+                          he->tem_link ? he->tem_link->endpoint : "-");
+        }
+        ds_put_cstr(&ev, "\n");
     }
     free(parts);
     ds_put_format(&s, "TEM events: %"PRIuSIZE"\n%s", n_tem, ds_cstr(&ev));
@@ -1115,36 +1571,39 @@ tpm_unixctl_controller_show(struct unixctl_conn *conn, int argc OVS_UNUSED,
 }
 
 
-/* The main loop's wakeups for the agent: a command queued, or PMDs that
- * came or went (the agent says Hello again). */
+/* The main loop's wakeups for the agents: a command queued, or PMDs that
+ * came or went (the agents say Hello again). */
 void
 tpm_ovs_agent_wait(void)
 {
-    if (!agent) {
+    if (!n_links) {
         return;
     }
-    if (agent_backlog) {
-        poll_immediate_wake();
-    } else if (tem_polls_n < agent_cfg.queue_size) {
-        if (!ovs_list_is_empty(&tem_batches)) {
+    for (size_t i = 0; i < n_links; i++) {
+        struct tem_link *l = links[i];
+        if (l->backlog) {
             poll_immediate_wake();
+        } else if (l->n_polls < agent_cfg.queue_size) {
+            if (!ovs_list_is_empty(&l->batches)) {
+                poll_immediate_wake();
+            }
+            /* A command from the TEM wakes us at once. */
+            poll_fd_wait(tpm_agent_fd(l->agent), POLLIN);
         }
-        /* A command from the TEM wakes us at once. */
-        poll_fd_wait(tpm_agent_fd(agent), POLLIN);
     }
     if (tpm_ovs_pmds_gen() != agent_pmds_gen) {
         poll_immediate_wake();
     }
 }
 
-/* Gives the agent the 'n' PMDs' counters 'stats', summed, for its
- * heartbeats (the TEM's metrics).  About once a second. */
+/* Gives the agents the 'n' PMDs' counters 'stats', summed, for their
+ * heartbeats (the TEMs' metrics).  About once a second. */
 void
 tpm_ovs_agent_counters(const struct tpm_stats *stats, size_t n)
 {
     struct tproto_host_counters c;
 
-    if (!agent) {
+    if (!n_links) {
         return;
     }
     memset(&c, 0, sizeof c);
@@ -1159,5 +1618,7 @@ tpm_ovs_agent_counters(const struct tpm_stats *stats, size_t n)
         c.dos_skipped += st->dos_skipped_pkts;
         c.dos_passed += st->dos_passed;
     }
-    tpm_agent_set_counters(agent, &c);
+    for (size_t i = 0; i < n_links; i++) {
+        tpm_agent_set_counters(links[i]->agent, &c);
+    }
 }

@@ -12,7 +12,8 @@
  *                      registered
  *   tpm-ovs-stats.c    tpm/stats and tpm/flows
  *   tpm-ovs-dos.c      the DoS threshold, profile and model commands
- *   tpm-ovs-agent.c    the TEM agent glue (tpm/controller-show)
+ *   tpm-ovs-agent.c    the TEM agent glue, one agent per TEM
+ *                      (tpm/controller-show)
  *   tpm-ovs-event.c    host events, their satisfactions and the local TEM
  *                      (tpm/event-*, tpm/reports)
  *   tpm-ovs-request.c  requests to the PMDs and the operations made of
@@ -51,6 +52,7 @@
 #include "tpm.h"
 
 struct smap;
+struct tem_link;
 struct unixctl_conn;
 
 /* Knobs (ovsdb Open_vSwitch other_config), with their current values. */
@@ -160,7 +162,12 @@ struct host_event {
 
     /* Installed by the TEM. */
     bool tem;
-    uint32_t tem_id;            /* The TEM's id for it. */
+    uint32_t tem_id;            /* The TEM's id for it (a cluster's ids
+                                 * are the cluster's: one id, one event,
+                                 * whichever TEM installs it). */
+    struct tem_link *tem_link;  /* The agent whose TEM owns it: the one
+                                 * that installed it last
+                                 * (tpm-ovs-agent.c). */
     bool has_share;             /* Threshold replaced by the TEM. */
     double share;
     uint64_t n_sent;            /* Satisfactions handed to the agent. */
@@ -222,13 +229,15 @@ struct pmd_req {
     struct tpm_report r;        /* DONE: the reply ('r.error' owned). */
 };
 
-/* Who waits for an operation: a unixctl command, the TEM, or nobody.
- * The TEM is answered through 'reply', which tpm-ovs-agent.c sets
- * (tpm-ovs-request.c and tpm-ovs-event.c know nothing of the agent). */
+/* Who waits for an operation: a unixctl command, a TEM, or nobody.
+ * A TEM is answered through 'reply', which tpm-ovs-agent.c sets, on its
+ * agent 'tem_link' (tpm-ovs-request.c and tpm-ovs-event.c know nothing
+ * of the agents). */
 struct op_client {
     struct unixctl_conn *conn;
     /* Answers the TEM's command (ack, or nack with 'error'), or NULL: */
     void (*reply)(const struct op_client *, const char *error);
+    struct tem_link *tem_link;          /* ...the agent it came from, */
     enum tpm_agent_cmd_type tem_type;   /* ...the command's. */
     uint64_t tem_cookie;
     uint32_t tem_event_id;
@@ -326,7 +335,7 @@ bool tpm_ovs_req_reply(const struct tpm_report *);
 void tpm_ovs_ops_begin(void);
 void tpm_ovs_ops_run(struct tpm_pmd **, size_t n);
 void tpm_ovs_ops_wait(void);
-void tpm_ovs_ops_forget_tem(void);
+void tpm_ovs_ops_forget_tem(const struct tem_link *);
 void tpm_ovs_ops_count(size_t *n_ops, size_t *n_reqs);
 
 /* tpm-ovs-event.c */

@@ -282,13 +282,16 @@ tpm_ovs_ops_count(size_t *n_ops, size_t *n_reqs)
     *n_reqs = hmap_count(&reqs);
 }
 
-/* The TEM's session is over: nobody waits for the operations it asked
- * for any more (they still complete). */
+/* The session of the TEM of agent 'link' is over: nobody waits for the
+ * operations it asked for any more (they still complete).  The other
+ * TEMs' operations are left alone. */
 void
-tpm_ovs_ops_forget_tem(void)
+tpm_ovs_ops_forget_tem(const struct tem_link *link)
 {
     struct op *op;
     LIST_FOR_EACH (op, node, &ops) {
-        op->client.reply = NULL;
+        if (op->client.tem_link == link) {
+            op->client.reply = NULL;
+        }
     }
 }

@@ -40,7 +40,8 @@
  * session and outage buffer.  Event ids are the cluster's, so the
  * monitor holds the events of every TEM at once; each event belongs to
  * the TEM that installed it last (a TEM taking over another's event
- * installs it again), which alone gets its satisfactions and polls it.
+ * installs it again), which alone gets its satisfactions and polls it;
+ * a remove from another TEM is acked and leaves it to its owner.
  * A takeover whose definition and threshold share are those installed
  * keeps the monitor's event (its history answers the new owner's polls
  * of past epochs), and the satisfactions of that event the old owner's
@@ -413,13 +414,22 @@ tem_install(struct replay *r, struct tem_link *link,
     tpm_agent_send_ack(link->agent, cmd->cookie, cmd->event_id);
 }
 
+/* Removes TEM event 'cmd->event_id' if 'link' installed it.  One that
+ * another TEM of the cluster installed since (took over) is acked and
+ * left: the TEM asking no longer has it here, which is what it asks, and
+ * the owner still wants it (a nack would report an error for the
+ * ordinary order of a rebalance, the new owner's install first). */
 static void
 tem_remove(struct replay *r, struct tem_link *link,
            const struct tpm_agent_cmd *cmd)
 {
-    size_t i = tem_find(link, cmd->event_id);
+    size_t i = tem_find(link, cmd->event_id), j;
 
     link->tem.removes++;
+    if (i == SIZE_MAX && tem_owner(r, cmd->event_id, &j)) {
+        tpm_agent_send_ack(link->agent, cmd->cookie, cmd->event_id);
+        return;
+    }
     if (i == SIZE_MAX || tpm_event_del(r->tpm, cmd->event_id)) {
         link->tem.remove_errors++;
         tpm_agent_send_nack(link->agent, cmd->cookie, cmd->event_id,
