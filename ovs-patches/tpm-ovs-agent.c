@@ -19,7 +19,11 @@
  *     moved the event to that TEM, which installs it on its hosts):
  *     counted ('taken_over' of the new owner, 'lost' of the old),
  *     logged.  The same definition and share keep the event on the PMDs
- *     as it is (its history too); a different one replaces it.
+ *     as it is (its history too), and the old owner's agent hands over
+ *     the event's satisfactions its TEM never confirmed, which go to the
+ *     new owner flagged late (tpm_agent_hand_over(); the new owner
+ *     decides them from the hosts' history); a different one replaces
+ *     it.
  *   - A remove from a link that does not own the id is acked and leaves
  *     the event: the TEM that sent it no longer has the event here,
  *     which is all it asked for, while the owner still wants it.  A nack
@@ -102,6 +106,11 @@ struct agent_counters {
     uint64_t lost;              /* Its events another link took over. */
     uint64_t removes_not_owned; /* Removes of an event another link owns:
                                  * acked, event left. */
+    uint64_t handed_in;         /* Satisfactions another link's agent
+                                 * handed over, sent to this TEM. */
+    uint64_t handed_dropped;    /* Handed over by this link's agent, but
+                                 * the event has no other owner now, or
+                                 * its agent dropped them. */
 };
 
 /* One agent: the host's session with one TEM. */
@@ -305,9 +314,10 @@ tem_client(struct tem_link *l, const struct tpm_agent_cmd *cmd)
 }
 
 /* Link 'l''s TEM installs 'he', which another link owns: it takes it
- * over. */
+ * over.  With 'same' (the event stays as it is), what the other link's
+ * agent holds unconfirmed of it is handed over to 'l''s. */
 static void
-tem_take_over(struct tem_link *l, struct host_event *he)
+tem_take_over(struct tem_link *l, struct host_event *he, bool same)
 {
     static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(5, 20);
     struct tem_link *from = he->tem_link;
@@ -315,6 +325,9 @@ tem_take_over(struct tem_link *l, struct host_event *he)
     l->ctr.taken_over++;
     if (from) {
         from->ctr.lost++;
+        if (same) {
+            tpm_agent_hand_over(from->agent, he->tem_id, true);
+        }
     }
     COVERAGE_INC(tpm_agent_takeover);
     VLOG_INFO_RL(&rl, "TEM event id %"PRIu32" (%s) taken over by the TEM "
@@ -367,12 +380,16 @@ tem_install(struct tem_link *l, const struct tpm_agent_cmd *cmd,
         free(name);
         goto refuse;
     }
+    bool same = (old && old == other && !strcmp(old->def->text, ev->text)
+                 && old->has_share == cmd->has_threshold
+                 && (!cmd->has_threshold || old->share == cmd->threshold));
     if (old && old->tem_link != l) {
-        tem_take_over(l, old);
+        tem_take_over(l, old, same);
     }
-    if (old && old == other && !strcmp(old->def->text, ev->text)
-        && old->has_share == cmd->has_threshold
-        && (!cmd->has_threshold || old->share == cmd->threshold)) {
+    /* A hand-over of this event by 'l''s agent, if one is under way, is
+     * called off: its TEM owns the event again. */
+    tpm_agent_hand_over(l->agent, cmd->event_id, false);
+    if (same) {
         /* Installed already, as asked. */
         tpm_event_destroy(ev);
         free(name);
@@ -788,6 +805,35 @@ tem_link_run(struct tem_link *l, struct tpm_pmd **parts, size_t n)
     }
 }
 
+/* Sends what link 'l''s agent handed over (tem_take_over()) to the
+ * events' owners now. */
+static void
+tem_link_take_handed(struct tem_link *l)
+{
+    static struct vlog_rate_limit rl = VLOG_RATE_LIMIT_INIT(5, 20);
+    struct tpm_agent_report h[64];
+    size_t n;
+
+    while ((n = tpm_agent_take_handed(l->agent, h, ARRAY_SIZE(h)))) {
+        for (size_t i = 0; i < n; i++) {
+            struct host_event *he = tem_event_find(h[i].event_id);
+            struct tem_link *owner = he ? he->tem_link : NULL;
+            if (owner && owner != l
+                && tpm_agent_send_handed(owner->agent, &h[i])) {
+                owner->ctr.handed_in++;
+                continue;
+            }
+            l->ctr.handed_dropped++;
+            COVERAGE_INC(tpm_agent_send_dropped);
+            VLOG_WARN_RL(&rl, "satisfaction of TEM event id %"PRIu32" for "
+                         "epoch %"PRIu64" handed over by the TEM at %s not "
+                         "sent: %s", h[i].event_id, h[i].epoch, l->endpoint,
+                         !owner || owner == l ? "no other TEM owns the event"
+                                              : "agent queue full");
+        }
+    }
+}
+
 /* Executes the TEMs' commands queued by the agents (a bounded number per
  * agent); tpm_ovs_run() then queues what they ask of the PMDs. */
 void
@@ -795,6 +841,7 @@ tpm_ovs_agent_run(struct tpm_pmd **parts, size_t n)
 {
     for (size_t i = 0; i < n_links; i++) {
         tem_link_run(links[i], parts, n);
+        tem_link_take_handed(links[i]);
     }
 }
 
@@ -1432,9 +1479,12 @@ tem_link_format(struct ds *s, const struct tem_link *l,
     if (n_links > 1) {
         ds_put_format(s, "cluster: events owned %"PRIuSIZE", taken over "
                       "%"PRIu64", lost to another TEM %"PRIu64", removes "
-                      "of another TEM's events %"PRIu64" (acked, left)\n",
+                      "of another TEM's events %"PRIu64" (acked, left); "
+                      "satisfactions handed over to the new owner %"PRIu64
+                      " (dropped %"PRIu64"), handed in %"PRIu64"\n",
                       tem_events_count(l), c->taken_over, c->lost,
-                      c->removes_not_owned);
+                      c->removes_not_owned, st->handed_over,
+                      c->handed_dropped, c->handed_in);
     }
 }
 
@@ -1498,6 +1548,8 @@ tpm_unixctl_controller_show(struct unixctl_conn *conn, int argc OVS_UNUSED,
         ctot.replies_dropped += c->replies_dropped;
         ctot.taken_over += c->taken_over;
         ctot.removes_not_owned += c->removes_not_owned;
+        ctot.handed_in += c->handed_in;
+        ctot.handed_dropped += c->handed_dropped;
     }
     if (n_links > 1) {
         ds_put_format(&s, "\n--- total: %"PRIuSIZE" TEMs, %"PRIuSIZE
@@ -1526,8 +1578,10 @@ tpm_unixctl_controller_show(struct unixctl_conn *conn, int argc OVS_UNUSED,
                       ctot.replies, ctot.replies_dropped);
         ds_put_format(&s, "cluster: taken over %"PRIu64", removes of "
                       "another TEM's events %"PRIu64" (acked, left), polls "
-                      "pending %"PRIuSIZE"\n", ctot.taken_over,
-                      ctot.removes_not_owned, n_polls);
+                      "pending %"PRIuSIZE"; satisfactions handed over to "
+                      "a new owner %"PRIu64" (dropped %"PRIu64")\n",
+                      ctot.taken_over, ctot.removes_not_owned, n_polls,
+                      ctot.handed_in, ctot.handed_dropped);
         ds_put_cstr(&s, "\n");
     }
 

@@ -24,7 +24,12 @@
 #      sessions untouched; bursts to the moved events alert once, from
 #      the new owner, with the exact value; controller-show counts the
 #      takeovers (the new owners' "taken over", the dead TEM's "lost",
-#      the total) and so does coverage/show (tpm_agent_takeover).
+#      the total) and so does coverage/show (tpm_agent_takeover).  A
+#      burst sent to one of the dead TEM's events right after the kill,
+#      before the takeover: ovs1's satisfaction waits in the dead TEM's
+#      agent, which hands it over when the event is taken over; the new
+#      owner alerts it once, late, with the exact value, and
+#      controller-show counts it handed over and handed in.
 #   5. The list changed at run time: the dead TEM's endpoint removed from
 #      tpm-controller stops its agent only (the survivors' sessions and
 #      restarts unchanged, their events kept); the survivors counted no
@@ -195,6 +200,26 @@ total_taken_over() {
         | sed -n 's/^cluster: taken over \([0-9]*\), .*/\1/p'
 }
 
+# takeover_ms EVENT KILL_NS: ms from KILL_NS to ovs1's log line of
+# EVENT's takeover ("TEM event id N (tem:EVENT) taken over by ...").
+takeover_ms() {
+    "$TB_PY" - "$TB_DIR/vswitchd.log" "$1" "$2" <<'PYEOF'
+import calendar, sys, time
+log, ev, kill_ns = sys.argv[1], "(tem:%s) taken over" % sys.argv[2], \
+    int(sys.argv[3])
+for line in open(log):
+    if ev in line:
+        stamp = line.split("|")[0].rstrip("Z")
+        sec, ms = stamp.split(".")
+        ns = (calendar.timegm(time.strptime(sec, "%Y-%m-%dT%H:%M:%S"))
+              * 10**9 + int(ms) * 10**6)
+        if ns >= kill_ns - 10**6:
+            print(max(0, (ns - kill_ns) // 10**6))
+            sys.exit(0)
+print("")
+PYEOF
+}
+
 # --- Traffic and alerts --------------------------------------------------------
 # ovs_report_value EVENT EPOCH: ovs1's host-level report of tem:EVENT for
 # EPOCH ("none", or "many").
@@ -238,8 +263,8 @@ burst() {
     tb_fail "$ev: no burst counted whole within one epoch in 3 attempts"
 }
 
-# alerts_of EVENT EPOCH: "TEM value hosts missing incomplete" of every
-# alert of EVENT for EPOCH in every TEM's alert file.
+# alerts_of EVENT EPOCH: "TEM value hosts missing incomplete late" of
+# every alert of EVENT for EPOCH in every TEM's alert file.
 alerts_of() {
     "$TB_PY" - "$TB_DIR" "$1" "$2" <<'PYEOF'
 import json, os, sys
@@ -252,7 +277,7 @@ for t in ("t1", "t2", "t3"):
         a = json.loads(line)
         if a["event"] == ev and a["epoch"] == ep:
             print(t, a["value"], json.dumps(a["hosts"], sort_keys=True),
-                  a["missing"], a["incomplete"])
+                  a["missing"], a["incomplete"], a.get("late", False))
 PYEOF
 }
 
@@ -260,8 +285,8 @@ alerted() {
     [ -n "$(alerts_of "$1" "$2")" ]
 }
 
-# check_alert EVENT OWNER: a burst to EVENT alerts once, from OWNER,
-# exactly.
+# check_alert EVENT OWNER [LATE]: a burst to EVENT alerts once, from
+# OWNER, exactly (flagged late if LATE is True).
 check_alert() {
     local ev=$1 owner=$2 got want
     burst "$ev"
@@ -271,6 +296,7 @@ check_alert() {
     sleep 0.3                   # A second alert would come by now.
     got=$(alerts_of "$ev" "$BURST_EPOCH")
     want="$owner $((BURST * 1000)) {\"ovs1\": $((BURST * 1000))} [] []"
+    want+=" ${3:-False}"
     [ "$got" = "$want" ] \
         || tb_fail "$ev: alerts for epoch $BURST_EPOCH: '$got'," \
                    "expected '$want'"
@@ -391,6 +417,15 @@ main() {
     for t in t1 t2 t3; do
         [ "$t" = "$victim" ] || LIVE+=("$t")
     done
+    # A burst to one of its events before the survivors take them.
+    local gap_ev=${moved[0]} gap_epoch= gap_owner
+    burst "$gap_ev"
+    if grep -qw "$gap_ev=$victim" <<<"$(ovs_owners)"; then
+        gap_epoch=$BURST_EPOCH
+    else
+        tb_log "note: $gap_ev was taken over before its burst was counted:" \
+               "no hand-over to check"
+    fi
     declare -A took=()
     local deadline=$((kill_ns + (TTL + 3) * 1000000000))
     while [ ${#took[@]} -lt ${#moved[@]} ] \
@@ -405,6 +440,9 @@ main() {
         sleep 0.02
     done
     for ev in "${moved[@]}"; do
+        # When ovs1 logged the takeover (the polling above started late,
+        # after the burst).
+        [ -z "${took[$ev]:-}" ] || took[$ev]=$(takeover_ms "$ev" "$kill_ns")
         ms=${took[$ev]:-}
         [ -n "$ms" ] \
             || tb_fail "$ev still owned by the dead $victim on ovs1" \
@@ -424,6 +462,27 @@ main() {
             || tb_fail "$t's agent restarted by the takeover:" \
                        "$(sessions_of "$t")"
     done
+    if [ -n "$gap_epoch" ]; then
+        # Handed over by the dead TEM's agent, alerted late by the new
+        # owner, once, exactly.
+        gap_owner=$(tr ' ' '\n' <<<"$placement2" | sed -n "s/^$gap_ev=//p")
+        tb_wait_for 5 alerted "$gap_ev" "$gap_epoch" \
+            || tb_fail "$gap_ev: the burst of epoch $gap_epoch, sent before" \
+                       "the takeover, never alerted (handed over:" \
+                       "$(tb_appctl tpm/controller-show | grep -i handed)"
+        sleep 0.3
+        local want="$gap_owner $((BURST * 1000)) {\"ovs1\": $((BURST * 1000))}"
+        want+=" [] [] True"
+        [ "$(alerts_of "$gap_ev" "$gap_epoch")" = "$want" ] \
+            || tb_fail "$gap_ev: alerts for epoch $gap_epoch (sent before" \
+                       "the takeover):" \
+                       "'$(alerts_of "$gap_ev" "$gap_epoch")', expected" \
+                       "'$want'"
+        n=$(link_field "$victim" "^cluster: .*satisfactions handed over$(
+            ) to the new owner ([0-9]+) \\(dropped ([0-9]+)\\).*" '\1 \2')
+        [ "${n%% *}" -ge 1 ] && [ "${n#* }" = 0 ] \
+            || tb_fail "$victim's link: handed over, dropped: $n"
+    fi
     for ev in "${moved[@]}"; do
         want_owner=$(tr ' ' '\n' <<<"$placement2" | sed -n "s/^$ev=//p")
         check_alert "$ev" "$want_owner"
@@ -447,11 +506,14 @@ main() {
     tb_wait_for 5 coverage_is tpm_agent_takeover $((cov0 + ${#moved[@]})) \
         || tb_fail "coverage: $(tb_appctl coverage/show | grep tpm_agent)," \
                    "$cov0 before the kill"
+    local gap_note=
+    [ -z "$gap_epoch" ] || gap_note=" (the one sent before the takeover"
+    [ -z "$gap_epoch" ] || gap_note+=" handed over, alerted late)"
     tb_log "PASS: 4 takeover: $victim (events ${moved[*]}) killed -9;" \
            "owned on ovs1 by the survivors in $(for ev in "${moved[@]}"; do
                printf '%s %s ms, ' "$ev" "${took[$ev]}"; done)worst $worst" \
            "ms (TTL $TTL s + 1 s allowed): $placement2; their bursts" \
-           "alerted once, by the new owner, exactly; taken over" \
+           "alerted once, by the new owner, exactly$gap_note; taken over" \
            "${#moved[@]} (controller-show, coverage), survivors' sessions" \
            "untouched"
 
