@@ -833,13 +833,14 @@ tem_cluster_lease_result__(struct tem_cluster *cl, struct tem_etcd_result *r)
         cl->leases_lost++;
         cl->lease_held = cl->registered = false;
         if (cl->is_leader) {
-            tpm_log(TPM_LOG_WARN, "cluster: lease lost: no longer the "
-                    "leader; keeping this member's %zu events until they "
-                    "are reassigned", cl->n_owned);
-        } else {
-            tpm_log(TPM_LOG_WARN, "cluster: lease lost: keeping this "
-                    "member's %zu events until they are reassigned",
+            tpm_log(TPM_LOG_WARN, "cluster: lease lost (%s): no longer "
+                    "the leader; keeping this member's %zu events until "
+                    "they are reassigned", r->message ? r->message : "-",
                     cl->n_owned);
+        } else {
+            tpm_log(TPM_LOG_WARN, "cluster: lease lost (%s): keeping this "
+                    "member's %zu events until they are reassigned",
+                    r->message ? r->message : "-", cl->n_owned);
         }
         cl->is_leader = false;
         break;
