@@ -67,7 +67,10 @@
  * squares, min, max, last, or count of non-zero values.  It follows the
  * update plan of the flow's summary mask (plan__(), cached per mask): a
  * plain variable's slot is one case of one switch on (variable,
- * operation), not a walk of the mask and two switches.  A flow with
+ * operation), not a walk of the mask and two switches; a plan of one or
+ * two slots of bytes, volume, ttl or ecn calls a function of its own
+ * (plan_1_OP__(), plan_2_OP_OP__(), chosen by plan_build__()), whose
+ * slots start the epoch at their operation's identity.  A flow with
  * TCP state first has it updated, which fills in the packet's state
  * variables (tpm_conn_update__()).  Packets of one flow without state
  * that follow each other in the batch (a run, seen in 'same_hash' and
