@@ -780,6 +780,7 @@ tpm_key_hash_crc32c(const struct tpm_key *key)
 bool tpm_key_hash_hw;
 #if defined(__x86_64__)
 uint64_t tpm_key_hash_v4_b;
+uint64_t tpm_key_hash_v4_brot;
 #endif
 
 __attribute__((constructor))
@@ -792,6 +793,8 @@ hash_init__(void)
     if (tpm_key_hash_hw) {
         tpm_key_hash_v4_b = tpm_crc32c_u64__(
             tpm_crc32c_u64__(TPM_KEY_HASH_B0, 0), 0);
+        uint64_t b = tpm_key_hash_v4_b;
+        tpm_key_hash_v4_brot = b << 17 | b >> 15;
     }
 #endif
 }

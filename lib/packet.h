@@ -402,7 +402,23 @@ enum tpm_fast_parse {
  * for tunnels, before anything is written: false positives go to
  * tpm_packet_decap_v4__(), which looks the port up exactly), and
  * TPM_FAST_FULL, with nothing written, for the other frames. */
-static inline enum tpm_fast_parse
+/* The byte at offset 'k' of a 64-bit word loaded from memory, as 'v' in
+ * that word (host byte order). */
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define TPM_BYTE64__(K, V) ((uint64_t) (V) << (8 * (K)))
+#else
+#define TPM_BYTE64__(K, V) ((uint64_t) (V) << (56 - 8 * (K)))
+#endif
+
+static inline uint64_t
+tpm_load64__(const uint8_t *p)
+{
+    uint64_t x;
+    __builtin_memcpy(&x, p, sizeof x);
+    return x;
+}
+
+static inline __attribute__((always_inline)) enum tpm_fast_parse
 tpm_packet_parse_v4__(const uint8_t *p, uint32_t caplen, uint32_t wirelen,
                       const struct tpm_tunnel_ports *tun,
                       struct tpm_pkt *pkt, uint64_t *w0, uint64_t *w2,
@@ -414,16 +430,28 @@ tpm_packet_parse_v4__(const uint8_t *p, uint32_t caplen, uint32_t wirelen,
     if (caplen < 14 + 20 + 8) {
         return TPM_FAST_FULL;
     }
-    uint32_t proto = ip[9];
+    /* Two words cover the checks: bytes 12-19 (EtherType, version and
+     * header length, TOS, total length, ID) and 20-27 (fragment offset,
+     * TTL, protocol, checksum, ...). */
+    uint64_t eth_ip = tpm_load64__(p + 12);
+    uint64_t frag_proto = tpm_load64__(p + 20);
     uint32_t tot = tpm_be16__(ip + 2);
-    if (tpm_be16__(p + 12) != 0x0800 || ip[0] != 0x45
-        || (tpm_be16__(ip + 6) & 0x1fff) || tot < 20
-        || (proto != 6 && proto != 17)
-        || (proto == 6 && (caplen < 14 + 20 + 20
-                           || __builtin_expect(l4[13] & TPM_TCP_SYN, 0)))) {
-        /* Not untagged IPv4 without options, a later fragment, neither
-         * TCP nor UDP, TCP header not captured, or a SYN: options to
-         * read. */
+    uint64_t fp = frag_proto & (TPM_BYTE64__(0, 0x1f) | TPM_BYTE64__(1, 0xff)
+                                | TPM_BYTE64__(3, 0xff));
+    uint32_t proto;
+    if ((eth_ip & (TPM_BYTE64__(0, 0xff) | TPM_BYTE64__(1, 0xff)
+                   | TPM_BYTE64__(2, 0xff)))
+        != (TPM_BYTE64__(0, 0x08) | TPM_BYTE64__(2, 0x45)) || tot < 20) {
+        /* Not untagged IPv4 without options, or a bad total length. */
+        return TPM_FAST_FULL;
+    } else if (fp == TPM_BYTE64__(3, 17)) {
+        proto = 17;
+    } else if (fp == TPM_BYTE64__(3, 6) && caplen >= 14 + 20 + 20
+               && !__builtin_expect(l4[13] & TPM_TCP_SYN, 0)) {
+        proto = 6;
+    } else {
+        /* A later fragment, neither TCP nor UDP, TCP header not
+         * captured, or a SYN: options to read. */
         return TPM_FAST_FULL;
     }
     uint32_t l4len = tot - 20;
@@ -437,7 +465,13 @@ tpm_packet_parse_v4__(const uint8_t *p, uint32_t caplen, uint32_t wirelen,
     __builtin_memcpy(&dst, ip + 16, 4);
     *w0 = tpm_key_word_lo__(src);
     *w2 = tpm_key_word_lo__(dst);
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    /* sport | dport << 16, then the constant protocol and version. */
+    *w4 = (uint32_t) (ports >> 16 | ports << 16)
+          | tpm_key_word4__(0, 0, proto, 4);
+#else
     *w4 = tpm_key_word4__(ports >> 16, ports & 0xffff, proto, 4);
+#endif
     /* The key is written as five whole words: later 64-bit loads of it
      * (comparisons, the hash) are forwarded from these stores, where
      * narrower stores into the same words would stall each load until
@@ -450,7 +484,7 @@ tpm_packet_parse_v4__(const uint8_t *p, uint32_t caplen, uint32_t wirelen,
     k[4] = *w4;
     pkt->bytes = wirelen;
     pkt->ttl = ip[8];
-    pkt->ecn = (ip[1] & 3) == 3;
+    pkt->ecn = ((ip[1] & 3) + 1) >> 2;      /* CE: both bits set. */
     pkt->wscale = TPM_WSCALE_NONE;
     pkt->mss = 0;
     __builtin_memset(&pkt->tunnel, 0, sizeof pkt->tunnel);
@@ -500,8 +534,15 @@ tpm_packet_parse_fast__(const void *data, uint32_t caplen, uint32_t wirelen,
     enum tpm_fast_parse r = tpm_packet_parse_v4__(data, caplen, wirelen, tun,
                                                   pkt, w0, w2, w4);
     if (__builtin_expect(r == TPM_FAST_MAYBE_TUN, 0)) {
-        return tpm_packet_decap_v4__(data, caplen, wirelen, pkt, stats, tun,
-                                     w0, w2, w4);
+        /* The key's words from 'pkt', not through the call: the common
+         * case keeps them in registers. */
+        uint64_t x0, x2, x4;
+        r = tpm_packet_decap_v4__(data, caplen, wirelen, pkt, stats, tun,
+                                  &x0, &x2, &x4);
+        const tpm_key_word *k = (const tpm_key_word *) &pkt->key;
+        *w0 = k[0];
+        *w2 = k[2];
+        *w4 = k[4];
     }
     return r;
 }
@@ -598,6 +639,8 @@ tpm_key_hash_crc32c_inline__(const struct tpm_key *key)
 /* The 'b' chain of an IPv4 key, whose words 1 and 3 are zero: a constant,
  * set at load time where 'tpm_key_hash_hw' is true. */
 extern uint64_t tpm_key_hash_v4_b;
+/* 'tpm_key_hash_v4_b' as tpm_key_hash_mix__() rotates it. */
+extern uint64_t tpm_key_hash_v4_brot;
 #endif
 
 static inline uint32_t
@@ -643,7 +686,8 @@ tpm_packet_parse_hash_tun(const void *data, uint32_t caplen,
         a = tpm_crc32c_u64__(a, w0);
         a = tpm_crc32c_u64__(a, w2);
         a = tpm_crc32c_u64__(a, w4);
-        pkt->hash = tpm_key_hash_mix__(a, tpm_key_hash_v4_b);
+        uint32_t h = (uint32_t) (a ^ tpm_key_hash_v4_brot) * 0x9e3779b1u;
+        pkt->hash = h ^ (h >> 16);      /* tpm_key_hash_mix__(). */
         return true;
     }
 #endif

@@ -2193,6 +2193,94 @@ START_TEST(test_tunnel_garbage)
 }
 END_TEST
 
+/* Fills 'f' with a random frame of up to 100 bytes near the inline
+ * parser's common case (untagged IPv4 without options, TCP or UDP): each
+ * field it checks is usually what it takes and sometimes not (EtherType,
+ * version and header length, fragment bits, protocol, total length, TCP
+ * flags), and the UDP ports are often tunnel ports or share their bits
+ * in the tunnel-port bitmap. */
+static void
+near_fast_frame(struct test_rng *rng, struct fb *f)
+{
+    static const uint16_t ports[] = { 4789, 6081, 8472, 4789 + 64,
+                                      6081 + 128, 53, 0 };
+    static const uint8_t protos[] = { 6, 17, 17, 6, 1, 132, 47 };
+
+    f->n = 14 + 20 + test_rng_range(rng, 66);
+    for (uint32_t j = 0; j < f->n; j++) {
+        f->b[j] = (uint8_t) test_rng_u32(rng);
+    }
+    if (test_rng_range(rng, 8)) {
+        f->b[12] = 0x08;
+        f->b[13] = test_rng_range(rng, 8) ? 0 : 0xdd;
+    }
+    if (test_rng_range(rng, 8)) {
+        f->b[14] = 0x45;
+    }
+    if (test_rng_range(rng, 4)) {
+        f->b[20] &= test_rng_range(rng, 2) ? 0x40 : 0xe0;
+        f->b[21] = test_rng_range(rng, 4) ? 0 : f->b[21];
+    }
+    f->b[23] = protos[test_rng_range(rng, ARRAY_SIZE(protos))];
+    uint32_t tot = test_rng_range(rng, 4) ? f->n - 14
+                                          : test_rng_range(rng, 120);
+    f->b[16] = (uint8_t) (tot >> 8);
+    f->b[17] = (uint8_t) tot;
+    if (f->n >= 14 + 20 + 4 && test_rng_range(rng, 2)) {
+        uint16_t port = ports[test_rng_range(rng, ARRAY_SIZE(ports))];
+        f->b[36] = (uint8_t) (port >> 8);
+        f->b[37] = (uint8_t) port;
+    }
+    if (f->n >= 14 + 20 + 14 && f->b[23] == 6 && test_rng_range(rng, 4)) {
+        f->b[47] &= (uint8_t) ~TPM_TCP_SYN;
+    }
+}
+
+/* The inline parser (and its hash) against the full parser on random
+ * frames near its common case, cut anywhere, plain and as the inner frame
+ * of VXLAN and Geneve tunnels: the same packet, counters and hash. */
+START_TEST(test_fast_path_random)
+{
+    struct tpm_tunnel_ports ports, none;
+    struct test_rng rng;
+    struct fb inner, f;
+    int parsed = 0, decap = 0;
+
+    test_ports(&ports);
+    tpm_tunnel_ports_init(&none);
+    test_rng_seed(&rng, 0xfa57);
+    for (int i = 0; i < 40000; i++) {
+        struct tpm_parse_stats st;
+        struct tpm_pkt p;
+        memset(&st, 0, sizeof st);
+        near_fast_frame(&rng, &inner);
+        if (test_rng_range(&rng, 2)) {
+            struct outer o = { test_rng_range(&rng, 4) ? 4 : 6, 0,
+                               test_rng_range(&rng, 2) ? 4789 : 6081, 0 };
+            struct tunhdr t = { o.dport == 4789 ? TPM_TUN_VXLAN
+                                                : TPM_TUN_GENEVE,
+                                test_rng_u32(&rng) & 0xffffff,
+                                test_rng_range(&rng, 8) ? 0x08 : 0,
+                                0, (uint8_t) test_rng_range(&rng, 3),
+                                test_rng_range(&rng, 8) ? 0x6558 : 0x0800 };
+            tunnel_frame(&f, &o, &t, inner.b, inner.n);
+        } else {
+            f = inner;
+        }
+        uint32_t caplen = (test_rng_range(&rng, 4)
+                           ? f.n : test_rng_range(&rng, f.n + 1));
+        bool ret = parse_tun(&f, caplen, f.n + 4,
+                             test_rng_range(&rng, 4) ? &ports : &none, &p,
+                             &st);
+        parsed += ret;
+        decap += ret && p.tunnel.type;
+    }
+    /* The interesting paths were taken. */
+    ck_assert_int_gt(parsed, 10000);
+    ck_assert_int_gt(decap, 2000);
+}
+END_TEST
+
 /* ---------------------------------------------------------------------- */
 /* Hashing. */
 
@@ -2657,6 +2745,7 @@ packet_suite(void)
     tcase_add_test(tt, test_tunnel_total_length_0);
     tcase_add_test(tt, test_tunnel_ports);
     tcase_add_test(tt, test_tunnel_garbage);
+    tcase_add_test(tt, test_fast_path_random);
     suite_add_tcase(s, tt);
 
     TCase *th = tcase_create("hash-format");

@@ -67,7 +67,10 @@
  * squares, min, max, last, or count of non-zero values.  It follows the
  * update plan of the flow's summary mask (plan__(), cached per mask): a
  * plain variable's slot is one case of one switch on (variable,
- * operation), not a walk of the mask and two switches.  A flow with
+ * operation), not a walk of the mask and two switches; a plan of one or
+ * two slots of bytes, volume, ttl or ecn calls a function of its own
+ * (plan_1_OP__(), plan_2_OP_OP__(), chosen by plan_build__()), whose
+ * slots start the epoch at their operation's identity.  A flow with
  * TCP state first has it updated, which fills in the packet's state
  * variables (tpm_conn_update__()).  Packets of one flow without state
  * that follow each other in the batch (a run, seen in 'same_hash' and
@@ -96,7 +99,9 @@
  */
 #include "tpm-private.h"
 
+#include <math.h>
 #include <netinet/in.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "util.h"
@@ -250,9 +255,10 @@ tpm_backfill_step__(struct tpm *tpm, uint32_t n)
 
 /* Returns flow 'f''s statistics of the current epoch, reset if they are
  * another epoch's (lazy reset: the first packet of the epoch
- * overwrites). */
+ * overwrites), their slots then set to 'init' if nonnull (the plan's
+ * identities, tpm-private.h). */
 static inline __attribute__((always_inline)) struct tpm_flow_stats *
-flow_stats__(const struct tpm *tpm, struct tpm_flow *f)
+flow_stats__(const struct tpm *tpm, struct tpm_flow *f, const double *init)
 {
     uint32_t tag = tpm->tag;
     struct tpm_flow_stats *st = &f->stats[tag & 1];
@@ -261,26 +267,153 @@ flow_stats__(const struct tpm *tpm, struct tpm_flow *f)
         f->tag[tag & 1] = tag;
         st->packets = 0;
         st->bytes = 0;
+        if (init) {
+            memcpy(st->slot, init, sizeof st->slot);
+        }
     }
     return st;
 }
+
+/* Stores in '*off' and '*vmask' where plain variable 'var' is in a
+ * 'struct tpm_pkt' for a plan's function of its own (tpm-private.h), and
+ * returns true, or returns false if 'var' has no such place. */
+static bool
+plan_var__(int var, uint8_t *off, uint32_t *vmask)
+{
+    switch (var) {
+    case TPM_VAR_BYTES:
+        *off = offsetof(struct tpm_pkt, bytes);
+        *vmask = UINT32_MAX;
+        return true;
+    case TPM_VAR_VOLUME:
+        *off = offsetof(struct tpm_pkt, volume);
+        *vmask = UINT32_MAX;
+        return true;
+    case TPM_VAR_TTL:
+        *off = offsetof(struct tpm_pkt, ttl);
+        *vmask = UINT8_MAX;
+        return true;
+    case TPM_VAR_ECN:
+        *off = offsetof(struct tpm_pkt, ecn);
+        *vmask = UINT8_MAX;
+        return true;
+    default:
+        return false;
+    }
+}
+BUILD_ASSERT_DECL(offsetof(struct tpm_pkt, ecn) + 4 <= sizeof(struct tpm_pkt));
+
+/* The value of slot 'i' of plan 'pl' (one with an 'update' function) for
+ * 'pkt'. */
+static inline __attribute__((always_inline)) double
+plan_value__(const struct tpm_pkt *pkt, const struct tpm_plan *pl, int i)
+{
+    uint32_t x;
+
+    memcpy(&x, (const char *) pkt + pl->off[i], sizeof x);
+    return x & pl->vmask[i];
+}
+
+/* Combines value 'v' into slot '*s', which holds at least the identity of
+ * operation 'op' (the slot_update__() of a slot past the first packet). */
+static inline __attribute__((always_inline)) void
+plan_slot__(double *s, enum tpm_sum_op op, double v)
+{
+    switch (op) {
+    case TPM_SUM_SUM:
+        *s += v;
+        break;
+    case TPM_SUM_SUMSQ:
+        *s += v * v;
+        break;
+    case TPM_SUM_MIN:
+        *s = v < *s ? v : *s;
+        break;
+    case TPM_SUM_MAX:
+        *s = v > *s ? v : *s;
+        break;
+    case TPM_SUM_LAST:
+        *s = v;
+        break;
+    case TPM_SUM_NONZERO:
+        *s += v != 0;
+        break;
+    }
+}
+
+/* The functions of plans of one and two slots, one per operation (and
+ * pair of operations): plan_1_OP__() and plan_2_OP_OP__(). */
+#define PLAN_OP_sum TPM_SUM_SUM
+#define PLAN_OP_sumsq TPM_SUM_SUMSQ
+#define PLAN_OP_min TPM_SUM_MIN
+#define PLAN_OP_max TPM_SUM_MAX
+#define PLAN_OP_last TPM_SUM_LAST
+#define PLAN_OP_nonzero TPM_SUM_NONZERO
+#define PLAN_FN1__(A)                                                   \
+    static void                                                         \
+    plan_1_##A##__(struct tpm_flow_stats *st, const struct tpm_pkt *pkt,\
+                   const struct tpm_plan *pl)                           \
+    {                                                                   \
+        plan_slot__(&st->slot[0], PLAN_OP_##A, plan_value__(pkt, pl, 0)); \
+    }
+#define PLAN_FN2__(A, B)                                                \
+    static void                                                         \
+    plan_2_##A##_##B##__(struct tpm_flow_stats *st,                     \
+                         const struct tpm_pkt *pkt,                     \
+                         const struct tpm_plan *pl)                     \
+    {                                                                   \
+        plan_slot__(&st->slot[0], PLAN_OP_##A, plan_value__(pkt, pl, 0)); \
+        plan_slot__(&st->slot[1], PLAN_OP_##B, plan_value__(pkt, pl, 1)); \
+    }
+#define PLAN_OPS__(M)                                                   \
+    M(sum) M(sumsq) M(min) M(max) M(last) M(nonzero)
+#define PLAN_ROW__(M, A)                                                \
+    M(A, sum) M(A, sumsq) M(A, min) M(A, max) M(A, last) M(A, nonzero)
+#define PLAN_FN2_ROW__(A) PLAN_ROW__(PLAN_FN2__, A)
+PLAN_OPS__(PLAN_FN1__)
+PLAN_OPS__(PLAN_FN2_ROW__)
+
+#define PLAN_REF1__(A) plan_1_##A##__,
+#define PLAN_REF2__(A, B) plan_2_##A##_##B##__,
+#define PLAN_REF2_ROW__(A) { PLAN_ROW__(PLAN_REF2__, A) },
+static tpm_plan_fn *const plan_fns1__[TPM_N_SUM_OPS] = {
+    PLAN_OPS__(PLAN_REF1__)
+};
+static tpm_plan_fn *const plan_fns2__[TPM_N_SUM_OPS][TPM_N_SUM_OPS] = {
+    PLAN_OPS__(PLAN_REF2_ROW__)
+};
+BUILD_ASSERT_DECL(TPM_SUM_SUM == 0 && TPM_SUM_SUMSQ == 1
+                  && TPM_SUM_MIN == 2 && TPM_SUM_MAX == 3
+                  && TPM_SUM_LAST == 4 && TPM_SUM_NONZERO == 5);
 
 /* Builds in 'pl' the update plan of summary mask 'mask'
  * (tpm-private.h). */
 static void __attribute__((noinline))
 plan_build__(const struct tpm *tpm, struct tpm_plan *pl, uint32_t mask)
 {
+    bool fast = true;
     int i = 0;
 
+    memset(pl->init, 0, sizeof pl->init);
     for (uint32_t bits = mask; bits; bits &= bits - 1, i++) {
         int id = __builtin_ctz(bits);
         const struct tpm_kind *k = &tpm->kinds[id];
         pl->kind[i] = id;
         pl->code[i] = (k->var >= 0 && k->var < TPM_PLAN_VARS
                        ? TPM_PLAN_CODE(k->var, k->op) : TPM_PLAN_KIND);
+        pl->init[i] = (k->op == TPM_SUM_MIN ? INFINITY
+                       : k->op == TPM_SUM_MAX ? -INFINITY : 0);
+        fast &= plan_var__(k->var, &pl->off[i], &pl->vmask[i]);
     }
     pl->n = i;
     pl->mask = mask;
+    pl->update = NULL;
+    if (fast && i == 1) {
+        pl->update = plan_fns1__[tpm->kinds[pl->kind[0]].op];
+    } else if (fast && i == 2) {
+        pl->update = plan_fns2__[tpm->kinds[pl->kind[0]].op]
+                                [tpm->kinds[pl->kind[1]].op];
+    }
 }
 
 /* Returns the update plan of summary mask 'mask'. */
@@ -349,12 +482,16 @@ slot_update__(double *s, enum tpm_sum_op op, double v, bool first)
 static inline __attribute__((always_inline)) void
 flow_update__(struct tpm *tpm, struct tpm_flow *f, const struct tpm_pkt *pkt)
 {
-    struct tpm_flow_stats *st = flow_stats__(tpm, f);
+    const struct tpm_plan *pl = plan__(tpm, f->sum_mask);
+    struct tpm_flow_stats *st = flow_stats__(tpm, f, pl->init);
     bool first = !st->packets;
     st->packets++;
     st->bytes += pkt->bytes;
 
-    const struct tpm_plan *pl = plan__(tpm, f->sum_mask);
+    if (OVS_LIKELY(pl->update)) {
+        pl->update(st, pkt, pl);
+        return;
+    }
     for (int i = 0; i < pl->n; i++) {
         double *s = &st->slot[i];
         switch (pl->code[i]) {
@@ -428,7 +565,7 @@ flow_update_run__(struct tpm *tpm, struct tpm_flow *f,
     }
     n = run;
 
-    struct tpm_flow_stats *st = flow_stats__(tpm, f);
+    struct tpm_flow_stats *st = flow_stats__(tpm, f, NULL);
     bool first = !st->packets;
     uint32_t bytes = 0;
     for (int j = 0; j < n; j++) {
@@ -694,6 +831,12 @@ process_batch__(struct tpm *tpm, const struct tpm_frame *frames,
     uint32_t prev_hash = tpm->last_flow ? tpm->last_flow->hash : 0;
     uint64_t same_hash = 0;     /* Bit i: packet i has the hash of the IP
                                  * packet before it. */
+    /* Read once: the compiler cannot tell that the packets' stores leave
+     * them alone. */
+    struct tpm_flow *const flows = tpm->ft.flows;
+    const uint32_t flows_mask = tpm->ft.mask;
+    const bool rx_tunnelled = tpm->rx_tunnelled;
+    const int parity = tpm->tag & 1;
     for (int i = 0; i < n; i++) {
         struct tpm_pkt *pkt = &pkts[i];
         bytes += frames[i].wirelen;
@@ -702,16 +845,16 @@ process_batch__(struct tpm *tpm, const struct tpm_frame *frames,
                                        &tpm->st.parse, &tpm->tunnels)) {
             continue;
         }
-        if (OVS_UNLIKELY(pkt->tunnel.type | tpm->rx_tunnelled)
+        if (OVS_UNLIKELY(pkt->tunnel.type | rx_tunnelled)
             && !tenant_key__(tpm, pkt)) {
             continue;
         }
         if (pkt->hash == prev_hash) {
             same_hash |= 1ull << i;
         } else {
-            struct tpm_flow *b = tpm_flow_table_bucket(&tpm->ft, pkt->hash);
+            struct tpm_flow *b = &flows[pkt->hash & flows_mask];
             tpm_prefetch(b);
-            tpm_prefetch_write(&b->stats[tpm->tag & 1]);
+            tpm_prefetch_write(&b->stats[parity]);
             prev_hash = pkt->hash;
         }
     }

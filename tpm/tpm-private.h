@@ -104,12 +104,27 @@ struct tpm_kind {
 #define TPM_PLAN_CODE(VAR, OP) ((VAR) * TPM_N_SUM_OPS + (OP))
 #define TPM_PLAN_KIND 0xff
 #define TPM_PLANS 64            /* Direct-mapped cache entries. */
+struct tpm_plan;
+typedef void tpm_plan_fn(struct tpm_flow_stats *, const struct tpm_pkt *,
+                         const struct tpm_plan *);
 struct tpm_plan {
     uint32_t mask;              /* Summary mask; 0 (nothing to do) for an
                                  * empty entry. */
     uint8_t n;                  /* Slots. */
     uint8_t code[TPM_FLOW_SLOTS];
     uint8_t kind[TPM_FLOW_SLOTS];
+    /* A plan of one or two slots of bytes, volume, ttl or ecn has a
+     * function of its own, for its operations ('update', NULL for the
+     * others): each slot's value is the 32-bit word at byte 'off[i]' of
+     * the packet ANDed with 'vmask[i]', combined into the slot without a
+     * test of the epoch's first packet, since the slots of such a plan
+     * start the epoch at their operation's identity ('init': 0, +inf for
+     * min, -inf for max), which a value of an integer variable always
+     * replaces exactly as the first packet's value would. */
+    tpm_plan_fn *update;
+    uint8_t off[TPM_FLOW_SLOTS];
+    uint32_t vmask[TPM_FLOW_SLOTS];
+    double init[TPM_FLOW_SLOTS];
 };
 
 /* How to compute one aggregate from an instance's accumulators. */
