@@ -112,7 +112,10 @@ struct tem_cluster_event {
 
 struct tem_cluster_assign {
     uint32_t id;
-    char *member;
+    char *member;               /* The member that decides it... */
+    char *stands_in;            /* ...standing in for this lost member
+                                 * (a standby's), or NULL.  In etcd the
+                                 * value is "MEMBER" or "MEMBER LOST". */
 };
 
 struct tem_cluster_owned {
@@ -337,6 +340,7 @@ tem_cluster_assigns_clear__(struct tem_cluster *cl)
 {
     for (size_t i = 0; i < cl->n_assigns; i++) {
         free(cl->assigns[i].member);
+        free(cl->assigns[i].stands_in);
     }
     cl->n_assigns = 0;
 }
@@ -562,6 +566,7 @@ tem_cluster_apply_assign__(struct tem_cluster *cl,
     if (kv->deleted) {
         if (a) {
             free(a->member);
+            free(a->stands_in);
             *a = cl->assigns[--cl->n_assigns];
         }
         return;
@@ -573,8 +578,12 @@ tem_cluster_apply_assign__(struct tem_cluster *cl,
         a->id = id;
     } else {
         free(a->member);
+        free(a->stands_in);
     }
-    a->member = xstrdup(kv->value);
+    const char *sp = strchr(kv->value, ' ');
+    a->member = sp ? xasprintf("%.*s", (int) (sp - kv->value), kv->value)
+                   : xstrdup(kv->value);
+    a->stands_in = sp && sp[1] ? xstrdup(sp + 1) : NULL;
 }
 
 static void
@@ -1084,27 +1093,129 @@ tem_cluster_input(struct tem_cluster *cl, uint32_t max)
 /* ---------------------------------------------------------------------- */
 /* Acting on the views. */
 
-/* The member that event 'id' goes to: the highest rendezvous hash among
- * the checked members not on standby, or among all checked ones if every
- * one is; NULL if there is none. */
-static const char *
-tem_cluster_choose__(const struct tem_cluster *cl, uint32_t id)
+/* A pass's placement (tem_cluster_assign__()).  Events go by rendezvous
+ * hashing over the live active members (checked, not on standby) and the
+ * lost members that a standby stands in for: an event whose highest hash
+ * is a lost member's goes to its stand-in.  A lost member is one that an
+ * assignment names (as the member, or as the one stood in for) and that
+ * is no live member now; each is paired with a live standby that stands
+ * in for no one else (the pairs already written first, then the
+ * standbys in etcd's order), and one left without is not hashed to: its
+ * events go to the others.  So a standby takes exactly a lost member's
+ * events, and gives them back when that member returns (its id hashes as
+ * before).  With no live active member, every checked member takes part,
+ * standbys included, as itself. */
+struct tem_cluster_plan {
+    char **ids;                 /* Hashed: live actives, then lost ones. */
+    char **to;                  /* Who decides for 'ids[i]'. */
+    size_t n;
+};
+
+static void
+tem_cluster_plan_add__(struct tem_cluster_plan *p, const char *id,
+                       const char *to)
 {
-    bool any_active = false;
-    for (size_t i = 0; i < cl->n_members; i++) {
-        any_active |= (!cl->members[i].standby
-                       && tem_cluster_member_ok__(cl, &cl->members[i]));
+    p->ids[p->n] = xstrdup(id);
+    p->to[p->n] = xstrdup(to);
+    p->n++;
+}
+
+static bool
+tem_cluster_plan_has__(const struct tem_cluster_plan *p, const char *id,
+                       bool as_to)
+{
+    for (size_t i = 0; i < p->n; i++) {
+        if (!strcmp(as_to ? p->to[i] : p->ids[i], id)) {
+            return true;
+        }
     }
-    const char *best = NULL;
-    uint64_t best_h = 0;
+    return false;
+}
+
+/* True if 'id' is a live member that may decide events ('standby': one
+ * started with --standby; else one without). */
+static bool
+tem_cluster_live__(const struct tem_cluster *cl, const char *id,
+                   bool standby)
+{
+    const struct tem_cluster_member *m = tem_cluster_member_find__(cl, id);
+    return m && m->standby == standby && tem_cluster_member_ok__(cl, m);
+}
+
+static void
+tem_cluster_plan_build__(const struct tem_cluster *cl,
+                         struct tem_cluster_plan *p)
+{
+    size_t max = cl->n_members + cl->n_assigns + 1;
+    p->ids = xmalloc(max * sizeof *p->ids);
+    p->to = xmalloc(max * sizeof *p->to);
+    p->n = 0;
     for (size_t i = 0; i < cl->n_members; i++) {
         const struct tem_cluster_member *m = &cl->members[i];
-        if ((any_active && m->standby) || !tem_cluster_member_ok__(cl, m)) {
-            continue;
+        if (!m->standby && tem_cluster_member_ok__(cl, m)) {
+            tem_cluster_plan_add__(p, m->id, m->id);
         }
-        uint64_t h = tem_cluster_hash(id, m->id);
-        if (!best || h > best_h || (h == best_h && strcmp(m->id, best) < 0)) {
-            best = m->id;
+    }
+    if (!p->n) {
+        for (size_t i = 0; i < cl->n_members; i++) {
+            const struct tem_cluster_member *m = &cl->members[i];
+            if (tem_cluster_member_ok__(cl, m)) {
+                tem_cluster_plan_add__(p, m->id, m->id);
+            }
+        }
+        return;
+    }
+    /* The lost members, with their stand-ins: those written first. */
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < cl->n_assigns; i++) {
+            const struct tem_cluster_assign *a = &cl->assigns[i];
+            const char *lost = a->stands_in ? a->stands_in : a->member;
+            if (tem_cluster_member_find__(cl, lost)
+                || tem_cluster_plan_has__(p, lost, false)) {
+                continue;
+            }
+            if (!pass) {
+                if (a->stands_in && tem_cluster_live__(cl, a->member, true)
+                    && !tem_cluster_plan_has__(p, a->member, true)) {
+                    tem_cluster_plan_add__(p, lost, a->member);
+                }
+                continue;
+            }
+            for (size_t j = 0; j < cl->n_members; j++) {
+                const struct tem_cluster_member *m = &cl->members[j];
+                if (m->standby && tem_cluster_member_ok__(cl, m)
+                    && !tem_cluster_plan_has__(p, m->id, true)) {
+                    tem_cluster_plan_add__(p, lost, m->id);
+                    break;
+                }
+            }
+        }
+    }
+}
+
+static void
+tem_cluster_plan_destroy__(struct tem_cluster_plan *p)
+{
+    for (size_t i = 0; i < p->n; i++) {
+        free(p->ids[i]);
+        free(p->to[i]);
+    }
+    free(p->ids);
+    free(p->to);
+}
+
+/* The plan's choice for event 'id': the index in 'p' of the highest
+ * rendezvous hash, or SIZE_MAX if the plan is empty. */
+static size_t
+tem_cluster_choose__(const struct tem_cluster_plan *p, uint32_t id)
+{
+    size_t best = SIZE_MAX;
+    uint64_t best_h = 0;
+    for (size_t i = 0; i < p->n; i++) {
+        uint64_t h = tem_cluster_hash(id, p->ids[i]);
+        if (best == SIZE_MAX || h > best_h
+            || (h == best_h && strcmp(p->ids[i], p->ids[best]) < 0)) {
+            best = i;
             best_h = h;
         }
     }
@@ -1121,17 +1232,30 @@ tem_cluster_assign__(struct tem_cluster *cl)
     char **lost = NULL;
     size_t n_lost = 0;
     uint32_t moved = 0, written = 0;
+    struct tem_cluster_plan plan;
 
+    tem_cluster_plan_build__(cl, &plan);
     for (size_t i = 0; i < cl->n_events; i++) {
         const struct tem_cluster_event *e = &cl->events[i];
-        const char *want = tem_cluster_choose__(cl, e->id);
+        size_t k = tem_cluster_choose__(&plan, e->id);
+        if (k == SIZE_MAX) {
+            continue;
+        }
+        const char *want = plan.to[k];
+        const char *stands_in = strcmp(plan.ids[k], want) ? plan.ids[k]
+                                                         : NULL;
         struct tem_cluster_assign *a = tem_cluster_assign_find__(cl, e->id);
-        if (!want || (a && !strcmp(a->member, want))) {
+        if (a && !strcmp(a->member, want)
+            && !a->stands_in == !stands_in
+            && (!stands_in || !strcmp(a->stands_in, stands_in))) {
             continue;
         }
         char *key = xasprintf("%s%"PRIu32, TEM_ETCD_ASSIGN, e->id);
-        int error = tem_etcd_put(cl->etcd, key, want, strlen(want), 0,
+        char *value = stands_in ? xasprintf("%s %s", want, stands_in)
+                                : xstrdup(want);
+        int error = tem_etcd_put(cl->etcd, key, value, strlen(value), 0,
                                  TOK(TOK_ASSIGN, e->id));
+        free(value);
         free(key);
         if (error) {
             cl->dirty_assign = true;
@@ -1153,6 +1277,7 @@ tem_cluster_assign__(struct tem_cluster *cl)
                 }
             }
             free(a->member);
+            free(a->stands_in);
         } else {
             cl->assigns = xrealloc(cl->assigns, (cl->n_assigns + 1)
                                                 * sizeof *cl->assigns);
@@ -1161,7 +1286,9 @@ tem_cluster_assign__(struct tem_cluster *cl)
         }
         /* Assumed written; a failure reads the assignments again. */
         a->member = xstrdup(want);
+        a->stands_in = stands_in ? xstrdup(stands_in) : NULL;
     }
+    tem_cluster_plan_destroy__(&plan);
     for (size_t i = 0; i < cl->n_assigns && !cl->dirty_assign; ) {
         struct tem_cluster_assign *a = &cl->assigns[i];
         if (tem_cluster_event_find__(cl, a->id)) {
@@ -1180,6 +1307,7 @@ tem_cluster_assign__(struct tem_cluster *cl)
         cl->assign_inflight++;
         written++;
         free(a->member);
+        free(a->stands_in);
         *a = cl->assigns[--cl->n_assigns];
     }
     cl->assign_writes += written;
@@ -1699,6 +1827,22 @@ tem_cluster_status_json(const struct tem_cluster *cl)
     }
     free(ids);
     json_object_object_add(o, "events_owned", own);
+    /* The lost members this one stands in for (a standby's). */
+    struct json_object *for_ = json_object_new_array();
+    for (size_t i = 0; i < cl->n_assigns; i++) {
+        const struct tem_cluster_assign *a = &cl->assigns[i];
+        bool seen = false;
+        for (size_t j = 0; j < i && a->stands_in; j++) {
+            seen |= (cl->assigns[j].stands_in
+                     && !strcmp(cl->assigns[j].member, a->member)
+                     && !strcmp(cl->assigns[j].stands_in, a->stands_in));
+        }
+        if (a->stands_in && !seen && !strcmp(a->member, cl->id)) {
+            json_object_array_add(for_,
+                                  json_object_new_string(a->stands_in));
+        }
+    }
+    json_object_object_add(o, "standing_in_for", for_);
 
     tem_cluster_add_int__(o, "takeovers", cl->takeovers);
     tem_cluster_add_int__(o, "events_moved", cl->events_moved);

@@ -143,8 +143,8 @@ A cluster of TEMs (docs/tem.md, \"Past one TEM\"):\n\
                           the member id is --tem-id, else the host name\n\
   --etcd-ttl=TIME         the member's lease: lost TIME after its last\n\
                           renewal, its events move to the others (3s)\n\
-  --standby               assigned no event while a member without\n\
-                          --standby lives\n\
+  --standby               a spare: no event of its own while a member\n\
+                          without it lives; stands in for a lost member\n\
   --cluster-keys=PATH     public keys of the TEMs that may be members, one\n\
                           a line (default: this TEM's own); a member is\n\
                           assigned events once it proves it holds its key\n\

@@ -453,8 +453,10 @@ for name, t in truth.items():
         for iv in range((lo + IV - 1) // IV, hi // IV):
             ep = iv * 10 + 9
             late["window"] += 1
-            late["window_alerted"] += (ep in seen
-                                       or ep in late_epochs.get(name, ()))
+            if ep in seen or ep in late_epochs.get(name, ()):
+                late["window_alerted"] += 1
+            else:
+                late.setdefault("missed", []).append("%s:%d" % (name, ep))
 for tem, ms in takeover.items():
     if ms > (ttl + 1) * 1000:
         fail("%s's events moved %.0f ms after its kill (TTL %d s + 1 s)"
@@ -480,8 +482,9 @@ for h in ("h1", "h2"):
     late.setdefault("handed", 0)
     late["handed"] += resent
 if late["window_alerted"] != late["window"]:
-    fail("intervals of the takeover windows not alerted: %d of %d"
-         % (late["window"] - late["window_alerted"], late["window"]))
+    fail("intervals of the takeover windows not alerted: %d of %d (%s)"
+         % (late["window"] - late["window_alerted"], late["window"],
+            " ".join(late["missed"])))
 if not late["handed"] or not late["exact"] or late["partial"]:
     # With --history 40 (4 s of 100 ms intervals, more than TTL + 1 s),
     # every host still has the history of the epochs handed over.

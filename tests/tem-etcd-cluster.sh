@@ -19,6 +19,10 @@
 #      although etcd elects a new leader meanwhile (about a second without
 #      one, in which lease renewals fail): with the default TTL of 3 s
 #      the renewals that follow come in time.
+#   4. A standby: t3 (--standby) joins and is assigned nothing; t2 is
+#      killed -9: within TTL + 1 s t3 owns exactly t2's events, standing
+#      in for t2 (its assignments "t3 t2"), and t1's are untouched; t2
+#      started again: its events go back to it and t3 owns none again.
 #
 # A single etcd member, its loss and its return are tests/tem-cluster.sh's.
 # Every process started here is killed by PID at exit, failure or not.
@@ -123,13 +127,15 @@ tem_keys "$K" h1
 
 declare -A tpid
 start_member() {
-    "$TEM" --key-file="$K/tem.key" --allow-file="$K/allow" \
-        --etcd="$URLS" --etcd-ttl=${TTL}s --tem-id="$1" \
-        --listen="ipc://$tmp/$1" --pub="ipc://$tmp/$1.pub" \
-        --ctl="ipc://$tmp/$1.ctl" --state-file="$tmp/$1.json" \
-        --alert-file="$tmp/$1.alerts" --no-alerts-stdout \
-        2>>"$tmp/$1.log" &
-    tpid[$1]=$!
+    local id=$1
+    shift
+    "$TEM" --key-file="$K/tem.key" --allow-file="$K/allow" "$@" \
+        --etcd="$URLS" --etcd-ttl=${TTL}s --tem-id="$id" \
+        --listen="ipc://$tmp/$id" --pub="ipc://$tmp/$id.pub" \
+        --ctl="ipc://$tmp/$id.ctl" --state-file="$tmp/$id.json" \
+        --alert-file="$tmp/$id.alerts" --no-alerts-stdout \
+        2>>"$tmp/$id.log" &
+    tpid[$id]=$!
     pids+=($!)
 }
 
@@ -252,3 +258,38 @@ leader=$(etcd_leader)
 [ -n "$leader" ] || fail "no etcd leader: $(etcdctl endpoint status 2>&1)"
 echo "etcd's raft leader: $leader"
 without "$leader" 6
+
+# --- 4. A standby stands in for a lost member ---------------------------------
+start_member t3 --standby
+until_ok 10 '[ "$(cstat t1 "len(c[\"members\"])")" = 3 ]' \
+    || fail "t1 does not see t3: $(cstat t1 'c["members"]')"
+sleep 1
+[ "$(cstat t3 'c["events_owned"]')" = "[]" ] \
+    || fail "the standby t3 owns $(cstat t3 'c["events_owned"]')"
+own1=$(cstat t1 'sorted(c["events_owned"])')
+own2=$(cstat t2 'sorted(c["events_owned"])')
+kill -9 "${tpid[t2]}"
+wait "${tpid[t2]}" 2>/dev/null || true
+k0=$(date +%s%N)
+until_ok $((TTL + 1)) '[ "$(cstat t3 "sorted(c[\"events_owned\"])")" = "$own2" ]' \
+    || fail "t3 owns $(cstat t3 'sorted(c["events_owned"])') $((TTL + 1)) s" \
+            "after t2's kill, t2 owned $own2"
+ms=$(( ($(date +%s%N) - k0) / 1000000 ))
+[ "$(cstat t3 'c["standing_in_for"]')" = "['t2']" ] \
+    || fail "t3 stands in for $(cstat t3 'c["standing_in_for"]')"
+[ "$(cstat t1 'sorted(c["events_owned"])')" = "$own1" ] \
+    || fail "t1's events moved: $(cstat t1 'sorted(c["events_owned"])')," \
+            "were $own1"
+for i in ${own2//[^0-9 ]/ }; do
+    [ "$(etcdctl get --print-value-only /trumpet/assign/$i)" = "t3 t2" ] \
+        || fail "/trumpet/assign/$i: $(etcdctl get --print-value-only \
+/trumpet/assign/$i)"
+done
+start_member t2
+until_ok 15 '[ "$(cstat t2 "sorted(c[\"events_owned\"])")" = "$own2" ]' \
+    || fail "t2 back owns $(cstat t2 'sorted(c["events_owned"])'), not $own2"
+until_ok 5 '[ "$(cstat t3 "c[\"events_owned\"]")" = "[]" ]' \
+    || fail "t3 still owns $(cstat t3 'c["events_owned"]') with t2 back"
+echo "PASS: the standby t3 owned nothing; t2 killed -9: t3 stood in for" \
+     "it, owning exactly its events $own2 ${ms} ms after the kill (t1's" \
+     "$own1 untouched); t2 back: its events back to it, t3 idle again"
