@@ -40,7 +40,10 @@
  *     hashing (the highest hash of the event id and the member id wins)
  *     and writes /trumpet/assign/EVENT-ID = MEMBER-ID where it differs,
  *     and deletes the assignments of events deleted.  A member started
- *     with --standby is left out while a member without it lives.  A
+ *     with --standby is not hashed to as itself while a member without
+ *     it lives; it stands in for a lost member instead (its id hashed as
+ *     before, its events assigned "STANDBY LOST"; tem-cluster.c,
+ *     struct tem_cluster_plan).  A
  *     member joining or leaving moves only the events that hash to it.
  *
  *   - Its own events: the events assigned to it are defined in its core
