@@ -497,6 +497,8 @@ monitor_set_config(const struct smap *cfg)
                             &k.params.max_triggers);
     ok &= tpm_ovs_knob_uint(cfg, "tpm-max-event-instances", 1, 1u << 26,
                             &k.params.max_children);
+    ok &= tpm_ovs_knob_uint(cfg, "tpm-max-chunks", 1, 1u << 26,
+                            &k.params.max_chunks);
     ok &= tpm_ovs_knob_uint(cfg, "tpm-report-ring", 64, 1u << 24,
                             &k.params.ring_size);
     uint32_t dos = dos_knob_value;
