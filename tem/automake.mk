@@ -73,8 +73,10 @@ tem/trumpet_tem-tem.$(OBJEXT) tem/trumpet_tem-tem-options.$(OBJEXT): \
 # (docs/benchmarks.md, section TEM).  The TEM's benchmarks are in
 # tem/bench/, as libtpm's are in tpm/bench/: bench-tem.sh runs the
 # matrix, bench-tem-shards.sh events partitioned over several TEMs,
-# bench-tem-replay.sh the latency with tpm-replay hosts; both source
-# bench-lib.sh.
+# bench-tem-replay.sh the latency with tpm-replay hosts,
+# bench-tem-instr.sh the TEM's instructions per latency epoch under
+# callgrind, bench-tem-takeover.sh a cluster's takeover on a real etcd;
+# they source bench-lib.sh.
 noinst_PROGRAMS += tem/bench/tem-bench
 tem_bench_tem_bench_SOURCES = tem/bench/tem-bench.c
 tem_bench_tem_bench_CFLAGS = $(AM_CFLAGS) $(JSON_C_CFLAGS) $(ZMQ_CFLAGS) \

@@ -458,8 +458,20 @@ void tem_out_bye(struct tem_core *, const void *peer, size_t peer_len,
                  const char *reason);
 uint64_t tem_out_received(const struct tem_host *);
 void tem_out_tell_received(struct tem_core *, struct tem_host *);
+
+/* A decision's group as its polls carry it in PollBatches: the key
+ * record and the tenant's VNI + 1 (0: none), made once per decision by
+ * tem_out_poll_key_init() and copied into each polled host's batch. */
+struct tem_poll_key {
+    uint8_t rec[TPROTO_KEY_RECORD_V6];
+    uint32_t len;
+    uint32_t tun;
+};
+void tem_out_poll_key_init(const struct tem_core *, struct tem_poll_key *,
+                           const struct tpm_decision *);
 void tem_out_pollq_add(struct tem_core *, struct tem_host *,
-                       const struct tpm_decision *, uint32_t part);
+                       const struct tpm_decision *, uint32_t part,
+                       const struct tem_poll_key *);
 void tem_out_pollq_free(struct tem_pollq *);
 void tem_out_pollq_reset(struct tem_pollq *);
 

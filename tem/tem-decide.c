@@ -97,13 +97,20 @@ tem_decide_pollable(const struct tem_core *core, const struct tpm_decision *d,
 
 /* Polls a part's host: in its next PollBatch from protocol version 3
  * on (tem-out.c), else in a Poll of its own.  The host can be polled for
- * the group (tem_decide_pollable()). */
+ * the group (tem_decide_pollable()).  '*pk' is the group's poll key,
+ * made here at the first PollBatch poll of 'd' ('*pk_ready' false) and
+ * kept by the caller for the next polls of 'd'. */
 static void
-tem_decide_poll(struct tem_core *core, struct tpm_decision *d, uint32_t part)
+tem_decide_poll(struct tem_core *core, struct tpm_decision *d, uint32_t part,
+                struct tem_poll_key *pk, bool *pk_ready)
 {
     struct tem_host *h = core->hosts[tem_parts(d)[part].host_slot];
     if (h->version >= TPROTO_VERSION_POLL_BATCH) {
-        tem_out_pollq_add(core, h, d, part);
+        if (!*pk_ready) {
+            tem_out_poll_key_init(core, pk, d);
+            *pk_ready = true;
+        }
+        tem_out_pollq_add(core, h, d, part, pk);
     } else {
         struct tproto_batch *b = tem_out_batch(core, h, 64);
         tproto_add_poll(b, tem_decide_poll_cookie(d, part), d->key.event,
@@ -378,6 +385,8 @@ tem_decide_start(struct tem_core *core, struct tem_event *e,
     /* The epoch is in the window (tem_decide_epoch_ok()): no overflow. */
     uint64_t epoch_end_ns = (key->epoch + 1) * core->cfg.epoch_ns;
     struct tem_part *parts = tem_parts(d);
+    struct tem_poll_key pk;
+    bool pk_ready = false;
     for (uint32_t i = 0; i < d->n_parts; i++) {
         const struct tem_member *m = &e->members[i];
         struct tem_part *p = &parts[i];
@@ -405,7 +414,7 @@ tem_decide_start(struct tem_core *core, struct tem_event *e,
             core->stats.tenant_old_hosts++;
             tpm_decision_missing(d, i);
         } else {
-            tem_decide_poll(core, d, i);
+            tem_decide_poll(core, d, i, &pk, &pk_ready);
         }
     }
     return d;
@@ -788,7 +797,9 @@ tem_decide_run(struct tem_core *core, uint64_t now)
             && tem_parts(d)[r->part].up.state == TPM_PART_WAITING
             && tem_out_host_connected(
                    core->hosts[tem_parts(d)[r->part].host_slot])) {
-            tem_decide_poll(core, d, r->part);
+            struct tem_poll_key pk;
+            bool pk_ready = false;
+            tem_decide_poll(core, d, r->part, &pk, &pk_ready);
             core->stats.repolls++;
         }
         core->rp_head = (core->rp_head + 1) % core->rp_cap;

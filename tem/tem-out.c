@@ -266,11 +266,25 @@ tem_out_pollq_reset(struct tem_pollq *q)
     }
 }
 
-/* Gathers the poll of part 'part' of 'd' into the next PollBatch of
- * 'h'. */
+/* Makes 'pk', the group of 'd' as its polls carry it.  A decision polls
+ * up to all of its hosts but one: the record is made once, not once per
+ * host. */
+void
+tem_out_poll_key_init(const struct tem_core *core, struct tem_poll_key *pk,
+                      const struct tpm_decision *d)
+{
+    pk->len = tproto_key_record_put(pk->rec, &d->key.group);
+    /* A tenant's: VNI + 1 (PollBatch.tun_ids). */
+    pk->tun = (d->key.group.tun
+               ? tem_core_group_vni(core, &d->key.group) + 1 : 0);
+}
+
+/* Gathers the poll of part 'part' of 'd', whose group is 'pk'
+ * (tem_out_poll_key_init()), into the next PollBatch of 'h'. */
 void
 tem_out_pollq_add(struct tem_core *core, struct tem_host *h,
-                  const struct tpm_decision *d, uint32_t part)
+                  const struct tpm_decision *d, uint32_t part,
+                  const struct tem_poll_key *pk)
 {
     struct tem_pollq *q = tem_out_pollq_get(h);
 
@@ -290,14 +304,12 @@ tem_out_pollq_add(struct tem_core *core, struct tem_host *h,
         tem_out_dirty(core, h);  /* So that tem_core_flush() sends it. */
     }
     q->ids[q->n] = d->key.event;
-    q->keys_len += tproto_key_record_put(q->keys + q->keys_len,
-                                         &d->key.group);
-    q->tuns[q->n] = 0;
-    if (d->key.group.tun) {
-        /* A tenant's: VNI + 1 (PollBatch.tun_ids). */
-        q->tuns[q->n] = tem_core_group_vni(core, &d->key.group) + 1;
-        q->any_tun = true;
-    }
+    /* The whole room of a record: a copy of constant size, with room for
+     * it since 'keys' holds 'cap' records of the largest size. */
+    memcpy(q->keys + q->keys_len, pk->rec, sizeof pk->rec);
+    q->keys_len += pk->len;
+    q->tuns[q->n] = pk->tun;
+    q->any_tun |= pk->tun != 0;
     q->refs[q->n] = (struct tem_poll_ref) {
         .slot = d->slot, .gen = d->gen, .part = part,
     };

@@ -6,7 +6,8 @@
 #
 # usage: tem/bench/bench-tem-shards.sh [--build=DIR] [--tems="1 2"]
 #            [--runs=3] [--hosts=1024] [--events=256] [--event-hosts=16]
-#            [--scenario=one-quiet] [--seconds=3s] [--results=FILE]
+#            [--scenario=one-quiet] [--seconds=3s] [--timeout=10s]
+#            [--results=FILE]
 #
 # For each K of --tems and each run: K trumpet-tem processes start, each
 # with its own sockets and event file, and K tem-bench processes run at
@@ -19,6 +20,8 @@
 # the sums over TEMs (decisions per wall second, TEM CPU used) and of the
 # per-TEM rates (satisfactions per TEM CPU-second).
 #
+# --timeout is tem-bench's longest wait for the TEM (a loaded machine
+# with many hosts needs more than the 10 s default to welcome them).
 # On a machine with fewer free CPUs than 2K (TEMs and simulated hosts),
 # the wall-clock sums measure the machine; the per-CPU-second rates still
 # measure the TEM.  Runs are plaintext (--insecure-plaintext), as
@@ -34,6 +37,7 @@ events=256
 event_hosts=16
 scenario=one-quiet
 seconds=3s
+timeout=10s
 results=
 
 for arg; do
@@ -46,6 +50,7 @@ for arg; do
     --event-hosts=*) event_hosts=${arg#*=} ;;
     --scenario=*) scenario=${arg#*=} ;;
     --seconds=*) seconds=${arg#*=} ;;
+    --timeout=*) timeout=${arg#*=} ;;
     --results=*) results=${arg#*=} ;;
     -h|--help) sed -n '2,/^set -eu/p' "$0" | sed '$d; s/^# \{0,1\}//'
                exit 0 ;;
@@ -86,6 +91,7 @@ while [ "$r" -le "$runs" ]; do
                 --json --mode=throughput --scenario="$scenario" \
                 --hosts="$hosts" --events="$per" \
                 --event-hosts="$event_hosts" --seconds="$seconds" \
+                --timeout="$timeout" \
                 >"$tmp/bench.$i.json" 2>>"$tmp/bench.log" &
             bench_pids="$bench_pids $!"
             i=$((i + 1))
