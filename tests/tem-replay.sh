@@ -269,8 +269,8 @@ done
 ctl --json event-show o_sum >"$tmp/o_sum.json"
 ctl --json status >"$tmp/status5.json"
 "$PY" - "$tmp/alerts5.json" "$tmp/oh1.out" "$tmp/oh1.err" "$tmp/oh2.err" \
-    "$tmp/o_sum.json" "$tmp/status5.json" <<'PYEOF' || exit 1
-import json, sys
+    "$tmp/o_sum.json" "$tmp/status5.json" "$tmp/tem.log" <<'PYEOF' || exit 1
+import calendar, json, re, sys, time
 from collections import Counter
 def fail(msg):
     print("FAIL: restart: " + msg)
@@ -283,9 +283,28 @@ undecidable = json.load(open(sys.argv[5]))["stats"]["undecidable"]
 counters = json.load(open(sys.argv[6]))["counters"]
 rep = {e: {r["epoch"] for r in reps if r["event"] == e}
        for e in ("o_max", "o_sum")}
-if rep["o_max"] != rep["o_sum"]:
-    fail("h1 reported o_max in %d intervals, o_sum in %d"
-         % (len(rep["o_max"]), len(rep["o_sum"])))
+# After the restart the hosts connect one after the other: o_sum's
+# threshold is split over the hosts connected, so until h2 is back h1
+# holds the whole of it and does not report its 80 KB (docs/tem.md,
+# "Threshold split").  o_max is not split.  Every interval h1 reported
+# for o_max, o_sum has too, but those that ended before both hosts were
+# back (and the next, re-installed then).
+back = {}
+pat = re.compile(r"^(\S+)Z\|tem\|INFO\|host (h[12]) connected")
+for line in open(sys.argv[7]):
+    m = pat.match(line)
+    if m:
+        sec, ms = m.group(1).split(".")
+        back[m.group(2)] = (calendar.timegm(time.strptime(
+            sec, "%Y-%m-%dT%H:%M:%S")) * 10**9 + int(ms) * 10**6)
+both_back = max(back.values())            # The last connections.
+only_max = rep["o_max"] - rep["o_sum"]
+late_gap = [e for e in only_max if (e + 1) * 10**7 > both_back + 2 * 10**8]
+if rep["o_sum"] - rep["o_max"] or late_gap:
+    fail("h1 reported o_max in %d intervals, o_sum in %d; o_max alone %s "
+         "after both hosts were back (%d)" % (len(rep["o_max"]),
+                                             len(rep["o_sum"]), late_gap,
+                                             both_back))
 if not 38 <= len(rep["o_max"]) <= 40:
     fail("h1 reported %d of 40 intervals" % len(rep["o_max"]))
 for e in ("o_max", "o_sum"):
