@@ -75,8 +75,9 @@ tem/trumpet_tem-tem.$(OBJEXT) tem/trumpet_tem-tem-options.$(OBJEXT): \
 # matrix, bench-tem-shards.sh events partitioned over several TEMs,
 # bench-tem-replay.sh the latency with tpm-replay hosts,
 # bench-tem-instr.sh the TEM's instructions per latency epoch under
-# callgrind, bench-tem-takeover.sh a cluster's takeover on a real etcd;
-# they source bench-lib.sh.
+# callgrind, bench-tem-takeover.sh a cluster's takeover on a real etcd,
+# bench-tem-am.sh the alerts' delivery to a real Alertmanager; they
+# source bench-lib.sh (bench-tem-am.sh: tests/tem-lib.sh).
 noinst_PROGRAMS += tem/bench/tem-bench
 tem_bench_tem_bench_SOURCES = tem/bench/tem-bench.c
 tem_bench_tem_bench_CFLAGS = $(AM_CFLAGS) $(JSON_C_CFLAGS) $(ZMQ_CFLAGS) \
