@@ -25,7 +25,7 @@
 # fresh data directory, three TEMs with --etcd and that --etcd-ttl (t1
 # and t2 active, t3 --standby; one key pair and allow-list), E events
 # added through t1 and spread by the leader over t1 and t2 (the standby
-# gets events only when no active member lives), and N tpm-replay hosts
+# gets a lost member's events: it stands in for it), and N tpm-replay hosts
 # (--controller three times) replaying in real time a constant-rate UDP
 # trace (tests/tem-trace.py) that puts every host over its share of every
 # event in every epoch.  Then K cycles of TTL + S seconds: the active
