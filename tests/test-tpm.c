@@ -1886,6 +1886,20 @@ START_TEST(test_dos_model)
     for (int i = 0; i < 4; i++) {
         tpm_event_destroy(evs[i]);
     }
+
+    /* With ovs-vswitchd's knobs (a sweep waits for room in the report
+     * ring) and an event that reports every flow, far more reports than
+     * the ring holds: the profile's monitors, whose reports nobody reads,
+     * must not wait (they did, forever, in the main thread). */
+    struct tpm_event *rep;
+    error = tpm_event_parse("rep", "filter=udp,nw_dst=10.9.0.0/16 "
+                            "predicate=count() >= 1 group=5tuple", &rep);
+    ck_assert_msg(!error, "%s", error);
+    q.sweep_waits_for_reports = true;
+    q.ring_size = 64;
+    ck_assert(!tpm_dos_profile(&q, &rep, 1, 2048, 3, &c));
+    ck_assert_double_gt(c.sweep_item, 0);
+    tpm_event_destroy(rep);
 }
 END_TEST
 

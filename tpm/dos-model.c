@@ -75,6 +75,10 @@ profile_monitor__(const struct tpm_params *p, uint32_t threshold,
     struct tpm_params q = *p;
     q.dos_threshold = threshold;
     q.sweep_budget_ns = 0;
+    /* Nobody reads this monitor's reports: a sweep that waited for room
+     * in the report ring would never end (the caller's knobs may ask for
+     * waiting, as ovs-vswitchd's do). */
+    q.sweep_waits_for_reports = false;
     struct tpm *tpm = tpm_create(&q, errp);
     if (!tpm) {
         return NULL;
