@@ -262,8 +262,10 @@ TESTS += tests/tem-etcd-cluster.sh
 EXTRA_DIST += tests/tem-etcd-cluster.sh
 # The etcd tests one at a time: each runs etcd, TEMs and hosts whose
 # timing (lease TTLs, poll deadlines) another beside it would upset.
-tests/tem-etcd-cluster.sh.log: tests/tem-cluster.sh.log
-tests/tem-cluster.sh.log: tests/tem-cluster-keys.sh.log
+TEM_ETCD_CLUSTER_LOG = tests/tem-etcd-cluster.sh.log
+TEM_CLUSTER_LOG = tests/tem-cluster.sh.log
+$(TEM_ETCD_CLUSTER_LOG): tests/tem-cluster.sh.log
+$(TEM_CLUSTER_LOG): tests/tem-cluster-keys.sh.log
 
 # The TEM with two hosts: the patched ovs-vswitchd on the veth-DPDK test
 # bed and a tpm-replay (network-wide alerts checked against what was sent,
