@@ -55,12 +55,6 @@ keys_cleanup() {
 }
 trap keys_cleanup EXIT
 
-free_port() {
-    "$PY" -c 'import socket
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-print(s.getsockname()[1])'
-}
 cport=$(free_port)
 pport=$(free_port)
 EP=http://127.0.0.1:$cport
@@ -130,22 +124,6 @@ start_member() {
         --metrics=127.0.0.1:0 --heartbeat=200ms 2>>"$tmp/$1.log" &
     tpid[$1]=$!
     pids+=($!)
-}
-cctl() {
-    local t=$1
-    shift
-    "$CTL" --ctl="ipc://$tmp/$t.ctl" --timeout=2s "$@"
-}
-cstat() {
-    cctl "$1" --json status | "$PY" -c \
-        "import json,sys; s=json.load(sys.stdin); c=s['cluster']; print($2)"
-}
-until_ok() {
-    local end=$(( $(date +%s) + $1 ))
-    while ! eval "$2" >/dev/null 2>&1; do
-        [ "$(date +%s)" -lt $end ] || return 1
-        sleep 0.1
-    done
 }
 # sessions TEM: "HOST:STATE ..." of the hosts TEM knows.
 sessions() {

@@ -86,13 +86,6 @@ cluster_cleanup() {
 }
 trap cluster_cleanup EXIT
 
-free_port() {
-    "$PY" -c 'import socket
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-print(s.getsockname()[1])'
-}
-
 cport=$(free_port)
 pport=$(free_port)
 EP=http://127.0.0.1:$cport
@@ -157,29 +150,6 @@ start_member() {
         2>>"$tmp/$1.log" &
     tpid[$1]=$!
     pids+=($!)
-}
-
-# cctl TEM ARGS...: tem-ctl on TEM.
-cctl() {
-    local t=$1
-    shift
-    "$CTL" --ctl="ipc://$tmp/$t.ctl" --timeout=2s "$@"
-}
-
-# cstat TEM EXPR: a value of TEM's status "cluster" (Python on 'c').
-cstat() {
-    cctl "$1" --json status | "$PY" -c \
-        "import json,sys; c=json.load(sys.stdin)['cluster']; print($2)"
-}
-
-# until_ok SECONDS SHELL-CODE: until SHELL-CODE (evaluated each time)
-# succeeds.
-until_ok() {
-    local end=$(( $(date +%s) + $1 ))
-    while ! eval "$2" >/dev/null 2>&1; do
-        [ "$(date +%s)" -lt $end ] || return 1
-        sleep 0.1
-    done
 }
 
 # --- 1. Membership and placement -----------------------------------------

@@ -60,13 +60,6 @@ etcd_cluster_cleanup() {
 }
 trap etcd_cluster_cleanup EXIT
 
-free_port() {
-    "$PY" -c 'import socket
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-print(s.getsockname()[1])'
-}
-
 declare -A cport pport epid
 initial=
 for e in e1 e2 e3; do
@@ -137,26 +130,6 @@ start_member() {
         2>>"$tmp/$id.log" &
     tpid[$id]=$!
     pids+=($!)
-}
-
-cctl() {
-    local t=$1
-    shift
-    "$CTL" --ctl="ipc://$tmp/$t.ctl" --timeout=2s "$@"
-}
-
-# cstat TEM EXPR: a value of TEM's status "cluster" (Python on 'c').
-cstat() {
-    cctl "$1" --json status | "$PY" -c \
-        "import json,sys; c=json.load(sys.stdin)['cluster']; print($2)"
-}
-
-until_ok() {
-    local end=$(( $(date +%s) + $1 ))
-    while ! eval "$2" >/dev/null 2>&1; do
-        [ "$(date +%s)" -lt $end ] || return 1
-        sleep 0.1
-    done
 }
 
 # placed N: N events, each owned by exactly one TEM, as etcd assigns them.

@@ -90,3 +90,38 @@ wait_for() {
     done
     fail "$3: '$out', expected '$2'"
 }
+
+# Shared by the tests of a TEM cluster on etcd (tem-cluster.sh,
+# tem-cluster-keys.sh, tem-etcd-cluster.sh).
+
+# free_port: a free TCP port on 127.0.0.1.
+free_port() {
+    "$PY" -c 'import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])'
+}
+
+# cctl TEM ARGS...: tem-ctl on member TEM (control socket ipc://$tmp/TEM.ctl).
+cctl() {
+    local t=$1
+    shift
+    "$CTL" --ctl="ipc://$tmp/$t.ctl" --timeout=2s "$@"
+}
+
+# cstat TEM EXPR: Python EXPR on TEM's status ('s') and its "cluster"
+# ('c').
+cstat() {
+    cctl "$1" --json status | "$PY" -c \
+        "import json,sys; s=json.load(sys.stdin); c=s['cluster']; print($2)"
+}
+
+# until_ok SECONDS SHELL-CODE: until SHELL-CODE (evaluated each time)
+# succeeds; false after SECONDS.
+until_ok() {
+    local end=$(( $(date +%s) + $1 ))
+    while ! eval "$2" >/dev/null 2>&1; do
+        [ "$(date +%s)" -lt $end ] || return 1
+        sleep 0.1
+    done
+}
