@@ -65,7 +65,9 @@
  * for each summary kind the flow keeps, in kind order, the value of the
  * kind's variable or expression combined by its operation: sum, sum of
  * squares, min, max, last, or count of non-zero values.  It follows the
- * update plan of the flow's summary mask (plan__(), cached per mask): a
+ * update plan of the flow's summary mask (plan__(), cached per mask, and
+ * the last one looked up kept for the rest of the batch, so flows of one
+ * mask look it up once per batch; the epoch tag is read once too): a
  * plain variable's slot is one case of one switch on (variable,
  * operation), not a walk of the mask and two switches; a plan of one or
  * two slots of bytes, volume, ttl or ecn calls a function of its own
@@ -255,10 +257,10 @@ tpm_backfill_step__(struct tpm *tpm, uint32_t n)
 
 /* Returns flow 'f''s statistics of the current epoch, reset if they are
  * another epoch's (lazy reset: the first packet of the epoch
- * overwrites), their slots then set to 'init' if nonnull (the plan's
- * identities, tpm-private.h). */
+ * overwrites).  flow_update__() does the same inline, with the slots set
+ * to its plan's identities (tpm-private.h). */
 static inline __attribute__((always_inline)) struct tpm_flow_stats *
-flow_stats__(const struct tpm *tpm, struct tpm_flow *f, const double *init)
+flow_stats__(const struct tpm *tpm, struct tpm_flow *f)
 {
     uint32_t tag = tpm->tag;
     struct tpm_flow_stats *st = &f->stats[tag & 1];
@@ -267,9 +269,6 @@ flow_stats__(const struct tpm *tpm, struct tpm_flow *f, const double *init)
         f->tag[tag & 1] = tag;
         st->packets = 0;
         st->bytes = 0;
-        if (init) {
-            memcpy(st->slot, init, sizeof st->slot);
-        }
     }
     return st;
 }
@@ -477,21 +476,47 @@ slot_update__(double *s, enum tpm_sum_op op, double v, bool first)
         slot_update__(s, TPM_SUM_NONZERO, (EXPR), first);               \
         break;
 
-/* Updates flow 'f''s statistics of the current epoch with 'pkt', by the
- * plan of its summary mask: one dispatch per slot for a plain variable. */
+/* The plan of the last flow scatter__() updated, looked up once per
+ * batch and again only when a flow has another summary mask. */
+struct plan_cache__ {
+    uint32_t mask;              /* UINT32_MAX (no flow has so many
+                                 * summaries): none yet. */
+    const struct tpm_plan *plan;
+};
+
+/* Updates flow 'f''s statistics of epoch tag 'tag' (the current one) with
+ * 'pkt', by the plan of its summary mask ('pc' caches it): one dispatch
+ * per slot for a plain variable. */
 static inline __attribute__((always_inline)) void
-flow_update__(struct tpm *tpm, struct tpm_flow *f, const struct tpm_pkt *pkt)
+flow_update__(struct tpm *tpm, struct tpm_flow *f, const struct tpm_pkt *pkt,
+              uint32_t tag, struct plan_cache__ *pc)
 {
-    const struct tpm_plan *pl = plan__(tpm, f->sum_mask);
-    struct tpm_flow_stats *st = flow_stats__(tpm, f, pl->init);
-    bool first = !st->packets;
+    uint32_t mask = f->sum_mask;
+    if (OVS_UNLIKELY(mask != pc->mask)) {
+        pc->plan = plan__(tpm, mask);
+        pc->mask = mask;
+    }
+    const struct tpm_plan *pl = pc->plan;
+    struct tpm_flow_stats *st = &f->stats[tag & 1];
+    if (OVS_UNLIKELY(f->tag[tag & 1] != tag)) {
+        /* The epoch's first packet: reset (flow_stats__()). */
+        f->tag[tag & 1] = tag;
+        st->packets = 0;
+        st->bytes = 0;
+        memcpy(st->slot, pl->init, sizeof st->slot);
+    }
+    uint32_t bytes = pkt->bytes;
     st->packets++;
-    st->bytes += pkt->bytes;
+    /* Two scalar additions: as one vector addition the compiler builds
+     * the vector {1, bytes} first, in more instructions. */
+    __asm__("" : "+r" (st));
+    st->bytes += bytes;
 
     if (OVS_LIKELY(pl->update)) {
         pl->update(st, pkt, pl);
         return;
     }
+    bool first = st->packets == 1;
     for (int i = 0; i < pl->n; i++) {
         double *s = &st->slot[i];
         switch (pl->code[i]) {
@@ -565,7 +590,7 @@ flow_update_run__(struct tpm *tpm, struct tpm_flow *f,
     }
     n = run;
 
-    struct tpm_flow_stats *st = flow_stats__(tpm, f, NULL);
+    struct tpm_flow_stats *st = flow_stats__(tpm, f);
     bool first = !st->packets;
     uint32_t bytes = 0;
     for (int j = 0; j < n; j++) {
@@ -677,6 +702,8 @@ scatter__(struct tpm *tpm, struct tpm_pkt *pkts, const uint64_t *ts, int n,
           uint64_t same_hash, bool runs)
 {
     int hits = 0;
+    const uint32_t tag = tpm->tag;
+    struct plan_cache__ pc = { .mask = UINT32_MAX, .plan = NULL };
     struct tpm_flow *f = tpm->last_flow;
     if (f && f->gen != tpm->last_gen) {
         f = NULL;               /* Reused since: the cache is void. */
@@ -724,7 +751,7 @@ scatter__(struct tpm *tpm, struct tpm_pkt *pkts, const uint64_t *ts, int n,
             i += run - 1;
             continue;
         }
-        flow_update__(tpm, f, pkt);
+        flow_update__(tpm, f, pkt, tag, &pc);
     }
     if (f) {
         tpm->last_flow = f;
