@@ -161,23 +161,36 @@ tpm_flow_last_tag(const struct tpm_flow *f)
     return (int32_t) (f->tag[0] - f->tag[1]) > 0 ? f->tag[0] : f->tag[1];
 }
 
-/* Looks up 'key' with hash 'hash'.  Returns the entry or NULL. */
+/* Returns true if entry 'f' holds 'key', whose hash is 'hash', in a live
+ * or pending flow: the test tpm_flow_table_find() makes of each slot it
+ * probes. */
+static inline bool
+tpm_flow_holds(const struct tpm_flow *f, const struct tpm_key *key,
+               uint32_t hash)
+{
+    return (f->hash == hash
+            && (f->state == TPM_FLOW_LIVE || f->state == TPM_FLOW_PENDING)
+            && tpm_key_equal(&f->key, key));
+}
+
+/* tpm_flow_table_find() past the home slot: the whole probe sequence from
+ * the home slot on, out of line. */
+struct tpm_flow *tpm_flow_table_probe(const struct tpm_flow_table *ft,
+                                      const struct tpm_key *key,
+                                      uint32_t hash);
+
+/* Looks up 'key' with hash 'hash'.  Returns the entry or NULL.  The home
+ * slot (the first of the probe sequence) is tested inline: it holds the
+ * flow in the common case. */
 static inline struct tpm_flow *
 tpm_flow_table_find(const struct tpm_flow_table *ft,
                     const struct tpm_key *key, uint32_t hash)
 {
-    for (uint32_t i = 0; i < ft->probe_limit; i++) {
-        struct tpm_flow *f = &ft->flows[(hash + i) & ft->mask];
-        if (f->state == TPM_FLOW_FREE) {
-            return NULL;
-        }
-        if (f->hash == hash && (f->state == TPM_FLOW_LIVE
-                                || f->state == TPM_FLOW_PENDING)
-            && tpm_key_equal(&f->key, key)) {
-            return f;
-        }
+    struct tpm_flow *f = tpm_flow_table_bucket(ft, hash);
+    if (OVS_LIKELY(tpm_flow_holds(f, key, hash))) {
+        return f;
     }
-    return NULL;
+    return tpm_flow_table_probe(ft, key, hash);
 }
 
 /* Inserts 'key', which must not be in the table, at the current epoch tag

@@ -31,7 +31,9 @@
  * as the one before it with one comparison of the hash and, if equal,
  * of the key, since datacenter traffic comes in bursts of one flow.
  * Otherwise the flow table is searched (linear probing, one line in
- * the common case, already prefetched by pass 2).  A miss inserts the
+ * the common case, already prefetched by pass 2): the flow's home slot
+ * inline, the rest of the probe sequence out of line
+ * (tpm_flow_table_probe()).  A miss inserts the
  * flow (reusing a stale or dead slot, evicting at worst), joins it to
  * its reverse direction's TCP state if that direction keeps some
  * (tcp-state.c), and matches it.
@@ -702,7 +704,11 @@ scatter__(struct tpm *tpm, struct tpm_pkt *pkts, const uint64_t *ts, int n,
           uint64_t same_hash, bool runs)
 {
     int hits = 0;
+    /* Read once: the compiler cannot tell that the stores to flows leave
+     * them alone. */
     const uint32_t tag = tpm->tag;
+    struct tpm_flow *const flows = tpm->ft.flows;
+    const uint32_t flows_mask = tpm->ft.mask;
     struct plan_cache__ pc = { .mask = UINT32_MAX, .plan = NULL };
     struct tpm_flow *f = tpm->last_flow;
     if (f && f->gen != tpm->last_gen) {
@@ -716,7 +722,11 @@ scatter__(struct tpm *tpm, struct tpm_pkt *pkts, const uint64_t *ts, int n,
         if (f && f->hash == pkt->hash && tpm_key_equal(&f->key, &pkt->key)) {
             hits++;
         } else {
-            f = tpm_flow_table_find(&tpm->ft, &pkt->key, pkt->hash);
+            f = &flows[pkt->hash & flows_mask];
+            if (OVS_UNLIKELY(!tpm_flow_holds(f, &pkt->key, pkt->hash))) {
+                /* Not in its home slot (tpm_flow_table_find()). */
+                f = tpm_flow_table_probe(&tpm->ft, &pkt->key, pkt->hash);
+            }
             if (!f) {
                 bool replaced;
                 f = tpm_flow_table_insert(&tpm->ft, &pkt->key, pkt->hash,
