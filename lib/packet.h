@@ -396,7 +396,10 @@ enum tpm_fast_parse {
 
 /* The common case of tpm_packet_parse(), if 'data' is one: 'pkt' except
  * its hash, and the key's words 0, 2 and 4 (1 and 3 are zero) also in
- * '*w0', '*w2' and '*w4' for the hash: TPM_FAST_PLAIN.  Returns
+ * '*w0', '*w2' and '*w4' for the hash: TPM_FAST_PLAIN.  With
+ * 'udp_tcp_fields' false (a constant), a UDP datagram leaves the fields
+ * only TCP has (seq, ack, tcp_flags, rwnd, wscale, mss) unwritten, for a
+ * caller that reads them only for TCP packets (the monitor's phase 1).  Returns
  * TPM_FAST_MAYBE_TUN, with nothing written, for a UDP datagram whose port
  * has a bit in the bitmap of 'tun' (NULL: none; the fast path's only test
  * for tunnels, before anything is written: false positives go to
@@ -422,7 +425,7 @@ static inline __attribute__((always_inline)) enum tpm_fast_parse
 tpm_packet_parse_v4__(const uint8_t *p, uint32_t caplen, uint32_t wirelen,
                       const struct tpm_tunnel_ports *tun,
                       struct tpm_pkt *pkt, uint64_t *w0, uint64_t *w2,
-                      uint64_t *w4)
+                      uint64_t *w4, bool udp_tcp_fields)
 {
     const uint8_t *ip = p + 14;
     const uint8_t *l4 = ip + 20;
@@ -485,9 +488,11 @@ tpm_packet_parse_v4__(const uint8_t *p, uint32_t caplen, uint32_t wirelen,
     pkt->bytes = wirelen;
     pkt->ttl = ip[8];
     pkt->ecn = ((ip[1] & 3) + 1) >> 2;      /* CE: both bits set. */
-    pkt->wscale = TPM_WSCALE_NONE;
-    pkt->mss = 0;
     __builtin_memset(&pkt->tunnel, 0, sizeof pkt->tunnel);
+    if (proto == 6 || udp_tcp_fields) {
+        pkt->wscale = TPM_WSCALE_NONE;
+        pkt->mss = 0;
+    }
     if (proto == 6) {
         uint32_t hlen = (l4[12] >> 4) * 4;
         pkt->seq = tpm_be32__(l4 + 4);
@@ -498,9 +503,11 @@ tpm_packet_parse_v4__(const uint8_t *p, uint32_t caplen, uint32_t wirelen,
     } else {
         uint32_t ulen = tpm_be16__(l4 + 4);
         ulen = ulen < l4len ? ulen : l4len;
-        pkt->seq = pkt->ack = 0;
-        pkt->tcp_flags = 0;
-        pkt->rwnd = 0;
+        if (udp_tcp_fields) {
+            pkt->seq = pkt->ack = 0;
+            pkt->tcp_flags = 0;
+            pkt->rwnd = 0;
+        }
         pkt->volume = ulen > 8 ? ulen - 8 : 0;
     }
     return TPM_FAST_PLAIN;
@@ -532,7 +539,7 @@ tpm_packet_parse_fast__(const void *data, uint32_t caplen, uint32_t wirelen,
                         uint64_t *w2, uint64_t *w4)
 {
     enum tpm_fast_parse r = tpm_packet_parse_v4__(data, caplen, wirelen, tun,
-                                                  pkt, w0, w2, w4);
+                                                  pkt, w0, w2, w4, true);
     if (__builtin_expect(r == TPM_FAST_MAYBE_TUN, 0)) {
         /* The key's words from 'pkt', not through the call: the common
          * case keeps them in registers. */
@@ -643,6 +650,27 @@ extern uint64_t tpm_key_hash_v4_b;
 extern uint64_t tpm_key_hash_v4_brot;
 #endif
 
+/* tpm_key_hash() of an IPv4 key 'key' whose words 0, 2 and 4 are 'w0', 'w2'
+ * and 'w4' (1 and 3 are zero), computed from those: 'hw' is
+ * 'tpm_key_hash_hw', which a caller that hashes many keys may read once
+ * (and pass as a constant). */
+static inline __attribute__((always_inline)) uint32_t
+tpm_key_hash_v4__(const struct tpm_key *key, uint64_t w0, uint64_t w2,
+                  uint64_t w4, bool hw)
+{
+#if defined(__x86_64__)
+    if (__builtin_expect(hw, 1)) {
+        uint64_t a = TPM_KEY_HASH_A0;
+        a = tpm_crc32c_u64__(a, w0);
+        a = tpm_crc32c_u64__(a, w2);
+        a = tpm_crc32c_u64__(a, w4);
+        uint32_t h = (uint32_t) (a ^ tpm_key_hash_v4_brot) * 0x9e3779b1u;
+        return h ^ (h >> 16);           /* tpm_key_hash_mix__(). */
+    }
+#endif
+    return tpm_key_hash_portable(key);
+}
+
 static inline uint32_t
 tpm_key_hash(const struct tpm_key *key)
 {
@@ -680,18 +708,7 @@ tpm_packet_parse_hash_tun(const void *data, uint32_t caplen,
         pkt->hash = pkt->tunnel.type ? 0 : tpm_key_hash(&pkt->key);
         return true;
     }
-#if defined(__x86_64__)
-    if (__builtin_expect(tpm_key_hash_hw, 1)) {
-        uint64_t a = TPM_KEY_HASH_A0;
-        a = tpm_crc32c_u64__(a, w0);
-        a = tpm_crc32c_u64__(a, w2);
-        a = tpm_crc32c_u64__(a, w4);
-        uint32_t h = (uint32_t) (a ^ tpm_key_hash_v4_brot) * 0x9e3779b1u;
-        pkt->hash = h ^ (h >> 16);      /* tpm_key_hash_mix__(). */
-        return true;
-    }
-#endif
-    pkt->hash = tpm_key_hash_portable(&pkt->key);
+    pkt->hash = tpm_key_hash_v4__(&pkt->key, w0, w2, w4, tpm_key_hash_hw);
     return true;
 }
 

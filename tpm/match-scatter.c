@@ -15,7 +15,11 @@
  *   1. prefetch each frame's first cache line (lines 2-3);
  *   2. parse each frame into a 'struct tpm_pkt' (5-tuple key, the
  *      per-packet variables) and hash its key (lib/packet.h: CRC32-C
- *      where the CPU has it, fused with the IPv4 fast path); a packet
+ *      where the CPU has it, fused with the IPv4 fast path; parse__(),
+ *      compiled twice: a batch of a port without tunnels, with the
+ *      CPU's hash, takes the copy without the tests for tunnels and
+ *      tenants, which leaves the fields only TCP has unwritten for
+ *      UDP); a packet
  *      whose hash differs from the previous IP packet's (or, for the
  *      first, from the last flow's) gets its flow's home bucket
  *      prefetched and the statistics line of the current epoch
@@ -834,6 +838,79 @@ underlay__(struct tpm *tpm, const struct tpm_frame *frames,
     return m ? scatter__(tpm, outer, ts ? outer_ts : NULL, m, 0, false) : 0;
 }
 
+/* The frames that phase 1's pass 2 leaves to the full parser
+ * (tpm_packet_parse_hash_tun()) when it takes the inline parser without
+ * tunnels: 'pkt' as pass 2 makes it.  Returns false if not parsed. */
+static bool __attribute__((noinline))
+parse_full__(struct tpm *tpm, const struct tpm_frame *frame,
+             struct tpm_pkt *pkt)
+{
+    return tpm_packet_parse_hash_tun(frame->data, frame->caplen,
+                                     frame->wirelen, pkt, &tpm->st.parse,
+                                     &tpm->tunnels);
+}
+
+/* Phase 1, pass 2, for the 'n' frames 'frames': parses each into 'pkts',
+ * hashes its key, and prefetches its flow's home bucket and statistics
+ * line (once for a run of packets of one flow); adds the frames' bytes
+ * to '*bytesp'.  Returns the bits of 'same_hash' (bit i: packet i has the
+ * hash of the IP packet before it).  With 'plain' (a constant: the
+ * monitor has no tunnel ports, the port is not a tunnel's, and
+ * 'tpm_key_hash_hw' is true) the common frame is parsed and hashed
+ * inline, without the tests for tunnels and tenants, and leaves the
+ * fields only TCP has unwritten for UDP (tpm_packet_parse_v4__()):
+ * nothing reads them for a flow that is not TCP (tcp-state.c). */
+static inline __attribute__((always_inline)) uint64_t
+parse__(struct tpm *tpm, const struct tpm_frame *frames,
+        struct tpm_pkt *pkts, int n, uint64_t *bytesp, bool plain)
+{
+    uint32_t prev_hash = tpm->last_flow ? tpm->last_flow->hash : 0;
+    uint64_t same_hash = 0;
+    uint64_t bytes = 0;
+    /* Read once: the compiler cannot tell that the packets' stores leave
+     * them alone. */
+    struct tpm_flow *const flows = tpm->ft.flows;
+    const uint32_t flows_mask = tpm->ft.mask;
+    const bool rx_tunnelled = tpm->rx_tunnelled;
+    const int parity = tpm->tag & 1;
+    for (int i = 0; i < n; i++) {
+        const struct tpm_frame *fr = &frames[i];
+        struct tpm_pkt *pkt = &pkts[i];
+        bytes += fr->wirelen;
+        if (plain) {
+            uint64_t w0, w2, w4;
+            if (OVS_LIKELY(tpm_packet_parse_v4__(fr->data, fr->caplen,
+                                                 fr->wirelen, NULL, pkt,
+                                                 &w0, &w2, &w4, false)
+                           == TPM_FAST_PLAIN)) {
+                pkt->hash = tpm_key_hash_v4__(&pkt->key, w0, w2, w4, true);
+            } else if (!parse_full__(tpm, fr, pkt)) {
+                continue;
+            }
+        } else {
+            if (!tpm_packet_parse_hash_tun(fr->data, fr->caplen,
+                                           fr->wirelen, pkt, &tpm->st.parse,
+                                           &tpm->tunnels)) {
+                continue;
+            }
+            if (OVS_UNLIKELY(pkt->tunnel.type | rx_tunnelled)
+                && !tenant_key__(tpm, pkt)) {
+                continue;
+            }
+        }
+        if (pkt->hash == prev_hash) {
+            same_hash |= 1ull << i;
+        } else {
+            struct tpm_flow *b = &flows[pkt->hash & flows_mask];
+            tpm_prefetch(b);
+            tpm_prefetch_write(&b->stats[parity]);
+            prev_hash = pkt->hash;
+        }
+    }
+    *bytesp += bytes;
+    return same_hash;
+}
+
 /* Phase 1 for 'n' frames, with arrival times 'ts' (NULL: the monitor's
  * clock). */
 static inline void
@@ -863,37 +940,15 @@ process_batch__(struct tpm *tpm, const struct tpm_frame *frames,
         tpm_prefetch(frames[i].data);
     }
 
-    /* Pass 2: parse, hash, and prefetch the flow's home bucket and its
-     * statistics line (once for a run of packets of one flow). */
-    uint32_t prev_hash = tpm->last_flow ? tpm->last_flow->hash : 0;
-    uint64_t same_hash = 0;     /* Bit i: packet i has the hash of the IP
-                                 * packet before it. */
-    /* Read once: the compiler cannot tell that the packets' stores leave
-     * them alone. */
-    struct tpm_flow *const flows = tpm->ft.flows;
-    const uint32_t flows_mask = tpm->ft.mask;
-    const bool rx_tunnelled = tpm->rx_tunnelled;
-    const int parity = tpm->tag & 1;
-    for (int i = 0; i < n; i++) {
-        struct tpm_pkt *pkt = &pkts[i];
-        bytes += frames[i].wirelen;
-        if (!tpm_packet_parse_hash_tun(frames[i].data, frames[i].caplen,
-                                       frames[i].wirelen, pkt,
-                                       &tpm->st.parse, &tpm->tunnels)) {
-            continue;
-        }
-        if (OVS_UNLIKELY(pkt->tunnel.type | rx_tunnelled)
-            && !tenant_key__(tpm, pkt)) {
-            continue;
-        }
-        if (pkt->hash == prev_hash) {
-            same_hash |= 1ull << i;
-        } else {
-            struct tpm_flow *b = &flows[pkt->hash & flows_mask];
-            tpm_prefetch(b);
-            tpm_prefetch_write(&b->stats[parity]);
-            prev_hash = pkt->hash;
-        }
+    /* Pass 2, compiled twice: batches of a port without tunnels (no
+     * tunnel ports, not a tunnel's port) and with the CPU's hash take
+     * the copy without their tests. */
+    uint64_t same_hash;
+    if (OVS_LIKELY(!(tpm->rx_tunnelled | tpm->tunnels.n)
+                   && tpm_key_hash_hw)) {
+        same_hash = parse__(tpm, frames, pkts, n, &bytes, true);
+    } else {
+        same_hash = parse__(tpm, frames, pkts, n, &bytes, false);
     }
 
     /* Pass 3, compiled twice: batches without runs of one flow (every
