@@ -399,12 +399,13 @@ enum tpm_fast_parse {
  * '*w0', '*w2' and '*w4' for the hash: TPM_FAST_PLAIN.  With
  * 'udp_tcp_fields' false (a constant), a UDP datagram leaves the fields
  * only TCP has (seq, ack, tcp_flags, rwnd, wscale, mss) unwritten, for a
- * caller that reads them only for TCP packets (the monitor's phase 1).  Returns
- * TPM_FAST_MAYBE_TUN, with nothing written, for a UDP datagram whose port
- * has a bit in the bitmap of 'tun' (NULL: none; the fast path's only test
- * for tunnels, before anything is written: false positives go to
- * tpm_packet_decap_v4__(), which looks the port up exactly), and
- * TPM_FAST_FULL, with nothing written, for the other frames. */
+ * caller that reads them only for TCP packets (the monitor's phase 1).
+ * Returns TPM_FAST_MAYBE_TUN, with nothing written, for a UDP datagram
+ * whose port has a bit in the bitmap of 'tun' (NULL: none; the fast
+ * path's only test for tunnels, before anything is written: false
+ * positives go to tpm_packet_decap_v4__(), which looks the port up
+ * exactly), and TPM_FAST_FULL, with nothing written, for the other
+ * frames. */
 /* The byte at offset 'k' of a 64-bit word loaded from memory, as 'v' in
  * that word (host byte order). */
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__

@@ -723,7 +723,7 @@ scatter__(struct tpm *tpm, struct tpm_pkt *pkts, const uint64_t *ts, int n,
         if (!pkt->key.ipver) {
             continue;
         }
-        if (f && f->hash == pkt->hash && tpm_key_equal(&f->key, &pkt->key)) {
+        if (f && f->hash == pkt->hash && tpm_flow_key_equal(f, &pkt->key)) {
             hits++;
         } else {
             f = &flows[pkt->hash & flows_mask];
