@@ -935,7 +935,9 @@ process_batch__(struct tpm *tpm, const struct tpm_frame *frames,
         return;
     }
 
-    /* Pass 1: bring the headers in. */
+    /* Pass 1: bring the headers in (unrolled: the loop's own
+     * instructions were most of it). */
+#pragma GCC unroll 4
     for (int i = 0; i < n; i++) {
         tpm_prefetch(frames[i].data);
     }
