@@ -422,42 +422,17 @@ tpm_load64__(const uint8_t *p)
     return x;
 }
 
+/* The end of tpm_packet_parse_v4__(), for a frame whose checks passed:
+ * its IP total length 'tot' and protocol 'proto' (17 or 6, a constant:
+ * each protocol gets code of its own). */
 static inline __attribute__((always_inline)) enum tpm_fast_parse
-tpm_packet_parse_v4__(const uint8_t *p, uint32_t caplen, uint32_t wirelen,
-                      const struct tpm_tunnel_ports *tun,
-                      struct tpm_pkt *pkt, uint64_t *w0, uint64_t *w2,
-                      uint64_t *w4, bool udp_tcp_fields)
+tpm_packet_parse_v4_l4__(const uint8_t *p, uint32_t wirelen, uint32_t tot,
+                         uint32_t proto, const struct tpm_tunnel_ports *tun,
+                         struct tpm_pkt *pkt, uint64_t *w0, uint64_t *w2,
+                         uint64_t *w4, bool udp_tcp_fields)
 {
     const uint8_t *ip = p + 14;
     const uint8_t *l4 = ip + 20;
-
-    if (caplen < 14 + 20 + 8) {
-        return TPM_FAST_FULL;
-    }
-    /* Two words cover the checks: bytes 12-19 (EtherType, version and
-     * header length, TOS, total length, ID) and 20-27 (fragment offset,
-     * TTL, protocol, checksum, ...). */
-    uint64_t eth_ip = tpm_load64__(p + 12);
-    uint64_t frag_proto = tpm_load64__(p + 20);
-    uint32_t tot = tpm_be16__(ip + 2);
-    uint64_t fp = frag_proto & (TPM_BYTE64__(0, 0x1f) | TPM_BYTE64__(1, 0xff)
-                                | TPM_BYTE64__(3, 0xff));
-    uint32_t proto;
-    if ((eth_ip & (TPM_BYTE64__(0, 0xff) | TPM_BYTE64__(1, 0xff)
-                   | TPM_BYTE64__(2, 0xff)))
-        != (TPM_BYTE64__(0, 0x08) | TPM_BYTE64__(2, 0x45)) || tot < 20) {
-        /* Not untagged IPv4 without options, or a bad total length. */
-        return TPM_FAST_FULL;
-    } else if (fp == TPM_BYTE64__(3, 17)) {
-        proto = 17;
-    } else if (fp == TPM_BYTE64__(3, 6) && caplen >= 14 + 20 + 20
-               && !__builtin_expect(l4[13] & TPM_TCP_SYN, 0)) {
-        proto = 6;
-    } else {
-        /* A later fragment, neither TCP nor UDP, TCP header not
-         * captured, or a SYN: options to read. */
-        return TPM_FAST_FULL;
-    }
     uint32_t l4len = tot - 20;
     uint32_t ports = tpm_be32__(l4);        /* sport << 16 | dport. */
     if (tun && proto == 17 && (tun->bloom >> (ports & 63)) & 1) {
@@ -512,6 +487,46 @@ tpm_packet_parse_v4__(const uint8_t *p, uint32_t caplen, uint32_t wirelen,
         pkt->volume = ulen > 8 ? ulen - 8 : 0;
     }
     return TPM_FAST_PLAIN;
+}
+
+/* The common case of tpm_packet_parse() (see above, before
+ * TPM_BYTE64__()). */
+static inline __attribute__((always_inline)) enum tpm_fast_parse
+tpm_packet_parse_v4__(const uint8_t *p, uint32_t caplen, uint32_t wirelen,
+                      const struct tpm_tunnel_ports *tun,
+                      struct tpm_pkt *pkt, uint64_t *w0, uint64_t *w2,
+                      uint64_t *w4, bool udp_tcp_fields)
+{
+    const uint8_t *ip = p + 14;
+    const uint8_t *l4 = ip + 20;
+
+    if (caplen < 14 + 20 + 8) {
+        return TPM_FAST_FULL;
+    }
+    /* Two words cover the checks: bytes 12-19 (EtherType, version and
+     * header length, TOS, total length, ID) and 20-27 (fragment offset,
+     * TTL, protocol, checksum, ...). */
+    uint64_t eth_ip = tpm_load64__(p + 12);
+    uint64_t frag_proto = tpm_load64__(p + 20);
+    uint32_t tot = tpm_be16__(ip + 2);
+    uint64_t fp = frag_proto & (TPM_BYTE64__(0, 0x1f) | TPM_BYTE64__(1, 0xff)
+                                | TPM_BYTE64__(3, 0xff));
+    if ((eth_ip & (TPM_BYTE64__(0, 0xff) | TPM_BYTE64__(1, 0xff)
+                   | TPM_BYTE64__(2, 0xff)))
+        != (TPM_BYTE64__(0, 0x08) | TPM_BYTE64__(2, 0x45)) || tot < 20) {
+        /* Not untagged IPv4 without options, or a bad total length. */
+        return TPM_FAST_FULL;
+    } else if (fp == TPM_BYTE64__(3, 17)) {
+        return tpm_packet_parse_v4_l4__(p, wirelen, tot, 17, tun, pkt, w0,
+                                        w2, w4, udp_tcp_fields);
+    } else if (fp == TPM_BYTE64__(3, 6) && caplen >= 14 + 20 + 20
+               && !__builtin_expect(l4[13] & TPM_TCP_SYN, 0)) {
+        return tpm_packet_parse_v4_l4__(p, wirelen, tot, 6, tun, pkt, w0,
+                                        w2, w4, udp_tcp_fields);
+    }
+    /* A later fragment, neither TCP nor UDP, TCP header not captured, or
+     * a SYN: options to read. */
+    return TPM_FAST_FULL;
 }
 
 /* The decapsulating fast path (lib/packet.c), for a frame that
