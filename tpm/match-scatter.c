@@ -77,8 +77,9 @@
  * plain variable's slot is one case of one switch on (variable,
  * operation), not a walk of the mask and two switches; a plan of one or
  * two slots of bytes, volume, ttl or ecn calls a function of its own
- * (plan_1_OP__(), plan_2_OP_OP__(), chosen by plan_build__()), whose
- * slots start the epoch at their operation's identity.  A flow with
+ * (plan_1_OPW__(), plan_2_OPW_OPW__(), W the variable's width in bits,
+ * chosen by plan_build__()), whose slots start the epoch at their
+ * operation's identity.  A flow with
  * TCP state first has it updated, which fills in the packet's state
  * variables (tpm_conn_update__()).  Packets of one flow without state
  * that follow each other in the batch (a run, seen in 'same_hash' and
@@ -279,45 +280,43 @@ flow_stats__(const struct tpm *tpm, struct tpm_flow *f)
     return st;
 }
 
-/* Stores in '*off' and '*vmask' where plain variable 'var' is in a
- * 'struct tpm_pkt' for a plan's function of its own (tpm-private.h), and
- * returns true, or returns false if 'var' has no such place. */
+/* Stores in '*off' where plain variable 'var' is in a 'struct tpm_pkt' for
+ * a plan's function of its own (tpm-private.h) and in '*wide' whether it
+ * is 32 bits wide (else 8), and returns true, or returns false if 'var'
+ * has no such place. */
 static bool
-plan_var__(int var, uint8_t *off, uint32_t *vmask)
+plan_var__(int var, uint8_t *off, bool *wide)
 {
     switch (var) {
     case TPM_VAR_BYTES:
         *off = offsetof(struct tpm_pkt, bytes);
-        *vmask = UINT32_MAX;
+        *wide = true;
         return true;
     case TPM_VAR_VOLUME:
         *off = offsetof(struct tpm_pkt, volume);
-        *vmask = UINT32_MAX;
+        *wide = true;
         return true;
     case TPM_VAR_TTL:
         *off = offsetof(struct tpm_pkt, ttl);
-        *vmask = UINT8_MAX;
+        *wide = false;
         return true;
     case TPM_VAR_ECN:
         *off = offsetof(struct tpm_pkt, ecn);
-        *vmask = UINT8_MAX;
+        *wide = false;
         return true;
     default:
         return false;
     }
 }
-BUILD_ASSERT_DECL(offsetof(struct tpm_pkt, ecn) + 4 <= sizeof(struct tpm_pkt));
+BUILD_ASSERT_DECL(sizeof ((struct tpm_pkt *) 0)->bytes == 4
+                  && sizeof ((struct tpm_pkt *) 0)->volume == 4
+                  && sizeof ((struct tpm_pkt *) 0)->ttl == 1
+                  && sizeof ((struct tpm_pkt *) 0)->ecn == 1);
 
 /* The value of slot 'i' of plan 'pl' (one with an 'update' function) for
- * 'pkt'. */
-static inline __attribute__((always_inline)) double
-plan_value__(const struct tpm_pkt *pkt, const struct tpm_plan *pl, int i)
-{
-    uint32_t x;
-
-    memcpy(&x, (const char *) pkt + pl->off[i], sizeof x);
-    return x & pl->vmask[i];
-}
+ * 'pkt': the variable at byte 'off[i]', 'W' (8 or 32) bits wide. */
+#define PLAN_VALUE__(PKT, PL, I, W)                                     \
+    ((double) *(const uint##W##_t *) ((const char *) (PKT) + (PL)->off[I]))
 
 /* Combines value 'v' into slot '*s', which holds at least the identity of
  * operation 'op' (the slot_update__() of a slot past the first packet). */
@@ -346,45 +345,57 @@ plan_slot__(double *s, enum tpm_sum_op op, double v)
     }
 }
 
-/* The functions of plans of one and two slots, one per operation (and
- * pair of operations): plan_1_OP__() and plan_2_OP_OP__(). */
+/* The functions of plans of one and two slots, one per operation and
+ * width of the variable (and pair of those): plan_1_OPW__() and
+ * plan_2_OPW_OPW__() (W: 8 or 32). */
 #define PLAN_OP_sum TPM_SUM_SUM
 #define PLAN_OP_sumsq TPM_SUM_SUMSQ
 #define PLAN_OP_min TPM_SUM_MIN
 #define PLAN_OP_max TPM_SUM_MAX
 #define PLAN_OP_last TPM_SUM_LAST
 #define PLAN_OP_nonzero TPM_SUM_NONZERO
-#define PLAN_FN1__(A)                                                   \
+#define PLAN_FN1__(A, W)                                                \
     static void                                                         \
-    plan_1_##A##__(struct tpm_flow_stats *st, const struct tpm_pkt *pkt,\
-                   const struct tpm_plan *pl)                           \
+    plan_1_##A##W##__(struct tpm_flow_stats *st,                        \
+                      const struct tpm_pkt *pkt,                        \
+                      const struct tpm_plan *pl)                        \
     {                                                                   \
-        plan_slot__(&st->slot[0], PLAN_OP_##A, plan_value__(pkt, pl, 0)); \
+        plan_slot__(&st->slot[0], PLAN_OP_##A,                          \
+                    PLAN_VALUE__(pkt, pl, 0, W));                       \
     }
-#define PLAN_FN2__(A, B)                                                \
+#define PLAN_FN2__(A, WA, B, WB)                                        \
     static void                                                         \
-    plan_2_##A##_##B##__(struct tpm_flow_stats *st,                     \
-                         const struct tpm_pkt *pkt,                     \
-                         const struct tpm_plan *pl)                     \
+    plan_2_##A##WA##_##B##WB##__(struct tpm_flow_stats *st,             \
+                                 const struct tpm_pkt *pkt,             \
+                                 const struct tpm_plan *pl)             \
     {                                                                   \
-        plan_slot__(&st->slot[0], PLAN_OP_##A, plan_value__(pkt, pl, 0)); \
-        plan_slot__(&st->slot[1], PLAN_OP_##B, plan_value__(pkt, pl, 1)); \
+        plan_slot__(&st->slot[0], PLAN_OP_##A,                          \
+                    PLAN_VALUE__(pkt, pl, 0, WA));                      \
+        plan_slot__(&st->slot[1], PLAN_OP_##B,                          \
+                    PLAN_VALUE__(pkt, pl, 1, WB));                      \
     }
 #define PLAN_OPS__(M)                                                   \
     M(sum) M(sumsq) M(min) M(max) M(last) M(nonzero)
 #define PLAN_ROW__(M, A)                                                \
     M(A, sum) M(A, sumsq) M(A, min) M(A, max) M(A, last) M(A, nonzero)
-#define PLAN_FN2_ROW__(A) PLAN_ROW__(PLAN_FN2__, A)
-PLAN_OPS__(PLAN_FN1__)
+#define PLAN_FN1_W__(A) PLAN_FN1__(A, 8) PLAN_FN1__(A, 32)
+#define PLAN_FN2_W__(A, B)                                              \
+    PLAN_FN2__(A, 8, B, 8) PLAN_FN2__(A, 8, B, 32)                      \
+    PLAN_FN2__(A, 32, B, 8) PLAN_FN2__(A, 32, B, 32)
+#define PLAN_FN2_ROW__(A) PLAN_ROW__(PLAN_FN2_W__, A)
+PLAN_OPS__(PLAN_FN1_W__)
 PLAN_OPS__(PLAN_FN2_ROW__)
 
-#define PLAN_REF1__(A) plan_1_##A##__,
-#define PLAN_REF2__(A, B) plan_2_##A##_##B##__,
+/* The tables of those functions: [op][wide] and [op][wide][op][wide]. */
+#define PLAN_REF1__(A) { plan_1_##A##8__, plan_1_##A##32__ },
+#define PLAN_REF2__(A, B)                                               \
+    { { plan_2_##A##8_##B##8__, plan_2_##A##8_##B##32__ },              \
+      { plan_2_##A##32_##B##8__, plan_2_##A##32_##B##32__ } },
 #define PLAN_REF2_ROW__(A) { PLAN_ROW__(PLAN_REF2__, A) },
-static tpm_plan_fn *const plan_fns1__[TPM_N_SUM_OPS] = {
+static tpm_plan_fn *const plan_fns1__[TPM_N_SUM_OPS][2] = {
     PLAN_OPS__(PLAN_REF1__)
 };
-static tpm_plan_fn *const plan_fns2__[TPM_N_SUM_OPS][TPM_N_SUM_OPS] = {
+static tpm_plan_fn *const plan_fns2__[TPM_N_SUM_OPS][TPM_N_SUM_OPS][2][2] = {
     PLAN_OPS__(PLAN_REF2_ROW__)
 };
 BUILD_ASSERT_DECL(TPM_SUM_SUM == 0 && TPM_SUM_SUMSQ == 1
@@ -397,6 +408,7 @@ static void __attribute__((noinline))
 plan_build__(const struct tpm *tpm, struct tpm_plan *pl, uint32_t mask)
 {
     bool fast = true;
+    bool wide[TPM_FLOW_SLOTS];
     int i = 0;
 
     memset(pl->init, 0, sizeof pl->init);
@@ -408,16 +420,17 @@ plan_build__(const struct tpm *tpm, struct tpm_plan *pl, uint32_t mask)
                        ? TPM_PLAN_CODE(k->var, k->op) : TPM_PLAN_KIND);
         pl->init[i] = (k->op == TPM_SUM_MIN ? INFINITY
                        : k->op == TPM_SUM_MAX ? -INFINITY : 0);
-        fast &= plan_var__(k->var, &pl->off[i], &pl->vmask[i]);
+        fast &= plan_var__(k->var, &pl->off[i], &wide[i]);
     }
     pl->n = i;
     pl->mask = mask;
     pl->update = NULL;
     if (fast && i == 1) {
-        pl->update = plan_fns1__[tpm->kinds[pl->kind[0]].op];
+        pl->update = plan_fns1__[tpm->kinds[pl->kind[0]].op][wide[0]];
     } else if (fast && i == 2) {
         pl->update = plan_fns2__[tpm->kinds[pl->kind[0]].op]
-                                [tpm->kinds[pl->kind[1]].op];
+                                [tpm->kinds[pl->kind[1]].op]
+                                [wide[0]][wide[1]];
     }
 }
 
