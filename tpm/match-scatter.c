@@ -33,7 +33,9 @@
  * Lookup.  A last-flow cache ('last_flow', valid while the entry keeps
  * its generation, across batches) answers the packet of the same flow
  * as the one before it with one comparison of the hash and, if equal,
- * of the key, since datacenter traffic comes in bursts of one flow.
+ * of the key, since datacenter traffic comes in bursts of one flow
+ * (without a last flow, an entry no parsed key matches stands in for it,
+ * 'no_flow__', so the test needs no test for NULL).
  * Otherwise the flow table is searched (linear probing, one line in
  * the common case, already prefetched by pass 2): the flow's home slot
  * inline, the rest of the probe sequence out of line
@@ -707,6 +709,11 @@ flow_pending__(struct tpm *tpm, struct tpm_flow *f, const struct tpm_pkt *pkt)
 
 BUILD_ASSERT_DECL(TPM_BATCH_MAX <= 64);   /* Bits of 'same_hash'. */
 
+/* scatter__()'s last flow when there is none: its key (all zero, IP
+ * version 0) is no parsed packet's, so the last-flow test needs no test
+ * for NULL.  Never written. */
+static struct tpm_flow no_flow__;
+
 /* Phase 1, pass 3, for the 'n' parsed packets 'pkts' with arrival times
  * 'ts' (NULL: the monitor's clock): finds or inserts each packet's flow,
  * then scatters the packet into it.  Bit i of 'same_hash' says that packet
@@ -728,15 +735,16 @@ scatter__(struct tpm *tpm, struct tpm_pkt *pkts, const uint64_t *ts, int n,
     const uint32_t flows_mask = tpm->ft.mask;
     struct plan_cache__ pc = { .mask = UINT32_MAX, .plan = NULL };
     struct tpm_flow *f = tpm->last_flow;
-    if (f && f->gen != tpm->last_gen) {
-        f = NULL;               /* Reused since: the cache is void. */
+    if (!f || f->gen != tpm->last_gen) {
+        /* None, or reused since: the cache is void. */
+        f = &no_flow__;
     }
     for (int i = 0; i < n; i++) {
         struct tpm_pkt *pkt = &pkts[i];
         if (!pkt->key.ipver) {
             continue;
         }
-        if (f && f->hash == pkt->hash && tpm_flow_key_equal(f, &pkt->key)) {
+        if (f->hash == pkt->hash && tpm_flow_key_equal(f, &pkt->key)) {
             hits++;
         } else {
             f = &flows[pkt->hash & flows_mask];
@@ -780,7 +788,7 @@ scatter__(struct tpm *tpm, struct tpm_pkt *pkts, const uint64_t *ts, int n,
         }
         flow_update__(tpm, f, pkt, tag, &pc);
     }
-    if (f) {
+    if (f != &no_flow__) {
         tpm->last_flow = f;
         tpm->last_gen = f->gen;
     }
