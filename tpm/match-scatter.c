@@ -101,9 +101,10 @@
  * connection pool count what they refuse.  With no event installed a
  * batch is only counted: the flow table is not touched.
  *
- * Hot helpers are always_inline (flow_stats__(), flow_update__(),
- * scatter__()); what they call only for new flows, pending flows, runs
- * or flows with TCP state stays out of line.
+ * Hot helpers are always_inline (parse__(), flow_stats__(),
+ * flow_update__(), scatter__()); what they call only for frames the
+ * inline parser does not take, new flows, flows not in their home slot,
+ * pending flows, runs or flows with TCP state stays out of line.
  *
  * Thread-safety: the monitor's thread only (like all of libtpm's
  * direct calls); counters are single-writer (TPM_STAT_ADD()).
