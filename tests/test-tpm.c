@@ -1056,6 +1056,96 @@ START_TEST(test_sweep_paths)
 }
 END_TEST
 
+/* Planned instances test their predicate from the operator's outcome
+ * bits and the aggregate's accumulator copied into the instance
+ * (value_acc, op_classes): each operator and several aggregates, with a
+ * threshold below, at and above the value, against C's own comparison.
+ * One flow, 1 to 6 packets an epoch. */
+START_TEST(test_planned_operators)
+{
+    static const char *const ops[] = { "<", "<=", ">", ">=", "==", "!=" };
+    static const char *const aggs[] = {
+        "count()", "sum(volume)", "max(ttl)", "min(ttl)", "avg(volume)",
+    };
+    enum { N_OPS = ARRAY_SIZE(ops), N_AGGS = ARRAY_SIZE(aggs), N_TH = 3 };
+    static const double th[N_TH] = { 3, 40, 64 };
+    struct tpm_params p;
+    tpm_params_init(&p);
+    p.max_events = 256;
+    struct tpm *tpm = new_tpm(&p);
+    static struct reports rs;
+    struct frame f;
+
+    rs.n = 0;
+    for (int o = 0; o < N_OPS; o++) {
+        for (int a = 0; a < N_AGGS; a++) {
+            for (int t = 0; t < N_TH; t++) {
+                char line[256];
+                int id = (o * N_AGGS + a) * N_TH + t;
+                snprintf(line, sizeof line, "e%d filter=udp,nw_dst="
+                         "10.99.%d.1/32 predicate=%s %s %g group=5tuple "
+                         "interval=10ms", id, o + 1, aggs[a], ops[o],
+                         th[t]);
+                add(tpm, id, line);
+            }
+        }
+    }
+    /* Epoch e: to each operator's flow (10.99.O.1, a flow may feed at
+     * most 64 events), 1 + e % 6 packets of payload 40 (volume 40), ttl
+     * 64 and then 3: count 1..6, sum 40..240, max 64, min 64 or 3, avg
+     * 40. */
+    enum { EPOCHS = 12 };
+    for (int e = 0; e < EPOCHS; e++) {
+        int n = 1 + e % 6;
+        for (int o = 0; o < N_OPS; o++) {
+            for (int i = 0; i < n; i++) {
+                udp_frame(&f, ip4(10, 99, 0, 1), ip4(10, 99, o + 1, 1), 1,
+                          2, 40, i ? 3 : 64);
+                send1(tpm, T0 + e * 10 * MS + o * 10 + i, &f);
+            }
+        }
+        tpm_advance(tpm, T0 + (e + 1) * 10 * MS);
+        sweep_all(tpm);
+        collect(tpm, &rs);
+    }
+    tpm_advance(tpm, T0 + (EPOCHS + 1) * 10 * MS);
+    sweep_all(tpm);
+    collect(tpm, &rs);
+
+    int expected = 0;
+    for (int e = 0; e < EPOCHS; e++) {
+        int n = 1 + e % 6;
+        double value[N_AGGS] = { n, 40.0 * n, 64, n > 1 ? 3 : 64, 40 };
+        for (int o = 0; o < N_OPS; o++) {
+            for (int a = 0; a < N_AGGS; a++) {
+                for (int t = 0; t < N_TH; t++) {
+                    double v = value[a], c = th[t];
+                    bool holds[N_OPS] = { v < c, v <= c, v > c, v >= c,
+                                          v == c, v != c };
+                    int id = (o * N_AGGS + a) * N_TH + t;
+                    const struct tpm_report *r
+                        = find_report(&rs, id, T0 / (10 * MS) + e,
+                                      ip4(10, 99, o + 1, 1));
+                    ck_assert_msg(!r == !holds[o], "%s %s %g, value %g, "
+                                  "epoch %d: %s", aggs[a], ops[o], c, v, e,
+                                  r ? "reported" : "not reported");
+                    if (r) {
+                        ck_assert_double_eq(r->value, v);
+                        expected++;
+                    }
+                }
+            }
+        }
+    }
+    ck_assert_int_eq(rs.n, expected);
+    ck_assert_int_gt(expected, 0);
+    struct tpm_stats s;
+    stats(tpm, &s);
+    ck_assert_uint_eq(s.sweeps_unfinished, 0);
+    tpm_destroy(tpm);
+}
+END_TEST
+
 START_TEST(test_interval_and_lazy_reset)
 {
     struct tpm *tpm = new_tpm(NULL);
@@ -2807,6 +2897,7 @@ tpm_suite(void)
     tcase_add_test(tc, test_aggregates_random);
     tcase_add_test(tc, test_aggregates_runs);
     tcase_add_test(tc, test_sweep_paths);
+    tcase_add_test(tc, test_planned_operators);
     tcase_add_test(tc, test_interval_and_lazy_reset);
     tcase_add_test(tc, test_sweep_budget_resume);
     tcase_add_test(tc, test_unfinished_sweep);

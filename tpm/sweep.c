@@ -719,8 +719,12 @@ sweep_planned_run__(struct tpm *tpm, uint32_t max, uint64_t abs, uint32_t tag,
 
         /* interval_end__() for a planned instance. */
         if (acc[0] > 0) {
-            double value = agg_compute__(&c->calc, acc);
-            bool sat = tpm_compare(c->op, value, c->threshold);
+            /* agg_compute__() and tpm_compare(), from the instance's
+             * precomputed 'value_acc' and 'op_classes'. */
+            double value = (c->value_acc >= 0 ? acc[c->value_acc]
+                            : agg_compute__(&c->calc, acc));
+            bool sat = (c->op_classes
+                        & tpm_cmp_class(value, c->threshold)) != 0;
             struct tpm_hist *h = &hc[c->hist_pos];
             h->epoch = abs;
             h->value = value;
