@@ -2341,10 +2341,11 @@ START_TEST(test_params_memory)
 
     q = p;
     q.flow_table_size *= 2;
-    /* The entry, its connection reference (the pool is on) and its
-     * port. */
+    /* The entry, its connection reference (the pool is on), its port
+     * and its two bits of the touched bitmaps. */
     ck_assert_uint_eq(tpm_params_memory(&q) - base,
-                      (uint64_t) p.flow_table_size * (192 + 4 + 2));
+                      (uint64_t) p.flow_table_size * (192 + 4 + 2)
+                      + p.flow_table_size / 4);
     q = p;
     q.max_chunks *= 2;
     ck_assert_uint_eq(tpm_params_memory(&q) - base,

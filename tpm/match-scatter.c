@@ -265,6 +265,8 @@ flow_stats__(const struct tpm *tpm, struct tpm_flow *f, const double *init)
 
     if (f->tag[tag & 1] != tag) {
         f->tag[tag & 1] = tag;
+        tpm_flow_touch(tpm->ft.touched[tag & 1],
+                       (uint32_t) (f - tpm->ft.flows));
         st->packets = 0;
         st->bytes = 0;
         if (init) {

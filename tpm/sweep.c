@@ -476,11 +476,19 @@ sweep_prefetch_flow__(const struct tpm *tpm, uint32_t ci, uint32_t tag)
 {
     const struct tpm_child *c = &tpm->children[ci];
     uint32_t nf = c->in_idx;
+    /* A planned instance whose flow had no packet in the swept epoch
+     * reads its newest history entry instead of the flow entry
+     * ("Quiet instances"). */
+    bool quiet = false;
 
     if (nf != TPM_NONE) {
-        const struct tpm_flow *f = &tpm->ft.flows[nf];
-        tpm_prefetch(f);
-        tpm_prefetch(&f->stats[tag & 1]);
+        if (c->planned && !tpm_flow_touched(&tpm->ft, nf, tag)) {
+            quiet = true;
+        } else {
+            const struct tpm_flow *f = &tpm->ft.flows[nf];
+            tpm_prefetch(f);
+            tpm_prefetch(&f->stats[tag & 1]);
+        }
     }
     /* The event's first line: with thousands of events it is seldom in
      * cache, and every test of the instance depends on it. */
@@ -499,7 +507,7 @@ sweep_prefetch_flow__(const struct tpm *tpm, uint32_t ci, uint32_t tag)
         tpm_prefetch(&c->gkey);
     }
     const struct tpm_hist *h = tpm_child_hist(tpm, ci);
-    if (nf == TPM_NONE && c->head == TPM_NONE) {
+    if ((nf == TPM_NONE && c->head == TPM_NONE) || quiet) {
         /* No flows left: the idle test will read the newest entry. */
         uint32_t k = tpm->p.history_len;
         tpm_prefetch(&h[c->hist_pos ? c->hist_pos - 1u : k - 1]);
@@ -632,7 +640,24 @@ child_direct__(struct tpm *tpm, uint32_t ci, const struct tpm_ev *ev,
  * per run, sized to both), and the accumulators computed as
  * item_gather__() computes them for an instance's only flow.  It does
  * what the general path does for such an instance, in the same order:
- * gather, interval_end__(), the idle test. */
+ * gather, interval_end__(), the idle test.
+ *
+ * Quiet instances.  On a busy host most flows send nothing in a given
+ * 10 ms epoch, and reading a quiet instance's flow entry only to find an
+ * old epoch tag is a random access to a table far larger than the caches.
+ * So the run first tests the flow table's touched bitmap of the swept
+ * epoch (tpm/flow-table.h: phase 1 sets an entry's bit with its first
+ * packet of an epoch): a clear bit means no packet, and the entry is not
+ * read, provided the entry cannot be due for retirement, which the
+ * instance's newest history entry bounds (it records the last epoch in
+ * which the flow had packets, and the flow's own last epoch is no
+ * earlier: retirement needs more than 'retire_epochs' epochs since).
+ * Otherwise (bit set, no history, or history too old) the entry is read
+ * and tested as before.  A stale or freed entry is thus noticed when its
+ * bit is set (a new flow sends) or when retirement is due, not earlier:
+ * the item is dropped a little later, never counted wrongly.  The
+ * lookahead prefetches such an instance's newest history entry instead
+ * of its flow entry. */
 static SWEEP_INLINE bool
 child_is_planned__(const struct tpm_child *c, uint64_t abs)
 {
@@ -653,6 +678,8 @@ sweep_planned_run__(struct tpm *tpm, uint32_t max, uint64_t abs, uint32_t tag,
     const uint32_t k = tpm->p.history_len;
     const uint32_t retire = tpm->p.retire_epochs;
     uint32_t n_children = tpm->n_children;
+    const uint64_t *touched = tpm->ft.touched[tag & 1];
+    const uint64_t now = tpm_abs_epoch(tpm, tpm->cur);
     uint32_t ci = tpm->sw.child, done = 0, n_items = 0, stale = 0;
     struct tpm_hist *hc = &hist[(size_t) ci * k];  /* Instance ci's. */
 
@@ -671,7 +698,11 @@ sweep_planned_run__(struct tpm *tpm, uint32_t max, uint64_t abs, uint32_t tag,
         if (idx != TPM_NONE) {
             struct tpm_flow *f = &flows[idx];
             n_items++;
-            if (f->gen != c->in_gen || f->state != TPM_FLOW_LIVE) {
+            if (!(touched[idx / 64] >> (idx % 64) & 1) && c->hist_n
+                && (now - hc[(c->hist_pos ? c->hist_pos : k) - 1].epoch
+                    <= retire)) {
+                /* Quiet: no packet, and too recent to retire. */
+            } else if (f->gen != c->in_gen || f->state != TPM_FLOW_LIVE) {
                 c->in_idx = TPM_NONE;
                 stale++;
             } else if (f->tag[tag & 1] == tag) {

@@ -125,6 +125,7 @@ tpm_params_memory(const struct tpm_params *p)
 
     m += ROUND_UP((uint64_t) p->flow_table_size * sizeof(struct tpm_flow),
                   page);
+    m += (uint64_t) p->flow_table_size / 4;    /* Touched bitmaps. */
     m += ROUND_UP((uint64_t) p->max_triggers * sizeof(struct tpm_child),
                   page);
     m += (uint64_t) p->max_triggers * p->history_len
@@ -742,6 +743,9 @@ tpm_advance(struct tpm *tpm, uint64_t now_ns)
     tpm_sweep_start__(tpm, tpm->cur);
     tpm->cur = next;
     tpm->tag = (uint32_t) next + 2;
+    /* No sweep reads this parity's bitmap any more: the sweep of the
+     * epoch before the previous one finished or was abandoned above. */
+    tpm_flow_table_untouch(&tpm->ft, tpm->tag);
     TPM_STAT_ADD(tpm, epochs, 1);
 }
 
