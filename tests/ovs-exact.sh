@@ -97,7 +97,8 @@
 # top_builddir (the build tree, holding ovs/), PYTHON3; EXACT_KEEP=1
 # keeps the work directory; EXACT_SEED=N another pcap (default 1);
 # EXACT_PATHS="simple emc dpcls many" (the default) or a subset;
-# EXACT_MANY_FLOWS=N the number of flows of the many path (65536).  By hand, from the source tree:
+# EXACT_MANY_FLOWS=N the number of flows of the many path (65536).  By
+# hand, from the source tree:
 #   top_srcdir=$PWD top_builddir=$PWD/build bash tests/ovs-exact.sh
 set -euo pipefail
 
