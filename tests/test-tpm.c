@@ -1611,16 +1611,26 @@ END_TEST
 START_TEST(test_sweep_lateness)
 {
     struct tpm *tpm = sweep_partly_done();
-    double at_start = tpm_sweep_lateness(tpm, T0 + 10 * MS);
-    double half = tpm_sweep_lateness(tpm, T0 + 15 * MS);
-    double late = tpm_sweep_lateness(tpm, T0 + 19 * MS);
+    double at_start = tpm_sweep_lateness(tpm, T0 + 10 * MS, 100);
+    double half = tpm_sweep_lateness(tpm, T0 + 15 * MS, 100);
+    double late = tpm_sweep_lateness(tpm, T0 + 19 * MS, 100);
     ck_assert_double_eq(at_start, 0);
     /* One 1 ns step swept a chunk at most: 2000 instances, 1 each. */
     ck_assert_double_le(half, 0.5);
     ck_assert_double_ge(half, 0.5 - 64.0 / 2000);
     ck_assert_double_eq_tol(late - half, 0.4, 1e-9);
+    /* At a pace of 50 the sweep is due to end halfway: a quarter of the
+     * epoch gone is half of the pace's span, and from halfway on the
+     * share gone is 1. */
+    double quarter50 = tpm_sweep_lateness(tpm, T0 + 25 * MS / 2, 50);
+    ck_assert_double_eq_tol(quarter50, half, 1e-9);
+    ck_assert_double_eq_tol(tpm_sweep_lateness(tpm, T0 + 15 * MS, 50)
+                            - half, 0.5, 1e-9);
+    ck_assert_double_eq_tol(tpm_sweep_lateness(tpm, T0 + 19 * MS, 50)
+                            - half, 0.5, 1e-9);
     sweep_all(tpm);
-    ck_assert_double_eq(tpm_sweep_lateness(tpm, T0 + 19 * MS), 0);
+    ck_assert_double_eq(tpm_sweep_lateness(tpm, T0 + 19 * MS, 100), 0);
+    ck_assert_double_eq(tpm_sweep_lateness(tpm, T0 + 19 * MS, 50), 0);
     tpm_destroy(tpm);
 }
 END_TEST

@@ -770,14 +770,14 @@ tpm_sweep_pending(const struct tpm *tpm)
 }
 
 double
-tpm_sweep_lateness(const struct tpm *tpm, uint64_t now_ns)
+tpm_sweep_lateness(const struct tpm *tpm, uint64_t now_ns, uint32_t pace)
 {
     if (!tpm->sw.active || !tpm->n_children) {
         return 0;
     }
     uint64_t start = tpm_abs_epoch(tpm, tpm->cur) * tpm->p.epoch_ns;
-    double elapsed = now_ns > start
-                     ? (double) (now_ns - start) / tpm->p.epoch_ns : 0;
+    double span = (double) tpm->p.epoch_ns * MAX(MIN(pace, 100), 1) / 100;
+    double elapsed = now_ns > start ? (double) (now_ns - start) / span : 0;
     double done = (double) tpm->sw.child / tpm->n_children;
     return MAX(0, MIN(elapsed, 1) - done);
 }
