@@ -1411,93 +1411,125 @@ START_TEST(test_retire_epochs)
 }
 END_TEST
 
-/* Quiet planned instances skip their flow entry (sweep.c, "Quiet
+/* Quiet one-flow instances skip their flow entry (sweep.c, "Quiet
  * instances") yet retire flows exactly when reading it would: many
  * one-flow instances, each flow sending in random epochs with gaps short
- * and long, against a model of retirement.  In each epoch the packets
- * come before the sweep of the epoch before, so a flow whose last packet
- * was in epoch L and next in N is retired in between iff N - L >
- * retire_epochs + 1, and is matched again at N; every epoch with packets
- * is reported with its count. */
+ * and long, against a model of retirement, for a planned event, one with
+ * a three-epoch interval and one with prev() (both swept by the general
+ * path).  In each epoch the packets come before the sweep of the epoch
+ * before, so a flow whose last packet was in epoch L and next in N is
+ * retired in between iff N - L > retire_epochs + 1, and is matched again
+ * at N; every interval with packets is reported with its count. */
 START_TEST(test_quiet_retire)
 {
     enum { FLOWS = 200, EPOCHS = 80, RETIRE = 4 };
-    struct tpm_params p;
-    tpm_params_init(&p);
-    p.flow_table_size = 1024;
-    p.retire_epochs = RETIRE;
-    p.sweep_budget_ns = 0;
-    struct tpm *tpm = new_tpm(&p);
+    static const struct {
+        const char *def;
+        int interval;           /* Epochs. */
+    } evs[] = {
+        { "c filter=udp predicate=count() >= 0 group=5tuple", 1 },
+        { "c filter=udp predicate=count() >= 0 group=5tuple "
+          "interval=30ms", 3 },
+        { "c filter=udp predicate=count() + 0 * prev(count()) >= 0 "
+          "group=5tuple", 1 },
+    };
     static struct reports rs;
     static uint8_t sent[FLOWS][EPOCHS];
-    uint32_t seed = 4242;
 
-    rs.n = 0;
-    add(tpm, 1, "c filter=udp predicate=count() >= 0 group=5tuple");
-    for (int e = 0; e < EPOCHS; e++) {
-        for (int i = 0; i < FLOWS; i++) {
-            seed = seed * 1103515245 + 12345;
-            /* Flow i sends in a given epoch with probability 1 / (1 + i %
-             * 9): gaps from 0 to tens of epochs.  Every flow sends in
-             * epoch 0, so that all are inserted into an empty table: a
-             * flow inserted later could take the entry of a quiet one
-             * (stale, tpm/flow-table.h), which would then be matched
-             * again when it sends, beside the model. */
-            int n = (seed >> 16) % (1 + i % 9) == 0 || !e
-                    ? 1 + (seed >> 8) % 3 : 0;
-            sent[i][e] = n;
-            struct frame f;
-            udp_frame(&f, ip4(10, 99, 0, 1), ip4(10, 5, i / 250, i % 250),
-                      1, 2, 10, 64);
-            for (int k = 0; k < n; k++) {
-                send1(tpm, T0 + e * 10 * MS + i * 100 + k, &f);
-            }
-        }
-        tpm_advance(tpm, T0 + e * 10 * MS + 5 * MS);
-        sweep_all(tpm);
-        collect(tpm, &rs);
-    }
-    tpm_advance(tpm, T0 + EPOCHS * 10 * MS);
-    sweep_all(tpm);
-    collect(tpm, &rs);
+    for (size_t v = 0; v < ARRAY_SIZE(evs); v++) {
+        struct tpm_params p;
+        tpm_params_init(&p);
+        p.flow_table_size = 1024;
+        p.retire_epochs = RETIRE;
+        p.sweep_budget_ns = 0;
+        struct tpm *tpm = new_tpm(&p);
+        uint32_t seed = 4242;
+        int m = evs[v].interval;
 
-    uint64_t matches = 0, retired = 0;
-    int expected = 0;
-    for (int i = 0; i < FLOWS; i++) {
-        int last = -1;
+        rs.n = 0;
+        add(tpm, 1, evs[v].def);
         for (int e = 0; e < EPOCHS; e++) {
-            if (!sent[i][e]) {
-                continue;
+            for (int i = 0; i < FLOWS; i++) {
+                seed = seed * 1103515245 + 12345;
+                /* Flow i sends in a given epoch with probability 1 / (1
+                 * + i % 9): gaps from 0 to tens of epochs.  Every flow
+                 * sends in epoch 0, so that all are inserted into an
+                 * empty table: a flow inserted later could take the
+                 * entry of a quiet one (stale, tpm/flow-table.h), which
+                 * would then be matched again when it sends, beside the
+                 * model. */
+                int n = (seed >> 16) % (1 + i % 9) == 0 || !e
+                        ? 1 + (seed >> 8) % 3 : 0;
+                sent[i][e] = n;
+                struct frame f;
+                udp_frame(&f, ip4(10, 99, 0, 1),
+                          ip4(10, 5, i / 250, i % 250), 1, 2, 10, 64);
+                for (int k = 0; k < n; k++) {
+                    send1(tpm, T0 + e * 10 * MS + i * 100 + k, &f);
+                }
             }
-            if (last < 0) {
-                matches++;
-            } else if (e - last > RETIRE + 1) {
-                matches++;
+            tpm_advance(tpm, T0 + e * 10 * MS + 5 * MS);
+            sweep_all(tpm);
+            collect(tpm, &rs);
+        }
+        /* Three epochs without packets, enough to close the last
+         * interval. */
+        for (int e = EPOCHS; e < EPOCHS + 3; e++) {
+            tpm_advance(tpm, T0 + e * 10 * MS);
+            sweep_all(tpm);
+            collect(tpm, &rs);
+        }
+
+        uint64_t matches = 0, retired = 0;
+        int expected = 0;
+        for (int i = 0; i < FLOWS; i++) {
+            int last = -1;
+            for (int e = 0; e < EPOCHS; e++) {
+                if (!sent[i][e]) {
+                    continue;
+                }
+                if (last < 0) {
+                    matches++;
+                } else if (e - last > RETIRE + 1) {
+                    matches++;
+                    retired++;
+                }
+                last = e;
+            }
+            /* The sweeps after the last packets, the last one of epoch
+             * EPOCHS + 1, retire the flows quiet since L if EPOCHS + 1 -
+             * L >= retire_epochs. */
+            if (EPOCHS + 2 - last > RETIRE) {
                 retired++;
             }
-            last = e;
-            expected++;
-            const struct tpm_report *r
-                = find_report(&rs, 1, T0 / (10 * MS) + e,
-                              ip4(10, 5, i / 250, i % 250));
-            ck_assert_msg(r, "flow %d epoch %d: no report", i, e);
-            ck_assert_double_eq(r->value, sent[i][e]);
+            /* Intervals of m epochs aligned to absolute epoch numbers
+             * (T0 is a multiple of 30 ms). */
+            for (int e0 = 0; e0 < EPOCHS; e0 += m) {
+                int n = 0;
+                for (int e = e0; e < e0 + m && e < EPOCHS; e++) {
+                    n += sent[i][e];
+                }
+                if (!n) {
+                    continue;
+                }
+                expected++;
+                const struct tpm_report *r
+                    = find_report(&rs, 1, T0 / (10 * MS) + e0 + m - 1,
+                                  ip4(10, 5, i / 250, i % 250));
+                ck_assert_msg(r, "%s: flow %d epoch %d: no report",
+                              evs[v].def, i, e0);
+                ck_assert_double_eq(r->value, n);
+            }
         }
-        /* The last sweep, of epoch EPOCHS - 1 in epoch EPOCHS, comes
-         * after no packet: it retires the flows quiet since L if
-         * EPOCHS - 1 - L >= retire_epochs. */
-        if (last >= 0 && EPOCHS - last > RETIRE) {
-            retired++;
-        }
+        struct tpm_stats st;
+        stats(tpm, &st);
+        ck_assert_int_eq(rs.n, expected);
+        ck_assert_uint_eq(st.matches, matches);
+        ck_assert_uint_eq(st.flows_retired, retired);
+        ck_assert_uint_gt(retired, FLOWS / 4);
+        ck_assert_uint_eq(st.sweeps_unfinished, 0);
+        tpm_destroy(tpm);
     }
-    struct tpm_stats st;
-    stats(tpm, &st);
-    ck_assert_int_eq(rs.n, expected);
-    ck_assert_uint_eq(st.matches, matches);
-    ck_assert_uint_eq(st.flows_retired, retired);
-    ck_assert_uint_gt(retired, FLOWS / 4);
-    ck_assert_uint_eq(st.sweeps_unfinished, 0);
-    tpm_destroy(tpm);
 }
 END_TEST
 

@@ -272,6 +272,38 @@ item_stats__(struct tpm *tpm, uint32_t idx, uint32_t gen, uint32_t tag,
     return true;
 }
 
+/* Returns true if flow item 'idx' of instance 'c', whose history is 'hc'
+ * and whose event's interval is 'interval' epochs, had no packet in the
+ * swept epoch (the touched bitmap 'touched', tpm/flow-table.h) and cannot
+ * be due for retirement ('retire' epochs) in the current absolute epoch
+ * 'now': the instance's newest history entry ('k' entries), an interval
+ * with packets, bounds the flow's last packet from below by that
+ * interval's first epoch ("Quiet instances", below).  Then the sweep need
+ * not read the flow entry. */
+static SWEEP_INLINE bool
+item_quiet__(const uint64_t *touched, uint32_t idx,
+             const struct tpm_child *c, const struct tpm_hist *hc,
+             uint32_t k, uint32_t interval, uint64_t now, uint32_t retire)
+{
+    if (touched[idx / 64] >> (idx % 64) & 1 || !c->hist_n) {
+        return false;
+    }
+    uint64_t newest = hc[(c->hist_pos ? c->hist_pos : k) - 1].epoch;
+    return now - (newest + 1 - interval) <= retire;
+}
+
+/* item_quiet__() for the inline item of instance 'ci' of event 'ev'. */
+static inline bool
+inline_quiet__(const struct tpm *tpm, uint32_t ci, const struct tpm_ev *ev,
+               uint32_t tag)
+{
+    const struct tpm_child *c = &tpm->children[ci];
+    return item_quiet__(tpm->ft.touched[tag & 1], c->in_idx, c,
+                        tpm_child_hist(tpm, ci), tpm->p.history_len,
+                        ev->interval, tpm_abs_epoch(tpm, tpm->cur),
+                        tpm->p.retire_epochs);
+}
+
 /* Adds flow item ('idx', 'gen') of an instance to its accumulators 'acc'.
  * Returns false if the item is to be dropped: its flow entry was reused
  * or freed, or the flow has gone idle (no packet for more than
@@ -476,13 +508,13 @@ sweep_prefetch_flow__(const struct tpm *tpm, uint32_t ci, uint32_t tag)
 {
     const struct tpm_child *c = &tpm->children[ci];
     uint32_t nf = c->in_idx;
-    /* A planned instance whose flow had no packet in the swept epoch
+    /* A one-flow instance whose flow had no packet in the swept epoch
      * reads its newest history entry instead of the flow entry
      * ("Quiet instances"). */
     bool quiet = false;
 
     if (nf != TPM_NONE) {
-        if (c->planned && !tpm_flow_touched(&tpm->ft, nf, tag)) {
+        if (c->head == TPM_NONE && !tpm_flow_touched(&tpm->ft, nf, tag)) {
             quiet = true;
         } else {
             const struct tpm_flow *f = &tpm->ft.flows[nf];
@@ -608,7 +640,8 @@ child_direct__(struct tpm *tpm, uint32_t ci, const struct tpm_ev *ev,
 
     if (c->in_idx != TPM_NONE) {
         n = 1;
-        if (!item_gather__(tpm, acc, ev, c->in_idx, c->in_gen, tag)) {
+        if (!inline_quiet__(tpm, ci, ev, tag)
+            && !item_gather__(tpm, acc, ev, c->in_idx, c->in_gen, tag)) {
             c->in_idx = TPM_NONE;
             TPM_STAT_ADD(tpm, sweep_stale_items, 1);
         }
@@ -645,15 +678,16 @@ child_direct__(struct tpm *tpm, uint32_t ci, const struct tpm_ev *ev,
  * Quiet instances.  On a busy host most flows send nothing in a given
  * 10 ms epoch, and reading a quiet instance's flow entry only to find an
  * old epoch tag is a random access to a table far larger than the caches.
- * So the run first tests the flow table's touched bitmap of the swept
- * epoch (tpm/flow-table.h: phase 1 sets an entry's bit with its first
- * packet of an epoch): a clear bit means no packet, and the entry is not
- * read, provided the entry cannot be due for retirement, which the
- * instance's newest history entry bounds (it records the last epoch in
- * which the flow had packets, and the flow's own last epoch is no
- * earlier: retirement needs more than 'retire_epochs' epochs since).
- * Otherwise (bit set, no history, or history too old) the entry is read
- * and tested as before.  A stale or freed entry is thus noticed when its
+ * So for an instance with one flow (planned or not: its inline item and
+ * no chunk) the sweep first tests the flow table's touched bitmap of the
+ * swept epoch (tpm/flow-table.h: phase 1 sets an entry's bit with its
+ * first packet of an epoch), item_quiet__(): a clear bit means no packet,
+ * and the entry is not read, provided the entry cannot be due for
+ * retirement, which the instance's newest history entry bounds (an
+ * interval with packets: the flow's last packet is no earlier than that
+ * interval's first epoch, and retirement needs more than
+ * 'retire_epochs' epochs since).  Otherwise (bit set, no history, or
+ * history too old) the entry is read and tested as before.  A stale or freed entry is thus noticed when its
  * bit is set (a new flow sends) or when retirement is due, not earlier:
  * the item is dropped a little later, never counted wrongly.  The
  * lookahead prefetches such an instance's newest history entry instead
@@ -698,9 +732,7 @@ sweep_planned_run__(struct tpm *tpm, uint32_t max, uint64_t abs, uint32_t tag,
         if (idx != TPM_NONE) {
             struct tpm_flow *f = &flows[idx];
             n_items++;
-            if (!(touched[idx / 64] >> (idx % 64) & 1) && c->hist_n
-                && (now - hc[(c->hist_pos ? c->hist_pos : k) - 1].epoch
-                    <= retire)) {
+            if (item_quiet__(touched, idx, c, hc, k, 1, now, retire)) {
                 /* Quiet: no packet, and too recent to retire. */
             } else if (f->gen != c->in_gen || f->state != TPM_FLOW_LIVE) {
                 c->in_idx = TPM_NONE;
@@ -879,8 +911,12 @@ tpm_sweep_run__(struct tpm *tpm, uint64_t budget_ns, bool may_wait)
             } else {
                 if (c->in_idx != TPM_NONE) {
                     n++;
-                    if (!item_gather__(tpm, c->acc, ev, c->in_idx,
-                                       c->in_gen, tag)) {
+                    /* An instance with chunks has other flows, whose
+                     * packets its history records too: no bound. */
+                    if ((c->head != TPM_NONE
+                         || !inline_quiet__(tpm, ci, ev, tag))
+                        && !item_gather__(tpm, c->acc, ev, c->in_idx,
+                                          c->in_gen, tag)) {
                         c->in_idx = TPM_NONE;
                         TPM_STAT_ADD(tpm, sweep_stale_items, 1);
                     }
