@@ -63,6 +63,8 @@ struct tpm_knobs {
     uint64_t sweep_gap_ns;      /* ...or when the last step is this old. */
     uint32_t sweep_catchup;     /* % of a saturated PMD a late sweep may
                                  * take in forced steps. */
+    uint32_t sweep_pace;        /* % of the epoch by which a saturated
+                                 * PMD's sweep aims to be done. */
     uint64_t command_timeout_ns;
     uint64_t poll_timeout_ns;
     uint32_t report_log;        /* Host satisfactions kept. */

@@ -70,6 +70,7 @@ COVERAGE_DEFINE(tpm_pmd_create_failed);
 static atomic_uint64_t live_sweep_budget_ns = 10 * 1000;
 static atomic_uint32_t live_sweep_every = 64;
 static atomic_uint32_t live_sweep_catchup = 25;
+static atomic_uint32_t live_sweep_pace = 50;
 static atomic_uint64_t live_sweep_gap_ns = 500 * 1000;
 
 /* Main-thread state. */
@@ -288,12 +289,13 @@ tpm_ovs_pmd_iteration(struct tpm_pmd *p, uint64_t rx_packets,
     p->full_batch = false;
     if (tpm_sched_due(&p->sched, drained, now, every, gap)) {
         uint64_t fixed, budget, orig;
-        uint32_t catchup;
+        uint32_t catchup, pace;
         atomic_read_relaxed(&live_sweep_budget_ns, &fixed);
         atomic_read_relaxed(&live_sweep_catchup, &catchup);
+        atomic_read_relaxed(&live_sweep_pace, &pace);
         switch (tpm_sched_step(&p->sched, drained, now,
                                tpm_get_params(p->tpm)->epoch_ns, fixed,
-                               catchup, tpm_sweep_pending(p->tpm),
+                               catchup, pace, tpm_sweep_pending(p->tpm),
                                tpm_sweep_lateness, p->tpm, &budget)) {
         case TPM_SCHED_NO_SWEEP:
             break;
@@ -465,6 +467,7 @@ knobs_default(struct tpm_knobs *k)
     k->params.sweep_waits_for_reports = true;
     k->sweep_every = 64;
     k->sweep_catchup = 25;
+    k->sweep_pace = 50;
     k->sweep_gap_ns = 500 * 1000;
     k->command_timeout_ns = 1000ULL * 1000 * 1000;
     k->poll_timeout_ns = 100ULL * 1000 * 1000;
@@ -521,6 +524,7 @@ monitor_set_config(const struct smap *cfg)
     ok &= tpm_ovs_knob_uint(cfg, "tpm-sweep-every", 1, 1u << 20,
                             &k.sweep_every);
     ok &= tpm_ovs_knob_uint(cfg, "tpm-sweep-catchup", 0, 90, &k.sweep_catchup);
+    ok &= tpm_ovs_knob_uint(cfg, "tpm-sweep-pace", 10, 100, &k.sweep_pace);
     uint64_t sweep_gap = k.sweep_gap_ns;
     ok &= tpm_ovs_knob_time(cfg, "tpm-sweep-gap", 1000, 1000ULL * 1000 * 1000,
                             &sweep_gap);
@@ -580,6 +584,7 @@ monitor_set_config(const struct smap *cfg)
     atomic_store_relaxed(&live_sweep_budget_ns, k.params.sweep_budget_ns);
     atomic_store_relaxed(&live_sweep_every, k.sweep_every);
     atomic_store_relaxed(&live_sweep_catchup, k.sweep_catchup);
+    atomic_store_relaxed(&live_sweep_pace, k.sweep_pace);
     atomic_store_relaxed(&live_sweep_gap_ns, k.sweep_gap_ns);
 }
 

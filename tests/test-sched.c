@@ -27,6 +27,7 @@ struct pmd {
     uint32_t every;
     uint64_t gap_ns;
     uint32_t catchup;
+    uint32_t pace;
     uint64_t epoch_ns;
     /* The sweep, as the monitor would tell. */
     bool pending;
@@ -40,10 +41,11 @@ struct pmd {
 };
 
 static double
-lateness(const struct tpm *tpm, uint64_t now_ns)
+lateness(const struct tpm *tpm, uint64_t now_ns, uint32_t pace)
 {
     struct pmd *p = (struct pmd *) tpm;
     ck_assert_uint_ne(now_ns, 0);
+    ck_assert_uint_eq(pace, p->pace);
     p->lateness_calls++;
     return p->late;
 }
@@ -55,7 +57,7 @@ pmd_init(struct pmd *p)
 {
     *p = (struct pmd) {
         .fixed_ns = 10 * US, .every = 64, .gap_ns = 500 * US,
-        .catchup = 25, .epoch_ns = 10 * MS, .pending = true,
+        .catchup = 25, .pace = 50, .epoch_ns = 10 * MS, .pending = true,
     };
     p->s.last_step_ns = T0;
 }
@@ -68,7 +70,7 @@ iterate(struct pmd *p, bool drained, uint64_t now)
         return false;
     }
     p->kind = tpm_sched_step(&p->s, drained, now, p->epoch_ns, p->fixed_ns,
-                             p->catchup, p->pending, lateness,
+                             p->catchup, p->pace, p->pending, lateness,
                              (const struct tpm *) p, &p->budget);
     p->steps++;
     switch (p->kind) {

@@ -1056,6 +1056,96 @@ START_TEST(test_sweep_paths)
 }
 END_TEST
 
+/* Planned instances test their predicate from the operator's outcome
+ * bits and the aggregate's accumulator copied into the instance
+ * (value_acc, op_classes): each operator and several aggregates, with a
+ * threshold below, at and above the value, against C's own comparison.
+ * One flow, 1 to 6 packets an epoch. */
+START_TEST(test_planned_operators)
+{
+    static const char *const ops[] = { "<", "<=", ">", ">=", "==", "!=" };
+    static const char *const aggs[] = {
+        "count()", "sum(volume)", "max(ttl)", "min(ttl)", "avg(volume)",
+    };
+    enum { N_OPS = ARRAY_SIZE(ops), N_AGGS = ARRAY_SIZE(aggs), N_TH = 3 };
+    static const double th[N_TH] = { 3, 40, 64 };
+    struct tpm_params p;
+    tpm_params_init(&p);
+    p.max_events = 256;
+    struct tpm *tpm = new_tpm(&p);
+    static struct reports rs;
+    struct frame f;
+
+    rs.n = 0;
+    for (int o = 0; o < N_OPS; o++) {
+        for (int a = 0; a < N_AGGS; a++) {
+            for (int t = 0; t < N_TH; t++) {
+                char line[256];
+                int id = (o * N_AGGS + a) * N_TH + t;
+                snprintf(line, sizeof line, "e%d filter=udp,nw_dst="
+                         "10.99.%d.1/32 predicate=%s %s %g group=5tuple "
+                         "interval=10ms", id, o + 1, aggs[a], ops[o],
+                         th[t]);
+                add(tpm, id, line);
+            }
+        }
+    }
+    /* Epoch e: to each operator's flow (10.99.O.1, a flow may feed at
+     * most 64 events), 1 + e % 6 packets of payload 40 (volume 40), ttl
+     * 64 and then 3: count 1..6, sum 40..240, max 64, min 64 or 3, avg
+     * 40. */
+    enum { EPOCHS = 12 };
+    for (int e = 0; e < EPOCHS; e++) {
+        int n = 1 + e % 6;
+        for (int o = 0; o < N_OPS; o++) {
+            for (int i = 0; i < n; i++) {
+                udp_frame(&f, ip4(10, 99, 0, 1), ip4(10, 99, o + 1, 1), 1,
+                          2, 40, i ? 3 : 64);
+                send1(tpm, T0 + e * 10 * MS + o * 10 + i, &f);
+            }
+        }
+        tpm_advance(tpm, T0 + (e + 1) * 10 * MS);
+        sweep_all(tpm);
+        collect(tpm, &rs);
+    }
+    tpm_advance(tpm, T0 + (EPOCHS + 1) * 10 * MS);
+    sweep_all(tpm);
+    collect(tpm, &rs);
+
+    int expected = 0;
+    for (int e = 0; e < EPOCHS; e++) {
+        int n = 1 + e % 6;
+        double value[N_AGGS] = { n, 40.0 * n, 64, n > 1 ? 3 : 64, 40 };
+        for (int o = 0; o < N_OPS; o++) {
+            for (int a = 0; a < N_AGGS; a++) {
+                for (int t = 0; t < N_TH; t++) {
+                    double v = value[a], c = th[t];
+                    bool holds[N_OPS] = { v < c, v <= c, v > c, v >= c,
+                                          v == c, v != c };
+                    int id = (o * N_AGGS + a) * N_TH + t;
+                    const struct tpm_report *r
+                        = find_report(&rs, id, T0 / (10 * MS) + e,
+                                      ip4(10, 99, o + 1, 1));
+                    ck_assert_msg(!r == !holds[o], "%s %s %g, value %g, "
+                                  "epoch %d: %s", aggs[a], ops[o], c, v, e,
+                                  r ? "reported" : "not reported");
+                    if (r) {
+                        ck_assert_double_eq(r->value, v);
+                        expected++;
+                    }
+                }
+            }
+        }
+    }
+    ck_assert_int_eq(rs.n, expected);
+    ck_assert_int_gt(expected, 0);
+    struct tpm_stats s;
+    stats(tpm, &s);
+    ck_assert_uint_eq(s.sweeps_unfinished, 0);
+    tpm_destroy(tpm);
+}
+END_TEST
+
 START_TEST(test_interval_and_lazy_reset)
 {
     struct tpm *tpm = new_tpm(NULL);
@@ -1321,6 +1411,128 @@ START_TEST(test_retire_epochs)
 }
 END_TEST
 
+/* Quiet one-flow instances skip their flow entry (sweep.c, "Quiet
+ * instances") yet retire flows exactly when reading it would: many
+ * one-flow instances, each flow sending in random epochs with gaps short
+ * and long, against a model of retirement, for a planned event, one with
+ * a three-epoch interval and one with prev() (both swept by the general
+ * path).  In each epoch the packets come before the sweep of the epoch
+ * before, so a flow whose last packet was in epoch L and next in N is
+ * retired in between iff N - L > retire_epochs + 1, and is matched again
+ * at N; every interval with packets is reported with its count. */
+START_TEST(test_quiet_retire)
+{
+    enum { FLOWS = 200, EPOCHS = 80, RETIRE = 4 };
+    static const struct {
+        const char *def;
+        int interval;           /* Epochs. */
+    } evs[] = {
+        { "c filter=udp predicate=count() >= 0 group=5tuple", 1 },
+        { "c filter=udp predicate=count() >= 0 group=5tuple "
+          "interval=30ms", 3 },
+        { "c filter=udp predicate=count() + 0 * prev(count()) >= 0 "
+          "group=5tuple", 1 },
+    };
+    static struct reports rs;
+    static uint8_t sent[FLOWS][EPOCHS];
+
+    for (size_t v = 0; v < ARRAY_SIZE(evs); v++) {
+        struct tpm_params p;
+        tpm_params_init(&p);
+        p.flow_table_size = 1024;
+        p.retire_epochs = RETIRE;
+        p.sweep_budget_ns = 0;
+        struct tpm *tpm = new_tpm(&p);
+        uint32_t seed = 4242;
+        int m = evs[v].interval;
+
+        rs.n = 0;
+        add(tpm, 1, evs[v].def);
+        for (int e = 0; e < EPOCHS; e++) {
+            for (int i = 0; i < FLOWS; i++) {
+                seed = seed * 1103515245 + 12345;
+                /* Flow i sends in a given epoch with probability 1 / (1
+                 * + i % 9): gaps from 0 to tens of epochs.  Every flow
+                 * sends in epoch 0, so that all are inserted into an
+                 * empty table: a flow inserted later could take the
+                 * entry of a quiet one (stale, tpm/flow-table.h), which
+                 * would then be matched again when it sends, beside the
+                 * model. */
+                int n = (seed >> 16) % (1 + i % 9) == 0 || !e
+                        ? 1 + (seed >> 8) % 3 : 0;
+                sent[i][e] = n;
+                struct frame f;
+                udp_frame(&f, ip4(10, 99, 0, 1),
+                          ip4(10, 5, i / 250, i % 250), 1, 2, 10, 64);
+                for (int k = 0; k < n; k++) {
+                    send1(tpm, T0 + e * 10 * MS + i * 100 + k, &f);
+                }
+            }
+            tpm_advance(tpm, T0 + e * 10 * MS + 5 * MS);
+            sweep_all(tpm);
+            collect(tpm, &rs);
+        }
+        /* Three epochs without packets, enough to close the last
+         * interval. */
+        for (int e = EPOCHS; e < EPOCHS + 3; e++) {
+            tpm_advance(tpm, T0 + e * 10 * MS);
+            sweep_all(tpm);
+            collect(tpm, &rs);
+        }
+
+        uint64_t matches = 0, retired = 0;
+        int expected = 0;
+        for (int i = 0; i < FLOWS; i++) {
+            int last = -1;
+            for (int e = 0; e < EPOCHS; e++) {
+                if (!sent[i][e]) {
+                    continue;
+                }
+                if (last < 0) {
+                    matches++;
+                } else if (e - last > RETIRE + 1) {
+                    matches++;
+                    retired++;
+                }
+                last = e;
+            }
+            /* The sweeps after the last packets, the last one of epoch
+             * EPOCHS + 1, retire the flows quiet since L if EPOCHS + 1 -
+             * L >= retire_epochs. */
+            if (EPOCHS + 2 - last > RETIRE) {
+                retired++;
+            }
+            /* Intervals of m epochs aligned to absolute epoch numbers
+             * (T0 is a multiple of 30 ms). */
+            for (int e0 = 0; e0 < EPOCHS; e0 += m) {
+                int n = 0;
+                for (int e = e0; e < e0 + m && e < EPOCHS; e++) {
+                    n += sent[i][e];
+                }
+                if (!n) {
+                    continue;
+                }
+                expected++;
+                const struct tpm_report *r
+                    = find_report(&rs, 1, T0 / (10 * MS) + e0 + m - 1,
+                                  ip4(10, 5, i / 250, i % 250));
+                ck_assert_msg(r, "%s: flow %d epoch %d: no report",
+                              evs[v].def, i, e0);
+                ck_assert_double_eq(r->value, n);
+            }
+        }
+        struct tpm_stats st;
+        stats(tpm, &st);
+        ck_assert_int_eq(rs.n, expected);
+        ck_assert_uint_eq(st.matches, matches);
+        ck_assert_uint_eq(st.flows_retired, retired);
+        ck_assert_uint_gt(retired, FLOWS / 4);
+        ck_assert_uint_eq(st.sweeps_unfinished, 0);
+        tpm_destroy(tpm);
+    }
+}
+END_TEST
+
 /* Lateness: the share of the epoch gone minus the share of instances
  * swept. */
 /* The switch's cost fit: a line through synthetic samples drawn from a
@@ -1431,16 +1643,26 @@ END_TEST
 START_TEST(test_sweep_lateness)
 {
     struct tpm *tpm = sweep_partly_done();
-    double at_start = tpm_sweep_lateness(tpm, T0 + 10 * MS);
-    double half = tpm_sweep_lateness(tpm, T0 + 15 * MS);
-    double late = tpm_sweep_lateness(tpm, T0 + 19 * MS);
+    double at_start = tpm_sweep_lateness(tpm, T0 + 10 * MS, 100);
+    double half = tpm_sweep_lateness(tpm, T0 + 15 * MS, 100);
+    double late = tpm_sweep_lateness(tpm, T0 + 19 * MS, 100);
     ck_assert_double_eq(at_start, 0);
     /* One 1 ns step swept a chunk at most: 2000 instances, 1 each. */
     ck_assert_double_le(half, 0.5);
     ck_assert_double_ge(half, 0.5 - 64.0 / 2000);
     ck_assert_double_eq_tol(late - half, 0.4, 1e-9);
+    /* At a pace of 50 the sweep is due to end halfway: a quarter of the
+     * epoch gone is half of the pace's span, and from halfway on the
+     * share gone is 1. */
+    double quarter50 = tpm_sweep_lateness(tpm, T0 + 25 * MS / 2, 50);
+    ck_assert_double_eq_tol(quarter50, half, 1e-9);
+    ck_assert_double_eq_tol(tpm_sweep_lateness(tpm, T0 + 15 * MS, 50)
+                            - half, 0.5, 1e-9);
+    ck_assert_double_eq_tol(tpm_sweep_lateness(tpm, T0 + 19 * MS, 50)
+                            - half, 0.5, 1e-9);
     sweep_all(tpm);
-    ck_assert_double_eq(tpm_sweep_lateness(tpm, T0 + 19 * MS), 0);
+    ck_assert_double_eq(tpm_sweep_lateness(tpm, T0 + 19 * MS, 100), 0);
+    ck_assert_double_eq(tpm_sweep_lateness(tpm, T0 + 19 * MS, 50), 0);
     tpm_destroy(tpm);
 }
 END_TEST
@@ -2251,10 +2473,11 @@ START_TEST(test_params_memory)
 
     q = p;
     q.flow_table_size *= 2;
-    /* The entry, its connection reference (the pool is on) and its
-     * port. */
+    /* The entry, its connection reference (the pool is on), its port
+     * and its two bits of the touched bitmaps. */
     ck_assert_uint_eq(tpm_params_memory(&q) - base,
-                      (uint64_t) p.flow_table_size * (192 + 4 + 2));
+                      (uint64_t) p.flow_table_size * (192 + 4 + 2)
+                      + p.flow_table_size / 4);
     q = p;
     q.max_chunks *= 2;
     ck_assert_uint_eq(tpm_params_memory(&q) - base,
@@ -2807,11 +3030,13 @@ tpm_suite(void)
     tcase_add_test(tc, test_aggregates_random);
     tcase_add_test(tc, test_aggregates_runs);
     tcase_add_test(tc, test_sweep_paths);
+    tcase_add_test(tc, test_planned_operators);
     tcase_add_test(tc, test_interval_and_lazy_reset);
     tcase_add_test(tc, test_sweep_budget_resume);
     tcase_add_test(tc, test_unfinished_sweep);
     tcase_add_test(tc, test_abandoned_twice);
     tcase_add_test(tc, test_retire_epochs);
+    tcase_add_test(tc, test_quiet_retire);
     tcase_add_test(tc, test_runtime_add_backfill);
     tcase_add_test(tc, test_dos_threshold);
     tcase_add_test(tc, test_dos_pass_after_epoch);

@@ -21,6 +21,9 @@ tpm_flow_table_init(struct tpm_flow_table *ft, uint32_t n_slots,
     ft->flows = ft->region.base;
     ft->mask = n_slots - 1;
     ft->probe_limit = probe_limit;
+    size_t words = ((size_t) n_slots + 63) / 64;
+    ft->touched[0] = xcalloc(2 * words, sizeof *ft->touched[0]);
+    ft->touched[1] = ft->touched[0] + words;
     return 0;
 }
 
@@ -30,7 +33,17 @@ tpm_flow_table_destroy(struct tpm_flow_table *ft)
     if (ft) {
         tpm_huge_free(&ft->region);
         ft->flows = NULL;
+        free(ft->touched[0]);
+        ft->touched[0] = ft->touched[1] = NULL;
     }
+}
+
+/* Clears the touched bitmap of the parity of 'tag', whose epoch begins. */
+void
+tpm_flow_table_untouch(struct tpm_flow_table *ft, uint32_t tag)
+{
+    memset(ft->touched[tag & 1], 0,
+           ((size_t) ft->mask + 64) / 64 * sizeof *ft->touched[0]);
 }
 
 struct tpm_flow *

@@ -131,6 +131,17 @@ struct tpm_flow_table {
                                  * (match-scatter.c). */
     struct tpm_flow_table_stats stats;
     struct tpm_huge_region region;
+    /* Touched entries, one bitmap per epoch parity: bit i of
+     * 'touched[tag & 1]' is set when entry i gets its first packet of the
+     * epoch of tag 'tag' (tpm_flow_touch()), and the bitmap is cleared
+     * when the next epoch of that parity begins
+     * (tpm_flow_table_untouch()), after the sweep of the one before it
+     * finished or was abandoned.  A clear bit tells the sweep that the
+     * entry had no packet in the swept epoch without reading the entry
+     * (a random access); a set bit may be stale, and the sweep then reads
+     * the entry's tag as it would without the bitmap.  One bit per entry
+     * and parity: flow_table_size / 4 bytes. */
+    uint64_t *touched[2];
 };
 
 /* Creates 'ft' with 'n_slots' entries (a power of two) and the given probe
@@ -165,6 +176,24 @@ tpm_flow_last_tag(const struct tpm_flow *f)
 {
     return (int32_t) (f->tag[0] - f->tag[1]) > 0 ? f->tag[0] : f->tag[1];
 }
+
+/* Marks entry 'idx' touched in the epoch whose bitmap is 'touched'
+ * ('ft->touched[tag & 1]'). */
+static inline void
+tpm_flow_touch(uint64_t *touched, uint32_t idx)
+{
+    touched[idx / 64] |= UINT64_C(1) << (idx % 64);
+}
+
+/* Returns false if entry 'idx' had no packet in the epoch of tag 'tag'
+ * (true if it may have had). */
+static inline bool
+tpm_flow_touched(const struct tpm_flow_table *ft, uint32_t idx, uint32_t tag)
+{
+    return ft->touched[tag & 1][idx / 64] >> (idx % 64) & 1;
+}
+
+void tpm_flow_table_untouch(struct tpm_flow_table *, uint32_t tag);
 
 /* Returns true if the key of entry 'f' is 'key' (tpm_key_equal()): where
  * the CPU has SSE2, the entry's first four words as two vectors, aligned

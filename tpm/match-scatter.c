@@ -267,8 +267,9 @@ tpm_backfill_step__(struct tpm *tpm, uint32_t n)
 
 /* Returns flow 'f''s statistics of the current epoch, reset if they are
  * another epoch's (lazy reset: the first packet of the epoch
- * overwrites).  flow_update__() does the same inline, with the slots set
- * to its plan's identities (tpm-private.h). */
+ * overwrites) and the entry marked touched (flow-table.h).
+ * flow_update__() does the same inline, with the slots set to its plan's
+ * identities (tpm-private.h). */
 static inline __attribute__((always_inline)) struct tpm_flow_stats *
 flow_stats__(const struct tpm *tpm, struct tpm_flow *f)
 {
@@ -277,6 +278,8 @@ flow_stats__(const struct tpm *tpm, struct tpm_flow *f)
 
     if (f->tag[tag & 1] != tag) {
         f->tag[tag & 1] = tag;
+        tpm_flow_touch(tpm->ft.touched[tag & 1],
+                       (uint32_t) (f - tpm->ft.flows));
         st->packets = 0;
         st->bytes = 0;
     }
@@ -521,8 +524,11 @@ flow_update__(struct tpm *tpm, struct tpm_flow *f, const struct tpm_pkt *pkt,
     const struct tpm_plan *pl = pc->plan;
     struct tpm_flow_stats *st = &f->stats[tag & 1];
     if (OVS_UNLIKELY(f->tag[tag & 1] != tag)) {
-        /* The epoch's first packet: reset (flow_stats__()). */
+        /* The epoch's first packet: reset and mark the entry touched
+         * (flow_stats__()). */
         f->tag[tag & 1] = tag;
+        tpm_flow_touch(tpm->ft.touched[tag & 1],
+                       (uint32_t) (f - tpm->ft.flows));
         st->packets = 0;
         st->bytes = 0;
         memcpy(st->slot, pl->init, sizeof st->slot);

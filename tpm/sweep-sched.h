@@ -14,10 +14,15 @@
  *     as soon as the last step is 'gap_ns' old (iterations that transmit
  *     to kernel devices can take milliseconds).
  *   - Such a forced step whose sweep is behind its pace
- *     (tpm_sweep_lateness() > 0) gets up to 'catchup' % of the time since
- *     the last step (capped at one epoch), that is of the core, rather
- *     than the fixed budget, when that is more; a fixed budget of 0
- *     ("unbounded") or a 'catchup' of 0 disables it.
+ *     (tpm_sweep_lateness() > 0: the pace ends the sweep when 'pace' % of
+ *     the epoch is gone) gets up to 'catchup' % of the time since the
+ *     last step (capped at one epoch), that is of the core, rather than
+ *     the fixed budget, when that is more; a fixed budget of 0
+ *     ("unbounded") or a 'catchup' of 0 disables it.  A pace of 100
+ *     aims to end the sweep with its epoch, so a step that comes late at
+ *     the end (a long iteration) leaves it unfinished; a lower pace
+ *     catches up sooner and keeps the rest of the epoch as a margin,
+ *     for the same work.
  *
  * A step is counted by its kind (enum tpm_sched_kind) only if a sweep is
  * pending; the monitor is still called (tpm_sweep_step() returns at once
@@ -72,14 +77,15 @@ tpm_sched_due(struct tpm_sched *s, bool drained, uint64_t now_ns,
  * 's' at 'now_ns', stores the step's budget in '*budget_ns' ('fixed_ns',
  * or the catch-up budget) and returns its kind.  'pending' says whether a
  * sweep is pending (tpm_sweep_pending()); 'lateness' (normally
- * tpm_sweep_lateness()) is called with 'tpm' and 'now_ns' only for a
- * forced step whose catch-up budget would exceed 'fixed_ns'.  'epoch_ns'
- * caps the time since the last step. */
+ * tpm_sweep_lateness()) is called with 'tpm', 'now_ns' and 'pace' only
+ * for a forced step whose catch-up budget would exceed 'fixed_ns'.
+ * 'epoch_ns' caps the time since the last step. */
 static inline enum tpm_sched_kind
 tpm_sched_step(struct tpm_sched *s, bool drained, uint64_t now_ns,
                uint64_t epoch_ns, uint64_t fixed_ns, uint32_t catchup,
-               bool pending,
-               double (*lateness)(const struct tpm *, uint64_t now_ns),
+               uint32_t pace, bool pending,
+               double (*lateness)(const struct tpm *, uint64_t now_ns,
+                                  uint32_t pace),
                const struct tpm *tpm, uint64_t *budget_ns)
 {
     uint64_t since = now_ns - s->last_step_ns;
@@ -94,7 +100,7 @@ tpm_sched_step(struct tpm_sched *s, bool drained, uint64_t now_ns,
     } else if (drained) {
         return TPM_SCHED_IDLE;
     } else if (fixed_ns && catchup && since * catchup / 100 > fixed_ns
-               && lateness(tpm, now_ns) > 0) {
+               && lateness(tpm, now_ns, pace) > 0) {
         *budget_ns = since * catchup / 100;
         return TPM_SCHED_CATCHUP;
     } else {

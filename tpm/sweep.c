@@ -272,6 +272,38 @@ item_stats__(struct tpm *tpm, uint32_t idx, uint32_t gen, uint32_t tag,
     return true;
 }
 
+/* Returns true if flow item 'idx' of instance 'c', whose history is 'hc'
+ * and whose event's interval is 'interval' epochs, had no packet in the
+ * swept epoch (the touched bitmap 'touched', tpm/flow-table.h) and cannot
+ * be due for retirement ('retire' epochs) in the current absolute epoch
+ * 'now': the instance's newest history entry ('k' entries), an interval
+ * with packets, bounds the flow's last packet from below by that
+ * interval's first epoch ("Quiet instances", below).  Then the sweep need
+ * not read the flow entry. */
+static SWEEP_INLINE bool
+item_quiet__(const uint64_t *touched, uint32_t idx,
+             const struct tpm_child *c, const struct tpm_hist *hc,
+             uint32_t k, uint32_t interval, uint64_t now, uint32_t retire)
+{
+    if (touched[idx / 64] >> (idx % 64) & 1 || !c->hist_n) {
+        return false;
+    }
+    uint64_t newest = hc[(c->hist_pos ? c->hist_pos : k) - 1].epoch;
+    return now - (newest + 1 - interval) <= retire;
+}
+
+/* item_quiet__() for the inline item of instance 'ci' of event 'ev'. */
+static inline bool
+inline_quiet__(const struct tpm *tpm, uint32_t ci, const struct tpm_ev *ev,
+               uint32_t tag)
+{
+    const struct tpm_child *c = &tpm->children[ci];
+    return item_quiet__(tpm->ft.touched[tag & 1], c->in_idx, c,
+                        tpm_child_hist(tpm, ci), tpm->p.history_len,
+                        ev->interval, tpm_abs_epoch(tpm, tpm->cur),
+                        tpm->p.retire_epochs);
+}
+
 /* Adds flow item ('idx', 'gen') of an instance to its accumulators 'acc'.
  * Returns false if the item is to be dropped: its flow entry was reused
  * or freed, or the flow has gone idle (no packet for more than
@@ -468,16 +500,27 @@ sweep_finish__(struct tpm *tpm)
 #define TPM_SWEEP_AHEAD_CHILD 8
 #define TPM_SWEEP_AHEAD_FLOW 4
 
+/* Planned instances swept by one call of sweep_planned_run__() at most. */
+#define TPM_SWEEP_RUN 32
+
 static inline void
 sweep_prefetch_flow__(const struct tpm *tpm, uint32_t ci, uint32_t tag)
 {
     const struct tpm_child *c = &tpm->children[ci];
     uint32_t nf = c->in_idx;
+    /* A one-flow instance whose flow had no packet in the swept epoch
+     * reads its newest history entry instead of the flow entry
+     * ("Quiet instances"). */
+    bool quiet = false;
 
     if (nf != TPM_NONE) {
-        const struct tpm_flow *f = &tpm->ft.flows[nf];
-        tpm_prefetch(f);
-        tpm_prefetch(&f->stats[tag & 1]);
+        if (c->head == TPM_NONE && !tpm_flow_touched(&tpm->ft, nf, tag)) {
+            quiet = true;
+        } else {
+            const struct tpm_flow *f = &tpm->ft.flows[nf];
+            tpm_prefetch(f);
+            tpm_prefetch(&f->stats[tag & 1]);
+        }
     }
     /* The event's first line: with thousands of events it is seldom in
      * cache, and every test of the instance depends on it. */
@@ -496,7 +539,7 @@ sweep_prefetch_flow__(const struct tpm *tpm, uint32_t ci, uint32_t tag)
         tpm_prefetch(&c->gkey);
     }
     const struct tpm_hist *h = tpm_child_hist(tpm, ci);
-    if (nf == TPM_NONE && c->head == TPM_NONE) {
+    if ((nf == TPM_NONE && c->head == TPM_NONE) || quiet) {
         /* No flows left: the idle test will read the newest entry. */
         uint32_t k = tpm->p.history_len;
         tpm_prefetch(&h[c->hist_pos ? c->hist_pos - 1u : k - 1]);
@@ -597,7 +640,8 @@ child_direct__(struct tpm *tpm, uint32_t ci, const struct tpm_ev *ev,
 
     if (c->in_idx != TPM_NONE) {
         n = 1;
-        if (!item_gather__(tpm, acc, ev, c->in_idx, c->in_gen, tag)) {
+        if (!inline_quiet__(tpm, ci, ev, tag)
+            && !item_gather__(tpm, acc, ev, c->in_idx, c->in_gen, tag)) {
             c->in_idx = TPM_NONE;
             TPM_STAT_ADD(tpm, sweep_stale_items, 1);
         }
@@ -615,67 +659,187 @@ child_direct__(struct tpm *tpm, uint32_t ci, const struct tpm_ev *ev,
  *
  * Direct instances of events "AGG op CONSTANT" over at most two per-flow
  * summaries (most events) carry in line 0 a copy of all that the sweep
- * needs from their event (tpm_instance_get__()), so child_planned__() sweeps
- * them without reading the event: one random access fewer per instance,
- * since instances follow flow arrival order, not event order.  While no
- * event is dying (tpm->n_dying), the sweep need not read the event to
- * know that its instances are to be removed either.  The accumulators are
- * computed as item_gather__() computes them for an instance's only flow.
- * Returns the number of list items visited. */
-static inline uint32_t
-child_planned__(struct tpm *tpm, uint32_t ci, uint64_t abs, uint32_t tag)
+ * needs from their event (tpm_instance_get__()), so they are swept
+ * without reading the event: one random access fewer per instance, since
+ * instances follow flow arrival order, not event order.  While no event
+ * is dying (tpm->n_dying), the sweep need not read the event to know that
+ * its instances are to be removed either.
+ *
+ * They are the bulk of a busy host's instances (one per 5-tuple of each
+ * 5-tuple event), so sweep_planned_run__() sweeps a run of consecutive
+ * ones in a loop of its own: the arrays' bases and the history length in
+ * registers (the general loop reloads them after every store, which may
+ * alias them), no dispatch, budget or report-ring test per instance (one
+ * per run, sized to both), and the accumulators computed as
+ * item_gather__() computes them for an instance's only flow.  It does
+ * what the general path does for such an instance, in the same order:
+ * gather, interval_end__(), the idle test.
+ *
+ * Quiet instances.  On a busy host most flows send nothing in a given
+ * 10 ms epoch, and reading a quiet instance's flow entry only to find an
+ * old epoch tag is a random access to a table far larger than the caches.
+ * So for an instance with one flow (planned or not: its inline item and
+ * no chunk) the sweep first tests the flow table's touched bitmap of the
+ * swept epoch (tpm/flow-table.h: phase 1 sets an entry's bit with its
+ * first packet of an epoch), item_quiet__(): a clear bit means no packet,
+ * and the entry is not read, provided the entry cannot be due for
+ * retirement, which the instance's newest history entry bounds (an
+ * interval with packets: the flow's last packet is no earlier than that
+ * interval's first epoch, and retirement needs more than
+ * 'retire_epochs' epochs since).  Otherwise (bit set, no history, or
+ * history too old) the entry is read and tested as before.  A stale or freed entry is thus noticed when its
+ * bit is set (a new flow sends) or when retirement is due, not earlier:
+ * the item is dropped a little later, never counted wrongly.  The
+ * lookahead prefetches such an instance's newest history entry instead
+ * of its flow entry. */
+static SWEEP_INLINE bool
+child_is_planned__(const struct tpm_child *c, uint64_t abs)
 {
-    struct tpm_child *c = &tpm->children[ci];
-    /* Read only to learn 'full_from'. */
-    const struct tpm_ev *ev = &tpm->evs[c->ev];
-    double acc[3] = { 0 };      /* A plan covers accumulators 0 to 2. */
-    uint32_t n = 0;
+    return c->planned && c->head == TPM_NONE && c->iv == abs;
+}
 
-    if (c->in_idx != TPM_NONE) {
-        struct tpm_flow *f;
-        const struct tpm_flow_stats *st;
+/* Sweeps at most 'max' planned instances from the cursor, stopping at the
+ * first instance that is not one ('child_is_planned__()').  Requires no
+ * dying event and no instance begun.  Returns the instances visited and
+ * adds the flow items visited to '*items'. */
+static uint32_t __attribute__((noinline))
+sweep_planned_run__(struct tpm *tpm, uint32_t max, uint64_t abs, uint32_t tag,
+                    uint32_t *items)
+{
+    struct tpm_child *const children = tpm->children;
+    struct tpm_flow *const flows = tpm->ft.flows;
+    struct tpm_hist *const hist = tpm->hist;
+    const uint32_t k = tpm->p.history_len;
+    const uint32_t retire = tpm->p.retire_epochs;
+    uint32_t n_children = tpm->n_children;
+    const uint64_t *touched = tpm->ft.touched[tag & 1];
+    const uint64_t now = tpm_abs_epoch(tpm, tpm->cur);
+    uint32_t ci = tpm->sw.child, done = 0, n_items = 0, stale = 0;
+    struct tpm_hist *hc = &hist[(size_t) ci * k];  /* Instance ci's. */
 
-        n = 1;
-        if (!item_stats__(tpm, c->in_idx, c->in_gen, tag, &f, &st)) {
-            c->in_idx = TPM_NONE;
-            TPM_STAT_ADD(tpm, sweep_stale_items, 1);
-        } else if (st) {
-            acc[0] += st->packets;
-            for (int j = 0; j < 2 && c->kind[j] != TPM_NO_KIND; j++) {
-                uint32_t bit = 1u << c->kind[j];
-                if (!(f->sum_mask & bit)) {
-                    continue;
+    while (done < max && ci < n_children) {
+        struct tpm_child *c = &children[ci];
+        if (!child_is_planned__(c, abs)) {
+            break;
+        }
+        done++;
+
+        sweep_prefetch__(tpm, ci, tag);
+
+        /* Gather. */
+        double acc[3] = { 0 };  /* A plan covers accumulators 0 to 2. */
+        uint32_t idx = c->in_idx;
+        if (idx != TPM_NONE) {
+            struct tpm_flow *f = &flows[idx];
+            n_items++;
+            if (item_quiet__(touched, idx, c, hc, k, 1, now, retire)) {
+                /* Quiet: no packet, and too recent to retire. */
+            } else if (f->gen != c->in_gen || f->state != TPM_FLOW_LIVE) {
+                c->in_idx = TPM_NONE;
+                stale++;
+            } else if (f->tag[tag & 1] == tag) {
+                const struct tpm_flow_stats *st = &f->stats[tag & 1];
+                acc[0] = st->packets;
+                for (int j = 0; j < 2 && c->kind[j] != TPM_NO_KIND; j++) {
+                    uint32_t bit = 1u << c->kind[j];
+                    if (!(f->sum_mask & bit)) {
+                        continue;
+                    }
+                    /* The slot of kind 'kind[j]' follows those of the
+                     * flow's lower kinds (counted without popcount,
+                     * which the baseline x86-64 target makes a call). */
+                    int i = 0;
+                    for (uint32_t b = f->sum_mask & (bit - 1); b;
+                         b &= b - 1) {
+                        i++;
+                    }
+                    double v = st->slot[i];
+                    switch ((enum tpm_sum_op) c->kind_op[j]) {
+                    case TPM_SUM_SUM:
+                    case TPM_SUM_SUMSQ:
+                    case TPM_SUM_NONZERO:
+                        acc[1 + j] += v;
+                        break;
+                    case TPM_SUM_MIN:
+                    case TPM_SUM_MAX:
+                    case TPM_SUM_LAST:
+                    default:
+                        acc[1 + j] = v;
+                        break;
+                    }
                 }
-                /* The slot of kind 'kind[j]' follows those of the
-                 * flow's lower kinds. */
-                int i = 0;
-                for (uint32_t b = f->sum_mask & (bit - 1); b; b &= b - 1) {
-                    i++;
-                }
-                double v = st->slot[i];
-                switch ((enum tpm_sum_op) c->kind_op[j]) {
-                case TPM_SUM_SUM:
-                case TPM_SUM_SUMSQ:
-                case TPM_SUM_NONZERO:
-                    acc[1 + j] += v;
-                    break;
-                case TPM_SUM_MIN:
-                case TPM_SUM_MAX:
-                case TPM_SUM_LAST:
-                default:
-                    acc[1 + j] = v;
-                    break;
-                }
+            } else if (tpm->tag - tpm_flow_last_tag(f) > retire) {
+                /* Idle: retired, as item_stats__() does. */
+                f->gen++;
+                f->state = TPM_FLOW_PENDING;
+                f->sum_mask = 0;
+                f->n_matched = 0;
+                TPM_STAT_ADD(tpm, flows_retired, 1);
+                c->in_idx = TPM_NONE;
+                stale++;
             }
         }
+
+        /* interval_end__() for a planned instance. */
+        if (acc[0] > 0) {
+            /* agg_compute__() and tpm_compare(), from the instance's
+             * precomputed 'value_acc' and 'op_classes'. */
+            double value = (c->value_acc >= 0 ? acc[c->value_acc]
+                            : agg_compute__(&c->calc, acc));
+            bool sat = (c->op_classes
+                        & tpm_cmp_class(value, c->threshold)) != 0;
+            struct tpm_hist *h = &hc[c->hist_pos];
+            h->epoch = abs;
+            h->value = value;
+            h->flags = c->flags;
+            h->satisfied = sat;
+            if (++c->hist_pos == k) {
+                c->hist_pos = 0;
+            }
+            if (c->hist_n < k) {
+                c->hist_n++;
+            }
+            c->sat_last = sat;
+            if (sat) {
+                struct tpm_report r = {
+                    .type = TPM_REPORT_SATISFIED,
+                    .event_id = c->ev_id,
+                    .epoch = abs,
+                    .value = value,
+                    .flags = (c->flags & TPM_CHILD_PARTIAL
+                              ? TPM_REPORT_PARTIAL : 0),
+                    .group = c->gkey,
+                    .tun_id = c->gkey.tun ? tpm_tenants_vni(tpm->tenants,
+                                                            c->gkey.tun)
+                                          : 0,
+                    .port = c->port,
+                };
+                tpm_report__(tpm, &r);
+            }
+        }
+        c->prev_pkts = acc[0] > 0;
+        c->iv = abs + 1;
+        uint8_t lost = c->flags & TPM_CHILD_LOST;
+        c->flags = child_flags__(tpm, c, &tpm->evs[c->ev], abs + 1);
+        if (OVS_UNLIKELY(lost)) {
+            child_lost__(c, abs + 1, abs + 1);
+        }
+
+        if (child_idle__(tpm, c, 1, abs, true)) {
+            /* The last instance moves here: sweep it next. */
+            tpm_child_remove__(tpm, ci);
+            n_children = tpm->n_children;
+        } else {
+            ci++;
+            hc += k;
+        }
     }
-    interval_end__(tpm, ci, ev, acc, true);
-    if (child_idle__(tpm, c, 1, abs, true)) {
-        tpm_child_remove__(tpm, ci);
-    } else {
-        tpm->sw.child++;
+    tpm->sw.child = ci;
+    if (stale) {
+        TPM_STAT_ADD(tpm, sweep_stale_items, stale);
     }
-    return n;
+    *items += n_items;
+    return done;
 }
 
 bool
@@ -713,12 +877,24 @@ tpm_sweep_run__(struct tpm *tpm, uint64_t budget_ns, bool may_wait)
         }
         struct tpm_child *c = &tpm->children[ci];
         const struct tpm_ev *ev = &tpm->evs[c->ev];
-        uint32_t n = 1;
+        /* Units of work (instances and flow items) and instances. */
+        uint32_t n = 1, inst = 1;
 
-        if (!sw->child_begun && c->planned && c->head == TPM_NONE
-            && c->iv == abs && !tpm->n_dying) {
-            sweep_prefetch__(tpm, ci, tag);
-            n += child_planned__(tpm, ci, abs, tag);
+        if (!sw->child_begun && !tpm->n_dying
+            && child_is_planned__(c, abs)) {
+            /* A run of planned instances, no longer than the budget's
+             * tenth left (at two units each, the instance and its flow)
+             * or the room for their reports (one each at most). */
+            uint32_t max = TPM_SWEEP_RUN, items = 0;
+            if (budget_ns) {
+                max = MIN(max, (uint32_t) (b / tpm->cycles_per_item / 2)
+                               + 1);
+            }
+            if (may_wait) {
+                max = MIN(max, spsc_free_space(tpm->report_ring));
+            }
+            inst = sweep_planned_run__(tpm, max, abs, tag, &items);
+            n = inst + items;
         } else if (!sw->child_begun) {
             sweep_prefetch__(tpm, ci, tag);
             if (ev->dying) {
@@ -735,8 +911,12 @@ tpm_sweep_run__(struct tpm *tpm, uint64_t budget_ns, bool may_wait)
             } else {
                 if (c->in_idx != TPM_NONE) {
                     n++;
-                    if (!item_gather__(tpm, c->acc, ev, c->in_idx,
-                                       c->in_gen, tag)) {
+                    /* An instance with chunks has other flows, whose
+                     * packets its history records too: no bound. */
+                    if ((c->head != TPM_NONE
+                         || !inline_quiet__(tpm, ci, ev, tag))
+                        && !item_gather__(tpm, c->acc, ev, c->in_idx,
+                                          c->in_gen, tag)) {
                         c->in_idx = TPM_NONE;
                         TPM_STAT_ADD(tpm, sweep_stale_items, 1);
                     }
@@ -763,7 +943,7 @@ tpm_sweep_run__(struct tpm *tpm, uint64_t budget_ns, bool may_wait)
             child_finish__(tpm, ci, ev, &div);
         }
 
-        visited += n - 1;
+        visited += n - inst;
         if (budget_ns) {
             units += n;
             b -= n * tpm->cycles_per_item;

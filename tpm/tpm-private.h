@@ -221,6 +221,13 @@ struct tpm_child {
     bool sat_last;              /* The last interval closed held: it
                                  * will likely report again, so the sweep
                                  * prefetches line 3 (the group key). */
+    int8_t value_acc;           /* Planned: the accumulator that is the
+                                 * aggregate's value in an interval with
+                                 * packets (sum, count, min, max, last),
+                                 * or -1 (avg, stddev: computed). */
+    uint8_t op_classes;         /* Planned: 'op' as the TPM_CMP_* outcomes
+                                 * of comparing the value with
+                                 * 'threshold' for which it holds. */
     /* Lines 1 and 2. */
     double acc[TPM_ACC] __attribute__((aligned(CACHE_LINE_SIZE)));
                                 /* This interval: [0] packets. */
@@ -234,12 +241,47 @@ struct tpm_child {
                                  * 'gkey', the instance's identity. */
     uint64_t lost_lo, lost_hi;  /* TPM_CHILD_LOST: absolute epochs. */
 } __attribute__((aligned(CACHE_LINE_SIZE)));
-BUILD_ASSERT_DECL(offsetof(struct tpm_child, sat_last) < CACHE_LINE_SIZE);
+BUILD_ASSERT_DECL(offsetof(struct tpm_child, op_classes) < CACHE_LINE_SIZE);
 BUILD_ASSERT_DECL(offsetof(struct tpm_child, acc) == CACHE_LINE_SIZE);
 BUILD_ASSERT_DECL(offsetof(struct tpm_child, gkey) == 3 * CACHE_LINE_SIZE);
 BUILD_ASSERT_DECL(sizeof(struct tpm_child) == 4 * CACHE_LINE_SIZE);
 
 #define TPM_NO_KIND 0xff
+
+/* The outcomes of comparing two doubles, one bit each: a comparison
+ * operator is the set of outcomes for which it holds (LT: TPM_CMP_LT;
+ * NE: TPM_CMP_LT | TPM_CMP_GT | TPM_CMP_UNORDERED, as 'a != b' holds for
+ * a NaN), so that the sweep tests a planned instance's predicate with one
+ * AND instead of a switch on its operator. */
+#define TPM_CMP_LT 0x1
+#define TPM_CMP_EQ 0x2
+#define TPM_CMP_GT 0x4
+#define TPM_CMP_UNORDERED 0x8
+
+static inline uint8_t
+tpm_cmp_classes(enum tpm_binop op)
+{
+    switch (op) {
+    case TPM_OP_LT: return TPM_CMP_LT;
+    case TPM_OP_LE: return TPM_CMP_LT | TPM_CMP_EQ;
+    case TPM_OP_GT: return TPM_CMP_GT;
+    case TPM_OP_GE: return TPM_CMP_GT | TPM_CMP_EQ;
+    case TPM_OP_EQ: return TPM_CMP_EQ;
+    case TPM_OP_NE: return TPM_CMP_LT | TPM_CMP_GT | TPM_CMP_UNORDERED;
+    case TPM_OP_ADD: case TPM_OP_SUB: case TPM_OP_MUL: case TPM_OP_DIV:
+    case TPM_OP_AND: case TPM_OP_OR:
+    default:
+        return 0;
+    }
+}
+
+/* Returns the TPM_CMP_* outcome of comparing 'a' with 'b'. */
+static inline uint8_t
+tpm_cmp_class(double a, double b)
+{
+    uint8_t c = (a < b) | (a == b) << 1 | (a > b) << 2;
+    return c ? c : TPM_CMP_UNORDERED;
+}
 
 struct tpm_hist {
     uint64_t epoch;             /* Last epoch of the interval (abs). */

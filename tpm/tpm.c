@@ -125,6 +125,7 @@ tpm_params_memory(const struct tpm_params *p)
 
     m += ROUND_UP((uint64_t) p->flow_table_size * sizeof(struct tpm_flow),
                   page);
+    m += (uint64_t) p->flow_table_size / 4;    /* Touched bitmaps. */
     m += ROUND_UP((uint64_t) p->max_triggers * sizeof(struct tpm_child),
                   page);
     m += (uint64_t) p->max_triggers * p->history_len
@@ -742,6 +743,9 @@ tpm_advance(struct tpm *tpm, uint64_t now_ns)
     tpm_sweep_start__(tpm, tpm->cur);
     tpm->cur = next;
     tpm->tag = (uint32_t) next + 2;
+    /* No sweep reads this parity's bitmap any more: the sweep of the
+     * epoch before the previous one finished or was abandoned above. */
+    tpm_flow_table_untouch(&tpm->ft, tpm->tag);
     TPM_STAT_ADD(tpm, epochs, 1);
 }
 
@@ -766,14 +770,14 @@ tpm_sweep_pending(const struct tpm *tpm)
 }
 
 double
-tpm_sweep_lateness(const struct tpm *tpm, uint64_t now_ns)
+tpm_sweep_lateness(const struct tpm *tpm, uint64_t now_ns, uint32_t pace)
 {
     if (!tpm->sw.active || !tpm->n_children) {
         return 0;
     }
     uint64_t start = tpm_abs_epoch(tpm, tpm->cur) * tpm->p.epoch_ns;
-    double elapsed = now_ns > start
-                     ? (double) (now_ns - start) / tpm->p.epoch_ns : 0;
+    double span = (double) tpm->p.epoch_ns * MAX(MIN(pace, 100), 1) / 100;
+    double elapsed = now_ns > start ? (double) (now_ns - start) / span : 0;
     double done = (double) tpm->sw.child / tpm->n_children;
     return MAX(0, MIN(elapsed, 1) - done);
 }

@@ -223,12 +223,15 @@ bool tpm_sweep_step(struct tpm *, uint64_t budget_ns);
 bool tpm_sweep_pending(const struct tpm *);
 
 /* Returns how far the sweep in progress is behind the pace that ends it
- * with the epoch, at time 'now_ns': the share of the epoch gone minus the
- * share of trigger instances swept, in [0, 1] (0 on pace, or no sweep).
- * A caller that gives the sweep time only when it must (a saturated PMD)
- * gives it more while this is above 0 (sweep-sched.h decides when and how
- * much). */
-double tpm_sweep_lateness(const struct tpm *, uint64_t now_ns);
+ * when 'pace' % of the epoch is gone (1 .. 100), at time 'now_ns': the
+ * share of that part of the epoch gone (at most 1) minus the share of
+ * trigger instances swept, in [0, 1] (0 on pace, or no sweep).  A caller
+ * that gives the sweep time only when it must (a saturated PMD) gives it
+ * more while this is above 0 (sweep-sched.h decides when and how much);
+ * a pace below 100 leaves the rest of the epoch as a margin for the
+ * steps that come late. */
+double tpm_sweep_lateness(const struct tpm *, uint64_t now_ns,
+                          uint32_t pace);
 
 /* Direct control, owner thread only.  */
 

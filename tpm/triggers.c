@@ -182,6 +182,26 @@ tpm_instance_get__(struct tpm *tpm, uint32_t evi, const struct tpm_key *gkey,
         c->ev_id = ev->id;
         c->op = ev->fast_op;
         c->calc = ev->fast;
+        c->op_classes = tpm_cmp_classes(ev->fast_op);
+        switch ((enum tpm_agg) ev->fast.agg) {
+        case TPM_AGG_SUM:
+            c->value_acc = ev->fast.sum;
+            break;
+        case TPM_AGG_COUNT:
+            c->value_acc = ev->fast.has_term ? ev->fast.sum : 0;
+            break;
+        case TPM_AGG_MIN:
+        case TPM_AGG_MAX:
+        case TPM_AGG_LAST:
+            c->value_acc = ev->fast.ext;
+            break;
+        case TPM_AGG_AVG:
+        case TPM_AGG_STDDEV:
+        case TPM_N_AGGS:
+        default:
+            c->value_acc = -1;
+            break;
+        }
         for (int j = 0; j < 2; j++) {
             c->kind[j] = j < ev->n_kinds ? ev->kinds[j] : TPM_NO_KIND;
             c->kind_op[j] = j < ev->n_kinds ? ev->ops[j] : 0;
