@@ -396,12 +396,16 @@ enum tpm_fast_parse {
 
 /* The common case of tpm_packet_parse(), if 'data' is one: 'pkt' except
  * its hash, and the key's words 0, 2 and 4 (1 and 3 are zero) also in
- * '*w0', '*w2' and '*w4' for the hash: TPM_FAST_PLAIN.  Returns
- * TPM_FAST_MAYBE_TUN, with nothing written, for a UDP datagram whose port
- * has a bit in the bitmap of 'tun' (NULL: none; the fast path's only test
- * for tunnels, before anything is written: false positives go to
- * tpm_packet_decap_v4__(), which looks the port up exactly), and
- * TPM_FAST_FULL, with nothing written, for the other frames. */
+ * '*w0', '*w2' and '*w4' for the hash: TPM_FAST_PLAIN.  With
+ * 'udp_tcp_fields' false (a constant), a UDP datagram leaves the fields
+ * only TCP has (seq, ack, tcp_flags, rwnd, wscale, mss) unwritten, for a
+ * caller that reads them only for TCP packets (the monitor's phase 1).
+ * Returns TPM_FAST_MAYBE_TUN, with nothing written, for a UDP datagram
+ * whose port has a bit in the bitmap of 'tun' (NULL: none; the fast
+ * path's only test for tunnels, before anything is written: false
+ * positives go to tpm_packet_decap_v4__(), which looks the port up
+ * exactly), and TPM_FAST_FULL, with nothing written, for the other
+ * frames. */
 /* The byte at offset 'k' of a 64-bit word loaded from memory, as 'v' in
  * that word (host byte order). */
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
@@ -418,42 +422,17 @@ tpm_load64__(const uint8_t *p)
     return x;
 }
 
+/* The end of tpm_packet_parse_v4__(), for a frame whose checks passed:
+ * its IP total length 'tot' and protocol 'proto' (17 or 6, a constant:
+ * each protocol gets code of its own). */
 static inline __attribute__((always_inline)) enum tpm_fast_parse
-tpm_packet_parse_v4__(const uint8_t *p, uint32_t caplen, uint32_t wirelen,
-                      const struct tpm_tunnel_ports *tun,
-                      struct tpm_pkt *pkt, uint64_t *w0, uint64_t *w2,
-                      uint64_t *w4)
+tpm_packet_parse_v4_l4__(const uint8_t *p, uint32_t wirelen, uint32_t tot,
+                         uint32_t proto, const struct tpm_tunnel_ports *tun,
+                         struct tpm_pkt *pkt, uint64_t *w0, uint64_t *w2,
+                         uint64_t *w4, bool udp_tcp_fields)
 {
     const uint8_t *ip = p + 14;
     const uint8_t *l4 = ip + 20;
-
-    if (caplen < 14 + 20 + 8) {
-        return TPM_FAST_FULL;
-    }
-    /* Two words cover the checks: bytes 12-19 (EtherType, version and
-     * header length, TOS, total length, ID) and 20-27 (fragment offset,
-     * TTL, protocol, checksum, ...). */
-    uint64_t eth_ip = tpm_load64__(p + 12);
-    uint64_t frag_proto = tpm_load64__(p + 20);
-    uint32_t tot = tpm_be16__(ip + 2);
-    uint64_t fp = frag_proto & (TPM_BYTE64__(0, 0x1f) | TPM_BYTE64__(1, 0xff)
-                                | TPM_BYTE64__(3, 0xff));
-    uint32_t proto;
-    if ((eth_ip & (TPM_BYTE64__(0, 0xff) | TPM_BYTE64__(1, 0xff)
-                   | TPM_BYTE64__(2, 0xff)))
-        != (TPM_BYTE64__(0, 0x08) | TPM_BYTE64__(2, 0x45)) || tot < 20) {
-        /* Not untagged IPv4 without options, or a bad total length. */
-        return TPM_FAST_FULL;
-    } else if (fp == TPM_BYTE64__(3, 17)) {
-        proto = 17;
-    } else if (fp == TPM_BYTE64__(3, 6) && caplen >= 14 + 20 + 20
-               && !__builtin_expect(l4[13] & TPM_TCP_SYN, 0)) {
-        proto = 6;
-    } else {
-        /* A later fragment, neither TCP nor UDP, TCP header not
-         * captured, or a SYN: options to read. */
-        return TPM_FAST_FULL;
-    }
     uint32_t l4len = tot - 20;
     uint32_t ports = tpm_be32__(l4);        /* sport << 16 | dport. */
     if (tun && proto == 17 && (tun->bloom >> (ports & 63)) & 1) {
@@ -485,9 +464,11 @@ tpm_packet_parse_v4__(const uint8_t *p, uint32_t caplen, uint32_t wirelen,
     pkt->bytes = wirelen;
     pkt->ttl = ip[8];
     pkt->ecn = ((ip[1] & 3) + 1) >> 2;      /* CE: both bits set. */
-    pkt->wscale = TPM_WSCALE_NONE;
-    pkt->mss = 0;
     __builtin_memset(&pkt->tunnel, 0, sizeof pkt->tunnel);
+    if (proto == 6 || udp_tcp_fields) {
+        pkt->wscale = TPM_WSCALE_NONE;
+        pkt->mss = 0;
+    }
     if (proto == 6) {
         uint32_t hlen = (l4[12] >> 4) * 4;
         pkt->seq = tpm_be32__(l4 + 4);
@@ -498,12 +479,54 @@ tpm_packet_parse_v4__(const uint8_t *p, uint32_t caplen, uint32_t wirelen,
     } else {
         uint32_t ulen = tpm_be16__(l4 + 4);
         ulen = ulen < l4len ? ulen : l4len;
-        pkt->seq = pkt->ack = 0;
-        pkt->tcp_flags = 0;
-        pkt->rwnd = 0;
+        if (udp_tcp_fields) {
+            pkt->seq = pkt->ack = 0;
+            pkt->tcp_flags = 0;
+            pkt->rwnd = 0;
+        }
         pkt->volume = ulen > 8 ? ulen - 8 : 0;
     }
     return TPM_FAST_PLAIN;
+}
+
+/* The common case of tpm_packet_parse() (see above, before
+ * TPM_BYTE64__()). */
+static inline __attribute__((always_inline)) enum tpm_fast_parse
+tpm_packet_parse_v4__(const uint8_t *p, uint32_t caplen, uint32_t wirelen,
+                      const struct tpm_tunnel_ports *tun,
+                      struct tpm_pkt *pkt, uint64_t *w0, uint64_t *w2,
+                      uint64_t *w4, bool udp_tcp_fields)
+{
+    const uint8_t *ip = p + 14;
+    const uint8_t *l4 = ip + 20;
+
+    if (caplen < 14 + 20 + 8) {
+        return TPM_FAST_FULL;
+    }
+    /* Two words cover the checks: bytes 12-19 (EtherType, version and
+     * header length, TOS, total length, ID) and 20-27 (fragment offset,
+     * TTL, protocol, checksum, ...). */
+    uint64_t eth_ip = tpm_load64__(p + 12);
+    uint64_t frag_proto = tpm_load64__(p + 20);
+    uint32_t tot = tpm_be16__(ip + 2);
+    uint64_t fp = frag_proto & (TPM_BYTE64__(0, 0x1f) | TPM_BYTE64__(1, 0xff)
+                                | TPM_BYTE64__(3, 0xff));
+    if ((eth_ip & (TPM_BYTE64__(0, 0xff) | TPM_BYTE64__(1, 0xff)
+                   | TPM_BYTE64__(2, 0xff)))
+        != (TPM_BYTE64__(0, 0x08) | TPM_BYTE64__(2, 0x45)) || tot < 20) {
+        /* Not untagged IPv4 without options, or a bad total length. */
+        return TPM_FAST_FULL;
+    } else if (fp == TPM_BYTE64__(3, 17)) {
+        return tpm_packet_parse_v4_l4__(p, wirelen, tot, 17, tun, pkt, w0,
+                                        w2, w4, udp_tcp_fields);
+    } else if (fp == TPM_BYTE64__(3, 6) && caplen >= 14 + 20 + 20
+               && !__builtin_expect(l4[13] & TPM_TCP_SYN, 0)) {
+        return tpm_packet_parse_v4_l4__(p, wirelen, tot, 6, tun, pkt, w0,
+                                        w2, w4, udp_tcp_fields);
+    }
+    /* A later fragment, neither TCP nor UDP, TCP header not captured, or
+     * a SYN: options to read. */
+    return TPM_FAST_FULL;
 }
 
 /* The decapsulating fast path (lib/packet.c), for a frame that
@@ -532,7 +555,7 @@ tpm_packet_parse_fast__(const void *data, uint32_t caplen, uint32_t wirelen,
                         uint64_t *w2, uint64_t *w4)
 {
     enum tpm_fast_parse r = tpm_packet_parse_v4__(data, caplen, wirelen, tun,
-                                                  pkt, w0, w2, w4);
+                                                  pkt, w0, w2, w4, true);
     if (__builtin_expect(r == TPM_FAST_MAYBE_TUN, 0)) {
         /* The key's words from 'pkt', not through the call: the common
          * case keeps them in registers. */
@@ -643,6 +666,27 @@ extern uint64_t tpm_key_hash_v4_b;
 extern uint64_t tpm_key_hash_v4_brot;
 #endif
 
+/* tpm_key_hash() of an IPv4 key 'key' whose words 0, 2 and 4 are 'w0', 'w2'
+ * and 'w4' (1 and 3 are zero), computed from those: 'hw' is
+ * 'tpm_key_hash_hw', which a caller that hashes many keys may read once
+ * (and pass as a constant). */
+static inline __attribute__((always_inline)) uint32_t
+tpm_key_hash_v4__(const struct tpm_key *key, uint64_t w0, uint64_t w2,
+                  uint64_t w4, bool hw)
+{
+#if defined(__x86_64__)
+    if (__builtin_expect(hw, 1)) {
+        uint64_t a = TPM_KEY_HASH_A0;
+        a = tpm_crc32c_u64__(a, w0);
+        a = tpm_crc32c_u64__(a, w2);
+        a = tpm_crc32c_u64__(a, w4);
+        uint32_t h = (uint32_t) (a ^ tpm_key_hash_v4_brot) * 0x9e3779b1u;
+        return h ^ (h >> 16);           /* tpm_key_hash_mix__(). */
+    }
+#endif
+    return tpm_key_hash_portable(key);
+}
+
 static inline uint32_t
 tpm_key_hash(const struct tpm_key *key)
 {
@@ -680,18 +724,7 @@ tpm_packet_parse_hash_tun(const void *data, uint32_t caplen,
         pkt->hash = pkt->tunnel.type ? 0 : tpm_key_hash(&pkt->key);
         return true;
     }
-#if defined(__x86_64__)
-    if (__builtin_expect(tpm_key_hash_hw, 1)) {
-        uint64_t a = TPM_KEY_HASH_A0;
-        a = tpm_crc32c_u64__(a, w0);
-        a = tpm_crc32c_u64__(a, w2);
-        a = tpm_crc32c_u64__(a, w4);
-        uint32_t h = (uint32_t) (a ^ tpm_key_hash_v4_brot) * 0x9e3779b1u;
-        pkt->hash = h ^ (h >> 16);      /* tpm_key_hash_mix__(). */
-        return true;
-    }
-#endif
-    pkt->hash = tpm_key_hash_portable(&pkt->key);
+    pkt->hash = tpm_key_hash_v4__(&pkt->key, w0, w2, w4, tpm_key_hash_hw);
     return true;
 }
 

@@ -113,6 +113,22 @@ tpm_flow_table_insert(struct tpm_flow_table *ft, const struct tpm_key *key,
     return f;
 }
 
+struct tpm_flow *
+tpm_flow_table_probe(const struct tpm_flow_table *ft,
+                     const struct tpm_key *key, uint32_t hash)
+{
+    for (uint32_t i = 0; i < ft->probe_limit; i++) {
+        struct tpm_flow *f = &ft->flows[(hash + i) & ft->mask];
+        if (f->state == TPM_FLOW_FREE) {
+            return NULL;
+        }
+        if (tpm_flow_holds(f, key, hash)) {
+            return f;
+        }
+    }
+    return NULL;
+}
+
 uint32_t
 tpm_flow_table_scrub(struct tpm_flow_table *ft, uint32_t n, uint32_t tag,
                      uint32_t idle, void (*cb)(struct tpm_flow *, void *),

@@ -26,8 +26,9 @@
  * and a reused entry gets a new generation, which lists notice lazily when
  * they next read the entry (the sweep drops such items).
  *
- * Each entry is three cache lines: line 0 holds the key and metadata that
- * lookups read; lines 1 and 2 hold the statistics of even and odd epochs
+ * Each entry is three cache lines, aligned on one: line 0 holds the key
+ * and metadata that lookups read (compared as vectors where the CPU has
+ * SSE2); lines 1 and 2 hold the statistics of even and odd epochs
  * (double-buffering by epoch parity, paper section 5.5), so the packet path
  * writes one line while the sweep reads the other.  A statistics line is
  * reset lazily: the first update in a new epoch finds a stale epoch tag and
@@ -51,6 +52,10 @@
 #include "hugealloc.h"
 #include "packet.h"
 #include "util.h"
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 /* Summary slots per epoch buffer. */
 #define TPM_FLOW_SLOTS 7
@@ -94,7 +99,7 @@ struct tpm_flow {
 
     /* Lines 1 and 2: statistics of even and odd epochs. */
     struct tpm_flow_stats stats[2];
-};
+} __attribute__((aligned(CACHE_LINE_SIZE)));
 BUILD_ASSERT_DECL(sizeof(struct tpm_flow) == 3 * CACHE_LINE_SIZE);
 BUILD_ASSERT_DECL(offsetof(struct tpm_flow, stats) == CACHE_LINE_SIZE);
 
@@ -190,23 +195,57 @@ tpm_flow_touched(const struct tpm_flow_table *ft, uint32_t idx, uint32_t tag)
 
 void tpm_flow_table_untouch(struct tpm_flow_table *, uint32_t tag);
 
-/* Looks up 'key' with hash 'hash'.  Returns the entry or NULL. */
+/* Returns true if the key of entry 'f' is 'key' (tpm_key_equal()): where
+ * the CPU has SSE2, the entry's first four words as two vectors, aligned
+ * since entries are. */
+static inline bool
+tpm_flow_key_equal(const struct tpm_flow *f, const struct tpm_key *key)
+{
+#if defined(__SSE2__)
+    const __m128i *a = (const __m128i *) &f->key;
+    const __m128i *b = (const __m128i *) key;
+    __m128i eq = _mm_and_si128(_mm_cmpeq_epi8(_mm_load_si128(a),
+                                              _mm_loadu_si128(b)),
+                               _mm_cmpeq_epi8(_mm_load_si128(a + 1),
+                                              _mm_loadu_si128(b + 1)));
+    const tpm_key_word *x = (const tpm_key_word *) &f->key;
+    const tpm_key_word *y = (const tpm_key_word *) key;
+    return !(((uint32_t) _mm_movemask_epi8(eq) ^ 0xffff) | (x[4] ^ y[4]));
+#else
+    return tpm_key_equal(&f->key, key);
+#endif
+}
+
+/* Returns true if entry 'f' holds 'key', whose hash is 'hash', in a live
+ * or pending flow: the test tpm_flow_table_find() makes of each slot it
+ * probes. */
+static inline bool
+tpm_flow_holds(const struct tpm_flow *f, const struct tpm_key *key,
+               uint32_t hash)
+{
+    return (f->hash == hash
+            && (f->state == TPM_FLOW_LIVE || f->state == TPM_FLOW_PENDING)
+            && tpm_flow_key_equal(f, key));
+}
+
+/* tpm_flow_table_find() past the home slot: the whole probe sequence from
+ * the home slot on, out of line. */
+struct tpm_flow *tpm_flow_table_probe(const struct tpm_flow_table *ft,
+                                      const struct tpm_key *key,
+                                      uint32_t hash);
+
+/* Looks up 'key' with hash 'hash'.  Returns the entry or NULL.  The home
+ * slot (the first of the probe sequence) is tested inline: it holds the
+ * flow in the common case. */
 static inline struct tpm_flow *
 tpm_flow_table_find(const struct tpm_flow_table *ft,
                     const struct tpm_key *key, uint32_t hash)
 {
-    for (uint32_t i = 0; i < ft->probe_limit; i++) {
-        struct tpm_flow *f = &ft->flows[(hash + i) & ft->mask];
-        if (f->state == TPM_FLOW_FREE) {
-            return NULL;
-        }
-        if (f->hash == hash && (f->state == TPM_FLOW_LIVE
-                                || f->state == TPM_FLOW_PENDING)
-            && tpm_key_equal(&f->key, key)) {
-            return f;
-        }
+    struct tpm_flow *f = tpm_flow_table_bucket(ft, hash);
+    if (OVS_LIKELY(tpm_flow_holds(f, key, hash))) {
+        return f;
     }
-    return NULL;
+    return tpm_flow_table_probe(ft, key, hash);
 }
 
 /* Inserts 'key', which must not be in the table, at the current epoch tag

@@ -15,7 +15,11 @@
  *   1. prefetch each frame's first cache line (lines 2-3);
  *   2. parse each frame into a 'struct tpm_pkt' (5-tuple key, the
  *      per-packet variables) and hash its key (lib/packet.h: CRC32-C
- *      where the CPU has it, fused with the IPv4 fast path); a packet
+ *      where the CPU has it, fused with the IPv4 fast path; parse__(),
+ *      compiled twice: a batch of a port without tunnels, with the
+ *      CPU's hash, takes the copy without the tests for tunnels and
+ *      tenants, which leaves the fields only TCP has unwritten for
+ *      UDP); a packet
  *      whose hash differs from the previous IP packet's (or, for the
  *      first, from the last flow's) gets its flow's home bucket
  *      prefetched and the statistics line of the current epoch
@@ -29,9 +33,13 @@
  * Lookup.  A last-flow cache ('last_flow', valid while the entry keeps
  * its generation, across batches) answers the packet of the same flow
  * as the one before it with one comparison of the hash and, if equal,
- * of the key, since datacenter traffic comes in bursts of one flow.
+ * of the key, since datacenter traffic comes in bursts of one flow
+ * (without a last flow, an entry no parsed key matches stands in for it,
+ * 'no_flow__', so the test needs no test for NULL).
  * Otherwise the flow table is searched (linear probing, one line in
- * the common case, already prefetched by pass 2).  A miss inserts the
+ * the common case, already prefetched by pass 2): the flow's home slot
+ * inline, the rest of the probe sequence out of line
+ * (tpm_flow_table_probe()).  A miss inserts the
  * flow (reusing a stale or dead slot, evicting at worst), joins it to
  * its reverse direction's TCP state if that direction keeps some
  * (tcp-state.c), and matches it.
@@ -65,12 +73,15 @@
  * for each summary kind the flow keeps, in kind order, the value of the
  * kind's variable or expression combined by its operation: sum, sum of
  * squares, min, max, last, or count of non-zero values.  It follows the
- * update plan of the flow's summary mask (plan__(), cached per mask): a
+ * update plan of the flow's summary mask (plan__(), cached per mask, and
+ * the last one looked up kept for the rest of the batch, so flows of one
+ * mask look it up once per batch; the epoch tag is read once too): a
  * plain variable's slot is one case of one switch on (variable,
  * operation), not a walk of the mask and two switches; a plan of one or
  * two slots of bytes, volume, ttl or ecn calls a function of its own
- * (plan_1_OP__(), plan_2_OP_OP__(), chosen by plan_build__()), whose
- * slots start the epoch at their operation's identity.  A flow with
+ * (plan_1_OPW__(), plan_2_OPW_OPW__(), W the variable's width in bits,
+ * chosen by plan_build__()), whose slots start the epoch at their
+ * operation's identity.  A flow with
  * TCP state first has it updated, which fills in the packet's state
  * variables (tpm_conn_update__()).  Packets of one flow without state
  * that follow each other in the batch (a run, seen in 'same_hash' and
@@ -90,9 +101,10 @@
  * connection pool count what they refuse.  With no event installed a
  * batch is only counted: the flow table is not touched.
  *
- * Hot helpers are always_inline (flow_stats__(), flow_update__(),
- * scatter__()); what they call only for new flows, pending flows, runs
- * or flows with TCP state stays out of line.
+ * Hot helpers are always_inline (parse__(), flow_stats__(),
+ * flow_update__(), scatter__()); what they call only for frames the
+ * inline parser does not take, new flows, flows not in their home slot,
+ * pending flows, runs or flows with TCP state stays out of line.
  *
  * Thread-safety: the monitor's thread only (like all of libtpm's
  * direct calls); counters are single-writer (TPM_STAT_ADD()).
@@ -255,10 +267,11 @@ tpm_backfill_step__(struct tpm *tpm, uint32_t n)
 
 /* Returns flow 'f''s statistics of the current epoch, reset if they are
  * another epoch's (lazy reset: the first packet of the epoch
- * overwrites), their slots then set to 'init' if nonnull (the plan's
- * identities, tpm-private.h). */
+ * overwrites) and the entry marked touched (flow-table.h).
+ * flow_update__() does the same inline, with the slots set to its plan's
+ * identities (tpm-private.h). */
 static inline __attribute__((always_inline)) struct tpm_flow_stats *
-flow_stats__(const struct tpm *tpm, struct tpm_flow *f, const double *init)
+flow_stats__(const struct tpm *tpm, struct tpm_flow *f)
 {
     uint32_t tag = tpm->tag;
     struct tpm_flow_stats *st = &f->stats[tag & 1];
@@ -269,52 +282,47 @@ flow_stats__(const struct tpm *tpm, struct tpm_flow *f, const double *init)
                        (uint32_t) (f - tpm->ft.flows));
         st->packets = 0;
         st->bytes = 0;
-        if (init) {
-            memcpy(st->slot, init, sizeof st->slot);
-        }
     }
     return st;
 }
 
-/* Stores in '*off' and '*vmask' where plain variable 'var' is in a
- * 'struct tpm_pkt' for a plan's function of its own (tpm-private.h), and
- * returns true, or returns false if 'var' has no such place. */
+/* Stores in '*off' where plain variable 'var' is in a 'struct tpm_pkt' for
+ * a plan's function of its own (tpm-private.h) and in '*wide' whether it
+ * is 32 bits wide (else 8), and returns true, or returns false if 'var'
+ * has no such place. */
 static bool
-plan_var__(int var, uint8_t *off, uint32_t *vmask)
+plan_var__(int var, uint8_t *off, bool *wide)
 {
     switch (var) {
     case TPM_VAR_BYTES:
         *off = offsetof(struct tpm_pkt, bytes);
-        *vmask = UINT32_MAX;
+        *wide = true;
         return true;
     case TPM_VAR_VOLUME:
         *off = offsetof(struct tpm_pkt, volume);
-        *vmask = UINT32_MAX;
+        *wide = true;
         return true;
     case TPM_VAR_TTL:
         *off = offsetof(struct tpm_pkt, ttl);
-        *vmask = UINT8_MAX;
+        *wide = false;
         return true;
     case TPM_VAR_ECN:
         *off = offsetof(struct tpm_pkt, ecn);
-        *vmask = UINT8_MAX;
+        *wide = false;
         return true;
     default:
         return false;
     }
 }
-BUILD_ASSERT_DECL(offsetof(struct tpm_pkt, ecn) + 4 <= sizeof(struct tpm_pkt));
+BUILD_ASSERT_DECL(sizeof ((struct tpm_pkt *) 0)->bytes == 4
+                  && sizeof ((struct tpm_pkt *) 0)->volume == 4
+                  && sizeof ((struct tpm_pkt *) 0)->ttl == 1
+                  && sizeof ((struct tpm_pkt *) 0)->ecn == 1);
 
 /* The value of slot 'i' of plan 'pl' (one with an 'update' function) for
- * 'pkt'. */
-static inline __attribute__((always_inline)) double
-plan_value__(const struct tpm_pkt *pkt, const struct tpm_plan *pl, int i)
-{
-    uint32_t x;
-
-    memcpy(&x, (const char *) pkt + pl->off[i], sizeof x);
-    return x & pl->vmask[i];
-}
+ * 'pkt': the variable at byte 'off[i]', 'W' (8 or 32) bits wide. */
+#define PLAN_VALUE__(PKT, PL, I, W)                                     \
+    ((double) *(const uint##W##_t *) ((const char *) (PKT) + (PL)->off[I]))
 
 /* Combines value 'v' into slot '*s', which holds at least the identity of
  * operation 'op' (the slot_update__() of a slot past the first packet). */
@@ -343,45 +351,57 @@ plan_slot__(double *s, enum tpm_sum_op op, double v)
     }
 }
 
-/* The functions of plans of one and two slots, one per operation (and
- * pair of operations): plan_1_OP__() and plan_2_OP_OP__(). */
+/* The functions of plans of one and two slots, one per operation and
+ * width of the variable (and pair of those): plan_1_OPW__() and
+ * plan_2_OPW_OPW__() (W: 8 or 32). */
 #define PLAN_OP_sum TPM_SUM_SUM
 #define PLAN_OP_sumsq TPM_SUM_SUMSQ
 #define PLAN_OP_min TPM_SUM_MIN
 #define PLAN_OP_max TPM_SUM_MAX
 #define PLAN_OP_last TPM_SUM_LAST
 #define PLAN_OP_nonzero TPM_SUM_NONZERO
-#define PLAN_FN1__(A)                                                   \
+#define PLAN_FN1__(A, W)                                                \
     static void                                                         \
-    plan_1_##A##__(struct tpm_flow_stats *st, const struct tpm_pkt *pkt,\
-                   const struct tpm_plan *pl)                           \
+    plan_1_##A##W##__(struct tpm_flow_stats *st,                        \
+                      const struct tpm_pkt *pkt,                        \
+                      const struct tpm_plan *pl)                        \
     {                                                                   \
-        plan_slot__(&st->slot[0], PLAN_OP_##A, plan_value__(pkt, pl, 0)); \
+        plan_slot__(&st->slot[0], PLAN_OP_##A,                          \
+                    PLAN_VALUE__(pkt, pl, 0, W));                       \
     }
-#define PLAN_FN2__(A, B)                                                \
+#define PLAN_FN2__(A, WA, B, WB)                                        \
     static void                                                         \
-    plan_2_##A##_##B##__(struct tpm_flow_stats *st,                     \
-                         const struct tpm_pkt *pkt,                     \
-                         const struct tpm_plan *pl)                     \
+    plan_2_##A##WA##_##B##WB##__(struct tpm_flow_stats *st,             \
+                                 const struct tpm_pkt *pkt,             \
+                                 const struct tpm_plan *pl)             \
     {                                                                   \
-        plan_slot__(&st->slot[0], PLAN_OP_##A, plan_value__(pkt, pl, 0)); \
-        plan_slot__(&st->slot[1], PLAN_OP_##B, plan_value__(pkt, pl, 1)); \
+        plan_slot__(&st->slot[0], PLAN_OP_##A,                          \
+                    PLAN_VALUE__(pkt, pl, 0, WA));                      \
+        plan_slot__(&st->slot[1], PLAN_OP_##B,                          \
+                    PLAN_VALUE__(pkt, pl, 1, WB));                      \
     }
 #define PLAN_OPS__(M)                                                   \
     M(sum) M(sumsq) M(min) M(max) M(last) M(nonzero)
 #define PLAN_ROW__(M, A)                                                \
     M(A, sum) M(A, sumsq) M(A, min) M(A, max) M(A, last) M(A, nonzero)
-#define PLAN_FN2_ROW__(A) PLAN_ROW__(PLAN_FN2__, A)
-PLAN_OPS__(PLAN_FN1__)
+#define PLAN_FN1_W__(A) PLAN_FN1__(A, 8) PLAN_FN1__(A, 32)
+#define PLAN_FN2_W__(A, B)                                              \
+    PLAN_FN2__(A, 8, B, 8) PLAN_FN2__(A, 8, B, 32)                      \
+    PLAN_FN2__(A, 32, B, 8) PLAN_FN2__(A, 32, B, 32)
+#define PLAN_FN2_ROW__(A) PLAN_ROW__(PLAN_FN2_W__, A)
+PLAN_OPS__(PLAN_FN1_W__)
 PLAN_OPS__(PLAN_FN2_ROW__)
 
-#define PLAN_REF1__(A) plan_1_##A##__,
-#define PLAN_REF2__(A, B) plan_2_##A##_##B##__,
+/* The tables of those functions: [op][wide] and [op][wide][op][wide]. */
+#define PLAN_REF1__(A) { plan_1_##A##8__, plan_1_##A##32__ },
+#define PLAN_REF2__(A, B)                                               \
+    { { plan_2_##A##8_##B##8__, plan_2_##A##8_##B##32__ },              \
+      { plan_2_##A##32_##B##8__, plan_2_##A##32_##B##32__ } },
 #define PLAN_REF2_ROW__(A) { PLAN_ROW__(PLAN_REF2__, A) },
-static tpm_plan_fn *const plan_fns1__[TPM_N_SUM_OPS] = {
+static tpm_plan_fn *const plan_fns1__[TPM_N_SUM_OPS][2] = {
     PLAN_OPS__(PLAN_REF1__)
 };
-static tpm_plan_fn *const plan_fns2__[TPM_N_SUM_OPS][TPM_N_SUM_OPS] = {
+static tpm_plan_fn *const plan_fns2__[TPM_N_SUM_OPS][TPM_N_SUM_OPS][2][2] = {
     PLAN_OPS__(PLAN_REF2_ROW__)
 };
 BUILD_ASSERT_DECL(TPM_SUM_SUM == 0 && TPM_SUM_SUMSQ == 1
@@ -394,6 +414,7 @@ static void __attribute__((noinline))
 plan_build__(const struct tpm *tpm, struct tpm_plan *pl, uint32_t mask)
 {
     bool fast = true;
+    bool wide[TPM_FLOW_SLOTS];
     int i = 0;
 
     memset(pl->init, 0, sizeof pl->init);
@@ -405,16 +426,17 @@ plan_build__(const struct tpm *tpm, struct tpm_plan *pl, uint32_t mask)
                        ? TPM_PLAN_CODE(k->var, k->op) : TPM_PLAN_KIND);
         pl->init[i] = (k->op == TPM_SUM_MIN ? INFINITY
                        : k->op == TPM_SUM_MAX ? -INFINITY : 0);
-        fast &= plan_var__(k->var, &pl->off[i], &pl->vmask[i]);
+        fast &= plan_var__(k->var, &pl->off[i], &wide[i]);
     }
     pl->n = i;
     pl->mask = mask;
     pl->update = NULL;
     if (fast && i == 1) {
-        pl->update = plan_fns1__[tpm->kinds[pl->kind[0]].op];
+        pl->update = plan_fns1__[tpm->kinds[pl->kind[0]].op][wide[0]];
     } else if (fast && i == 2) {
         pl->update = plan_fns2__[tpm->kinds[pl->kind[0]].op]
-                                [tpm->kinds[pl->kind[1]].op];
+                                [tpm->kinds[pl->kind[1]].op]
+                                [wide[0]][wide[1]];
     }
 }
 
@@ -479,21 +501,50 @@ slot_update__(double *s, enum tpm_sum_op op, double v, bool first)
         slot_update__(s, TPM_SUM_NONZERO, (EXPR), first);               \
         break;
 
-/* Updates flow 'f''s statistics of the current epoch with 'pkt', by the
- * plan of its summary mask: one dispatch per slot for a plain variable. */
+/* The plan of the last flow scatter__() updated, looked up once per
+ * batch and again only when a flow has another summary mask. */
+struct plan_cache__ {
+    uint32_t mask;              /* UINT32_MAX (no flow has so many
+                                 * summaries): none yet. */
+    const struct tpm_plan *plan;
+};
+
+/* Updates flow 'f''s statistics of epoch tag 'tag' (the current one) with
+ * 'pkt', by the plan of its summary mask ('pc' caches it): one dispatch
+ * per slot for a plain variable. */
 static inline __attribute__((always_inline)) void
-flow_update__(struct tpm *tpm, struct tpm_flow *f, const struct tpm_pkt *pkt)
+flow_update__(struct tpm *tpm, struct tpm_flow *f, const struct tpm_pkt *pkt,
+              uint32_t tag, struct plan_cache__ *pc)
 {
-    const struct tpm_plan *pl = plan__(tpm, f->sum_mask);
-    struct tpm_flow_stats *st = flow_stats__(tpm, f, pl->init);
-    bool first = !st->packets;
+    uint32_t mask = f->sum_mask;
+    if (OVS_UNLIKELY(mask != pc->mask)) {
+        pc->plan = plan__(tpm, mask);
+        pc->mask = mask;
+    }
+    const struct tpm_plan *pl = pc->plan;
+    struct tpm_flow_stats *st = &f->stats[tag & 1];
+    if (OVS_UNLIKELY(f->tag[tag & 1] != tag)) {
+        /* The epoch's first packet: reset and mark the entry touched
+         * (flow_stats__()). */
+        f->tag[tag & 1] = tag;
+        tpm_flow_touch(tpm->ft.touched[tag & 1],
+                       (uint32_t) (f - tpm->ft.flows));
+        st->packets = 0;
+        st->bytes = 0;
+        memcpy(st->slot, pl->init, sizeof st->slot);
+    }
+    uint32_t bytes = pkt->bytes;
     st->packets++;
-    st->bytes += pkt->bytes;
+    /* Two scalar additions: as one vector addition the compiler builds
+     * the vector {1, bytes} first, in more instructions. */
+    __asm__("" : "+r" (st));
+    st->bytes += bytes;
 
     if (OVS_LIKELY(pl->update)) {
         pl->update(st, pkt, pl);
         return;
     }
+    bool first = st->packets == 1;
     for (int i = 0; i < pl->n; i++) {
         double *s = &st->slot[i];
         switch (pl->code[i]) {
@@ -567,7 +618,7 @@ flow_update_run__(struct tpm *tpm, struct tpm_flow *f,
     }
     n = run;
 
-    struct tpm_flow_stats *st = flow_stats__(tpm, f, NULL);
+    struct tpm_flow_stats *st = flow_stats__(tpm, f);
     bool first = !st->packets;
     uint32_t bytes = 0;
     for (int j = 0; j < n; j++) {
@@ -665,6 +716,11 @@ flow_pending__(struct tpm *tpm, struct tpm_flow *f, const struct tpm_pkt *pkt)
 
 BUILD_ASSERT_DECL(TPM_BATCH_MAX <= 64);   /* Bits of 'same_hash'. */
 
+/* scatter__()'s last flow when there is none: its key (all zero, IP
+ * version 0) is no parsed packet's, so the last-flow test needs no test
+ * for NULL.  Never written. */
+static struct tpm_flow no_flow__;
+
 /* Phase 1, pass 3, for the 'n' parsed packets 'pkts' with arrival times
  * 'ts' (NULL: the monitor's clock): finds or inserts each packet's flow,
  * then scatters the packet into it.  Bit i of 'same_hash' says that packet
@@ -679,19 +735,30 @@ scatter__(struct tpm *tpm, struct tpm_pkt *pkts, const uint64_t *ts, int n,
           uint64_t same_hash, bool runs)
 {
     int hits = 0;
+    /* Read once: the compiler cannot tell that the stores to flows leave
+     * them alone. */
+    const uint32_t tag = tpm->tag;
+    struct tpm_flow *const flows = tpm->ft.flows;
+    const uint32_t flows_mask = tpm->ft.mask;
+    struct plan_cache__ pc = { .mask = UINT32_MAX, .plan = NULL };
     struct tpm_flow *f = tpm->last_flow;
-    if (f && f->gen != tpm->last_gen) {
-        f = NULL;               /* Reused since: the cache is void. */
+    if (!f || f->gen != tpm->last_gen) {
+        /* None, or reused since: the cache is void. */
+        f = &no_flow__;
     }
     for (int i = 0; i < n; i++) {
         struct tpm_pkt *pkt = &pkts[i];
         if (!pkt->key.ipver) {
             continue;
         }
-        if (f && f->hash == pkt->hash && tpm_key_equal(&f->key, &pkt->key)) {
+        if (f->hash == pkt->hash && tpm_flow_key_equal(f, &pkt->key)) {
             hits++;
         } else {
-            f = tpm_flow_table_find(&tpm->ft, &pkt->key, pkt->hash);
+            f = &flows[pkt->hash & flows_mask];
+            if (OVS_UNLIKELY(!tpm_flow_holds(f, &pkt->key, pkt->hash))) {
+                /* Not in its home slot (tpm_flow_table_find()). */
+                f = tpm_flow_table_probe(&tpm->ft, &pkt->key, pkt->hash);
+            }
             if (!f) {
                 bool replaced;
                 f = tpm_flow_table_insert(&tpm->ft, &pkt->key, pkt->hash,
@@ -726,9 +793,9 @@ scatter__(struct tpm *tpm, struct tpm_pkt *pkts, const uint64_t *ts, int n,
             i += run - 1;
             continue;
         }
-        flow_update__(tpm, f, pkt);
+        flow_update__(tpm, f, pkt, tag, &pc);
     }
-    if (f) {
+    if (f != &no_flow__) {
         tpm->last_flow = f;
         tpm->last_gen = f->gen;
     }
@@ -799,6 +866,79 @@ underlay__(struct tpm *tpm, const struct tpm_frame *frames,
     return m ? scatter__(tpm, outer, ts ? outer_ts : NULL, m, 0, false) : 0;
 }
 
+/* The frames that phase 1's pass 2 leaves to the full parser
+ * (tpm_packet_parse_hash_tun()) when it takes the inline parser without
+ * tunnels: 'pkt' as pass 2 makes it.  Returns false if not parsed. */
+static bool __attribute__((noinline))
+parse_full__(struct tpm *tpm, const struct tpm_frame *frame,
+             struct tpm_pkt *pkt)
+{
+    return tpm_packet_parse_hash_tun(frame->data, frame->caplen,
+                                     frame->wirelen, pkt, &tpm->st.parse,
+                                     &tpm->tunnels);
+}
+
+/* Phase 1, pass 2, for the 'n' frames 'frames': parses each into 'pkts',
+ * hashes its key, and prefetches its flow's home bucket and statistics
+ * line (once for a run of packets of one flow); adds the frames' bytes
+ * to '*bytesp'.  Returns the bits of 'same_hash' (bit i: packet i has the
+ * hash of the IP packet before it).  With 'plain' (a constant: the
+ * monitor has no tunnel ports, the port is not a tunnel's, and
+ * 'tpm_key_hash_hw' is true) the common frame is parsed and hashed
+ * inline, without the tests for tunnels and tenants, and leaves the
+ * fields only TCP has unwritten for UDP (tpm_packet_parse_v4__()):
+ * nothing reads them for a flow that is not TCP (tcp-state.c). */
+static inline __attribute__((always_inline)) uint64_t
+parse__(struct tpm *tpm, const struct tpm_frame *frames,
+        struct tpm_pkt *pkts, int n, uint64_t *bytesp, bool plain)
+{
+    uint32_t prev_hash = tpm->last_flow ? tpm->last_flow->hash : 0;
+    uint64_t same_hash = 0;
+    uint64_t bytes = 0;
+    /* Read once: the compiler cannot tell that the packets' stores leave
+     * them alone. */
+    struct tpm_flow *const flows = tpm->ft.flows;
+    const uint32_t flows_mask = tpm->ft.mask;
+    const bool rx_tunnelled = tpm->rx_tunnelled;
+    const int parity = tpm->tag & 1;
+    for (int i = 0; i < n; i++) {
+        const struct tpm_frame *fr = &frames[i];
+        struct tpm_pkt *pkt = &pkts[i];
+        bytes += fr->wirelen;
+        if (plain) {
+            uint64_t w0, w2, w4;
+            if (OVS_LIKELY(tpm_packet_parse_v4__(fr->data, fr->caplen,
+                                                 fr->wirelen, NULL, pkt,
+                                                 &w0, &w2, &w4, false)
+                           == TPM_FAST_PLAIN)) {
+                pkt->hash = tpm_key_hash_v4__(&pkt->key, w0, w2, w4, true);
+            } else if (!parse_full__(tpm, fr, pkt)) {
+                continue;
+            }
+        } else {
+            if (!tpm_packet_parse_hash_tun(fr->data, fr->caplen,
+                                           fr->wirelen, pkt, &tpm->st.parse,
+                                           &tpm->tunnels)) {
+                continue;
+            }
+            if (OVS_UNLIKELY(pkt->tunnel.type | rx_tunnelled)
+                && !tenant_key__(tpm, pkt)) {
+                continue;
+            }
+        }
+        if (pkt->hash == prev_hash) {
+            same_hash |= 1ull << i;
+        } else {
+            struct tpm_flow *b = &flows[pkt->hash & flows_mask];
+            tpm_prefetch(b);
+            tpm_prefetch_write(&b->stats[parity]);
+            prev_hash = pkt->hash;
+        }
+    }
+    *bytesp += bytes;
+    return same_hash;
+}
+
 /* Phase 1 for 'n' frames, with arrival times 'ts' (NULL: the monitor's
  * clock). */
 static inline void
@@ -823,42 +963,22 @@ process_batch__(struct tpm *tpm, const struct tpm_frame *frames,
         return;
     }
 
-    /* Pass 1: bring the headers in. */
+    /* Pass 1: bring the headers in (unrolled: the loop's own
+     * instructions were most of it). */
+#pragma GCC unroll 4
     for (int i = 0; i < n; i++) {
         tpm_prefetch(frames[i].data);
     }
 
-    /* Pass 2: parse, hash, and prefetch the flow's home bucket and its
-     * statistics line (once for a run of packets of one flow). */
-    uint32_t prev_hash = tpm->last_flow ? tpm->last_flow->hash : 0;
-    uint64_t same_hash = 0;     /* Bit i: packet i has the hash of the IP
-                                 * packet before it. */
-    /* Read once: the compiler cannot tell that the packets' stores leave
-     * them alone. */
-    struct tpm_flow *const flows = tpm->ft.flows;
-    const uint32_t flows_mask = tpm->ft.mask;
-    const bool rx_tunnelled = tpm->rx_tunnelled;
-    const int parity = tpm->tag & 1;
-    for (int i = 0; i < n; i++) {
-        struct tpm_pkt *pkt = &pkts[i];
-        bytes += frames[i].wirelen;
-        if (!tpm_packet_parse_hash_tun(frames[i].data, frames[i].caplen,
-                                       frames[i].wirelen, pkt,
-                                       &tpm->st.parse, &tpm->tunnels)) {
-            continue;
-        }
-        if (OVS_UNLIKELY(pkt->tunnel.type | rx_tunnelled)
-            && !tenant_key__(tpm, pkt)) {
-            continue;
-        }
-        if (pkt->hash == prev_hash) {
-            same_hash |= 1ull << i;
-        } else {
-            struct tpm_flow *b = &flows[pkt->hash & flows_mask];
-            tpm_prefetch(b);
-            tpm_prefetch_write(&b->stats[parity]);
-            prev_hash = pkt->hash;
-        }
+    /* Pass 2, compiled twice: batches of a port without tunnels (no
+     * tunnel ports, not a tunnel's port) and with the CPU's hash take
+     * the copy without their tests. */
+    uint64_t same_hash;
+    if (OVS_LIKELY(!(tpm->rx_tunnelled | tpm->tunnels.n)
+                   && tpm_key_hash_hw)) {
+        same_hash = parse__(tpm, frames, pkts, n, &bytes, true);
+    } else {
+        same_hash = parse__(tpm, frames, pkts, n, &bytes, false);
     }
 
     /* Pass 3, compiled twice: batches without runs of one flow (every

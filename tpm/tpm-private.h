@@ -114,16 +114,16 @@ struct tpm_plan {
     uint8_t code[TPM_FLOW_SLOTS];
     uint8_t kind[TPM_FLOW_SLOTS];
     /* A plan of one or two slots of bytes, volume, ttl or ecn has a
-     * function of its own, for its operations ('update', NULL for the
-     * others): each slot's value is the 32-bit word at byte 'off[i]' of
-     * the packet ANDed with 'vmask[i]', combined into the slot without a
-     * test of the epoch's first packet, since the slots of such a plan
-     * start the epoch at their operation's identity ('init': 0, +inf for
-     * min, -inf for max), which a value of an integer variable always
-     * replaces exactly as the first packet's value would. */
+     * function of its own, for its operations and its variables' widths
+     * ('update', NULL for the others): each slot's value is the 8- or
+     * 32-bit variable at byte 'off[i]' of the packet, combined into the
+     * slot without a test of the epoch's first packet, since the slots
+     * of such a plan start the epoch at their operation's identity
+     * ('init': 0, +inf for min, -inf for max), which a value of an
+     * integer variable always replaces exactly as the first packet's
+     * value would. */
     tpm_plan_fn *update;
     uint8_t off[TPM_FLOW_SLOTS];
-    uint32_t vmask[TPM_FLOW_SLOTS];
     double init[TPM_FLOW_SLOTS];
 };
 

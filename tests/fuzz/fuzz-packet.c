@@ -204,14 +204,39 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct tpm_pkt v4;
     uint64_t w0, w2, w4;
     memset(&v4, 0x5a, sizeof v4);
-    if (tpm_packet_parse_v4__(data, caplen, wirelen, NULL, &v4, &w0, &w2,
-                              &w4) == TPM_FAST_PLAIN) {
+    enum tpm_fast_parse r_v4 = tpm_packet_parse_v4__(data, caplen, wirelen,
+                                                     NULL, &v4, &w0, &w2,
+                                                     &w4, true);
+    if (r_v4 == TPM_FAST_PLAIN) {
         v4.hash = 0;
         FUZZ_CHECK(r_full && pkt_equal(&v4, &full),
                    "the IPv4 fast path and the full parser differ");
         const tpm_key_word *k = (const tpm_key_word *) &full.key;
         FUZZ_CHECK(w0 == k[0] && w2 == k[2] && w4 == k[4],
                    "the fast path's hash words are not the key's");
+    }
+
+    /* The monitor's copy, which leaves the fields only TCP has unwritten
+     * for UDP: the same otherwise. */
+    struct tpm_pkt v4u;
+    uint64_t u0, u2, u4;
+    memset(&v4u, 0x5a, sizeof v4u);
+    FUZZ_CHECK(tpm_packet_parse_v4__(data, caplen, wirelen, NULL, &v4u,
+                                     &u0, &u2, &u4, false) == r_v4,
+               "the IPv4 fast path without UDP's TCP fields differs");
+    if (r_v4 == TPM_FAST_PLAIN) {
+        v4u.hash = 0;
+        if (v4u.key.proto != 6) {
+            v4u.seq = full.seq;
+            v4u.ack = full.ack;
+            v4u.tcp_flags = full.tcp_flags;
+            v4u.rwnd = full.rwnd;
+            v4u.wscale = full.wscale;
+            v4u.mss = full.mss;
+        }
+        FUZZ_CHECK(pkt_equal(&v4u, &full) && u0 == w0 && u2 == w2
+                   && u4 == w4,
+                   "the IPv4 fast path without UDP's TCP fields differs");
     }
 
     if (r_full) {
