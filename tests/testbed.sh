@@ -71,6 +71,8 @@ tb_fail() {
         tb_log "--- last lines of $TB_DIR/vswitchd.log:"
         tail -n 25 "$TB_DIR/vswitchd.log" | sed 's/^/    /'
     fi
+    # Again, last: a CI log often shows only its tail.
+    tb_log "FAIL (repeated): $*"
     exit 1
 }
 
