@@ -383,7 +383,8 @@ tcpdump_listening() {
 # DIRECTION (in, out), to $TB_DIR/NAME.pcap; PID in CAP_PID.
 capture() {
     tb_bg "$TB_DIR/$1.tcpdump" ip netns exec "$TB_NS1" tcpdump -Z root \
-        -n -U --immediate-mode -Q "$2" -i "$TB_IF1" -w "$TB_DIR/$1.pcap"
+        -n -U --immediate-mode "${TB_TCPDUMP_RING[@]}" -Q "$2" -i "$TB_IF1" \
+        -w "$TB_DIR/$1.pcap"
     CAP_PID=$TB_BG_PID
     tb_wait_for 10 tcpdump_listening "$TB_DIR/$1.tcpdump.err" \
         || tb_fail "$1: tcpdump did not start:" \

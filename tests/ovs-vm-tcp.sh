@@ -304,8 +304,8 @@ vt_up() {
 declare -A CAP_PIDS=()
 capture() {
     tb_bg "$TB_DIR/$1.tcpdump" "${IN_NS[@]}" "$2" tcpdump -Z root -n -U \
-        --immediate-mode --time-stamp-precision=nano -B 16384 -Q inout \
-        -i "$3" -w "$TB_DIR/$1.pcap"
+        --immediate-mode --time-stamp-precision=nano "${TB_TCPDUMP_RING[@]}" \
+        -Q inout -i "$3" -w "$TB_DIR/$1.pcap"
     CAP_PIDS[$1]=$TB_BG_PID
     tb_wait_for 10 grep -qs 'listening on' "$TB_DIR/$1.tcpdump.err" \
         || tb_fail "$1: tcpdump did not start:" \

@@ -253,6 +253,15 @@ tb_bg_stop() {
     return "$rc"
 }
 
+# tcpdump's ring for captures that are checked for completeness (with
+# tb_tcpdump_stop()): with --immediate-mode libpcap uses TPACKET_V2, one
+# ring slot per frame sized for the snapshot length, so tcpdump's default
+# 262144 bytes leaves a 16 MB ring some 64 slots and a tcpdump starved of
+# CPU drops frames after as many.  The checks read headers only (the
+# frame's length is the record's wire length): 256 bytes hold Ethernet,
+# IPv4 and TCP with options, or a VXLAN header and the inner ones.
+TB_TCPDUMP_RING=(-s 256 -B 16384)
+
 # tb_tcpdump_stop PID PCAP ERR: stops tcpdump PID (started by tb_bg with
 # -U, writing PCAP, its stderr in ERR) once PCAP has stopped growing (a
 # tcpdump starved of CPU still has frames in the kernel's buffer, which
@@ -289,7 +298,7 @@ tb_flow_server() {
         "$TB_PY" "$top_srcdir/tests/tcp-flow.py" server --addr "$addr" \
         --port "$port" "$@"
     SERVER_PID=$TB_BG_PID
-    tb_wait_for 10 grep -q listening "$out.err" \
+    tb_wait_for 10 grep -qs listening "$out.err" \
         || tb_fail "tcp-flow.py server on port $port: $(cat "$out.err")"
 }
 
