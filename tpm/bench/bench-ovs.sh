@@ -97,6 +97,8 @@ usage: $0 [OPTIONS]   (as root)
                   prefix i mod --prefixes
   --prefixes N    nw_dst/24 prefixes with events, config C (512)
   --per-prefix N  events per prefix = events per packet, config C (8)
+  --interval I    the events' interval (10ms); a multiple of the epoch,
+                  e.g. with --set tpm-epoch=50ms
   --rule FLOW     the OpenFlow rule (in_port=1,actions=output:2: OVS's
                   "simple match" path; e.g. ip,in_port=1,nw_dst=10.0.0.0/8,
                   actions=output:2 takes the miniflow/EMC path); with
@@ -140,6 +142,7 @@ configs=ABC
 flows=300
 prefixes=512
 per_prefix=8
+interval=10ms
 mem=auto
 rule=
 pvp=false
@@ -161,6 +164,7 @@ while [ $# -gt 0 ]; do
     --flows) flows=$2; shift ;;
     --prefixes) prefixes=$2; shift ;;
     --per-prefix) per_prefix=$2; shift ;;
+    --interval) interval=$2; shift ;;
     --mem) mem=$2; shift ;;
     --rule) rule=$2; shift ;;
     --pvp) pvp=true ;;
@@ -344,7 +348,8 @@ churn_one() {
     PERF_PID=$ppid
     sleep 1
     "$PY" "$helper" churn "$CTL" --prefixes "$prefixes" \
-        --per-prefix "$per_prefix" >"$out/churn.json" \
+        --per-prefix "$per_prefix" --interval "$interval" \
+        >"$out/churn.json" \
         || die "C: churn failed: $(cat "$out/churn.json")"
     kill -INT "$ppid"
     wait "$ppid" || true
@@ -507,7 +512,8 @@ run_one() {
     fi
     if [ "$cfg" = C ]; then
         "$PY" "$helper" events "$CTL" --prefixes "$prefixes" \
-            --per-prefix "$per_prefix" >"$out/events.log" \
+            --per-prefix "$per_prefix" --interval "$interval" \
+            >"$out/events.log" \
             || die "$cfg: installing events failed: $(cat "$out/events.log")"
         log "  $(cat "$out/events.log")"
     fi
