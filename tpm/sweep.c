@@ -687,9 +687,10 @@ child_direct__(struct tpm *tpm, uint32_t ci, const struct tpm_ev *ev,
  * interval with packets: the flow's last packet is no earlier than that
  * interval's first epoch, and retirement needs more than
  * 'retire_epochs' epochs since).  Otherwise (bit set, no history, or
- * history too old) the entry is read and tested as before.  A stale or freed entry is thus noticed when its
- * bit is set (a new flow sends) or when retirement is due, not earlier:
- * the item is dropped a little later, never counted wrongly.  The
+ * history too old) the entry is read and tested as before.  A stale or
+ * freed entry is thus noticed when its bit is set (a new flow sends) or
+ * when retirement is due, not earlier: the item is dropped a little
+ * later, never counted wrongly.  The
  * lookahead prefetches such an instance's newest history entry instead
  * of its flow entry. */
 static SWEEP_INLINE bool
