@@ -690,9 +690,8 @@ child_direct__(struct tpm *tpm, uint32_t ci, const struct tpm_ev *ev,
  * history too old) the entry is read and tested as before.  A stale or
  * freed entry is thus noticed when its bit is set (a new flow sends) or
  * when retirement is due, not earlier: the item is dropped a little
- * later, never counted wrongly.  The
- * lookahead prefetches such an instance's newest history entry instead
- * of its flow entry. */
+ * later, never counted wrongly.  The lookahead prefetches such an
+ * instance's newest history entry instead of its flow entry. */
 static SWEEP_INLINE bool
 child_is_planned__(const struct tpm_child *c, uint64_t abs)
 {
