@@ -380,8 +380,12 @@ tem_etcd_start__(struct tem_etcd *e, struct tem_etcd_op *op,
     } else {
         uint32_t t = e->cfg.request_timeout_ms;
         if (op->kind == TEM_ETCD_OP_LEASE && e->lease_id) {
-            /* A renewal must not outlive the next one. */
-            t = MIN(t, e->cfg.keepalive_ms);
+            /* A renewal gives up after half the renewal period and the
+             * next one goes to the next endpoint: an etcd member without
+             * a leader holds a request until its election ends, and one
+             * held for a whole period would leave the lease's last
+             * period for a single attempt. */
+            t = MIN(t, MAX(e->cfg.keepalive_ms / 2, 1));
         }
         curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, (long) t);
     }

@@ -185,9 +185,12 @@ placed || fail "events moved after placement"
 ! grep -q 'assigned to this member' "$tmp/$ROGUE.log" \
     || fail "the rogue installed an event"
 metrics=$(cstat t1 's["endpoints"]["metrics"]')
-"$PY" -c "import urllib.request
-print(urllib.request.urlopen('http://$metrics/metrics', timeout=5).read().decode())" \
-    | grep -q '^trumpet_tem_cluster_members_refused 3$' \
+# Read whole before grep (grep -q would close the pipe on the first match,
+# and the writer's broken pipe fail the pipeline).
+metrics=$("$PY" -c "import urllib.request
+print(urllib.request.urlopen('http://$metrics/metrics', timeout=5).read().decode())") \
+    || fail "cannot read t1's metrics"
+grep -q '^trumpet_tem_cluster_members_refused 3$' <<<"$metrics" \
     || fail "metric trumpet_tem_cluster_members_refused is not 3"
 
 # A host connected to every member, pinning the cluster's key.
