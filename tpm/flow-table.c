@@ -149,6 +149,7 @@ tpm_flow_table_scrub(struct tpm_flow_table *ft, uint32_t n, uint32_t tag,
                 ft->stats.pending_freed++;
             }
             f->state = TPM_FLOW_DEAD;
+            f->key.ipver = 0;   /* No lookup's key (tpm_flow_holds()). */
             f->gen++;
             f->sum_mask = 0;
             ft->n_live--;

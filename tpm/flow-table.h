@@ -218,14 +218,14 @@ tpm_flow_key_equal(const struct tpm_flow *f, const struct tpm_key *key)
 
 /* Returns true if entry 'f' holds 'key', whose hash is 'hash', in a live
  * or pending flow: the test tpm_flow_table_find() makes of each slot it
- * probes. */
+ * probes.  'key' is a parsed packet's (IP version 4 or 6): a free entry's
+ * key (all zero) and a dead one's (version 0, tpm_flow_table_scrub()) are
+ * never equal to it, so the entry's state needs no test. */
 static inline bool
 tpm_flow_holds(const struct tpm_flow *f, const struct tpm_key *key,
                uint32_t hash)
 {
-    return (f->hash == hash
-            && (f->state == TPM_FLOW_LIVE || f->state == TPM_FLOW_PENDING)
-            && tpm_flow_key_equal(f, key));
+    return f->hash == hash && tpm_flow_key_equal(f, key);
 }
 
 /* tpm_flow_table_find() past the home slot: the whole probe sequence from

@@ -723,16 +723,18 @@ static struct tpm_flow no_flow__;
 
 /* Phase 1, pass 3, for the 'n' parsed packets 'pkts' with arrival times
  * 'ts' (NULL: the monitor's clock): finds or inserts each packet's flow,
- * then scatters the packet into it.  Bit i of 'same_hash' says that packet
- * i has the hash of the IP packet before it; with 'runs' (a constant, so
- * that batches without runs get code without their test), the packets of
- * one flow that follow each other (a run) update it once.  A packet of
- * the previous packet's flow needs no lookup: one comparison of the hash
- * tells the other flows apart without touching their keys.  Returns the
- * number of packets that needed no lookup. */
+ * starting at its home bucket 'home[i]' (pass 2's; with 'home' NULL, a
+ * constant, from the hash), then scatters the packet into it.  Bit i of
+ * 'same_hash' says that packet i has the hash of the IP packet before it;
+ * with 'runs' (a constant, so that batches without runs get code without
+ * their test), the packets of one flow that follow each other (a run)
+ * update it once.  A packet of the previous packet's flow needs no
+ * lookup: one comparison of the hash tells the other flows apart without
+ * touching their keys.  Returns the number of packets that needed no
+ * lookup. */
 static inline __attribute__((always_inline)) int
 scatter__(struct tpm *tpm, struct tpm_pkt *pkts, const uint64_t *ts, int n,
-          uint64_t same_hash, bool runs)
+          struct tpm_flow *const *home, uint64_t same_hash, bool runs)
 {
     int hits = 0;
     /* Read once: the compiler cannot tell that the stores to flows leave
@@ -754,7 +756,7 @@ scatter__(struct tpm *tpm, struct tpm_pkt *pkts, const uint64_t *ts, int n,
         if (f->hash == pkt->hash && tpm_flow_key_equal(f, &pkt->key)) {
             hits++;
         } else {
-            f = &flows[pkt->hash & flows_mask];
+            f = home ? home[i] : &flows[pkt->hash & flows_mask];
             if (OVS_UNLIKELY(!tpm_flow_holds(f, &pkt->key, pkt->hash))) {
                 /* Not in its home slot (tpm_flow_table_find()). */
                 f = tpm_flow_table_probe(&tpm->ft, &pkt->key, pkt->hash);
@@ -863,7 +865,8 @@ underlay__(struct tpm *tpm, const struct tpm_frame *frames,
         m++;
     }
     TPM_STAT_ADD(tpm, tun_underlay, m);
-    return m ? scatter__(tpm, outer, ts ? outer_ts : NULL, m, 0, false) : 0;
+    return m ? scatter__(tpm, outer, ts ? outer_ts : NULL, m, NULL, 0, false)
+             : 0;
 }
 
 /* The frames that phase 1's pass 2 leaves to the full parser
@@ -879,8 +882,9 @@ parse_full__(struct tpm *tpm, const struct tpm_frame *frame,
 }
 
 /* Phase 1, pass 2, for the 'n' frames 'frames': parses each into 'pkts',
- * hashes its key, and prefetches its flow's home bucket and statistics
- * line (once for a run of packets of one flow); adds the frames' bytes
+ * hashes its key, stores its flow's home bucket in 'home' and prefetches
+ * it and its statistics line (once for a run of packets of one flow; the
+ * home of a packet not parsed is left unset); adds the frames' bytes
  * to '*bytesp'.  Returns the bits of 'same_hash' (bit i: packet i has the
  * hash of the IP packet before it).  With 'plain' (a constant: the
  * monitor has no tunnel ports, the port is not a tunnel's, and
@@ -890,7 +894,8 @@ parse_full__(struct tpm *tpm, const struct tpm_frame *frame,
  * nothing reads them for a flow that is not TCP (tcp-state.c). */
 static inline __attribute__((always_inline)) uint64_t
 parse__(struct tpm *tpm, const struct tpm_frame *frames,
-        struct tpm_pkt *pkts, int n, uint64_t *bytesp, bool plain)
+        struct tpm_pkt *pkts, struct tpm_flow **home, int n,
+        uint64_t *bytesp, bool plain)
 {
     uint32_t prev_hash = tpm->last_flow ? tpm->last_flow->hash : 0;
     uint64_t same_hash = 0;
@@ -901,6 +906,7 @@ parse__(struct tpm *tpm, const struct tpm_frame *frames,
     const uint32_t flows_mask = tpm->ft.mask;
     const bool rx_tunnelled = tpm->rx_tunnelled;
     const int parity = tpm->tag & 1;
+    struct tpm_flow *b = &flows[prev_hash & flows_mask];
     for (int i = 0; i < n; i++) {
         const struct tpm_frame *fr = &frames[i];
         struct tpm_pkt *pkt = &pkts[i];
@@ -929,11 +935,12 @@ parse__(struct tpm *tpm, const struct tpm_frame *frames,
         if (pkt->hash == prev_hash) {
             same_hash |= 1ull << i;
         } else {
-            struct tpm_flow *b = &flows[pkt->hash & flows_mask];
+            b = &flows[pkt->hash & flows_mask];
             tpm_prefetch(b);
             tpm_prefetch_write(&b->stats[parity]);
             prev_hash = pkt->hash;
         }
+        home[i] = b;
     }
     *bytesp += bytes;
     return same_hash;
@@ -946,6 +953,7 @@ process_batch__(struct tpm *tpm, const struct tpm_frame *frames,
                 const uint64_t *ts, int n)
 {
     struct tpm_pkt pkts[TPM_BATCH_MAX];
+    struct tpm_flow *home[TPM_BATCH_MAX];   /* Each packet's home slot. */
     uint64_t bytes = 0;
     int hits;
 
@@ -976,16 +984,16 @@ process_batch__(struct tpm *tpm, const struct tpm_frame *frames,
     uint64_t same_hash;
     if (OVS_LIKELY(!(tpm->rx_tunnelled | tpm->tunnels.n)
                    && tpm_key_hash_hw)) {
-        same_hash = parse__(tpm, frames, pkts, n, &bytes, true);
+        same_hash = parse__(tpm, frames, pkts, home, n, &bytes, true);
     } else {
-        same_hash = parse__(tpm, frames, pkts, n, &bytes, false);
+        same_hash = parse__(tpm, frames, pkts, home, n, &bytes, false);
     }
 
     /* Pass 3, compiled twice: batches without runs of one flow (every
      * packet of another flow than the one before it) never test for
      * runs. */
-    hits = same_hash ? scatter__(tpm, pkts, ts, n, same_hash, true)
-                     : scatter__(tpm, pkts, ts, n, 0, false);
+    hits = same_hash ? scatter__(tpm, pkts, ts, n, home, same_hash, true)
+                     : scatter__(tpm, pkts, ts, n, home, 0, false);
     if (OVS_UNLIKELY(tpm->n_underlay_evs)) {
         hits += underlay__(tpm, frames, ts, pkts, n);
     }
