@@ -105,7 +105,7 @@ tpm_var_value(enum tpm_var var, const struct tpm_pkt *pkt)
     case TPM_VAR_BYTES: return pkt->bytes;
     case TPM_VAR_VOLUME: return pkt->volume;
     case TPM_VAR_TTL: return pkt->ttl;
-    case TPM_VAR_ECN: return pkt->ecn;
+    case TPM_VAR_ECN: return tpm_pkt_ce(pkt);
     case TPM_VAR_RWND: return pkt->v.rwnd;
     case TPM_VAR_IS_LOST: return pkt->v.is_lost;
     case TPM_VAR_IS_BURST: return pkt->v.is_burst;

@@ -344,7 +344,7 @@ parse_frame__(const uint8_t *frame, uint32_t caplen, uint32_t wirelen,
         pkt->key.ipver = 4;
         pkt->key.proto = p[9];
         pkt->ttl = p[8];
-        pkt->ecn = (p[1] & 3) == 3;
+        pkt->tos = p[1];
         memcpy(&pkt->key.src[0], p + 12, 4);
         memcpy(&pkt->key.dst[0], p + 16, 4);
         fp->l4off = p + ihl - frame;
@@ -362,7 +362,7 @@ parse_frame__(const uint8_t *frame, uint32_t caplen, uint32_t wirelen,
 
         pkt->key.ipver = 6;
         pkt->ttl = p[7];
-        pkt->ecn = ((get_be16(p) >> 4) & 3) == 3;
+        pkt->tos = (uint8_t) (get_be16(p) >> 4);
         memcpy(pkt->key.src, p + 8, 16);
         memcpy(pkt->key.dst, p + 24, 16);
         p += 40;

@@ -138,7 +138,9 @@ struct tpm_pkt {
     uint32_t ack;               /* TCP acknowledgement number. */
     uint16_t rwnd;              /* TCP raw window, 0 if not TCP. */
     uint8_t ttl;                /* IPv4 TTL or IPv6 hop limit. */
-    uint8_t ecn;                /* 1 if ECN field is CE, else 0. */
+    uint8_t tos;                /* IPv4 TOS or IPv6 traffic class: the
+                                 * ECN field in its two low bits
+                                 * (tpm_pkt_ce()). */
     uint8_t tcp_flags;          /* TCP flags, 0 if not TCP. */
     uint8_t wscale;             /* TCP window-scale option of a SYN
                                  * (shift, at most TPM_WSCALE_MAX), else
@@ -147,6 +149,15 @@ struct tpm_pkt {
     struct tpm_pkt_tunnel tunnel; /* All zero unless decapsulated. */
     struct tpm_pkt_vars v;      /* Filled in by the monitor, see above. */
 };
+
+/* Returns 1 if 'pkt''s ECN field is CE (both bits set), else 0: the
+ * variable "ecn".  The parsers store the whole byte and leave this to the
+ * few summaries that read it. */
+static inline uint32_t
+tpm_pkt_ce(const struct tpm_pkt *pkt)
+{
+    return (pkt->tos & 3) == 3;
+}
 
 /* Most VLAN tags (802.1Q, 802.1ad, 0x9100) before the IP header: frames
  * with more are not parsed (counted as too_many_tags). */
@@ -463,7 +474,7 @@ tpm_packet_parse_v4_l4__(const uint8_t *p, uint32_t wirelen, uint32_t tot,
     k[4] = *w4;
     pkt->bytes = wirelen;
     pkt->ttl = ip[8];
-    pkt->ecn = ((ip[1] & 3) + 1) >> 2;      /* CE: both bits set. */
+    pkt->tos = ip[1];
     __builtin_memset(&pkt->tunnel, 0, sizeof pkt->tunnel);
     if (proto == 6 || udp_tcp_fields) {
         pkt->wscale = TPM_WSCALE_NONE;

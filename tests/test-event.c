@@ -547,7 +547,7 @@ START_TEST(test_eval_pkt)
     pkt.bytes = 100;
     pkt.volume = 60;
     pkt.ttl = 64;
-    pkt.ecn = 1;
+    pkt.tos = 3;                /* ECN CE. */
     pkt.rwnd = 5;               /* Raw window: terms read the scaled one. */
     pkt.seq = 7;
     pkt.ack = 9;

@@ -235,7 +235,7 @@ check_pkt(const struct fb *f, const struct tpm_pkt *p, bool ret,
     ck_assert_msg(p->ack == e->ack, "%s: ack %#x", e->name, p->ack);
     ck_assert_msg(p->rwnd == e->rwnd, "%s: rwnd %u", e->name, p->rwnd);
     ck_assert_msg(p->ttl == e->ttl, "%s: ttl %u", e->name, p->ttl);
-    ck_assert_msg(p->ecn == e->ecn, "%s: ecn %u", e->name, p->ecn);
+    ck_assert_msg(tpm_pkt_ce(p) == e->ecn, "%s: tos %#x", e->name, p->tos);
     ck_assert_msg(p->tcp_flags == e->flags, "%s: flags %#x", e->name,
                   p->tcp_flags);
     ck_assert_msg(p->wscale == e->wscale, "%s: wscale %u, expected %u",
@@ -1275,14 +1275,16 @@ START_TEST(test_ecn)
             ipv4(&f, tos, 28, 0, 64, 17, 0);
             udp(&f, 1, 2, 8);
             ck_assert(tpm_packet_parse(f.b, f.n, f.n, &p));
-            ck_assert_uint_eq(p.ecn, ecn == 3);
+            ck_assert_uint_eq(p.tos, tos);
+            ck_assert_uint_eq(tpm_pkt_ce(&p), ecn == 3);
 
             memset(&f, 0, sizeof f);
             eth(&f, 0x86dd);
             ipv6(&f, tos, 8, 17, 64);
             udp(&f, 1, 2, 8);
             ck_assert(tpm_packet_parse(f.b, f.n, f.n, &p));
-            ck_assert_uint_eq(p.ecn, ecn == 3);
+            ck_assert_uint_eq(p.tos, tos);
+            ck_assert_uint_eq(tpm_pkt_ce(&p), ecn == 3);
         }
     }
 }
@@ -1325,7 +1327,7 @@ pkt_equal(const struct tpm_pkt *a, const struct tpm_pkt *b)
     return tpm_key_equal(&a->key, &b->key) && a->hash == b->hash
            && a->bytes == b->bytes && a->volume == b->volume
            && a->seq == b->seq && a->ack == b->ack && a->rwnd == b->rwnd
-           && a->ttl == b->ttl && a->ecn == b->ecn
+           && a->ttl == b->ttl && a->tos == b->tos
            && a->tcp_flags == b->tcp_flags && a->wscale == b->wscale
            && a->mss == b->mss && a->tunnel.type == b->tunnel.type
            && a->tunnel.vni == b->tunnel.vni
@@ -1452,7 +1454,7 @@ START_TEST(test_truncation)
             ck_assert_msg(st.ip_len_from_frame == e.len_from_frame,
                           "%s/%u: ip_len_from_frame", e.name, len);
             ck_assert_msg(p.key.ipver == e.ipver && p.ttl == e.ttl
-                          && p.ecn == e.ecn && p.key.proto == e.proto
+                          && tpm_pkt_ce(&p) == e.ecn && p.key.proto == e.proto
                           && !memcmp(p.key.src, full.key.src,
                                      sizeof p.key.src)
                           && !memcmp(p.key.dst, full.key.dst,
@@ -1758,7 +1760,7 @@ START_TEST(test_tunnel_inner_catalogue)
                 ck_assert_uint_eq(p.volume, ref.volume);
                 ck_assert(p.seq == ref.seq && p.ack == ref.ack
                           && p.rwnd == ref.rwnd && p.ttl == ref.ttl
-                          && p.ecn == ref.ecn
+                          && p.tos == ref.tos
                           && p.tcp_flags == ref.tcp_flags
                           && p.wscale == ref.wscale && p.mss == ref.mss);
                 ck_assert_uint_eq(p.tunnel.type, t->type);

@@ -78,7 +78,7 @@
  * mask look it up once per batch; the epoch tag is read once too): a
  * plain variable's slot is one case of one switch on (variable,
  * operation), not a walk of the mask and two switches; a plan of one or
- * two slots of bytes, volume, ttl or ecn calls a function of its own
+ * two slots of bytes, volume or ttl calls a function of its own
  * (plan_1_OPW__(), plan_2_OPW_OPW__(), W the variable's width in bits,
  * chosen by plan_build__()), whose slots start the epoch at their
  * operation's identity.  A flow with
@@ -306,18 +306,13 @@ plan_var__(int var, uint8_t *off, bool *wide)
         *off = offsetof(struct tpm_pkt, ttl);
         *wide = false;
         return true;
-    case TPM_VAR_ECN:
-        *off = offsetof(struct tpm_pkt, ecn);
-        *wide = false;
-        return true;
-    default:
+    default:                    /* ecn: the CE test of the byte stored. */
         return false;
     }
 }
 BUILD_ASSERT_DECL(sizeof ((struct tpm_pkt *) 0)->bytes == 4
                   && sizeof ((struct tpm_pkt *) 0)->volume == 4
-                  && sizeof ((struct tpm_pkt *) 0)->ttl == 1
-                  && sizeof ((struct tpm_pkt *) 0)->ecn == 1);
+                  && sizeof ((struct tpm_pkt *) 0)->ttl == 1);
 
 /* The value of slot 'i' of plan 'pl' (one with an 'update' function) for
  * 'pkt': the variable at byte 'off[i]', 'W' (8 or 32) bits wide. */
@@ -552,7 +547,7 @@ flow_update__(struct tpm *tpm, struct tpm_flow *f, const struct tpm_pkt *pkt,
         PLAN_CASES(TPM_VAR_BYTES, (double) pkt->bytes)
         PLAN_CASES(TPM_VAR_VOLUME, (double) pkt->volume)
         PLAN_CASES(TPM_VAR_TTL, (double) pkt->ttl)
-        PLAN_CASES(TPM_VAR_ECN, (double) pkt->ecn)
+        PLAN_CASES(TPM_VAR_ECN, (double) tpm_pkt_ce(pkt))
         default: {
             const struct tpm_kind *k = &tpm->kinds[pl->kind[i]];
             double v = (k->var >= 0 ? (double) tpm_var_value(k->var, pkt)

@@ -113,7 +113,7 @@ struct tpm_plan {
     uint8_t n;                  /* Slots. */
     uint8_t code[TPM_FLOW_SLOTS];
     uint8_t kind[TPM_FLOW_SLOTS];
-    /* A plan of one or two slots of bytes, volume, ttl or ecn has a
+    /* A plan of one or two slots of bytes, volume or ttl has a
      * function of its own, for its operations and its variables' widths
      * ('update', NULL for the others): each slot's value is the 8- or
      * 32-bit variable at byte 'off[i]' of the packet, combined into the

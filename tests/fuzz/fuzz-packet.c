@@ -35,7 +35,7 @@ pkt_equal(const struct tpm_pkt *a, const struct tpm_pkt *b)
     return tpm_key_equal(&a->key, &b->key) && a->hash == b->hash
            && a->bytes == b->bytes && a->volume == b->volume
            && a->seq == b->seq && a->ack == b->ack && a->rwnd == b->rwnd
-           && a->ttl == b->ttl && a->ecn == b->ecn
+           && a->ttl == b->ttl && a->tos == b->tos
            && a->tcp_flags == b->tcp_flags && a->wscale == b->wscale
            && a->mss == b->mss && a->tunnel.type == b->tunnel.type
            && a->tunnel.vni == b->tunnel.vni
