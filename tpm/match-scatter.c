@@ -529,9 +529,11 @@ flow_update__(struct tpm *tpm, struct tpm_flow *f, const struct tpm_pkt *pkt,
         memcpy(st->slot, pl->init, sizeof st->slot);
     }
     uint32_t bytes = pkt->bytes;
+    /* Both through 'st' in a register, and two scalar additions: as one
+     * vector addition the compiler builds the vector {1, bytes} first, in
+     * more instructions. */
+    __asm__("" : "+r" (st));
     st->packets++;
-    /* Two scalar additions: as one vector addition the compiler builds
-     * the vector {1, bytes} first, in more instructions. */
     __asm__("" : "+r" (st));
     st->bytes += bytes;
 
@@ -748,7 +750,11 @@ scatter__(struct tpm *tpm, struct tpm_pkt *pkts, const uint64_t *ts, int n,
         if (!pkt->key.ipver) {
             continue;
         }
-        if (f->hash == pkt->hash && tpm_flow_key_equal(f, &pkt->key)) {
+        /* With pass 2's 'home', its 'same_hash' says whether the last
+         * flow's hash is the packet's: the copy without runs tests
+         * nothing. */
+        if ((home ? same_hash >> i & 1 : f->hash == pkt->hash)
+            && tpm_flow_key_equal(f, &pkt->key)) {
             hits++;
         } else {
             f = home ? home[i] : &flows[pkt->hash & flows_mask];
