@@ -726,9 +726,9 @@ static struct tpm_flow no_flow__;
  * with 'runs' (a constant, so that batches without runs get code without
  * their test), the packets of one flow that follow each other (a run)
  * update it once.  A packet of the previous packet's flow needs no
- * lookup: one comparison of the hash tells the other flows apart without
- * touching their keys.  Returns the number of packets that needed no
- * lookup. */
+ * lookup: its bit of 'same_hash' (with 'home'; else a comparison of the
+ * hash) tells the other flows apart without touching their keys.
+ * Returns the number of packets that needed no lookup. */
 static inline __attribute__((always_inline)) int
 scatter__(struct tpm *tpm, struct tpm_pkt *pkts, const uint64_t *ts, int n,
           struct tpm_flow *const *home, uint64_t same_hash, bool runs)
@@ -751,7 +751,8 @@ scatter__(struct tpm *tpm, struct tpm_pkt *pkts, const uint64_t *ts, int n,
             continue;
         }
         /* With pass 2's 'home', its 'same_hash' says whether the last
-         * flow's hash is the packet's: the copy without runs tests
+         * flow's hash is the packet's (pass 2 skips the packets not
+         * parsed as this loop does): the copy without runs tests
          * nothing. */
         if ((home ? same_hash >> i & 1 : f->hash == pkt->hash)
             && tpm_flow_key_equal(f, &pkt->key)) {
