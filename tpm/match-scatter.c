@@ -27,8 +27,10 @@
  *      packets of another flow than the last; here the hash is how a
  *      packet is told from the last one, and a packet with the same
  *      hash sets a bit of 'same_hash' instead of prefetching again;
- *   3. scatter__(), for each parsed packet: find its flow (lines 8-14),
- *      then update the flow's statistics (lines 15-17).
+ *   3. scatter__(): find each parsed packet's flow (lines 8-14), noted
+ *      per packet, then update the flows' statistics (lines 15-17), a
+ *      stretch of packets whose flows share a summary mask by one call
+ *      of that mask's plan function (update__()).
  *
  * Lookup.  A last-flow cache ('last_flow', valid while the entry keeps
  * its generation, across batches) answers the packet of the same flow
@@ -69,27 +71,34 @@
  * even and odd epochs (the sweep reads the previous epoch's while this
  * writes the current one's), each reset lazily: the first packet of an
  * epoch finds an old epoch tag and overwrites instead of adding
- * (flow_stats__()).  flow_update__() adds the packet and its bytes and,
- * for each summary kind the flow keeps, in kind order, the value of the
- * kind's variable or expression combined by its operation: sum, sum of
- * squares, min, max, last, or count of non-zero values.  It follows the
- * update plan of the flow's summary mask (plan__(), cached per mask, and
- * the last one looked up kept for the rest of the batch, so flows of one
- * mask look it up once per batch; the epoch tag is read once too): a
- * plain variable's slot is one case of one switch on (variable,
- * operation), not a walk of the mask and two switches; a plan of one or
- * two slots of bytes, volume or ttl calls a function of its own
- * (plan_1_OPW__(), plan_2_OPW_OPW__(), W the variable's width in bits,
- * chosen by plan_build__()), whose slots start the epoch at their
- * operation's identity.  A flow with
- * TCP state first has it updated, which fills in the packet's state
- * variables (tpm_conn_update__()).  Packets of one flow without state
- * that follow each other in the batch (a run, seen in 'same_hash' and
- * confirmed by key) update the flow once (flow_update_run__()), each
- * summary's variable and operation chosen once for the run and its
- * values combined in packet order, so the sums round as packet by
- * packet.  Pass 3 is compiled twice, with and without that test, and a
- * batch without runs takes the copy without it.
+ * (epoch_start__(), flow_stats__()).  The update adds the packet and its
+ * bytes and, for each summary kind the flow keeps, in kind order, the
+ * value of the kind's variable or expression combined by its operation:
+ * sum, sum of squares, min, max, last, or count of non-zero values.  It
+ * follows the update plan of the flow's summary mask (plan__(), cached
+ * per mask; the plan of the last mask looked up is kept for the rest of
+ * the batch, so flows of one mask look it up once per batch).  A plan's
+ * function loops over the packets while their flows have its mask
+ * (tpm-private.h), so that the common batch, whose flows share a mask,
+ * is one lookup loop and one update loop, with the epoch tag, the mask
+ * and the variables' offsets in registers and no call per packet.  A
+ * plan of one or two slots of bytes, volume or ttl has a function of its
+ * own (plan_1_OPW__(), plan_2_OPW_OPW__(), W the variable's width in
+ * bits, chosen by plan_build__()), whose slots start the epoch at their
+ * operation's identity; the others share plan_general__(), one case of
+ * one switch on (variable, operation) per slot of a plain variable.  The
+ * lookup leaves its loop for anything but a live flow without state
+ * found in the last flow or its home slot; what it then does that may
+ * change a flow an earlier packet of the batch still has to update
+ * (inserting, a pending flow's match, a run) first has those packets
+ * updated.  A flow with TCP state first has it updated, which fills in
+ * the packet's state variables (tpm_conn_update__()).  Packets of one
+ * flow without state that follow each other in the batch (a run, seen
+ * in 'same_hash' and confirmed by key) update the flow once
+ * (flow_update_run__()), each summary's variable and operation chosen
+ * once for the run and its values combined in packet order, so the sums
+ * round as packet by packet.  Pass 3 is compiled twice, with and without
+ * that test, and a batch without runs takes the copy without it.
  *
  * Counted per batch ('struct tpm_stats', single writer): packets, bytes,
  * batches, the packets that needed no lookup ('lastflow_hits'), parse
@@ -101,8 +110,8 @@
  * connection pool count what they refuse.  With no event installed a
  * batch is only counted: the flow table is not touched.
  *
- * Hot helpers are always_inline (parse__(), flow_stats__(),
- * flow_update__(), scatter__()); what they call only for frames the
+ * Hot helpers are always_inline (parse__(), epoch_start__(),
+ * update__(), scatter__()); what they call only for frames the
  * inline parser does not take, new flows, flows not in their home slot,
  * pending flows, runs or flows with TCP state stays out of line.
  *
@@ -268,8 +277,8 @@ tpm_backfill_step__(struct tpm *tpm, uint32_t n)
 /* Returns flow 'f''s statistics of the current epoch, reset if they are
  * another epoch's (lazy reset: the first packet of the epoch
  * overwrites) and the entry marked touched (flow-table.h).
- * flow_update__() does the same inline, with the slots set to its plan's
- * identities (tpm-private.h). */
+ * epoch_start__() does the same in a plan's function, with the slots set
+ * to its plan's identities (tpm-private.h). */
 static inline __attribute__((always_inline)) struct tpm_flow_stats *
 flow_stats__(const struct tpm *tpm, struct tpm_flow *f)
 {
@@ -284,6 +293,22 @@ flow_stats__(const struct tpm *tpm, struct tpm_flow *f)
         st->bytes = 0;
     }
     return st;
+}
+
+/* The epoch's first packet of flow 'f', whose statistics line of the
+ * current epoch (tag 'tag') is 'st', for the update plan 'pl' of its
+ * summary mask: resets the line, its slots to the plan's identities
+ * (tpm-private.h), and marks the entry touched (flow_stats__()). */
+static inline __attribute__((always_inline)) void
+epoch_start__(const struct tpm *tpm, struct tpm_flow *f,
+              struct tpm_flow_stats *st, const struct tpm_plan *pl,
+              uint32_t tag)
+{
+    f->tag[tag & 1] = tag;
+    tpm_flow_touch(tpm->ft.touched[tag & 1], (uint32_t) (f - tpm->ft.flows));
+    st->packets = 0;
+    st->bytes = 0;
+    memcpy(st->slot, pl->init, sizeof st->slot);
 }
 
 /* Stores in '*off' where plain variable 'var' is in a 'struct tpm_pkt' for
@@ -314,10 +339,48 @@ BUILD_ASSERT_DECL(sizeof ((struct tpm_pkt *) 0)->bytes == 4
                   && sizeof ((struct tpm_pkt *) 0)->volume == 4
                   && sizeof ((struct tpm_pkt *) 0)->ttl == 1);
 
-/* The value of slot 'i' of plan 'pl' (one with an 'update' function) for
- * 'pkt': the variable at byte 'off[i]', 'W' (8 or 32) bits wide. */
-#define PLAN_VALUE__(PKT, PL, I, W)                                     \
-    ((double) *(const uint##W##_t *) ((const char *) (PKT) + (PL)->off[I]))
+/* The value for 'pkt' of a plan's slot (one with a function of its own)
+ * whose variable is at byte 'off' of the packet, 'W' (8 or 32) bits
+ * wide. */
+#define PLAN_VALUE__(PKT, OFF, W)                                       \
+    ((double) *(const uint##W##_t *) ((const char *) (PKT) + (OFF)))
+
+/* The loop of an update plan's function (tpm_plan_fn, tpm-private.h):
+ * for packets 'i' up to 'n' of 'pkts' whose flows 'fl[i]' have the
+ * plan's summary mask, the statistics line 'ST' of the current epoch
+ * (reset to the plan's identities by the epoch's first packet, and the
+ * entry marked touched: flow-table.h) counts packet 'PKT' and its bytes,
+ * then 'BODY' combines its summaries.  The offsets of the plan's first
+ * two variables are read once, as 'off0' and 'off1'.  Returns the first
+ * packet not updated: 'n', or one whose flow has another mask. */
+#define PLAN_LOOP__(TPM, FL, PKTS, I, N, PL, ST, PKT, BODY)             \
+    const uint32_t mask_ = (PL)->mask;                                  \
+    const uint32_t tag_ = (TPM)->tag;                                   \
+    const int p_ = tag_ & 1;                                            \
+    const size_t off0 = (PL)->off[0], off1 = (PL)->off[1];              \
+    (void) off0;                                                        \
+    (void) off1;                                                        \
+    for (; (I) < (N); (I)++) {                                          \
+        struct tpm_flow *f_ = (FL)[I];                                  \
+        if (OVS_UNLIKELY(f_->sum_mask != mask_)) {                      \
+            break;                                                      \
+        }                                                               \
+        struct tpm_flow_stats *ST = &f_->stats[p_];                     \
+        if (OVS_UNLIKELY(f_->tag[p_] != tag_)) {                        \
+            epoch_start__(TPM, f_, ST, PL, tag_);                       \
+        }                                                               \
+        const struct tpm_pkt *PKT = &(PKTS)[I];                         \
+        uint32_t bytes_ = PKT->bytes;                                   \
+        /* Both through 'ST' in a register, and two scalar additions:  \
+         * as one vector addition the compiler builds the vector {1,    \
+         * bytes} first, in more instructions. */                       \
+        __asm__("" : "+r" (ST));                                        \
+        ST->packets++;                                                  \
+        __asm__("" : "+r" (ST));                                        \
+        ST->bytes += bytes_;                                            \
+        BODY;                                                           \
+    }                                                                   \
+    return (I)
 
 /* Combines value 'v' into slot '*s', which holds at least the identity of
  * operation 'op' (the slot_update__() of a slot past the first packet). */
@@ -356,24 +419,27 @@ plan_slot__(double *s, enum tpm_sum_op op, double v)
 #define PLAN_OP_last TPM_SUM_LAST
 #define PLAN_OP_nonzero TPM_SUM_NONZERO
 #define PLAN_FN1__(A, W)                                                \
-    static void                                                         \
-    plan_1_##A##W##__(struct tpm_flow_stats *st,                        \
-                      const struct tpm_pkt *pkt,                        \
+    static int                                                          \
+    plan_1_##A##W##__(const struct tpm *tpm, struct tpm_flow *const *fl, \
+                      const struct tpm_pkt *pkts, int i, int n,         \
                       const struct tpm_plan *pl)                        \
     {                                                                   \
-        plan_slot__(&st->slot[0], PLAN_OP_##A,                          \
-                    PLAN_VALUE__(pkt, pl, 0, W));                       \
+        PLAN_LOOP__(tpm, fl, pkts, i, n, pl, st, pkt,                   \
+                    plan_slot__(&st->slot[0], PLAN_OP_##A,              \
+                                PLAN_VALUE__(pkt, off0, W)));           \
     }
 #define PLAN_FN2__(A, WA, B, WB)                                        \
-    static void                                                         \
-    plan_2_##A##WA##_##B##WB##__(struct tpm_flow_stats *st,             \
-                                 const struct tpm_pkt *pkt,             \
-                                 const struct tpm_plan *pl)             \
+    static int                                                          \
+    plan_2_##A##WA##_##B##WB##__(const struct tpm *tpm,                 \
+                                 struct tpm_flow *const *fl,            \
+                                 const struct tpm_pkt *pkts, int i,     \
+                                 int n, const struct tpm_plan *pl)      \
     {                                                                   \
-        plan_slot__(&st->slot[0], PLAN_OP_##A,                          \
-                    PLAN_VALUE__(pkt, pl, 0, WA));                      \
-        plan_slot__(&st->slot[1], PLAN_OP_##B,                          \
-                    PLAN_VALUE__(pkt, pl, 1, WB));                      \
+        PLAN_LOOP__(tpm, fl, pkts, i, n, pl, st, pkt,                   \
+                    plan_slot__(&st->slot[0], PLAN_OP_##A,              \
+                                PLAN_VALUE__(pkt, off0, WA));           \
+                    plan_slot__(&st->slot[1], PLAN_OP_##B,              \
+                                PLAN_VALUE__(pkt, off1, WB)));          \
     }
 #define PLAN_OPS__(M)                                                   \
     M(sum) M(sumsq) M(min) M(max) M(last) M(nonzero)
@@ -403,50 +469,6 @@ BUILD_ASSERT_DECL(TPM_SUM_SUM == 0 && TPM_SUM_SUMSQ == 1
                   && TPM_SUM_MIN == 2 && TPM_SUM_MAX == 3
                   && TPM_SUM_LAST == 4 && TPM_SUM_NONZERO == 5);
 
-/* Builds in 'pl' the update plan of summary mask 'mask'
- * (tpm-private.h). */
-static void __attribute__((noinline))
-plan_build__(const struct tpm *tpm, struct tpm_plan *pl, uint32_t mask)
-{
-    bool fast = true;
-    bool wide[TPM_FLOW_SLOTS];
-    int i = 0;
-
-    memset(pl->init, 0, sizeof pl->init);
-    for (uint32_t bits = mask; bits; bits &= bits - 1, i++) {
-        int id = __builtin_ctz(bits);
-        const struct tpm_kind *k = &tpm->kinds[id];
-        pl->kind[i] = id;
-        pl->code[i] = (k->var >= 0 && k->var < TPM_PLAN_VARS
-                       ? TPM_PLAN_CODE(k->var, k->op) : TPM_PLAN_KIND);
-        pl->init[i] = (k->op == TPM_SUM_MIN ? INFINITY
-                       : k->op == TPM_SUM_MAX ? -INFINITY : 0);
-        fast &= plan_var__(k->var, &pl->off[i], &wide[i]);
-    }
-    pl->n = i;
-    pl->mask = mask;
-    pl->update = NULL;
-    if (fast && i == 1) {
-        pl->update = plan_fns1__[tpm->kinds[pl->kind[0]].op][wide[0]];
-    } else if (fast && i == 2) {
-        pl->update = plan_fns2__[tpm->kinds[pl->kind[0]].op]
-                                [tpm->kinds[pl->kind[1]].op]
-                                [wide[0]][wide[1]];
-    }
-}
-
-/* Returns the update plan of summary mask 'mask'. */
-static inline __attribute__((always_inline)) const struct tpm_plan *
-plan__(struct tpm *tpm, uint32_t mask)
-{
-    struct tpm_plan *pl = &tpm->plans[(mask * 0x9e3779b1u) >> 26];
-
-    if (OVS_UNLIKELY(pl->mask != mask)) {
-        plan_build__(tpm, pl, mask);
-    }
-    return pl;
-}
-
 /* Combines value 'v' into slot '*s' by operation 'op' ('first': the
  * slot holds nothing of this epoch yet). */
 static inline __attribute__((always_inline)) void
@@ -474,7 +496,7 @@ slot_update__(double *s, enum tpm_sum_op op, double v, bool first)
     }
 }
 
-/* The cases of flow_update__()'s switch for plain variable VAR, whose
+/* The cases of plan_general__()'s switch for plain variable VAR, whose
  * value for the packet is EXPR: one per operation. */
 #define PLAN_CASES(VAR, EXPR)                                           \
     case TPM_PLAN_CODE(VAR, TPM_SUM_SUM):                               \
@@ -496,68 +518,105 @@ slot_update__(double *s, enum tpm_sum_op op, double v, bool first)
         slot_update__(s, TPM_SUM_NONZERO, (EXPR), first);               \
         break;
 
-/* The plan of the last flow scatter__() updated, looked up once per
- * batch and again only when a flow has another summary mask. */
+/* The function of the plans without one of their own (tpm_plan_fn): one
+ * dispatch per slot for a plain variable. */
+static int
+plan_general__(const struct tpm *tpm, struct tpm_flow *const *fl,
+               const struct tpm_pkt *pkts, int i, int n,
+               const struct tpm_plan *pl)
+{
+    PLAN_LOOP__(tpm, fl, pkts, i, n, pl, st, pkt, {
+        bool first = st->packets == 1;
+        for (int j = 0; j < pl->n; j++) {
+            double *s = &st->slot[j];
+            switch (pl->code[j]) {
+            PLAN_CASES(TPM_VAR_PACKETS, 1.0)
+            PLAN_CASES(TPM_VAR_BYTES, (double) pkt->bytes)
+            PLAN_CASES(TPM_VAR_VOLUME, (double) pkt->volume)
+            PLAN_CASES(TPM_VAR_TTL, (double) pkt->ttl)
+            PLAN_CASES(TPM_VAR_ECN, (double) tpm_pkt_ce(pkt))
+            default: {
+                const struct tpm_kind *k = &tpm->kinds[pl->kind[j]];
+                double v = (k->var >= 0
+                            ? (double) tpm_var_value(k->var, pkt)
+                            : tpm_expr_eval_pkt(k->term, pkt));
+                slot_update__(s, k->op, v, first);
+                break;
+            }
+            }
+        }
+    });
+}
+
+/* Builds in 'pl' the update plan of summary mask 'mask'
+ * (tpm-private.h). */
+static void __attribute__((noinline))
+plan_build__(const struct tpm *tpm, struct tpm_plan *pl, uint32_t mask)
+{
+    bool fast = true;
+    bool wide[TPM_FLOW_SLOTS];
+    int i = 0;
+
+    memset(pl->init, 0, sizeof pl->init);
+    for (uint32_t bits = mask; bits; bits &= bits - 1, i++) {
+        int id = __builtin_ctz(bits);
+        const struct tpm_kind *k = &tpm->kinds[id];
+        pl->kind[i] = id;
+        pl->code[i] = (k->var >= 0 && k->var < TPM_PLAN_VARS
+                       ? TPM_PLAN_CODE(k->var, k->op) : TPM_PLAN_KIND);
+        pl->init[i] = (k->op == TPM_SUM_MIN ? INFINITY
+                       : k->op == TPM_SUM_MAX ? -INFINITY : 0);
+        fast &= plan_var__(k->var, &pl->off[i], &wide[i]);
+    }
+    pl->n = i;
+    pl->mask = mask;
+    pl->update = plan_general__;
+    if (fast && i == 1) {
+        pl->update = plan_fns1__[tpm->kinds[pl->kind[0]].op][wide[0]];
+    } else if (fast && i == 2) {
+        pl->update = plan_fns2__[tpm->kinds[pl->kind[0]].op]
+                                [tpm->kinds[pl->kind[1]].op]
+                                [wide[0]][wide[1]];
+    }
+}
+
+/* Returns the update plan of summary mask 'mask'. */
+static inline __attribute__((always_inline)) const struct tpm_plan *
+plan__(struct tpm *tpm, uint32_t mask)
+{
+    struct tpm_plan *pl = &tpm->plans[(mask * 0x9e3779b1u) >> 26];
+
+    if (OVS_UNLIKELY(pl->mask != mask || !pl->update)) {
+        /* Not built, or built for another mask (a zeroed entry is
+         * neither). */
+        plan_build__(tpm, pl, mask);
+    }
+    return pl;
+}
+
+/* The plan of the last flow updated, looked up once per batch and again
+ * only when a flow has another summary mask. */
 struct plan_cache__ {
     uint32_t mask;              /* UINT32_MAX (no flow has so many
                                  * summaries): none yet. */
     const struct tpm_plan *plan;
 };
 
-/* Updates flow 'f''s statistics of epoch tag 'tag' (the current one) with
- * 'pkt', by the plan of its summary mask ('pc' caches it): one dispatch
- * per slot for a plain variable. */
+/* Pass 3's update: updates the statistics of flows 'fl[i]' to 'fl[n - 1]'
+ * with their packets 'pkts[i]' to 'pkts[n - 1]', in packet order, each
+ * stretch of flows of one summary mask by one call of its plan's function
+ * ('pc' caches the plan). */
 static inline __attribute__((always_inline)) void
-flow_update__(struct tpm *tpm, struct tpm_flow *f, const struct tpm_pkt *pkt,
-              uint32_t tag, struct plan_cache__ *pc)
+update__(struct tpm *tpm, struct tpm_flow *const *fl,
+         const struct tpm_pkt *pkts, int i, int n, struct plan_cache__ *pc)
 {
-    uint32_t mask = f->sum_mask;
-    if (OVS_UNLIKELY(mask != pc->mask)) {
-        pc->plan = plan__(tpm, mask);
-        pc->mask = mask;
-    }
-    const struct tpm_plan *pl = pc->plan;
-    struct tpm_flow_stats *st = &f->stats[tag & 1];
-    if (OVS_UNLIKELY(f->tag[tag & 1] != tag)) {
-        /* The epoch's first packet: reset and mark the entry touched
-         * (flow_stats__()). */
-        f->tag[tag & 1] = tag;
-        tpm_flow_touch(tpm->ft.touched[tag & 1],
-                       (uint32_t) (f - tpm->ft.flows));
-        st->packets = 0;
-        st->bytes = 0;
-        memcpy(st->slot, pl->init, sizeof st->slot);
-    }
-    uint32_t bytes = pkt->bytes;
-    /* Both through 'st' in a register, and two scalar additions: as one
-     * vector addition the compiler builds the vector {1, bytes} first, in
-     * more instructions. */
-    __asm__("" : "+r" (st));
-    st->packets++;
-    __asm__("" : "+r" (st));
-    st->bytes += bytes;
-
-    if (OVS_LIKELY(pl->update)) {
-        pl->update(st, pkt, pl);
-        return;
-    }
-    bool first = st->packets == 1;
-    for (int i = 0; i < pl->n; i++) {
-        double *s = &st->slot[i];
-        switch (pl->code[i]) {
-        PLAN_CASES(TPM_VAR_PACKETS, 1.0)
-        PLAN_CASES(TPM_VAR_BYTES, (double) pkt->bytes)
-        PLAN_CASES(TPM_VAR_VOLUME, (double) pkt->volume)
-        PLAN_CASES(TPM_VAR_TTL, (double) pkt->ttl)
-        PLAN_CASES(TPM_VAR_ECN, (double) tpm_pkt_ce(pkt))
-        default: {
-            const struct tpm_kind *k = &tpm->kinds[pl->kind[i]];
-            double v = (k->var >= 0 ? (double) tpm_var_value(k->var, pkt)
-                        : tpm_expr_eval_pkt(k->term, pkt));
-            slot_update__(s, k->op, v, first);
-            break;
+    while (i < n) {
+        uint32_t mask = fl[i]->sum_mask;
+        if (OVS_UNLIKELY(mask != pc->mask)) {
+            pc->plan = plan__(tpm, mask);
+            pc->mask = mask;
         }
-        }
+        i = pc->plan->update(tpm, fl, pkts, i, n, pc->plan);
     }
 }
 BUILD_ASSERT_DECL(TPM_PLAN_CODE(TPM_PLAN_VARS - 1, TPM_SUM_NONZERO)
@@ -597,7 +656,7 @@ kind_values__(const struct tpm_kind *k, const struct tpm_pkt *pkts, int n,
     }
 }
 
-/* flow_update__() for the run of packets of flow 'f', which keeps no
+/* A plan's update for the run of packets of flow 'f', which keeps no
  * per-flow state, that starts with 'pkts[0]': the packets among the 'n'
  * 'pkts' that follow it with the same key ('same_hash' bit j set: packet j
  * has the hash of packet j - 1).  The same result as packet by packet,
@@ -721,22 +780,29 @@ static struct tpm_flow no_flow__;
 /* Phase 1, pass 3, for the 'n' parsed packets 'pkts' with arrival times
  * 'ts' (NULL: the monitor's clock): finds or inserts each packet's flow,
  * starting at its home bucket 'home[i]' (pass 2's; with 'home' NULL, a
- * constant, from the hash), then scatters the packet into it.  Bit i of
- * 'same_hash' says that packet i has the hash of the IP packet before it;
- * with 'runs' (a constant, so that batches without runs get code without
- * their test), the packets of one flow that follow each other (a run)
- * update it once.  A packet of the previous packet's flow needs no
- * lookup: its bit of 'same_hash' (with 'home'; else a comparison of the
- * hash) tells the other flows apart without touching their keys.
- * Returns the number of packets that needed no lookup. */
+ * constant, from the hash), and notes it in 'fl'; then update__()
+ * scatters the packets into their flows, a stretch of flows of one
+ * summary mask at a time.  Whatever may change a flow that an earlier
+ * packet of the batch is still to update (inserting a flow, which may
+ * reuse or evict an entry; a pending flow's match, which may lay out its
+ * slots anew or void its statistics; a run's update) first has those
+ * packets updated, so that every flow sees its packets as it would one
+ * by one.  Bit i of 'same_hash' says that packet i has the hash of the IP
+ * packet before it; with 'runs' (a constant, so that batches without
+ * runs get code without their test), the packets of one flow that follow
+ * each other (a run) update it once.  A packet of the previous packet's
+ * flow needs no lookup: its bit of 'same_hash' (with 'home'; else a
+ * comparison of the hash) tells the other flows apart without touching
+ * their keys.  Returns the number of packets that needed no lookup. */
 static inline __attribute__((always_inline)) int
 scatter__(struct tpm *tpm, struct tpm_pkt *pkts, const uint64_t *ts, int n,
           struct tpm_flow *const *home, uint64_t same_hash, bool runs)
 {
+    struct tpm_flow *fl[TPM_BATCH_MAX];
     int hits = 0;
+    int start = 0;              /* First packet not updated yet. */
     /* Read once: the compiler cannot tell that the stores to flows leave
      * them alone. */
-    const uint32_t tag = tpm->tag;
     struct tpm_flow *const flows = tpm->ft.flows;
     const uint32_t flows_mask = tpm->ft.mask;
     struct plan_cache__ pc = { .mask = UINT32_MAX, .plan = NULL };
@@ -746,25 +812,57 @@ scatter__(struct tpm *tpm, struct tpm_pkt *pkts, const uint64_t *ts, int n,
         f = &no_flow__;
     }
     for (int i = 0; i < n; i++) {
+        /* The common packet: a flow in the last flow or its home slot,
+         * live, without state, not followed by a run.  Anything else
+         * leaves this loop before it changes anything. */
+        for (; i < n; i++) {
+            const struct tpm_pkt *pkt = &pkts[i];
+            if (OVS_UNLIKELY(!pkt->key.ipver)) {
+                break;
+            }
+            /* With pass 2's 'home', its 'same_hash' says whether the last
+             * flow's hash is the packet's (pass 2 skips the packets not
+             * parsed as this loop does): the copy without runs tests
+             * nothing. */
+            struct tpm_flow *g = f;
+            bool hit = ((home ? same_hash >> i & 1 : g->hash == pkt->hash)
+                        && tpm_flow_key_equal(g, &pkt->key));
+            if (!hit) {
+                g = home ? home[i] : &flows[pkt->hash & flows_mask];
+                /* The key alone (tpm_flow_holds() without the hash,
+                 * which the key decides). */
+                if (OVS_UNLIKELY(!tpm_flow_key_equal(g, &pkt->key))) {
+                    break;
+                }
+            }
+            if (OVS_UNLIKELY(g->state != TPM_FLOW_LIVE || g->has_conn)
+                || (runs && same_hash >> (i + 1) & 1)) {
+                break;
+            }
+            hits += hit;
+            f = g;
+            fl[i] = f;
+        }
+        if (i == n) {
+            break;
+        }
+
+        /* Any other packet, 'i'. */
         struct tpm_pkt *pkt = &pkts[i];
         if (!pkt->key.ipver) {
+            update__(tpm, fl, pkts, start, i, &pc);
+            start = i + 1;
             continue;
         }
-        /* With pass 2's 'home', its 'same_hash' says whether the last
-         * flow's hash is the packet's (pass 2 skips the packets not
-         * parsed as this loop does): the copy without runs tests
-         * nothing. */
         if ((home ? same_hash >> i & 1 : f->hash == pkt->hash)
             && tpm_flow_key_equal(f, &pkt->key)) {
             hits++;
         } else {
-            f = home ? home[i] : &flows[pkt->hash & flows_mask];
-            if (OVS_UNLIKELY(!tpm_flow_holds(f, &pkt->key, pkt->hash))) {
-                /* Not in its home slot (tpm_flow_table_find()). */
-                f = tpm_flow_table_probe(&tpm->ft, &pkt->key, pkt->hash);
-            }
+            f = tpm_flow_table_find(&tpm->ft, &pkt->key, pkt->hash);
             if (!f) {
                 bool replaced;
+                update__(tpm, fl, pkts, start, i, &pc);
+                start = i;
                 f = tpm_flow_table_insert(&tpm->ft, &pkt->key, pkt->hash,
                                           tpm->tag, &replaced, NULL);
                 tpm->flow_port[tpm_flow_index(&tpm->ft, f)] = tpm->rx_port;
@@ -782,23 +880,30 @@ scatter__(struct tpm *tpm, struct tpm_pkt *pkts, const uint64_t *ts, int n,
                 }
             }
         }
-        if (OVS_UNLIKELY(f->state == TPM_FLOW_PENDING)) {
+        if (f->state == TPM_FLOW_PENDING) {
+            update__(tpm, fl, pkts, start, i, &pc);
+            start = i;
             flow_pending__(tpm, f, pkt);
         }
-        if (OVS_UNLIKELY(f->has_conn)) {
+        if (f->has_conn) {
+            /* The connection's state, not the flow's statistics: the
+             * packets before this one need not be updated first. */
             tpm_conn_update__(tpm, f, pkt, ts ? ts[i] : tpm->now_ns);
         } else if (runs && (same_hash >> (i + 1) & 1)
                    && f->state == TPM_FLOW_LIVE) {
             /* The packets of this flow that follow this one make a run:
              * one update for all of them. */
+            update__(tpm, fl, pkts, start, i, &pc);
             int run = flow_update_run__(tpm, f, pkts + i, n - i,
                                         same_hash >> i);
             hits += run - 1;
             i += run - 1;
+            start = i + 1;
             continue;
         }
-        flow_update__(tpm, f, pkt, tag, &pc);
+        fl[i] = f;
     }
+    update__(tpm, fl, pkts, start, n, &pc);
     if (f != &no_flow__) {
         tpm->last_flow = f;
         tpm->last_gen = f->gen;

@@ -91,37 +91,45 @@ struct tpm_kind {
     uint64_t retire_pass;       /* Scrub pass when retired. */
 };
 
-/* An update plan: what flow_update__() (match-scatter.c) does for each
- * statistics slot of the flows whose summary mask is 'mask', in slot
+/* An update plan: how pass 3 of phase 1 (match-scatter.c) updates the
+ * statistics slots of the flows whose summary mask is 'mask', in slot
  * order.  A slot whose kind is a plain variable of every packet (packets,
  * bytes, volume, ttl, ecn) has the code TPM_PLAN_CODE(var, op), one case
  * of one switch; any other (a TCP-state variable, an expression) has
  * TPM_PLAN_KIND and is computed from its kind 'kind[i]'.  Plans are
  * cached by mask (a few masks cover every flow), built on first use and
- * dropped whenever a kind id gets a new definition. */
+ * dropped whenever a kind id gets a new definition.
+ *
+ * A plan's function ('update') updates the flows 'fl[i]', 'fl[i + 1]',
+ * ... with the packets 'pkts[i]', 'pkts[i + 1]', ... up to 'n' while
+ * their flows have the plan's mask, and returns the first packet it left
+ * (n, or one whose flow has another mask): a loop per plan, so that the
+ * packets of a batch, whose flows mostly share a mask, cost no call
+ * each. */
 #define TPM_N_SUM_OPS 6
 #define TPM_PLAN_VARS 5         /* TPM_VAR_PACKETS .. TPM_VAR_ECN. */
 #define TPM_PLAN_CODE(VAR, OP) ((VAR) * TPM_N_SUM_OPS + (OP))
 #define TPM_PLAN_KIND 0xff
 #define TPM_PLANS 64            /* Direct-mapped cache entries. */
 struct tpm_plan;
-typedef void tpm_plan_fn(struct tpm_flow_stats *, const struct tpm_pkt *,
-                         const struct tpm_plan *);
+typedef int tpm_plan_fn(const struct tpm *, struct tpm_flow *const *fl,
+                        const struct tpm_pkt *pkts, int i, int n,
+                        const struct tpm_plan *);
 struct tpm_plan {
     uint32_t mask;              /* Summary mask; 0 (nothing to do) for an
                                  * empty entry. */
     uint8_t n;                  /* Slots. */
     uint8_t code[TPM_FLOW_SLOTS];
     uint8_t kind[TPM_FLOW_SLOTS];
-    /* A plan of one or two slots of bytes, volume or ttl has a
-     * function of its own, for its operations and its variables' widths
-     * ('update', NULL for the others): each slot's value is the 8- or
-     * 32-bit variable at byte 'off[i]' of the packet, combined into the
-     * slot without a test of the epoch's first packet, since the slots
-     * of such a plan start the epoch at their operation's identity
-     * ('init': 0, +inf for min, -inf for max), which a value of an
-     * integer variable always replaces exactly as the first packet's
-     * value would. */
+    /* The plan's function: a plan of one or two slots of bytes, volume or
+     * ttl has one of its own, for its operations and its variables'
+     * widths; each slot's value is the 8- or 32-bit variable at byte
+     * 'off[i]' of the packet, combined into the slot without a test of
+     * the epoch's first packet, since the slots start the epoch at their
+     * operation's identity ('init': 0, +inf for min, -inf for max), which
+     * a value of an integer variable always replaces exactly as the first
+     * packet's value would.  The others share one that switches on
+     * 'code[i]' per slot.  NULL: not built. */
     tpm_plan_fn *update;
     uint8_t off[TPM_FLOW_SLOTS];
     double init[TPM_FLOW_SLOTS];
