@@ -346,22 +346,22 @@ BUILD_ASSERT_DECL(sizeof ((struct tpm_pkt *) 0)->bytes == 4
     ((double) *(const uint##W##_t *) ((const char *) (PKT) + (OFF)))
 
 /* The loop of an update plan's function (tpm_plan_fn, tpm-private.h):
- * for packets 'i' up to 'n' of 'pkts' whose flows 'fl[i]' have the
- * plan's summary mask, the statistics line 'ST' of the current epoch
- * (reset to the plan's identities by the epoch's first packet, and the
- * entry marked touched: flow-table.h) counts packet 'PKT' and its bytes,
- * then 'BODY' combines its summaries.  The offsets of the plan's first
- * two variables are read once, as 'off0' and 'off1'.  Returns the first
- * packet not updated: 'n', or one whose flow has another mask. */
-#define PLAN_LOOP__(TPM, FL, PKTS, I, N, PL, ST, PKT, BODY)             \
+ * for the batch's packets from 'P' to 'END' whose flows have the plan's
+ * summary mask, the statistics line 'ST' of the current epoch (reset to
+ * the plan's identities by the epoch's first packet, and the entry marked
+ * touched: flow-table.h) counts packet 'PKT' and its bytes, then 'BODY'
+ * combines its summaries.  The offsets of the plan's first two variables
+ * are read once, as 'off0' and 'off1'.  Returns the first packet not
+ * updated: 'END', or one whose flow has another mask. */
+#define PLAN_LOOP__(TPM, P, END, PL, ST, PKT, BODY)                     \
     const uint32_t mask_ = (PL)->mask;                                  \
     const uint32_t tag_ = (TPM)->tag;                                   \
     const int p_ = tag_ & 1;                                            \
     const size_t off0 = (PL)->off[0], off1 = (PL)->off[1];              \
     (void) off0;                                                        \
     (void) off1;                                                        \
-    for (; (I) < (N); (I)++) {                                          \
-        struct tpm_flow *f_ = (FL)[I];                                  \
+    for (; (P) < (END); (P)++) {                                        \
+        struct tpm_flow *f_ = (P)->flow;                                \
         if (OVS_UNLIKELY(f_->sum_mask != mask_)) {                      \
             break;                                                      \
         }                                                               \
@@ -369,7 +369,10 @@ BUILD_ASSERT_DECL(sizeof ((struct tpm_pkt *) 0)->bytes == 4
         if (OVS_UNLIKELY(f_->tag[p_] != tag_)) {                        \
             epoch_start__(TPM, f_, ST, PL, tag_);                       \
         }                                                               \
-        const struct tpm_pkt *PKT = &(PKTS)[I];                         \
+        const struct tpm_pkt *PKT = &(P)->pkt;                          \
+        /* The variables at their offsets from the packet: else the     \
+         * compiler walks each by a pointer of its own. */              \
+        __asm__("" : "+r" (PKT));                                       \
         uint32_t bytes_ = PKT->bytes;                                   \
         /* Both through 'ST' in a register, and two scalar additions:  \
          * as one vector addition the compiler builds the vector {1,    \
@@ -380,7 +383,7 @@ BUILD_ASSERT_DECL(sizeof ((struct tpm_pkt *) 0)->bytes == 4
         ST->bytes += bytes_;                                            \
         BODY;                                                           \
     }                                                                   \
-    return (I)
+    return (P)
 
 /* Combines value 'v' into slot '*s', which holds at least the identity of
  * operation 'op' (the slot_update__() of a slot past the first packet). */
@@ -419,23 +422,24 @@ plan_slot__(double *s, enum tpm_sum_op op, double v)
 #define PLAN_OP_last TPM_SUM_LAST
 #define PLAN_OP_nonzero TPM_SUM_NONZERO
 #define PLAN_FN1__(A, W)                                                \
-    static int                                                          \
-    plan_1_##A##W##__(const struct tpm *tpm, struct tpm_flow *const *fl, \
-                      const struct tpm_pkt *pkts, int i, int n,         \
+    static const struct tpm_batch_pkt *                                 \
+    plan_1_##A##W##__(const struct tpm *tpm,                            \
+                      const struct tpm_batch_pkt *p,                    \
+                      const struct tpm_batch_pkt *end,                  \
                       const struct tpm_plan *pl)                        \
     {                                                                   \
-        PLAN_LOOP__(tpm, fl, pkts, i, n, pl, st, pkt,                   \
+        PLAN_LOOP__(tpm, p, end, pl, st, pkt,                           \
                     plan_slot__(&st->slot[0], PLAN_OP_##A,              \
                                 PLAN_VALUE__(pkt, off0, W)));           \
     }
 #define PLAN_FN2__(A, WA, B, WB)                                        \
-    static int                                                          \
+    static const struct tpm_batch_pkt *                                 \
     plan_2_##A##WA##_##B##WB##__(const struct tpm *tpm,                 \
-                                 struct tpm_flow *const *fl,            \
-                                 const struct tpm_pkt *pkts, int i,     \
-                                 int n, const struct tpm_plan *pl)      \
+                                 const struct tpm_batch_pkt *p,         \
+                                 const struct tpm_batch_pkt *end,       \
+                                 const struct tpm_plan *pl)             \
     {                                                                   \
-        PLAN_LOOP__(tpm, fl, pkts, i, n, pl, st, pkt,                   \
+        PLAN_LOOP__(tpm, p, end, pl, st, pkt,                           \
                     plan_slot__(&st->slot[0], PLAN_OP_##A,              \
                                 PLAN_VALUE__(pkt, off0, WA));           \
                     plan_slot__(&st->slot[1], PLAN_OP_##B,              \
@@ -520,12 +524,11 @@ slot_update__(double *s, enum tpm_sum_op op, double v, bool first)
 
 /* The function of the plans without one of their own (tpm_plan_fn): one
  * dispatch per slot for a plain variable. */
-static int
-plan_general__(const struct tpm *tpm, struct tpm_flow *const *fl,
-               const struct tpm_pkt *pkts, int i, int n,
-               const struct tpm_plan *pl)
+static const struct tpm_batch_pkt *
+plan_general__(const struct tpm *tpm, const struct tpm_batch_pkt *p,
+               const struct tpm_batch_pkt *end, const struct tpm_plan *pl)
 {
-    PLAN_LOOP__(tpm, fl, pkts, i, n, pl, st, pkt, {
+    PLAN_LOOP__(tpm, p, end, pl, st, pkt, {
         bool first = st->packets == 1;
         for (int j = 0; j < pl->n; j++) {
             double *s = &st->slot[j];
@@ -602,21 +605,21 @@ struct plan_cache__ {
     const struct tpm_plan *plan;
 };
 
-/* Pass 3's update: updates the statistics of flows 'fl[i]' to 'fl[n - 1]'
- * with their packets 'pkts[i]' to 'pkts[n - 1]', in packet order, each
+/* Pass 3's update: updates the statistics of the flows of the batch's
+ * packets from 'p' to 'end' with those packets, in packet order, each
  * stretch of flows of one summary mask by one call of its plan's function
  * ('pc' caches the plan). */
 static inline __attribute__((always_inline)) void
-update__(struct tpm *tpm, struct tpm_flow *const *fl,
-         const struct tpm_pkt *pkts, int i, int n, struct plan_cache__ *pc)
+update__(struct tpm *tpm, const struct tpm_batch_pkt *p,
+         const struct tpm_batch_pkt *end, struct plan_cache__ *pc)
 {
-    while (i < n) {
-        uint32_t mask = fl[i]->sum_mask;
+    while (p < end) {
+        uint32_t mask = p->flow->sum_mask;
         if (OVS_UNLIKELY(mask != pc->mask)) {
             pc->plan = plan__(tpm, mask);
             pc->mask = mask;
         }
-        i = pc->plan->update(tpm, fl, pkts, i, n, pc->plan);
+        p = pc->plan->update(tpm, p, end, pc->plan);
     }
 }
 BUILD_ASSERT_DECL(TPM_PLAN_CODE(TPM_PLAN_VARS - 1, TPM_SUM_NONZERO)
@@ -625,51 +628,51 @@ BUILD_ASSERT_DECL(TPM_VAR_ECN == TPM_PLAN_VARS - 1);
 BUILD_ASSERT_DECL(TPM_PLANS == 64);     /* plan__() takes 6 bits. */
 BUILD_ASSERT_DECL(TPM_SUM_NONZERO == TPM_N_SUM_OPS - 1);
 
-/* Stores in 'v' the values of summary kind 'k' for the 'n' packets
- * 'pkts' (the switch on the variable taken once, not per packet). */
+/* Stores in 'v' the values of summary kind 'k' for the 'n' packets of
+ * 'bp' (the switch on the variable taken once, not per packet). */
 static void
-kind_values__(const struct tpm_kind *k, const struct tpm_pkt *pkts, int n,
-              double *v)
+kind_values__(const struct tpm_kind *k, const struct tpm_batch_pkt *bp,
+              int n, double *v)
 {
     switch (k->var) {
     case TPM_VAR_BYTES:
         for (int j = 0; j < n; j++) {
-            v[j] = pkts[j].bytes;
+            v[j] = bp[j].pkt.bytes;
         }
         break;
     case TPM_VAR_VOLUME:
         for (int j = 0; j < n; j++) {
-            v[j] = pkts[j].volume;
+            v[j] = bp[j].pkt.volume;
         }
         break;
     case TPM_VAR_TTL:
         for (int j = 0; j < n; j++) {
-            v[j] = pkts[j].ttl;
+            v[j] = bp[j].pkt.ttl;
         }
         break;
     default:
         for (int j = 0; j < n; j++) {
-            v[j] = k->var >= 0 ? (double) tpm_var_value(k->var, &pkts[j])
-                               : tpm_expr_eval_pkt(k->term, &pkts[j]);
+            v[j] = (k->var >= 0 ? (double) tpm_var_value(k->var, &bp[j].pkt)
+                    : tpm_expr_eval_pkt(k->term, &bp[j].pkt));
         }
         break;
     }
 }
 
 /* A plan's update for the run of packets of flow 'f', which keeps no
- * per-flow state, that starts with 'pkts[0]': the packets among the 'n'
- * 'pkts' that follow it with the same key ('same_hash' bit j set: packet j
- * has the hash of packet j - 1).  The same result as packet by packet,
+ * per-flow state, that starts with the batch's packet 'bp[0]': the
+ * packets among the 'n' of 'bp' that follow it with the same key
+ * ('same_hash' bit j set: packet j has the hash of packet j - 1).  The same result as packet by packet,
  * with each summary's operation and variable chosen once for the run; the
  * values are combined in packet order, so sums round alike.  Returns the
  * number of packets of the run (at least 1). */
 static int __attribute__((noinline))
 flow_update_run__(struct tpm *tpm, struct tpm_flow *f,
-                  const struct tpm_pkt *pkts, int n, uint64_t same_hash)
+                  const struct tpm_batch_pkt *bp, int n, uint64_t same_hash)
 {
     int run = 1;
     while (run < n && (same_hash >> run & 1)
-           && tpm_key_equal(&pkts[run].key, &pkts[0].key)) {
+           && tpm_key_equal(&bp[run].pkt.key, &bp[0].pkt.key)) {
         run++;
     }
     n = run;
@@ -678,7 +681,7 @@ flow_update_run__(struct tpm *tpm, struct tpm_flow *f,
     bool first = !st->packets;
     uint32_t bytes = 0;
     for (int j = 0; j < n; j++) {
-        bytes += pkts[j].bytes;
+        bytes += bp[j].pkt.bytes;
     }
     st->packets += n;
     st->bytes += bytes;
@@ -687,7 +690,7 @@ flow_update_run__(struct tpm *tpm, struct tpm_flow *f,
     for (uint32_t bits = f->sum_mask; bits; bits &= bits - 1, i++) {
         const struct tpm_kind *k = &tpm->kinds[__builtin_ctz(bits)];
         double v[TPM_BATCH_MAX];
-        kind_values__(k, pkts, n, v);
+        kind_values__(k, bp, n, v);
         double s = st->slot[i];
         int j = 0;
         if (first) {
@@ -777,30 +780,31 @@ BUILD_ASSERT_DECL(TPM_BATCH_MAX <= 64);   /* Bits of 'same_hash'. */
  * for NULL.  Never written. */
 static struct tpm_flow no_flow__;
 
-/* Phase 1, pass 3, for the 'n' parsed packets 'pkts' with arrival times
+/* Phase 1, pass 3, for the 'n' parsed packets of 'bp' with arrival times
  * 'ts' (NULL: the monitor's clock): finds or inserts each packet's flow,
- * starting at its home bucket 'home[i]' (pass 2's; with 'home' NULL, a
- * constant, from the hash), and notes it in 'fl'; then update__()
- * scatters the packets into their flows, a stretch of flows of one
- * summary mask at a time.  Whatever may change a flow that an earlier
- * packet of the batch is still to update (inserting a flow, which may
- * reuse or evict an entry; a pending flow's match, which may lay out its
- * slots anew or void its statistics; a run's update) first has those
- * packets updated, so that every flow sees its packets as it would one
- * by one.  Bit i of 'same_hash' says that packet i has the hash of the IP
- * packet before it; with 'runs' (a constant, so that batches without
- * runs get code without their test), the packets of one flow that follow
- * each other (a run) update it once.  A packet of the previous packet's
- * flow needs no lookup: its bit of 'same_hash' (with 'home'; else a
- * comparison of the hash) tells the other flows apart without touching
- * their keys.  Returns the number of packets that needed no lookup. */
+ * starting at its home bucket (with 'home', a constant, the one pass 2
+ * left in its 'flow'; else from the hash), and leaves it in the packet's
+ * 'flow'; then update__() scatters the packets into their flows, a
+ * stretch of flows of one summary mask at a time.  Whatever may change a
+ * flow that an earlier packet of the batch is still to update (inserting
+ * a flow, which may reuse or evict an entry; a pending flow's match,
+ * which may lay out its slots anew or void its statistics; a run's
+ * update) first has those packets updated, so that every flow sees its
+ * packets as it would one by one.  Bit i of 'same_hash' says that packet
+ * i has the hash of the IP packet before it; with 'runs' (a constant, so
+ * that batches without runs get code without their test), the packets
+ * of one flow that follow each other (a run) update it once.  A packet of
+ * the previous packet's flow needs no lookup: its bit of 'same_hash'
+ * (with 'home'; else a comparison of the hash) tells the other flows
+ * apart without touching their keys.  Returns the number of packets that
+ * needed no lookup. */
 static inline __attribute__((always_inline)) int
-scatter__(struct tpm *tpm, struct tpm_pkt *pkts, const uint64_t *ts, int n,
-          struct tpm_flow *const *home, uint64_t same_hash, bool runs)
+scatter__(struct tpm *tpm, struct tpm_batch_pkt *bp, const uint64_t *ts,
+          int n, bool home, uint64_t same_hash, bool runs)
 {
-    struct tpm_flow *fl[TPM_BATCH_MAX];
+    struct tpm_batch_pkt *p = bp, *const end = bp + n;
+    struct tpm_batch_pkt *start = bp;   /* First packet not updated. */
     int hits = 0;
-    int start = 0;              /* First packet not updated yet. */
     /* Read once: the compiler cannot tell that the stores to flows leave
      * them alone. */
     struct tpm_flow *const flows = tpm->ft.flows;
@@ -811,24 +815,27 @@ scatter__(struct tpm *tpm, struct tpm_pkt *pkts, const uint64_t *ts, int n,
         /* None, or reused since: the cache is void. */
         f = &no_flow__;
     }
-    for (int i = 0; i < n; i++) {
+    while (p < end) {
         /* The common packet: a flow in the last flow or its home slot,
          * live, without state, not followed by a run.  Anything else
-         * leaves this loop before it changes anything. */
-        for (; i < n; i++) {
-            const struct tpm_pkt *pkt = &pkts[i];
+         * leaves this loop before it changes anything.  The packet's
+         * index only where 'same_hash' is read: the copy without runs
+         * walks the batch by pointer alone. */
+        for (; p < end; p++) {
+            const struct tpm_pkt *pkt = &p->pkt;
             if (OVS_UNLIKELY(!pkt->key.ipver)) {
                 break;
             }
-            /* With pass 2's 'home', its 'same_hash' says whether the last
-             * flow's hash is the packet's (pass 2 skips the packets not
-             * parsed as this loop does): the copy without runs tests
-             * nothing. */
+            int i = p - bp;
+            /* With pass 2's home buckets, its 'same_hash' says whether
+             * the last flow's hash is the packet's (pass 2 skips the
+             * packets not parsed as this loop does): the copy without
+             * runs tests nothing. */
             struct tpm_flow *g = f;
             bool hit = ((home ? same_hash >> i & 1 : g->hash == pkt->hash)
                         && tpm_flow_key_equal(g, &pkt->key));
             if (!hit) {
-                g = home ? home[i] : &flows[pkt->hash & flows_mask];
+                g = home ? p->flow : &flows[pkt->hash & flows_mask];
                 /* The key alone (tpm_flow_holds() without the hash,
                  * which the key decides). */
                 if (OVS_UNLIKELY(!tpm_flow_key_equal(g, &pkt->key))) {
@@ -841,17 +848,18 @@ scatter__(struct tpm *tpm, struct tpm_pkt *pkts, const uint64_t *ts, int n,
             }
             hits += hit;
             f = g;
-            fl[i] = f;
+            p->flow = f;
         }
-        if (i == n) {
+        if (p == end) {
             break;
         }
 
-        /* Any other packet, 'i'. */
-        struct tpm_pkt *pkt = &pkts[i];
+        /* Any other packet. */
+        struct tpm_pkt *pkt = &p->pkt;
+        int i = p - bp;
         if (!pkt->key.ipver) {
-            update__(tpm, fl, pkts, start, i, &pc);
-            start = i + 1;
+            update__(tpm, start, p, &pc);
+            start = ++p;
             continue;
         }
         if ((home ? same_hash >> i & 1 : f->hash == pkt->hash)
@@ -861,8 +869,8 @@ scatter__(struct tpm *tpm, struct tpm_pkt *pkts, const uint64_t *ts, int n,
             f = tpm_flow_table_find(&tpm->ft, &pkt->key, pkt->hash);
             if (!f) {
                 bool replaced;
-                update__(tpm, fl, pkts, start, i, &pc);
-                start = i;
+                update__(tpm, start, p, &pc);
+                start = p;
                 f = tpm_flow_table_insert(&tpm->ft, &pkt->key, pkt->hash,
                                           tpm->tag, &replaced, NULL);
                 tpm->flow_port[tpm_flow_index(&tpm->ft, f)] = tpm->rx_port;
@@ -881,8 +889,8 @@ scatter__(struct tpm *tpm, struct tpm_pkt *pkts, const uint64_t *ts, int n,
             }
         }
         if (f->state == TPM_FLOW_PENDING) {
-            update__(tpm, fl, pkts, start, i, &pc);
-            start = i;
+            update__(tpm, start, p, &pc);
+            start = p;
             flow_pending__(tpm, f, pkt);
         }
         if (f->has_conn) {
@@ -893,17 +901,17 @@ scatter__(struct tpm *tpm, struct tpm_pkt *pkts, const uint64_t *ts, int n,
                    && f->state == TPM_FLOW_LIVE) {
             /* The packets of this flow that follow this one make a run:
              * one update for all of them. */
-            update__(tpm, fl, pkts, start, i, &pc);
-            int run = flow_update_run__(tpm, f, pkts + i, n - i,
-                                        same_hash >> i);
+            update__(tpm, start, p, &pc);
+            int run = flow_update_run__(tpm, f, p, end - p, same_hash >> i);
             hits += run - 1;
-            i += run - 1;
-            start = i + 1;
+            p += run;
+            start = p;
             continue;
         }
-        fl[i] = f;
+        p->flow = f;
+        p++;
     }
-    update__(tpm, fl, pkts, start, n, &pc);
+    update__(tpm, start, end, &pc);
     if (f != &no_flow__) {
         tpm->last_flow = f;
         tpm->last_gen = f->gen;
@@ -937,7 +945,7 @@ tenant_key__(struct tpm *tpm, struct tpm_pkt *pkt)
 }
 
 /* The underlay view of the frames among 'frames' that were tunnelled
- * (their 'pkts' decapsulated, or not parsed): each is counted again as
+ * (their packets in 'bp' decapsulated, or not parsed): each is counted again as
  * its outer flow, as the monitor without tunnel ports parses it, under
  * the key's tenant TPM_TUN_UNDERLAY, which only underlay events match
  * (flow_filter_ok__()).  A frame that is not a datagram to a tunnel port is
@@ -946,17 +954,17 @@ tenant_key__(struct tpm *tpm, struct tpm_pkt *pkt)
  * no flow lookup. */
 static int __attribute__((noinline))
 underlay__(struct tpm *tpm, const struct tpm_frame *frames,
-           const uint64_t *ts, const struct tpm_pkt *pkts, int n)
+           const uint64_t *ts, const struct tpm_batch_pkt *bp, int n)
 {
-    struct tpm_pkt outer[TPM_BATCH_MAX];
+    struct tpm_batch_pkt outer[TPM_BATCH_MAX];
     uint64_t outer_ts[TPM_BATCH_MAX];
     int m = 0;
 
     for (int i = 0; i < n; i++) {
-        if (!pkts[i].tunnel.type && pkts[i].key.ipver) {
+        if (!bp[i].pkt.tunnel.type && bp[i].pkt.key.ipver) {
             continue;
         }
-        struct tpm_pkt *o = &outer[m];
+        struct tpm_pkt *o = &outer[m].pkt;
         if (!tpm_packet_parse_full(frames[i].data, frames[i].caplen,
                                    frames[i].wirelen, o, NULL)
             || o->key.proto != IPPROTO_UDP
@@ -972,7 +980,7 @@ underlay__(struct tpm *tpm, const struct tpm_frame *frames,
         m++;
     }
     TPM_STAT_ADD(tpm, tun_underlay, m);
-    return m ? scatter__(tpm, outer, ts ? outer_ts : NULL, m, NULL, 0, false)
+    return m ? scatter__(tpm, outer, ts ? outer_ts : NULL, m, false, 0, false)
              : 0;
 }
 
@@ -988,10 +996,11 @@ parse_full__(struct tpm *tpm, const struct tpm_frame *frame,
                                      &tpm->tunnels);
 }
 
-/* Phase 1, pass 2, for the 'n' frames 'frames': parses each into 'pkts',
- * hashes its key, stores its flow's home bucket in 'home' and prefetches
- * it and its statistics line (once for a run of packets of one flow; the
- * home of a packet not parsed is left unset); adds the frames' bytes
+/* Phase 1, pass 2, for the 'n' frames 'frames': parses each into the
+ * batch's packets 'bp', hashes its key, stores its flow's home bucket in
+ * the packet's 'flow' and prefetches it and its statistics line (once for
+ * a run of packets of one flow; the 'flow' of a packet not parsed is left
+ * unset); adds the frames' bytes
  * to '*bytesp'.  Returns the bits of 'same_hash' (bit i: packet i has the
  * hash of the IP packet before it).  With 'plain' (a constant: the
  * monitor has no tunnel ports, the port is not a tunnel's, and
@@ -1001,8 +1010,7 @@ parse_full__(struct tpm *tpm, const struct tpm_frame *frame,
  * nothing reads them for a flow that is not TCP (tcp-state.c). */
 static inline __attribute__((always_inline)) uint64_t
 parse__(struct tpm *tpm, const struct tpm_frame *frames,
-        struct tpm_pkt *pkts, struct tpm_flow **home, int n,
-        uint64_t *bytesp, bool plain)
+        struct tpm_batch_pkt *bp, int n, uint64_t *bytesp, bool plain)
 {
     uint32_t prev_hash = tpm->last_flow ? tpm->last_flow->hash : 0;
     uint64_t same_hash = 0;
@@ -1014,9 +1022,9 @@ parse__(struct tpm *tpm, const struct tpm_frame *frames,
     const bool rx_tunnelled = tpm->rx_tunnelled;
     const int parity = tpm->tag & 1;
     struct tpm_flow *b = &flows[prev_hash & flows_mask];
-    for (int i = 0; i < n; i++) {
-        const struct tpm_frame *fr = &frames[i];
-        struct tpm_pkt *pkt = &pkts[i];
+    const struct tpm_frame *fr = frames;
+    for (struct tpm_batch_pkt *p = bp; p < bp + n; p++, fr++) {
+        struct tpm_pkt *pkt = &p->pkt;
         bytes += fr->wirelen;
         if (plain) {
             uint64_t w0, w2, w4;
@@ -1040,14 +1048,14 @@ parse__(struct tpm *tpm, const struct tpm_frame *frames,
             }
         }
         if (pkt->hash == prev_hash) {
-            same_hash |= 1ull << i;
+            same_hash |= 1ull << (p - bp);
         } else {
             b = &flows[pkt->hash & flows_mask];
             tpm_prefetch(b);
             tpm_prefetch_write(&b->stats[parity]);
             prev_hash = pkt->hash;
         }
-        home[i] = b;
+        p->flow = b;
     }
     *bytesp += bytes;
     return same_hash;
@@ -1059,8 +1067,7 @@ static inline void
 process_batch__(struct tpm *tpm, const struct tpm_frame *frames,
                 const uint64_t *ts, int n)
 {
-    struct tpm_pkt pkts[TPM_BATCH_MAX];
-    struct tpm_flow *home[TPM_BATCH_MAX];   /* Each packet's home slot. */
+    struct tpm_batch_pkt bp[TPM_BATCH_MAX];
     uint64_t bytes = 0;
     int hits;
 
@@ -1091,18 +1098,18 @@ process_batch__(struct tpm *tpm, const struct tpm_frame *frames,
     uint64_t same_hash;
     if (OVS_LIKELY(!(tpm->rx_tunnelled | tpm->tunnels.n)
                    && tpm_key_hash_hw)) {
-        same_hash = parse__(tpm, frames, pkts, home, n, &bytes, true);
+        same_hash = parse__(tpm, frames, bp, n, &bytes, true);
     } else {
-        same_hash = parse__(tpm, frames, pkts, home, n, &bytes, false);
+        same_hash = parse__(tpm, frames, bp, n, &bytes, false);
     }
 
     /* Pass 3, compiled twice: batches without runs of one flow (every
      * packet of another flow than the one before it) never test for
      * runs. */
-    hits = same_hash ? scatter__(tpm, pkts, ts, n, home, same_hash, true)
-                     : scatter__(tpm, pkts, ts, n, home, 0, false);
+    hits = same_hash ? scatter__(tpm, bp, ts, n, true, same_hash, true)
+                     : scatter__(tpm, bp, ts, n, true, 0, false);
     if (OVS_UNLIKELY(tpm->n_underlay_evs)) {
-        hits += underlay__(tpm, frames, ts, pkts, n);
+        hits += underlay__(tpm, frames, ts, bp, n);
     }
 
     TPM_STAT_ADD(tpm, packets, n);

@@ -91,6 +91,17 @@ struct tpm_kind {
     uint64_t retire_pass;       /* Scrub pass when retired. */
 };
 
+/* A packet of phase 1's batch (match-scatter.c): the parsed packet and
+ * its flow entry, the home bucket after pass 2, the flow itself after pass
+ * 3's lookup.  Two cache lines (on LP64), so that the passes walk the
+ * batch by pointer. */
+struct tpm_batch_pkt {
+    struct tpm_pkt pkt;
+    struct tpm_flow *flow;
+} __attribute__((aligned(CACHE_LINE_SIZE)));
+BUILD_ASSERT_DECL(sizeof(void *) != 8
+                  || sizeof(struct tpm_batch_pkt) == 2 * CACHE_LINE_SIZE);
+
 /* An update plan: how pass 3 of phase 1 (match-scatter.c) updates the
  * statistics slots of the flows whose summary mask is 'mask', in slot
  * order.  A slot whose kind is a plain variable of every packet (packets,
@@ -100,21 +111,20 @@ struct tpm_kind {
  * cached by mask (a few masks cover every flow), built on first use and
  * dropped whenever a kind id gets a new definition.
  *
- * A plan's function ('update') updates the flows 'fl[i]', 'fl[i + 1]',
- * ... with the packets 'pkts[i]', 'pkts[i + 1]', ... up to 'n' while
- * their flows have the plan's mask, and returns the first packet it left
- * (n, or one whose flow has another mask): a loop per plan, so that the
- * packets of a batch, whose flows mostly share a mask, cost no call
- * each. */
+ * A plan's function ('update') updates the flows of the batch's packets
+ * 'p', 'p + 1', ... up to 'end' with those packets while their flows have
+ * the plan's mask, and returns the first packet it left ('end', or one
+ * whose flow has another mask): a loop per plan, so that the packets of a
+ * batch, whose flows mostly share a mask, cost no call each. */
 #define TPM_N_SUM_OPS 6
 #define TPM_PLAN_VARS 5         /* TPM_VAR_PACKETS .. TPM_VAR_ECN. */
 #define TPM_PLAN_CODE(VAR, OP) ((VAR) * TPM_N_SUM_OPS + (OP))
 #define TPM_PLAN_KIND 0xff
 #define TPM_PLANS 64            /* Direct-mapped cache entries. */
 struct tpm_plan;
-typedef int tpm_plan_fn(const struct tpm *, struct tpm_flow *const *fl,
-                        const struct tpm_pkt *pkts, int i, int n,
-                        const struct tpm_plan *);
+typedef const struct tpm_batch_pkt *tpm_plan_fn(
+    const struct tpm *, const struct tpm_batch_pkt *p,
+    const struct tpm_batch_pkt *end, const struct tpm_plan *);
 struct tpm_plan {
     uint32_t mask;              /* Summary mask; 0 (nothing to do) for an
                                  * empty entry. */
