@@ -780,8 +780,61 @@ tpm_key_hash_crc32c(const struct tpm_key *key)
 
 bool tpm_key_hash_hw;
 #if defined(__x86_64__)
-uint64_t tpm_key_hash_v4_b;
-uint64_t tpm_key_hash_v4_brot;
+uint64_t tpm_key_hash_v4_a0;
+
+/* Three CRC steps of zero words from 'c': the linear map by which a CRC
+ * chain's seed reaches its value after an IPv4 key's words (a step of
+ * word 'w' from 'c' is this map's step of 'c' xor one of 'w'). */
+static uint32_t
+crc32c_zero3__(uint32_t c)
+{
+    return tpm_crc32c_u64__(tpm_crc32c_u64__(tpm_crc32c_u64__(c, 0), 0), 0);
+}
+
+/* Returns the 's' with crc32c_zero3__(s) == 't'.  The map is invertible
+ * (multiplication by a power of x modulo the CRC polynomial, whose
+ * constant term is 1): Gauss-Jordan elimination over GF(2) on the images
+ * of the 32 unit vectors, tracking which inputs make each row. */
+static uint32_t
+crc32c_zero3_inverse__(uint32_t t)
+{
+    uint32_t v[32], in[32];
+    int row = 0;
+
+    for (int j = 0; j < 32; j++) {
+        in[j] = UINT32_C(1) << j;
+        v[j] = crc32c_zero3__(in[j]);
+    }
+    for (int bit = 0; bit < 32; bit++) {
+        int k = row;
+        while (k < 32 && !(v[k] >> bit & 1)) {
+            k++;
+        }
+        if (k == 32) {
+            continue;
+        }
+        uint32_t tv = v[row], ti = in[row];
+        v[row] = v[k];
+        in[row] = in[k];
+        v[k] = tv;
+        in[k] = ti;
+        for (int r = 0; r < 32; r++) {
+            if (r != row && v[r] >> bit & 1) {
+                v[r] ^= v[row];
+                in[r] ^= in[row];
+            }
+        }
+        row++;
+    }
+    /* Full rank: each row's image is one bit, 't' their sum. */
+    uint32_t s = 0;
+    for (int r = 0; r < row; r++) {
+        if (t & v[r]) {
+            s ^= in[r];
+        }
+    }
+    return s;
+}
 #endif
 
 __attribute__((constructor))
@@ -792,10 +845,19 @@ hash_init__(void)
     __builtin_cpu_init();
     tpm_key_hash_hw = __builtin_cpu_supports("sse4.2");
     if (tpm_key_hash_hw) {
-        tpm_key_hash_v4_b = tpm_crc32c_u64__(
-            tpm_crc32c_u64__(TPM_KEY_HASH_B0, 0), 0);
-        uint64_t b = tpm_key_hash_v4_b;
-        tpm_key_hash_v4_brot = b << 17 | b >> 15;
+        /* The 'b' chain of an IPv4 key and its rotation in the mix,
+         * folded into the 'a' chain's seed: the seed whose three steps
+         * end 'brot' away from those of TPM_KEY_HASH_A0. */
+        uint32_t b = tpm_crc32c_u64__(tpm_crc32c_u64__(TPM_KEY_HASH_B0, 0),
+                                      0);
+        uint32_t brot = b << 17 | b >> 15;
+        tpm_key_hash_v4_a0 = TPM_KEY_HASH_A0 ^ crc32c_zero3_inverse__(brot);
+        if (crc32c_zero3__(tpm_key_hash_v4_a0)
+            != (crc32c_zero3__(TPM_KEY_HASH_A0) ^ brot)) {
+            /* Cannot happen (the map is invertible); the portable hash
+             * is right everywhere. */
+            tpm_key_hash_hw = false;
+        }
     }
 #endif
 }

@@ -408,9 +408,11 @@ enum tpm_fast_parse {
 /* The common case of tpm_packet_parse(), if 'data' is one: 'pkt' except
  * its hash, and the key's words 0, 2 and 4 (1 and 3 are zero) also in
  * '*w0', '*w2' and '*w4' for the hash: TPM_FAST_PLAIN.  With
- * 'udp_tcp_fields' false (a constant), a UDP datagram leaves the fields
- * only TCP has (seq, ack, tcp_flags, rwnd, wscale, mss) unwritten, for a
- * caller that reads them only for TCP packets (the monitor's phase 1).
+ * 'all_fields' false (a constant), a UDP datagram leaves the fields
+ * only TCP has (seq, ack, tcp_flags, rwnd, wscale, mss) unwritten, and
+ * every frame its 'tunnel', for a caller that reads the first only for
+ * TCP packets and the second only with tunnel ports (the monitor's phase
+ * 1).
  * Returns TPM_FAST_MAYBE_TUN, with nothing written, for a UDP datagram
  * whose port has a bit in the bitmap of 'tun' (NULL: none; the fast
  * path's only test for tunnels, before anything is written: false
@@ -440,7 +442,7 @@ static inline __attribute__((always_inline)) enum tpm_fast_parse
 tpm_packet_parse_v4_l4__(const uint8_t *p, uint32_t wirelen, uint32_t tot,
                          uint32_t proto, const struct tpm_tunnel_ports *tun,
                          struct tpm_pkt *pkt, uint64_t *w0, uint64_t *w2,
-                         uint64_t *w4, bool udp_tcp_fields)
+                         uint64_t *w4, bool all_fields)
 {
     const uint8_t *ip = p + 14;
     const uint8_t *l4 = ip + 20;
@@ -475,8 +477,10 @@ tpm_packet_parse_v4_l4__(const uint8_t *p, uint32_t wirelen, uint32_t tot,
     pkt->bytes = wirelen;
     pkt->ttl = ip[8];
     pkt->tos = ip[1];
-    __builtin_memset(&pkt->tunnel, 0, sizeof pkt->tunnel);
-    if (proto == 6 || udp_tcp_fields) {
+    if (all_fields) {
+        __builtin_memset(&pkt->tunnel, 0, sizeof pkt->tunnel);
+    }
+    if (proto == 6 || all_fields) {
         pkt->wscale = TPM_WSCALE_NONE;
         pkt->mss = 0;
     }
@@ -490,7 +494,7 @@ tpm_packet_parse_v4_l4__(const uint8_t *p, uint32_t wirelen, uint32_t tot,
     } else {
         uint32_t ulen = tpm_be16__(l4 + 4);
         ulen = ulen < l4len ? ulen : l4len;
-        if (udp_tcp_fields) {
+        if (all_fields) {
             pkt->seq = pkt->ack = 0;
             pkt->tcp_flags = 0;
             pkt->rwnd = 0;
@@ -506,7 +510,7 @@ static inline __attribute__((always_inline)) enum tpm_fast_parse
 tpm_packet_parse_v4__(const uint8_t *p, uint32_t caplen, uint32_t wirelen,
                       const struct tpm_tunnel_ports *tun,
                       struct tpm_pkt *pkt, uint64_t *w0, uint64_t *w2,
-                      uint64_t *w4, bool udp_tcp_fields)
+                      uint64_t *w4, bool all_fields)
 {
     const uint8_t *ip = p + 14;
     const uint8_t *l4 = ip + 20;
@@ -529,11 +533,11 @@ tpm_packet_parse_v4__(const uint8_t *p, uint32_t caplen, uint32_t wirelen,
         return TPM_FAST_FULL;
     } else if (fp == TPM_BYTE64__(3, 17)) {
         return tpm_packet_parse_v4_l4__(p, wirelen, tot, 17, tun, pkt, w0,
-                                        w2, w4, udp_tcp_fields);
+                                        w2, w4, all_fields);
     } else if (fp == TPM_BYTE64__(3, 6) && caplen >= 14 + 20 + 20
                && !__builtin_expect(l4[13] & TPM_TCP_SYN, 0)) {
         return tpm_packet_parse_v4_l4__(p, wirelen, tot, 6, tun, pkt, w0,
-                                        w2, w4, udp_tcp_fields);
+                                        w2, w4, all_fields);
     }
     /* A later fragment, neither TCP nor UDP, TCP header not captured, or
      * a SYN: options to read. */
@@ -670,11 +674,13 @@ tpm_key_hash_crc32c_inline__(const struct tpm_key *key)
     return tpm_key_hash_mix__(a, b);
 }
 
-/* The 'b' chain of an IPv4 key, whose words 1 and 3 are zero: a constant,
- * set at load time where 'tpm_key_hash_hw' is true. */
-extern uint64_t tpm_key_hash_v4_b;
-/* 'tpm_key_hash_v4_b' as tpm_key_hash_mix__() rotates it. */
-extern uint64_t tpm_key_hash_v4_brot;
+/* The seed of the 'a' chain for an IPv4 key, whose words 1 and 3 are
+ * zero, so that its 'b' chain is a constant: CRC steps are linear over
+ * GF(2) in the running value and the word, so the constant that
+ * tpm_key_hash_mix__() xors into the 'a' chain (the 'b' chain rotated)
+ * can be folded into its seed.  Set at load time where 'tpm_key_hash_hw'
+ * is true. */
+extern uint64_t tpm_key_hash_v4_a0;
 #endif
 
 /* tpm_key_hash() of an IPv4 key 'key' whose words 0, 2 and 4 are 'w0', 'w2'
@@ -687,11 +693,11 @@ tpm_key_hash_v4__(const struct tpm_key *key, uint64_t w0, uint64_t w2,
 {
 #if defined(__x86_64__)
     if (__builtin_expect(hw, 1)) {
-        uint64_t a = TPM_KEY_HASH_A0;
+        uint64_t a = tpm_key_hash_v4_a0;
         a = tpm_crc32c_u64__(a, w0);
         a = tpm_crc32c_u64__(a, w2);
         a = tpm_crc32c_u64__(a, w4);
-        uint32_t h = (uint32_t) (a ^ tpm_key_hash_v4_brot) * 0x9e3779b1u;
+        uint32_t h = (uint32_t) a * 0x9e3779b1u;
         return h ^ (h >> 16);           /* tpm_key_hash_mix__(). */
     }
 #endif

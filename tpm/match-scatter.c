@@ -1006,8 +1006,9 @@ parse_full__(struct tpm *tpm, const struct tpm_frame *frame,
  * monitor has no tunnel ports, the port is not a tunnel's, and
  * 'tpm_key_hash_hw' is true) the common frame is parsed and hashed
  * inline, without the tests for tunnels and tenants, and leaves the
- * fields only TCP has unwritten for UDP (tpm_packet_parse_v4__()):
- * nothing reads them for a flow that is not TCP (tcp-state.c). */
+ * fields only TCP has unwritten for UDP and the tunnel unwritten
+ * (tpm_packet_parse_v4__()): nothing reads the first for a flow that is
+ * not TCP (tcp-state.c), nor the second without tunnel ports. */
 static inline __attribute__((always_inline)) uint64_t
 parse__(struct tpm *tpm, const struct tpm_frame *frames,
         struct tpm_batch_pkt *bp, int n, uint64_t *bytesp, bool plain)
@@ -1108,7 +1109,9 @@ process_batch__(struct tpm *tpm, const struct tpm_frame *frames,
      * runs. */
     hits = same_hash ? scatter__(tpm, bp, ts, n, true, same_hash, true)
                      : scatter__(tpm, bp, ts, n, true, 0, false);
-    if (OVS_UNLIKELY(tpm->n_underlay_evs)) {
+    if (OVS_UNLIKELY(tpm->n_underlay_evs) && tpm->tunnels.n) {
+        /* Without tunnel ports no frame is tunnelled (and the plain copy
+         * of pass 2 leaves the packets' 'tunnel' unwritten). */
         hits += underlay__(tpm, frames, ts, bp, n);
     }
 
