@@ -69,13 +69,22 @@ enum tpm_flow_state {
     TPM_FLOW_DEAD,              /* Freed by the scrubber (tombstone). */
 };
 
+/* A summary slot: an integer ('u') for a kind whose term is a variable
+ * (every variable is an integer) and whose operation is not a sum of
+ * squares, which is then exact and costs the packet path no conversion;
+ * a double ('d') for the others (tpm_kind_int(), tpm-private.h). */
+union tpm_flow_slot {
+    uint64_t u;
+    double d;
+};
+
 /* One epoch's statistics of a flow.  'packets' and 'bytes' are always
  * kept; 'slot[i]' holds the i-th summary of the flow's summary mask (see
  * tpm-private.h), in increasing order of summary id. */
 struct tpm_flow_stats {
     uint32_t packets;
     uint32_t bytes;
-    double slot[TPM_FLOW_SLOTS];
+    union tpm_flow_slot slot[TPM_FLOW_SLOTS];
 };
 BUILD_ASSERT_DECL(sizeof(struct tpm_flow_stats) == CACHE_LINE_SIZE);
 

@@ -130,17 +130,18 @@
 /* Match. */
 
 /* Changes flow 'f''s summary mask to 'mask', moving kept slots to their new
- * positions in both epoch buffers; new slots start at zero. */
+ * positions in both epoch buffers; new slots start at zero (all bits
+ * clear: 0 and 0.0 alike). */
 void
 tpm_flow_relayout__(struct tpm_flow *f, uint32_t mask)
 {
     for (int p = 0; p < 2; p++) {
-        double old[TPM_FLOW_SLOTS], *slot = f->stats[p].slot;
+        union tpm_flow_slot old[TPM_FLOW_SLOTS], *slot = f->stats[p].slot;
         memcpy(old, slot, sizeof old);
         int o = 0, n = 0;
         for (uint32_t bits = f->sum_mask | mask; bits; bits &= bits - 1) {
             uint32_t bit = bits & -bits;
-            double v = 0;
+            union tpm_flow_slot v = { .u = 0 };
             if (f->sum_mask & bit) {
                 v = old[o++];
             }
@@ -149,7 +150,7 @@ tpm_flow_relayout__(struct tpm_flow *f, uint32_t mask)
             }
         }
         for (; n < TPM_FLOW_SLOTS; n++) {
-            slot[n] = 0;
+            slot[n].u = 0;
         }
     }
     f->sum_mask = mask;
@@ -343,7 +344,7 @@ BUILD_ASSERT_DECL(sizeof ((struct tpm_pkt *) 0)->bytes == 4
  * whose variable is at byte 'off' of the packet, 'W' (8 or 32) bits
  * wide. */
 #define PLAN_VALUE__(PKT, OFF, W)                                       \
-    ((double) *(const uint##W##_t *) ((const char *) (PKT) + (OFF)))
+    ((uint64_t) *(const uint##W##_t *) ((const char *) (PKT) + (OFF)))
 
 /* The loop of an update plan's function (tpm_plan_fn, tpm-private.h):
  * for the batch's packets from 'P' to 'END' whose flows have the plan's
@@ -385,29 +386,31 @@ BUILD_ASSERT_DECL(sizeof ((struct tpm_pkt *) 0)->bytes == 4
     }                                                                   \
     return (P)
 
-/* Combines value 'v' into slot '*s', which holds at least the identity of
- * operation 'op' (the slot_update__() of a slot past the first packet). */
+/* Combines value 'v' of a variable into slot '*s', which holds at least
+ * the identity of operation 'op' (the slot_update__() of a slot past the
+ * first packet): an integer slot for all but a sum of squares
+ * (tpm_kind_int()). */
 static inline __attribute__((always_inline)) void
-plan_slot__(double *s, enum tpm_sum_op op, double v)
+plan_slot__(union tpm_flow_slot *s, enum tpm_sum_op op, uint64_t v)
 {
     switch (op) {
     case TPM_SUM_SUM:
-        *s += v;
+        s->u += v;
         break;
     case TPM_SUM_SUMSQ:
-        *s += v * v;
+        s->d += (double) v * (double) v;
         break;
     case TPM_SUM_MIN:
-        *s = v < *s ? v : *s;
+        s->u = v < s->u ? v : s->u;
         break;
     case TPM_SUM_MAX:
-        *s = v > *s ? v : *s;
+        s->u = v > s->u ? v : s->u;
         break;
     case TPM_SUM_LAST:
-        *s = v;
+        s->u = v;
         break;
     case TPM_SUM_NONZERO:
-        *s += v != 0;
+        s->u += v != 0;
         break;
     }
 }
@@ -473,30 +476,72 @@ BUILD_ASSERT_DECL(TPM_SUM_SUM == 0 && TPM_SUM_SUMSQ == 1
                   && TPM_SUM_MIN == 2 && TPM_SUM_MAX == 3
                   && TPM_SUM_LAST == 4 && TPM_SUM_NONZERO == 5);
 
-/* Combines value 'v' into slot '*s' by operation 'op' ('first': the
- * slot holds nothing of this epoch yet). */
+/* Combines value 'v' into integer slot '*s' by operation 'op', not a sum
+ * of squares ('first': the slot holds nothing of this epoch yet). */
 static inline __attribute__((always_inline)) void
-slot_update__(double *s, enum tpm_sum_op op, double v, bool first)
+slot_update_int__(union tpm_flow_slot *s, enum tpm_sum_op op, uint64_t v,
+                  bool first)
 {
     switch (op) {
     case TPM_SUM_SUM:
-        *s = first ? v : *s + v;
-        break;
-    case TPM_SUM_SUMSQ:
-        *s = first ? v * v : *s + v * v;
+        s->u = first ? v : s->u + v;
         break;
     case TPM_SUM_MIN:
-        *s = first || v < *s ? v : *s;
+        s->u = first || v < s->u ? v : s->u;
         break;
     case TPM_SUM_MAX:
-        *s = first || v > *s ? v : *s;
+        s->u = first || v > s->u ? v : s->u;
         break;
     case TPM_SUM_LAST:
-        *s = v;
+        s->u = v;
         break;
     case TPM_SUM_NONZERO:
-        *s = (first ? 0 : *s) + (v != 0);
+        s->u = (first ? 0 : s->u) + (v != 0);
         break;
+    case TPM_SUM_SUMSQ:
+        /* Never: a double slot (slot_update_dbl__()). */
+        break;
+    }
+}
+
+/* Combines value 'v' into double slot '*s' by operation 'op' ('first': the
+ * slot holds nothing of this epoch yet). */
+static inline __attribute__((always_inline)) void
+slot_update_dbl__(union tpm_flow_slot *s, enum tpm_sum_op op, double v,
+                  bool first)
+{
+    switch (op) {
+    case TPM_SUM_SUM:
+        s->d = first ? v : s->d + v;
+        break;
+    case TPM_SUM_SUMSQ:
+        s->d = first ? v * v : s->d + v * v;
+        break;
+    case TPM_SUM_MIN:
+        s->d = first || v < s->d ? v : s->d;
+        break;
+    case TPM_SUM_MAX:
+        s->d = first || v > s->d ? v : s->d;
+        break;
+    case TPM_SUM_LAST:
+        s->d = v;
+        break;
+    case TPM_SUM_NONZERO:
+        s->d = (first ? 0 : s->d) + (v != 0);
+        break;
+    }
+}
+
+/* Combines value 'v' of a variable into slot '*s' of a kind of operation
+ * 'op': a double slot for a sum of squares, else an integer one. */
+static inline __attribute__((always_inline)) void
+slot_update__(union tpm_flow_slot *s, enum tpm_sum_op op, uint64_t v,
+              bool first)
+{
+    if (op == TPM_SUM_SUMSQ) {
+        slot_update_dbl__(s, op, (double) v, first);
+    } else {
+        slot_update_int__(s, op, v, first);
     }
 }
 
@@ -531,19 +576,23 @@ plan_general__(const struct tpm *tpm, const struct tpm_batch_pkt *p,
     PLAN_LOOP__(tpm, p, end, pl, st, pkt, {
         bool first = st->packets == 1;
         for (int j = 0; j < pl->n; j++) {
-            double *s = &st->slot[j];
+            union tpm_flow_slot *s = &st->slot[j];
             switch (pl->code[j]) {
-            PLAN_CASES(TPM_VAR_PACKETS, 1.0)
-            PLAN_CASES(TPM_VAR_BYTES, (double) pkt->bytes)
-            PLAN_CASES(TPM_VAR_VOLUME, (double) pkt->volume)
-            PLAN_CASES(TPM_VAR_TTL, (double) pkt->ttl)
-            PLAN_CASES(TPM_VAR_ECN, (double) tpm_pkt_ce(pkt))
+            PLAN_CASES(TPM_VAR_PACKETS, 1)
+            PLAN_CASES(TPM_VAR_BYTES, pkt->bytes)
+            PLAN_CASES(TPM_VAR_VOLUME, pkt->volume)
+            PLAN_CASES(TPM_VAR_TTL, pkt->ttl)
+            PLAN_CASES(TPM_VAR_ECN, tpm_pkt_ce(pkt))
             default: {
                 const struct tpm_kind *k = &tpm->kinds[pl->kind[j]];
-                double v = (k->var >= 0
-                            ? (double) tpm_var_value(k->var, pkt)
-                            : tpm_expr_eval_pkt(k->term, pkt));
-                slot_update__(s, k->op, v, first);
+                if (k->var >= 0) {
+                    slot_update__(s, k->op, tpm_var_value(k->var, pkt),
+                                  first);
+                } else {
+                    slot_update_dbl__(s, k->op,
+                                      tpm_expr_eval_pkt(k->term, pkt),
+                                      first);
+                }
                 break;
             }
             }
@@ -567,8 +616,12 @@ plan_build__(const struct tpm *tpm, struct tpm_plan *pl, uint32_t mask)
         pl->kind[i] = id;
         pl->code[i] = (k->var >= 0 && k->var < TPM_PLAN_VARS
                        ? TPM_PLAN_CODE(k->var, k->op) : TPM_PLAN_KIND);
-        pl->init[i] = (k->op == TPM_SUM_MIN ? INFINITY
-                       : k->op == TPM_SUM_MAX ? -INFINITY : 0);
+        if (tpm_kind_int(k->var, k->op)) {
+            pl->init[i].u = k->op == TPM_SUM_MIN ? UINT64_MAX : 0;
+        } else {
+            pl->init[i].d = (k->op == TPM_SUM_MIN ? INFINITY
+                             : k->op == TPM_SUM_MAX ? -INFINITY : 0);
+        }
         fast &= plan_var__(k->var, &pl->off[i], &wide[i]);
     }
     pl->n = i;
@@ -628,11 +681,12 @@ BUILD_ASSERT_DECL(TPM_VAR_ECN == TPM_PLAN_VARS - 1);
 BUILD_ASSERT_DECL(TPM_PLANS == 64);     /* plan__() takes 6 bits. */
 BUILD_ASSERT_DECL(TPM_SUM_NONZERO == TPM_N_SUM_OPS - 1);
 
-/* Stores in 'v' the values of summary kind 'k' for the 'n' packets of
- * 'bp' (the switch on the variable taken once, not per packet). */
+/* Stores in 'v' the values of summary kind 'k', whose term is a variable,
+ * for the 'n' packets of 'bp' (the switch on the variable taken once, not
+ * per packet). */
 static void
 kind_values__(const struct tpm_kind *k, const struct tpm_batch_pkt *bp,
-              int n, double *v)
+              int n, uint64_t *v)
 {
     switch (k->var) {
     case TPM_VAR_BYTES:
@@ -652,20 +706,111 @@ kind_values__(const struct tpm_kind *k, const struct tpm_batch_pkt *bp,
         break;
     default:
         for (int j = 0; j < n; j++) {
-            v[j] = (k->var >= 0 ? (double) tpm_var_value(k->var, &bp[j].pkt)
-                    : tpm_expr_eval_pkt(k->term, &bp[j].pkt));
+            v[j] = tpm_var_value(k->var, &bp[j].pkt);
         }
         break;
     }
 }
 
+/* Combines the 'n' values 'v' into integer slot '*s' by operation 'op'
+ * (not a sum of squares), in order ('first': the slot holds nothing of
+ * this epoch yet). */
+static void
+run_int__(union tpm_flow_slot *s, enum tpm_sum_op op, const uint64_t *v,
+          int n, bool first)
+{
+    int j = 0;
+    uint64_t x = s->u;
+    if (first) {
+        x = op == TPM_SUM_NONZERO ? v[0] != 0 : v[0];
+        j = 1;
+    }
+    switch (op) {
+    case TPM_SUM_SUM:
+        for (; j < n; j++) {
+            x += v[j];
+        }
+        break;
+    case TPM_SUM_MIN:
+        for (; j < n; j++) {
+            x = v[j] < x ? v[j] : x;
+        }
+        break;
+    case TPM_SUM_MAX:
+        for (; j < n; j++) {
+            x = v[j] > x ? v[j] : x;
+        }
+        break;
+    case TPM_SUM_LAST:
+        x = v[n - 1];
+        break;
+    case TPM_SUM_NONZERO:
+        for (; j < n; j++) {
+            x += v[j] != 0;
+        }
+        break;
+    case TPM_SUM_SUMSQ:
+        /* Never: a double slot (run_dbl__()). */
+        break;
+    }
+    s->u = x;
+}
+
+/* Combines the 'n' values 'v' into double slot '*s' by operation 'op', in
+ * order, so that sums round as packet by packet ('first': the slot holds
+ * nothing of this epoch yet). */
+static void
+run_dbl__(union tpm_flow_slot *s, enum tpm_sum_op op, const double *v,
+          int n, bool first)
+{
+    int j = 0;
+    double x = s->d;
+    if (first) {
+        x = (op == TPM_SUM_SUMSQ ? v[0] * v[0]
+             : op == TPM_SUM_NONZERO ? v[0] != 0 : v[0]);
+        j = 1;
+    }
+    switch (op) {
+    case TPM_SUM_SUM:
+        for (; j < n; j++) {
+            x += v[j];
+        }
+        break;
+    case TPM_SUM_SUMSQ:
+        for (; j < n; j++) {
+            x += v[j] * v[j];
+        }
+        break;
+    case TPM_SUM_MIN:
+        for (; j < n; j++) {
+            x = v[j] < x ? v[j] : x;
+        }
+        break;
+    case TPM_SUM_MAX:
+        for (; j < n; j++) {
+            x = v[j] > x ? v[j] : x;
+        }
+        break;
+    case TPM_SUM_LAST:
+        x = v[n - 1];
+        break;
+    case TPM_SUM_NONZERO:
+        for (; j < n; j++) {
+            x += v[j] != 0;
+        }
+        break;
+    }
+    s->d = x;
+}
+
 /* A plan's update for the run of packets of flow 'f', which keeps no
  * per-flow state, that starts with the batch's packet 'bp[0]': the
  * packets among the 'n' of 'bp' that follow it with the same key
- * ('same_hash' bit j set: packet j has the hash of packet j - 1).  The same result as packet by packet,
- * with each summary's operation and variable chosen once for the run; the
- * values are combined in packet order, so sums round alike.  Returns the
- * number of packets of the run (at least 1). */
+ * ('same_hash' bit j set: packet j has the hash of packet j - 1).  The
+ * same result as packet by packet, with each summary's operation and
+ * variable chosen once for the run; the values are combined in packet
+ * order, so sums round alike.  Returns the number of packets of the run
+ * (at least 1). */
 static int __attribute__((noinline))
 flow_update_run__(struct tpm *tpm, struct tpm_flow *f,
                   const struct tpm_batch_pkt *bp, int n, uint64_t same_hash)
@@ -689,47 +834,26 @@ flow_update_run__(struct tpm *tpm, struct tpm_flow *f,
     int i = 0;
     for (uint32_t bits = f->sum_mask; bits; bits &= bits - 1, i++) {
         const struct tpm_kind *k = &tpm->kinds[__builtin_ctz(bits)];
-        double v[TPM_BATCH_MAX];
-        kind_values__(k, bp, n, v);
-        double s = st->slot[i];
-        int j = 0;
-        if (first) {
-            /* The first packet of the epoch sets the slot. */
-            s = k->op == TPM_SUM_SUMSQ ? v[0] * v[0]
-                : k->op == TPM_SUM_NONZERO ? v[0] != 0 : v[0];
-            j = 1;
+        enum tpm_sum_op op = k->op;
+        if (k->var >= 0) {
+            uint64_t v[TPM_BATCH_MAX];
+            kind_values__(k, bp, n, v);
+            if (tpm_kind_int(k->var, op)) {
+                run_int__(&st->slot[i], op, v, n, first);
+            } else {
+                double d[TPM_BATCH_MAX];
+                for (int j = 0; j < n; j++) {
+                    d[j] = v[j];
+                }
+                run_dbl__(&st->slot[i], op, d, n, first);
+            }
+        } else {
+            double d[TPM_BATCH_MAX];
+            for (int j = 0; j < n; j++) {
+                d[j] = tpm_expr_eval_pkt(k->term, &bp[j].pkt);
+            }
+            run_dbl__(&st->slot[i], op, d, n, first);
         }
-        switch ((enum tpm_sum_op) k->op) {
-        case TPM_SUM_SUM:
-            for (; j < n; j++) {
-                s += v[j];
-            }
-            break;
-        case TPM_SUM_SUMSQ:
-            for (; j < n; j++) {
-                s += v[j] * v[j];
-            }
-            break;
-        case TPM_SUM_MIN:
-            for (; j < n; j++) {
-                s = v[j] < s ? v[j] : s;
-            }
-            break;
-        case TPM_SUM_MAX:
-            for (; j < n; j++) {
-                s = v[j] > s ? v[j] : s;
-            }
-            break;
-        case TPM_SUM_LAST:
-            s = v[n - 1];
-            break;
-        case TPM_SUM_NONZERO:
-            for (; j < n; j++) {
-                s += v[j] != 0;
-            }
-            break;
-        }
-        st->slot[i] = s;
     }
     return run;
 }

@@ -332,9 +332,9 @@ item_gather__(struct tpm *tpm, double *acc, const struct tpm_ev *ev,
         if (j < 0) {
             continue;
         }
-        double v = st->slot[i];
+        double v = tpm_slot_value(st->slot[i], ev->ops[j]);
         double *a = &acc[1 + j];
-        switch ((enum tpm_sum_op) ev->ops[j]) {
+        switch ((enum tpm_sum_op) (ev->ops[j] & ~TPM_SUM_INT)) {
         case TPM_SUM_SUM:
         case TPM_SUM_SUMSQ:
         case TPM_SUM_NONZERO:
@@ -753,8 +753,9 @@ sweep_planned_run__(struct tpm *tpm, uint32_t max, uint64_t abs, uint32_t tag,
                          b &= b - 1) {
                         i++;
                     }
-                    double v = st->slot[i];
-                    switch ((enum tpm_sum_op) c->kind_op[j]) {
+                    double v = tpm_slot_value(st->slot[i], c->kind_op[j]);
+                    switch ((enum tpm_sum_op) (c->kind_op[j]
+                                               & ~TPM_SUM_INT)) {
                     case TPM_SUM_SUM:
                     case TPM_SUM_SUMSQ:
                     case TPM_SUM_NONZERO:

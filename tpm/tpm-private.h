@@ -82,6 +82,29 @@ enum tpm_sum_op {
     TPM_SUM_NONZERO,            /* Number of packets with term != 0. */
 };
 
+/* Or'ed into an operation where the sweep reads it (an event's 'ops', a
+ * trigger instance's 'kind_op'): the kind's slots hold integers. */
+#define TPM_SUM_INT 0x80
+
+/* Returns true if the slots of the kind of variable 'var' (-1: an
+ * expression) and operation 'op' hold integers ('union tpm_flow_slot'):
+ * every variable is an integer, and all but a sum of squares stay one
+ * (a sum of squares of 32-bit values could overflow 64 bits). */
+static inline bool
+tpm_kind_int(int var, enum tpm_sum_op op)
+{
+    return var >= 0 && op != TPM_SUM_SUMSQ;
+}
+
+/* The value of slot 's' for the sweep, whose operation in an event's
+ * 'ops' or an instance's 'kind_op' is 'op' (TPM_SUM_INT set: an
+ * integer). */
+static inline double
+tpm_slot_value(union tpm_flow_slot s, uint8_t op)
+{
+    return op & TPM_SUM_INT ? (double) s.u : s.d;
+}
+
 struct tpm_kind {
     struct tpm_expr *term;      /* Owned copy; NULL if slot unused. */
     int var;                    /* Plain variable, or -1. */
@@ -136,13 +159,14 @@ struct tpm_plan {
      * widths; each slot's value is the 8- or 32-bit variable at byte
      * 'off[i]' of the packet, combined into the slot without a test of
      * the epoch's first packet, since the slots start the epoch at their
-     * operation's identity ('init': 0, +inf for min, -inf for max), which
-     * a value of an integer variable always replaces exactly as the first
-     * packet's value would.  The others share one that switches on
-     * 'code[i]' per slot.  NULL: not built. */
+     * operation's identity ('init': 0; for min UINT64_MAX, or +inf in a
+     * double slot; for max 0, or -inf), which a value of an integer
+     * variable always replaces exactly as the first packet's value
+     * would.  The others share one that switches on 'code[i]' per slot.
+     * NULL: not built. */
     tpm_plan_fn *update;
     uint8_t off[TPM_FLOW_SLOTS];
-    double init[TPM_FLOW_SLOTS];
+    union tpm_flow_slot init[TPM_FLOW_SLOTS];
 };
 
 /* How to compute one aggregate from an instance's accumulators. */
@@ -173,7 +197,8 @@ struct tpm_ev {
     int8_t fast_agg;
     uint8_t fast_op;            /* enum tpm_binop. */
     struct tpm_agg_calc fast;
-    uint8_t ops[TPM_EV_MAX_KINDS];      /* enum tpm_sum_op, per kind. */
+    uint8_t ops[TPM_EV_MAX_KINDS];      /* enum tpm_sum_op, per kind,
+                                         * and TPM_SUM_INT. */
     int8_t kind_acc[TPM_MAX_KINDS]; /* Kind id -> index in 'kinds', or
                                      * -1: lets the sweep walk a flow's
                                      * slots in order, without popcount. */
@@ -235,7 +260,8 @@ struct tpm_child {
     struct tpm_agg_calc calc;   /* Planned: the event's 'fast'. */
     uint8_t kind[2];            /* Planned: summary kind of accumulators 1
                                  * and 2, or TPM_NO_KIND. */
-    uint8_t kind_op[2];         /* Planned: their enum tpm_sum_op. */
+    uint8_t kind_op[2];         /* Planned: their enum tpm_sum_op and
+                                 * TPM_SUM_INT. */
     bool sat_last;              /* The last interval closed held: it
                                  * will likely report again, so the sweep
                                  * prefetches line 3 (the group key). */

@@ -436,7 +436,8 @@ ev_acc__(struct compile_ctx *ctx, const struct tpm_expr *term,
         return -1;
     }
     ev->kinds[ev->n_kinds] = k;
-    ev->ops[ev->n_kinds] = op;
+    ev->ops[ev->n_kinds] = op | (tpm_kind_int(ctx->tpm->kinds[k].var, op)
+                                 ? TPM_SUM_INT : 0);
     ev->kind_acc[k] = ev->n_kinds;
     ev->kind_mask |= 1u << k;
     return 1 + ev->n_kinds++;

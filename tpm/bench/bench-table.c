@@ -71,11 +71,12 @@ tbl_update(uint32_t tags[2], struct tpm_flow_stats stats[2], uint32_t tag,
         st->bytes = 0;
     }
     bool first = !st->packets;
-    double ttl = 32 + (key->sport & 63);
+    uint64_t ttl = 32 + (key->sport & 63);
     st->packets++;
     st->bytes += FRAME_WIRELEN;
-    st->slot[0] = first ? 18 : st->slot[0] + 18;
-    st->slot[1] = first || ttl > st->slot[1] ? ttl : st->slot[1];
+    /* Integer slots, as the monitor keeps a variable's sum and max. */
+    st->slot[0].u = first ? 18 : st->slot[0].u + 18;
+    st->slot[1].u = first || ttl > st->slot[1].u ? ttl : st->slot[1].u;
 }
 
 /* Gathers the keys of packets [pos, pos + n) and prefetches them, as
