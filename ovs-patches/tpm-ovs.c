@@ -69,7 +69,7 @@ COVERAGE_DEFINE(tpm_pmd_create_failed);
  * once (the others apply to PMD threads created later). */
 static atomic_uint64_t live_sweep_budget_ns = 10 * 1000;
 static atomic_uint32_t live_sweep_every = 64;
-static atomic_uint32_t live_sweep_catchup = 25;
+static atomic_uint32_t live_sweep_catchup = 50;
 static atomic_uint32_t live_sweep_pace = 50;
 static atomic_uint64_t live_sweep_gap_ns = 500 * 1000;
 
@@ -466,7 +466,7 @@ knobs_default(struct tpm_knobs *k)
      * it, rather than drop reports. */
     k->params.sweep_waits_for_reports = true;
     k->sweep_every = 64;
-    k->sweep_catchup = 25;
+    k->sweep_catchup = 50;
     k->sweep_pace = 50;
     k->sweep_gap_ns = 500 * 1000;
     k->command_timeout_ns = 1000ULL * 1000 * 1000;

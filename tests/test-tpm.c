@@ -911,6 +911,164 @@ START_TEST(test_aggregates_runs)
 }
 END_TEST
 
+/* Batches that mix flows of four summary masks (one per destination
+ * port, each port with events of its own), frames that do not parse, new
+ * flows and runs of one flow's packets: phase 1 looks every packet's flow
+ * up first and then updates the flows a stretch of one mask at a time
+ * (one plan function per stretch), so every aggregate must still be what
+ * the packets give one by one.  The masks take each kind of plan: two
+ * slots of their own function (sum of the volume and max of the TTL; sum
+ * of the bytes and min of the volume), the general one (expressions, a
+ * sum of squares beside integer slots), and none (count() alone). */
+struct mix_cell {
+    uint64_t iv;
+    int group, port;
+    double n, vol, volsq, ttl_min, ttl_max, nz, bytes, vol_min;
+};
+
+START_TEST(test_aggregates_mixed_batches)
+{
+    static const struct {
+        int port;               /* Index of the destination port. */
+        const char *pred;
+    } defs[] = {
+        { 0, "sum(volume) >= 0" },
+        { 0, "max(ttl) >= 0" },
+        { 1, "min(ttl) >= 0" },
+        { 1, "count(volume > 20) >= 0" },
+        { 1, "sum(volume * 2 + 1) >= 0" },
+        { 1, "stddev(volume) >= 0" },
+        { 1, "avg(bytes) >= 0" },
+        { 2, "count() >= 0" },
+        { 3, "sum(bytes) >= 0" },
+        { 3, "min(volume) >= 0" },
+    };
+    enum { N_DEFS = ARRAY_SIZE(defs), N_PORTS = 4 };
+    struct tpm *tpm = new_tpm(NULL);
+    static struct reports rs;
+    static struct mix_cell cells[4096];
+    int n_cells = 0;
+    uint32_t seed = 777;
+
+    rs.n = 0;
+    for (int i = 0; i < N_DEFS; i++) {
+        char line[256];
+        snprintf(line, sizeof line, "m%d filter=udp,tp_dst=%d predicate=%s "
+                 "group=nw_dst/24 interval=30ms", i, 53 + defs[i].port,
+                 defs[i].pred);
+        add(tpm, i, line);
+    }
+
+    uint64_t now = T0 + 3 * MS;
+    int sent = 0, unparsed = 0;
+    int group = 0, host = 0, port = 0;
+    while (sent < 4000) {
+        static struct frame f[TPM_BATCH_MAX];
+        struct tpm_frame fr[TPM_BATCH_MAX];
+        seed = seed * 1103515245 + 12345;
+        int n = 1 + (seed >> 8) % TPM_BATCH_MAX;
+        now += (seed >> 24) % 64 == 0 ? 47 * MS : 37000;
+        for (int j = 0; j < n; j++) {
+            seed = seed * 1103515245 + 12345;
+            if ((seed >> 4) % 16 == 0) {
+                /* ARP: not parsed, between the others. */
+                memset(&f[j], 0, sizeof f[j]);
+                put16(f[j].data + 12, 0x0806);
+                f[j].len = 60;
+                fr[j] = (struct tpm_frame) { f[j].data, 60, 60 };
+                unparsed++;
+                continue;
+            }
+            if ((seed >> 8) % 3) {
+                /* Another flow (else the last one again: a run). */
+                group = (seed >> 12) % 5;
+                host = (seed >> 16) % 7;
+                port = (seed >> 20) % N_PORTS;
+            }
+            seed = seed * 1103515245 + 12345;
+            int payload = (seed >> 16) % 60;
+            int ttl = 1 + (seed >> 8) % 200;
+            udp_frame(&f[j], ip4(10, 99, 0, host), ip4(10, 2, group, host),
+                      5 + host, 53 + port, payload, ttl);
+            fr[j] = (struct tpm_frame) { f[j].data, f[j].len, f[j].len };
+
+            struct mix_cell *c = NULL;
+            uint64_t iv = now / (30 * MS);
+            for (int i = 0; i < n_cells && !c; i++) {
+                if (cells[i].iv == iv && cells[i].group == group
+                    && cells[i].port == port) {
+                    c = &cells[i];
+                }
+            }
+            if (!c) {
+                ck_assert_int_lt(n_cells, (int) ARRAY_SIZE(cells));
+                c = &cells[n_cells++];
+                memset(c, 0, sizeof *c);
+                c->iv = iv;
+                c->group = group;
+                c->port = port;
+            }
+            c->ttl_min = c->n ? MIN(c->ttl_min, ttl) : ttl;
+            c->ttl_max = c->n ? MAX(c->ttl_max, ttl) : ttl;
+            c->vol_min = c->n ? MIN(c->vol_min, payload) : payload;
+            c->n++;
+            c->vol += payload;
+            c->volsq += (double) payload * payload;
+            c->nz += payload > 20;
+            c->bytes += f[j].len;
+            sent++;
+        }
+        tpm_advance(tpm, now);
+        tpm_process_batch(tpm, fr, n);
+        sweep_all(tpm);
+        collect(tpm, &rs);
+    }
+    tpm_advance(tpm, (now / (30 * MS) + 1) * 30 * MS);
+    sweep_all(tpm);
+    collect(tpm, &rs);
+
+    int expected = 0;
+    for (int i = 0; i < n_cells; i++) {
+        const struct mix_cell *c = &cells[i];
+        uint64_t end = (c->iv + 1) * 3 - 1;
+        double mean = c->vol / c->n;
+        double expect[N_DEFS] = {
+            c->vol, c->ttl_max,
+            c->ttl_min, c->nz, 2 * c->vol + c->n,
+            sqrt(MAX(0, c->volsq / c->n - mean * mean)), c->bytes / c->n,
+            c->n,
+            c->bytes, c->vol_min,
+        };
+        for (int d = 0; d < N_DEFS; d++) {
+            if (defs[d].port != c->port) {
+                continue;
+            }
+            expected++;
+            const struct tpm_report *r
+                = find_report(&rs, d, end, ip4(10, 2, c->group, 0));
+            ck_assert_msg(r, "no report for event %d epoch %llu group %d",
+                          d, (unsigned long long) end, c->group);
+            ck_assert_msg(fabs(r->value - expect[d])
+                          <= 1e-9 * MAX(1, fabs(expect[d])),
+                          "event %d (%s) group %d: %.17g != %.17g", d,
+                          defs[d].pred, c->group, r->value, expect[d]);
+        }
+    }
+    ck_assert_int_eq(rs.n, expected);
+
+    struct tpm_stats s;
+    stats(tpm, &s);
+    ck_assert_uint_eq(s.packets, (uint64_t) sent + unparsed);
+    ck_assert_uint_gt(unparsed, 100);
+    ck_assert_uint_eq(s.sweeps_unfinished, 0);
+    ck_assert_uint_gt(s.epochs_skipped, 0);
+    /* Runs were updated as runs, and new flows came mid-batch. */
+    ck_assert_uint_gt(s.lastflow_hits, 500);
+    ck_assert_uint_eq(s.flow_inserts, 5 * 7 * N_PORTS);
+    tpm_destroy(tpm);
+}
+END_TEST
+
 /* Reference model for test_sweep_paths: per (epoch, /24 group, host) the
  * packets' values; host -1 for the whole /24. */
 struct path_cell {
@@ -3029,6 +3187,7 @@ tpm_suite(void)
     tcase_add_test(tc, test_tenant_slots_full);
     tcase_add_test(tc, test_aggregates_random);
     tcase_add_test(tc, test_aggregates_runs);
+    tcase_add_test(tc, test_aggregates_mixed_batches);
     tcase_add_test(tc, test_sweep_paths);
     tcase_add_test(tc, test_planned_operators);
     tcase_add_test(tc, test_interval_and_lazy_reset);
