@@ -476,61 +476,37 @@ BUILD_ASSERT_DECL(TPM_SUM_SUM == 0 && TPM_SUM_SUMSQ == 1
                   && TPM_SUM_MIN == 2 && TPM_SUM_MAX == 3
                   && TPM_SUM_LAST == 4 && TPM_SUM_NONZERO == 5);
 
-/* Combines value 'v' into integer slot '*s' by operation 'op', not a sum
- * of squares ('first': the slot holds nothing of this epoch yet). */
-static inline __attribute__((always_inline)) void
-slot_update_int__(union tpm_flow_slot *s, enum tpm_sum_op op, uint64_t v,
-                  bool first)
-{
-    switch (op) {
-    case TPM_SUM_SUM:
-        s->u = first ? v : s->u + v;
-        break;
-    case TPM_SUM_MIN:
-        s->u = first || v < s->u ? v : s->u;
-        break;
-    case TPM_SUM_MAX:
-        s->u = first || v > s->u ? v : s->u;
-        break;
-    case TPM_SUM_LAST:
-        s->u = v;
-        break;
-    case TPM_SUM_NONZERO:
-        s->u = (first ? 0 : s->u) + (v != 0);
-        break;
-    case TPM_SUM_SUMSQ:
-        /* Never: a double slot (slot_update_dbl__()). */
-        break;
+/* slot_update_u__() and slot_update_d__(): combine value 'v' into slot
+ * '*s', integer ('u', never a sum of squares) or double ('d'), by
+ * operation 'op' ('first': the slot holds nothing of this epoch yet). */
+#define SLOT_UPDATE_FN__(FIELD, T)                                      \
+    static inline __attribute__((always_inline)) void                   \
+    slot_update_##FIELD##__(union tpm_flow_slot *s, enum tpm_sum_op op, \
+                            T v, bool first)                            \
+    {                                                                   \
+        switch (op) {                                                   \
+        case TPM_SUM_SUM:                                               \
+            s->FIELD = first ? v : s->FIELD + v;                        \
+            break;                                                      \
+        case TPM_SUM_SUMSQ:                                             \
+            s->FIELD = first ? v * v : s->FIELD + v * v;                \
+            break;                                                      \
+        case TPM_SUM_MIN:                                               \
+            s->FIELD = first || v < s->FIELD ? v : s->FIELD;            \
+            break;                                                      \
+        case TPM_SUM_MAX:                                               \
+            s->FIELD = first || v > s->FIELD ? v : s->FIELD;            \
+            break;                                                      \
+        case TPM_SUM_LAST:                                              \
+            s->FIELD = v;                                               \
+            break;                                                      \
+        case TPM_SUM_NONZERO:                                           \
+            s->FIELD = (first ? 0 : s->FIELD) + (v != 0);               \
+            break;                                                      \
+        }                                                               \
     }
-}
-
-/* Combines value 'v' into double slot '*s' by operation 'op' ('first': the
- * slot holds nothing of this epoch yet). */
-static inline __attribute__((always_inline)) void
-slot_update_dbl__(union tpm_flow_slot *s, enum tpm_sum_op op, double v,
-                  bool first)
-{
-    switch (op) {
-    case TPM_SUM_SUM:
-        s->d = first ? v : s->d + v;
-        break;
-    case TPM_SUM_SUMSQ:
-        s->d = first ? v * v : s->d + v * v;
-        break;
-    case TPM_SUM_MIN:
-        s->d = first || v < s->d ? v : s->d;
-        break;
-    case TPM_SUM_MAX:
-        s->d = first || v > s->d ? v : s->d;
-        break;
-    case TPM_SUM_LAST:
-        s->d = v;
-        break;
-    case TPM_SUM_NONZERO:
-        s->d = (first ? 0 : s->d) + (v != 0);
-        break;
-    }
-}
+SLOT_UPDATE_FN__(u, uint64_t)
+SLOT_UPDATE_FN__(d, double)
 
 /* Combines value 'v' of a variable into slot '*s' of a kind of operation
  * 'op': a double slot for a sum of squares, else an integer one. */
@@ -539,9 +515,9 @@ slot_update__(union tpm_flow_slot *s, enum tpm_sum_op op, uint64_t v,
               bool first)
 {
     if (op == TPM_SUM_SUMSQ) {
-        slot_update_dbl__(s, op, (double) v, first);
+        slot_update_d__(s, op, (double) v, first);
     } else {
-        slot_update_int__(s, op, v, first);
+        slot_update_u__(s, op, v, first);
     }
 }
 
@@ -589,9 +565,8 @@ plan_general__(const struct tpm *tpm, const struct tpm_batch_pkt *p,
                     slot_update__(s, k->op, tpm_var_value(k->var, pkt),
                                   first);
                 } else {
-                    slot_update_dbl__(s, k->op,
-                                      tpm_expr_eval_pkt(k->term, pkt),
-                                      first);
+                    slot_update_d__(s, k->op,
+                                    tpm_expr_eval_pkt(k->term, pkt), first);
                 }
                 break;
             }
@@ -712,96 +687,56 @@ kind_values__(const struct tpm_kind *k, const struct tpm_batch_pkt *bp,
     }
 }
 
-/* Combines the 'n' values 'v' into integer slot '*s' by operation 'op'
- * (not a sum of squares), in order ('first': the slot holds nothing of
- * this epoch yet). */
-static void
-run_int__(union tpm_flow_slot *s, enum tpm_sum_op op, const uint64_t *v,
-          int n, bool first)
-{
-    int j = 0;
-    uint64_t x = s->u;
-    if (first) {
-        x = op == TPM_SUM_NONZERO ? v[0] != 0 : v[0];
-        j = 1;
+/* run_u__() and run_d__(): combine the 'n' values 'v' into slot '*s',
+ * integer ('u', never a sum of squares) or double ('d'), by operation
+ * 'op', in order, so that double sums round as packet by packet
+ * ('first': the slot holds nothing of this epoch yet). */
+#define RUN_FN__(FIELD, T)                                              \
+    static void                                                         \
+    run_##FIELD##__(union tpm_flow_slot *s, enum tpm_sum_op op,         \
+                    const T *v, int n, bool first)                      \
+    {                                                                   \
+        int j = 0;                                                      \
+        T x = s->FIELD;                                                 \
+        if (first) {                                                    \
+            x = (op == TPM_SUM_SUMSQ ? v[0] * v[0]                      \
+                 : op == TPM_SUM_NONZERO ? v[0] != 0 : v[0]);           \
+            j = 1;                                                      \
+        }                                                               \
+        switch (op) {                                                   \
+        case TPM_SUM_SUM:                                               \
+            for (; j < n; j++) {                                        \
+                x += v[j];                                              \
+            }                                                           \
+            break;                                                      \
+        case TPM_SUM_SUMSQ:                                             \
+            for (; j < n; j++) {                                        \
+                x += v[j] * v[j];                                       \
+            }                                                           \
+            break;                                                      \
+        case TPM_SUM_MIN:                                               \
+            for (; j < n; j++) {                                        \
+                x = v[j] < x ? v[j] : x;                                \
+            }                                                           \
+            break;                                                      \
+        case TPM_SUM_MAX:                                               \
+            for (; j < n; j++) {                                        \
+                x = v[j] > x ? v[j] : x;                                \
+            }                                                           \
+            break;                                                      \
+        case TPM_SUM_LAST:                                              \
+            x = v[n - 1];                                               \
+            break;                                                      \
+        case TPM_SUM_NONZERO:                                           \
+            for (; j < n; j++) {                                        \
+                x += v[j] != 0;                                         \
+            }                                                           \
+            break;                                                      \
+        }                                                               \
+        s->FIELD = x;                                                   \
     }
-    switch (op) {
-    case TPM_SUM_SUM:
-        for (; j < n; j++) {
-            x += v[j];
-        }
-        break;
-    case TPM_SUM_MIN:
-        for (; j < n; j++) {
-            x = v[j] < x ? v[j] : x;
-        }
-        break;
-    case TPM_SUM_MAX:
-        for (; j < n; j++) {
-            x = v[j] > x ? v[j] : x;
-        }
-        break;
-    case TPM_SUM_LAST:
-        x = v[n - 1];
-        break;
-    case TPM_SUM_NONZERO:
-        for (; j < n; j++) {
-            x += v[j] != 0;
-        }
-        break;
-    case TPM_SUM_SUMSQ:
-        /* Never: a double slot (run_dbl__()). */
-        break;
-    }
-    s->u = x;
-}
-
-/* Combines the 'n' values 'v' into double slot '*s' by operation 'op', in
- * order, so that sums round as packet by packet ('first': the slot holds
- * nothing of this epoch yet). */
-static void
-run_dbl__(union tpm_flow_slot *s, enum tpm_sum_op op, const double *v,
-          int n, bool first)
-{
-    int j = 0;
-    double x = s->d;
-    if (first) {
-        x = (op == TPM_SUM_SUMSQ ? v[0] * v[0]
-             : op == TPM_SUM_NONZERO ? v[0] != 0 : v[0]);
-        j = 1;
-    }
-    switch (op) {
-    case TPM_SUM_SUM:
-        for (; j < n; j++) {
-            x += v[j];
-        }
-        break;
-    case TPM_SUM_SUMSQ:
-        for (; j < n; j++) {
-            x += v[j] * v[j];
-        }
-        break;
-    case TPM_SUM_MIN:
-        for (; j < n; j++) {
-            x = v[j] < x ? v[j] : x;
-        }
-        break;
-    case TPM_SUM_MAX:
-        for (; j < n; j++) {
-            x = v[j] > x ? v[j] : x;
-        }
-        break;
-    case TPM_SUM_LAST:
-        x = v[n - 1];
-        break;
-    case TPM_SUM_NONZERO:
-        for (; j < n; j++) {
-            x += v[j] != 0;
-        }
-        break;
-    }
-    s->d = x;
-}
+RUN_FN__(u, uint64_t)
+RUN_FN__(d, double)
 
 /* A plan's update for the run of packets of flow 'f', which keeps no
  * per-flow state, that starts with the batch's packet 'bp[0]': the
@@ -839,20 +774,20 @@ flow_update_run__(struct tpm *tpm, struct tpm_flow *f,
             uint64_t v[TPM_BATCH_MAX];
             kind_values__(k, bp, n, v);
             if (tpm_kind_int(k->var, op)) {
-                run_int__(&st->slot[i], op, v, n, first);
+                run_u__(&st->slot[i], op, v, n, first);
             } else {
                 double d[TPM_BATCH_MAX];
                 for (int j = 0; j < n; j++) {
                     d[j] = v[j];
                 }
-                run_dbl__(&st->slot[i], op, d, n, first);
+                run_d__(&st->slot[i], op, d, n, first);
             }
         } else {
             double d[TPM_BATCH_MAX];
             for (int j = 0; j < n; j++) {
                 d[j] = tpm_expr_eval_pkt(k->term, &bp[j].pkt);
             }
-            run_dbl__(&st->slot[i], op, d, n, first);
+            run_d__(&st->slot[i], op, d, n, first);
         }
     }
     return run;
