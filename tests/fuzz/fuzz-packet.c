@@ -217,7 +217,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
 
     /* The monitor's copy, which leaves the fields only TCP has unwritten
-     * for UDP: the same otherwise. */
+     * for UDP, and the tunnel for every frame: the same otherwise. */
     struct tpm_pkt v4u;
     uint64_t u0, u2, u4;
     memset(&v4u, 0x5a, sizeof v4u);
@@ -234,6 +234,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             v4u.wscale = full.wscale;
             v4u.mss = full.mss;
         }
+        v4u.tunnel = full.tunnel;
         FUZZ_CHECK(pkt_equal(&v4u, &full) && u0 == w0 && u2 == w2
                    && u4 == w4,
                    "the IPv4 fast path without UDP's TCP fields differs");
