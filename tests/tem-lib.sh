@@ -38,11 +38,14 @@ tem_test_cleanup() {
         echo "--- TEM log:"
         tail -n 40 "$tmp/tem.log"
     fi
+    # Once more after the logs: a CI report shows the end of the output.
+    [ -z "${fail_msg:-}" ] || echo "FAIL (above the logs): $fail_msg"
     [ -n "${KEEP_TMP:-}" ] || rm -rf "$tmp"
     exit $rc
 }
 
 fail() {
+    fail_msg="$*"
     echo "FAIL: $*"
     exit 1
 }
