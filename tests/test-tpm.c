@@ -1114,24 +1114,36 @@ START_TEST(test_sweep_paths)
      * for each kind of instance: 5-tuple instances of "AGG op CONSTANT"
      * events are swept from a copy of their event (planned), those of
      * other one-epoch predicates without prev() gather on the stack, and
-     * instances with prev() or with several flows (the /24 groups 2 to
-     * 4) keep their accumulators; an event deleted halfway makes the
-     * sweep look at every instance's event again for a while. */
-    static const char *const defs[] = {
-        "predicate=sum(volume) >= 0 group=5tuple",
-        "predicate=count() >= 0 group=5tuple",
-        "predicate=max(ttl) >= 0 group=5tuple",
-        "predicate=min(ttl) >= 0 group=5tuple",
-        "predicate=stddev(volume) >= 0 group=5tuple",
-        "predicate=count(volume > 20) >= 0 group=5tuple",
-        "predicate=sum(volume) + count() >= 0 group=5tuple",
-        "predicate=count() + 0 * prev(count()) >= 0 group=5tuple",
-        "predicate=avg(volume) >= 0 group=nw_dst/24",
+     * instances with prev() keep their accumulators.  The /24 groups
+     * have one flow (groups 0 and 1), up to 7 (2 and 3), up to 40 (4:
+     * the inline item and one chunk, swept with the planned ones) and up
+     * to 150 (5: several chunks, swept chunk by chunk, the accumulators
+     * kept); an event deleted halfway makes the sweep look at every
+     * instance's event again for a while. */
+    static const struct {
+        const char *def;
+        bool coarse;            /* Grouped by /24. */
+    } defs[] = {
+        { "predicate=sum(volume) >= 0 group=5tuple", false },
+        { "predicate=count() >= 0 group=5tuple", false },
+        { "predicate=max(ttl) >= 0 group=5tuple", false },
+        { "predicate=min(ttl) >= 0 group=5tuple", false },
+        { "predicate=stddev(volume) >= 0 group=5tuple", false },
+        { "predicate=count(volume > 20) >= 0 group=5tuple", false },
+        { "predicate=sum(volume) + count() >= 0 group=5tuple", false },
+        { "predicate=count() + 0 * prev(count()) >= 0 group=5tuple", false },
+        { "predicate=avg(volume) >= 0 group=nw_dst/24", true },
+        { "predicate=sum(volume) >= 0 group=nw_dst/24", true },
+        { "predicate=count() >= 0 group=nw_dst/24", true },
+        { "predicate=max(ttl) >= 0 group=nw_dst/24", true },
+        { "predicate=min(ttl) >= 0 group=nw_dst/24", true },
+        { "predicate=stddev(volume) >= 0 group=nw_dst/24", true },
     };
+    static const int hosts[] = { 1, 1, 7, 7, 40, 150 };
     enum { N_DEFS = ARRAY_SIZE(defs), DOOMED = 99 };
     struct tpm *tpm = new_tpm(NULL);
     static struct reports rs;
-    static struct path_cell cells[4096];
+    static struct path_cell cells[8192];
     int n_cells = 0;
     uint32_t seed = 777;
 
@@ -1139,7 +1151,7 @@ START_TEST(test_sweep_paths)
     for (int i = 0; i < N_DEFS; i++) {
         char line[256];
         snprintf(line, sizeof line, "e%d filter=udp,nw_dst=10.3.0.0/16 %s "
-                 "interval=10ms", i, defs[i]);
+                 "interval=10ms", i, defs[i].def);
         add(tpm, i, line);
     }
     add(tpm, DOOMED, "doomed filter=udp,nw_dst=10.3.0.0/16 "
@@ -1148,9 +1160,9 @@ START_TEST(test_sweep_paths)
     uint64_t now = T0 + 3 * MS;
     for (int k = 0; k < 3000; k++) {
         seed = seed * 1103515245 + 12345;
-        int group = (seed >> 8) % 5;
-        /* Groups 0 and 1: one flow each. */
-        int host = group < 2 ? 1 : (int) ((seed >> 12) % 7);
+        int group = (seed >> 8) % ARRAY_SIZE(hosts);
+        int host = hosts[group] == 1 ? 1 : (int) ((seed >> 12)
+                                                  % hosts[group]);
         int payload = (seed >> 16) % 60;
         int ttl = 1 + (seed >> 20) % 200;
         struct frame f;
@@ -1178,13 +1190,13 @@ START_TEST(test_sweep_paths)
     for (int i = 0; i < n_cells; i++) {
         const struct path_cell *c = &cells[i];
         double mean = c->sum / c->n;
+        double sd = sqrt(MAX(0, c->sumsq / c->n - mean * mean));
         double expect[N_DEFS] = {
-            c->sum, c->n, c->max, c->min,
-            sqrt(MAX(0, c->sumsq / c->n - mean * mean)), c->nz,
-            c->sum + c->n, c->n, c->sum / c->n,
+            c->sum, c->n, c->max, c->min, sd, c->nz, c->sum + c->n, c->n,
+            c->sum / c->n, c->sum, c->n, c->max, c->min, sd,
         };
         for (int d = 0; d < N_DEFS; d++) {
-            if ((d == N_DEFS - 1) != (c->host < 0)) {
+            if (defs[d].coarse != (c->host < 0)) {
                 continue;
             }
             uint32_t dst = ip4(10, 3, c->group, MAX(c->host, 0));

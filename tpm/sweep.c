@@ -241,6 +241,24 @@ child_roll__(struct tpm *tpm, uint32_t ci, uint64_t iv)
     }
 }
 
+/* Retires flow 'f', which had no packet in the swept epoch, if it has had
+ * none for more than 'retire' epochs: its generation changes, which drops
+ * it from every list lazily, and it is matched again if it sends again.
+ * Returns true if it did. */
+static SWEEP_INLINE bool
+flow_retire__(struct tpm *tpm, struct tpm_flow *f, uint32_t retire)
+{
+    if (tpm->tag - tpm_flow_last_tag(f) <= retire) {
+        return false;
+    }
+    f->gen++;
+    f->state = TPM_FLOW_PENDING;
+    f->sum_mask = 0;
+    f->n_matched = 0;
+    TPM_STAT_ADD(tpm, flows_retired, 1);
+    return true;
+}
+
 /* Looks up flow item ('idx', 'gen') for the sweep of epoch tag 'tag'.
  * Returns false if the item is to be dropped (see item_gather__()),
  * retiring the flow if it went idle.  Otherwise stores the flow in '*fp'
@@ -256,12 +274,7 @@ item_stats__(struct tpm *tpm, uint32_t idx, uint32_t gen, uint32_t tag,
     }
     if (f->tag[tag & 1] != tag) {
         /* No packets in the swept epoch. */
-        if (tpm->tag - tpm_flow_last_tag(f) > tpm->p.retire_epochs) {
-            f->gen++;
-            f->state = TPM_FLOW_PENDING;
-            f->sum_mask = 0;
-            f->n_matched = 0;
-            TPM_STAT_ADD(tpm, flows_retired, 1);
+        if (flow_retire__(tpm, f, tpm->p.retire_epochs)) {
             return false;
         }
         *stp = NULL;
@@ -354,11 +367,74 @@ item_gather__(struct tpm *tpm, double *acc, const struct tpm_ev *ev,
     return true;
 }
 
-/* Processes chunk 'ch' of child 'c': gathers and compacts it in place.
- * Returns the number of items visited. */
-static uint32_t
+/* Adds the statistics 'st' of flow 'f' in the swept epoch to the
+ * accumulators 'acc' (0 to 2) of planned instance 'c': what
+ * item_gather__() does from the event, from the instance's copy of it. */
+static SWEEP_INLINE void
+planned_add__(const struct tpm_child *c, const struct tpm_flow *f,
+              const struct tpm_flow_stats *st, double *acc)
+{
+    bool first = acc[0] == 0;
+
+    acc[0] += st->packets;
+    for (int j = 0; j < 2 && c->kind[j] != TPM_NO_KIND; j++) {
+        uint32_t bit = 1u << c->kind[j];
+        if (!(f->sum_mask & bit)) {
+            continue;
+        }
+        /* The slot of kind 'kind[j]' follows those of the flow's lower
+         * kinds (counted without popcount, which the baseline x86-64
+         * target makes a call). */
+        int i = 0;
+        for (uint32_t b = f->sum_mask & (bit - 1); b; b &= b - 1) {
+            i++;
+        }
+        double v = tpm_slot_value(st->slot[i], c->kind_op[j]);
+        double *a = &acc[1 + j];
+        switch ((enum tpm_sum_op) (c->kind_op[j] & ~TPM_SUM_INT)) {
+        case TPM_SUM_SUM:
+        case TPM_SUM_SUMSQ:
+        case TPM_SUM_NONZERO:
+            *a += v;
+            break;
+        case TPM_SUM_MIN:
+            *a = first || v < *a ? v : *a;
+            break;
+        case TPM_SUM_MAX:
+            *a = first || v > *a ? v : *a;
+            break;
+        case TPM_SUM_LAST:
+        default:
+            *a = v;
+            break;
+        }
+    }
+}
+
+/* item_gather__() for planned instance 'c', into 'acc' (0 to 2). */
+static SWEEP_INLINE bool
+planned_item__(struct tpm *tpm, const struct tpm_child *c, uint32_t idx,
+               uint32_t gen, uint32_t tag, double *acc)
+{
+    struct tpm_flow *f = &tpm->ft.flows[idx];
+
+    if (f->gen != gen || f->state != TPM_FLOW_LIVE) {
+        return false;
+    }
+    if (f->tag[tag & 1] != tag) {
+        return !flow_retire__(tpm, f, tpm->p.retire_epochs);
+    }
+    planned_add__(c, f, &f->stats[tag & 1], acc);
+    return true;
+}
+
+/* Processes chunk 'ch' of child 'c': gathers it into 'acc' and compacts
+ * it in place.  Gathers as item_gather__() does from event 'ev', or, if
+ * 'planned', as planned_item__() does from the instance's copy of it ('ev'
+ * unused).  Returns the number of items visited. */
+static SWEEP_INLINE uint32_t
 chunk_gather__(struct tpm *tpm, struct tpm_child *c, const struct tpm_ev *ev,
-               uint32_t ch, uint32_t tag)
+               uint32_t ch, uint32_t tag, double *acc, bool planned)
 {
     struct tpm_chunk *k = &tpm->chunks[ch];
     uint32_t n = tpm->chunk_n[ch], w = 0;
@@ -376,7 +452,9 @@ chunk_gather__(struct tpm *tpm, struct tpm_child *c, const struct tpm_ev *ev,
             tpm_prefetch(f);
             tpm_prefetch(&f->stats[tag & 1]);
         }
-        if (item_gather__(tpm, c->acc, ev, k->idx[i], k->gen[i], tag)) {
+        if (planned
+            ? planned_item__(tpm, c, k->idx[i], k->gen[i], tag, acc)
+            : item_gather__(tpm, acc, ev, k->idx[i], k->gen[i], tag)) {
             k->idx[w] = k->idx[i];
             k->gen[w] = k->gen[i];
             w++;
@@ -657,8 +735,9 @@ child_direct__(struct tpm *tpm, uint32_t ci, const struct tpm_ev *ev,
 
 /* Planned instances.
  *
- * Direct instances of events "AGG op CONSTANT" over at most two per-flow
- * summaries (most events) carry in line 0 a copy of all that the sweep
+ * Instances of events "AGG op CONSTANT" over at most two per-flow
+ * summaries, with a one-epoch interval and no prev() (most events), carry
+ * in line 0 a copy of all that the sweep
  * needs from their event (tpm_instance_get__()), so they are swept
  * without reading the event: one random access fewer per instance, since
  * instances follow flow arrival order, not event order.  While no event
@@ -671,9 +750,15 @@ child_direct__(struct tpm *tpm, uint32_t ci, const struct tpm_ev *ev,
  * registers (the general loop reloads them after every store, which may
  * alias them), no dispatch, budget or report-ring test per instance (one
  * per run, sized to both), and the accumulators computed as
- * item_gather__() computes them for an instance's only flow.  It does
- * what the general path does for such an instance, in the same order:
- * gather, interval_end__(), the idle test.
+ * item_gather__() computes them, from the instance's copy.  A run takes
+ * the instances with at most one chunk besides the inline item (coarser
+ * groups with up to TPM_CHUNK_ITEMS + 1 active flows: a /24 of a web
+ * tier), gathered on the stack in one visit as a direct instance is; one
+ * with more chunks is swept chunk by chunk by the general loop, so that a
+ * step's budget bounds it.  The run does what the general path does for
+ * an instance, in the same order: the inline item, the chunk's items
+ * (compacted, the chunk freed once empty), interval_end__(), the idle
+ * test.
  *
  * Quiet instances.  On a busy host most flows send nothing in a given
  * 10 ms epoch, and reading a quiet instance's flow entry only to find an
@@ -693,12 +778,16 @@ child_direct__(struct tpm *tpm, uint32_t ci, const struct tpm_ev *ev,
  * later, never counted wrongly.  The lookahead prefetches such an
  * instance's newest history entry instead of its flow entry. */
 static SWEEP_INLINE bool
-child_is_planned__(const struct tpm_child *c, uint64_t abs)
+child_is_planned__(const struct tpm *tpm, const struct tpm_child *c,
+                   uint64_t abs)
 {
-    return c->planned && c->head == TPM_NONE && c->iv == abs;
+    return c->planned && c->iv == abs
+           && (c->head == TPM_NONE
+               || tpm->chunk_next[c->head] == TPM_NONE);
 }
 
-/* Sweeps at most 'max' planned instances from the cursor, stopping at the
+/* Sweeps at most 'max' planned instances, and about twice as many
+ * instances and flow items together, from the cursor, stopping at the
  * first instance that is not one ('child_is_planned__()').  Requires no
  * dying event and no instance begun.  Returns the instances visited and
  * adds the flow items visited to '*items'. */
@@ -707,7 +796,6 @@ sweep_planned_run__(struct tpm *tpm, uint32_t max, uint64_t abs, uint32_t tag,
                     uint32_t *items)
 {
     struct tpm_child *const children = tpm->children;
-    struct tpm_flow *const flows = tpm->ft.flows;
     struct tpm_hist *const hist = tpm->hist;
     const uint32_t k = tpm->p.history_len;
     const uint32_t retire = tpm->p.retire_epochs;
@@ -717,9 +805,11 @@ sweep_planned_run__(struct tpm *tpm, uint32_t max, uint64_t abs, uint32_t tag,
     uint32_t ci = tpm->sw.child, done = 0, n_items = 0, stale = 0;
     struct tpm_hist *hc = &hist[(size_t) ci * k];  /* Instance ci's. */
 
-    while (done < max && ci < n_children) {
+    /* Two units of work per instance, as the caller counts them: an
+     * instance's chunk may hold more. */
+    while (done < max && done + n_items < 2 * max && ci < n_children) {
         struct tpm_child *c = &children[ci];
-        if (!child_is_planned__(c, abs)) {
+        if (!child_is_planned__(tpm, c, abs)) {
             break;
         }
         done++;
@@ -730,54 +820,21 @@ sweep_planned_run__(struct tpm *tpm, uint32_t max, uint64_t abs, uint32_t tag,
         double acc[3] = { 0 };  /* A plan covers accumulators 0 to 2. */
         uint32_t idx = c->in_idx;
         if (idx != TPM_NONE) {
-            struct tpm_flow *f = &flows[idx];
             n_items++;
-            if (item_quiet__(touched, idx, c, hc, k, 1, now, retire)) {
+            if (c->head == TPM_NONE
+                && item_quiet__(touched, idx, c, hc, k, 1, now, retire)) {
                 /* Quiet: no packet, and too recent to retire. */
-            } else if (f->gen != c->in_gen || f->state != TPM_FLOW_LIVE) {
+            } else if (!planned_item__(tpm, c, idx, c->in_gen, tag, acc)) {
                 c->in_idx = TPM_NONE;
                 stale++;
-            } else if (f->tag[tag & 1] == tag) {
-                const struct tpm_flow_stats *st = &f->stats[tag & 1];
-                acc[0] = st->packets;
-                for (int j = 0; j < 2 && c->kind[j] != TPM_NO_KIND; j++) {
-                    uint32_t bit = 1u << c->kind[j];
-                    if (!(f->sum_mask & bit)) {
-                        continue;
-                    }
-                    /* The slot of kind 'kind[j]' follows those of the
-                     * flow's lower kinds (counted without popcount,
-                     * which the baseline x86-64 target makes a call). */
-                    int i = 0;
-                    for (uint32_t b = f->sum_mask & (bit - 1); b;
-                         b &= b - 1) {
-                        i++;
-                    }
-                    double v = tpm_slot_value(st->slot[i], c->kind_op[j]);
-                    switch ((enum tpm_sum_op) (c->kind_op[j]
-                                               & ~TPM_SUM_INT)) {
-                    case TPM_SUM_SUM:
-                    case TPM_SUM_SUMSQ:
-                    case TPM_SUM_NONZERO:
-                        acc[1 + j] += v;
-                        break;
-                    case TPM_SUM_MIN:
-                    case TPM_SUM_MAX:
-                    case TPM_SUM_LAST:
-                    default:
-                        acc[1 + j] = v;
-                        break;
-                    }
-                }
-            } else if (tpm->tag - tpm_flow_last_tag(f) > retire) {
-                /* Idle: retired, as item_stats__() does. */
-                f->gen++;
-                f->state = TPM_FLOW_PENDING;
-                f->sum_mask = 0;
-                f->n_matched = 0;
-                TPM_STAT_ADD(tpm, flows_retired, 1);
-                c->in_idx = TPM_NONE;
-                stale++;
+            }
+        }
+        if (OVS_UNLIKELY(c->head != TPM_NONE)) {
+            /* Its one chunk (at most TPM_CHUNK_ITEMS flows). */
+            uint32_t ch = c->head;
+            n_items += chunk_gather__(tpm, c, NULL, ch, tag, acc, true);
+            if (!tpm->chunk_n[ch]) {
+                chunk_unlink__(tpm, c, TPM_NONE, ch);
             }
         }
 
@@ -882,7 +939,7 @@ tpm_sweep_run__(struct tpm *tpm, uint64_t budget_ns, bool may_wait)
         uint32_t n = 1, inst = 1;
 
         if (!sw->child_begun && !tpm->n_dying
-            && child_is_planned__(c, abs)) {
+            && child_is_planned__(tpm, c, abs)) {
             /* A run of planned instances, no longer than the budget's
              * tenth left (at two units each, the instance and its flow)
              * or the room for their reports (one each at most). */
@@ -932,7 +989,7 @@ tpm_sweep_run__(struct tpm *tpm, uint64_t budget_ns, bool may_wait)
             }
         } else if (sw->rc != TPM_NONE) {
             uint32_t ch = sw->rc;
-            n += chunk_gather__(tpm, c, ev, ch, tag);
+            n += chunk_gather__(tpm, c, ev, ch, tag, c->acc, false);
             sw->rc = tpm->chunk_next[ch];
             if (!tpm->chunk_n[ch]) {
                 chunk_unlink__(tpm, c, sw->prev_wc, ch);
