@@ -369,14 +369,14 @@ item_gather__(struct tpm *tpm, double *acc, const struct tpm_ev *ev,
 
 /* Adds the statistics 'st' of flow 'f' in the swept epoch to the
  * accumulators 'acc' (0 to 2) of planned instance 'c': what
- * item_gather__() does from the event, from the instance's copy of it. */
+ * item_gather__() does from the event, from the instance's copy of it.
+ * 'first': no flow added yet ('acc[0]' is 0), given as a constant for an
+ * instance's only flow so that the compiler keeps its path short. */
 static SWEEP_INLINE void
 planned_add__(const struct tpm_child *c, const struct tpm_flow *f,
-              const struct tpm_flow_stats *st, double *acc)
+              const struct tpm_flow_stats *st, double *acc, bool first)
 {
-    bool first = acc[0] == 0;
-
-    acc[0] += st->packets;
+    acc[0] = first ? (double) st->packets : acc[0] + st->packets;
     for (int j = 0; j < 2 && c->kind[j] != TPM_NO_KIND; j++) {
         uint32_t bit = 1u << c->kind[j];
         if (!(f->sum_mask & bit)) {
@@ -411,20 +411,23 @@ planned_add__(const struct tpm_child *c, const struct tpm_flow *f,
     }
 }
 
-/* item_gather__() for planned instance 'c', into 'acc' (0 to 2). */
+/* item_gather__() for planned instance 'c', into 'acc' (0 to 2), with the
+ * flow table's entries 'flows' and the retirement age 'retire' given (the
+ * planned run keeps them in registers). */
 static SWEEP_INLINE bool
-planned_item__(struct tpm *tpm, const struct tpm_child *c, uint32_t idx,
-               uint32_t gen, uint32_t tag, double *acc)
+planned_item__(struct tpm *tpm, struct tpm_flow *flows, uint32_t retire,
+               const struct tpm_child *c, uint32_t idx, uint32_t gen,
+               uint32_t tag, double *acc, bool first)
 {
-    struct tpm_flow *f = &tpm->ft.flows[idx];
+    struct tpm_flow *f = &flows[idx];
 
     if (f->gen != gen || f->state != TPM_FLOW_LIVE) {
         return false;
     }
     if (f->tag[tag & 1] != tag) {
-        return !flow_retire__(tpm, f, tpm->p.retire_epochs);
+        return !flow_retire__(tpm, f, retire);
     }
-    planned_add__(c, f, &f->stats[tag & 1], acc);
+    planned_add__(c, f, &f->stats[tag & 1], acc, first);
     return true;
 }
 
@@ -453,7 +456,8 @@ chunk_gather__(struct tpm *tpm, struct tpm_child *c, const struct tpm_ev *ev,
             tpm_prefetch(&f->stats[tag & 1]);
         }
         if (planned
-            ? planned_item__(tpm, c, k->idx[i], k->gen[i], tag, acc)
+            ? planned_item__(tpm, tpm->ft.flows, tpm->p.retire_epochs, c,
+                             k->idx[i], k->gen[i], tag, acc, acc[0] == 0)
             : item_gather__(tpm, acc, ev, k->idx[i], k->gen[i], tag)) {
             k->idx[w] = k->idx[i];
             k->gen[w] = k->gen[i];
@@ -786,6 +790,41 @@ child_is_planned__(const struct tpm *tpm, const struct tpm_child *c,
                || tpm->chunk_next[c->head] == TPM_NONE);
 }
 
+/* A planned instance's accumulators 0 to 2. */
+struct planned_acc {
+    double a[3];
+};
+
+/* Gathers planned instance 'c', which has one chunk: its inline item (if
+ * any), then its chunk's items, compacting the chunk and freeing it once
+ * empty.  Returns the accumulators and stores the items visited in '*np'.
+ * (Returned, not written through a pointer to the caller's: that would
+ * keep the caller's in memory on its common path.) */
+static struct planned_acc __attribute__((noinline))
+planned_chunked__(struct tpm *tpm, struct tpm_child *c, uint32_t tag,
+                  uint32_t *np)
+{
+    struct planned_acc r = { { 0 } };
+    double *acc = r.a;
+    uint32_t ch = c->head, n = 0;
+
+    if (c->in_idx != TPM_NONE) {
+        n++;
+        /* No quiet test: the history records the other flows too. */
+        if (!planned_item__(tpm, tpm->ft.flows, tpm->p.retire_epochs, c,
+                            c->in_idx, c->in_gen, tag, acc, true)) {
+            c->in_idx = TPM_NONE;
+            TPM_STAT_ADD(tpm, sweep_stale_items, 1);
+        }
+    }
+    n += chunk_gather__(tpm, c, NULL, ch, tag, acc, true);
+    if (!tpm->chunk_n[ch]) {
+        chunk_unlink__(tpm, c, TPM_NONE, ch);
+    }
+    *np = n;
+    return r;
+}
+
 /* Sweeps at most 'max' planned instances, and about twice as many
  * instances and flow items together, from the cursor, stopping at the
  * first instance that is not one ('child_is_planned__()').  Requires no
@@ -796,18 +835,20 @@ sweep_planned_run__(struct tpm *tpm, uint32_t max, uint64_t abs, uint32_t tag,
                     uint32_t *items)
 {
     struct tpm_child *const children = tpm->children;
+    struct tpm_flow *const flows = tpm->ft.flows;
     struct tpm_hist *const hist = tpm->hist;
     const uint32_t k = tpm->p.history_len;
     const uint32_t retire = tpm->p.retire_epochs;
     uint32_t n_children = tpm->n_children;
     const uint64_t *touched = tpm->ft.touched[tag & 1];
     const uint64_t now = tpm_abs_epoch(tpm, tpm->cur);
-    uint32_t ci = tpm->sw.child, done = 0, n_items = 0, stale = 0;
+    uint32_t ci = tpm->sw.child, done = 0, stale = 0;
     struct tpm_hist *hc = &hist[(size_t) ci * k];  /* Instance ci's. */
 
-    /* Two units of work per instance, as the caller counts them: an
-     * instance's chunk may hold more. */
-    while (done < max && done + n_items < 2 * max && ci < n_children) {
+    /* Units of work as the caller counts them: an instance and each of
+     * its flow items ('max' <= TPM_SWEEP_RUN). */
+    int32_t left = 2 * (int32_t) max;
+    while (left > 0 && ci < n_children) {
         struct tpm_child *c = &children[ci];
         if (!child_is_planned__(tpm, c, abs)) {
             break;
@@ -816,26 +857,28 @@ sweep_planned_run__(struct tpm *tpm, uint32_t max, uint64_t abs, uint32_t tag,
 
         sweep_prefetch__(tpm, ci, tag);
 
-        /* Gather. */
-        double acc[3] = { 0 };  /* A plan covers accumulators 0 to 2. */
+        /* Gather into accumulators 0 to 2 (all that a plan covers). */
+        double acc[3];
         uint32_t idx = c->in_idx;
-        if (idx != TPM_NONE) {
-            n_items++;
-            if (c->head == TPM_NONE
-                && item_quiet__(touched, idx, c, hc, k, 1, now, retire)) {
+        acc[0] = acc[1] = acc[2] = 0;
+        if (OVS_UNLIKELY(c->head != TPM_NONE)) {
+            uint32_t n;
+            struct planned_acc r = planned_chunked__(tpm, c, tag, &n);
+            acc[0] = r.a[0];
+            acc[1] = r.a[1];
+            acc[2] = r.a[2];
+            left -= 1 + n;
+        } else if (idx != TPM_NONE) {
+            left -= 2;
+            if (item_quiet__(touched, idx, c, hc, k, 1, now, retire)) {
                 /* Quiet: no packet, and too recent to retire. */
-            } else if (!planned_item__(tpm, c, idx, c->in_gen, tag, acc)) {
+            } else if (!planned_item__(tpm, flows, retire, c, idx,
+                                       c->in_gen, tag, acc, true)) {
                 c->in_idx = TPM_NONE;
                 stale++;
             }
-        }
-        if (OVS_UNLIKELY(c->head != TPM_NONE)) {
-            /* Its one chunk (at most TPM_CHUNK_ITEMS flows). */
-            uint32_t ch = c->head;
-            n_items += chunk_gather__(tpm, c, NULL, ch, tag, acc, true);
-            if (!tpm->chunk_n[ch]) {
-                chunk_unlink__(tpm, c, TPM_NONE, ch);
-            }
+        } else {
+            left--;
         }
 
         /* interval_end__() for a planned instance. */
@@ -896,7 +939,8 @@ sweep_planned_run__(struct tpm *tpm, uint32_t max, uint64_t abs, uint32_t tag,
     if (stale) {
         TPM_STAT_ADD(tpm, sweep_stale_items, stale);
     }
-    *items += n_items;
+    /* Each instance took one unit and its items one each. */
+    *items += (uint32_t) (2 * (int32_t) max - left) - done;
     return done;
 }
 
