@@ -45,20 +45,40 @@ struct spsc_ring {
 struct spsc_ring *spsc_create(uint32_t capacity, uint32_t elem_size);
 void spsc_destroy(struct spsc_ring *);
 
-/* Producer: copies 'elem' into the ring.  Returns false if full. */
-static inline bool
-spsc_push(struct spsc_ring *r, const void *elem)
+/* Producer: returns the next free slot ('elem_size' bytes), which the
+ * consumer sees once spsc_publish() is called, or NULL if the ring is
+ * full.  Lets the producer build an element in place, without a copy. */
+static inline void *
+spsc_reserve(struct spsc_ring *r)
 {
     uint32_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
     if (head - r->tail_cache > r->mask) {
         r->tail_cache = atomic_load_explicit(&r->tail, memory_order_acquire);
         if (head - r->tail_cache > r->mask) {
-            return false;
+            return NULL;
         }
     }
-    __builtin_memcpy(r->slots + (size_t) (head & r->mask) * r->elem_size,
-                     elem, r->elem_size);
+    return r->slots + (size_t) (head & r->mask) * r->elem_size;
+}
+
+/* Producer: hands the slot of the last spsc_reserve() to the consumer. */
+static inline void
+spsc_publish(struct spsc_ring *r)
+{
+    uint32_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
     atomic_store_explicit(&r->head, head + 1, memory_order_release);
+}
+
+/* Producer: copies 'elem' into the ring.  Returns false if full. */
+static inline bool
+spsc_push(struct spsc_ring *r, const void *elem)
+{
+    void *slot = spsc_reserve(r);
+    if (!slot) {
+        return false;
+    }
+    __builtin_memcpy(slot, elem, r->elem_size);
+    spsc_publish(r);
     return true;
 }
 

@@ -138,6 +138,35 @@ child_lost__(struct tpm_child *c, uint64_t start, uint64_t end)
     }
 }
 
+/* Queues the satisfaction of instance 'c' (of the event with id
+ * 'event_id') in the interval ending at absolute epoch 'end', with value
+ * 'value': written straight into the report ring's slot, or counted
+ * dropped if the ring is full. */
+static SWEEP_INLINE void
+report_satisfied__(struct tpm *tpm, const struct tpm_child *c,
+                   uint32_t event_id, uint64_t end, double value)
+{
+    struct tpm_report *r = spsc_reserve(tpm->report_ring);
+
+    if (OVS_UNLIKELY(!r)) {
+        TPM_STAT_ADD(tpm, reports_dropped, 1);
+        return;
+    }
+    *r = (struct tpm_report) {
+        .type = TPM_REPORT_SATISFIED,
+        .event_id = event_id,
+        .epoch = end,
+        .value = value,
+        .flags = c->flags & TPM_CHILD_PARTIAL ? TPM_REPORT_PARTIAL : 0,
+        .group = c->gkey,
+        .tun_id = c->gkey.tun ? tpm_tenants_vni(tpm->tenants, c->gkey.tun)
+                              : 0,
+        .port = c->port,
+    };
+    spsc_publish(tpm->report_ring);
+    TPM_STAT_ADD(tpm, reports, 1);
+}
+
 /* Ends child 'ci''s current interval, whose accumulators are 'acc' (the
  * child's own, or a direct instance's on the stack): evaluates, records
  * and reports it, and moves the child to its next interval.  The caller
@@ -179,19 +208,8 @@ interval_end__(struct tpm *tpm, uint32_t ci, const struct tpm_ev *ev,
         }
         c->sat_last = sat;
         if (sat) {
-            struct tpm_report r = {
-                .type = TPM_REPORT_SATISFIED,
-                .event_id = planned ? c->ev_id : ev->id,
-                .epoch = end,
-                .value = value,
-                .flags = c->flags & TPM_CHILD_PARTIAL ? TPM_REPORT_PARTIAL
-                                                      : 0,
-                .group = c->gkey,
-                .tun_id = c->gkey.tun ? tpm_tenants_vni(tpm->tenants,
-                                                        c->gkey.tun) : 0,
-                .port = c->port,
-            };
-            tpm_report__(tpm, &r);
+            report_satisfied__(tpm, c, planned ? c->ev_id : ev->id, end,
+                               value);
         }
     }
     c->prev_pkts = acc[0] > 0;
@@ -902,20 +920,7 @@ sweep_planned_run__(struct tpm *tpm, uint32_t max, uint64_t abs, uint32_t tag,
             }
             c->sat_last = sat;
             if (sat) {
-                struct tpm_report r = {
-                    .type = TPM_REPORT_SATISFIED,
-                    .event_id = c->ev_id,
-                    .epoch = abs,
-                    .value = value,
-                    .flags = (c->flags & TPM_CHILD_PARTIAL
-                              ? TPM_REPORT_PARTIAL : 0),
-                    .group = c->gkey,
-                    .tun_id = c->gkey.tun ? tpm_tenants_vni(tpm->tenants,
-                                                            c->gkey.tun)
-                                          : 0,
-                    .port = c->port,
-                };
-                tpm_report__(tpm, &r);
+                report_satisfied__(tpm, c, c->ev_id, abs, value);
             }
         }
         c->prev_pkts = acc[0] > 0;
