@@ -4,10 +4,9 @@
  *
  * Single-threaded tests check FIFO order, capacity rounding, full and
  * empty behaviour, index wrap-around and elements built in place against
- * a plain array queue; the
- * two-thread tests push sequence numbers (and larger elements with a
- * checksum) through small rings and check that the consumer sees every
- * element exactly once, in order, intact.
+ * a plain array queue; the two-thread tests push sequence numbers (and
+ * larger elements with a checksum) through small rings and check that the
+ * consumer sees every element exactly once, in order, intact.
  *
  * TEST_SPSC_ITEMS in the environment overrides the number of elements of
  * the two-thread tests (for slow runs under valgrind).
