@@ -335,6 +335,31 @@ inline_quiet__(const struct tpm *tpm, uint32_t ci, const struct tpm_ev *ev,
                         tpm->p.retire_epochs);
 }
 
+/* Combines one flow's summary value 'v' into accumulator '*a' by the
+ * summary's operator 'op' (enum tpm_sum_op, with TPM_SUM_INT); 'first':
+ * no flow was combined into it before in this interval. */
+static SWEEP_INLINE void
+acc_combine__(double *a, double v, uint8_t op, bool first)
+{
+    switch ((enum tpm_sum_op) (op & ~TPM_SUM_INT)) {
+    case TPM_SUM_SUM:
+    case TPM_SUM_SUMSQ:
+    case TPM_SUM_NONZERO:
+        *a += v;
+        break;
+    case TPM_SUM_MIN:
+        *a = first || v < *a ? v : *a;
+        break;
+    case TPM_SUM_MAX:
+        *a = first || v > *a ? v : *a;
+        break;
+    case TPM_SUM_LAST:
+    default:
+        *a = v;
+        break;
+    }
+}
+
 /* Adds flow item ('idx', 'gen') of an instance to its accumulators 'acc'.
  * Returns false if the item is to be dropped: its flow entry was reused
  * or freed, or the flow has gone idle (no packet for more than
@@ -363,24 +388,8 @@ item_gather__(struct tpm *tpm, double *acc, const struct tpm_ev *ev,
         if (j < 0) {
             continue;
         }
-        double v = tpm_slot_value(st->slot[i], ev->ops[j]);
-        double *a = &acc[1 + j];
-        switch ((enum tpm_sum_op) (ev->ops[j] & ~TPM_SUM_INT)) {
-        case TPM_SUM_SUM:
-        case TPM_SUM_SUMSQ:
-        case TPM_SUM_NONZERO:
-            *a += v;
-            break;
-        case TPM_SUM_MIN:
-            *a = first || v < *a ? v : *a;
-            break;
-        case TPM_SUM_MAX:
-            *a = first || v > *a ? v : *a;
-            break;
-        case TPM_SUM_LAST:
-            *a = v;
-            break;
-        }
+        acc_combine__(&acc[1 + j], tpm_slot_value(st->slot[i], ev->ops[j]),
+                      ev->ops[j], first);
     }
     return true;
 }
@@ -407,25 +416,9 @@ planned_add__(const struct tpm_child *c, const struct tpm_flow *f,
         for (uint32_t b = f->sum_mask & (bit - 1); b; b &= b - 1) {
             i++;
         }
-        double v = tpm_slot_value(st->slot[i], c->kind_op[j]);
-        double *a = &acc[1 + j];
-        switch ((enum tpm_sum_op) (c->kind_op[j] & ~TPM_SUM_INT)) {
-        case TPM_SUM_SUM:
-        case TPM_SUM_SUMSQ:
-        case TPM_SUM_NONZERO:
-            *a += v;
-            break;
-        case TPM_SUM_MIN:
-            *a = first || v < *a ? v : *a;
-            break;
-        case TPM_SUM_MAX:
-            *a = first || v > *a ? v : *a;
-            break;
-        case TPM_SUM_LAST:
-        default:
-            *a = v;
-            break;
-        }
+        acc_combine__(&acc[1 + j],
+                      tpm_slot_value(st->slot[i], c->kind_op[j]),
+                      c->kind_op[j], first);
     }
 }
 
