@@ -918,10 +918,14 @@ sweep_planned_run__(struct tpm *tpm, uint32_t max, uint64_t abs, uint32_t tag,
         }
         c->prev_pkts = acc[0] > 0;
         c->iv = abs + 1;
-        uint8_t lost = c->flags & TPM_CHILD_LOST;
-        c->flags = child_flags__(tpm, c, &tpm->evs[c->ev], abs + 1);
-        if (OVS_UNLIKELY(lost)) {
-            child_lost__(c, abs + 1, abs + 1);
+        /* No flag: none for the next interval either, which starts
+         * later (the event's first whole interval, once known, stays). */
+        if (OVS_UNLIKELY(c->flags)) {
+            uint8_t lost = c->flags & TPM_CHILD_LOST;
+            c->flags = child_flags__(tpm, c, &tpm->evs[c->ev], abs + 1);
+            if (lost) {
+                child_lost__(c, abs + 1, abs + 1);
+            }
         }
 
         if (child_idle__(tpm, c, 1, abs, true)) {
