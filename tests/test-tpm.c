@@ -1842,7 +1842,7 @@ END_TEST
  * backfill walk completes in part: their reports are flagged partial, the
  * later epochs' are not, for A (attached by the walk) and for a new flow
  * B that starts meanwhile, whose instance is planned from its second
- * sweep on and so loses the flag on the planned path.  One step a epoch,
+ * sweep on and so loses the flag on the planned path.  One step an epoch,
  * so that the walk (256 slots a step over 4096) spans 16 epochs.  An
  * epoch whose sweep was abandoned is not reported, and the epochs after
  * it are whole. */
