@@ -36,7 +36,11 @@
 /* For the few helpers of the per-instance path that GCC would otherwise
  * call out of line (their other callers are cold): the direct path is
  * ~200 instructions per instance, and a call costs ~10 with its register
- * saves. */
+ * saves.  The lookahead's helpers must be inlined for another reason: a
+ * function that only loads and prefetches is "pure" to GCC, and a call of
+ * a pure function whose result is unused is deleted, prefetches and all
+ * (so the planned run went without its lookahead until 2026-11-29;
+ * tests/prefetch-kept.sh checks the objects). */
 #define SWEEP_INLINE inline __attribute__((always_inline))
 
 struct value_ctx {
@@ -609,7 +613,7 @@ sweep_finish__(struct tpm *tpm)
 /* Planned instances swept by one call of sweep_planned_run__() at most. */
 #define TPM_SWEEP_RUN 32
 
-static inline void
+static SWEEP_INLINE void
 sweep_prefetch_flow__(const struct tpm *tpm, uint32_t ci, uint32_t tag)
 {
     const struct tpm_child *c = &tpm->children[ci];
@@ -654,7 +658,7 @@ sweep_prefetch_flow__(const struct tpm *tpm, uint32_t ci, uint32_t tag)
     }
 }
 
-static inline void
+static SWEEP_INLINE void
 sweep_prefetch__(const struct tpm *tpm, uint32_t ci, uint32_t tag)
 {
     if (ci + TPM_SWEEP_AHEAD_CHILD < tpm->n_children) {
@@ -665,10 +669,38 @@ sweep_prefetch__(const struct tpm *tpm, uint32_t ci, uint32_t tag)
     }
 }
 
+/* The planned run's lookahead, with the arrays' bases in registers: the
+ * line 0 of instance 'ci' + TPM_SWEEP_AHEAD_CHILD, and for instance 'ci'
+ * + TPM_SWEEP_AHEAD_FLOW its flow entry's lines if the flow sent in the
+ * swept epoch (or the instance has a chunk) and its group key if it will
+ * likely report.  Its history is read and written in instance order, a
+ * stream the hardware prefetcher follows. */
+static SWEEP_INLINE void
+planned_prefetch__(const struct tpm_child *children, uint32_t n_children,
+                   const struct tpm_flow *flows, const uint64_t *touched,
+                   uint32_t ci, uint32_t tag)
+{
+    if (ci + TPM_SWEEP_AHEAD_CHILD < n_children) {
+        tpm_prefetch(&children[ci + TPM_SWEEP_AHEAD_CHILD]);
+    }
+    if (ci + TPM_SWEEP_AHEAD_FLOW < n_children) {
+        const struct tpm_child *c = &children[ci + TPM_SWEEP_AHEAD_FLOW];
+        uint32_t nf = c->in_idx;
+        if (nf != TPM_NONE
+            && (touched[nf / 64] >> (nf % 64) & 1 || c->head != TPM_NONE)) {
+            tpm_prefetch(&flows[nf]);
+            tpm_prefetch(&flows[nf].stats[tag & 1]);
+        }
+        if (c->sat_last) {
+            tpm_prefetch(&c->gkey);
+        }
+    }
+}
+
 /* Fills the prefetch pipeline at the start of a step that begins with
  * child 'ci': what sweep_prefetch__() would have fetched for it and the
  * instances up to its lead. */
-static void
+static SWEEP_INLINE void
 sweep_prefetch_start__(const struct tpm *tpm, uint32_t ci, uint32_t tag)
 {
     uint32_t end = MIN(ci + TPM_SWEEP_AHEAD_CHILD, tpm->n_children);
@@ -879,7 +911,7 @@ sweep_planned_run__(struct tpm *tpm, uint32_t max, uint64_t abs, uint32_t tag,
         }
         done++;
 
-        sweep_prefetch__(tpm, ci, tag);
+        planned_prefetch__(children, n_children, flows, touched, ci, tag);
 
         /* Gather into accumulators 0 to 2 (all that a plan covers). */
         double acc[3];
