@@ -835,8 +835,10 @@ child_direct__(struct tpm *tpm, uint32_t ci, const struct tpm_ev *ev,
  * history too old) the entry is read and tested as before.  A stale or
  * freed entry is thus noticed when its bit is set (a new flow sends) or
  * when retirement is due, not earlier: the item is dropped a little
- * later, never counted wrongly.  The lookahead prefetches such an
- * instance's newest history entry instead of its flow entry. */
+ * later, never counted wrongly.  The general loop's lookahead prefetches
+ * such an instance's newest history entry instead of its flow entry; the
+ * planned run's leaves the history, read and written in instance order,
+ * to the hardware prefetcher. */
 static SWEEP_INLINE bool
 child_is_planned__(const struct tpm *tpm, const struct tpm_child *c,
                    uint64_t abs)
@@ -854,8 +856,7 @@ struct planned_acc {
 /* Gathers planned instance 'c', which has one chunk: its inline item (if
  * any), then its chunk's items, compacting the chunk and freeing it once
  * empty.  Returns the accumulators and stores the items visited in '*np'.
- * (Returned, not written through a pointer to the caller's: that would
- * keep the caller's in memory on its common path.) */
+ * Out of line: it is rare, and the planned run's loop stays small. */
 static struct planned_acc __attribute__((noinline))
 planned_chunked__(struct tpm *tpm, struct tpm_child *c, uint32_t tag,
                   uint32_t *np)
