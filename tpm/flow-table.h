@@ -194,12 +194,12 @@ tpm_flow_touch(uint64_t *touched, uint32_t idx)
     touched[idx / 64] |= UINT64_C(1) << (idx % 64);
 }
 
-/* Returns false if entry 'idx' had no packet in the epoch of tag 'tag'
- * (true if it may have had). */
+/* Returns false if entry 'idx' had no packet in the epoch whose bitmap is
+ * 'touched' ('ft->touched[tag & 1]'; true if it may have had). */
 static inline bool
-tpm_flow_touched(const struct tpm_flow_table *ft, uint32_t idx, uint32_t tag)
+tpm_flow_touched(const uint64_t *touched, uint32_t idx)
 {
-    return ft->touched[tag & 1][idx / 64] >> (idx % 64) & 1;
+    return touched[idx / 64] >> (idx % 64) & 1;
 }
 
 void tpm_flow_table_untouch(struct tpm_flow_table *, uint32_t tag);

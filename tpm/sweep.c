@@ -320,7 +320,7 @@ item_quiet__(const uint64_t *touched, uint32_t idx,
              const struct tpm_child *c, const struct tpm_hist *hc,
              uint32_t k, uint32_t interval, uint64_t now, uint32_t retire)
 {
-    if (touched[idx / 64] >> (idx % 64) & 1 || !c->hist_n) {
+    if (tpm_flow_touched(touched, idx) || !c->hist_n) {
         return false;
     }
     uint64_t newest = hc[(c->hist_pos ? c->hist_pos : k) - 1].epoch;
@@ -337,6 +337,16 @@ inline_quiet__(const struct tpm *tpm, uint32_t ci, const struct tpm_ev *ev,
                         tpm_child_hist(tpm, ci), tpm->p.history_len,
                         ev->interval, tpm_abs_epoch(tpm, tpm->cur),
                         tpm->p.retire_epochs);
+}
+
+/* Prefetches the lines of flow entry 'f' that the sweep of epoch tag 'tag'
+ * reads: its first line (generation, state, epoch tags) and that epoch's
+ * statistics line. */
+static SWEEP_INLINE void
+flow_prefetch__(const struct tpm_flow *f, uint32_t tag)
+{
+    tpm_prefetch(f);
+    tpm_prefetch(&f->stats[tag & 1]);
 }
 
 /* Combines one flow's summary value 'v' into accumulator '*a' by the
@@ -473,15 +483,11 @@ chunk_gather__(struct tpm *tpm, struct tpm_child *c, const struct tpm_ev *ev,
     /* Both lines of the flow entries 4 items ahead; the first 4 at once,
      * so that short lists (the usual) overlap their misses. */
     for (uint32_t i = 0; i < MIN(n, 4); i++) {
-        const struct tpm_flow *f = &tpm->ft.flows[k->idx[i]];
-        tpm_prefetch(f);
-        tpm_prefetch(&f->stats[tag & 1]);
+        flow_prefetch__(&tpm->ft.flows[k->idx[i]], tag);
     }
     for (uint32_t i = 0; i < n; i++) {
         if (i + 4 < n) {
-            const struct tpm_flow *f = &tpm->ft.flows[k->idx[i + 4]];
-            tpm_prefetch(f);
-            tpm_prefetch(&f->stats[tag & 1]);
+            flow_prefetch__(&tpm->ft.flows[k->idx[i + 4]], tag);
         }
         if (planned
             ? planned_item__(tpm, tpm->ft.flows, tpm->p.retire_epochs, c,
@@ -624,12 +630,11 @@ sweep_prefetch_flow__(const struct tpm *tpm, uint32_t ci, uint32_t tag)
     bool quiet = false;
 
     if (nf != TPM_NONE) {
-        if (c->head == TPM_NONE && !tpm_flow_touched(&tpm->ft, nf, tag)) {
+        if (c->head == TPM_NONE
+            && !tpm_flow_touched(tpm->ft.touched[tag & 1], nf)) {
             quiet = true;
         } else {
-            const struct tpm_flow *f = &tpm->ft.flows[nf];
-            tpm_prefetch(f);
-            tpm_prefetch(&f->stats[tag & 1]);
+            flow_prefetch__(&tpm->ft.flows[nf], tag);
         }
     }
     /* The event's first line: with thousands of events it is seldom in
@@ -687,9 +692,8 @@ planned_prefetch__(const struct tpm_child *children, uint32_t n_children,
         const struct tpm_child *c = &children[ci + TPM_SWEEP_AHEAD_FLOW];
         uint32_t nf = c->in_idx;
         if (nf != TPM_NONE
-            && (touched[nf / 64] >> (nf % 64) & 1 || c->head != TPM_NONE)) {
-            tpm_prefetch(&flows[nf]);
-            tpm_prefetch(&flows[nf].stats[tag & 1]);
+            && (tpm_flow_touched(touched, nf) || c->head != TPM_NONE)) {
+            flow_prefetch__(&flows[nf], tag);
         }
         if (c->sat_last) {
             tpm_prefetch(&c->gkey);
@@ -848,21 +852,14 @@ child_is_planned__(const struct tpm *tpm, const struct tpm_child *c,
                || tpm->chunk_next[c->head] == TPM_NONE);
 }
 
-/* A planned instance's accumulators 0 to 2. */
-struct planned_acc {
-    double a[3];
-};
-
-/* Gathers planned instance 'c', which has one chunk: its inline item (if
- * any), then its chunk's items, compacting the chunk and freeing it once
- * empty.  Returns the accumulators and stores the items visited in '*np'.
- * Out of line: it is rare, and the planned run's loop stays small. */
-static struct planned_acc __attribute__((noinline))
+/* Gathers planned instance 'c', which has one chunk, into 'acc' (0 to 2,
+ * zero): its inline item (if any), then its chunk's items, compacting the
+ * chunk and freeing it once empty.  Returns the items visited.  Out of
+ * line: it is rare, and the planned run's loop stays small. */
+static uint32_t __attribute__((noinline))
 planned_chunked__(struct tpm *tpm, struct tpm_child *c, uint32_t tag,
-                  uint32_t *np)
+                  double *acc)
 {
-    struct planned_acc r = { { 0 } };
-    double *acc = r.a;
     uint32_t ch = c->head, n = 0;
 
     if (c->in_idx != TPM_NONE) {
@@ -878,8 +875,7 @@ planned_chunked__(struct tpm *tpm, struct tpm_child *c, uint32_t tag,
     if (!tpm->chunk_n[ch]) {
         chunk_unlink__(tpm, c, TPM_NONE, ch);
     }
-    *np = n;
-    return r;
+    return n;
 }
 
 /* Sweeps at most 'max' planned instances, and about twice as many
@@ -919,12 +915,7 @@ sweep_planned_run__(struct tpm *tpm, uint32_t max, uint64_t abs, uint32_t tag,
         uint32_t idx = c->in_idx;
         acc[0] = acc[1] = acc[2] = 0;
         if (OVS_UNLIKELY(c->head != TPM_NONE)) {
-            uint32_t n;
-            struct planned_acc r = planned_chunked__(tpm, c, tag, &n);
-            acc[0] = r.a[0];
-            acc[1] = r.a[1];
-            acc[2] = r.a[2];
-            left -= 1 + n;
+            left -= 1 + planned_chunked__(tpm, c, tag, acc);
         } else if (idx != TPM_NONE) {
             left -= 2;
             if (item_quiet__(touched, idx, c, hc, k, 1, now, retire)) {
