@@ -615,6 +615,8 @@ sweep_finish__(struct tpm *tpm)
  * so a lead of one instance would leave most of each miss exposed. */
 #define TPM_SWEEP_AHEAD_CHILD 8
 #define TPM_SWEEP_AHEAD_FLOW 4
+BUILD_ASSERT_DECL(TPM_SWEEP_AHEAD_CHILD <= TPM_CHILD_PAD);
+BUILD_ASSERT_DECL(TPM_SWEEP_AHEAD_FLOW <= TPM_CHILD_PAD);
 
 /* Planned instances swept by one call of sweep_planned_run__() at most. */
 #define TPM_SWEEP_RUN 32
@@ -681,23 +683,21 @@ sweep_prefetch__(const struct tpm *tpm, uint32_t ci, uint32_t tag)
  * likely report.  Its history is read and written in instance order, a
  * stream the hardware prefetcher follows. */
 static SWEEP_INLINE void
-planned_prefetch__(const struct tpm_child *children, uint32_t n_children,
+planned_prefetch__(const struct tpm_child *children,
                    const struct tpm_flow *flows, const uint64_t *touched,
                    uint32_t ci, uint32_t tag)
 {
-    if (ci + TPM_SWEEP_AHEAD_CHILD < n_children) {
-        tpm_prefetch(&children[ci + TPM_SWEEP_AHEAD_CHILD]);
+    /* No test against 'n_children': the array's padding
+     * (TPM_CHILD_PAD) holds what an instance past the last one reads. */
+    tpm_prefetch(&children[ci + TPM_SWEEP_AHEAD_CHILD]);
+    const struct tpm_child *c = &children[ci + TPM_SWEEP_AHEAD_FLOW];
+    uint32_t nf = c->in_idx;
+    if (nf != TPM_NONE
+        && (tpm_flow_touched(touched, nf) || c->head != TPM_NONE)) {
+        flow_prefetch__(&flows[nf], tag);
     }
-    if (ci + TPM_SWEEP_AHEAD_FLOW < n_children) {
-        const struct tpm_child *c = &children[ci + TPM_SWEEP_AHEAD_FLOW];
-        uint32_t nf = c->in_idx;
-        if (nf != TPM_NONE
-            && (tpm_flow_touched(touched, nf) || c->head != TPM_NONE)) {
-            flow_prefetch__(&flows[nf], tag);
-        }
-        if (c->sat_last) {
-            tpm_prefetch(&c->gkey);
-        }
+    if (c->sat_last) {
+        tpm_prefetch(&c->gkey);
     }
 }
 
@@ -908,7 +908,7 @@ sweep_planned_run__(struct tpm *tpm, uint32_t max, uint64_t abs, uint32_t tag,
         }
         done++;
 
-        planned_prefetch__(children, n_children, flows, touched, ci, tag);
+        planned_prefetch__(children, flows, touched, ci, tag);
 
         /* Gather into accumulators 0 to 2 (all that a plan covers). */
         double acc[3];

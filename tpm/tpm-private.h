@@ -292,6 +292,13 @@ BUILD_ASSERT_DECL(sizeof(struct tpm_child) == 4 * CACHE_LINE_SIZE);
 
 #define TPM_NO_KIND 0xff
 
+/* Instances allocated past 'p.max_triggers' and never used, so that the
+ * sweep's lookahead may read the line of an instance up to this many
+ * past the last one without a test (sweep.c): zero at first, then
+ * whatever instance last lived there (tpm_child_remove__()); either way
+ * a flow index it only prefetches. */
+#define TPM_CHILD_PAD 8
+
 /* The outcomes of comparing two doubles, one bit each: a comparison
  * operator is the set of outcomes for which it holds (LT: TPM_CMP_LT;
  * NE: TPM_CMP_LT | TPM_CMP_GT | TPM_CMP_UNORDERED, as 'a != b' holds for
@@ -436,7 +443,9 @@ struct tpm {
     uint32_t *backfill;         /* Event slots with backfill_left > 0. */
     uint32_t n_backfill;
 
-    struct tpm_child *children; /* p.max_triggers, contiguous. */
+    struct tpm_child *children; /* p.max_triggers, contiguous, and
+                                 * TPM_CHILD_PAD more that are never
+                                 * used (below). */
     uint32_t n_children;
     struct tpm_hist *hist;      /* history_len per child. */
     struct tpm_imap_entry *imap; /* (event, group) -> instance. */

@@ -172,7 +172,8 @@ tpm_create(const struct tpm_params *params, char **errp)
     tpm->ft.dos_mode = p->dos_threshold > 0;
 
     /* Trigger repository (children) and chunk pool in huge pages. */
-    size_t child_bytes = (size_t) p->max_triggers * sizeof *tpm->children;
+    size_t child_bytes = ((size_t) p->max_triggers + TPM_CHILD_PAD)
+                         * sizeof *tpm->children;
     if (tpm_huge_alloc(&tpm->child_region, child_bytes,
                        "trigger repository")) {
         *errp = xasprintf("trigger repository of %u instances: out of "
