@@ -143,6 +143,18 @@ is_pow2(uint64_t x)
     return x && !(x & (x - 1));
 }
 
+/* Returns the least power of 2 that is at least 'n' (1 for 0; 'n' at
+ * most 2^31). */
+static inline uint32_t
+pow2_ceil32(uint32_t n)
+{
+    uint32_t p = 1;
+    while (p < n) {
+        p *= 2;
+    }
+    return p;
+}
+
 /* Returns the least power of 2 that is at least 'n' and at least 16: the
  * size of a hash table for 'n' entries and more. */
 static inline size_t

@@ -23,6 +23,7 @@
 #include "event.h"
 #include "packet.h"
 #include "tpm.h"
+#include "tpm-private.h"
 #include "util.h"
 
 #define MS 1000000ULL
@@ -2369,8 +2370,77 @@ START_TEST(test_dos_model)
 }
 END_TEST
 
+/* Eight intervals with packets (10, 20, ..., 80 in epochs e0 to e0 + 7)
+ * and a history of 'k' entries: the polls answer the last 'k' and call
+ * the one before them expired, whether or not 'k' is the size of the
+ * history's ring (a power of two). */
+static void
+check_poll_window(uint32_t k)
+{
+    struct tpm_params p;
+    tpm_params_init(&p);
+    p.flow_table_size = 1024;
+    p.dos_table_size = 1024;
+    p.max_chunks = 64;
+    p.history_len = k;
+    struct tpm *tpm = new_tpm(&p);
+    struct frame f;
+    double v;
+
+    add(tpm, 3, "vol filter=udp predicate=sum(volume) > 1000000 "
+        "group=nw_dst/16");
+    udp_frame(&f, ip4(10, 99, 0, 1), ip4(10, 7, 1, 1), 1, 2, 10, 64);
+    uint64_t e0 = T0 / (10 * MS);
+    for (int e = 0; e < 8; e++) {
+        for (int i = 0; i <= e; i++) {
+            send1(tpm, T0 + e * 10 * MS + i, &f);
+        }
+        tpm_advance(tpm, T0 + (e + 1) * 10 * MS);
+        sweep_all(tpm);
+    }
+    struct tpm_key g = { .ipver = 4 };
+    g.dst[0] = htonl(ip4(10, 7, 0, 0));
+    for (uint32_t e = 0; e < 8; e++) {
+        enum tpm_poll_status st = tpm_poll(tpm, 3, &g, 0, 0, e0 + e, &v);
+        if (e + k >= 8) {
+            ck_assert_msg(st == TPM_POLL_OK && v == 10.0 * (e + 1),
+                          "k %u epoch +%u: status %d value %g", k, e, st,
+                          v);
+        } else {
+            ck_assert_msg(st == TPM_POLL_EXPIRED,
+                          "k %u epoch +%u: status %d", k, e, st);
+        }
+    }
+    tpm_destroy(tpm);
+}
+
+/* An instance's history counter past 2^32 intervals: the slots go on
+ * around the ring and the history stays full. */
+START_TEST(test_hist_ring_wrap)
+{
+    struct tpm_hist h[8];
+    struct tpm_child c;
+    memset(&c, 0, sizeof c);
+    c.hist_seq = UINT32_MAX - 1;
+    ck_assert_ptr_eq(tpm_hist_at(h, c.hist_seq, 0, 8), &h[6]);
+    tpm_hist_push(&c, 8);
+    ck_assert_ptr_eq(tpm_hist_at(h, c.hist_seq, 0, 8), &h[7]);
+    tpm_hist_push(&c, 8);
+    ck_assert_uint_eq(c.hist_seq, 8);
+    ck_assert_ptr_eq(tpm_hist_at(h, c.hist_seq, 0, 8), &h[0]);
+    ck_assert_ptr_eq(tpm_hist_at(h, c.hist_seq, 1, 8), &h[7]);
+    ck_assert_ptr_eq(tpm_hist_at(h, c.hist_seq, 8, 8), &h[0]);
+    tpm_hist_push(&c, 8);
+    ck_assert_ptr_eq(tpm_hist_at(h, c.hist_seq, 1, 8), &h[0]);
+}
+END_TEST
+
 START_TEST(test_poll_history)
 {
+    for (uint32_t k = 1; k <= 9; k++) {
+        check_poll_window(k);
+    }
+
     struct tpm_params p;
     tpm_params_init(&p);
     p.flow_table_size = 1024;
@@ -3293,6 +3363,7 @@ tpm_suite(void)
     tcase_add_test(tc, test_dos_syn_model);
     tcase_add_test(tc, test_dos_precheck);
     tcase_add_test(tc, test_poll_history);
+    tcase_add_test(tc, test_hist_ring_wrap);
     tcase_add_test(tc, test_poll_quiet_group);
     tcase_add_test(tc, test_control_rings);
     tcase_add_test(tc, test_control_two_threads);

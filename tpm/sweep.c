@@ -198,18 +198,13 @@ interval_end__(struct tpm *tpm, uint32_t ci, const struct tpm_ev *ev,
             end = (c->iv + 1) * ev->interval - 1;
             value = ev_value__(ev, acc, c->prev, &sat);
         }
-        struct tpm_hist *h = &tpm_child_hist(tpm, ci)[c->hist_pos];
+        struct tpm_hist *h = tpm_hist_at(tpm_child_hist(tpm, ci),
+                                         c->hist_seq, 0, tpm->hist_ring);
         h->epoch = end;
         h->value = value;
         h->flags = c->flags;
         h->satisfied = sat;
-        /* A compare, not a division: this runs for every instance. */
-        if (++c->hist_pos == tpm->p.history_len) {
-            c->hist_pos = 0;
-        }
-        if (c->hist_n < tpm->p.history_len) {
-            c->hist_n++;
-        }
+        tpm_hist_push(c, tpm->hist_ring);
         c->sat_last = sat;
         if (sat) {
             report_satisfied__(tpm, c, planned ? c->ev_id : ev->id, end,
@@ -311,19 +306,19 @@ item_stats__(struct tpm *tpm, uint32_t idx, uint32_t gen, uint32_t tag,
  * and whose event's interval is 'interval' epochs, had no packet in the
  * swept epoch (the touched bitmap 'touched', tpm/flow-table.h) and cannot
  * be due for retirement ('retire' epochs) in the current absolute epoch
- * 'now': the instance's newest history entry ('k' entries), an interval
+ * 'now': the instance's newest history entry (a ring of 'ring'), an interval
  * with packets, bounds the flow's last packet from below by that
  * interval's first epoch ("Quiet instances", below).  Then the sweep need
  * not read the flow entry. */
 static SWEEP_INLINE bool
 item_quiet__(const uint64_t *touched, uint32_t idx,
-             const struct tpm_child *c, const struct tpm_hist *hc,
-             uint32_t k, uint32_t interval, uint64_t now, uint32_t retire)
+             const struct tpm_child *c, struct tpm_hist *hc,
+             uint32_t ring, uint32_t interval, uint64_t now, uint32_t retire)
 {
-    if (tpm_flow_touched(touched, idx) || !c->hist_n) {
+    if (tpm_flow_touched(touched, idx) || !c->hist_seq) {
         return false;
     }
-    uint64_t newest = hc[(c->hist_pos ? c->hist_pos : k) - 1].epoch;
+    uint64_t newest = tpm_hist_at(hc, c->hist_seq, 1, ring)->epoch;
     return now - (newest + 1 - interval) <= retire;
 }
 
@@ -334,7 +329,7 @@ inline_quiet__(const struct tpm *tpm, uint32_t ci, const struct tpm_ev *ev,
 {
     const struct tpm_child *c = &tpm->children[ci];
     return item_quiet__(tpm->ft.touched[tag & 1], c->in_idx, c,
-                        tpm_child_hist(tpm, ci), tpm->p.history_len,
+                        tpm_child_hist(tpm, ci), tpm->hist_ring,
                         ev->interval, tpm_abs_epoch(tpm, tpm->cur),
                         tpm->p.retire_epochs);
 }
@@ -547,14 +542,12 @@ child_idle__(const struct tpm *tpm, const struct tpm_child *c,
         || (!acc_clear && c->acc[0] != 0)) {
         return false;
     }
-    if (!c->hist_n) {
+    if (!c->hist_seq) {
         return true;
     }
-    uint32_t k = tpm->p.history_len;
-    const struct tpm_hist *h = tpm_child_hist(tpm, (uint32_t)
-                                              (c - tpm->children));
-    uint64_t newest = h[c->hist_pos ? c->hist_pos - 1u : k - 1].epoch;
-    return newest + (uint64_t) k * interval <= abs;
+    struct tpm_hist *h = tpm_child_hist(tpm, (uint32_t) (c - tpm->children));
+    uint64_t newest = tpm_hist_at(h, c->hist_seq, 1, tpm->hist_ring)->epoch;
+    return newest + (uint64_t) tpm->p.history_len * interval <= abs;
 }
 
 void
@@ -609,7 +602,7 @@ sweep_finish__(struct tpm *tpm)
 /* How far ahead of the instance being swept the sweep prefetches: the
  * instance's line 0 TPM_SWEEP_AHEAD_CHILD instances ahead, and the flow
  * entry of its inline item and its history slot TPM_SWEEP_AHEAD_FLOW
- * ahead (reading 'in_idx' and 'hist_pos' there, from the line fetched
+ * ahead (reading 'in_idx' and 'hist_seq' there, from the line fetched
  * earlier).  A direct instance takes ~10-20 ns when its lines are in
  * cache, and a flow entry is a random access to a table larger than L2,
  * so a lead of one instance would leave most of each miss exposed. */
@@ -655,13 +648,12 @@ sweep_prefetch_flow__(const struct tpm *tpm, uint32_t ci, uint32_t tag)
     if (c->sat_last) {
         tpm_prefetch(&c->gkey);
     }
-    const struct tpm_hist *h = tpm_child_hist(tpm, ci);
+    struct tpm_hist *h = tpm_child_hist(tpm, ci);
     if ((nf == TPM_NONE && c->head == TPM_NONE) || quiet) {
         /* No flows left: the idle test will read the newest entry. */
-        uint32_t k = tpm->p.history_len;
-        tpm_prefetch(&h[c->hist_pos ? c->hist_pos - 1u : k - 1]);
+        tpm_prefetch(tpm_hist_at(h, c->hist_seq, 1, tpm->hist_ring));
     } else {
-        tpm_prefetch_write(&h[c->hist_pos]);
+        tpm_prefetch_write(tpm_hist_at(h, c->hist_seq, 0, tpm->hist_ring));
     }
 }
 
@@ -890,13 +882,13 @@ sweep_planned_run__(struct tpm *tpm, uint32_t max, uint64_t abs, uint32_t tag,
     struct tpm_child *const children = tpm->children;
     struct tpm_flow *const flows = tpm->ft.flows;
     struct tpm_hist *const hist = tpm->hist;
-    const uint32_t k = tpm->p.history_len;
+    const uint32_t ring = tpm->hist_ring;
     const uint32_t retire = tpm->p.retire_epochs;
     uint32_t n_children = tpm->n_children;
     const uint64_t *touched = tpm->ft.touched[tag & 1];
     const uint64_t now = tpm_abs_epoch(tpm, tpm->cur);
     uint32_t ci = tpm->sw.child, done = 0, stale = 0;
-    struct tpm_hist *hc = &hist[(size_t) ci * k];  /* Instance ci's. */
+    struct tpm_hist *hc = &hist[(size_t) ci * ring];  /* Instance ci's. */
 
     /* Units of work as the caller counts them: an instance and each of
      * its flow items ('max' <= TPM_SWEEP_RUN). */
@@ -918,7 +910,7 @@ sweep_planned_run__(struct tpm *tpm, uint32_t max, uint64_t abs, uint32_t tag,
             left -= 1 + planned_chunked__(tpm, c, tag, acc);
         } else if (idx != TPM_NONE) {
             left -= 2;
-            if (item_quiet__(touched, idx, c, hc, k, 1, now, retire)) {
+            if (item_quiet__(touched, idx, c, hc, ring, 1, now, retire)) {
                 /* Quiet: no packet, and too recent to retire. */
             } else if (!planned_item__(tpm, flows, retire, c, idx,
                                        c->in_gen, tag, acc, true)) {
@@ -937,17 +929,12 @@ sweep_planned_run__(struct tpm *tpm, uint32_t max, uint64_t abs, uint32_t tag,
                             : agg_compute__(&c->calc, acc));
             bool sat = (c->op_classes
                         & tpm_cmp_class(value, c->threshold)) != 0;
-            struct tpm_hist *h = &hc[c->hist_pos];
+            struct tpm_hist *h = tpm_hist_at(hc, c->hist_seq, 0, ring);
             h->epoch = abs;
             h->value = value;
             h->flags = c->flags;
             h->satisfied = sat;
-            if (++c->hist_pos == k) {
-                c->hist_pos = 0;
-            }
-            if (c->hist_n < k) {
-                c->hist_n++;
-            }
+            tpm_hist_push(c, ring);
             c->sat_last = sat;
             if (sat) {
                 report_satisfied__(tpm, c, c->ev_id, abs, value);
@@ -971,7 +958,7 @@ sweep_planned_run__(struct tpm *tpm, uint32_t max, uint64_t abs, uint32_t tag,
             n_children = tpm->n_children;
         } else {
             ci++;
-            hc += k;
+            hc += ring;
         }
     }
     tpm->sw.child = ci;

@@ -248,8 +248,11 @@ struct tpm_child {
                                  * event. */
     double threshold;           /* Planned: the event's 'fast_threshold'. */
     uint32_t ev_id;             /* Planned: the event's 'id'. */
-    uint16_t hist_n;            /* Valid history entries. */
-    uint16_t hist_pos;          /* Next history slot. */
+    uint32_t hist_seq;          /* Intervals recorded in the history
+                                 * (tpm_hist_push()): the next goes to
+                                 * slot 'hist_seq' mod the ring's size,
+                                 * and the newest min(hist_seq,
+                                 * history_len) are valid. */
     uint8_t flags;              /* TPM_CHILD_*. */
     bool prev_pkts;             /* The previous interval saw packets
                                  * ('prev[0] != 0', which is not kept up
@@ -447,7 +450,10 @@ struct tpm {
                                  * TPM_CHILD_PAD more that are never
                                  * used (below). */
     uint32_t n_children;
-    struct tpm_hist *hist;      /* history_len per child. */
+    struct tpm_hist *hist;      /* 'hist_ring' per child. */
+    uint32_t hist_ring;         /* history_len rounded up to a power of
+                                 * two: a slot is a mask away from the
+                                 * instance's 'hist_seq'. */
     struct tpm_imap_entry *imap; /* (event, group) -> instance. */
     uint32_t imap_mask;
     struct tpm_huge_region child_region;
@@ -571,7 +577,35 @@ tpm_abs_epoch(const struct tpm *tpm, uint64_t rel)
 static inline struct tpm_hist *
 tpm_child_hist(const struct tpm *tpm, uint32_t c)
 {
-    return &tpm->hist[(size_t) c * tpm->p.history_len];
+    return &tpm->hist[(size_t) c * tpm->hist_ring];
+}
+
+/* Returns the number of valid entries of 'c''s history. */
+static inline uint32_t
+tpm_hist_n(const struct tpm *tpm, const struct tpm_child *c)
+{
+    return MIN(c->hist_seq, tpm->p.history_len);
+}
+
+/* Returns the slot in its instance's history 'h' of the entry 'back'
+ * intervals before the next one of an instance whose 'hist_seq' is
+ * 'seq' (1: the newest, which requires 'seq' > 0), with 'ring' the
+ * tpm's 'hist_ring'. */
+static inline struct tpm_hist *
+tpm_hist_at(struct tpm_hist *h, uint32_t seq, uint32_t back, uint32_t ring)
+{
+    return &h[(seq - back) & (ring - 1)];
+}
+
+/* Counts the entry just written at slot 'hist_seq' of 'c''s history
+ * (ring size 'ring').  Past 2^32 intervals the count restarts at 'ring',
+ * which keeps the slot (a multiple of the ring) and the history full. */
+static inline void
+tpm_hist_push(struct tpm_child *c, uint32_t ring)
+{
+    if (OVS_UNLIKELY(!++c->hist_seq)) {
+        c->hist_seq = ring;
+    }
 }
 
 #endif /* tpm-private.h */

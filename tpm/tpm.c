@@ -126,9 +126,9 @@ tpm_params_memory(const struct tpm_params *p)
     m += ROUND_UP((uint64_t) p->flow_table_size * sizeof(struct tpm_flow),
                   page);
     m += (uint64_t) p->flow_table_size / 4;    /* Touched bitmaps. */
-    m += ROUND_UP((uint64_t) p->max_triggers * sizeof(struct tpm_child),
-                  page);
-    m += (uint64_t) p->max_triggers * p->history_len
+    m += ROUND_UP(((uint64_t) p->max_triggers + TPM_CHILD_PAD)
+                  * sizeof(struct tpm_child), page);
+    m += (uint64_t) p->max_triggers * pow2_ceil32(p->history_len)
          * sizeof(struct tpm_hist);
     m += map_size__(p->max_triggers) * sizeof(struct tpm_imap_entry);
     m += ROUND_UP((uint64_t) p->max_chunks * sizeof(struct tpm_chunk), page);
@@ -196,7 +196,8 @@ tpm_create(const struct tpm_params *params, char **errp)
     }
     tpm->chunk_free = 0;
 
-    tpm->hist = xcalloc((size_t) p->max_triggers * p->history_len,
+    tpm->hist_ring = pow2_ceil32(p->history_len);
+    tpm->hist = xcalloc((size_t) p->max_triggers * tpm->hist_ring,
                         sizeof *tpm->hist);
     uint32_t imap_size = map_size__(p->max_triggers);
     tpm->imap = xmalloc(imap_size * sizeof *tpm->imap);
@@ -956,17 +957,20 @@ tpm_poll(const struct tpm *tpm, uint32_t id, const struct tpm_key *group,
         return end + window <= swept_through ? TPM_POLL_EXPIRED
                                              : TPM_POLL_NO_GROUP;
     }
-    const struct tpm_hist *h = tpm_child_hist(tpm, ci);
+    struct tpm_hist *h = tpm_child_hist(tpm, ci);
     const struct tpm_child *c = &tpm->children[ci];
+    uint32_t n = tpm_hist_n(tpm, c);
     uint64_t oldest = UINT64_MAX;
-    for (uint32_t i = 0; i < c->hist_n; i++) {
-        if (h[i].epoch == end) {
-            *value = h[i].value;
+    for (uint32_t i = 1; i <= n; i++) {
+        const struct tpm_hist *e = tpm_hist_at(h, c->hist_seq, i,
+                                               tpm->hist_ring);
+        if (e->epoch == end) {
+            *value = e->value;
             return TPM_POLL_OK;
         }
-        oldest = MIN(oldest, h[i].epoch);
+        oldest = MIN(oldest, e->epoch);
     }
-    if (c->hist_n == tpm->p.history_len && end < oldest) {
+    if (n == tpm->p.history_len && end < oldest) {
         return TPM_POLL_EXPIRED;
     }
     /* The group existed but saw no packets in that interval (or was

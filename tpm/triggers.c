@@ -259,7 +259,7 @@ tpm_child_remove__(struct tpm *tpm, uint32_t ci)
         tpm->imap[pos].child = ci;
         *c = *l;
         memcpy(tpm_child_hist(tpm, ci), tpm_child_hist(tpm, last),
-               tpm->p.history_len * sizeof *tpm->hist);
+               tpm->hist_ring * sizeof *tpm->hist);
     }
     TPM_STAT_ADD(tpm, children_expired, 1);
     TPM_STAT_SET(tpm, triggers, tpm->n_children);
