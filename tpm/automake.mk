@@ -40,4 +40,5 @@ tpm_bench_tpm_bench_LDADD = tpm/libtpm.la
 # libdpdk (pkg-config), like the OVS build, not by automake.
 EXTRA_DIST += tpm/bench/bench-lib.sh tpm/bench/bench-dos.sh \
 	tpm/bench/bench-feasibility.sh tpm/bench/dos-feeder.c \
-	tpm/bench/bench-ovs.sh tpm/bench/bench-ovs.py
+	tpm/bench/bench-ovs.sh tpm/bench/bench-ovs.py \
+	tpm/bench/bench-ovs-instr.sh tpm/bench/bench-ovs-instr.py
