@@ -143,13 +143,13 @@ is_pow2(uint64_t x)
     return x && !(x & (x - 1));
 }
 
-/* Returns the least power of 2 that is at least 'n' (1 for 0; 'n' at
- * most 2^31). */
-static inline uint32_t
-pow2_ceil32(uint32_t n)
+/* Returns the least power of 2 that is at least 'n' (1 for 0; the
+ * largest power of 2 of a size_t if none is). */
+static inline size_t
+pow2_ceil(size_t n)
 {
-    uint32_t p = 1;
-    while (p < n) {
+    size_t p = 1;
+    while (p < n && p <= SIZE_MAX / 2) {
         p *= 2;
     }
     return p;
@@ -160,11 +160,7 @@ pow2_ceil32(uint32_t n)
 static inline size_t
 pow2_at_least(size_t n)
 {
-    size_t p = 16;
-    while (p < n) {
-        p *= 2;
-    }
-    return p;
+    return MAX(pow2_ceil(n), 16);
 }
 
 #endif /* util.h */

@@ -2370,12 +2370,11 @@ START_TEST(test_dos_model)
 }
 END_TEST
 
-/* Eight intervals with packets (10, 20, ..., 80 in epochs e0 to e0 + 7)
- * and a history of 'k' entries: the polls answer the last 'k' and call
- * the one before them expired, whether or not 'k' is the size of the
- * history's ring (a power of two). */
-static void
-check_poll_window(uint32_t k)
+/* A monitor with a history of 'k' entries and event 3 (sum of volume per
+ * nw_dst/16) that saw eight intervals with packets: 10, 20, ..., 80 in
+ * epochs e0 to e0 + 7 (e0 = T0's epoch), all swept. */
+static struct tpm *
+poll_history_tpm(uint32_t k)
 {
     struct tpm_params p;
     tpm_params_init(&p);
@@ -2385,12 +2384,10 @@ check_poll_window(uint32_t k)
     p.history_len = k;
     struct tpm *tpm = new_tpm(&p);
     struct frame f;
-    double v;
 
     add(tpm, 3, "vol filter=udp predicate=sum(volume) > 1000000 "
         "group=nw_dst/16");
     udp_frame(&f, ip4(10, 99, 0, 1), ip4(10, 7, 1, 1), 1, 2, 10, 64);
-    uint64_t e0 = T0 / (10 * MS);
     for (int e = 0; e < 8; e++) {
         for (int i = 0; i <= e; i++) {
             send1(tpm, T0 + e * 10 * MS + i, &f);
@@ -2398,6 +2395,19 @@ check_poll_window(uint32_t k)
         tpm_advance(tpm, T0 + (e + 1) * 10 * MS);
         sweep_all(tpm);
     }
+    return tpm;
+}
+
+/* poll_history_tpm(k): the polls answer the last 'k' intervals and call
+ * the ones before them expired, whether or not 'k' is the size of the
+ * history's ring (a power of two). */
+static void
+check_poll_window(uint32_t k)
+{
+    struct tpm *tpm = poll_history_tpm(k);
+    uint64_t e0 = T0 / (10 * MS);
+    double v;
+
     struct tpm_key g = { .ipver = 4 };
     g.dst[0] = htonl(ip4(10, 7, 0, 0));
     for (uint32_t e = 0; e < 8; e++) {
@@ -2441,27 +2451,9 @@ START_TEST(test_poll_history)
         check_poll_window(k);
     }
 
-    struct tpm_params p;
-    tpm_params_init(&p);
-    p.flow_table_size = 1024;
-    p.dos_table_size = 1024;
-    p.max_chunks = 64;
-    p.history_len = 4;
-    struct tpm *tpm = new_tpm(&p);
-    struct frame f;
-    double v;
-
-    add(tpm, 3, "vol filter=udp predicate=sum(volume) > 1000000 "
-        "group=nw_dst/16");
-    udp_frame(&f, ip4(10, 99, 0, 1), ip4(10, 7, 1, 1), 1, 2, 10, 64);
+    struct tpm *tpm = poll_history_tpm(4);
     uint64_t e0 = T0 / (10 * MS);
-    for (int e = 0; e < 8; e++) {
-        for (int i = 0; i <= e; i++) {
-            send1(tpm, T0 + e * 10 * MS + i, &f);
-        }
-        tpm_advance(tpm, T0 + (e + 1) * 10 * MS);
-        sweep_all(tpm);
-    }
+    double v;
 
     struct tpm_key g = { .ipver = 4 };
     g.dst[0] = htonl(ip4(10, 7, 200, 200));   /* Masked to 10.7/16. */

@@ -128,7 +128,7 @@ tpm_params_memory(const struct tpm_params *p)
     m += (uint64_t) p->flow_table_size / 4;    /* Touched bitmaps. */
     m += ROUND_UP(((uint64_t) p->max_triggers + TPM_CHILD_PAD)
                   * sizeof(struct tpm_child), page);
-    m += (uint64_t) p->max_triggers * pow2_ceil32(p->history_len)
+    m += (uint64_t) p->max_triggers * pow2_ceil(p->history_len)
          * sizeof(struct tpm_hist);
     m += map_size__(p->max_triggers) * sizeof(struct tpm_imap_entry);
     m += ROUND_UP((uint64_t) p->max_chunks * sizeof(struct tpm_chunk), page);
@@ -196,7 +196,7 @@ tpm_create(const struct tpm_params *params, char **errp)
     }
     tpm->chunk_free = 0;
 
-    tpm->hist_ring = pow2_ceil32(p->history_len);
+    tpm->hist_ring = pow2_ceil(p->history_len);
     tpm->hist = xcalloc((size_t) p->max_triggers * tpm->hist_ring,
                         sizeof *tpm->hist);
     uint32_t imap_size = map_size__(p->max_triggers);

@@ -179,16 +179,6 @@ parse_double(const char *opt, const char *s, double min, double max)
     return v;
 }
 
-uint32_t
-pow2_ceil(uint64_t x)
-{
-    uint32_t p = 1;
-    while (p < x && p < (1u << 31)) {
-        p *= 2;
-    }
-    return p;
-}
-
 void
 print_machine(void)
 {

@@ -111,7 +111,6 @@ uint64_t parse_count(const char *opt, const char *s, uint64_t min,
 double parse_double(const char *opt, const char *s, double min, double max);
 int parse_list(const char *opt, const char *s, uint32_t *out, uint64_t min,
                uint64_t max);
-uint32_t pow2_ceil(uint64_t x);
 
 /* The frames of the workload and the table benchmark. */
 #define FRAME_CAPLEN 60         /* 64-byte frame without its FCS. */

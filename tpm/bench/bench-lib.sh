@@ -28,6 +28,9 @@
 #   bench_mkwork PREFIX       WORK=/tmp/PREFIX.XXXXXX
 #   bench_copy_bins DIR TREE...  copies TREE's programs to WORK/bin/TREE
 #   bench_hugepages           sets up huge pages (mem=auto|huge), sets mem
+#   bench_prepare OUT TAG TREE [KEY=VALUE...]
+#                             bench_start up to ovs-vswitchd: the
+#                             database, its settings, the namespace
 #   bench_start OUT TAG TREE [KEY=VALUE...]
 #                             ovsdb-server and ovs-vswitchd with their
 #                             files in OUT, in network namespace TAG, DPDK
@@ -318,12 +321,11 @@ tpm_pmd_ready() {
     appctl tpm/stats 2>/dev/null | grep -q '^pmd core 1'
 }
 
-# bench_start OUT TAG TREE [KEY=VALUE...]: fresh ovsdb-server and
-# ovs-vswitchd of WORK/bin/TREE with their files in OUT, ovs-vswitchd in
-# the new network namespace TAG (its taps live there), DPDK
-# --file-prefix=TAG, one PMD on core 1 with perf metrics, and the
-# other_config settings KEY=VALUE.
-bench_start() {
+# bench_prepare OUT TAG TREE [KEY=VALUE...]: what bench_start does
+# before it starts ovs-vswitchd: a fresh ovsdb-server of WORK/bin/TREE
+# with its files in OUT, the database's DPDK and PMD settings, and the
+# network namespace TAG with its loopback up.
+bench_prepare() {
     local out=$1 tag=$2 tree=$3 dpdk kv
     shift 3
     RUN_BIN=$WORK/bin/$tree
@@ -353,6 +355,16 @@ bench_start() {
 
     ip netns add "$NS"
     ip -n "$NS" link set lo up
+}
+
+# bench_start OUT TAG TREE [KEY=VALUE...]: fresh ovsdb-server and
+# ovs-vswitchd of WORK/bin/TREE with their files in OUT, ovs-vswitchd in
+# the new network namespace TAG (its taps live there), DPDK
+# --file-prefix=TAG, one PMD on core 1 with perf metrics, and the
+# other_config settings KEY=VALUE.
+bench_start() {
+    local out=$1
+    bench_prepare "$@"
     ip netns exec "$NS" "$RUN_BIN/vswitchd/ovs-vswitchd" -vconsole:off \
         "unix:$out/db.sock" --pidfile="$out/ovs-vswitchd.pid" --detach \
         --no-chdir --log-file="$out/vswitchd.log"

@@ -264,8 +264,9 @@ log "traffic: $pcap, $traffic"
 # is busy (config C) had phantom costs, up to 250 Ir per packet and
 # different in every run, charged to the call instructions of calls
 # through the PLT (time_timespec__'s calls of pthread_once() and
-# clock_gettime(), equal at both); with no, none, and the PLT stubs are
-# functions of their own ("0x... [PLT]", a jump each).
+# clock_gettime(), equal at both).  With --skip-plt=no there are none,
+# and each PLT stub is counted as a function of its own ("0x... [PLT]",
+# one jump).
 vg_args=(--tool=callgrind --toggle-collect=pmd_thread_main --fair-sched=yes
          --skip-plt=no "--vgdb-prefix=$WORK/vgdb")
 vg_args+=("${vg_extra[@]}")
@@ -278,35 +279,8 @@ fi
 # instr_start OUT TAG TREE [KEY=VALUE...]: bench-lib.sh's bench_start,
 # with ovs-vswitchd under valgrind in the background (not --detach).
 instr_start() {
-    local out=$1 tag=$2 tree=$3 dpdk kv
-    shift 3
-    RUN_BIN=$WORK/bin/$tree
-    RUN_DIR=$out
-    NS=$tag
-    export OVS_RUNDIR=$out OVS_DBDIR=$out OVS_LOGDIR=$out \
-           OVS_SYSCONFDIR=$out
-
-    "$RUN_BIN/ovsdb/ovsdb-tool" create "$out/conf.db" \
-        "$RUN_BIN/vswitchd/vswitch.ovsschema"
-    "$RUN_BIN/ovsdb/ovsdb-server" -vconsole:off \
-        --remote="punix:$out/db.sock" --pidfile="$out/ovsdb-server.pid" \
-        --detach --no-chdir --log-file="$out/ovsdb.log" "$out/conf.db"
-    vsctl --no-wait init
-    if [ "$mem" = huge ]; then
-        dpdk=("other_config:dpdk-extra=--no-pci --file-prefix=$tag"
-              other_config:dpdk-socket-mem=512)
-    else
-        dpdk=("other_config:dpdk-extra=--no-pci --no-huge -m 1024 --legacy-mem --no-shconf --file-prefix=$tag")
-    fi
-    for kv in "$@"; do
-        dpdk+=("other_config:$kv")
-    done
-    vsctl --no-wait set Open_vSwitch . other_config:dpdk-init=true \
-        other_config:pmd-cpu-mask=0x2 other_config:pmd-perf-metrics=true \
-        "${dpdk[@]}"
-
-    ip netns add "$NS"
-    ip -n "$NS" link set lo up
+    local out=$1
+    bench_prepare "$@"
     # "ip netns exec" execs valgrind: $! is valgrind's (and so
     # ovs-vswitchd's) PID.
     ip netns exec "$NS" "$VALGRIND" "${vg_args[@]}" \

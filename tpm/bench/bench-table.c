@@ -298,7 +298,8 @@ tbl_json(const struct tbl_opts *o, uint32_t ws, uint32_t size,
 static void
 tbl_measure(const struct tbl_opts *o, uint32_t ws)
 {
-    uint32_t size = MAX(pow2_ceil((uint64_t) o->factor * ws), 64);
+    uint32_t size = MAX(MIN(pow2_ceil((uint64_t) o->factor * ws),
+                            UINT32_C(1) << 31), 64);
     struct tbl_sample (*samples)[TS_N] = xcalloc(o->runs, sizeof *samples);
     struct tpm_key *keys = xmalloc((size_t) ws * sizeof *keys);
     uint64_t n_idx = o->round_robin
