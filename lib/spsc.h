@@ -101,6 +101,19 @@ spsc_pop(struct spsc_ring *r, void *elem)
     return true;
 }
 
+/* Consumer: true if the ring holds no element (the producer may push
+ * one meanwhile).  Reads the shared index only when the consumer's copy
+ * says empty: a cheap test before a consumer's heavier call. */
+static inline bool
+spsc_empty(struct spsc_ring *r)
+{
+    uint32_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
+    if (tail == r->head_cache) {
+        r->head_cache = atomic_load_explicit(&r->head, memory_order_acquire);
+    }
+    return tail == r->head_cache;
+}
+
 /* Producer: returns the number of elements that can be pushed now (at
  * least; the consumer may free more meanwhile). */
 static inline uint32_t

@@ -184,26 +184,19 @@ tpm_ovs_pmd_destroy(struct tpm_pmd *p)
     free(p);
 }
 
-/* PMD thread. */
+/* PMD thread.
+ *
+ * tpm_ovs_rx() and tpm_ovs_pmd_iteration() run for every batch and every
+ * polling iteration, with or without events: each tests first and leaves
+ * the work to a function of its own, out of line, so that a switch with
+ * no event pays a few instructions per batch, not the work's frame (the
+ * registers it saves, its frames[] array). */
 
-void
-tpm_ovs_rx(struct tpm_pmd *p, const struct dp_packet_batch *batch,
-           uint32_t port_no, long long int now_us)
+/* tpm_ovs_rx() with at least one event installed. */
+static void __attribute__((noinline))
+rx__(struct tpm_pmd *p, const struct dp_packet_batch *batch, size_t n,
+     uint32_t port_no, long long int now_us)
 {
-    size_t n = dp_packet_batch_size(batch);
-
-    if (!p) {
-        uint64_t orig;
-        atomic_add_relaxed(&tpm_ovs_non_pmd_skipped, n, &orig);
-        return;
-    }
-    uint32_t watch;
-    atomic_read_relaxed(&tpm_ovs_n_watch, &watch);
-    if (!watch) {
-        p->full_batch |= n == NETDEV_MAX_BURST;
-        return;
-    }
-
     uint64_t t0 = p->sampling ? tpm_rdtsc() : 0;
     struct tpm_frame frames[NETDEV_MAX_BURST];
     struct dp_packet *packet;
@@ -247,29 +240,29 @@ tpm_ovs_rx(struct tpm_pmd *p, const struct dp_packet_batch *batch,
 }
 
 void
-tpm_ovs_pmd_iteration(struct tpm_pmd *p, uint64_t rx_packets,
-                      long long int now_us)
+tpm_ovs_rx(struct tpm_pmd *p, const struct dp_packet_batch *batch,
+           uint32_t port_no, long long int now_us)
 {
+    size_t n = dp_packet_batch_size(batch);
+
     if (!p) {
+        uint64_t orig;
+        atomic_add_relaxed(&tpm_ovs_non_pmd_skipped, n, &orig);
         return;
     }
     uint32_t watch;
     atomic_read_relaxed(&tpm_ovs_n_watch, &watch);
     if (!watch) {
-        /* No event: only commands (the first add) need this PMD. */
-        p->full_batch = false;
-        p->sampling = false;
-        if (tpm_run_control(p->tpm, 16)) {
-            seq_change(tpm_ovs_reply_seq);  /* Replies for the main thread. */
-        }
-        if (!(++p->unwatched_iterations & 1023)) {
-            /* Alive, for tpm_ovs_pmd_parked(): a clock read every 1024
-             * loops. */
-            atomic_store_relaxed(&p->last_iteration_ns,
-                                 tpm_ovs_pmd_now_ns(now_us));
-        }
+        p->full_batch |= n == NETDEV_MAX_BURST;
         return;
     }
+    rx__(p, batch, n, port_no, now_us);
+}
+
+/* tpm_ovs_pmd_iteration() with at least one event installed. */
+static void __attribute__((noinline))
+iteration__(struct tpm_pmd *p, uint64_t rx_packets, long long int now_us)
+{
     uint64_t t0 = p->sampling ? tpm_rdtsc() : 0;
     /* OVS read its clock for the last batch, or after an empty poll. */
     uint64_t now = tpm_ovs_pmd_now_ns(now_us);
@@ -358,6 +351,33 @@ tpm_ovs_pmd_iteration(struct tpm_pmd *p, uint64_t rx_packets,
         p->iter_monitor = 0;
         p->iter_bytes = 0;
         p->iter_tsc = tpm_rdtsc();
+    }
+}
+
+void
+tpm_ovs_pmd_iteration(struct tpm_pmd *p, uint64_t rx_packets,
+                      long long int now_us)
+{
+    if (!p) {
+        return;
+    }
+    uint32_t watch;
+    atomic_read_relaxed(&tpm_ovs_n_watch, &watch);
+    if (watch) {
+        iteration__(p, rx_packets, now_us);
+        return;
+    }
+    /* No event: only commands (the first add) need this PMD. */
+    p->full_batch = false;
+    p->sampling = false;
+    if (tpm_run_control(p->tpm, 16)) {
+        seq_change(tpm_ovs_reply_seq);  /* Replies for the main thread. */
+    }
+    if (!(++p->unwatched_iterations & 1023)) {
+        /* Alive, for tpm_ovs_pmd_parked(): a clock read every 1024
+         * loops. */
+        atomic_store_relaxed(&p->last_iteration_ns,
+                             tpm_ovs_pmd_now_ns(now_us));
     }
 }
 

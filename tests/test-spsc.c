@@ -88,6 +88,7 @@ START_TEST(test_empty_pop)
 
     memset(buf, 0x33, sizeof buf);
     for (int i = 0; i < 10; i++) {
+        ck_assert(spsc_empty(r));
         ck_assert(!spsc_pop(r, buf));
     }
     for (int i = 0; i < 16; i++) {
@@ -98,8 +99,12 @@ START_TEST(test_empty_pop)
         in[i] = (uint8_t) (i * 7 + 1);
     }
     ck_assert(spsc_push(r, in));
+    /* The consumer's copy of the head is stale: spsc_empty() re-reads. */
+    ck_assert(!spsc_empty(r));
+    ck_assert(!spsc_empty(r));
     ck_assert(spsc_pop(r, buf));
     ck_assert(!memcmp(in, buf, 16));
+    ck_assert(spsc_empty(r));
     ck_assert(!spsc_pop(r, buf));
     spsc_destroy(r);
 }
@@ -231,6 +236,7 @@ START_TEST(test_index_wrap)
         }
         ck_assert_uint_eq(next_in - next_out, 8);
         ck_assert_uint_eq(spsc_count(r), 8);
+        ck_assert(!spsc_empty(r));
         uint32_t x;
         while (spsc_pop(r, &x)) {
             ck_assert_uint_eq(x, next_out);
@@ -238,6 +244,7 @@ START_TEST(test_index_wrap)
         }
         ck_assert_uint_eq(next_out, next_in);
         ck_assert_uint_eq(spsc_count(r), 0);
+        ck_assert(spsc_empty(r));
     }
     /* Went past 2^32. */
     ck_assert_uint_lt(atomic_load(&r->head), 200);
@@ -344,9 +351,24 @@ consumer(void *arg_)
     for (uint64_t i = 0; i < a->n; i++) {
         struct big_elem e;
         uint64_t got;
-        while (!spsc_pop(a->ring, a->big ? (void *) &e : (void *) &got)) {
-            a->empty++;
-            backoff(&spins);
+        void *out = a->big ? (void *) &e : (void *) &got;
+        if (i & 1) {
+            /* As a poller does: wait for spsc_empty() to say no, then the
+             * pop must succeed (only this thread takes elements) and see
+             * the element whole, with no further read of the head. */
+            while (spsc_empty(a->ring)) {
+                a->empty++;
+                backoff(&spins);
+            }
+            if (!spsc_pop(a->ring, out)) {
+                a->errors++;
+                continue;
+            }
+        } else {
+            while (!spsc_pop(a->ring, out)) {
+                a->empty++;
+                backoff(&spins);
+            }
         }
         bool ok;
         if (a->big) {
