@@ -606,11 +606,15 @@ sweep_finish__(struct tpm *tpm)
  * instance's line 0 TPM_SWEEP_AHEAD_CHILD instances ahead, and the flow
  * entry of its inline item and its history slot TPM_SWEEP_AHEAD_FLOW
  * ahead (reading 'in_idx' and 'hist_seq' there, from the line fetched
- * earlier).  A direct instance takes ~10-20 ns when its lines are in
- * cache, and a flow entry is a random access to a table larger than L2,
- * so a lead of one instance would leave most of each miss exposed. */
-#define TPM_SWEEP_AHEAD_CHILD 8
-#define TPM_SWEEP_AHEAD_FLOW 4
+ * earlier).  An active one-flow instance takes ~20-25 ns, and a flow
+ * entry is a random access to a table larger than the caches (~100 ns
+ * from DRAM): a lead of four instances left part of each miss exposed.
+ * Measured with 65536 active instances (docs/benchmarks.md, "Sweep with
+ * many instances"): leads of 8 to 12 flows and 16 to 32 lines sweep in
+ * 0.80 of the time of 4 and 8, 16 flows or more in more again (more
+ * misses in flight than the core tracks). */
+#define TPM_SWEEP_AHEAD_CHILD 16
+#define TPM_SWEEP_AHEAD_FLOW 8
 BUILD_ASSERT_DECL(TPM_SWEEP_AHEAD_CHILD <= TPM_CHILD_PAD);
 BUILD_ASSERT_DECL(TPM_SWEEP_AHEAD_FLOW <= TPM_CHILD_PAD);
 
