@@ -158,7 +158,9 @@ report_satisfied__(struct tpm *tpm, const struct tpm_child *c,
     }
     /* Field by field: a compound literal would clear the whole slot
      * first (a string store of 12 words per report, a fifth of a
-     * satisfied instance's instructions); the padding is never read. */
+     * satisfied instance's instructions); the padding is never read.
+     * A field added to the report must be written here too (the
+     * assertion below the function). */
     r->type = TPM_REPORT_SATISFIED;
     r->event_id = event_id;
     r->epoch = end;
@@ -173,6 +175,7 @@ report_satisfied__(struct tpm *tpm, const struct tpm_child *c,
     spsc_publish(tpm->report_ring);
     TPM_STAT_ADD(tpm, reports, 1);
 }
+BUILD_ASSERT_DECL(sizeof(struct tpm_report) == 96);
 
 /* Ends child 'ci''s current interval, whose accumulators are 'acc' (the
  * child's own, or a direct instance's on the stack): evaluates, records
