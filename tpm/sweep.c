@@ -157,8 +157,8 @@ report_satisfied__(struct tpm *tpm, const struct tpm_child *c,
         return;
     }
     /* Field by field: a compound literal would clear the whole slot
-     * first (a string store of 12 words per report, a fifth of a
-     * satisfied instance's instructions); the padding is never read.
+     * first (a string store of 12 words, a fifth of the report's
+     * instructions); the padding is never read.
      * A field added to the report must be written here too (the
      * assertion below the function). */
     r->type = TPM_REPORT_SATISFIED;
