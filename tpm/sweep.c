@@ -614,7 +614,7 @@ sweep_finish__(struct tpm *tpm)
  * from DRAM): a lead of four instances left part of each miss exposed.
  * Measured with 65536 active instances (docs/benchmarks.md, "Sweep with
  * many instances"): leads of 8 to 12 flows and 16 to 32 lines sweep in
- * 0.80 of the time of 4 and 8, 16 flows or more in more again (more
+ * 0.80 of the time of 4 and 8; 16 flows or more are slower again (more
  * misses in flight than the core tracks). */
 #define TPM_SWEEP_AHEAD_CHILD 16
 #define TPM_SWEEP_AHEAD_FLOW 8
