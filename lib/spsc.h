@@ -82,25 +82,6 @@ spsc_push(struct spsc_ring *r, const void *elem)
     return true;
 }
 
-/* Consumer: copies the oldest element into 'elem'.  Returns false if
- * empty. */
-static inline bool
-spsc_pop(struct spsc_ring *r, void *elem)
-{
-    uint32_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
-    if (tail == r->head_cache) {
-        r->head_cache = atomic_load_explicit(&r->head, memory_order_acquire);
-        if (tail == r->head_cache) {
-            return false;
-        }
-    }
-    __builtin_memcpy(elem,
-                     r->slots + (size_t) (tail & r->mask) * r->elem_size,
-                     r->elem_size);
-    atomic_store_explicit(&r->tail, tail + 1, memory_order_release);
-    return true;
-}
-
 /* Consumer: true if the ring holds no element (the producer may push
  * one meanwhile).  Reads the shared index only when the consumer's copy
  * says empty: a cheap test before a consumer's heavier call. */
@@ -112,6 +93,22 @@ spsc_empty(struct spsc_ring *r)
         r->head_cache = atomic_load_explicit(&r->head, memory_order_acquire);
     }
     return tail == r->head_cache;
+}
+
+/* Consumer: copies the oldest element into 'elem'.  Returns false if
+ * empty. */
+static inline bool
+spsc_pop(struct spsc_ring *r, void *elem)
+{
+    if (spsc_empty(r)) {
+        return false;
+    }
+    uint32_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
+    __builtin_memcpy(elem,
+                     r->slots + (size_t) (tail & r->mask) * r->elem_size,
+                     r->elem_size);
+    atomic_store_explicit(&r->tail, tail + 1, memory_order_release);
+    return true;
 }
 
 /* Producer: returns the number of elements that can be pushed now (at

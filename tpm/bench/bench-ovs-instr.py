@@ -3,9 +3,6 @@
 """Helper of tpm/bench/bench-ovs-instr.sh (python3 standard library only):
 reads the callgrind dump of ovs-vswitchd's PMD thread over one window.
 
-  events CTL     installs bench-ovs.py's events (the same names and
-                 definitions) over --jobs connections at once: under
-                 valgrind one command at a time takes minutes for 4096
   analyze DUMP --config C --stats F --perf F [--tpm0 F --tpm1 F] ...
                  one JSON line: the dump's instructions (and simulated
                  misses) per packet received, the monitor's part (every
@@ -31,8 +28,6 @@ import json
 import os
 import re
 import sys
-import threading
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOP = os.path.normpath(os.path.join(HERE, "..", ".."))
@@ -432,36 +427,6 @@ def cmd_analyze(a):
     print(json.dumps(r, sort_keys=True))
 
 
-def cmd_events(a):
-    bo = bench_ovs()
-    defs = list(bo.event_defs(a.prefixes, a.per_prefix, a.interval))
-    errors = []
-
-    def job(part):
-        try:
-            c = bo.Unixctl(a.ctl, timeout=a.timeout)
-            for name, words in part:
-                result, error = c.call("tpm/event-add", [name] + words)
-                if error:
-                    errors.append("tpm/event-add %s %s: %s"
-                                  % (name, " ".join(words), error))
-                    return
-        except OSError as e:
-            errors.append("%s: %s" % (a.ctl, e))
-
-    t0 = time.monotonic()
-    ts = [threading.Thread(target=job, args=(defs[i::a.jobs],))
-          for i in range(a.jobs)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    if errors:
-        sys.exit("\n".join(errors[:5]))
-    print("%d events installed in %.1f s (%d connections)"
-          % (len(defs), time.monotonic() - t0, a.jobs))
-
-
 def load(path):
     return [json.loads(l) for l in open(path) if l.strip()]
 
@@ -639,13 +604,6 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawTextHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
-    p = sub.add_parser("events")
-    p.add_argument("ctl")
-    p.add_argument("--prefixes", type=int, default=512)
-    p.add_argument("--per-prefix", type=int, default=8)
-    p.add_argument("--interval", default="10ms")
-    p.add_argument("--jobs", type=int, default=16)
-    p.add_argument("--timeout", type=float, default=600)
     p = sub.add_parser("analyze")
     p.add_argument("dump")
     p.add_argument("--config", required=True)
@@ -661,7 +619,7 @@ def main():
     p = sub.add_parser("table")
     p.add_argument("results")
     a = ap.parse_args()
-    {"events": cmd_events, "analyze": cmd_analyze, "show": cmd_show,
+    {"analyze": cmd_analyze, "show": cmd_show,
      "table": cmd_table}[a.cmd](a)
 
 

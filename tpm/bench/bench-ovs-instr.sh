@@ -65,10 +65,10 @@
 # (reads and writes) per packet.  (cachegrind itself cannot zero its
 # counters or restrict itself to one thread.)
 #
-# Everything is started in a private network namespace and work
-# directory /tmp/tpm-bench-ovs-instr.XXXXXX, stopped by PID (only if
-# its command line names that directory) and removed on exit, as
-# bench-ovs.sh does.  Other benchmarks running meanwhile change the
+# Everything is started in a private network namespace and a work
+# directory that mktemp makes under /tmp (tpm-bench-ovs-instr.*),
+# stopped by PID (only if its command line names that directory) and
+# removed on exit, as bench-ovs.sh does.  Other benchmarks running meanwhile change the
 # time a run takes, not its counts (--wait waits for them anyway).
 set -euo pipefail
 
@@ -265,8 +265,8 @@ log "traffic: $pcap, $traffic"
 # different in every run, charged to the call instructions of calls
 # through the PLT (time_timespec__'s calls of pthread_once() and
 # clock_gettime(), equal at both).  With --skip-plt=no there are none,
-# and each PLT stub is counted as a function of its own ("0x... [PLT]",
-# one jump).
+# and each PLT stub is counted as a function of its own (named by its
+# address and "[PLT]": one jump).
 vg_args=(--tool=callgrind --toggle-collect=pmd_thread_main --fair-sched=yes
          --skip-plt=no "--vgdb-prefix=$WORK/vgdb")
 vg_args+=("${vg_extra[@]}")
@@ -348,10 +348,11 @@ run_one() {
         wait_for 300 tpm_pmd_ready || die "$cfg: no monitor on PMD core 1"
     fi
     if [ "$cfg" = C ]; then
-        # bench-ovs.py's events, 16 commands in flight (one at a time,
+        # The events over 16 connections (one command at a time,
         # ovs-vswitchd under valgrind takes ~0.3 s each).
-        "$PY" "$instr_helper" events "$CTL" --prefixes "$prefixes" \
+        "$PY" "$helper" events "$CTL" --prefixes "$prefixes" \
             --per-prefix "$per_prefix" --interval "$interval" --jobs 16 \
+            --timeout 600 \
             >"$out/events.log" \
             || die "$cfg: installing events failed: $(cat "$out/events.log")"
         log "  $(cat "$out/events.log")"
