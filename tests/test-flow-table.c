@@ -35,11 +35,27 @@
 #define TAG0 2                  /* First epoch tag (see flow-table.h). */
 
 /* Stamps 'f' as updated in the epoch with tag 'tag', like the monitor's
- * packet path does. */
+ * packet path does, counts set to values with every byte nonzero: an
+ * IPv4 entry keeps them in its key's unused words, which lookups must
+ * leave out. */
 static void
 touch(struct tpm_flow *f, uint32_t tag)
 {
+    struct tpm_flow_count *cnt = tpm_flow_count(f, tag & 1);
+
     f->tag[tag & 1] = tag;
+    cnt->packets = 0x81818181u ^ tag;
+    cnt->bytes = 0xf7f7f7f7u ^ tag;
+}
+
+/* Returns true if 'f''s key (tpm_flow_key()) is 'k'. */
+static bool
+flow_key_is(const struct tpm_flow *f, const struct tpm_key *k)
+{
+    struct tpm_key fk;
+
+    tpm_flow_key(f, &fk);
+    return tpm_key_equal(&fk, k);
 }
 
 static struct tpm_key
@@ -105,7 +121,7 @@ insert_touch(struct tpm_flow_table *ft, const struct tpm_key *k, uint32_t h,
     ck_assert_ptr_null(tpm_flow_table_find(ft, k, h));
     struct tpm_flow *f = tpm_flow_table_insert(ft, k, h, tag, replaced, old);
     ck_assert_ptr_nonnull(f);
-    ck_assert(tpm_key_equal(&f->key, k));
+    ck_assert(flow_key_is(f, k));
     ck_assert_uint_eq(f->hash, h);
     ck_assert_int_eq(f->state, TPM_FLOW_PENDING);
     ck_assert_uint_eq(f->tag[0], 0);
@@ -149,6 +165,102 @@ START_TEST(test_layout)
     tpm_flow_table_destroy(&ft);
     ck_assert_ptr_null(ft.flows);
     tpm_flow_table_destroy(NULL);
+}
+END_TEST
+
+/* Where an entry keeps its counts: an IPv4 flow's in the unused words of
+ * its line 0 (both parities, apart from the key's own words), an IPv6
+ * flow's at the head of its statistics lines; lookups and the key's
+ * readers see the key alone either way. */
+START_TEST(test_counts_layout)
+{
+    struct tpm_flow_table ft;
+    struct test_rng rng;
+
+    test_rng_seed(&rng, 0xc0c0);
+    ck_assert_int_eq(tpm_flow_table_init(&ft, 1024, 8), 0);
+
+    struct tpm_key k4 = random_key(&rng), k6 = k4, k6b;
+    k6.ipver = 6;
+    for (int w = 1; w < 4; w++) {
+        k6.src[w] = test_rng_u32(&rng);
+        k6.dst[w] = test_rng_u32(&rng);
+    }
+    bool replaced;
+    struct tpm_flow *f4 = insert_touch(&ft, &k4, tpm_key_hash(&k4), TAG0,
+                                       &replaced, NULL);
+    struct tpm_flow *f6 = insert_touch(&ft, &k6, tpm_key_hash(&k6), TAG0,
+                                       &replaced, NULL);
+    for (int p = 0; p < 2; p++) {
+        struct tpm_flow_count *c4 = tpm_flow_count(f4, p);
+        struct tpm_flow_count *c6 = tpm_flow_count(f6, p);
+        /* IPv4: inside line 0, clear of the key's words 0 and 2 (the
+         * addresses) and 4 (ports, protocol, version, tenant). */
+        uintptr_t off = (uintptr_t) c4 - (uintptr_t) f4;
+        ck_assert(off + sizeof *c4 <= CACHE_LINE_SIZE);
+        ck_assert(off % 16 >= 4 && off % 16 + sizeof *c4 <= 16);
+        ck_assert(off + sizeof *c4 <= offsetof(struct tpm_key, sport));
+        ck_assert_ptr_eq(c6, &f6->stats[p].count);
+        c4->packets = c6->packets = UINT32_MAX - p;
+        c4->bytes = c6->bytes = 0x7f7f7f7fu + p;
+    }
+    /* The counts of one parity do not touch the other's. */
+    ck_assert_uint_eq(tpm_flow_count(f4, 0)->packets, UINT32_MAX);
+    ck_assert_uint_eq(tpm_flow_count(f4, 1)->packets, UINT32_MAX - 1);
+    ck_assert_uint_eq(tpm_flow_count(f4, 0)->bytes, 0x7f7f7f7fu);
+    ck_assert_uint_eq(tpm_flow_count(f4, 1)->bytes, 0x7f7f7f80u);
+    ck_assert(flow_key_is(f4, &k4) && flow_key_is(f6, &k6));
+    ck_assert_ptr_eq(tpm_flow_table_find(&ft, &k4, tpm_key_hash(&k4)), f4);
+    ck_assert_ptr_eq(tpm_flow_table_find(&ft, &k6, tpm_key_hash(&k6)), f6);
+    ck_assert(tpm_flow_key_equal(f4, &k4) && tpm_flow_key_equal(f6, &k6));
+
+    /* An IPv6 key equal to the IPv4 entry's line 0 word for word (the
+     * counts as its address words) is not the IPv4 entry: the version
+     * tells them apart; nor is an IPv6 key that differs from an IPv6
+     * entry in one of the words an IPv4 key leaves out. */
+    k6b = f4->key;
+    k6b.ipver = 6;
+    ck_assert(!tpm_flow_key_equal(f4, &k6b));
+    k6b = k6;
+    k6b.src[2] ^= 1;
+    ck_assert(!tpm_flow_key_equal(f6, &k6b));
+    k6b = k6;
+    k6b.dst[3] ^= 0x80000000u;
+    ck_assert(!tpm_flow_key_equal(f6, &k6b));
+    /* Nor is an IPv4 key that differs in its own words. */
+    struct tpm_key k4b = k4;
+    k4b.dst[0] ^= 1;
+    ck_assert(!tpm_flow_key_equal(f4, &k4b));
+    k4b = k4;
+    k4b.dport ^= 1;
+    ck_assert(!tpm_flow_key_equal(f4, &k4b));
+
+    /* The key's readers get it without the counts. */
+    struct tpm_key got;
+    tpm_flow_key(f4, &got);
+    ck_assert_mem_eq(&got, &k4, sizeof got);
+    tpm_flow_key(f6, &got);
+    ck_assert_mem_eq(&got, &k6, sizeof got);
+
+    /* Which flows the sweep reads in their statistics lines. */
+    ck_assert(!tpm_flow_needs_stats(f4, 0));
+    ck_assert(tpm_flow_needs_stats(f4, 0x4));
+    ck_assert(tpm_flow_needs_stats(f6, 0));
+
+    /* A reused entry starts with zero counts. */
+    uint32_t tag = TAG0 + 8;
+    uint32_t n = tpm_flow_table_scrub(&ft, 1024, tag, 2, NULL, NULL);
+    ck_assert_uint_eq(n, 1024);
+    ck_assert_uint_eq(ft.n_live, 0);
+    struct tpm_flow *g = tpm_flow_table_insert(&ft, &k4, tpm_key_hash(&k4),
+                                               tag, &replaced, NULL);
+    ck_assert_ptr_eq(g, f4);
+    for (int p = 0; p < 2; p++) {
+        ck_assert_uint_eq(tpm_flow_count(g, p)->packets, 0);
+        ck_assert_uint_eq(tpm_flow_count(g, p)->bytes, 0);
+    }
+    ck_assert(flow_key_is(g, &k4));
+    tpm_flow_table_destroy(&ft);
 }
 END_TEST
 
@@ -263,7 +375,7 @@ START_TEST(test_sparse_no_evictions)
             } else {
                 TCHECK(f == where[i], "key %u moved or lost", i);
             }
-            TCHECK(tpm_key_equal(&f->key, &keys[i]), "key %u", i);
+            TCHECK(flow_key_is(f, &keys[i]), "key %u", i);
             touch(f, tag);
         }
         ck_assert_uint_eq(ft.stats.inserts, N_KEYS);
@@ -739,13 +851,17 @@ START_TEST(test_scrub_basic)
                          gone ? TPM_FLOW_DEAD
                          : i % 2 ? TPM_FLOW_PENDING : TPM_FLOW_LIVE);
         ck_assert_uint_eq(ft.flows[i].sum_mask, gone ? 0 : 0x5);
-        /* A dead entry keeps its key but for the IP version, which no
-         * parsed packet's key has. */
-        struct tpm_key want = k[i];
+        /* A dead entry keeps its key's addresses and ports but not its
+         * IP version, which no parsed packet's key has. */
+        const struct tpm_key *fk = &ft.flows[i].key;
         if (gone) {
-            want.ipver = 0;
+            ck_assert_uint_eq(fk->ipver, 0);
+            ck_assert(fk->src[0] == k[i].src[0] && fk->dst[0] == k[i].dst[0]
+                      && fk->sport == k[i].sport && fk->dport == k[i].dport
+                      && fk->proto == k[i].proto);
+        } else {
+            ck_assert(flow_key_is(&ft.flows[i], &k[i]));
         }
-        ck_assert(tpm_key_equal(&ft.flows[i].key, &want));
         if (gone) {
             ck_assert_ptr_null(tpm_flow_table_find(&ft, &k[i], h[i]));
         } else {
@@ -992,7 +1108,7 @@ check_key(const struct model *m, uint32_t i)
                                              m->pool_hash[i]);
     if (m->res_pos[i] != UINT32_MAX) {
         TCHECK(f != NULL, "resident key %u not found", i);
-        TCHECK(tpm_key_equal(&f->key, &m->pool[i]), "key %u: wrong entry",
+        TCHECK(flow_key_is(f, &m->pool[i]), "key %u: wrong entry",
                i);
         TCHECK(f->hash == m->pool_hash[i], "key %u", i);
         TCHECK(is_resident_state(f->state), "key %u", i);
@@ -1036,14 +1152,16 @@ model_check(struct model *m, struct test_rng *rng)
             continue;
         }
         n_used++;
-        TCHECK(tpm_key_equal(&f->key, &sh->key), "slot %u: key", s);
+        TCHECK(flow_key_is(f, &sh->key), "slot %u: key", s);
         TCHECK(f->hash == sh->hash, "slot %u: hash", s);
         TCHECK(f->gen == sh->gen, "slot %u: gen %u, shadow %u", s, f->gen,
                sh->gen);
         TCHECK(tpm_flow_last_tag(f) == sh->last, "slot %u: last tag", s);
         if (is_resident_state(f->state)) {
             n_live++;
-            uint32_t i = model_key_index(m, &f->key);
+            struct tpm_key fk;
+            tpm_flow_key(f, &fk);
+            uint32_t i = model_key_index(m, &fk);
             TCHECK(++m->count[i] == 1, "key %u resident twice", i);
             TCHECK(m->res_pos[i] != UINT32_MAX,
                    "slot %u holds non-resident key %u", s, i);
@@ -1139,7 +1257,7 @@ model_packet(struct model *m, struct test_rng *rng, uint32_t i)
     }
     m->st.inserts++;
 
-    TCHECK(tpm_key_equal(&f->key, k), "new entry's key");
+    TCHECK(flow_key_is(f, k), "new entry's key");
     TCHECK(f->hash == h, "new entry's hash");
     TCHECK(f->state == TPM_FLOW_PENDING, "new entry's state");
     TCHECK(f->gen == sh->gen + 1, "slot %u: gen %u after %u", s, f->gen,
@@ -1293,6 +1411,7 @@ flow_table_suite(void)
 
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_layout);
+    tcase_add_test(tc, test_counts_layout);
     tcase_add_test(tc, test_init_rejects);
     tcase_add_test(tc, test_single_slot);
     tcase_add_test(tc, test_sparse_no_evictions);

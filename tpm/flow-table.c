@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <string.h>
 
+const uint16_t tpm_flow_key_unused[8] = { [4] = 0xfff0 };
+
 int
 tpm_flow_table_init(struct tpm_flow_table *ft, uint32_t n_slots,
                     uint32_t probe_limit)
@@ -99,7 +101,7 @@ tpm_flow_table_insert(struct tpm_flow_table *ft, const struct tpm_key *key,
         ft->stats.evictions++;
     }
     if (*replaced && old_key) {
-        *old_key = f->key;
+        tpm_flow_key(f, old_key);
     }
 
     uint32_t gen = f->gen + 1;
@@ -149,6 +151,11 @@ tpm_flow_table_scrub(struct tpm_flow_table *ft, uint32_t n, uint32_t tag,
                 ft->stats.pending_freed++;
             }
             f->state = TPM_FLOW_DEAD;
+            if (f->key.ipver == 4) {
+                /* The key alone stays, as tpm_flow_key() reads it. */
+                memset(&f->v4.count0, 0, sizeof f->v4.count0);
+                memset(&f->v4.count1, 0, sizeof f->v4.count1);
+            }
             f->key.ipver = 0;   /* No lookup's key (tpm_flow_holds()). */
             f->gen++;
             f->sum_mask = 0;

@@ -34,6 +34,18 @@
  * reset lazily: the first update in a new epoch finds a stale epoch tag and
  * overwrites instead of accumulating.
  *
+ * An IPv4 flow's packets and bytes of both parities live in line 0, in
+ * the address words its key leaves unused (the upper three words of each
+ * address, zero in every parsed IPv4 key): a flow that keeps no summary
+ * (a count(), the most common event, or none) is then one line for the
+ * packet path and for the sweep, which halves the random accesses per
+ * packet once the table is larger than the caches.  Its statistics lines
+ * hold only summary slots.  An IPv6 flow keeps its counts at the head of
+ * its statistics lines.  tpm_flow_count() finds them either way; the
+ * key's readers take it through tpm_flow_key(), which clears the counts
+ * from the copy, and lookups compare only the words of an IPv4 key that
+ * are its own (tpm_flow_key_equal()).
+ *
  * Epoch tags are 32-bit epoch numbers relative to the monitor's first
  * epoch, plus two (0 = never written; a tag is never 0 or 1, so "tag - 1"
  * of the first epoch is not mistaken for "never written").  The scrubber
@@ -48,6 +60,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "hugealloc.h"
 #include "packet.h"
@@ -78,19 +91,37 @@ union tpm_flow_slot {
     double d;
 };
 
-/* One epoch's statistics of a flow.  'packets' and 'bytes' are always
- * kept; 'slot[i]' holds the i-th summary of the flow's summary mask (see
- * tpm-private.h), in increasing order of summary id. */
-struct tpm_flow_stats {
+/* One epoch's packets and bytes of a flow (tpm_flow_count()). */
+struct tpm_flow_count {
     uint32_t packets;
     uint32_t bytes;
+};
+
+/* One epoch's statistics of a flow.  'count' holds an IPv6 flow's packets
+ * and bytes (an IPv4 flow's are in its line 0); 'slot[i]' holds the i-th
+ * summary of the flow's summary mask (see tpm-private.h), in increasing
+ * order of summary id. */
+struct tpm_flow_stats {
+    struct tpm_flow_count count;
     union tpm_flow_slot slot[TPM_FLOW_SLOTS];
 };
 BUILD_ASSERT_DECL(sizeof(struct tpm_flow_stats) == CACHE_LINE_SIZE);
 
 struct tpm_flow {
     /* Line 0: read by lookups. */
-    struct tpm_key key;
+    union {
+        struct tpm_key key;     /* Read through tpm_flow_key(). */
+        struct {                /* An IPv4 flow's: the words of the key
+                                 * that its addresses leave unused hold
+                                 * its counts of each epoch parity. */
+            uint32_t src;
+            struct tpm_flow_count count0;
+            uint32_t zero0;
+            uint32_t dst;
+            struct tpm_flow_count count1;
+            uint32_t zero1;
+        } v4;
+    };
     uint32_t hash;
     uint32_t gen;               /* Incremented on every reuse. */
     uint32_t tag[2];            /* Epoch tag (epoch + 1) of stats[p]. */
@@ -111,6 +142,52 @@ struct tpm_flow {
 } __attribute__((aligned(CACHE_LINE_SIZE)));
 BUILD_ASSERT_DECL(sizeof(struct tpm_flow) == 3 * CACHE_LINE_SIZE);
 BUILD_ASSERT_DECL(offsetof(struct tpm_flow, stats) == CACHE_LINE_SIZE);
+BUILD_ASSERT_DECL(offsetof(struct tpm_flow, v4.count0)
+                  == offsetof(struct tpm_flow, key.src[1]));
+BUILD_ASSERT_DECL(offsetof(struct tpm_flow, v4.count1)
+                  == offsetof(struct tpm_flow, key.dst[1]));
+BUILD_ASSERT_DECL(offsetof(struct tpm_flow, v4.zero1) + sizeof(uint32_t)
+                  == offsetof(struct tpm_flow, key.sport));
+
+/* Returns flow 'f''s packets and bytes of epoch parity 'p' (0 or 1): in
+ * line 0 for an IPv4 flow, at the head of the statistics line of parity
+ * 'p' for an IPv6 one.  Both are reset with the epoch's tag (lazy
+ * reset). */
+static inline struct tpm_flow_count *
+tpm_flow_count(struct tpm_flow *f, int p)
+{
+    if (OVS_LIKELY(f->key.ipver == 4)) {
+        return p ? &f->v4.count1 : &f->v4.count0;
+    }
+    return &f->stats[p].count;
+}
+
+static inline const struct tpm_flow_count *
+tpm_flow_count_const(const struct tpm_flow *f, int p)
+{
+    return tpm_flow_count((struct tpm_flow *) f, p);
+}
+
+/* Returns true if reading flow 'f''s statistics with summary mask
+ * 'sum_mask' needs its statistics line: it keeps a summary, or it is not
+ * an IPv4 flow (whose counts are in line 0). */
+static inline bool
+tpm_flow_needs_stats(const struct tpm_flow *f, uint32_t sum_mask)
+{
+    return sum_mask || f->key.ipver != 4;
+}
+
+/* Stores flow 'f''s key in '*key': the entry's own, without the counts an
+ * IPv4 flow keeps in its unused address words. */
+static inline void
+tpm_flow_key(const struct tpm_flow *f, struct tpm_key *key)
+{
+    memcpy(key, &f->key, sizeof *key);
+    if (key->ipver == 4) {
+        memset(&key->src[1], 0, 3 * sizeof key->src[1]);
+        memset(&key->dst[1], 0, 3 * sizeof key->dst[1]);
+    }
+}
 
 struct tpm_flow_table_stats {
     uint64_t inserts;           /* New entries. */
@@ -204,12 +281,23 @@ tpm_flow_touched(const uint64_t *touched, uint32_t idx)
 
 void tpm_flow_table_untouch(struct tpm_flow_table *, uint32_t tag);
 
-/* Returns true if the key of entry 'f' is 'key' (tpm_key_equal()): where
- * the CPU has SSE2, the entry's first four words as two vectors, aligned
- * since entries are. */
+/* By IP version (its low three bits), the bytes of each half of a key's
+ * addresses that an IPv4 key leaves to its entry's counts: one bit per
+ * byte, as tpm_flow_key_equal() compares them. */
+extern const uint16_t tpm_flow_key_unused[8];
+
+/* Returns true if the key of entry 'f' is 'key', a parsed packet's
+ * (tpm_key_equal() of tpm_flow_key()): for an IPv4 'key' the address
+ * words that hold an IPv4 entry's counts are left out, and the last word
+ * (the version's) tells that the entry is IPv4 too.  Where the CPU has
+ * SSE2, the entry's first four words as two vectors, aligned since
+ * entries are. */
 static inline bool
 tpm_flow_key_equal(const struct tpm_flow *f, const struct tpm_key *key)
 {
+    const tpm_key_word *x = (const tpm_key_word *) &f->key;
+    const tpm_key_word *y = (const tpm_key_word *) key;
+    uint32_t unused = tpm_flow_key_unused[key->ipver & 7];
 #if defined(__SSE2__)
     const __m128i *a = (const __m128i *) &f->key;
     const __m128i *b = (const __m128i *) key;
@@ -217,10 +305,13 @@ tpm_flow_key_equal(const struct tpm_flow *f, const struct tpm_key *key)
                                               _mm_loadu_si128(b)),
                                _mm_cmpeq_epi8(_mm_load_si128(a + 1),
                                               _mm_loadu_si128(b + 1)));
-    const tpm_key_word *x = (const tpm_key_word *) &f->key;
-    const tpm_key_word *y = (const tpm_key_word *) key;
-    return !(((uint32_t) _mm_movemask_epi8(eq) ^ 0xffff) | (x[4] ^ y[4]));
+    return !((((uint32_t) _mm_movemask_epi8(eq) | unused) ^ 0xffff)
+             | (x[4] ^ y[4]));
 #else
+    if (unused) {
+        return !((f->key.src[0] ^ key->src[0]) | (f->key.dst[0] ^ key->dst[0])
+                 | (x[4] ^ y[4]));
+    }
     return tpm_key_equal(&f->key, key);
 #endif
 }

@@ -170,8 +170,9 @@ flow_attach__(struct tpm *tpm, struct tpm_flow *f, uint32_t evi)
     if (ev->needs_state && !tpm_conn_attach__(tpm, f)) {
         return false;
     }
-    struct tpm_key gkey;
-    tpm_key_and(&gkey, &f->key, &ev->def->group);
+    struct tpm_key key, gkey;
+    tpm_flow_key(f, &key);
+    tpm_key_and(&gkey, &key, &ev->def->group);
     uint16_t port = (ev->def->group_port
                      ? tpm->flow_port[tpm_flow_index(&tpm->ft, f)] : 0);
     struct tpm_child *c = tpm_instance_get__(tpm, evi, &gkey, port);
@@ -227,7 +228,9 @@ flow_match__(struct tpm *tpm, struct tpm_flow *f)
 {
     uint32_t ids[64];           /* tpm_params_check() caps max_matches. */
     uint32_t max = tpm->p.max_matches;
-    uint32_t n = trig_index_match(&tpm->index, &f->key, ids, max);
+    struct tpm_key key;
+    tpm_flow_key(f, &key);
+    uint32_t n = trig_index_match(&tpm->index, &key, ids, max);
 
     f->state = TPM_FLOW_LIVE;
     f->birth = tpm->ev_seq;
@@ -256,9 +259,13 @@ tpm_backfill_step__(struct tpm *tpm, uint32_t n)
         struct tpm_ev *ev = &tpm->evs[e];
         for (uint32_t j = 0; j < n && ev->backfill_left; j++) {
             struct tpm_flow *f = &ft->flows[size - ev->backfill_left--];
-            if (f->state == TPM_FLOW_LIVE
-                && (int16_t) (f->birth - ev->seq) < 0
-                && tpm_match_key(&ev->def->filter, &f->key)
+            if (f->state != TPM_FLOW_LIVE
+                || (int16_t) (f->birth - ev->seq) >= 0) {
+                continue;
+            }
+            struct tpm_key key;
+            tpm_flow_key(f, &key);
+            if (tpm_match_key(&ev->def->filter, &key)
                 && flow_filter_ok__(tpm, ev, f)
                 && flow_attach__(tpm, f, e)) {
                 TPM_STAT_ADD(tpm, backfilled, 1);
@@ -275,41 +282,48 @@ tpm_backfill_step__(struct tpm *tpm, uint32_t n)
 
 /* Scatter. */
 
-/* Returns flow 'f''s statistics of the current epoch, reset if they are
- * another epoch's (lazy reset: the first packet of the epoch
- * overwrites) and the entry marked touched (flow-table.h).
+/* Returns flow 'f''s statistics line of the current epoch and stores its
+ * counts of that epoch (tpm_flow_count()) in '*cntp', both reset if they
+ * are another epoch's (lazy reset: the first packet of the epoch
+ * overwrites the counts) and the entry marked touched (flow-table.h).
  * epoch_start__() does the same in a plan's function, with the slots set
  * to its plan's identities (tpm-private.h). */
 static inline __attribute__((always_inline)) struct tpm_flow_stats *
-flow_stats__(const struct tpm *tpm, struct tpm_flow *f)
+flow_stats__(const struct tpm *tpm, struct tpm_flow *f,
+             struct tpm_flow_count **cntp)
 {
     uint32_t tag = tpm->tag;
-    struct tpm_flow_stats *st = &f->stats[tag & 1];
+    struct tpm_flow_count *cnt = tpm_flow_count(f, tag & 1);
 
     if (f->tag[tag & 1] != tag) {
         f->tag[tag & 1] = tag;
         tpm_flow_touch(tpm->ft.touched[tag & 1],
                        (uint32_t) (f - tpm->ft.flows));
-        st->packets = 0;
-        st->bytes = 0;
+        cnt->packets = 0;
+        cnt->bytes = 0;
     }
-    return st;
+    *cntp = cnt;
+    return &f->stats[tag & 1];
 }
 
-/* The epoch's first packet of flow 'f', whose statistics line of the
- * current epoch (tag 'tag') is 'st', for the update plan 'pl' of its
- * summary mask: resets the line, its slots to the plan's identities
- * (tpm-private.h), and marks the entry touched (flow_stats__()). */
+/* The epoch's first packet of flow 'f', whose counts and statistics line
+ * of the current epoch (tag 'tag') are 'cnt' and 'st', for the update
+ * plan 'pl' of its summary mask: resets the counts, the line's slots to
+ * the plan's identities (tpm-private.h) if it has any, and marks the
+ * entry touched (flow_stats__()).  A plan without slots leaves the line
+ * alone: an IPv4 flow's counts are in its line 0. */
 static inline __attribute__((always_inline)) void
 epoch_start__(const struct tpm *tpm, struct tpm_flow *f,
-              struct tpm_flow_stats *st, const struct tpm_plan *pl,
-              uint32_t tag)
+              struct tpm_flow_count *cnt, struct tpm_flow_stats *st,
+              const struct tpm_plan *pl, uint32_t tag)
 {
     f->tag[tag & 1] = tag;
     tpm_flow_touch(tpm->ft.touched[tag & 1], (uint32_t) (f - tpm->ft.flows));
-    st->packets = 0;
-    st->bytes = 0;
-    memcpy(st->slot, pl->init, sizeof st->slot);
+    cnt->packets = 0;
+    cnt->bytes = 0;
+    if (pl->n) {
+        memcpy(st->slot, pl->init, sizeof st->slot);
+    }
 }
 
 /* Stores in '*off' where plain variable 'var' is in a 'struct tpm_pkt' for
@@ -348,17 +362,24 @@ BUILD_ASSERT_DECL(sizeof ((struct tpm_pkt *) 0)->bytes == 4
 
 /* The loop of an update plan's function (tpm_plan_fn, tpm-private.h):
  * for the batch's packets from 'P' to 'END' whose flows have the plan's
- * summary mask, the statistics line 'ST' of the current epoch (reset to
- * the plan's identities by the epoch's first packet, and the entry marked
- * touched: flow-table.h) counts packet 'PKT' and its bytes, then 'BODY'
- * combines its summaries.  The offsets of the plan's first two variables
- * are read once, as 'off0' and 'off1'.  Returns the first packet not
- * updated: 'END', or one whose flow has another mask. */
-#define PLAN_LOOP__(TPM, P, END, PL, ST, PKT, BODY)                     \
+ * summary mask, the counts 'CNT' of the current epoch (tpm_flow_count():
+ * in line 0 for an IPv4 flow, at the head of the statistics line 'ST'
+ * for an IPv6 one) count packet 'PKT' and its bytes, then 'BODY' combines
+ * its summaries into the slots of 'ST'.  The epoch's first packet resets
+ * the counts and the slots to the plan's identities, and marks the entry
+ * touched (flow-table.h).  The offsets of the plan's first two variables
+ * are read once, as 'off0' and 'off1', and those of this epoch's counts
+ * of either IP version.  Returns the first packet not updated: 'END', or
+ * one whose flow has another mask. */
+#define PLAN_LOOP__(TPM, P, END, PL, ST, CNT, PKT, BODY)                \
     const uint32_t mask_ = (PL)->mask;                                  \
     const uint32_t tag_ = (TPM)->tag;                                   \
     const int p_ = tag_ & 1;                                            \
     const size_t off0 = (PL)->off[0], off1 = (PL)->off[1];              \
+    const size_t cnt4_ = (p_ ? offsetof(struct tpm_flow, v4.count1)     \
+                          : offsetof(struct tpm_flow, v4.count0));      \
+    const size_t cnt6_ = (offsetof(struct tpm_flow, stats[0].count)     \
+                          + p_ * sizeof(struct tpm_flow_stats));        \
     (void) off0;                                                        \
     (void) off1;                                                        \
     for (; (P) < (END); (P)++) {                                        \
@@ -367,21 +388,24 @@ BUILD_ASSERT_DECL(sizeof ((struct tpm_pkt *) 0)->bytes == 4
             break;                                                      \
         }                                                               \
         struct tpm_flow_stats *ST = &f_->stats[p_];                     \
+        struct tpm_flow_count *CNT = (struct tpm_flow_count *)          \
+            ((char *) f_ + (f_->key.ipver == 4 ? cnt4_ : cnt6_));       \
+        (void) ST;                                                      \
         if (OVS_UNLIKELY(f_->tag[p_] != tag_)) {                        \
-            epoch_start__(TPM, f_, ST, PL, tag_);                       \
+            epoch_start__(TPM, f_, CNT, ST, PL, tag_);                  \
         }                                                               \
         const struct tpm_pkt *PKT = &(P)->pkt;                          \
         /* The variables at their offsets from the packet: else the     \
          * compiler walks each by a pointer of its own. */              \
         __asm__("" : "+r" (PKT));                                       \
         uint32_t bytes_ = PKT->bytes;                                   \
-        /* Both through 'ST' in a register, and two scalar additions:  \
+        /* Both through 'CNT' in a register, and two scalar additions: \
          * as one vector addition the compiler builds the vector {1,    \
          * bytes} first, in more instructions. */                       \
-        __asm__("" : "+r" (ST));                                        \
-        ST->packets++;                                                  \
-        __asm__("" : "+r" (ST));                                        \
-        ST->bytes += bytes_;                                            \
+        __asm__("" : "+r" (CNT));                                       \
+        CNT->packets++;                                                 \
+        __asm__("" : "+r" (CNT));                                       \
+        CNT->bytes += bytes_;                                           \
         BODY;                                                           \
     }                                                                   \
     return (P)
@@ -415,6 +439,15 @@ plan_slot__(union tpm_flow_slot *s, enum tpm_sum_op op, uint64_t v)
     }
 }
 
+/* The function of the plan without slots (summary mask 0: counts only,
+ * which for an IPv4 flow touches its line 0 alone). */
+static const struct tpm_batch_pkt *
+plan_0__(const struct tpm *tpm, const struct tpm_batch_pkt *p,
+         const struct tpm_batch_pkt *end, const struct tpm_plan *pl)
+{
+    PLAN_LOOP__(tpm, p, end, pl, st, cnt, pkt, {});
+}
+
 /* The functions of plans of one and two slots, one per operation and
  * width of the variable (and pair of those): plan_1_OPW__() and
  * plan_2_OPW_OPW__() (W: 8 or 32). */
@@ -431,7 +464,7 @@ plan_slot__(union tpm_flow_slot *s, enum tpm_sum_op op, uint64_t v)
                       const struct tpm_batch_pkt *end,                  \
                       const struct tpm_plan *pl)                        \
     {                                                                   \
-        PLAN_LOOP__(tpm, p, end, pl, st, pkt,                           \
+        PLAN_LOOP__(tpm, p, end, pl, st, cnt, pkt,                      \
                     plan_slot__(&st->slot[0], PLAN_OP_##A,              \
                                 PLAN_VALUE__(pkt, off0, W)));           \
     }
@@ -442,7 +475,7 @@ plan_slot__(union tpm_flow_slot *s, enum tpm_sum_op op, uint64_t v)
                                  const struct tpm_batch_pkt *end,       \
                                  const struct tpm_plan *pl)             \
     {                                                                   \
-        PLAN_LOOP__(tpm, p, end, pl, st, pkt,                           \
+        PLAN_LOOP__(tpm, p, end, pl, st, cnt, pkt,                      \
                     plan_slot__(&st->slot[0], PLAN_OP_##A,              \
                                 PLAN_VALUE__(pkt, off0, WA));           \
                     plan_slot__(&st->slot[1], PLAN_OP_##B,              \
@@ -549,8 +582,8 @@ static const struct tpm_batch_pkt *
 plan_general__(const struct tpm *tpm, const struct tpm_batch_pkt *p,
                const struct tpm_batch_pkt *end, const struct tpm_plan *pl)
 {
-    PLAN_LOOP__(tpm, p, end, pl, st, pkt, {
-        bool first = st->packets == 1;
+    PLAN_LOOP__(tpm, p, end, pl, st, cnt, pkt, {
+        bool first = cnt->packets == 1;
         for (int j = 0; j < pl->n; j++) {
             union tpm_flow_slot *s = &st->slot[j];
             switch (pl->code[j]) {
@@ -602,7 +635,9 @@ plan_build__(const struct tpm *tpm, struct tpm_plan *pl, uint32_t mask)
     pl->n = i;
     pl->mask = mask;
     pl->update = plan_general__;
-    if (fast && i == 1) {
+    if (!i) {
+        pl->update = plan_0__;
+    } else if (fast && i == 1) {
         pl->update = plan_fns1__[tpm->kinds[pl->kind[0]].op][wide[0]];
     } else if (fast && i == 2) {
         pl->update = plan_fns2__[tpm->kinds[pl->kind[0]].op]
@@ -757,14 +792,15 @@ flow_update_run__(struct tpm *tpm, struct tpm_flow *f,
     }
     n = run;
 
-    struct tpm_flow_stats *st = flow_stats__(tpm, f);
-    bool first = !st->packets;
+    struct tpm_flow_count *cnt;
+    struct tpm_flow_stats *st = flow_stats__(tpm, f, &cnt);
+    bool first = !cnt->packets;
     uint32_t bytes = 0;
     for (int j = 0; j < n; j++) {
         bytes += bp[j].pkt.bytes;
     }
-    st->packets += n;
-    st->bytes += bytes;
+    cnt->packets += n;
+    cnt->bytes += bytes;
 
     int i = 0;
     for (uint32_t bits = f->sum_mask; bits; bits &= bits - 1, i++) {
@@ -1057,10 +1093,10 @@ parse_full__(struct tpm *tpm, const struct tpm_frame *frame,
 
 /* Phase 1, pass 2, for the 'n' frames 'frames': parses each into the
  * batch's packets 'bp', hashes its key, stores its flow's home bucket in
- * the packet's 'flow' and prefetches it and its statistics line (once for
- * a run of packets of one flow; the 'flow' of a packet not parsed is left
- * unset); adds the frames' bytes
- * to '*bytesp'.  Returns the bits of 'same_hash' (bit i: packet i has the
+ * the packet's 'flow' and prefetches it, and its statistics line too if
+ * an event keeps summaries or the packet is not IPv4 (once for a run of
+ * packets of one flow; the 'flow' of a packet not parsed is left unset);
+ * adds the frames' bytes to '*bytesp'.  Returns the bits of 'same_hash' (bit i: packet i has the
  * hash of the IP packet before it).  With 'plain' (a constant: the
  * monitor has no tunnel ports, the port is not a tunnel's, and
  * 'tpm_key_hash_hw' is true) the common frame is parsed and hashed
@@ -1081,6 +1117,7 @@ parse__(struct tpm *tpm, const struct tpm_frame *frames,
     const uint32_t flows_mask = tpm->ft.mask;
     const bool rx_tunnelled = tpm->rx_tunnelled;
     const int parity = tpm->tag & 1;
+    const bool summaries = tpm->kind_refs != 0;
     struct tpm_flow *b = &flows[prev_hash & flows_mask];
     const struct tpm_frame *fr = frames;
     for (struct tpm_batch_pkt *p = bp; p < bp + n; p++, fr++) {
@@ -1112,7 +1149,9 @@ parse__(struct tpm *tpm, const struct tpm_frame *frames,
         } else {
             b = &flows[pkt->hash & flows_mask];
             tpm_prefetch(b);
-            tpm_prefetch_write(&b->stats[parity]);
+            if (summaries || pkt->key.ipver != 4) {
+                tpm_prefetch_write(&b->stats[parity]);
+            }
             prev_hash = pkt->hash;
         }
         p->flow = b;

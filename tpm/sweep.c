@@ -341,13 +341,16 @@ inline_quiet__(const struct tpm *tpm, uint32_t ci, const struct tpm_ev *ev,
 }
 
 /* Prefetches the lines of flow entry 'f' that the sweep of epoch tag 'tag'
- * reads: its first line (generation, state, epoch tags) and that epoch's
+ * reads: its first line (generation, state, epoch tags, an IPv4 flow's
+ * counts) and, with 'stats' (tpm_flow_needs_stats()), that epoch's
  * statistics line. */
 static SWEEP_INLINE void
-flow_prefetch__(const struct tpm_flow *f, uint32_t tag)
+flow_prefetch__(const struct tpm_flow *f, uint32_t tag, bool stats)
 {
     tpm_prefetch(f);
-    tpm_prefetch(&f->stats[tag & 1]);
+    if (stats) {
+        tpm_prefetch(&f->stats[tag & 1]);
+    }
 }
 
 /* Combines one flow's summary value 'v' into accumulator '*a' by the
@@ -396,7 +399,7 @@ item_gather__(struct tpm *tpm, double *acc, const struct tpm_ev *ev,
     }
 
     bool first = acc[0] == 0;
-    acc[0] += st->packets;
+    acc[0] += tpm_flow_count(f, tag & 1)->packets;
     int i = 0;
     for (uint32_t bits = f->sum_mask; bits; bits &= bits - 1, i++) {
         int j = ev->kind_acc[__builtin_ctz(bits)];
@@ -431,18 +434,21 @@ planned_kind__(const struct tpm_child *c, const struct tpm_flow *f,
                   c->kind_op[j], first);
 }
 
-/* Adds the statistics 'st' of flow 'f' in the swept epoch to the
- * accumulators 'acc' (0 to 2) of planned instance 'c': what
+/* Adds the statistics of flow 'f' in the swept epoch, of parity 'p', to
+ * the accumulators 'acc' (0 to 2) of planned instance 'c': what
  * item_gather__() does from the event, from the instance's copy of it.
  * 'first': no flow added yet ('acc[0]' is 0), given as a constant for an
  * instance's only flow so that the compiler keeps its path short.  The
- * two summaries unrolled: constant accumulator addresses, no counter. */
+ * two summaries unrolled: constant accumulator addresses, no counter;
+ * the statistics line read only for them. */
 static SWEEP_INLINE void
-planned_add__(const struct tpm_child *c, const struct tpm_flow *f,
-              const struct tpm_flow_stats *st, double *acc, bool first)
+planned_add__(const struct tpm_child *c, const struct tpm_flow *f, int p,
+              double *acc, bool first)
 {
-    acc[0] = first ? (double) st->packets : acc[0] + st->packets;
+    uint32_t packets = tpm_flow_count_const(f, p)->packets;
+    acc[0] = first ? (double) packets : acc[0] + packets;
     if (c->kind[0] != TPM_NO_KIND) {
+        const struct tpm_flow_stats *st = &f->stats[p];
         planned_kind__(c, f, st, acc, 0, first);
         if (c->kind[1] != TPM_NO_KIND) {
             planned_kind__(c, f, st, acc, 1, first);
@@ -466,7 +472,7 @@ planned_item__(struct tpm *tpm, struct tpm_flow *flows, uint32_t retire,
     if (f->tag[tag & 1] != tag) {
         return !flow_retire__(tpm, f, retire);
     }
-    planned_add__(c, f, &f->stats[tag & 1], acc, first);
+    planned_add__(c, f, tag & 1, acc, first);
     return true;
 }
 
@@ -481,14 +487,16 @@ chunk_gather__(struct tpm *tpm, struct tpm_child *c, const struct tpm_ev *ev,
     struct tpm_chunk *k = &tpm->chunks[ch];
     uint32_t n = tpm->chunk_n[ch], w = 0;
 
-    /* Both lines of the flow entries 4 items ahead; the first 4 at once,
-     * so that short lists (the usual) overlap their misses. */
+    /* Both lines of the flow entries 4 items ahead (an item's IP version
+     * is not known before its line 0 arrives: an IPv6 flow's counts are
+     * in its statistics line); the first 4 at once, so that short lists
+     * (the usual) overlap their misses. */
     for (uint32_t i = 0; i < MIN(n, 4); i++) {
-        flow_prefetch__(&tpm->ft.flows[k->idx[i]], tag);
+        flow_prefetch__(&tpm->ft.flows[k->idx[i]], tag, true);
     }
     for (uint32_t i = 0; i < n; i++) {
         if (i + 4 < n) {
-            flow_prefetch__(&tpm->ft.flows[k->idx[i + 4]], tag);
+            flow_prefetch__(&tpm->ft.flows[k->idx[i + 4]], tag, true);
         }
         if (planned
             ? planned_item__(tpm, tpm->ft.flows, tpm->p.retire_epochs, c,
@@ -639,7 +647,7 @@ sweep_prefetch_flow__(const struct tpm *tpm, uint32_t ci, uint32_t tag)
             && !tpm_flow_touched(tpm->ft.touched[tag & 1], nf)) {
             quiet = true;
         } else {
-            flow_prefetch__(&tpm->ft.flows[nf], tag);
+            flow_prefetch__(&tpm->ft.flows[nf], tag, c->in_stats);
         }
     }
     /* The event's first line: with thousands of events it is seldom in
@@ -696,7 +704,7 @@ planned_prefetch__(const struct tpm_child *children,
     uint32_t nf = c->in_idx;
     if (nf != TPM_NONE
         && (tpm_flow_touched(touched, nf) || c->head != TPM_NONE)) {
-        flow_prefetch__(&flows[nf], tag);
+        flow_prefetch__(&flows[nf], tag, c->in_stats);
     }
     if (c->sat_last) {
         tpm_prefetch(&c->gkey);

@@ -71,11 +71,13 @@ flow_reverse__(const struct tpm *tpm, const struct tpm_flow *f)
     if (f->key.proto != IPPROTO_TCP) {
         return NULL;
     }
-    struct tpm_key r = f->key;
-    memcpy(r.src, f->key.dst, sizeof r.src);
-    memcpy(r.dst, f->key.src, sizeof r.dst);
-    r.sport = f->key.dport;
-    r.dport = f->key.sport;
+    struct tpm_key k, r;
+    tpm_flow_key(f, &k);
+    r = k;
+    memcpy(r.src, k.dst, sizeof r.src);
+    memcpy(r.dst, k.src, sizeof r.dst);
+    r.sport = k.dport;
+    r.dport = k.sport;
     struct tpm_flow *rf = tpm_flow_table_find(&tpm->ft, &r,
                                               tpm_key_hash(&r));
     return rf != f ? rf : NULL;

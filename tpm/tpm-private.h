@@ -265,9 +265,15 @@ struct tpm_child {
                                  * and 2, or TPM_NO_KIND. */
     uint8_t kind_op[2];         /* Planned: their enum tpm_sum_op and
                                  * TPM_SUM_INT. */
-    bool sat_last;              /* The last interval closed held: it
+    bool sat_last : 1;          /* The last interval closed held: it
                                  * will likely report again, so the sweep
                                  * prefetches line 3 (the group key). */
+    bool in_stats : 1;          /* The inline item's flow is read in its
+                                 * statistics line too (an IPv6 flow, or
+                                 * an event with summaries), not in its
+                                 * line 0 alone (tpm_flow_needs_stats()):
+                                 * the sweep's lookahead fetches what it
+                                 * will read. */
     int8_t value_acc;           /* Planned: the accumulator that is the
                                  * aggregate's value in an interval with
                                  * packets (sum, count, min, max, last),
@@ -427,6 +433,11 @@ struct tpm {
     struct trig_index index;
 
     struct tpm_kind kinds[TPM_MAX_KINDS];
+    uint32_t kind_refs;         /* Sum of the kinds' 'refs': nonzero if an
+                                 * event keeps summaries, so that phase 1
+                                 * prefetches a flow's statistics line
+                                 * with its line 0 (an IPv4 flow without
+                                 * summaries needs line 0 alone). */
     struct tpm_plan plans[TPM_PLANS];   /* Update plans by summary mask. */
     uint64_t scrub_pass;
 

@@ -365,6 +365,7 @@ kind_get__(struct tpm *tpm, const struct tpm_expr *term, enum tpm_sum_op op)
             && tpm_expr_equal(kind->term, term)) {
             kind->refs++;
             kind->retired = false;
+            tpm->kind_refs++;
             return k;
         }
         if (free_id < 0 && kind_usable__(tpm, kind)) {
@@ -379,6 +380,7 @@ kind_get__(struct tpm *tpm, const struct tpm_expr *term, enum tpm_sum_op op)
         kind->op = op;
         kind->refs = 1;
         kind->retired = false;
+        tpm->kind_refs++;
         /* A plan may name the id's old definition. */
         memset(tpm->plans, 0, sizeof tpm->plans);
     }
@@ -389,6 +391,7 @@ static void
 kind_put__(struct tpm *tpm, int k)
 {
     struct tpm_kind *kind = &tpm->kinds[k];
+    tpm->kind_refs--;
     if (!--kind->refs) {
         kind->retired = true;
         kind->retire_pass = tpm->scrub_pass;
@@ -1059,10 +1062,13 @@ tpm_flows_for_each(const struct tpm *tpm,
         uint64_t packets = 0, bytes = 0;
         for (int p = 0; p < 2; p++) {
             if (f->tag[p] == tpm->tag || f->tag[p] == tpm->tag - 1) {
-                packets += f->stats[p].packets;
-                bytes += f->stats[p].bytes;
+                const struct tpm_flow_count *cnt = tpm_flow_count_const(f, p);
+                packets += cnt->packets;
+                bytes += cnt->bytes;
             }
         }
-        cb(&f->key, packets, bytes, f->n_matched, aux);
+        struct tpm_key key;
+        tpm_flow_key(f, &key);
+        cb(&key, packets, bytes, f->n_matched, aux);
     }
 }

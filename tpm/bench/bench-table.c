@@ -67,13 +67,13 @@ tbl_update(uint32_t tags[2], struct tpm_flow_stats stats[2], uint32_t tag,
     struct tpm_flow_stats *st = &stats[tag & 1];
     if (tags[tag & 1] != tag) {
         tags[tag & 1] = tag;
-        st->packets = 0;
-        st->bytes = 0;
+        st->count.packets = 0;
+        st->count.bytes = 0;
     }
-    bool first = !st->packets;
+    bool first = !st->count.packets;
     uint64_t ttl = 32 + (key->sport & 63);
-    st->packets++;
-    st->bytes += FRAME_WIRELEN;
+    st->count.packets++;
+    st->count.bytes += FRAME_WIRELEN;
     /* Integer slots, as the monitor keeps a variable's sum and max. */
     st->slot[0].u = first ? 18 : st->slot[0].u + 18;
     st->slot[1].u = first || ttl > st->slot[1].u ? ttl : st->slot[1].u;
