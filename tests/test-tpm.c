@@ -1955,6 +1955,96 @@ START_TEST(test_runtime_add_backfill)
 }
 END_TEST
 
+/* The flow dump's sums (tpm_flows_for_each()). */
+struct dump_sum {
+    uint64_t packets, bytes;
+    int n;
+};
+
+static void
+dump_sum_cb(const struct tpm_key *key, uint64_t packets,
+            uint64_t bytes, uint32_t n_matched, void *aux)
+{
+    struct dump_sum *d = aux;
+    (void) key;
+    (void) n_matched;
+    d->packets += packets;
+    d->bytes += bytes;
+    d->n++;
+}
+
+/* An IPv4 flow's counts move from its line 0 to its statistics lines when
+ * an event added at run time gives it its first summary, and back when
+ * that event is deleted and the scrubber drops the summary (flow-table.h):
+ * across both moves, made in the middle of an epoch with the previous
+ * epoch not yet swept, the count() event reports every packet of every
+ * epoch, the sum(bytes) event every byte of the epochs it observed whole,
+ * and the flow dump every packet and byte of the current and previous
+ * epochs after each packet. */
+START_TEST(test_counts_move)
+{
+    enum { EPOCHS = 64, ADD_AT = 3, DEL_AT = 12 };
+    struct tpm *tpm = new_tpm(NULL);
+    struct reports rs = { .n = 0 };
+    uint64_t sent[EPOCHS];
+    bool gained = false, lost = false;
+    struct frame f;
+
+    udp_frame(&f, ip4(10, 99, 0, 1), ip4(10, 5, 0, 1), 1, 2, 10, 64);
+    add(tpm, 1, "c filter=udp predicate=count() > 0");
+    for (int e = 0; e < EPOCHS; e++) {
+        int n = 1 + e % 5;
+        sent[e] = 0;
+        for (int i = 0; i < n; i++) {
+            send1(tpm, T0 + e * 10 * MS + 1 + i, &f);
+            sent[e]++;
+            if (e == ADD_AT && !i) {
+                add(tpm, 2, "v filter=udp predicate=sum(bytes) > 0");
+            } else if (e == DEL_AT && !i) {
+                ck_assert_int_eq(tpm_event_del(tpm, 2), 0);
+            }
+            struct dump_sum d = { 0, 0, 0 };
+            tpm_flows_for_each(tpm, dump_sum_cb, &d);
+            ck_assert_int_eq(d.n, 1);
+            ck_assert_uint_eq(d.packets, (e ? sent[e - 1] : 0) + sent[e]);
+            ck_assert_uint_eq(d.bytes, d.packets * f.len);
+        }
+        const struct tpm_flow *fl = tpm->last_flow;
+        ck_assert_ptr_nonnull(fl);
+        gained |= fl->sum_mask != 0;
+        lost |= gained && !fl->sum_mask;
+        /* The sweep of the previous epoch and the backfill, in this
+         * epoch's steps. */
+        sweep_all(tpm);
+    }
+    tpm_advance(tpm, T0 + EPOCHS * 10 * MS);
+    sweep_all(tpm);
+    collect(tpm, &rs);
+    ck_assert(gained && lost);
+
+    uint64_t e0 = T0 / (10 * MS);
+    int whole = 0;
+    for (int e = 0; e < EPOCHS; e++) {
+        const struct tpm_report *r = find_report(&rs, 1, e0 + e,
+                                                 ip4(10, 5, 0, 1));
+        ck_assert_msg(r, "epoch %d: no count() report", e);
+        ck_assert_msg(r->value == sent[e], "epoch %d: count() %g, sent %"
+                      PRIu64, e, r->value, sent[e]);
+        ck_assert_uint_eq(r->flags, 0);
+        r = find_report(&rs, 2, e0 + e, ip4(10, 5, 0, 1));
+        if (r && !r->flags) {
+            ck_assert_msg(r->value == sent[e] * f.len,
+                          "epoch %d: sum(bytes) %g, sent %" PRIu64, e,
+                          r->value, sent[e] * f.len);
+            whole++;
+        }
+        ck_assert(!r || (e >= ADD_AT && e <= DEL_AT));
+    }
+    ck_assert_int_ge(whole, DEL_AT - ADD_AT - 3);
+    tpm_destroy(tpm);
+}
+END_TEST
+
 START_TEST(test_dos_threshold)
 {
     struct tpm_params p;
@@ -3346,6 +3436,7 @@ tpm_suite(void)
     tcase_add_test(tc, test_quiet_retire);
     tcase_add_test(tc, test_planned_flags);
     tcase_add_test(tc, test_runtime_add_backfill);
+    tcase_add_test(tc, test_counts_move);
     tcase_add_test(tc, test_dos_threshold);
     tcase_add_test(tc, test_dos_pass_after_epoch);
     tcase_add_test(tc, test_dos_removals);

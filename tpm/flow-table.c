@@ -4,7 +4,7 @@
 #include <errno.h>
 #include <string.h>
 
-const uint16_t tpm_flow_key_unused[8] = { [4] = 0xfff0 };
+const uint16_t tpm_flow_key_unused[256] = { [4] = 0xfff0 };
 
 int
 tpm_flow_table_init(struct tpm_flow_table *ft, uint32_t n_slots,

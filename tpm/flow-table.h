@@ -34,17 +34,19 @@
  * reset lazily: the first update in a new epoch finds a stale epoch tag and
  * overwrites instead of accumulating.
  *
- * An IPv4 flow's packets and bytes of both parities live in line 0, in
- * the address words its key leaves unused (the upper three words of each
- * address, zero in every parsed IPv4 key): a flow that keeps no summary
- * (a count(), the most common event, or none) is then one line for the
- * packet path and for the sweep, which halves the random accesses per
- * packet once the table is larger than the caches.  Its statistics lines
- * hold only summary slots.  An IPv6 flow keeps its counts at the head of
- * its statistics lines.  tpm_flow_count() finds them either way; the
- * key's readers take it through tpm_flow_key(), which clears the counts
- * from the copy, and lookups compare only the words of an IPv4 key that
- * are its own (tpm_flow_key_equal()).
+ * An IPv4 flow that keeps no summary (its events are count()s, the most
+ * common event) keeps its packets and bytes of both parities in line 0,
+ * in the address words its key leaves unused (the upper three words of
+ * each address, zero in every parsed IPv4 key): it is then one line for
+ * the packet path and for the sweep, which halves the random accesses
+ * per packet once the table is larger than the caches.  Every other flow
+ * keeps its counts at the head of its statistics lines, which it reads
+ * for its summaries anyway (or, IPv6, has no room for them in line 0);
+ * a flow's first summary moves its counts there, and its last one back
+ * (tpm_flow_relayout__()).  tpm_flow_count() finds them; the key's
+ * readers take it through tpm_flow_key(), which clears the counts from
+ * the copy, and lookups compare only the words of an IPv4 key that are
+ * its own (tpm_flow_key_equal()).
  *
  * Epoch tags are 32-bit epoch numbers relative to the monitor's first
  * epoch, plus two (0 = never written; a tag is never 0 or 1, so "tag - 1"
@@ -97,10 +99,10 @@ struct tpm_flow_count {
     uint32_t bytes;
 };
 
-/* One epoch's statistics of a flow.  'count' holds an IPv6 flow's packets
- * and bytes (an IPv4 flow's are in its line 0); 'slot[i]' holds the i-th
- * summary of the flow's summary mask (see tpm-private.h), in increasing
- * order of summary id. */
+/* One epoch's statistics of a flow.  'count' holds its packets and bytes
+ * unless the flow keeps them in line 0 (tpm_flow_count()); 'slot[i]'
+ * holds the i-th summary of the flow's summary mask (see tpm-private.h),
+ * in increasing order of summary id. */
 struct tpm_flow_stats {
     struct tpm_flow_count count;
     union tpm_flow_slot slot[TPM_FLOW_SLOTS];
@@ -113,7 +115,8 @@ struct tpm_flow {
         struct tpm_key key;     /* Read through tpm_flow_key(). */
         struct {                /* An IPv4 flow's: the words of the key
                                  * that its addresses leave unused hold
-                                 * its counts of each epoch parity. */
+                                 * its counts of each epoch parity if it
+                                 * keeps no summary, else zero. */
             uint32_t src;
             struct tpm_flow_count count0;
             uint32_t zero0;
@@ -149,14 +152,25 @@ BUILD_ASSERT_DECL(offsetof(struct tpm_flow, v4.count1)
 BUILD_ASSERT_DECL(offsetof(struct tpm_flow, v4.zero1) + sizeof(uint32_t)
                   == offsetof(struct tpm_flow, key.sport));
 
+/* Returns true if flow 'f', with summary mask 'sum_mask', keeps its
+ * counts in its statistics lines, so that reading its statistics needs
+ * them: it keeps a summary, or it is not an IPv4 flow.  Else its counts
+ * are in line 0, which is all of it that the packet path and the sweep
+ * read. */
+static inline bool
+tpm_flow_needs_stats(const struct tpm_flow *f, uint32_t sum_mask)
+{
+    return sum_mask || f->key.ipver != 4;
+}
+
 /* Returns flow 'f''s packets and bytes of epoch parity 'p' (0 or 1): in
- * line 0 for an IPv4 flow, at the head of the statistics line of parity
- * 'p' for an IPv6 one.  Both are reset with the epoch's tag (lazy
- * reset). */
+ * line 0 for an IPv4 flow without summaries, else at the head of the
+ * statistics line of parity 'p'.  Both are reset with the epoch's tag
+ * (lazy reset). */
 static inline struct tpm_flow_count *
 tpm_flow_count(struct tpm_flow *f, int p)
 {
-    if (OVS_LIKELY(f->key.ipver == 4)) {
+    if (!tpm_flow_needs_stats(f, f->sum_mask)) {
         return p ? &f->v4.count1 : &f->v4.count0;
     }
     return &f->stats[p].count;
@@ -166,15 +180,6 @@ static inline const struct tpm_flow_count *
 tpm_flow_count_const(const struct tpm_flow *f, int p)
 {
     return tpm_flow_count((struct tpm_flow *) f, p);
-}
-
-/* Returns true if reading flow 'f''s statistics with summary mask
- * 'sum_mask' needs its statistics line: it keeps a summary, or it is not
- * an IPv4 flow (whose counts are in line 0). */
-static inline bool
-tpm_flow_needs_stats(const struct tpm_flow *f, uint32_t sum_mask)
-{
-    return sum_mask || f->key.ipver != 4;
 }
 
 /* Stores flow 'f''s key in '*key': the entry's own, without the counts an
@@ -281,10 +286,11 @@ tpm_flow_touched(const uint64_t *touched, uint32_t idx)
 
 void tpm_flow_table_untouch(struct tpm_flow_table *, uint32_t tag);
 
-/* By IP version (its low three bits), the bytes of each half of a key's
- * addresses that an IPv4 key leaves to its entry's counts: one bit per
- * byte, as tpm_flow_key_equal() compares them. */
-extern const uint16_t tpm_flow_key_unused[8];
+/* By IP version, the bytes of each half of a key's addresses that an IPv4
+ * key leaves to its entry's counts: one bit per byte, as
+ * tpm_flow_key_equal() compares them (a table of every byte value: no
+ * instruction to bound the index). */
+extern const uint16_t tpm_flow_key_unused[256];
 
 /* Returns true if the key of entry 'f' is 'key', a parsed packet's
  * (tpm_key_equal() of tpm_flow_key()): for an IPv4 'key' the address
@@ -297,7 +303,7 @@ tpm_flow_key_equal(const struct tpm_flow *f, const struct tpm_key *key)
 {
     const tpm_key_word *x = (const tpm_key_word *) &f->key;
     const tpm_key_word *y = (const tpm_key_word *) key;
-    uint32_t unused = tpm_flow_key_unused[key->ipver & 7];
+    uint32_t unused = tpm_flow_key_unused[key->ipver];
 #if defined(__SSE2__)
     const __m128i *a = (const __m128i *) &f->key;
     const __m128i *b = (const __m128i *) key;

@@ -131,10 +131,23 @@
 
 /* Changes flow 'f''s summary mask to 'mask', moving kept slots to their new
  * positions in both epoch buffers; new slots start at zero (all bits
- * clear: 0 and 0.0 alike). */
+ * clear: 0 and 0.0 alike).  An IPv4 flow's counts move between its line 0
+ * and its statistics lines when it gains its first summary or loses its
+ * last (tpm_flow_count()). */
 void
 tpm_flow_relayout__(struct tpm_flow *f, uint32_t mask)
 {
+    if (f->key.ipver == 4 && !f->sum_mask != !mask) {
+        struct tpm_flow_count *line0[2] = { &f->v4.count0, &f->v4.count1 };
+        for (int p = 0; p < 2; p++) {
+            if (mask) {
+                f->stats[p].count = *line0[p];
+                memset(line0[p], 0, sizeof *line0[p]);
+            } else {
+                *line0[p] = f->stats[p].count;
+            }
+        }
+    }
     for (int p = 0; p < 2; p++) {
         union tpm_flow_slot old[TPM_FLOW_SLOTS], *slot = f->stats[p].slot;
         memcpy(old, slot, sizeof old);
@@ -309,19 +322,19 @@ flow_stats__(const struct tpm *tpm, struct tpm_flow *f,
 /* The epoch's first packet of flow 'f', whose counts and statistics line
  * of the current epoch (tag 'tag') are 'cnt' and 'st', for the update
  * plan 'pl' of its summary mask: resets the counts, the line's slots to
- * the plan's identities (tpm-private.h) if it has any, and marks the
- * entry touched (flow_stats__()).  A plan without slots leaves the line
+ * the plan's identities (tpm-private.h) if it has any ('slots', a
+ * constant), and marks the entry touched (flow_stats__()).  A plan without slots leaves the line
  * alone: an IPv4 flow's counts are in its line 0. */
 static inline __attribute__((always_inline)) void
 epoch_start__(const struct tpm *tpm, struct tpm_flow *f,
               struct tpm_flow_count *cnt, struct tpm_flow_stats *st,
-              const struct tpm_plan *pl, uint32_t tag)
+              const struct tpm_plan *pl, uint32_t tag, bool slots)
 {
     f->tag[tag & 1] = tag;
     tpm_flow_touch(tpm->ft.touched[tag & 1], (uint32_t) (f - tpm->ft.flows));
     cnt->packets = 0;
     cnt->bytes = 0;
-    if (pl->n) {
+    if (slots) {
         memcpy(st->slot, pl->init, sizeof st->slot);
     }
 }
@@ -362,24 +375,20 @@ BUILD_ASSERT_DECL(sizeof ((struct tpm_pkt *) 0)->bytes == 4
 
 /* The loop of an update plan's function (tpm_plan_fn, tpm-private.h):
  * for the batch's packets from 'P' to 'END' whose flows have the plan's
- * summary mask, the counts 'CNT' of the current epoch (tpm_flow_count():
- * in line 0 for an IPv4 flow, at the head of the statistics line 'ST'
- * for an IPv6 one) count packet 'PKT' and its bytes, then 'BODY' combines
- * its summaries into the slots of 'ST'.  The epoch's first packet resets
- * the counts and the slots to the plan's identities, and marks the entry
- * touched (flow-table.h).  The offsets of the plan's first two variables
- * are read once, as 'off0' and 'off1', and those of this epoch's counts
- * of either IP version.  Returns the first packet not updated: 'END', or
- * one whose flow has another mask. */
-#define PLAN_LOOP__(TPM, P, END, PL, ST, CNT, PKT, BODY)                \
+ * summary mask, the counts 'CNT' of the current epoch, found by 'CNT_AT'
+ * (an expression of the flow 'f_' and its statistics line 'ST' of the
+ * current epoch: tpm_flow_count()), count packet 'PKT' and its bytes,
+ * then 'BODY' combines its summaries into the slots of 'ST'.  The epoch's
+ * first packet resets the counts and, if the plan has any ('SLOTS', a
+ * constant), the slots to the plan's identities, and marks the entry
+ * touched (flow-table.h).  The offsets of the plan's
+ * first two variables are read once, as 'off0' and 'off1'.  Returns the
+ * first packet not updated: 'END', or one whose flow has another mask. */
+#define PLAN_LOOP__(TPM, P, END, PL, SLOTS, ST, CNT, CNT_AT, PKT, BODY) \
     const uint32_t mask_ = (PL)->mask;                                  \
     const uint32_t tag_ = (TPM)->tag;                                   \
     const int p_ = tag_ & 1;                                            \
     const size_t off0 = (PL)->off[0], off1 = (PL)->off[1];              \
-    const size_t cnt4_ = (p_ ? offsetof(struct tpm_flow, v4.count1)     \
-                          : offsetof(struct tpm_flow, v4.count0));      \
-    const size_t cnt6_ = (offsetof(struct tpm_flow, stats[0].count)     \
-                          + p_ * sizeof(struct tpm_flow_stats));        \
     (void) off0;                                                        \
     (void) off1;                                                        \
     for (; (P) < (END); (P)++) {                                        \
@@ -388,11 +397,9 @@ BUILD_ASSERT_DECL(sizeof ((struct tpm_pkt *) 0)->bytes == 4
             break;                                                      \
         }                                                               \
         struct tpm_flow_stats *ST = &f_->stats[p_];                     \
-        struct tpm_flow_count *CNT = (struct tpm_flow_count *)          \
-            ((char *) f_ + (f_->key.ipver == 4 ? cnt4_ : cnt6_));       \
-        (void) ST;                                                      \
+        struct tpm_flow_count *CNT = (CNT_AT);                          \
         if (OVS_UNLIKELY(f_->tag[p_] != tag_)) {                        \
-            epoch_start__(TPM, f_, CNT, ST, PL, tag_);                  \
+            epoch_start__(TPM, f_, CNT, ST, PL, tag_, SLOTS);           \
         }                                                               \
         const struct tpm_pkt *PKT = &(P)->pkt;                          \
         /* The variables at their offsets from the packet: else the     \
@@ -406,6 +413,11 @@ BUILD_ASSERT_DECL(sizeof ((struct tpm_pkt *) 0)->bytes == 4
         CNT->packets++;                                                 \
         __asm__("" : "+r" (CNT));                                       \
         CNT->bytes += bytes_;                                           \
+        if (SLOTS) {                                                    \
+            /* The slots from the same register ('CNT' is the head of   \
+             * 'ST'), not from a second pointer to the line. */         \
+            ST = CONTAINER_OF(CNT, struct tpm_flow_stats, count);       \
+        }                                                               \
         BODY;                                                           \
     }                                                                   \
     return (P)
@@ -440,12 +452,21 @@ plan_slot__(union tpm_flow_slot *s, enum tpm_sum_op op, uint64_t v)
 }
 
 /* The function of the plan without slots (summary mask 0: counts only,
- * which for an IPv4 flow touches its line 0 alone). */
+ * in line 0 for an IPv4 flow, which is then all of the flow it touches;
+ * the offsets of this epoch's counts of either IP version read once). */
 static const struct tpm_batch_pkt *
 plan_0__(const struct tpm *tpm, const struct tpm_batch_pkt *p,
          const struct tpm_batch_pkt *end, const struct tpm_plan *pl)
 {
-    PLAN_LOOP__(tpm, p, end, pl, st, cnt, pkt, {});
+    const size_t cnt4 = (tpm->tag & 1 ? offsetof(struct tpm_flow, v4.count1)
+                         : offsetof(struct tpm_flow, v4.count0));
+    const size_t cnt6 = (offsetof(struct tpm_flow, stats[0].count)
+                         + (tpm->tag & 1) * sizeof(struct tpm_flow_stats));
+    PLAN_LOOP__(tpm, p, end, pl, false, st, cnt,
+                (struct tpm_flow_count *) ((char *) f_
+                                           + (f_->key.ipver == 4
+                                              ? cnt4 : cnt6)),
+                pkt, {});
 }
 
 /* The functions of plans of one and two slots, one per operation and
@@ -464,7 +485,7 @@ plan_0__(const struct tpm *tpm, const struct tpm_batch_pkt *p,
                       const struct tpm_batch_pkt *end,                  \
                       const struct tpm_plan *pl)                        \
     {                                                                   \
-        PLAN_LOOP__(tpm, p, end, pl, st, cnt, pkt,                      \
+        PLAN_LOOP__(tpm, p, end, pl, true, st, cnt, &st->count, pkt,   \
                     plan_slot__(&st->slot[0], PLAN_OP_##A,              \
                                 PLAN_VALUE__(pkt, off0, W)));           \
     }
@@ -475,7 +496,7 @@ plan_0__(const struct tpm *tpm, const struct tpm_batch_pkt *p,
                                  const struct tpm_batch_pkt *end,       \
                                  const struct tpm_plan *pl)             \
     {                                                                   \
-        PLAN_LOOP__(tpm, p, end, pl, st, cnt, pkt,                      \
+        PLAN_LOOP__(tpm, p, end, pl, true, st, cnt, &st->count, pkt,   \
                     plan_slot__(&st->slot[0], PLAN_OP_##A,              \
                                 PLAN_VALUE__(pkt, off0, WA));           \
                     plan_slot__(&st->slot[1], PLAN_OP_##B,              \
@@ -582,7 +603,7 @@ static const struct tpm_batch_pkt *
 plan_general__(const struct tpm *tpm, const struct tpm_batch_pkt *p,
                const struct tpm_batch_pkt *end, const struct tpm_plan *pl)
 {
-    PLAN_LOOP__(tpm, p, end, pl, st, cnt, pkt, {
+    PLAN_LOOP__(tpm, p, end, pl, true, st, cnt, &st->count, pkt, {
         bool first = cnt->packets == 1;
         for (int j = 0; j < pl->n; j++) {
             union tpm_flow_slot *s = &st->slot[j];
@@ -1116,12 +1137,17 @@ parse__(struct tpm *tpm, const struct tpm_frame *frames,
     struct tpm_flow *const flows = tpm->ft.flows;
     const uint32_t flows_mask = tpm->ft.mask;
     const bool rx_tunnelled = tpm->rx_tunnelled;
-    const int parity = tpm->tag & 1;
-    const bool summaries = tpm->kind_refs != 0;
+    /* Where the line to write is, from the bucket: the statistics line of
+     * this epoch if an event keeps summaries (else line 0 again, which
+     * the packet path writes too: no test per packet); a packet that is
+     * not IPv4 has its counts in the statistics line either way. */
+    const size_t stats_line = offsetof(struct tpm_flow, stats[tpm->tag & 1]);
+    const size_t write_v4 = tpm->kind_refs ? stats_line : 0;
     struct tpm_flow *b = &flows[prev_hash & flows_mask];
     const struct tpm_frame *fr = frames;
     for (struct tpm_batch_pkt *p = bp; p < bp + n; p++, fr++) {
         struct tpm_pkt *pkt = &p->pkt;
+        size_t write = write_v4;
         bytes += fr->wirelen;
         if (plain) {
             uint64_t w0, w2, w4;
@@ -1132,6 +1158,8 @@ parse__(struct tpm *tpm, const struct tpm_frame *frames,
                 pkt->hash = tpm_key_hash_v4__(&pkt->key, w0, w2, w4, true);
             } else if (!parse_full__(tpm, fr, pkt)) {
                 continue;
+            } else if (pkt->key.ipver != 4) {
+                write = stats_line;
             }
         } else {
             if (!tpm_packet_parse_hash_tun(fr->data, fr->caplen,
@@ -1143,15 +1171,16 @@ parse__(struct tpm *tpm, const struct tpm_frame *frames,
                 && !tenant_key__(tpm, pkt)) {
                 continue;
             }
+            if (pkt->key.ipver != 4) {
+                write = stats_line;
+            }
         }
         if (pkt->hash == prev_hash) {
             same_hash |= 1ull << (p - bp);
         } else {
             b = &flows[pkt->hash & flows_mask];
             tpm_prefetch(b);
-            if (summaries || pkt->key.ipver != 4) {
-                tpm_prefetch_write(&b->stats[parity]);
-            }
+            tpm_prefetch_write((const char *) b + write);
             prev_hash = pkt->hash;
         }
         p->flow = b;

@@ -269,9 +269,11 @@ struct tpm_child {
                                  * will likely report again, so the sweep
                                  * prefetches line 3 (the group key). */
     bool in_stats : 1;          /* The inline item's flow is read in its
-                                 * statistics line too (an IPv6 flow, or
-                                 * an event with summaries), not in its
-                                 * line 0 alone (tpm_flow_needs_stats()):
+                                 * statistics line too, not in its line 0
+                                 * alone (tpm_flow_needs_stats(), as of
+                                 * the item's attachment: a summary
+                                 * another event gives the flow later
+                                 * leaves it stale, which costs a miss):
                                  * the sweep's lookahead fetches what it
                                  * will read. */
     int8_t value_acc;           /* Planned: the accumulator that is the
