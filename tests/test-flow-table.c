@@ -189,8 +189,10 @@ START_TEST(test_counts_layout)
     bool replaced;
     struct tpm_flow *f4 = insert_touch(&ft, &k4, tpm_key_hash(&k4), TAG0,
                                        &replaced, NULL);
+    ck_assert(!ft.has_v6);
     struct tpm_flow *f6 = insert_touch(&ft, &k6, tpm_key_hash(&k6), TAG0,
                                        &replaced, NULL);
+    ck_assert(ft.has_v6);
     for (int p = 0; p < 2; p++) {
         struct tpm_flow_count *c4 = tpm_flow_count(f4, p);
         struct tpm_flow_count *c6 = tpm_flow_count(f6, p);
@@ -234,6 +236,18 @@ START_TEST(test_counts_layout)
     k4b = k4;
     k4b.dport ^= 1;
     ck_assert(!tpm_flow_key_equal(f4, &k4b));
+
+    /* A key that is not IP's (version 0, a frame not parsed) is no
+     * entry's, not even an all-zero one's (a free slot). */
+    struct tpm_key k0;
+    memset(&k0, 0, sizeof k0);
+    ck_assert(!tpm_flow_key_equal(&ft.flows[tpm_key_hash(&k4) + 512 & 1023],
+                                  &k0));
+    ck_assert_int_eq(ft.flows[tpm_key_hash(&k4) + 512 & 1023].state,
+                     TPM_FLOW_FREE);
+    k0 = f4->key;
+    k0.ipver = 0;
+    ck_assert(!tpm_flow_key_equal(f4, &k0));
 
     /* The key's readers get it without the counts. */
     struct tpm_key got;

@@ -4,7 +4,7 @@
 #include <errno.h>
 #include <string.h>
 
-const uint16_t tpm_flow_key_unused[256] = { [4] = 0xfff0 };
+const uint32_t tpm_flow_key_unused[256] = { [0] = 0x10000, [4] = 0xfff0 };
 
 int
 tpm_flow_table_init(struct tpm_flow_table *ft, uint32_t n_slots,
@@ -105,6 +105,7 @@ tpm_flow_table_insert(struct tpm_flow_table *ft, const struct tpm_key *key,
     }
 
     uint32_t gen = f->gen + 1;
+    ft->has_v6 |= key->ipver != 4;
     memset(f, 0, CACHE_LINE_SIZE);
     f->key = *key;
     f->hash = hash;

@@ -160,7 +160,7 @@ BUILD_ASSERT_DECL(offsetof(struct tpm_flow, v4.zero1) + sizeof(uint32_t)
 static inline bool
 tpm_flow_needs_stats(const struct tpm_flow *f, uint32_t sum_mask)
 {
-    return sum_mask || f->key.ipver != 4;
+    return (sum_mask | (f->key.ipver ^ 4)) != 0;  /* No branch. */
 }
 
 /* Returns flow 'f''s packets and bytes of epoch parity 'p' (0 or 1): in
@@ -170,10 +170,15 @@ tpm_flow_needs_stats(const struct tpm_flow *f, uint32_t sum_mask)
 static inline struct tpm_flow_count *
 tpm_flow_count(struct tpm_flow *f, int p)
 {
-    if (!tpm_flow_needs_stats(f, f->sum_mask)) {
-        return p ? &f->v4.count1 : &f->v4.count0;
-    }
-    return &f->stats[p].count;
+    /* As offsets from the entry, which a loop over flows computes once
+     * for its epoch's parity, and one conditional move between them. */
+    size_t line0 = (offsetof(struct tpm_flow, v4.count0)
+                    + p * (offsetof(struct tpm_flow, v4.count1)
+                           - offsetof(struct tpm_flow, v4.count0)));
+    size_t stats = (offsetof(struct tpm_flow, stats[0].count)
+                    + p * sizeof(struct tpm_flow_stats));
+    return (struct tpm_flow_count *)
+        ((char *) f + (tpm_flow_needs_stats(f, f->sum_mask) ? stats : line0));
 }
 
 static inline const struct tpm_flow_count *
@@ -213,6 +218,10 @@ struct tpm_flow_table {
     uint32_t n_used;            /* Slots ever used (not FREE). */
     uint32_t n_live;            /* LIVE or PENDING entries. */
     uint32_t scrub_pos;         /* Scrubber cursor. */
+    bool has_v6;                /* An entry was ever inserted for a key
+                                 * that is not IPv4, whose counts are in
+                                 * its statistics lines (tpm_flow_count():
+                                 * the sweep prefetches those then). */
     bool dos_mode;              /* PENDING entries are below the DoS
                                  * threshold and disposable: a new flow
                                  * probing past one takes its slot, and the
@@ -289,13 +298,15 @@ void tpm_flow_table_untouch(struct tpm_flow_table *, uint32_t tag);
 /* By IP version, the bytes of each half of a key's addresses that an IPv4
  * key leaves to its entry's counts: one bit per byte, as
  * tpm_flow_key_equal() compares them (a table of every byte value: no
- * instruction to bound the index). */
-extern const uint16_t tpm_flow_key_unused[256];
+ * instruction to bound the index).  Version 0's (a frame not parsed) has
+ * bit 16 set, which no comparison clears: such a key equals no entry. */
+extern const uint32_t tpm_flow_key_unused[256];
 
-/* Returns true if the key of entry 'f' is 'key', a parsed packet's
+/* Returns true if the key of entry 'f' is 'key', a packet's
  * (tpm_key_equal() of tpm_flow_key()): for an IPv4 'key' the address
  * words that hold an IPv4 entry's counts are left out, and the last word
- * (the version's) tells that the entry is IPv4 too.  Where the CPU has
+ * (the version's) tells that the entry is IPv4 too; a key that is not
+ * IP's (version 0) is no entry's.  Where the CPU has
  * SSE2, the entry's first four words as two vectors, aligned since
  * entries are. */
 static inline bool
@@ -316,7 +327,7 @@ tpm_flow_key_equal(const struct tpm_flow *f, const struct tpm_key *key)
 #else
     if (unused) {
         return !((f->key.src[0] ^ key->src[0]) | (f->key.dst[0] ^ key->dst[0])
-                 | (x[4] ^ y[4]));
+                 | (x[4] ^ y[4]) | (unused >> 16));
     }
     return tpm_key_equal(&f->key, key);
 #endif

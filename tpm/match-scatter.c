@@ -939,9 +939,8 @@ scatter__(struct tpm *tpm, struct tpm_batch_pkt *bp, const uint64_t *ts,
          * walks the batch by pointer alone. */
         for (; p < end; p++) {
             const struct tpm_pkt *pkt = &p->pkt;
-            if (OVS_UNLIKELY(!pkt->key.ipver)) {
-                break;
-            }
+            /* A packet not parsed (IP version 0) equals no entry
+             * (tpm_flow_key_equal()): it leaves at the second test. */
             int i = p - bp;
             /* With pass 2's home buckets, its 'same_hash' says whether
              * the last flow's hash is the packet's (pass 2 skips the
@@ -1116,8 +1115,9 @@ parse_full__(struct tpm *tpm, const struct tpm_frame *frame,
  * batch's packets 'bp', hashes its key, stores its flow's home bucket in
  * the packet's 'flow' and prefetches it, and its statistics line too if
  * an event keeps summaries or the packet is not IPv4 (once for a run of
- * packets of one flow; the 'flow' of a packet not parsed is left unset);
- * adds the frames' bytes to '*bytesp'.  Returns the bits of 'same_hash' (bit i: packet i has the
+ * packets of one flow; a packet not parsed, whose key's IP version is 0,
+ * gets the bucket before it, an entry that pass 3 may read and that its
+ * key never equals); adds the frames' bytes to '*bytesp'.  Returns the bits of 'same_hash' (bit i: packet i has the
  * hash of the IP packet before it).  With 'plain' (a constant: the
  * monitor has no tunnel ports, the port is not a tunnel's, and
  * 'tpm_key_hash_hw' is true) the common frame is parsed and hashed
@@ -1157,6 +1157,7 @@ parse__(struct tpm *tpm, const struct tpm_frame *frames,
                            == TPM_FAST_PLAIN)) {
                 pkt->hash = tpm_key_hash_v4__(&pkt->key, w0, w2, w4, true);
             } else if (!parse_full__(tpm, fr, pkt)) {
+                p->flow = b;
                 continue;
             } else if (pkt->key.ipver != 4) {
                 write = stats_line;
@@ -1165,10 +1166,12 @@ parse__(struct tpm *tpm, const struct tpm_frame *frames,
             if (!tpm_packet_parse_hash_tun(fr->data, fr->caplen,
                                            fr->wirelen, pkt, &tpm->st.parse,
                                            &tpm->tunnels)) {
+                p->flow = b;
                 continue;
             }
             if (OVS_UNLIKELY(pkt->tunnel.type | rx_tunnelled)
                 && !tenant_key__(tpm, pkt)) {
+                p->flow = b;
                 continue;
             }
             if (pkt->key.ipver != 4) {

@@ -340,17 +340,27 @@ inline_quiet__(const struct tpm *tpm, uint32_t ci, const struct tpm_ev *ev,
                         tpm->p.retire_epochs);
 }
 
-/* Prefetches the lines of flow entry 'f' that the sweep of epoch tag 'tag'
- * reads: its first line (generation, state, epoch tags, an IPv4 flow's
- * counts) and, with 'stats' (tpm_flow_needs_stats()), that epoch's
- * statistics line. */
+/* Returns the offset from a flow entry of the second line the sweep of
+ * epoch tag 'tag' prefetches: that epoch's statistics line if a flow may
+ * be read there (an event keeps summaries, or the table has held a flow
+ * that is not IPv4: tpm_flow_count()), else line 0 again, so that
+ * flow_prefetch__() tests nothing.  An IPv4 flow without summaries is
+ * read in its line 0 alone. */
+static inline size_t
+stats_off__(const struct tpm *tpm, uint32_t tag)
+{
+    return (tpm->kind_refs || tpm->ft.has_v6
+            ? offsetof(struct tpm_flow, stats[tag & 1]) : 0);
+}
+
+/* Prefetches the lines of flow entry 'f' that the sweep reads: its first
+ * line (generation, state, epoch tags, the counts of an IPv4 flow without
+ * summaries) and the line at offset 'off' (stats_off__()). */
 static SWEEP_INLINE void
-flow_prefetch__(const struct tpm_flow *f, uint32_t tag, bool stats)
+flow_prefetch__(const struct tpm_flow *f, size_t off)
 {
     tpm_prefetch(f);
-    if (stats) {
-        tpm_prefetch(&f->stats[tag & 1]);
-    }
+    tpm_prefetch((const char *) f + off);
 }
 
 /* Combines one flow's summary value 'v' into accumulator '*a' by the
@@ -439,16 +449,22 @@ planned_kind__(const struct tpm_child *c, const struct tpm_flow *f,
  * item_gather__() does from the event, from the instance's copy of it.
  * 'first': no flow added yet ('acc[0]' is 0), given as a constant for an
  * instance's only flow so that the compiler keeps its path short.  The
- * two summaries unrolled: constant accumulator addresses, no counter;
- * the statistics line read only for them. */
+ * two summaries unrolled: constant accumulator addresses, no counter.
+ * An instance with a summary reads the flow's statistics line, which
+ * holds its counts too: the flow keeps the event's summaries from its
+ * attachment on (flow_attach__()), so it keeps its counts there
+ * (tpm_flow_count()). */
 static SWEEP_INLINE void
 planned_add__(const struct tpm_child *c, const struct tpm_flow *f, int p,
               double *acc, bool first)
 {
-    uint32_t packets = tpm_flow_count_const(f, p)->packets;
-    acc[0] = first ? (double) packets : acc[0] + packets;
-    if (c->kind[0] != TPM_NO_KIND) {
+    if (c->kind[0] == TPM_NO_KIND) {
+        uint32_t packets = tpm_flow_count_const(f, p)->packets;
+        acc[0] = first ? (double) packets : acc[0] + packets;
+    } else {
         const struct tpm_flow_stats *st = &f->stats[p];
+        acc[0] = (first ? (double) st->count.packets
+                  : acc[0] + st->count.packets);
         planned_kind__(c, f, st, acc, 0, first);
         if (c->kind[1] != TPM_NO_KIND) {
             planned_kind__(c, f, st, acc, 1, first);
@@ -486,17 +502,16 @@ chunk_gather__(struct tpm *tpm, struct tpm_child *c, const struct tpm_ev *ev,
 {
     struct tpm_chunk *k = &tpm->chunks[ch];
     uint32_t n = tpm->chunk_n[ch], w = 0;
+    size_t off = stats_off__(tpm, tag);
 
-    /* Both lines of the flow entries 4 items ahead (an item's IP version
-     * is not known before its line 0 arrives: an IPv6 flow's counts are
-     * in its statistics line); the first 4 at once, so that short lists
-     * (the usual) overlap their misses. */
+    /* The flow entries' lines 4 items ahead; the first 4 at once, so that
+     * short lists (the usual) overlap their misses. */
     for (uint32_t i = 0; i < MIN(n, 4); i++) {
-        flow_prefetch__(&tpm->ft.flows[k->idx[i]], tag, true);
+        flow_prefetch__(&tpm->ft.flows[k->idx[i]], off);
     }
     for (uint32_t i = 0; i < n; i++) {
         if (i + 4 < n) {
-            flow_prefetch__(&tpm->ft.flows[k->idx[i + 4]], tag, true);
+            flow_prefetch__(&tpm->ft.flows[k->idx[i + 4]], off);
         }
         if (planned
             ? planned_item__(tpm, tpm->ft.flows, tpm->p.retire_epochs, c,
@@ -647,7 +662,7 @@ sweep_prefetch_flow__(const struct tpm *tpm, uint32_t ci, uint32_t tag)
             && !tpm_flow_touched(tpm->ft.touched[tag & 1], nf)) {
             quiet = true;
         } else {
-            flow_prefetch__(&tpm->ft.flows[nf], tag, c->in_stats);
+            flow_prefetch__(&tpm->ft.flows[nf], stats_off__(tpm, tag));
         }
     }
     /* The event's first line: with thousands of events it is seldom in
@@ -688,14 +703,15 @@ sweep_prefetch__(const struct tpm *tpm, uint32_t ci, uint32_t tag)
 
 /* The planned run's lookahead, with the arrays' bases in registers: the
  * line 0 of instance 'ci' + TPM_SWEEP_AHEAD_CHILD, and for instance 'ci'
- * + TPM_SWEEP_AHEAD_FLOW its flow entry's lines if the flow sent in the
- * swept epoch (or the instance has a chunk) and its group key if it will
- * likely report.  Its history is read and written in instance order, a
- * stream the hardware prefetcher follows. */
+ * + TPM_SWEEP_AHEAD_FLOW its flow entry's lines (line 0 and the one at
+ * 'off', stats_off__()) if the flow sent in the swept epoch (or the
+ * instance has a chunk) and its group key if it will likely report.  Its
+ * history is read and written in instance order, a stream the hardware
+ * prefetcher follows. */
 static SWEEP_INLINE void
 planned_prefetch__(const struct tpm_child *children,
                    const struct tpm_flow *flows, const uint64_t *touched,
-                   uint32_t ci, uint32_t tag)
+                   uint32_t ci, size_t off)
 {
     /* No test against 'n_children': the array's padding
      * (TPM_CHILD_PAD) holds what an instance past the last one reads. */
@@ -704,7 +720,7 @@ planned_prefetch__(const struct tpm_child *children,
     uint32_t nf = c->in_idx;
     if (nf != TPM_NONE
         && (tpm_flow_touched(touched, nf) || c->head != TPM_NONE)) {
-        flow_prefetch__(&flows[nf], tag, c->in_stats);
+        flow_prefetch__(&flows[nf], off);
     }
     if (c->sat_last) {
         tpm_prefetch(&c->gkey);
@@ -904,6 +920,7 @@ sweep_planned_run__(struct tpm *tpm, uint32_t max, uint64_t abs, uint32_t tag,
     const uint32_t retire = tpm->p.retire_epochs;
     uint32_t n_children = tpm->n_children;
     const uint64_t *touched = tpm->ft.touched[tag & 1];
+    const size_t off = stats_off__(tpm, tag);
     const uint64_t now = tpm_abs_epoch(tpm, tpm->cur);
     uint32_t ci = tpm->sw.child, done = 0, stale = 0;
     struct tpm_hist *hc = &hist[(size_t) ci * ring];  /* Instance ci's. */
@@ -918,7 +935,7 @@ sweep_planned_run__(struct tpm *tpm, uint32_t max, uint64_t abs, uint32_t tag,
         }
         done++;
 
-        planned_prefetch__(children, flows, touched, ci, tag);
+        planned_prefetch__(children, flows, touched, ci, off);
 
         /* Gather into accumulators 0 to 2 (all that a plan covers). */
         double acc[3];

@@ -265,17 +265,9 @@ struct tpm_child {
                                  * and 2, or TPM_NO_KIND. */
     uint8_t kind_op[2];         /* Planned: their enum tpm_sum_op and
                                  * TPM_SUM_INT. */
-    bool sat_last : 1;          /* The last interval closed held: it
+    bool sat_last;              /* The last interval closed held: it
                                  * will likely report again, so the sweep
                                  * prefetches line 3 (the group key). */
-    bool in_stats : 1;          /* The inline item's flow is read in its
-                                 * statistics line too, not in its line 0
-                                 * alone (tpm_flow_needs_stats(), as of
-                                 * the item's attachment: a summary
-                                 * another event gives the flow later
-                                 * leaves it stale, which costs a miss):
-                                 * the sweep's lookahead fetches what it
-                                 * will read. */
     int8_t value_acc;           /* Planned: the accumulator that is the
                                  * aggregate's value in an interval with
                                  * packets (sum, count, min, max, last),

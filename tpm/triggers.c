@@ -274,9 +274,6 @@ tpm_list_append__(struct tpm *tpm, struct tpm_child *c, uint32_t idx,
     if (c->in_idx == TPM_NONE) {
         c->in_idx = idx;
         c->in_gen = gen;
-        const struct tpm_flow *f = &tpm->ft.flows[idx];
-        c->in_stats = tpm_flow_needs_stats(f, (f->sum_mask
-                                               | tpm->evs[c->ev].kind_mask));
         return true;
     }
     uint32_t ch = c->head;
