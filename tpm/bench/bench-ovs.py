@@ -506,6 +506,8 @@ def cmd_parse(a):
         r.update(grab(open(a.stats).read(), STATS_RE))
     if a.tpm:
         r["tpm"] = grab(open(a.tpm).read(), TPM_RE)
+    if a.tpm0:
+        r["tpm0"] = grab(open(a.tpm0).read(), TPM_RE)
     if a.pvp:
         r["pvp"] = json.load(open(a.pvp))
     if a.steal is not None:
@@ -515,6 +517,18 @@ def cmd_parse(a):
     if a.foreign is not None:
         r["foreign"] = a.foreign
     print(json.dumps(r, sort_keys=True))
+
+
+def window_sweeps(r):
+    """The sweeps done and unfinished in run 'r''s measurement window
+    (tpm/stats at its end less at its start), or (None, None) without the
+    start's: the totals count from the daemon's start, warm-up
+    included."""
+    t, t0 = r.get("tpm") or {}, r.get("tpm0") or {}
+    if "tpm_sweeps" not in t or "tpm_sweeps" not in t0:
+        return None, None
+    return (t["tpm_sweeps"][0] - t0["tpm_sweeps"][0],
+            t["tpm_sweeps"][1] - t0["tpm_sweeps"][1])
 
 
 def med(v):
@@ -549,6 +563,9 @@ def cmd_table(a):
                      % (t.get("tpm_events", "?"),
                         t.get("tpm_flows_live", "?"), m[0], sw[0], sw[1],
                         ns[0] / 1000, ns[1] / 1000))
+            wd, wu = window_sweeps(r)
+            if wd is not None:
+                tinfo += " (in the window: %d of %d unfinished)" % (wu, wd)
             if t.get("tpm_tun_decap"):
                 tinfo += ", decapsulated %s" % t["tpm_tun_decap"]
         print("| %s | %s | %.2f | %s | %s | %.2f | %s | %s | %s | %s |"
@@ -604,6 +621,11 @@ def cmd_table(a):
         print("C: sweep time (tpm/stats) median p50 %.0f us, p99 %.0f us; "
               "sweeps done %d, unfinished %d (all C runs)"
               % (p50, p99, done, unf))
+        ws = [window_sweeps(r) for r in cs]
+        if all(w[0] is not None for w in ws):
+            print("C: in the measured windows (after the warm-up): sweeps "
+                  "done %d, unfinished %d"
+                  % (sum(w[0] for w in ws), sum(w[1] for w in ws)))
 
 
 def pvp_table(a, runs, names):
@@ -1083,6 +1105,8 @@ def main():
     p.add_argument("--interval", default="10ms")
     p = sub.add_parser("loop-gaps")
     p = sub.add_parser("parse")
+    p.add_argument("--tpm0", help="tpm/stats at the measurement window's "
+                   "start (its sweeps are counted apart)")
     p.add_argument("--round", type=int, required=True)
     p.add_argument("--config", required=True)
     p.add_argument("--mem", default="?")

@@ -531,6 +531,10 @@ run_one() {
     vpid=$(cat "$out/ovs-vswitchd.pid")
     f0=$(foreign_pids | wc -l)
     appctl dpif-netdev/pmd-stats-clear >/dev/null
+    if [ "$cfg" != A ]; then
+        # The window's own sweeps: tpm/stats counts from the start.
+        appctl tpm/stats >"$out/tpm0.txt"
+    fi
     if $pvp; then
         appctl dpctl/show -s >"$out/dp0.txt"
         vm_stats "$out/vm0.txt"
@@ -572,6 +576,7 @@ run_one() {
         tpm_args=(--tpm "$out/tpm.txt" --pvp "$out/pvp.json")
         [ "$cfg" != A ] || tpm_args=(--pvp "$out/pvp.json")
     fi
+    [ "$cfg" = A ] || tpm_args+=(--tpm0 "$out/tpm0.txt")
     # Steal on CPU 1 (% of its time) and what ran besides ovs-vswitchd
     # (% of one CPU; the PMD itself keeps one CPU busy).
     local steal other
