@@ -22,8 +22,9 @@
  *      UDP); a packet
  *      whose hash differs from the previous IP packet's (or, for the
  *      first, from the last flow's) gets its flow's home bucket
- *      prefetched and the statistics line of the current epoch
- *      prefetched for writing (lines 4-7).  The paper hashes only
+ *      prefetched and, if an event keeps summaries or the packet is not
+ *      IPv4, the statistics line of the current epoch prefetched for
+ *      writing (lines 4-7).  The paper hashes only
  *      packets of another flow than the last; here the hash is how a
  *      packet is told from the last one, and a packet with the same
  *      hash sets a bit of 'same_hash' instead of prefetching again;
@@ -71,7 +72,10 @@
  * even and odd epochs (the sweep reads the previous epoch's while this
  * writes the current one's), each reset lazily: the first packet of an
  * epoch finds an old epoch tag and overwrites instead of adding
- * (epoch_start__(), flow_stats__()).  The update adds the packet and its
+ * (epoch_start__(), flow_stats__()).  An IPv4 flow without summaries
+ * keeps its packets and bytes in its line 0 instead (tpm_flow_count(),
+ * flow-table.h), and the plan without slots (plan_0__()) touches no
+ * statistics line for it.  The update adds the packet and its
  * bytes and, for each summary kind the flow keeps, in kind order, the
  * value of the kind's variable or expression combined by its operation:
  * sum, sum of squares, min, max, last, or count of non-zero values.  It
