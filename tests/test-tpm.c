@@ -67,6 +67,32 @@ udp_frame(struct frame *f, uint32_t src, uint32_t dst, uint16_t sport,
     f->len = MAX(60, 14 + 20 + 8 + payload);
 }
 
+/* A UDP/IPv6 frame from 'src' to 'dst' (each address this word, then
+ * zeros and a last byte of 1). */
+static void
+udp6_frame(struct frame *f, uint32_t src, uint32_t dst, uint16_t sport,
+           uint16_t dport, int payload, uint8_t hops)
+{
+    uint8_t *p = f->data;
+    memset(f, 0, sizeof *f);
+    put16(p + 12, 0x86dd);
+    uint8_t *ip = p + 14;
+    ip[0] = 0x60;
+    put16(ip + 4, 8 + payload);
+    ip[6] = 17;
+    ip[7] = hops;
+    uint32_t s = htonl(src), d = htonl(dst);
+    memcpy(ip + 8, &s, 4);
+    ip[23] = 1;
+    memcpy(ip + 24, &d, 4);
+    ip[39] = 1;
+    uint8_t *udp = ip + 40;
+    put16(udp, sport);
+    put16(udp + 2, dport);
+    put16(udp + 4, 8 + payload);
+    f->len = 14 + 40 + 8 + payload;
+}
+
 static uint32_t
 ip4(int a, int b, int c, int d)
 {
@@ -1980,18 +2006,29 @@ dump_sum_cb(const struct tpm_key *key, uint64_t packets,
  * epoch not yet swept, the count() event reports every packet of every
  * epoch, the sum(bytes) event every byte of the epochs it observed whole,
  * and the flow dump every packet and byte of the current and previous
- * epochs after each packet. */
-START_TEST(test_counts_move)
+ * epochs after each packet.  An IPv6 flow keeps its counts in its
+ * statistics lines throughout, with and without summaries: the same
+ * checks. */
+static void
+counts_move__(bool v6)
 {
     enum { EPOCHS = 64, ADD_AT = 3, DEL_AT = 12 };
     struct tpm *tpm = new_tpm(NULL);
     struct reports rs = { .n = 0 };
     uint64_t sent[EPOCHS];
     bool gained = false, lost = false;
+    uint32_t dst = v6 ? 0xfd000005 : ip4(10, 5, 0, 1);
+    const char *proto = v6 ? "udp6" : "udp";
+    char line[128];
     struct frame f;
 
-    udp_frame(&f, ip4(10, 99, 0, 1), ip4(10, 5, 0, 1), 1, 2, 10, 64);
-    add(tpm, 1, "c filter=udp predicate=count() > 0");
+    if (v6) {
+        udp6_frame(&f, 0xfd000099, dst, 1, 2, 10, 64);
+    } else {
+        udp_frame(&f, ip4(10, 99, 0, 1), dst, 1, 2, 10, 64);
+    }
+    snprintf(line, sizeof line, "c filter=%s predicate=count() > 0", proto);
+    add(tpm, 1, line);
     for (int e = 0; e < EPOCHS; e++) {
         int n = 1 + e % 5;
         sent[e] = 0;
@@ -1999,7 +2036,9 @@ START_TEST(test_counts_move)
             send1(tpm, T0 + e * 10 * MS + 1 + i, &f);
             sent[e]++;
             if (e == ADD_AT && !i) {
-                add(tpm, 2, "v filter=udp predicate=sum(bytes) > 0");
+                snprintf(line, sizeof line,
+                         "v filter=%s predicate=sum(bytes) > 0", proto);
+                add(tpm, 2, line);
             } else if (e == DEL_AT && !i) {
                 ck_assert_int_eq(tpm_event_del(tpm, 2), 0);
             }
@@ -2011,6 +2050,7 @@ START_TEST(test_counts_move)
         }
         const struct tpm_flow *fl = tpm->last_flow;
         ck_assert_ptr_nonnull(fl);
+        ck_assert_uint_eq(fl->key.ipver, v6 ? 6 : 4);
         gained |= fl->sum_mask != 0;
         lost |= gained && !fl->sum_mask;
         /* The sweep of the previous epoch and the backfill, in this
@@ -2025,13 +2065,12 @@ START_TEST(test_counts_move)
     uint64_t e0 = T0 / (10 * MS);
     int whole = 0;
     for (int e = 0; e < EPOCHS; e++) {
-        const struct tpm_report *r = find_report(&rs, 1, e0 + e,
-                                                 ip4(10, 5, 0, 1));
+        const struct tpm_report *r = find_report(&rs, 1, e0 + e, dst);
         ck_assert_msg(r, "epoch %d: no count() report", e);
         ck_assert_msg(r->value == sent[e], "epoch %d: count() %g, sent %"
                       PRIu64, e, r->value, sent[e]);
         ck_assert_uint_eq(r->flags, 0);
-        r = find_report(&rs, 2, e0 + e, ip4(10, 5, 0, 1));
+        r = find_report(&rs, 2, e0 + e, dst);
         if (r && !r->flags) {
             ck_assert_msg(r->value == sent[e] * f.len,
                           "epoch %d: sum(bytes) %g, sent %" PRIu64, e,
@@ -2042,6 +2081,17 @@ START_TEST(test_counts_move)
     }
     ck_assert_int_ge(whole, DEL_AT - ADD_AT - 3);
     tpm_destroy(tpm);
+}
+
+START_TEST(test_counts_move)
+{
+    counts_move__(false);
+}
+END_TEST
+
+START_TEST(test_counts_v6)
+{
+    counts_move__(true);
 }
 END_TEST
 
@@ -3437,6 +3487,7 @@ tpm_suite(void)
     tcase_add_test(tc, test_planned_flags);
     tcase_add_test(tc, test_runtime_add_backfill);
     tcase_add_test(tc, test_counts_move);
+    tcase_add_test(tc, test_counts_v6);
     tcase_add_test(tc, test_dos_threshold);
     tcase_add_test(tc, test_dos_pass_after_epoch);
     tcase_add_test(tc, test_dos_removals);
