@@ -181,6 +181,7 @@ tpm_flow_count(struct tpm_flow *f, int p)
         ((char *) f + (tpm_flow_needs_stats(f, f->sum_mask) ? stats : line0));
 }
 
+/* tpm_flow_count() for reading. */
 static inline const struct tpm_flow_count *
 tpm_flow_count_const(const struct tpm_flow *f, int p)
 {
@@ -306,9 +307,8 @@ extern const uint32_t tpm_flow_key_unused[256];
  * (tpm_key_equal() of tpm_flow_key()): for an IPv4 'key' the address
  * words that hold an IPv4 entry's counts are left out, and the last word
  * (the version's) tells that the entry is IPv4 too; a key that is not
- * IP's (version 0) is no entry's.  Where the CPU has
- * SSE2, the entry's first four words as two vectors, aligned since
- * entries are. */
+ * IP's (version 0) is no entry's.  Where the CPU has SSE2, the entry's
+ * first four words as two vectors, aligned since entries are. */
 static inline bool
 tpm_flow_key_equal(const struct tpm_flow *f, const struct tpm_key *key)
 {

@@ -75,8 +75,8 @@
  * (epoch_start__(), flow_stats__()).  An IPv4 flow without summaries
  * keeps its packets and bytes in its line 0 instead (tpm_flow_count(),
  * flow-table.h), and the plan without slots (plan_0__()) touches no
- * statistics line for it.  The update adds the packet and its
- * bytes and, for each summary kind the flow keeps, in kind order, the
+ * statistics line for it.  The update adds the packet and its bytes
+ * and, for each summary kind the flow keeps, in kind order, the
  * value of the kind's variable or expression combined by its operation:
  * sum, sum of squares, min, max, last, or count of non-zero values.  It
  * follows the update plan of the flow's summary mask (plan__(), cached
@@ -327,8 +327,9 @@ flow_stats__(const struct tpm *tpm, struct tpm_flow *f,
  * of the current epoch (tag 'tag') are 'cnt' and 'st', for the update
  * plan 'pl' of its summary mask: resets the counts, the line's slots to
  * the plan's identities (tpm-private.h) if it has any ('slots', a
- * constant), and marks the entry touched (flow_stats__()).  A plan without slots leaves the line
- * alone: an IPv4 flow's counts are in its line 0. */
+ * constant), and marks the entry touched (flow_stats__()).  A plan
+ * without slots leaves the line alone: an IPv4 flow without summaries
+ * keeps its counts in line 0. */
 static inline __attribute__((always_inline)) void
 epoch_start__(const struct tpm *tpm, struct tpm_flow *f,
               struct tpm_flow_count *cnt, struct tpm_flow_stats *st,
@@ -385,9 +386,9 @@ BUILD_ASSERT_DECL(sizeof ((struct tpm_pkt *) 0)->bytes == 4
  * then 'BODY' combines its summaries into the slots of 'ST'.  The epoch's
  * first packet resets the counts and, if the plan has any ('SLOTS', a
  * constant), the slots to the plan's identities, and marks the entry
- * touched (flow-table.h).  The offsets of the plan's
- * first two variables are read once, as 'off0' and 'off1'.  Returns the
- * first packet not updated: 'END', or one whose flow has another mask. */
+ * touched (flow-table.h).  The offsets of the plan's first two variables
+ * are read once, as 'off0' and 'off1'.  Returns the first packet not
+ * updated: 'END', or one whose flow has another mask. */
 #define PLAN_LOOP__(TPM, P, END, PL, SLOTS, ST, CNT, CNT_AT, PKT, BODY) \
     const uint32_t mask_ = (PL)->mask;                                  \
     const uint32_t tag_ = (TPM)->tag;                                   \
@@ -1121,8 +1122,9 @@ parse_full__(struct tpm *tpm, const struct tpm_frame *frame,
  * an event keeps summaries or the packet is not IPv4 (once for a run of
  * packets of one flow; a packet not parsed, whose key's IP version is 0,
  * gets the bucket before it, an entry that pass 3 may read and that its
- * key never equals); adds the frames' bytes to '*bytesp'.  Returns the bits of 'same_hash' (bit i: packet i has the
- * hash of the IP packet before it).  With 'plain' (a constant: the
+ * key never equals); adds the frames' bytes to '*bytesp'.  Returns the
+ * bits of 'same_hash' (bit i: packet i has the hash of the IP packet
+ * before it).  With 'plain' (a constant: the
  * monitor has no tunnel ports, the port is not a tunnel's, and
  * 'tpm_key_hash_hw' is true) the common frame is parsed and hashed
  * inline, without the tests for tunnels and tenants, and leaves the
