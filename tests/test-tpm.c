@@ -43,16 +43,32 @@ put16(uint8_t *p, uint16_t v)
     p[1] = v;
 }
 
+/* Clears 'f' and writes its Ethernet type 'ethertype'.  Returns where its
+ * IP header starts. */
+static uint8_t *
+eth_start(struct frame *f, uint16_t ethertype)
+{
+    memset(f, 0, sizeof *f);
+    put16(f->data + 12, ethertype);
+    return f->data + 14;
+}
+
+/* Writes at 'udp' a UDP header for 'payload' bytes of payload. */
+static void
+udp_header(uint8_t *udp, uint16_t sport, uint16_t dport, int payload)
+{
+    put16(udp, sport);
+    put16(udp + 2, dport);
+    put16(udp + 4, 8 + payload);
+}
+
 /* Builds a UDP frame from 10.99.'s'.'s2' to 10.'d1'.'d2'.'d3' with
  * 'payload' bytes of UDP payload (at most 60) and TTL 'ttl'. */
 static void
 udp_frame(struct frame *f, uint32_t src, uint32_t dst, uint16_t sport,
           uint16_t dport, int payload, uint8_t ttl)
 {
-    uint8_t *p = f->data;
-    memset(f, 0, sizeof *f);
-    put16(p + 12, 0x0800);
-    uint8_t *ip = p + 14;
+    uint8_t *ip = eth_start(f, 0x0800);
     ip[0] = 0x45;
     put16(ip + 2, 20 + 8 + payload);
     ip[8] = ttl;
@@ -60,10 +76,7 @@ udp_frame(struct frame *f, uint32_t src, uint32_t dst, uint16_t sport,
     uint32_t s = htonl(src), d = htonl(dst);
     memcpy(ip + 12, &s, 4);
     memcpy(ip + 16, &d, 4);
-    uint8_t *udp = ip + 20;
-    put16(udp, sport);
-    put16(udp + 2, dport);
-    put16(udp + 4, 8 + payload);
+    udp_header(ip + 20, sport, dport, payload);
     f->len = MAX(60, 14 + 20 + 8 + payload);
 }
 
@@ -73,10 +86,7 @@ static void
 udp6_frame(struct frame *f, uint32_t src, uint32_t dst, uint16_t sport,
            uint16_t dport, int payload, uint8_t hops)
 {
-    uint8_t *p = f->data;
-    memset(f, 0, sizeof *f);
-    put16(p + 12, 0x86dd);
-    uint8_t *ip = p + 14;
+    uint8_t *ip = eth_start(f, 0x86dd);
     ip[0] = 0x60;
     put16(ip + 4, 8 + payload);
     ip[6] = 17;
@@ -86,10 +96,7 @@ udp6_frame(struct frame *f, uint32_t src, uint32_t dst, uint16_t sport,
     ip[23] = 1;
     memcpy(ip + 24, &d, 4);
     ip[39] = 1;
-    uint8_t *udp = ip + 40;
-    put16(udp, sport);
-    put16(udp + 2, dport);
-    put16(udp + 4, 8 + payload);
+    udp_header(ip + 40, sport, dport, payload);
     f->len = 14 + 40 + 8 + payload;
 }
 
@@ -325,13 +332,10 @@ static void
 vxlan_frame(struct frame *out, const struct frame *in, uint16_t dport,
             uint32_t vni)
 {
-    uint8_t *p = out->data;
     uint32_t ulen = 8 + 8 + in->len;
 
-    memset(out, 0, sizeof *out);
+    uint8_t *ip = eth_start(out, 0x0800);
     ck_assert_uint_le(14 + 20 + ulen, sizeof out->data);
-    put16(p + 12, 0x0800);
-    uint8_t *ip = p + 14;
     ip[0] = 0x45;
     put16(ip + 2, 20 + ulen);
     ip[8] = 64;
@@ -339,11 +343,8 @@ vxlan_frame(struct frame *out, const struct frame *in, uint16_t dport,
     uint32_t sa = htonl(ip4(172, 16, 0, 2)), da = htonl(ip4(172, 16, 0, 1));
     memcpy(ip + 12, &sa, 4);
     memcpy(ip + 16, &da, 4);
-    uint8_t *udp = ip + 20;
-    put16(udp, 50000);
-    put16(udp + 2, dport);
-    put16(udp + 4, ulen);
-    uint8_t *vx = udp + 8;
+    udp_header(ip + 20, 50000, dport, ulen - 8);
+    uint8_t *vx = ip + 20 + 8;
     vx[0] = 0x08;
     vx[4] = vni >> 16;
     vx[5] = vni >> 8;
@@ -3010,11 +3011,8 @@ tcp_frame(struct frame *f, bool from_c, uint32_t seq, uint32_t ack,
           uint8_t flags, uint16_t win, int payload, uint16_t mss,
           uint8_t wscale, uint8_t tos)
 {
-    uint8_t *p = f->data;
     int optlen = flags & TPM_TCP_SYN ? 8 : 0;
-    memset(f, 0, sizeof *f);
-    put16(p + 12, 0x0800);
-    uint8_t *ip = p + 14;
+    uint8_t *ip = eth_start(f, 0x0800);
     ip[0] = 0x45;
     ip[1] = tos;
     put16(ip + 2, 20 + 20 + optlen + payload);
