@@ -163,6 +163,21 @@ tpm_flow_needs_stats(const struct tpm_flow *f, uint32_t sum_mask)
     return (sum_mask | (f->key.ipver ^ 4)) != 0;  /* No branch. */
 }
 
+/* Returns the offset from a flow entry of its packets and bytes of epoch
+ * parity 'p' (0 or 1): at the head of the statistics line of parity 'p'
+ * if 'in_stats' (tpm_flow_needs_stats()), else in line 0.  A loop over
+ * flows computes both once for its epoch's parity. */
+static inline size_t
+tpm_flow_count_off(int p, bool in_stats)
+{
+    return (in_stats
+            ? (offsetof(struct tpm_flow, stats[0].count)
+               + p * sizeof(struct tpm_flow_stats))
+            : (offsetof(struct tpm_flow, v4.count0)
+               + p * (offsetof(struct tpm_flow, v4.count1)
+                      - offsetof(struct tpm_flow, v4.count0))));
+}
+
 /* Returns flow 'f''s packets and bytes of epoch parity 'p' (0 or 1): in
  * line 0 for an IPv4 flow without summaries, else at the head of the
  * statistics line of parity 'p'.  Both are reset with the epoch's tag
@@ -170,13 +185,9 @@ tpm_flow_needs_stats(const struct tpm_flow *f, uint32_t sum_mask)
 static inline struct tpm_flow_count *
 tpm_flow_count(struct tpm_flow *f, int p)
 {
-    /* As offsets from the entry, which a loop over flows computes once
-     * for its epoch's parity, and one conditional move between them. */
-    size_t line0 = (offsetof(struct tpm_flow, v4.count0)
-                    + p * (offsetof(struct tpm_flow, v4.count1)
-                           - offsetof(struct tpm_flow, v4.count0)));
-    size_t stats = (offsetof(struct tpm_flow, stats[0].count)
-                    + p * sizeof(struct tpm_flow_stats));
+    /* Both offsets, and one conditional move between them. */
+    size_t line0 = tpm_flow_count_off(p, false);
+    size_t stats = tpm_flow_count_off(p, true);
     return (struct tpm_flow_count *)
         ((char *) f + (tpm_flow_needs_stats(f, f->sum_mask) ? stats : line0));
 }

@@ -463,14 +463,12 @@ static const struct tpm_batch_pkt *
 plan_0__(const struct tpm *tpm, const struct tpm_batch_pkt *p,
          const struct tpm_batch_pkt *end, const struct tpm_plan *pl)
 {
-    const size_t cnt4 = (tpm->tag & 1 ? offsetof(struct tpm_flow, v4.count1)
-                         : offsetof(struct tpm_flow, v4.count0));
-    const size_t cnt6 = (offsetof(struct tpm_flow, stats[0].count)
-                         + (tpm->tag & 1) * sizeof(struct tpm_flow_stats));
+    const size_t line0 = tpm_flow_count_off(tpm->tag & 1, false);
+    const size_t stats = tpm_flow_count_off(tpm->tag & 1, true);
     PLAN_LOOP__(tpm, p, end, pl, false, st, cnt,
                 (struct tpm_flow_count *) ((char *) f_
                                            + (f_->key.ipver == 4
-                                              ? cnt4 : cnt6)),
+                                              ? line0 : stats)),
                 pkt, {});
 }
 

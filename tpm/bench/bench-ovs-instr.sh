@@ -265,8 +265,8 @@ log "traffic: $pcap, $traffic"
 # different in every run, charged to the call instructions of calls
 # through the PLT (time_timespec__'s calls of pthread_once() and
 # clock_gettime(), equal at both).  With --skip-plt=no there are none,
-# and each PLT stub is counted as a function of its own (named by its
-# address and "[PLT]": one jump).
+# and each PLT stub (one jump) is counted as a function of its own,
+# which callgrind names by the stub's address followed by "[PLT]".
 vg_args=(--tool=callgrind --toggle-collect=pmd_thread_main --fair-sched=yes
          --skip-plt=no "--vgdb-prefix=$WORK/vgdb")
 vg_args+=("${vg_extra[@]}")
