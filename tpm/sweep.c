@@ -373,7 +373,10 @@ acc_combine__(double *a, double v, uint8_t op, bool first)
     case TPM_SUM_SUM:
     case TPM_SUM_SUMSQ:
     case TPM_SUM_NONZERO:
-        *a += v;
+        /* The first flow's value stored, not added to the zero there: a
+         * constant 'first' leaves no addition (0.0 + v is not v for the
+         * compiler, whose -0.0 would become +0.0). */
+        *a = first ? v : *a + v;
         break;
     case TPM_SUM_MIN:
         *a = first || v < *a ? v : *a;
@@ -444,41 +447,45 @@ planned_kind__(const struct tpm_child *c, const struct tpm_flow *f,
                   c->kind_op[j], first);
 }
 
-/* Adds the statistics of flow 'f' in the swept epoch, of parity 'p', to
- * the accumulators 'acc' (0 to 2) of planned instance 'c': what
- * item_gather__() does from the event, from the instance's copy of it.
- * 'first': no flow added yet ('acc[0]' is 0), given as a constant for an
+/* Adds the summaries of flow 'f' in the swept epoch, of parity 'p', to
+ * the accumulators 'acc' (1 and 2) of planned instance 'c' and returns
+ * its packets then: what item_gather__() does from the event, from the
+ * instance's copy of it.  The packets are counted by the caller in an
+ * integer ('acc[0]' is written only for an aggregate computed from it,
+ * agg_compute__()).  'first': no flow added yet in this interval, which
+ * zeroes the summaries' accumulators; given as a constant for an
  * instance's only flow so that the compiler keeps its path short.  The
  * two summaries unrolled: constant accumulator addresses, no counter.
  * An instance with a summary reads the flow's statistics line, which
  * holds its counts too: the flow keeps the event's summaries from its
  * attachment on (flow_attach__()), so it keeps its counts there
  * (tpm_flow_count()). */
-static SWEEP_INLINE void
+static SWEEP_INLINE uint32_t
 planned_add__(const struct tpm_child *c, const struct tpm_flow *f, int p,
               double *acc, bool first)
 {
     if (c->kind[0] == TPM_NO_KIND) {
-        uint32_t packets = tpm_flow_count_const(f, p)->packets;
-        acc[0] = first ? (double) packets : acc[0] + packets;
-    } else {
-        const struct tpm_flow_stats *st = &f->stats[p];
-        acc[0] = (first ? (double) st->count.packets
-                  : acc[0] + st->count.packets);
-        planned_kind__(c, f, st, acc, 0, first);
-        if (c->kind[1] != TPM_NO_KIND) {
-            planned_kind__(c, f, st, acc, 1, first);
-        }
+        return tpm_flow_count_const(f, p)->packets;
     }
+    const struct tpm_flow_stats *st = &f->stats[p];
+    if (first) {
+        acc[1] = acc[2] = 0;
+    }
+    planned_kind__(c, f, st, acc, 0, first);
+    if (c->kind[1] != TPM_NO_KIND) {
+        planned_kind__(c, f, st, acc, 1, first);
+    }
+    return st->count.packets;
 }
 
-/* item_gather__() for planned instance 'c', into 'acc' (0 to 2), with the
- * flow table's entries 'flows' and the retirement age 'retire' given (the
- * planned run keeps them in registers). */
+/* item_gather__() for planned instance 'c': adds the item's packets in
+ * the swept epoch to '*pk' and its summaries to 'acc' (1 and 2; 'first':
+ * '*pk' is 0), with the flow table's entries 'flows' and the retirement
+ * age 'retire' given (the planned run keeps them in registers). */
 static SWEEP_INLINE bool
 planned_item__(struct tpm *tpm, struct tpm_flow *flows, uint32_t retire,
                const struct tpm_child *c, uint32_t idx, uint32_t gen,
-               uint32_t tag, double *acc, bool first)
+               uint32_t tag, double *acc, uint64_t *pk, bool first)
 {
     struct tpm_flow *f = &flows[idx];
 
@@ -488,17 +495,19 @@ planned_item__(struct tpm *tpm, struct tpm_flow *flows, uint32_t retire,
     if (f->tag[tag & 1] != tag) {
         return !flow_retire__(tpm, f, retire);
     }
-    planned_add__(c, f, tag & 1, acc, first);
+    *pk += planned_add__(c, f, tag & 1, acc, first);
     return true;
 }
 
 /* Processes chunk 'ch' of child 'c': gathers it into 'acc' and compacts
  * it in place.  Gathers as item_gather__() does from event 'ev', or, if
  * 'planned', as planned_item__() does from the instance's copy of it ('ev'
- * unused).  Returns the number of items visited. */
+ * unused), the packets into '*pk'.  Returns the number of items
+ * visited. */
 static SWEEP_INLINE uint32_t
 chunk_gather__(struct tpm *tpm, struct tpm_child *c, const struct tpm_ev *ev,
-               uint32_t ch, uint32_t tag, double *acc, bool planned)
+               uint32_t ch, uint32_t tag, double *acc, uint64_t *pk,
+               bool planned)
 {
     struct tpm_chunk *k = &tpm->chunks[ch];
     uint32_t n = tpm->chunk_n[ch], w = 0;
@@ -515,7 +524,7 @@ chunk_gather__(struct tpm *tpm, struct tpm_child *c, const struct tpm_ev *ev,
         }
         if (planned
             ? planned_item__(tpm, tpm->ft.flows, tpm->p.retire_epochs, c,
-                             k->idx[i], k->gen[i], tag, acc, acc[0] == 0)
+                             k->idx[i], k->gen[i], tag, acc, pk, *pk == 0)
             : item_gather__(tpm, acc, ev, k->idx[i], k->gen[i], tag)) {
             k->idx[w] = k->idx[i];
             k->gen[w] = k->gen[i];
@@ -701,22 +710,22 @@ sweep_prefetch__(const struct tpm *tpm, uint32_t ci, uint32_t tag)
     }
 }
 
-/* The planned run's lookahead, with the arrays' bases in registers: the
- * line 0 of instance 'ci' + TPM_SWEEP_AHEAD_CHILD, and for instance 'ci'
- * + TPM_SWEEP_AHEAD_FLOW its flow entry's lines (line 0 and the one at
- * 'off', stats_off__()) if the flow sent in the swept epoch (or the
- * instance has a chunk) and its group key if it will likely report.  Its
- * history is read and written in instance order, a stream the hardware
- * prefetcher follows. */
+/* The planned run's lookahead, with the flow table's base in a register:
+ * the line 0 of the instance TPM_SWEEP_AHEAD_CHILD past instance 'c', and
+ * for the one TPM_SWEEP_AHEAD_FLOW past it its flow entry's lines (line 0
+ * and the one at 'off', stats_off__()) if the flow sent in the swept
+ * epoch (or the instance has a chunk) and its group key if it will likely
+ * report.  Its history is read and written in instance order, a stream
+ * the hardware prefetcher follows.  The addresses from 'c' itself, not
+ * from its index: a constant displacement each. */
 static SWEEP_INLINE void
-planned_prefetch__(const struct tpm_child *children,
-                   const struct tpm_flow *flows, const uint64_t *touched,
-                   uint32_t ci, size_t off)
+planned_prefetch__(const struct tpm_child *c, const struct tpm_flow *flows,
+                   const uint64_t *touched, size_t off)
 {
     /* No test against 'n_children': the array's padding
      * (TPM_CHILD_PAD) holds what an instance past the last one reads. */
-    tpm_prefetch(&children[ci + TPM_SWEEP_AHEAD_CHILD]);
-    const struct tpm_child *c = &children[ci + TPM_SWEEP_AHEAD_FLOW];
+    tpm_prefetch(c + TPM_SWEEP_AHEAD_CHILD);
+    c += TPM_SWEEP_AHEAD_FLOW;
     uint32_t nf = c->in_idx;
     if (nf != TPM_NONE
         && (tpm_flow_touched(touched, nf) || c->head != TPM_NONE)) {
@@ -878,13 +887,14 @@ child_is_planned__(const struct tpm *tpm, const struct tpm_child *c,
                || tpm->chunk_next[c->head] == TPM_NONE);
 }
 
-/* Gathers planned instance 'c', which has one chunk, into 'acc' (0 to 2,
- * zero): its inline item (if any), then its chunk's items, compacting the
- * chunk and freeing it once empty.  Returns the items visited.  Out of
- * line: it is rare, and the planned run's loop stays small. */
+/* Gathers planned instance 'c', which has one chunk, into '*pk' (its
+ * packets, 0 on entry) and 'acc' (its summaries, 1 and 2): its inline item
+ * (if any), then its chunk's items, compacting the chunk and freeing it
+ * once empty.  Returns the items visited.  Out of line: it is rare, and
+ * the planned run's loop stays small. */
 static uint32_t __attribute__((noinline))
 planned_chunked__(struct tpm *tpm, struct tpm_child *c, uint32_t tag,
-                  double *acc)
+                  double *acc, uint64_t *pk)
 {
     uint32_t ch = c->head, n = 0;
 
@@ -892,76 +902,90 @@ planned_chunked__(struct tpm *tpm, struct tpm_child *c, uint32_t tag,
         n++;
         /* No quiet test: the history records the other flows too. */
         if (!planned_item__(tpm, tpm->ft.flows, tpm->p.retire_epochs, c,
-                            c->in_idx, c->in_gen, tag, acc, true)) {
+                            c->in_idx, c->in_gen, tag, acc, pk, true)) {
             c->in_idx = TPM_NONE;
             TPM_STAT_ADD(tpm, sweep_stale_items, 1);
         }
     }
-    n += chunk_gather__(tpm, c, NULL, ch, tag, acc, true);
+    n += chunk_gather__(tpm, c, NULL, ch, tag, acc, pk, true);
     if (!tpm->chunk_n[ch]) {
         chunk_unlink__(tpm, c, TPM_NONE, ch);
     }
     return n;
 }
 
-/* Sweeps at most 'max' planned instances, and about twice as many
- * instances and flow items together, from the cursor, stopping at the
- * first instance that is not one ('child_is_planned__()').  Requires no
- * dying event and no instance begun.  Returns the instances visited and
- * adds the flow items visited to '*items'. */
+/* Sweeps at most 'max' planned instances from the cursor, fewer if they
+ * have chunks (about twice 'max' instances and flow items together),
+ * stopping at the first instance that is not one ('child_is_planned__()').
+ * Requires no dying event and no instance begun.  Returns the instances
+ * visited and adds the flow items visited to '*items'. */
 static uint32_t __attribute__((noinline))
 sweep_planned_run__(struct tpm *tpm, uint32_t max, uint64_t abs, uint32_t tag,
                     uint32_t *items)
 {
     struct tpm_child *const children = tpm->children;
     struct tpm_flow *const flows = tpm->ft.flows;
-    struct tpm_hist *const hist = tpm->hist;
     const uint32_t ring = tpm->hist_ring;
     const uint32_t retire = tpm->p.retire_epochs;
-    uint32_t n_children = tpm->n_children;
     const uint64_t *touched = tpm->ft.touched[tag & 1];
     const size_t off = stats_off__(tpm, tag);
     const uint64_t now = tpm_abs_epoch(tpm, tpm->cur);
-    uint32_t ci = tpm->sw.child, done = 0, stale = 0;
-    struct tpm_hist *hc = &hist[(size_t) ci * ring];  /* Instance ci's. */
+    const uint32_t ci0 = tpm->sw.child;
+    uint32_t removed = 0, stale = 0;
+    /* The items visited, less the instances: an instance with one item
+     * adds nothing, so the common case counts nothing. */
+    int32_t item_adj = 0;
+    /* The instance swept, its history, and the end of the run ('max' <=
+     * TPM_SWEEP_RUN): pointers, no index. */
+    struct tpm_child *c = &children[ci0];
+    struct tpm_hist *hc = tpm_child_hist(tpm, ci0);
+    struct tpm_child *end = &children[MIN(tpm->n_children, ci0 + max)];
 
-    /* Units of work as the caller counts them: an instance and each of
-     * its flow items ('max' <= TPM_SWEEP_RUN). */
-    int32_t left = 2 * (int32_t) max;
-    while (left > 0 && ci < n_children) {
-        struct tpm_child *c = &children[ci];
+    while (c < end) {
         if (!child_is_planned__(tpm, c, abs)) {
             break;
         }
-        done++;
 
-        planned_prefetch__(children, flows, touched, ci, off);
+        planned_prefetch__(c, flows, touched, off);
 
-        /* Gather into accumulators 0 to 2 (all that a plan covers). */
+        /* Gather: the packets into 'pk', the summaries (if any) into
+         * accumulators 1 and 2 (all that a plan covers). */
+        uint64_t pk = 0;
         double acc[3];
         uint32_t idx = c->in_idx;
-        acc[0] = acc[1] = acc[2] = 0;
         if (OVS_UNLIKELY(c->head != TPM_NONE)) {
-            left -= 1 + planned_chunked__(tpm, c, tag, acc);
+            /* Its own variable: 'pk' stays in a register. */
+            uint64_t chunk_pk = 0;
+            uint32_t n = planned_chunked__(tpm, c, tag, acc, &chunk_pk);
+            pk = chunk_pk;
+            item_adj += (int32_t) n - 1;
+            /* Its items beyond the one counted take the place of
+             * instances, two items each. */
+            end -= MIN((size_t) (n / 2), (size_t) (end - c - 1));
         } else if (idx != TPM_NONE) {
-            left -= 2;
             if (item_quiet__(touched, idx, c, hc, ring, 1, now, retire)) {
                 /* Quiet: no packet, and too recent to retire. */
             } else if (!planned_item__(tpm, flows, retire, c, idx,
-                                       c->in_gen, tag, acc, true)) {
+                                       c->in_gen, tag, acc, &pk, true)) {
                 c->in_idx = TPM_NONE;
                 stale++;
             }
         } else {
-            left--;
+            item_adj--;
         }
 
         /* interval_end__() for a planned instance. */
-        if (acc[0] > 0) {
+        if (pk) {
             /* agg_compute__() and tpm_compare(), from the instance's
-             * precomputed 'value_acc' and 'op_classes'. */
-            double value = (c->value_acc >= 0 ? acc[c->value_acc]
-                            : agg_compute__(&c->calc, acc));
+             * precomputed 'value_acc' and 'op_classes'.  The packets
+             * (32-bit counts of at most TPM_CHUNK_ITEMS + 1 flows) are
+             * far below 2^63: a signed conversion, one instruction. */
+            double value = (double) (int64_t) pk;
+            if (OVS_UNLIKELY(c->value_acc != 0)) {
+                acc[0] = value;
+                value = (c->value_acc > 0 ? acc[c->value_acc]
+                         : agg_compute__(&c->calc, acc));
+            }
             bool sat = (c->op_classes
                         & tpm_cmp_class(value, c->threshold)) != 0;
             struct tpm_hist *h = tpm_hist_at(hc, c->hist_seq, 0, ring);
@@ -975,7 +999,7 @@ sweep_planned_run__(struct tpm *tpm, uint32_t max, uint64_t abs, uint32_t tag,
                 report_satisfied__(tpm, c, c->ev_id, abs, value);
             }
         }
-        c->prev_pkts = acc[0] > 0;
+        c->prev_pkts = pk != 0;
         c->iv = abs + 1;
         /* No flag: none for the next interval either, which starts
          * later (the event's first whole interval, once known, stays). */
@@ -989,19 +1013,21 @@ sweep_planned_run__(struct tpm *tpm, uint32_t max, uint64_t abs, uint32_t tag,
 
         if (child_idle__(tpm, c, 1, abs, true)) {
             /* The last instance moves here: sweep it next. */
-            tpm_child_remove__(tpm, ci);
-            n_children = tpm->n_children;
+            tpm_child_remove__(tpm, (uint32_t) (c - children));
+            removed++;
+            end = MIN(end, &children[tpm->n_children]);
         } else {
-            ci++;
+            c++;
             hc += ring;
         }
     }
+    uint32_t ci = (uint32_t) (c - children);
+    uint32_t done = ci - ci0 + removed;
     tpm->sw.child = ci;
     if (stale) {
         TPM_STAT_ADD(tpm, sweep_stale_items, stale);
     }
-    /* Each instance took one unit and its items one each. */
-    *items += (uint32_t) (2 * (int32_t) max - left) - done;
+    *items += (uint32_t) ((int32_t) done + item_adj);
     return done;
 }
 
@@ -1094,7 +1120,7 @@ tpm_sweep_run__(struct tpm *tpm, uint64_t budget_ns, bool may_wait)
             }
         } else if (sw->rc != TPM_NONE) {
             uint32_t ch = sw->rc;
-            n += chunk_gather__(tpm, c, ev, ch, tag, c->acc, false);
+            n += chunk_gather__(tpm, c, ev, ch, tag, c->acc, NULL, false);
             sw->rc = tpm->chunk_next[ch];
             if (!tpm->chunk_n[ch]) {
                 chunk_unlink__(tpm, c, sw->prev_wc, ch);
