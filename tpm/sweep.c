@@ -653,13 +653,8 @@ sweep_finish__(struct tpm *tpm)
 BUILD_ASSERT_DECL(TPM_SWEEP_AHEAD_CHILD <= TPM_CHILD_PAD);
 BUILD_ASSERT_DECL(TPM_SWEEP_AHEAD_FLOW <= TPM_CHILD_PAD);
 
-/* Planned instances swept by one call of sweep_planned_run__() at most.
- * The call's setup and the caller's accounting cost ~140 instructions
- * (the run's bases and bounds into registers, the budget's arithmetic),
- * spread over this many instances (2.5% of a busy sweep's instructions
- * with 32); a step's budget and the report ring's room bound a run
- * further (tpm_sweep_run__()). */
-#define TPM_SWEEP_RUN 128
+/* Planned instances swept by one call of sweep_planned_run__() at most. */
+#define TPM_SWEEP_RUN 32
 
 static SWEEP_INLINE void
 sweep_prefetch_flow__(const struct tpm *tpm, uint32_t ci, uint32_t tag)
