@@ -300,7 +300,7 @@ BUILD_ASSERT_DECL(sizeof(struct tpm_child) == 4 * CACHE_LINE_SIZE);
  * past the last one without a test (sweep.c): zero at first, then
  * whatever instance last lived there (tpm_child_remove__()); either way
  * a flow index it only prefetches. */
-#define TPM_CHILD_PAD 16
+#define TPM_CHILD_PAD 32
 
 /* The outcomes of comparing two doubles, one bit each: a comparison
  * operator is the set of outcomes for which it holds (LT: TPM_CMP_LT;
