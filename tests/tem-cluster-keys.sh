@@ -143,9 +143,9 @@ member() {
     printf '{"id":"%s","listen":"%s","pub":"%s","public_key":"%s","standby":false}' \
         "$1" "$2" "$2.pub" "$TEMKEY"
 }
-etcdctl put "/trumpet/members/$GHOST" "$(member "$GHOST" "ipc://$tmp/nowhere")" \
-    >/dev/null
-etcdctl put "/trumpet/members/$COPY" "$(member "$COPY" "ipc://$tmp/t2")" \
+etcdctl put -- "/trumpet/members/$GHOST" \
+    "$(member "$GHOST" "ipc://$tmp/nowhere")" >/dev/null
+etcdctl put -- "/trumpet/members/$COPY" "$(member "$COPY" "ipc://$tmp/t2")" \
     >/dev/null
 want_refused="{'$ROGUE': 'its public key is not in --cluster-keys', \
 '$GHOST': 'no answer over CURVE', '$COPY': 'its endpoint answers as another member'}"
@@ -222,7 +222,9 @@ pids+=($!)
 until_ok 10 '[ "$(cstat t1 "s[\"security\"][\"zap_refused\"]")" -gt "$refused0" ]' \
     || fail "h3 not refused by t1 without its key"
 [ "$(sessions t1)" = h1:connected ] || fail "t1 hosts: $(sessions t1)"
-etcdctl put /trumpet/hosts/h3 "$H3KEY" >/dev/null
+# '--': a Z85 key may begin with '-', which etcdctl would take for a
+# flag (a random key did, once in a run).
+etcdctl put -- /trumpet/hosts/h3 "$H3KEY" >/dev/null
 # both_sessions WANT: t1 and t2 both know their hosts as WANT.
 both_sessions() {
     [ "$(sessions t1)" = "$1" ] && [ "$(sessions t2)" = "$1" ]
@@ -230,8 +232,8 @@ both_sessions() {
 until_ok 10 'both_sessions "h1:connected h3:connected"' \
     || fail "h3 not connected after its key was put in etcd:" \
             "'$(sessions t1)' '$(sessions t2)'"
-etcdctl put /trumpet/hosts/h4 "not-a-key" >/dev/null
-etcdctl put '/trumpet/hosts/bad id' "$H3KEY" >/dev/null
+etcdctl put -- /trumpet/hosts/h4 "not-a-key" >/dev/null
+etcdctl put -- '/trumpet/hosts/bad id' "$H3KEY" >/dev/null
 until_ok 5 '[ "$(cstat t1 "c[\"hosts_bad\"], c[\"hosts_in_etcd\"]")" = "2 1" ]' \
     || fail "garbage in /trumpet/hosts/: $(cstat t1 'c["hosts_bad"], c["hosts_in_etcd"]')"
 etcdctl del /trumpet/hosts/h3 >/dev/null
