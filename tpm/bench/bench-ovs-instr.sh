@@ -266,7 +266,8 @@ log "traffic: $pcap, $traffic"
 # through the PLT (time_timespec__'s calls of pthread_once() and
 # clock_gettime(), equal at both).  With --skip-plt=no there are none,
 # and each PLT stub (one jump) is counted as a function of its own,
-# which callgrind names by the stub's address followed by "[PLT]".
+# which callgrind's output names by the stub's address and the tag PLT,
+# as in "fn=(176) 0x0000000004001010 [PLT]" (seen with valgrind 3.19).
 vg_args=(--tool=callgrind --toggle-collect=pmd_thread_main --fair-sched=yes
          --skip-plt=no "--vgdb-prefix=$WORK/vgdb")
 vg_args+=("${vg_extra[@]}")
