@@ -611,6 +611,7 @@ tpm_sweep_abandon__(struct tpm *tpm)
     for (uint32_t ci = tpm->sw.child; ci < tpm->n_children; ci++) {
         struct tpm_child *c = &tpm->children[ci];
         uint64_t interval = c->planned ? 1 : tpm->evs[c->ev].interval;
+        tpm->skip[ci].idx = TPM_NONE;
         if (abs / interval <= c->iv) {
             c->flags |= TPM_CHILD_PARTIAL;
         } else if (!(c->flags & TPM_CHILD_LOST)) {
@@ -625,9 +626,29 @@ tpm_sweep_abandon__(struct tpm *tpm)
     TPM_STAT_ADD(tpm, sweeps_unfinished, 1);
 }
 
+/* The share of instances found quiet in a sweep from which the next one
+ * skips them (below it the window's tests and the entries' upkeep cost
+ * the visits more than the skips save: docs/benchmarks.md, "Sweep with
+ * many instances"), and the share below which a skipping sweep's next
+ * one stops, in quarters. */
+#define TPM_SWEEP_SKIP_ENTER 2
+#define TPM_SWEEP_SKIP_LEAVE 1
+
 static void
 sweep_finish__(struct tpm *tpm)
 {
+    /* Skip entries are kept only while skipping: the sweep that starts
+     * skipping clears them all first, and writes each as it visits. */
+    uint64_t quarters = (tpm->n_children
+                         ? (uint64_t) tpm->sw.quiet * 4 / tpm->n_children
+                         : 0);
+    bool skipping = (tpm->sweep_skipping
+                     ? quarters >= TPM_SWEEP_SKIP_LEAVE
+                     : quarters >= TPM_SWEEP_SKIP_ENTER);
+    if (skipping && !tpm->sweep_skipping) {
+        tpm_skip_clear(tpm, 0, tpm->n_children);
+    }
+    tpm->sweep_skipping = skipping;
     tpm->sw.active = false;
     uint64_t ns = MAX(tpm->sw.ns, 1);
     TPM_STAT_SET(tpm, sweep_ns_last, ns);
@@ -719,17 +740,33 @@ sweep_prefetch__(const struct tpm *tpm, uint32_t ci, uint32_t tag)
  * for the one TPM_SWEEP_AHEAD_FLOW past it its flow entry's lines (line 0
  * and the one at 'off', stats_off__()) if the flow sent in the swept
  * epoch (or the instance has a chunk) and its group key if it will likely
- * report.  Its history is read and written in instance order, a stream
- * the hardware prefetcher follows.  The addresses from 'c' itself, not
- * from its index: a constant displacement each. */
+ * report; neither for an instance that will be skipped, which 'skip'
+ * says (bit k: the instance k past 'c', skip_window__()).  Its history is
+ * read and written in instance order, a stream the hardware prefetcher
+ * follows.  The addresses from 'c' itself, not from its index: a
+ * constant displacement each. */
 static SWEEP_INLINE void
-planned_prefetch__(const struct tpm_child *c, const struct tpm_flow *flows,
-                   const uint64_t *touched, size_t off)
+planned_prefetch__(const struct tpm_child *c, uint64_t skip,
+                   const struct tpm_flow *flows, const uint64_t *touched,
+                   size_t off, const struct tpm_child *children,
+                   const struct tpm_hist *hist, uint32_t ring, bool skipping)
 {
     /* No test against 'n_children': the array's padding
      * (TPM_CHILD_PAD) holds what an instance past the last one reads. */
-    tpm_prefetch(c + TPM_SWEEP_AHEAD_CHILD);
+    if (!(skip >> TPM_SWEEP_AHEAD_CHILD & 1)) {
+        tpm_prefetch(c + TPM_SWEEP_AHEAD_CHILD);
+    }
+    if (skip >> TPM_SWEEP_AHEAD_FLOW & 1) {
+        return;
+    }
     c += TPM_SWEEP_AHEAD_FLOW;
+    if (skipping) {
+        /* The instances visited are no longer a stream the hardware
+         * prefetcher follows: their history slot too. */
+        size_t ci = (size_t) (c - children);
+        tpm_prefetch_write(tpm_hist_at((struct tpm_hist *) hist + ci * ring,
+                                       c->hist_seq, 0, ring));
+    }
     uint32_t nf = c->in_idx;
     if (nf != TPM_NONE
         && (tpm_flow_touched(touched, nf) || c->head != TPM_NONE)) {
@@ -881,14 +918,74 @@ child_direct__(struct tpm *tpm, uint32_t ci, const struct tpm_ev *ev,
  * later, never counted wrongly.  The general loop's lookahead prefetches
  * such an instance's newest history entry instead of its flow entry; the
  * planned run's leaves the history, read and written in instance order,
- * to the hardware prefetcher. */
+ * to the hardware prefetcher.
+ *
+ * Quiet instances skipped.  Testing the bit still reads the instance's
+ * line (and its newest history entry): with 65536 one-flow instances of
+ * which a sixth send in an epoch, the sweep took as long as with all of
+ * them sending.  So each instance has a skip entry ('struct tpm_skip',
+ * eight bytes in an array beside the instances) that the planned run
+ * reads first: the instance's flow and the last epoch in which it cannot
+ * be due for retirement, written when a planned visit leaves the
+ * instance with that one flow, no chunk and no flag after an interval
+ * with packets (so the newest history entry is that interval: the
+ * bound of item_quiet__()), and cleared whenever anything else could make
+ * the visit necessary: a visit that leaves it otherwise, a chunk added
+ * (tpm_list_append__()), a visit by the general loop, a sweep abandoned
+ * before it, a clock jump; a new instance starts cleared, a moved one
+ * takes its entry along.  An instance whose entry names a flow without
+ * its touched bit, before that epoch, would be visited to find exactly
+ * what item_quiet__() finds, a quiet interval: nothing recorded, nothing
+ * reported, the next interval begun, not idle (it has a flow).  The run
+ * skips it without reading its line; its 'iv' stays behind, and the
+ * next visit takes it from there, since the intervals it skipped saw no
+ * packets and changed nothing (a planned instance behind with no flag
+ * was skipped; one behind for any other reason, a sweep that never
+ * reached it, has a flag and goes to the general loop, whose
+ * child_roll__() closes the intervals in between).  The skip decisions
+ * of the instances up to the lookahead's lead are kept as bits
+ * (skip_window__()), so the lookahead prefetches only instances that
+ * will be visited, and each entry is tested once per sweep. */
 static SWEEP_INLINE bool
 child_is_planned__(const struct tpm *tpm, const struct tpm_child *c,
                    uint64_t abs)
 {
-    return c->planned && c->iv == abs
+    return c->planned && (c->iv == abs || (c->iv < abs && !c->flags))
            && (c->head == TPM_NONE
                || tpm->chunk_next[c->head] == TPM_NONE);
+}
+
+/* Returns true if the instance of skip entry 'e' may be skipped by the
+ * sweep whose touched bitmap is 'touched', in the current relative epoch
+ * 'now' (32 bits; its entry's 'until' is at most 'retire_epochs' ahead
+ * when written, and entries are cleared on a clock jump). */
+static SWEEP_INLINE bool
+skip_quiet__(const struct tpm_skip *e, const uint64_t *touched, uint32_t now)
+{
+    return e->idx != TPM_NONE && !tpm_flow_touched(touched, e->idx)
+           && (int32_t) (e->until - now) >= 0;
+}
+
+/* The skip decisions of the planned run's lookahead window, kept from one
+ * run to the next of a step: bit k for the instance k past instance
+ * 'pos' (TPM_NONE: not computed), k <= TPM_SWEEP_AHEAD_CHILD. */
+struct skip_window {
+    uint64_t bits;
+    uint32_t pos;
+};
+BUILD_ASSERT_DECL(TPM_SWEEP_AHEAD_CHILD < 64);
+
+/* Returns the decisions of the window starting at the instance whose skip
+ * entry is 'sk'. */
+static SWEEP_INLINE uint64_t
+skip_window__(const struct tpm_skip *sk, const uint64_t *touched,
+              uint32_t now)
+{
+    uint64_t bits = 0;
+    for (int k = 0; k <= TPM_SWEEP_AHEAD_CHILD; k++) {
+        bits |= (uint64_t) skip_quiet__(&sk[k], touched, now) << k;
+    }
+    return bits;
 }
 
 /* Gathers planned instance 'c', which has one chunk, into '*pk' (its
@@ -918,14 +1015,22 @@ planned_chunked__(struct tpm *tpm, struct tpm_child *c, uint32_t tag,
     return n;
 }
 
+/* Instances a run may pass per instance it may visit: the skipped ones
+ * cost a test each. */
+#define TPM_SWEEP_SKIP_SPAN 8
+
 /* Sweeps at most 'max' planned instances from the cursor, fewer if they
  * have chunks (about twice 'max' instances and flow items together),
  * stopping at the first instance that is not one ('child_is_planned__()').
- * Requires no dying event and no instance begun.  Returns the instances
- * visited and adds the flow items visited to '*items'. */
-static uint32_t __attribute__((noinline))
-sweep_planned_run__(struct tpm *tpm, uint32_t max, uint64_t abs, uint32_t tag,
-                    uint32_t *items)
+ * If 'skipping' (a constant: the loop is compiled twice), skips quiet
+ * instances too (at most TPM_SWEEP_SKIP_SPAN times 'max' instances in
+ * all) and keeps their skip entries, with the skip decisions in 'w' (kept
+ * from the previous run of the step if it ended at the cursor).  Requires
+ * no dying event and no instance begun.  Returns the instances visited or
+ * skipped and adds the flow items visited to '*items'. */
+static SWEEP_INLINE uint32_t
+planned_run__(struct tpm *tpm, uint32_t max, uint64_t abs, uint32_t tag,
+              uint32_t *items, struct skip_window *w, const bool skipping)
 {
     struct tpm_child *const children = tpm->children;
     struct tpm_flow *const flows = tpm->ft.flows;
@@ -935,28 +1040,62 @@ sweep_planned_run__(struct tpm *tpm, uint32_t max, uint64_t abs, uint32_t tag,
     const size_t off = stats_off__(tpm, tag);
     const uint64_t now = tpm_abs_epoch(tpm, tpm->cur);
     const uint32_t ci0 = tpm->sw.child;
-    uint32_t removed = 0, stale = 0;
+    uint32_t removed = 0, stale = 0, quiet = 0;
     /* The items visited, less the instances: an instance with one item
      * adds nothing, so the common case counts nothing. */
     int32_t item_adj = 0;
     /* The instance swept, its history, and the end of the run ('max' <=
-     * TPM_SWEEP_RUN): pointers, no index. */
+     * TPM_SWEEP_RUN), which each skipped instance moves one further up to
+     * 'cap': pointers, no index. */
     struct tpm_child *c = &children[ci0];
     struct tpm_hist *hc = tpm_child_hist(tpm, ci0);
     struct tpm_child *end = &children[MIN(tpm->n_children, ci0 + max)];
+    /* Skipping only. */
+    struct tpm_skip *sk = &tpm->skip[ci0];
+    int32_t left = (int32_t) max;       /* Instances it may still visit. */
+    if (skipping) {
+        end = &children[MIN(tpm->n_children,
+                            ci0 + TPM_SWEEP_SKIP_SPAN * max)];
+    }
+    const uint32_t now32 = (uint32_t) tpm->cur;
+    const uint32_t until = (uint32_t) tpm->sw.epoch + retire;
+    uint32_t skipped = 0;
+    uint64_t skip = 0;
+    if (skipping) {
+        skip = w->bits;
+        if (w->pos != ci0) {
+            skip = skip_window__(sk, touched, now32);
+            planned_prefetch__(c, skip, flows, touched, off, children,
+                               tpm->hist, ring, true);
+        }
+    }
 
     while (c < end) {
+        if (skipping && skip & 1) {
+            skipped++;
+            goto next;
+        }
+        if (skipping && left-- <= 0) {
+            break;
+        }
         if (!child_is_planned__(tpm, c, abs)) {
             break;
         }
-
-        planned_prefetch__(c, flows, touched, off);
+        if (skipping) {
+            /* Its history, from its place (the skipped ones move none). */
+            hc = tpm_child_hist(tpm, (uint32_t) (c - children));
+        }
+        if (!skipping) {
+            planned_prefetch__(c, 0, flows, touched, off, children, NULL,
+                               ring, false);
+        }
 
         /* Gather: the packets into 'pk', the summaries (if any) into
          * accumulators 1 and 2 (all that a plan covers). */
         uint64_t pk = 0;
         double acc[3];
         uint32_t idx = c->in_idx;
+        bool quiet_visit = false;
         if (OVS_UNLIKELY(c->head != TPM_NONE)) {
             /* Its own variable: 'pk' stays in a register. */
             uint64_t chunk_pk = 0;
@@ -965,10 +1104,16 @@ sweep_planned_run__(struct tpm *tpm, uint32_t max, uint64_t abs, uint32_t tag,
             item_adj += (int32_t) n - 1;
             /* Its items beyond the one counted take the place of
              * instances, two items each. */
-            end -= MIN((size_t) (n / 2), (size_t) (end - c - 1));
+            if (skipping) {
+                left -= (int32_t) (n / 2);
+            } else {
+                end -= MIN((size_t) (n / 2), (size_t) (end - c - 1));
+            }
         } else if (idx != TPM_NONE) {
             if (item_quiet__(touched, idx, c, hc, ring, 1, now, retire)) {
                 /* Quiet: no packet, and too recent to retire. */
+                quiet++;
+                quiet_visit = true;
             } else if (!planned_item__(tpm, flows, retire, c, idx,
                                        c->in_gen, tag, acc, &pk, true)) {
                 c->in_idx = TPM_NONE;
@@ -1014,25 +1159,72 @@ sweep_planned_run__(struct tpm *tpm, uint32_t max, uint64_t abs, uint32_t tag,
                 child_lost__(c, abs + 1, abs + 1);
             }
         }
+        /* Skipped while its flow is quiet, if it has that flow alone and
+         * its newest history entry is this interval; a quiet visit
+         * leaves the entry as it was (the same flow, the same bound). */
+        if (skipping && !quiet_visit) {
+            sk->idx = (pk && c->head == TPM_NONE && !c->flags
+                       ? c->in_idx : TPM_NONE);
+            sk->until = until;
+        }
 
         if (child_idle__(tpm, c, 1, abs, true)) {
-            /* The last instance moves here: sweep it next. */
+            /* The last instance moves here, with its skip entry: sweep
+             * it next. */
             tpm_child_remove__(tpm, (uint32_t) (c - children));
             removed++;
             end = MIN(end, &children[tpm->n_children]);
-        } else {
-            c++;
+            if (skipping) {
+                skip = ((skip & ~(uint64_t) 1)
+                        | skip_quiet__(sk, touched, now32));
+            }
+            continue;
+        }
+    next:
+        c++;
+        if (!skipping) {
             hc += ring;
+        } else {
+            sk++;
+            skip = (skip >> 1
+                    | ((uint64_t) skip_quiet__(&sk[TPM_SWEEP_AHEAD_CHILD],
+                                               touched, now32)
+                       << TPM_SWEEP_AHEAD_CHILD));
+            planned_prefetch__(c, skip, flows, touched, off, children,
+                               tpm->hist, ring, true);
         }
     }
     uint32_t ci = (uint32_t) (c - children);
     uint32_t done = ci - ci0 + removed;
     tpm->sw.child = ci;
+    tpm->sw.quiet += quiet + skipped;
+    if (skipping) {
+        w->bits = skip;
+        w->pos = ci;
+    }
     if (stale) {
         TPM_STAT_ADD(tpm, sweep_stale_items, stale);
     }
+    if (skipped) {
+        TPM_STAT_ADD(tpm, sweep_skipped, skipped);
+        item_adj -= (int32_t) skipped;
+    }
     *items += (uint32_t) ((int32_t) done + item_adj);
     return done;
+}
+
+static uint32_t __attribute__((noinline))
+sweep_planned_run__(struct tpm *tpm, uint32_t max, uint64_t abs, uint32_t tag,
+                    uint32_t *items, struct skip_window *w)
+{
+    return planned_run__(tpm, max, abs, tag, items, w, false);
+}
+
+static uint32_t __attribute__((noinline))
+sweep_skipping_run__(struct tpm *tpm, uint32_t max, uint64_t abs,
+                     uint32_t tag, uint32_t *items, struct skip_window *w)
+{
+    return planned_run__(tpm, max, abs, tag, items, w, true);
 }
 
 bool
@@ -1048,6 +1240,7 @@ tpm_sweep_run__(struct tpm *tpm, uint64_t budget_ns, bool may_wait)
     uint64_t abs = tpm_abs_epoch(tpm, sw->epoch);
     uint32_t tag = (uint32_t) sw->epoch + 2;
     struct sweep_div div = { .abs = abs, .interval = 1, .iv = abs };
+    struct skip_window win = { .pos = TPM_NONE };
 
     if (!sw->active) {
         return false;
@@ -1086,10 +1279,16 @@ tpm_sweep_run__(struct tpm *tpm, uint64_t budget_ns, bool may_wait)
             if (may_wait) {
                 max = MIN(max, spsc_free_space(tpm->report_ring));
             }
-            inst = sweep_planned_run__(tpm, max, abs, tag, &items);
+            inst = (tpm->sweep_skipping
+                    ? sweep_skipping_run__(tpm, max, abs, tag, &items, &win)
+                    : sweep_planned_run__(tpm, max, abs, tag, &items, &win));
             n = inst + items;
         } else if (!sw->child_begun) {
             sweep_prefetch__(tpm, ci, tag);
+            /* Visited here, it may change in ways its skip entry does
+             * not follow, and the window may lose its place. */
+            tpm->skip[ci].idx = TPM_NONE;
+            win.pos = TPM_NONE;
             if (ev->dying) {
                 tpm_child_remove__(tpm, ci);
                 continue;

@@ -295,6 +295,19 @@ BUILD_ASSERT_DECL(sizeof(struct tpm_child) == 4 * CACHE_LINE_SIZE);
 
 #define TPM_NO_KIND 0xff
 
+/* A trigger instance's skip entry (sweep.c, "Quiet instances skipped"),
+ * in an array of its own beside the instances, eight bytes each, so that
+ * the sweep finds the one-flow instances whose flow sent nothing in the
+ * swept epoch without reading their lines: 'idx' is the instance's only
+ * flow, or TPM_NONE (visit it: it has no such flow, a chunk, a flag, or
+ * is not planned); the instance may be skipped while that flow's touched
+ * bit is clear and the current relative epoch, as 32 bits, is at most
+ * 'until' (the epoch after which its flow may be due for retirement). */
+struct tpm_skip {
+    uint32_t idx;
+    uint32_t until;
+};
+
 /* Instances allocated past 'p.max_triggers' and never used, so that the
  * sweep's lookahead may read the line of an instance up to this many
  * past the last one without a test (sweep.c): zero at first, then
@@ -412,6 +425,8 @@ struct tpm_sweep {
     uint32_t wc, wi;            /* Writer chunk and item. */
     uint32_t prev_wc;           /* Chunk before 'wc', or TPM_NONE. */
     uint64_t ns;                /* Time spent so far. */
+    uint32_t quiet;             /* Planned one-flow instances found quiet
+                                 * (skipped, or visited and quiet). */
 };
 
 struct tpm {
@@ -455,6 +470,8 @@ struct tpm {
                                  * TPM_CHILD_PAD more that are never
                                  * used (below). */
     uint32_t n_children;
+    struct tpm_skip *skip;      /* Per child, and TPM_CHILD_PAD more
+                                 * (idx TPM_NONE). */
     struct tpm_hist *hist;      /* 'hist_ring' per child. */
     uint32_t hist_ring;         /* history_len rounded up to a power of
                                  * two: a slot is a mask away from the
@@ -509,6 +526,8 @@ struct tpm {
     uint16_t *flow_port;        /* Per flow entry. */
 
     struct tpm_sweep sw;
+    bool sweep_skipping;        /* The sweep skips quiet instances and
+                                 * keeps their skip entries (sweep.c). */
     double cycles_per_item;     /* Running sweep cost estimate (TSC). */
     uint64_t sweep_ns[TPM_SWEEP_RING];
     uint32_t sweep_ns_pos;
@@ -600,6 +619,16 @@ static inline struct tpm_hist *
 tpm_hist_at(struct tpm_hist *h, uint32_t seq, uint32_t back, uint32_t ring)
 {
     return &h[(seq - back) & (ring - 1)];
+}
+
+/* Clears the skip entries of instances 'lo' up to 'hi' (excluded): the
+ * sweep visits them. */
+static inline void
+tpm_skip_clear(struct tpm *tpm, uint32_t lo, uint32_t hi)
+{
+    for (uint32_t i = lo; i < hi; i++) {
+        tpm->skip[i].idx = TPM_NONE;
+    }
 }
 
 /* Counts the entry just written at slot 'hist_seq' of 'c''s history

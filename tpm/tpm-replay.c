@@ -987,7 +987,8 @@ print_stats(const struct replay *r)
     STAT(children_expired); STAT(chunks_exhausted); STAT(backfilled);
     STAT(sweeps_started); STAT(sweeps_done); STAT(sweeps_unfinished);
     STAT(sweeps_forced); STAT(sweep_steps); STAT(sweep_flows);
-    STAT(sweep_stale_items); STAT(epochs); STAT(epochs_skipped);
+    STAT(sweep_stale_items); STAT(sweep_skipped); STAT(epochs);
+    STAT(epochs_skipped);
     STAT(reports); STAT(reports_dropped); STAT(sweep_waits);
     STAT(triggers); STAT(events);
     STAT(sweep_ns_p50); STAT(sweep_ns_p99); STAT(sweep_ns_max);

@@ -196,6 +196,9 @@ tpm_create(const struct tpm_params *params, char **errp)
     }
     tpm->chunk_free = 0;
 
+    tpm->skip = xmalloc(((size_t) p->max_triggers + TPM_CHILD_PAD)
+                        * sizeof *tpm->skip);
+    tpm_skip_clear(tpm, 0, p->max_triggers + TPM_CHILD_PAD);
     tpm->hist_ring = pow2_ceil(p->history_len);
     tpm->hist = xcalloc((size_t) p->max_triggers * tpm->hist_ring,
                         sizeof *tpm->hist);
@@ -288,6 +291,7 @@ tpm_destroy(struct tpm *tpm)
     free(tpm->flow_port);
     free(tpm->chunk_next);
     free(tpm->chunk_n);
+    free(tpm->skip);
     free(tpm->hist);
     free(tpm->imap);
     free(tpm->evs);
@@ -743,6 +747,9 @@ tpm_advance(struct tpm *tpm, uint64_t now_ns)
         sweep_run__(tpm, 0, false);
         TPM_STAT_ADD(tpm, sweeps_forced, 1);
         TPM_STAT_ADD(tpm, epochs_skipped, next - tpm->cur - 1);
+        /* The skip entries' epochs are 32 bits (sweep.c): a gap could
+         * wrap them. */
+        tpm_skip_clear(tpm, 0, tpm->n_children);
         tpm->cur = next - 1;
         tpm->tag = (uint32_t) tpm->cur + 2;
     }

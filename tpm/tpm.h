@@ -372,6 +372,9 @@ struct tpm_stats {
     uint64_t sweep_steps;
     uint64_t sweep_flows;       /* Flow-list items visited. */
     uint64_t sweep_stale_items; /* List items dropped: flow gone. */
+    uint64_t sweep_skipped;     /* Instances passed without a visit: one
+                                 * flow, which sent nothing in the swept
+                                 * epoch. */
     uint64_t epochs;            /* Epochs entered. */
     uint64_t epochs_skipped;    /* Epochs with no tpm_advance() call. */
     uint64_t reports;           /* Satisfactions queued. */

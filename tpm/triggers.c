@@ -174,6 +174,7 @@ tpm_instance_get__(struct tpm *tpm, uint32_t evi, const struct tpm_key *gkey,
     c->full_from = UINT64_MAX;
     c->gkey = *gkey;
     c->port = port;
+    tpm->skip[ci].idx = TPM_NONE;
     if (ev->interval == 1 && !ev->uses_prev && ev->fast_agg >= 0
         && ev->n_kinds <= 2) {
         /* A planned instance (sweep.c): copy what the sweep needs. */
@@ -260,7 +261,9 @@ tpm_child_remove__(struct tpm *tpm, uint32_t ci)
         *c = *l;
         memcpy(tpm_child_hist(tpm, ci), tpm_child_hist(tpm, last),
                tpm->hist_ring * sizeof *tpm->hist);
+        tpm->skip[ci] = tpm->skip[last];
     }
+    tpm->skip[last].idx = TPM_NONE;
     TPM_STAT_ADD(tpm, children_expired, 1);
     TPM_STAT_SET(tpm, triggers, tpm->n_children);
 }
@@ -276,6 +279,9 @@ tpm_list_append__(struct tpm *tpm, struct tpm_child *c, uint32_t idx,
         c->in_gen = gen;
         return true;
     }
+    /* A second flow: the sweep cannot skip the instance for the first
+     * flow's quiet. */
+    tpm->skip[c - tpm->children].idx = TPM_NONE;
     uint32_t ch = c->head;
     if (ch == TPM_NONE || tpm->chunk_n[ch] == TPM_CHUNK_ITEMS) {
         /* New chunks go at the head, so appending is O(1). */

@@ -184,6 +184,7 @@ struct wl_result {
     double new_flows;
     double matches_per_flow;
     double sweep_items;         /* Flow-list items visited per sweep. */
+    double sweep_skipped;       /* Quiet instances skipped per sweep. */
     double reports;
     double evictions;
     uint64_t tun_decapsulated;  /* Frames parsed as their inner flow. */
@@ -551,6 +552,10 @@ wl_run(const struct wl_opts *o, uint64_t seed, struct wl_result *res)
     res->sweep_items = res->sweeps
                        ? (st.sweep_flows - st0.sweep_flows) / res->sweeps
                        : 0;
+    res->sweep_skipped = res->sweeps
+                         ? (st.sweep_skipped - st0.sweep_skipped)
+                           / res->sweeps
+                         : 0;
     res->reports = st.reports - st0.reports;
     res->evictions = st.flow_evictions - st0.flow_evictions;
     res->tun_decapsulated = st.parse.tun_decapsulated;
@@ -710,6 +715,7 @@ wl_json(const char *run, uint64_t seed, const struct wl_result *r,
     jl_num(&j, "flows_live", r->flows_live);
     jl_num(&j, "matches_per_new_flow", r->matches_per_flow);
     jl_num(&j, "sweep_items_per_sweep", r->sweep_items);
+    jl_num(&j, "sweep_skipped_per_sweep", r->sweep_skipped);
     jl_num(&j, "reports", r->reports);
     jl_num(&j, "tsc_mhz", tpm_tsc_per_us());
     jl_end(&j);
@@ -1015,6 +1021,7 @@ cmd_workload(int argc, char *argv[])
     WL_MEDIAN(new_flows);
     WL_MEDIAN(matches_per_flow);
     WL_MEDIAN(sweep_items);
+    WL_MEDIAN(sweep_skipped);
     WL_MEDIAN(reports);
     WL_MEDIAN(evictions);
 #undef WL_MEDIAN
