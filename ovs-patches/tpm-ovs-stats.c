@@ -133,8 +133,9 @@ tpm_unixctl_stats(struct unixctl_conn *conn, int argc OVS_UNUSED,
                       st.sweeps_done, st.sweeps_unfinished, st.sweeps_forced,
                       idle, forced, catchup);
         ds_put_format(&s, "  sweep time: p50 %"PRIu64" ns, p99 %"PRIu64
-                      " ns, max %"PRIu64" ns\n", st.sweep_ns_p50,
-                      st.sweep_ns_p99, st.sweep_ns_max);
+                      " ns, max %"PRIu64" ns; quiet instances skipped %"
+                      PRIu64"\n", st.sweep_ns_p50, st.sweep_ns_p99,
+                      st.sweep_ns_max, st.sweep_skipped);
         ds_put_format(&s, "  reports: %"PRIu64", dropped %"PRIu64
                       "; epochs %"PRIu64", skipped %"PRIu64"\n",
                       st.reports, st.reports_dropped, st.epochs,
