@@ -27,7 +27,10 @@
 #      owned it (from 100 ms after its install to 250 ms before its
 #      death) has exactly one alert, from that TEM, equal to the ground
 #      truth (sum: 130000 = h1 80000 + h2 50000; max: 80000; atleast:2:
-#      2 hosts; the event above the total: none); no interval is
+#      2 hosts; the event above the total: none), or, for one in twenty
+#      at most, decided at --poll-deadline without a host that did not
+#      answer in time (a loaded machine), naming it missing and exact
+#      for the host that answered; no interval is
 #      alerted twice; an alert outside those intervals (a partial
 #      interval around an install) is flagged incomplete or exact.  The
 #      last leader counts the takeover and the events it moved.
@@ -337,6 +340,30 @@ def exact(a):
             and (t[1] is None or a["hosts"] == t[1])
             and (t[2] is None or sorted(a.get("holding", [])) == t[2]))
 
+def check_named(name, a, what):
+    """An alert that names missing hosts: each host it names holds its
+    ground truth, and its value is that of those hosts."""
+    t = truth[name]
+    if t[1] is None:
+        return
+    for h, v in a["hosts"].items():
+        if t[1].get(h) != v:
+            fail("%s: %s, host %s: %s, truth %s"
+                 % (name, what, h, v, t[1].get(h)))
+    named = list(a["hosts"].values())
+    want = max(named) if name.startswith("c_max") else sum(named)
+    if a["value"] != want:
+        fail("%s: %s's value %s is not that of its hosts: %s"
+             % (name, what, a["value"], json.dumps(a)))
+
+def deadline_flagged(name, a):
+    """Decided at --poll-deadline without a host's answer, and says so:
+    the host named missing, the others exact."""
+    if truth[name] is None or not a["deadline"] or not a["missing"]:
+        return False
+    check_named(name, a, "alert decided at the deadline")
+    return True
+
 late = {"exact": 0, "partial": 0, "window": 0, "window_alerted": 0}
 late_epochs = {}                # name -> epochs alerted late
 def check_late(name, a):
@@ -345,16 +372,7 @@ def check_late(name, a):
     if t is None or a["tem"] not in [x[1] for x in sorted(installs[name])[1:]]:
         fail("%s: late alert from a TEM that took nothing over: %s"
              % (name, json.dumps(a)))
-    if t[1] is not None:
-        for h, v in a["hosts"].items():
-            if t[1].get(h) != v:
-                fail("%s: late alert, host %s: %s, truth %s"
-                     % (name, h, v, t[1].get(h)))
-        named = list(a["hosts"].values())
-        want = max(named) if name.startswith("c_max") else sum(named)
-        if a["value"] != want:
-            fail("%s: late alert's value %s is not that of its hosts: %s"
-                 % (name, a["value"], json.dumps(a)))
+    check_named(name, a, "late alert")
     if exact(a):
         late["exact"] += 1
     elif a["missing"]:
@@ -365,6 +383,7 @@ def check_late(name, a):
 
 takeover = {}                   # dead TEM -> worst ms to install
 n_checked = 0
+deadline = []                   # owners' intervals decided at the deadline
 for name, t in truth.items():
     ins = sorted(installs.get(name, []))
     if not ins:
@@ -402,7 +421,8 @@ for name, t in truth.items():
             fail("%s: interval %d alerted twice (%s, %s)"
                  % (name, a["epoch"], seen[a["epoch"]]["tem"], a["tem"]))
         seen[a["epoch"]] = a
-        if not exact(a) and not a["incomplete"]:
+        if (not exact(a) and not a["incomplete"]
+                and not deadline_flagged(name, a)):
             fail("%s: alert not exact: %s" % (name, json.dumps(a)))
     for lo, hi, tem in segs:
         first = (lo + IV - 1) // IV
@@ -416,8 +436,12 @@ for name, t in truth.items():
             if not a:
                 fail("%s: no alert for interval %d (owner %s)"
                      % (name, iv, tem))
-            if a["tem"] != tem or not exact(a):
+            if a["tem"] != tem:
                 fail("%s: interval %d: %s" % (name, iv, json.dumps(a)))
+            if not exact(a):
+                if not deadline_flagged(name, a):
+                    fail("%s: interval %d: %s" % (name, iv, json.dumps(a)))
+                deadline.append("%s:%d" % (name, ep))
             n_checked += 1
     # What the takeover windows kept: the intervals wholly inside one,
     # alerted (by the dead TEM before it died, or late by the new owner
@@ -430,6 +454,13 @@ for name, t in truth.items():
                 late["window_alerted"] += 1
             else:
                 late.setdefault("missed", []).append("%s:%d" % (name, ep))
+# A host that does not answer a poll within --poll-deadline (the suite
+# runs two tests at once on two cores) leaves its owner to decide without
+# it: the alert names the host missing and is exact for the others.  One
+# in twenty of the owners' intervals at most.
+if len(deadline) > max(2, n_checked // 20):
+    fail("%d of %d owners' intervals decided at the poll deadline: %s"
+         % (len(deadline), n_checked, " ".join(deadline)))
 for tem, ms in takeover.items():
     if ms > (ttl + 1) * 1000:
         fail("%s's events moved %.0f ms after its kill (TTL %d s + 1 s)"
@@ -467,13 +498,14 @@ if not late["handed"] or not late["exact"] or late["partial"]:
     # every host still has the history of the epochs handed over.
     fail("satisfactions handed over: %s" % late)
 print("PASS: takeovers: %s (TTL %d s); %d intervals alerted exactly by "
-      "their owner, none twice; %s leads: takeovers %d, events moved %d; "
+      "their owner (%d of them at the poll deadline, naming the host "
+      "missing), none twice; %s leads: takeovers %d, events moved %d; "
       "%d satisfactions handed over to the new owners, which alerted "
       "%d intervals late and exact; of the %d intervals of the takeover "
       "windows, %d alerted"
       % (", ".join("%s killed -> events reinstalled in %.0f ms" % kv
                    for kv in sorted(takeover.items())), ttl, n_checked,
-         last, st["takeovers"], st["events_moved"], late["handed"],
+         len(deadline), last, st["takeovers"], st["events_moved"], late["handed"],
          late["exact"], late["window"], late["window_alerted"]))
 PYEOF
 

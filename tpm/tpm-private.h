@@ -37,7 +37,10 @@
  *                    history of its last K values (separate array), and the
  *                    list of its flows: one inline item (enough for 5-tuple
  *                    granularity, no chunk needed) and then chunks of 64
- *                    (flow index, generation) items from a huge-page pool.
+ *                    (flow index, generation) items from a huge-page pool;
+ *                    beside them, one eight-byte skip entry each
+ *                    ('struct tpm_skip'), with which the sweep passes a
+ *                    quiet one-flow instance without reading its lines.
  *   instance map     (event, group key) -> instance, for new flows.
  *   trigger index    tpm/trig-index.h: tuple space search over filters.
  *   filter table     DoS resilience (section 5.6): bytes per flow hash
