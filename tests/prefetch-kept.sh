@@ -13,13 +13,15 @@
 #
 #   process_batch__ (match-scatter.c)   frames, home buckets, statistics
 #   sweep_planned_run__ (sweep.c)       line 0 ahead, flow entry, stats
+#   sweep_skipping_run__ (sweep.c)      the same and the history slot,
+#                                       for the instances it will visit
 #   tpm_sweep_run__ (sweep.c)           the same for the general loop and
 #                                       the step's start, the event, the
 #                                       chunk, the history entry
 #   planned_chunked__ (sweep.c)         a chunk's flow entries
 #
 # (Built without the fix, the planned run held 2 and the general loop 6;
-# with it, 4 and 24 with Debian 12's GCC 12.)
+# with it, 4 and 24 with Debian 12's GCC 12; the skipping run 10.)
 #
 # Automake test protocol: 0 pass, 1 fail, 77 skip (no objdump, or objects
 # built elsewhere).
@@ -63,6 +65,7 @@ check() {
 
 check match-scatter.o process_batch__ 3
 check sweep.o sweep_planned_run__ 3
+check sweep.o sweep_skipping_run__ 4
 check sweep.o tpm_sweep_run__ 8
 check sweep.o planned_chunked__ 2
 exit $rc

@@ -924,25 +924,32 @@ child_direct__(struct tpm *tpm, uint32_t ci, const struct tpm_ev *ev,
  * line (and its newest history entry): with 65536 one-flow instances of
  * which a sixth send in an epoch, the sweep took as long as with all of
  * them sending.  So each instance has a skip entry ('struct tpm_skip',
- * eight bytes in an array beside the instances) that the planned run
+ * eight bytes in an array beside the instances) that the skipping run
  * reads first: the instance's flow and the last epoch in which it cannot
- * be due for retirement, written when a planned visit leaves the
- * instance with that one flow, no chunk and no flag after an interval
- * with packets (so the newest history entry is that interval: the
- * bound of item_quiet__()), and cleared whenever anything else could make
- * the visit necessary: a visit that leaves it otherwise, a chunk added
- * (tpm_list_append__()), a visit by the general loop, a sweep abandoned
- * before it, a clock jump; a new instance starts cleared, a moved one
- * takes its entry along.  An instance whose entry names a flow without
+ * be due for retirement, written when a visit leaves the instance with
+ * that one flow, no chunk and no flag after an interval with packets (so
+ * the newest history entry is that interval: the bound of
+ * item_quiet__()), left as it is by a quiet visit, and cleared whenever
+ * anything else could make the visit necessary: a visit that leaves it
+ * otherwise, a chunk added (tpm_list_append__()), a visit by the general
+ * loop, a sweep abandoned before it, a clock jump; a new instance starts
+ * cleared, a moved one takes its entry along.  The entries are tested and
+ * written only while the sweep skips ('sweep_skipping', decided at the
+ * end of each sweep from the share of instances it found quiet,
+ * sweep_finish__()): the tests cost every visit, so a sweep that finds
+ * few quiet instances runs the plain loop, compiled apart, and the sweep
+ * that starts skipping clears every entry first.  An instance whose
+ * entry names a flow without
  * its touched bit, before that epoch, would be visited to find exactly
  * what item_quiet__() finds, a quiet interval: nothing recorded, nothing
  * reported, the next interval begun, not idle (it has a flow).  The run
  * skips it without reading its line; its 'iv' stays behind, and the
  * next visit takes it from there, since the intervals it skipped saw no
  * packets and changed nothing (a planned instance behind with no flag
- * was skipped; one behind for any other reason, a sweep that never
- * reached it, has a flag and goes to the general loop, whose
- * child_roll__() closes the intervals in between).  The skip decisions
+ * was skipped, or a clock jump's gap, without packets either, lies
+ * behind it; one behind for any other reason, a sweep that never reached
+ * it, has a flag and goes to the general loop, whose child_roll__()
+ * closes the intervals in between).  The skip decisions
  * of the instances up to the lookahead's lead are kept as bits
  * (skip_window__()), so the lookahead prefetches only instances that
  * will be visited, and each entry is tested once per sweep. */
