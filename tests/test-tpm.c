@@ -1804,6 +1804,114 @@ START_TEST(test_skip_second_flow)
 }
 END_TEST
 
+/* Quiet instances skipped, at random, against a model: 300 flows in 40
+ * /24 groups, each sending in a given epoch with probability 1/8 or
+ * 1/64 (so most instances are quiet and the sweep skips), flows joining
+ * groups that had one (chunks), flows retired after 6 quiet epochs and
+ * matched again, groups idle long enough to be removed (instances moved
+ * with their skip entries), runs of the planned loop ended anywhere (the
+ * skip decisions kept from one to the next), and an event added and
+ * deleted every 10 epochs (a sweep through the general loop while its
+ * instances die).  A /24 event and a
+ * 5-tuple one ("count() >= 0": every interval with packets is reported)
+ * must report exactly the packets of each group and flow in each epoch. */
+START_TEST(test_skip_random)
+{
+    enum { FLOWS = 300, GROUPS = 40, EPOCHS = 160 };
+    static struct reports rs;
+    static int sent[EPOCHS][FLOWS];
+    struct tpm_params p;
+    tpm_params_init(&p);
+    p.flow_table_size = 2048;
+    p.retire_epochs = 6;
+    p.history_len = 4;
+    p.sweep_budget_ns = 0;
+    struct tpm *tpm = new_tpm(&p);
+    uint32_t seed = 777;
+
+    rs.n = 0;
+    add(tpm, 1, "g filter=udp predicate=count() >= 0 group=nw_dst/24");
+    add(tpm, 2, "f filter=udp predicate=count() >= 0 group=5tuple");
+    for (int e = 0; e < EPOCHS + 3; e++) {
+        if (e % 10 == 5 && e < EPOCHS) {
+            add(tpm, 3, "h filter=udp predicate=count() > 1000 "
+                "group=5tuple");
+        } else if (e % 10 == 8) {
+            /* Its instances dying, the next sweep takes every instance
+             * through the general loop, which must clear their skip
+             * entries. */
+            ck_assert_int_eq(tpm_event_del(tpm, 3), 0);
+        }
+        for (int i = 0; i < FLOWS && e < EPOCHS; i++) {
+            seed = seed * 1103515245 + 12345;
+            /* Flow i exists from epoch i / 4 on (later ones join groups
+             * that had one flow), a third of them rarely active, and
+             * every group falls silent for 20 epochs from epoch 80. */
+            uint32_t r = seed >> 16;
+            bool on = (e >= i / 4 && !(e >= 80 && e < 100)
+                       && r % (i % 3 ? 8 : 64) == 0);
+            int n = on ? 1 + (seed >> 8) % 3 : 0;
+            sent[e][i] = n;
+            struct frame f;
+            udp_frame(&f, ip4(10, 99, 0, 1 + i / GROUPS),
+                      ip4(10, 7, i % GROUPS, 1), 1, 2, 10, 64);
+            for (int k = 0; k < n; k++) {
+                send1(tpm, T0 + e * 10 * MS + i * 100 + k, &f);
+            }
+        }
+        tpm_advance(tpm, T0 + e * 10 * MS + 5 * MS);
+        sweep_all(tpm);
+        collect(tpm, &rs);
+    }
+
+    int expected = 0;
+    for (int e = 0; e < EPOCHS; e++) {
+        uint64_t epoch = T0 / (10 * MS) + e;
+        for (int g = 0; g < GROUPS; g++) {
+            int n = 0;
+            for (int i = g; i < FLOWS; i += GROUPS) {
+                n += sent[e][i];
+                if (!sent[e][i]) {
+                    continue;
+                }
+                /* The 5-tuple event's report of flow i. */
+                int found = 0;
+                for (int j = 0; j < rs.n; j++) {
+                    const struct tpm_report *r = &rs.r[j];
+                    if (r->event_id == 2 && r->epoch == epoch
+                        && r->group.src[0] == htonl(ip4(10, 99, 0,
+                                                        1 + i / GROUPS))
+                        && r->group.dst[0] == htonl(ip4(10, 7, g, 1))) {
+                        found++;
+                        ck_assert_double_eq(r->value, sent[e][i]);
+                    }
+                }
+                ck_assert_msg(found == 1, "flow %d epoch %d: %d reports",
+                              i, e, found);
+                expected++;
+            }
+            const struct tpm_report *r = find_report(&rs, 1, epoch,
+                                                     ip4(10, 7, g, 0));
+            if (!n) {
+                ck_assert_msg(!r, "group %d epoch %d: reported", g, e);
+                continue;
+            }
+            ck_assert_msg(r, "group %d epoch %d: no report", g, e);
+            ck_assert_double_eq(r->value, n);
+            expected++;
+        }
+    }
+    struct tpm_stats st;
+    stats(tpm, &st);
+    ck_assert_int_eq(rs.n, expected);
+    ck_assert_uint_gt(st.sweep_skipped, FLOWS * EPOCHS / 16);
+    ck_assert_uint_gt(st.flows_retired, FLOWS);
+    ck_assert_uint_gt(st.children_expired, GROUPS);
+    ck_assert_uint_eq(st.sweeps_unfinished, 0);
+    tpm_destroy(tpm);
+}
+END_TEST
+
 /* Lateness: the share of the epoch gone minus the share of instances
  * swept. */
 /* The switch's cost fit: a line through synthetic samples drawn from a
@@ -3556,6 +3664,7 @@ tpm_suite(void)
     tcase_add_test(tc, test_retire_epochs);
     tcase_add_test(tc, test_quiet_retire);
     tcase_add_test(tc, test_skip_second_flow);
+    tcase_add_test(tc, test_skip_random);
     tcase_add_test(tc, test_planned_flags);
     tcase_add_test(tc, test_runtime_add_backfill);
     tcase_add_test(tc, test_counts_move);
