@@ -1052,14 +1052,14 @@ planned_run__(struct tpm *tpm, uint32_t max, uint64_t abs, uint32_t tag,
      * adds nothing, so the common case counts nothing. */
     int32_t item_adj = 0;
     /* The instance swept, its history, and the end of the run ('max' <=
-     * TPM_SWEEP_RUN), which each skipped instance moves one further up to
-     * 'cap': pointers, no index. */
+     * TPM_SWEEP_RUN instances; TPM_SWEEP_SKIP_SPAN times that while
+     * skipping, 'left' counting the visits): pointers, no index. */
     struct tpm_child *c = &children[ci0];
     struct tpm_hist *hc = tpm_child_hist(tpm, ci0);
     struct tpm_child *end = &children[MIN(tpm->n_children, ci0 + max)];
     /* Skipping only. */
     struct tpm_skip *sk = &tpm->skip[ci0];
-    int32_t left = (int32_t) max;       /* Instances it may still visit. */
+    int32_t left = (int32_t) max;
     if (skipping) {
         end = &children[MIN(tpm->n_children,
                             ci0 + TPM_SWEEP_SKIP_SPAN * max)];
@@ -1091,8 +1091,7 @@ planned_run__(struct tpm *tpm, uint32_t max, uint64_t abs, uint32_t tag,
         if (skipping) {
             /* Its history, from its place (the skipped ones move none). */
             hc = tpm_child_hist(tpm, (uint32_t) (c - children));
-        }
-        if (!skipping) {
+        } else {
             planned_prefetch__(c, 0, flows, touched, off, children, NULL,
                                ring, false);
         }
