@@ -1744,10 +1744,10 @@ END_TEST
  * sends in epoch 0 and, for a quarter of them, in epoch 3 (the sweep
  * skips from epoch 2 on, most instances being quiet; the entries of that
  * quarter written by the visits of epoch 3), and a second flow joining
- * that quarter in epoch 6 and sending again in epoch 9 (a chunk: the instance's
- * skip entry must be cleared, or the second flow's packets would go
- * uncounted).  Every interval with packets is reported with its count,
- * no other, and instances were skipped. */
+ * that quarter in epoch 6 and sending again in epoch 9 (a chunk: the
+ * instance's skip entry must be cleared, or the second flow's packets
+ * would go uncounted).  Every interval with packets is reported with its
+ * count, no other, and instances were skipped. */
 START_TEST(test_skip_second_flow)
 {
     enum { GROUPS = 100, EPOCHS = 12, JOIN = 6 };
@@ -1812,9 +1812,9 @@ END_TEST
  * with their skip entries), runs of the planned loop ended anywhere (the
  * skip decisions kept from one to the next), and an event added and
  * deleted every 10 epochs (a sweep through the general loop while its
- * instances die).  A /24 event and a
- * 5-tuple one ("count() >= 0": every interval with packets is reported)
- * must report exactly the packets of each group and flow in each epoch. */
+ * instances die).  A /24 event and a 5-tuple one ("count() >= 0": every
+ * interval with packets is reported) must report exactly the packets of
+ * each group and flow in each epoch. */
 START_TEST(test_skip_random)
 {
     enum { FLOWS = 300, GROUPS = 40, EPOCHS = 160 };
