@@ -695,7 +695,7 @@ tpm_packet_decap_v4__(const uint8_t *frame, uint32_t caplen,
     if (type == TPM_TUN_NONE) {
         /* Another port with the same bit. */
         return tpm_packet_parse_v4__(frame, caplen, wirelen, NULL, pkt, w0,
-                                     w2, w4, true);
+                                     w2, w4, true, true);
     }
 
     /* The fast path took an untagged IPv4 header without options, a
@@ -718,7 +718,7 @@ tpm_packet_decap_v4__(const uint8_t *frame, uint32_t caplen,
     uint32_t inner_len = plen - hlen;
     if (tpm_packet_parse_v4__(frame + inner_off,
                               MIN(caplen - inner_off, inner_len), inner_len,
-                              NULL, pkt, w0, w2, w4, true)
+                              NULL, pkt, w0, w2, w4, true, true)
         != TPM_FAST_PLAIN) {
         return TPM_FAST_FULL;
     }

@@ -150,6 +150,14 @@ struct tpm_pkt {
     struct tpm_pkt_vars v;      /* Filled in by the monitor, see above. */
 };
 
+/* The bytes from 'volume' to 'tos' of a 'struct tpm_pkt': the fields that
+ * tpm_packet_parse_v4__() clears with one store when asked for the key
+ * alone. */
+#define TPM_PKT_VARS_LEN__ 16
+_Static_assert(__builtin_offsetof(struct tpm_pkt, tos) + 1
+               - __builtin_offsetof(struct tpm_pkt, volume)
+               == TPM_PKT_VARS_LEN__, "volume .. tos are 16 bytes");
+
 /* Returns 1 if 'pkt''s ECN field is CE (both bits set), else 0: the
  * variable "ecn".  The parsers store the whole byte and leave this to the
  * few summaries that read it. */
@@ -412,7 +420,11 @@ enum tpm_fast_parse {
  * only TCP has (seq, ack, tcp_flags, rwnd, wscale, mss) unwritten, and
  * every frame its 'tunnel', for a caller that reads the first only for
  * TCP packets and the second only with tunnel ports (the monitor's phase
- * 1).
+ * 1).  With 'vars' false too (a constant), the frame's variables are not
+ * read either: 'volume', 'seq', 'ack', 'rwnd', 'ttl' and 'tos' are zero,
+ * written with one store, and the TCP flags and options unwritten, for a
+ * caller that reads the key and 'bytes' alone (the monitor's phase 1
+ * while no event keeps a summary and no flow a TCP state).
  * Returns TPM_FAST_MAYBE_TUN, with nothing written, for a UDP datagram
  * whose port has a bit in the bitmap of 'tun' (NULL: none; the fast
  * path's only test for tunnels, before anything is written: false
@@ -442,7 +454,7 @@ static inline __attribute__((always_inline)) enum tpm_fast_parse
 tpm_packet_parse_v4_l4__(const uint8_t *p, uint32_t wirelen, uint32_t tot,
                          uint32_t proto, const struct tpm_tunnel_ports *tun,
                          struct tpm_pkt *pkt, uint64_t *w0, uint64_t *w2,
-                         uint64_t *w4, bool all_fields)
+                         uint64_t *w4, bool all_fields, bool vars)
 {
     const uint8_t *ip = p + 14;
     const uint8_t *l4 = ip + 20;
@@ -475,6 +487,11 @@ tpm_packet_parse_v4_l4__(const uint8_t *p, uint32_t wirelen, uint32_t tot,
     k[3] = 0;
     k[4] = *w4;
     pkt->bytes = wirelen;
+    if (!vars) {
+        /* 'volume' up to 'tos' in one store (tpm_packet_parse_v4__()). */
+        __builtin_memset(&pkt->volume, 0, TPM_PKT_VARS_LEN__);
+        return TPM_FAST_PLAIN;
+    }
     pkt->ttl = ip[8];
     pkt->tos = ip[1];
     if (all_fields) {
@@ -510,7 +527,7 @@ static inline __attribute__((always_inline)) enum tpm_fast_parse
 tpm_packet_parse_v4__(const uint8_t *p, uint32_t caplen, uint32_t wirelen,
                       const struct tpm_tunnel_ports *tun,
                       struct tpm_pkt *pkt, uint64_t *w0, uint64_t *w2,
-                      uint64_t *w4, bool all_fields)
+                      uint64_t *w4, bool all_fields, bool vars)
 {
     const uint8_t *ip = p + 14;
     const uint8_t *l4 = ip + 20;
@@ -533,11 +550,11 @@ tpm_packet_parse_v4__(const uint8_t *p, uint32_t caplen, uint32_t wirelen,
         return TPM_FAST_FULL;
     } else if (fp == TPM_BYTE64__(3, 17)) {
         return tpm_packet_parse_v4_l4__(p, wirelen, tot, 17, tun, pkt, w0,
-                                        w2, w4, all_fields);
+                                        w2, w4, all_fields, vars);
     } else if (fp == TPM_BYTE64__(3, 6) && caplen >= 14 + 20 + 20
                && !__builtin_expect(l4[13] & TPM_TCP_SYN, 0)) {
         return tpm_packet_parse_v4_l4__(p, wirelen, tot, 6, tun, pkt, w0,
-                                        w2, w4, all_fields);
+                                        w2, w4, all_fields, vars);
     }
     /* A later fragment, neither TCP nor UDP, TCP header not captured, or
      * a SYN: options to read. */
@@ -570,7 +587,8 @@ tpm_packet_parse_fast__(const void *data, uint32_t caplen, uint32_t wirelen,
                         uint64_t *w2, uint64_t *w4)
 {
     enum tpm_fast_parse r = tpm_packet_parse_v4__(data, caplen, wirelen, tun,
-                                                  pkt, w0, w2, w4, true);
+                                                  pkt, w0, w2, w4, true,
+                                                  true);
     if (__builtin_expect(r == TPM_FAST_MAYBE_TUN, 0)) {
         /* The key's words from 'pkt', not through the call: the common
          * case keeps them in registers. */

@@ -16,10 +16,11 @@
  *   2. parse each frame into a 'struct tpm_pkt' (5-tuple key, the
  *      per-packet variables) and hash its key (lib/packet.h: CRC32-C
  *      where the CPU has it, fused with the IPv4 fast path; parse__(),
- *      compiled twice: a batch of a port without tunnels, with the
- *      CPU's hash, takes the copy without the tests for tunnels and
+ *      compiled three times: a batch of a port without tunnels, with the
+ *      CPU's hash, takes a copy without the tests for tunnels and
  *      tenants, which leaves the fields only TCP has unwritten for
- *      UDP); a packet
+ *      UDP, and while no event keeps a summary and no flow a TCP state,
+ *      one that reads the key and the length alone); a packet
  *      whose hash differs from the previous IP packet's (or, for the
  *      first, from the last flow's) gets its flow's home bucket
  *      prefetched and, if an event keeps summaries or the packet is not
@@ -1128,10 +1129,16 @@ parse_full__(struct tpm *tpm, const struct tpm_frame *frame,
  * inline, without the tests for tunnels and tenants, and leaves the
  * fields only TCP has unwritten for UDP and the tunnel unwritten
  * (tpm_packet_parse_v4__()): nothing reads the first for a flow that is
- * not TCP (tcp-state.c), nor the second without tunnel ports. */
+ * not TCP (tcp-state.c), nor the second without tunnel ports.  With
+ * 'vars' false as well (a constant: no event keeps a summary, no flow a
+ * TCP state), the common frame's variables are left zero: only its key
+ * and bytes are read (the count of a flow without summaries), and a flow
+ * that still keeps a retired summary's slot updates it with zeros that
+ * nothing reads. */
 static inline __attribute__((always_inline)) uint64_t
 parse__(struct tpm *tpm, const struct tpm_frame *frames,
-        struct tpm_batch_pkt *bp, int n, uint64_t *bytesp, bool plain)
+        struct tpm_batch_pkt *bp, int n, uint64_t *bytesp, bool plain,
+        bool vars)
 {
     uint32_t prev_hash = tpm->last_flow ? tpm->last_flow->hash : 0;
     uint64_t same_hash = 0;
@@ -1157,7 +1164,7 @@ parse__(struct tpm *tpm, const struct tpm_frame *frames,
             uint64_t w0, w2, w4;
             if (OVS_LIKELY(tpm_packet_parse_v4__(fr->data, fr->caplen,
                                                  fr->wirelen, NULL, pkt,
-                                                 &w0, &w2, &w4, false)
+                                                 &w0, &w2, &w4, false, vars)
                            == TPM_FAST_PLAIN)) {
                 pkt->hash = tpm_key_hash_v4__(&pkt->key, w0, w2, w4, true);
             } else if (!parse_full__(tpm, fr, pkt)) {
@@ -1227,15 +1234,21 @@ process_batch__(struct tpm *tpm, const struct tpm_frame *frames,
         tpm_prefetch(frames[i].data);
     }
 
-    /* Pass 2, compiled twice: batches of a port without tunnels (no
-     * tunnel ports, not a tunnel's port) and with the CPU's hash take
-     * the copy without their tests. */
+    /* Pass 2, compiled three times: batches of a port without tunnels
+     * (no tunnel ports, not a tunnel's port) and with the CPU's hash take
+     * a copy without their tests, and of that copy the one that reads no
+     * variable while nothing needs one (no summary kept, no TCP state). */
     uint64_t same_hash;
     if (OVS_LIKELY(!(tpm->rx_tunnelled | tpm->tunnels.n)
                    && tpm_key_hash_hw)) {
-        same_hash = parse__(tpm, frames, bp, n, &bytes, true);
+        if (tpm->kind_refs
+            || tpm->n_conn_free != tpm->p.tcp_state_pool) {
+            same_hash = parse__(tpm, frames, bp, n, &bytes, true, true);
+        } else {
+            same_hash = parse__(tpm, frames, bp, n, &bytes, true, false);
+        }
     } else {
-        same_hash = parse__(tpm, frames, bp, n, &bytes, false);
+        same_hash = parse__(tpm, frames, bp, n, &bytes, false, true);
     }
 
     /* Pass 3, compiled twice: batches without runs of one flow (every

@@ -206,7 +206,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memset(&v4, 0x5a, sizeof v4);
     enum tpm_fast_parse r_v4 = tpm_packet_parse_v4__(data, caplen, wirelen,
                                                      NULL, &v4, &w0, &w2,
-                                                     &w4, true);
+                                                     &w4, true, true);
     if (r_v4 == TPM_FAST_PLAIN) {
         v4.hash = 0;
         FUZZ_CHECK(r_full && pkt_equal(&v4, &full),
@@ -222,7 +222,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint64_t u0, u2, u4;
     memset(&v4u, 0x5a, sizeof v4u);
     FUZZ_CHECK(tpm_packet_parse_v4__(data, caplen, wirelen, NULL, &v4u,
-                                     &u0, &u2, &u4, false) == r_v4,
+                                     &u0, &u2, &u4, false, true) == r_v4,
                "the IPv4 fast path without UDP's TCP fields differs");
     if (r_v4 == TPM_FAST_PLAIN) {
         v4u.hash = 0;
@@ -238,6 +238,23 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(pkt_equal(&v4u, &full) && u0 == w0 && u2 == w2
                    && u4 == w4,
                    "the IPv4 fast path without UDP's TCP fields differs");
+    }
+
+    /* The monitor's copy that reads no variable: the same key, hash words
+     * and bytes, the variables from 'volume' to 'tos' zero. */
+    struct tpm_pkt v4k;
+    uint64_t x0, x2, x4;
+    memset(&v4k, 0x5a, sizeof v4k);
+    FUZZ_CHECK(tpm_packet_parse_v4__(data, caplen, wirelen, NULL, &v4k,
+                                     &x0, &x2, &x4, false, false) == r_v4,
+               "the IPv4 fast path without variables takes other frames");
+    if (r_v4 == TPM_FAST_PLAIN) {
+        FUZZ_CHECK(tpm_key_equal(&v4k.key, &full.key)
+                   && v4k.bytes == full.bytes
+                   && x0 == w0 && x2 == w2 && x4 == w4
+                   && !v4k.volume && !v4k.seq && !v4k.ack && !v4k.rwnd
+                   && !v4k.ttl && !v4k.tos,
+                   "the IPv4 fast path without variables differs");
     }
 
     if (r_full) {
