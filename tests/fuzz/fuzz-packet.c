@@ -158,6 +158,18 @@ check_tunnels(const uint8_t *data, uint32_t caplen, uint32_t wirelen,
     }
 }
 
+/* tpm_packet_parse_v4__() without tunnel ports into 'pkt' (filled with
+ * 0x5a first, so that a field left unwritten shows), the key's words 0, 2
+ * and 4 into 'w'. */
+static enum tpm_fast_parse
+fast_v4(const uint8_t *data, uint32_t caplen, uint32_t wirelen,
+        struct tpm_pkt *pkt, uint64_t w[3], bool all_fields, bool vars)
+{
+    memset(pkt, 0x5a, sizeof *pkt);
+    return tpm_packet_parse_v4__(data, caplen, wirelen, NULL, pkt, &w[0],
+                                 &w[1], &w[2], all_fields, vars);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int
@@ -202,27 +214,23 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* The IPv4 fast path on its own: when it takes the frame, it writes
      * exactly what the full parser does. */
     struct tpm_pkt v4;
-    uint64_t w0, w2, w4;
-    memset(&v4, 0x5a, sizeof v4);
-    enum tpm_fast_parse r_v4 = tpm_packet_parse_v4__(data, caplen, wirelen,
-                                                     NULL, &v4, &w0, &w2,
-                                                     &w4, true, true);
+    uint64_t hw[3];
+    enum tpm_fast_parse r_v4 = fast_v4(data, caplen, wirelen, &v4, hw, true,
+                                       true);
     if (r_v4 == TPM_FAST_PLAIN) {
         v4.hash = 0;
         FUZZ_CHECK(r_full && pkt_equal(&v4, &full),
                    "the IPv4 fast path and the full parser differ");
         const tpm_key_word *k = (const tpm_key_word *) &full.key;
-        FUZZ_CHECK(w0 == k[0] && w2 == k[2] && w4 == k[4],
+        FUZZ_CHECK(hw[0] == k[0] && hw[1] == k[2] && hw[2] == k[4],
                    "the fast path's hash words are not the key's");
     }
 
     /* The monitor's copy, which leaves the fields only TCP has unwritten
      * for UDP, and the tunnel for every frame: the same otherwise. */
     struct tpm_pkt v4u;
-    uint64_t u0, u2, u4;
-    memset(&v4u, 0x5a, sizeof v4u);
-    FUZZ_CHECK(tpm_packet_parse_v4__(data, caplen, wirelen, NULL, &v4u,
-                                     &u0, &u2, &u4, false, true) == r_v4,
+    uint64_t u[3];
+    FUZZ_CHECK(fast_v4(data, caplen, wirelen, &v4u, u, false, true) == r_v4,
                "the IPv4 fast path without UDP's TCP fields differs");
     if (r_v4 == TPM_FAST_PLAIN) {
         v4u.hash = 0;
@@ -235,23 +243,19 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             v4u.mss = full.mss;
         }
         v4u.tunnel = full.tunnel;
-        FUZZ_CHECK(pkt_equal(&v4u, &full) && u0 == w0 && u2 == w2
-                   && u4 == w4,
+        FUZZ_CHECK(pkt_equal(&v4u, &full) && !memcmp(u, hw, sizeof hw),
                    "the IPv4 fast path without UDP's TCP fields differs");
     }
 
     /* The monitor's copy that reads no variable: the same key, hash words
      * and bytes, the variables from 'volume' to 'tos' zero. */
     struct tpm_pkt v4k;
-    uint64_t x0, x2, x4;
-    memset(&v4k, 0x5a, sizeof v4k);
-    FUZZ_CHECK(tpm_packet_parse_v4__(data, caplen, wirelen, NULL, &v4k,
-                                     &x0, &x2, &x4, false, false) == r_v4,
+    uint64_t x[3];
+    FUZZ_CHECK(fast_v4(data, caplen, wirelen, &v4k, x, false, false) == r_v4,
                "the IPv4 fast path without variables takes other frames");
     if (r_v4 == TPM_FAST_PLAIN) {
         FUZZ_CHECK(tpm_key_equal(&v4k.key, &full.key)
-                   && v4k.bytes == full.bytes
-                   && x0 == w0 && x2 == w2 && x4 == w4
+                   && v4k.bytes == full.bytes && !memcmp(x, hw, sizeof hw)
                    && !v4k.volume && !v4k.seq && !v4k.ack && !v4k.rwnd
                    && !v4k.ttl && !v4k.tos,
                    "the IPv4 fast path without variables differs");
