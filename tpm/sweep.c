@@ -939,12 +939,11 @@ child_direct__(struct tpm *tpm, uint32_t ci, const struct tpm_ev *ev,
  * sweep_finish__()): the tests cost every visit, so a sweep that finds
  * few quiet instances runs the plain loop, compiled apart, and the sweep
  * that starts skipping clears every entry first.  An instance whose
- * entry names a flow without
- * its touched bit, before that epoch, would be visited to find exactly
- * what item_quiet__() finds, a quiet interval: nothing recorded, nothing
- * reported, the next interval begun, not idle (it has a flow).  The run
- * skips it without reading its line; its 'iv' stays behind, and the
- * next visit takes it from there, since the intervals it skipped saw no
+ * entry names a flow without its touched bit, before that epoch, would
+ * be visited to find exactly what item_quiet__() finds, a quiet
+ * interval: nothing recorded, nothing reported, the next interval begun,
+ * not idle (it has a flow).  The run skips it without reading its
+ * line; its 'iv' stays behind, and the next visit takes it from there, since the intervals it skipped saw no
  * packets and changed nothing (a planned instance behind with no flag
  * was skipped, or a clock jump's gap, without packets either, lies
  * behind it; one behind for any other reason, a sweep that never reached
