@@ -938,20 +938,20 @@ child_direct__(struct tpm *tpm, uint32_t ci, const struct tpm_ev *ev,
  * end of each sweep from the share of instances it found quiet,
  * sweep_finish__()): the tests cost every visit, so a sweep that finds
  * few quiet instances runs the plain loop, compiled apart, and the sweep
- * that starts skipping clears every entry first.  An instance whose
- * entry names a flow without its touched bit, before that epoch, would
- * be visited to find exactly what item_quiet__() finds, a quiet
- * interval: nothing recorded, nothing reported, the next interval begun,
- * not idle (it has a flow).  The run skips it without reading its
- * line; its 'iv' stays behind, and the next visit takes it from there, since the intervals it skipped saw no
- * packets and changed nothing (a planned instance behind with no flag
- * was skipped, or a clock jump's gap, without packets either, lies
+ * that starts skipping clears every entry first.  An instance whose entry
+ * names a flow without its touched bit, before that epoch, would be visited
+ * to find exactly what item_quiet__() finds, a quiet interval: nothing
+ * recorded, nothing reported, the next interval begun, not idle (it has a
+ * flow).  The run skips it without reading its line; its 'iv' stays behind,
+ * and the next visit takes it from there, since the intervals it skipped
+ * saw no packets and changed nothing (a planned instance behind with no
+ * flag was skipped, or a clock jump's gap, without packets either, lies
  * behind it; one behind for any other reason, a sweep that never reached
- * it, has a flag and goes to the general loop, whose child_roll__()
- * closes the intervals in between).  The skip decisions
- * of the instances up to the lookahead's lead are kept as bits
- * (skip_window__()), so the lookahead prefetches only instances that
- * will be visited, and each entry is tested once per sweep. */
+ * it, has a flag and goes to the general loop, whose child_roll__() closes
+ * the intervals in between).  The skip decisions of the instances up to the
+ * lookahead's lead are kept as bits (skip_window__()), so the lookahead
+ * prefetches only instances that will be visited, and each entry is tested
+ * once per sweep. */
 static SWEEP_INLINE bool
 child_is_planned__(const struct tpm *tpm, const struct tpm_child *c,
                    uint64_t abs)
