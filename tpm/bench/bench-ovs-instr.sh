@@ -123,7 +123,10 @@ top_n=15
 results_out=
 keep=false
 wait_quiet=false
-settings=(tpm-epoch=10ms)
+# The PMD under valgrind answers a command ~50 times later than at full
+# speed: a longer wait for its answers than the 1 s default, or installing
+# thousands of events fails (a --set replaces it).
+settings=(tpm-epoch=10ms tpm-command-timeout=60s)
 settings_c=()
 vg_extra=()
 dilate=
