@@ -187,6 +187,9 @@ struct wl_result {
     double sweep_skipped;       /* Quiet instances skipped per sweep. */
     double reports;
     double evictions;
+    double inserts;             /* Flow-table insertions: new flows, and
+                                 * flows that lost their entry. */
+    double reuses;              /* Of which into a stale or dead entry. */
     uint64_t tun_decapsulated;  /* Frames parsed as their inner flow. */
     uint64_t not_parsed;        /* Frames not parsed (not monitored). */
     uint64_t tenants;           /* Tenant slots taken at the end. */
@@ -558,6 +561,8 @@ wl_run(const struct wl_opts *o, uint64_t seed, struct wl_result *res)
                          : 0;
     res->reports = st.reports - st0.reports;
     res->evictions = st.flow_evictions - st0.flow_evictions;
+    res->inserts = (double) inserted;
+    res->reuses = st.flow_reuses - st0.flow_reuses;
     res->tun_decapsulated = st.parse.tun_decapsulated;
     res->not_parsed = st.not_parsed;
     res->tenants = st.tenants;
@@ -714,6 +719,8 @@ wl_json(const char *run, uint64_t seed, const struct wl_result *r,
     jl_num(&j, "triggers", r->triggers);
     jl_num(&j, "flows_live", r->flows_live);
     jl_num(&j, "matches_per_new_flow", r->matches_per_flow);
+    jl_num(&j, "flow_inserts", r->inserts);
+    jl_num(&j, "flow_reuses", r->reuses);
     jl_num(&j, "sweep_items_per_sweep", r->sweep_items);
     jl_num(&j, "sweep_skipped_per_sweep", r->sweep_skipped);
     jl_num(&j, "reports", r->reports);
@@ -1024,6 +1031,8 @@ cmd_workload(int argc, char *argv[])
     WL_MEDIAN(sweep_skipped);
     WL_MEDIAN(reports);
     WL_MEDIAN(evictions);
+    WL_MEDIAN(inserts);
+    WL_MEDIAN(reuses);
 #undef WL_MEDIAN
     free(v);
 
@@ -1039,10 +1048,11 @@ cmd_workload(int argc, char *argv[])
             "core at %.2f Mpps\n",
             med.p1_cycles_clean, med.p1_ns_clean, med.adv_cycles,
             med.sweep_us_p50, med.sweep_us_p99, med.util, o.rate_mpps);
-    tprintf("        %.0f new flows, %.2f matches per new flow, %.0f "
+    tprintf("        %.0f new flows, %.0f flow-table inserts (%.0f into a "
+            "stale or dead entry), %.2f matches per insert, %.0f "
             "reports, %.0f flow evictions, %.0f sweeps per run\n",
-            med.new_flows, med.matches_per_flow, med.reports,
-            med.evictions, med.sweeps);
+            med.new_flows, med.inserts, med.reuses, med.matches_per_flow,
+            med.reports, med.evictions, med.sweeps);
     tprintf("verdict: phase 1 %s (<= 60 cycles/packet), sweep %s (<= 100 "
             "us/epoch p99), unfinished %s (0), utilisation %s (< 1)\n",
             med.p1_cycles_clean <= 60 ? "MET" : "MISSED",
