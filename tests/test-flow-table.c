@@ -681,6 +681,84 @@ START_TEST(test_stale_with_state_kept)
 }
 END_TEST
 
+/* A stale entry whose flow still feeds trigger instances (a flow that
+ * sends less often than every other epoch) keeps its slot while the
+ * window has a free, dead or other stale one: a new flow does not take
+ * it, or the displaced flow would be inserted and matched again when it
+ * next sends, and displace another.  With no other room it is reused,
+ * the first such. */
+START_TEST(test_stale_matched_kept)
+{
+    enum { BUCKET = 17 };
+    struct tpm_flow_table ft;
+    struct test_rng rng;
+    struct tpm_key k[7], old;
+    uint32_t h[7];
+    bool replaced;
+
+    test_rng_seed(&rng, 0x5a7ed);
+    ck_assert_int_eq(tpm_flow_table_init(&ft, 64, 4), 0);
+    colliding_keys(&rng, ft.mask, BUCKET, k, h, 7);
+
+    /* k0 and k1 matched (live, feeding an instance), last updated in
+     * TAG0; k2 unmatched (pending), TAG0 too. */
+    struct tpm_flow *f[7];
+    for (int i = 0; i < 3; i++) {
+        f[i] = insert_touch(&ft, &k[i], h[i], TAG0, &replaced, &old);
+        ck_assert_uint_eq(tpm_flow_index(&ft, f[i]), BUCKET + i);
+    }
+    for (int i = 0; i < 2; i++) {
+        f[i]->state = TPM_FLOW_LIVE;
+        f[i]->n_matched = 1;
+    }
+
+    /* Three epochs later all three are stale: k3 passes the two matched
+     * ones and takes the unmatched k2's slot. */
+    uint32_t tag = TAG0 + 3;
+    for (int i = 0; i < 3; i++) {
+        ck_assert(!tpm_flow_is_recent(f[i], tag));
+    }
+    f[3] = insert_touch(&ft, &k[3], h[3], tag, &replaced, &old);
+    ck_assert_ptr_eq(f[3], f[2]);
+    ck_assert(replaced);
+    ck_assert(tpm_key_equal(&old, &k[2]));
+    ck_assert_uint_eq(ft.stats.reuses, 1);
+
+    /* k4 passes them and the recent k3 and takes the free slot after. */
+    f[4] = insert_touch(&ft, &k[4], h[4], tag, &replaced, &old);
+    ck_assert(!replaced);
+    ck_assert_uint_eq(tpm_flow_index(&ft, f[4]), BUCKET + 3);
+    ck_assert_uint_eq(ft.stats.reuses, 1);
+    ck_assert_ptr_eq(tpm_flow_table_find(&ft, &k[0], h[0]), f[0]);
+    ck_assert_ptr_eq(tpm_flow_table_find(&ft, &k[1], h[1]), f[1]);
+    ck_assert_uint_eq(f[0]->gen, 1);
+
+    /* The window of four is full (k0, k1 stale and matched; k3, k4
+     * recent): k5 takes the first matched one, k0's slot, not evicting a
+     * recent flow. */
+    f[5] = insert_touch(&ft, &k[5], h[5], tag, &replaced, &old);
+    ck_assert_ptr_eq(f[5], f[0]);
+    ck_assert(replaced);
+    ck_assert(tpm_key_equal(&old, &k[0]));
+    ck_assert_uint_eq(f[5]->gen, 2);
+    ck_assert_uint_eq(ft.stats.reuses, 2);
+    ck_assert_uint_eq(ft.stats.evictions, 0);
+    ck_assert_ptr_null(tpm_flow_table_find(&ft, &k[0], h[0]));
+
+    /* A retired flow (the sweep makes it pending, matched by nothing) is
+     * reusable at once: k1 retired, k6 takes its slot. */
+    f[1]->state = TPM_FLOW_PENDING;
+    f[1]->n_matched = 0;
+    f[6] = insert_touch(&ft, &k[6], h[6], tag, &replaced, &old);
+    ck_assert_ptr_eq(f[6], f[1]);
+    ck_assert(tpm_key_equal(&old, &k[1]));
+    ck_assert_uint_eq(ft.stats.reuses, 3);
+    ck_assert_uint_eq(ft.stats.evictions, 0);
+    ck_assert_uint_eq(ft.n_live, 4);
+    tpm_flow_table_destroy(&ft);
+}
+END_TEST
+
 /* tpm_flow_is_recent() and tpm_flow_last_tag() by hand. */
 START_TEST(test_recent_and_last_tag)
 {
@@ -1214,9 +1292,12 @@ model_packet(struct model *m, struct test_rng *rng, uint32_t i)
     }
     TCHECK(f == NULL, "absent key %u found", i);
 
-    /* Predict from the specification. */
+    /* Predict from the specification: the first free, dead or stale
+     * slot of the window, except that a stale matched flow (here every
+     * live one) is taken only when the window has none of those, the
+     * first such; else the least recently updated entry is evicted. */
     enum { P_FREE, P_REUSE, P_EVICT } kind = P_EVICT;
-    uint32_t cand = UINT32_MAX, min_last = UINT32_MAX;
+    uint32_t cand = UINT32_MAX, min_last = UINT32_MAX, spare = UINT32_MAX;
     for (uint32_t j = 0; j < m->limit; j++) {
         uint32_t s = (h + j) & (m->n_slots - 1);
         const struct shadow_slot *sh = &m->sh[s];
@@ -1224,6 +1305,12 @@ model_packet(struct model *m, struct test_rng *rng, uint32_t i)
             kind = P_FREE;
             cand = s;
             break;
+        }
+        if (sh->state == TPM_FLOW_LIVE && tag - sh->last > 1) {
+            if (spare == UINT32_MAX) {
+                spare = s;
+            }
+            continue;
         }
         if (sh->state == TPM_FLOW_DEAD || tag - sh->last > 1) {
             kind = P_REUSE;
@@ -1233,6 +1320,10 @@ model_packet(struct model *m, struct test_rng *rng, uint32_t i)
         if (min_last == UINT32_MAX || (int32_t) (sh->last - min_last) < 0) {
             min_last = sh->last;
         }
+    }
+    if (kind == P_EVICT && spare != UINT32_MAX) {
+        kind = P_REUSE;
+        cand = spare;
     }
 
     bool replaced = false;
@@ -1432,6 +1523,7 @@ flow_table_suite(void)
     tcase_add_test(tc, test_eviction_lru);
     tcase_add_test(tc, test_window_wraps);
     tcase_add_test(tc, test_stale_reuse);
+    tcase_add_test(tc, test_stale_matched_kept);
     tcase_add_test(tc, test_stale_with_state_kept);
     tcase_add_test(tc, test_recent_and_last_tag);
     tcase_add_test(tc, test_generations);

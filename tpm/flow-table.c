@@ -54,6 +54,7 @@ tpm_flow_table_insert(struct tpm_flow_table *ft, const struct tpm_key *key,
                       struct tpm_key *old_key)
 {
     struct tpm_flow *reuse = NULL, *free_slot = NULL, *oldest = NULL;
+    struct tpm_flow *spare = NULL;
     uint32_t oldest_age = 0;
 
     for (uint32_t i = 0; i < ft->probe_limit; i++) {
@@ -62,10 +63,19 @@ tpm_flow_table_insert(struct tpm_flow_table *ft, const struct tpm_key *key,
             free_slot = f;
             break;
         }
-        if (f->state == TPM_FLOW_DEAD
-            || (!f->has_conn && (!tpm_flow_is_recent(f, tag)
-                                 || (ft->dos_mode
-                                     && f->state == TPM_FLOW_PENDING)))) {
+        bool stale = !f->has_conn && !tpm_flow_is_recent(f, tag);
+        if (stale && f->state == TPM_FLOW_LIVE && f->n_matched) {
+            /* Quiet, but still in its trigger instances: taken only if
+             * the window has no other room (the first such), see the
+             * top of flow-table.h. */
+            if (!spare) {
+                spare = f;
+            }
+            continue;
+        }
+        if (f->state == TPM_FLOW_DEAD || stale
+            || (!f->has_conn && ft->dos_mode
+                && f->state == TPM_FLOW_PENDING)) {
             reuse = f;
             break;
         }
@@ -74,6 +84,9 @@ tpm_flow_table_insert(struct tpm_flow_table *ft, const struct tpm_key *key,
             oldest = f;
             oldest_age = age;
         }
+    }
+    if (!reuse && !free_slot) {
+        reuse = spare;
     }
 
     struct tpm_flow *f;

@@ -15,10 +15,16 @@
  * (not updated in the current or the previous epoch: its statistics were
  * already swept, so reusing it loses nothing) and without per-flow state
  * (a connection waiting for a retransmission timeout keeps its sequence
- * space until the scrubber frees it).  When every slot of the window holds
- * a recent entry or one with state, it evicts the least recently updated
- * one; its unswept statistics or its state are lost, and counted
- * ('evictions').
+ * space until the scrubber frees it).  A stale entry whose flow is live
+ * and feeds trigger instances (one that sends less often than every other
+ * epoch, not yet retired by the sweep) is passed over unless the window
+ * has no other such slot, and then the first one is taken: a new flow
+ * that displaced it would make it new again at its next packet, to be
+ * inserted and matched again (microseconds) and to displace another in
+ * turn, a chain that never ends with many such flows.  When every slot of
+ * the window holds a recent entry or one with state, it evicts the least
+ * recently updated one; its unswept statistics or its state are lost, and
+ * counted ('evictions').
  *
  * Slots are never emptied once used (dead entries are tombstones), so
  * lookups stay correct without backward-shift deletion and entry indexes
