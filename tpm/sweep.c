@@ -947,44 +947,18 @@ child_direct__(struct tpm *tpm, uint32_t ci, const struct tpm_ev *ev,
  * saw no packets and changed nothing (a planned instance behind with no
  * flag was skipped, or a clock jump's gap, without packets either, lies
  * behind it; one behind for any other reason, a sweep that never reached
- * it, has a flag, and the intervals in between are closed as
- * child_roll__() would close them: "Behind an abandoned sweep", below).
- * The skip decisions of the instances up to the
+ * it, has a flag and goes to the general loop, whose child_roll__() closes
+ * the intervals in between).  The skip decisions of the instances up to the
  * lookahead's lead are kept as bits (skip_window__()), so the lookahead
  * prefetches only instances that will be visited, and each entry is tested
  * once per sweep. */
-/* Behind an abandoned sweep: a planned instance that a sweep never
- * reached (tpm_sweep_abandon__() flagged its interval partial, or its
- * epochs lost) is behind the swept epoch with a flag and nothing gathered
- * ('acc[0]' 0: the planned run gathers on its stack; only a general
- * visit cut short leaves counts there, to be recorded partial).  Its
- * intervals up to the swept one hold no packet it could still count:
- * child_roll__() would close each without a record, and leave the swept
- * interval's flags as child_flags__() gives them (the lost epochs are all
- * before it).  The planned run does the same in one step
- * (planned_roll__()), so that the sweep after an abandoned one costs what
- * a sweep costs: the general loop's visit takes about twice as long, and
- * under load it made the next sweep late too (docs/benchmarks.md,
- * section 4, "The first epochs lose their sweeps"). */
 static SWEEP_INLINE bool
 child_is_planned__(const struct tpm *tpm, const struct tpm_child *c,
                    uint64_t abs)
 {
-    return c->planned
-           && (c->iv == abs
-               || (c->iv < abs && (!c->flags || c->acc[0] == 0)))
+    return c->planned && (c->iv == abs || (c->iv < abs && !c->flags))
            && (c->head == TPM_NONE
                || tpm->chunk_next[c->head] == TPM_NONE);
-}
-
-/* Brings planned instance 'c', behind the swept epoch 'abs' with a flag
- * ("Behind an abandoned sweep", above), to that epoch's interval. */
-static void __attribute__((noinline))
-planned_roll__(struct tpm *tpm, struct tpm_child *c, uint64_t abs)
-{
-    c->prev_pkts = false;
-    c->iv = abs;
-    c->flags = child_flags__(tpm, c, &tpm->evs[c->ev], abs);
 }
 
 /* Returns true if the instance of skip entry 'e' may be skipped by the
@@ -1112,9 +1086,6 @@ planned_run__(struct tpm *tpm, uint32_t max, uint64_t abs, uint32_t tag,
         }
         if (!child_is_planned__(tpm, c, abs)) {
             break;
-        }
-        if (OVS_UNLIKELY(c->flags) && c->iv < abs) {
-            planned_roll__(tpm, c, abs);
         }
         if (skipping) {
             /* Its history, from its place (the skipped ones move none). */
