@@ -2192,6 +2192,87 @@ START_TEST(test_planned_flags)
 }
 END_TEST
 
+/* Planned instances behind abandoned sweeps: the sweeps of epochs CUT,
+ * CUT + 3 and CUT + 4 get one step of the smallest budget each and are
+ * abandoned when the next epoch begins, so that instances miss one swept
+ * epoch (flagged partial), or two in a row (their epochs lost too); the
+ * sweeps after bring them up (child_roll__()).  Every epoch a sweep
+ * reached is reported with the frames' own count, whole from the event's
+ * first whole epoch on; an epoch whose sweep did not reach an instance is
+ * not reported; every other epoch is reported whole, for every flow. */
+static bool
+cut_epoch(int e, int cut)
+{
+    return e == cut || e == cut + 3 || e == cut + 4;
+}
+
+START_TEST(test_planned_behind_abandoned)
+{
+    enum { FLOWS = 64, EPOCHS = 14, CUT = 5 };
+    struct tpm *tpm = new_tpm(NULL);
+    struct reports rs = { .n = 0 };
+    struct frame f[FLOWS];
+    const uint64_t e0 = T0 / (10 * MS);
+
+    add(tpm, 1, "c filter=udp predicate=count() >= 0 group=5tuple "
+        "interval=10ms");
+    for (int k = 0; k < FLOWS; k++) {
+        udp_frame(&f[k], ip4(10, 99, 0, 1), ip4(10, 5, 0, k + 1), 1, 2, 10,
+                  64);
+    }
+    for (int e = 0; e < EPOCHS; e++) {
+        /* Flow k sends 1 + (e + k) % 3 frames in epoch e. */
+        for (int k = 0; k < FLOWS; k++) {
+            for (int i = 0; i <= (e + k) % 3; i++) {
+                send1(tpm, T0 + e * 10 * MS + 1 + k * 3 + i, &f[k]);
+            }
+        }
+        /* Here the sweep of epoch e - 1 runs. */
+        if (cut_epoch(e - 1, CUT)) {
+            ck_assert(tpm_sweep_step(tpm, 1));
+        } else {
+            sweep_all(tpm);
+        }
+        collect(tpm, &rs);
+    }
+    tpm_advance(tpm, T0 + EPOCHS * 10 * MS);
+    sweep_all(tpm);
+    collect(tpm, &rs);
+
+    struct tpm_stats s;
+    stats(tpm, &s);
+    ck_assert_uint_eq(s.sweeps_unfinished, 3);
+    int full = -1, missed[EPOCHS] = { 0 };
+    for (int e = 0; e < EPOCHS; e++) {
+        for (int k = 0; k < FLOWS; k++) {
+            const struct tpm_report *r = find_report(&rs, 1, e0 + e,
+                                                     ip4(10, 5, 0, k + 1));
+            if (!r) {
+                ck_assert_msg(cut_epoch(e, CUT), "flow %d, epoch %d: no "
+                              "report", k, e);
+                missed[e]++;
+                continue;
+            }
+            ck_assert_double_eq(r->value, 1 + (e + k) % 3);
+            if (full < 0 && !r->flags) {
+                full = e;
+            }
+            ck_assert_msg(r->flags == (full < 0 || e < full
+                                       ? TPM_REPORT_PARTIAL : 0),
+                          "flow %d, epoch %d: flags %#x (first whole "
+                          "epoch %d)", k, e, r->flags, full);
+        }
+    }
+    ck_assert_msg(full >= 0 && full < CUT, "first whole epoch %d", full);
+    /* Each cut sweep reached some instances, not all. */
+    for (int e = CUT; e < EPOCHS; e++) {
+        ck_assert_int_eq(missed[e] > 0 && missed[e] < FLOWS,
+                         cut_epoch(e, CUT));
+    }
+    tpm_destroy(tpm);
+}
+END_TEST
+
 START_TEST(test_runtime_add_backfill)
 {
     struct tpm *tpm = new_tpm(NULL);
@@ -3734,6 +3815,7 @@ tpm_suite(void)
     tcase_add_test(tc, test_sweep_budget_resume);
     tcase_add_test(tc, test_unfinished_sweep);
     tcase_add_test(tc, test_abandoned_twice);
+    tcase_add_test(tc, test_planned_behind_abandoned);
     tcase_add_test(tc, test_retire_epochs);
     tcase_add_test(tc, test_quiet_retire);
     tcase_add_test(tc, test_skip_second_flow);
