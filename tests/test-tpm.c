@@ -2118,6 +2118,23 @@ START_TEST(test_sweep_lateness)
 }
 END_TEST
 
+/* Checks report 'r', of epoch 'e' of the flow named 'flow', against the
+ * first whole epoch seen so far ('*full', -1 until the first report
+ * without a flag sets it): reports before it carry the partial flag,
+ * none from it on. */
+static void
+check_partial_until_whole(const struct tpm_report *r, int e, int *full,
+                          const char *flow)
+{
+    if (*full < 0 && !r->flags) {
+        *full = e;
+    }
+    ck_assert_msg(r->flags == (*full < 0 || e < *full
+                               ? TPM_REPORT_PARTIAL : 0),
+                  "flow %s, epoch %d: flags %#x (first whole epoch %d)",
+                  flow, e, r->flags, *full);
+}
+
 /* The flags of planned instances (one flow, a one-epoch interval).  An
  * event added while a flow A is live observes the epochs before its
  * backfill walk completes in part: their reports are flagged partial, the
@@ -2175,13 +2192,8 @@ START_TEST(test_planned_flags)
             if (!r) {
                 continue;
             }
-            if (full < 0 && !r->flags) {
-                full = e;
-            }
-            ck_assert_msg(r->flags == (full < 0 || e < full
-                                       ? TPM_REPORT_PARTIAL : 0),
-                          "flow %c, epoch %d: flags %#x (first whole "
-                          "epoch %d)", 'A' + k, e, r->flags, full);
+            char name[2] = { (char) ('A' + k), 0 };
+            check_partial_until_whole(r, e, &full, name);
             if (k == 1 || !r->flags) {
                 ck_assert_double_eq(r->value, 5);
             }
@@ -2254,13 +2266,9 @@ START_TEST(test_planned_behind_abandoned)
                 continue;
             }
             ck_assert_double_eq(r->value, 1 + (e + k) % 3);
-            if (full < 0 && !r->flags) {
-                full = e;
-            }
-            ck_assert_msg(r->flags == (full < 0 || e < full
-                                       ? TPM_REPORT_PARTIAL : 0),
-                          "flow %d, epoch %d: flags %#x (first whole "
-                          "epoch %d)", k, e, r->flags, full);
+            char name[12];
+            snprintf(name, sizeof name, "%d", k);
+            check_partial_until_whole(r, e, &full, name);
         }
     }
     ck_assert_msg(full >= 0 && full < CUT, "first whole epoch %d", full);
