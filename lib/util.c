@@ -6,12 +6,25 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 void
 tpm_out_of_memory(void)
 {
     fputs("virtual memory exhausted\n", stderr);
     abort();
+}
+
+uint64_t
+tpm_l2_cache_bytes(void)
+{
+#ifdef _SC_LEVEL2_CACHE_SIZE
+    long n = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    if (n > 0) {
+        return (uint64_t) n;
+    }
+#endif
+    return TPM_L2_CACHE_DEFAULT;
 }
 
 char *

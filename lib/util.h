@@ -114,6 +114,12 @@ char *tpm_xasprintf(const char *format, ...)
     __attribute__((format(printf, 1, 2)));
 #define xasprintf tpm_xasprintf
 
+/* The size in bytes of the calling core's L2 cache, as the C library
+ * reads it from the CPU (sysconf(_SC_LEVEL2_CACHE_SIZE)), or
+ * TPM_L2_CACHE_DEFAULT if it does not say. */
+#define TPM_L2_CACHE_DEFAULT (1024 * 1024)
+uint64_t tpm_l2_cache_bytes(void);
+
 static inline void
 tpm_prefetch(const void *p)
 {

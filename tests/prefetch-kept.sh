@@ -13,6 +13,7 @@
 #
 #   process_batch__ (match-scatter.c)   frames, home buckets, statistics
 #   sweep_planned_run__ (sweep.c)       line 0 ahead, flow entry, stats
+#   sweep_fetching_run__ (sweep.c)      the same and the group key
 #   sweep_skipping_run__ (sweep.c)      the same and the history slot,
 #                                       for the instances it will visit
 #   tpm_sweep_run__ (sweep.c)           the same for the general loop and
@@ -65,6 +66,7 @@ check() {
 
 check match-scatter.o process_batch__ 3
 check sweep.o sweep_planned_run__ 3
+check sweep.o sweep_fetching_run__ 4
 check sweep.o sweep_skipping_run__ 4
 check sweep.o tpm_sweep_run__ 8
 check sweep.o planned_chunked__ 2

@@ -430,6 +430,9 @@ struct tpm_sweep {
     uint64_t ns;                /* Time spent so far. */
     uint32_t quiet;             /* Planned one-flow instances found quiet
                                  * (skipped, or visited and quiet). */
+    bool fetch_all;             /* The planned run's lookahead fetches
+                                 * every flow entry, sent or quiet
+                                 * (sweep.c, planned_prefetch__()). */
 };
 
 struct tpm {
@@ -531,6 +534,9 @@ struct tpm {
     struct tpm_sweep sw;
     bool sweep_skipping;        /* The sweep skips quiet instances and
                                  * keeps their skip entries (sweep.c). */
+    uint64_t sweep_cache_bytes; /* The core's L2 cache, in which the
+                                 * flow entries a sweep reads may be
+                                 * found again (tpm_sweep_start__()). */
     double cycles_per_item;     /* Running sweep cost estimate (TSC). */
     uint64_t sweep_ns[TPM_SWEEP_RING];
     uint32_t sweep_ns_pos;

@@ -200,6 +200,7 @@ tpm_create(const struct tpm_params *params, char **errp)
                         * sizeof *tpm->skip);
     tpm_skip_clear(tpm, 0, p->max_triggers + TPM_CHILD_PAD);
     tpm->hist_ring = pow2_ceil(p->history_len);
+    tpm->sweep_cache_bytes = tpm_l2_cache_bytes();
     tpm->hist = xcalloc((size_t) p->max_triggers * tpm->hist_ring,
                         sizeof *tpm->hist);
     uint32_t imap_size = map_size__(p->max_triggers);
