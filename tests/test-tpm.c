@@ -3307,7 +3307,7 @@ START_TEST(test_params_memory)
     /* An instance (four lines), its history, two instance-map slots. */
     ck_assert_uint_eq(tpm_params_memory(&q) - base,
                       (uint64_t) p.max_triggers
-                      * (256 + p.history_len * 24 + 2 * 8));
+                      * (256 + p.history_len * 16 + 2 * 8));
 
     /* A monitor's mappings add up to no more than the estimate (and to
      * most of it: the rest is the history, filled as instances close,

@@ -208,8 +208,6 @@ interval_end__(struct tpm *tpm, uint32_t ci, const struct tpm_ev *ev,
                                          c->hist_seq, 0, tpm->hist_ring);
         h->epoch = end;
         h->value = value;
-        h->flags = c->flags;
-        h->satisfied = sat;
         tpm_hist_push(c, tpm->hist_ring);
         c->sat_last = sat;
         if (sat) {
@@ -1177,8 +1175,6 @@ planned_run__(struct tpm *tpm, uint32_t max, uint64_t abs, uint32_t tag,
             struct tpm_hist *h = tpm_hist_at(hc, c->hist_seq, 0, ring);
             h->epoch = abs;
             h->value = value;
-            h->flags = c->flags;
-            h->satisfied = sat;
             tpm_hist_push(c, ring);
             c->sat_last = sat;
             if (sat) {

@@ -353,12 +353,14 @@ tpm_cmp_class(double a, double b)
     return c ? c : TPM_CMP_UNORDERED;
 }
 
+/* An entry of an instance's history: what a poll asks for (tpm_poll())
+ * and the idle test reads.  Sixteen bytes, so that no entry straddles
+ * two cache lines and a ring of eight takes two lines. */
 struct tpm_hist {
     uint64_t epoch;             /* Last epoch of the interval (abs). */
     double value;
-    uint32_t flags;
-    uint32_t satisfied;
 };
+BUILD_ASSERT_DECL(CACHE_LINE_SIZE % sizeof(struct tpm_hist) == 0);
 
 struct tpm_chunk {
     uint32_t idx[TPM_CHUNK_ITEMS];
