@@ -751,14 +751,14 @@ sweep_prefetch__(const struct tpm *tpm, uint32_t ci, uint32_t tag)
  * Fetching the flow entry only if its flow sent in the swept epoch (its
  * touched bit) saves a DRAM read per quiet instance where the flows the
  * sweep reads are far more than the caches hold: with 65536 flows of
- * which ~9% were quiet, fetching them all took the sweep 1.12-1.16
+ * which ~9% were quiet, fetching them all took the sweep 1.11-1.16
  * times as long.  Where they fit in the L2 cache ('fetch_all': the
  * table's live flows' lines, tpm_sweep_start__()), a quiet flow's line
  * costs nothing, while the branch on the bit, which follows the data,
  * was mispredicted for about one instance in four of tpm-bench's default
  * workload: there the entry is fetched whether its flow sent or not,
  * and the group key (for a report) whether the instance held last time
- * or not, with no branch, and the default workload's sweep takes 0.76
+ * or not, with no branch, and the default workload's sweep takes 0.80
  * of the time.  What is not needed is replaced by a line in cache: the
  * flow table's first entry (no flow), the instance's own line 0 (no
  * report likely).  Elsewhere the instructions count more than the
@@ -944,8 +944,8 @@ child_direct__(struct tpm *tpm, uint32_t ci, const struct tpm_ev *ev,
  * later, never counted wrongly.  The general loop's lookahead prefetches
  * such an instance's newest history entry instead of its flow entry; the
  * planned run's fetches the flow entry all the same where the flows fit
- * in the L2 cache (planned_prefetch__()) and leaves the history, read and written in instance order,
- * to the hardware prefetcher.
+ * in the L2 cache (planned_prefetch__()) and leaves the history, read
+ * and written in instance order, to the hardware prefetcher.
  *
  * Quiet instances skipped.  Testing the bit still reads the instance's
  * line (and its newest history entry): with 65536 one-flow instances of
@@ -1060,9 +1060,9 @@ planned_chunked__(struct tpm *tpm, struct tpm_child *c, uint32_t tag,
  * all) and keeps their skip entries, with the skip decisions in 'w' (kept
  * from the previous run of the step if it ended at the cursor).  The
  * lookahead fetches every flow entry if 'fetch_all' (a constant too,
- * false while skipping: planned_prefetch__()).  Requires no dying event and no instance begun.
- * Returns the instances visited or skipped and adds the flow items
- * visited to '*items'. */
+ * false while skipping: planned_prefetch__()).  Requires no dying event
+ * and no instance begun.  Returns the instances visited or skipped and
+ * adds the flow items visited to '*items'. */
 static SWEEP_INLINE uint32_t
 planned_run__(struct tpm *tpm, uint32_t max, uint64_t abs, uint32_t tag,
               uint32_t *items, struct skip_window *w, const bool skipping,
