@@ -33,19 +33,24 @@ static uint64_t dos_costs_events;  /* Signature of the events profiled. */
 static long long int dos_costs_when;
 
 /* Stores in '*sw' and '*mon' the cycles per packet that PMD 'p' spent in
- * the switch and in the monitor, over its sampled busy iterations.
- * Returns false if none was sampled yet. */
+ * the switch and in the monitor, over its sampled busy iterations, and in
+ * '*rx' the part of '*mon' spent on the packets themselves (phase 1; the
+ * rest went to sweep steps and commands).  Returns false if none was
+ * sampled yet. */
 bool
-tpm_ovs_pmd_cycles_per_packet(struct tpm_pmd *p, double *sw, double *mon)
+tpm_ovs_pmd_cycles_per_packet(struct tpm_pmd *p, double *sw, double *mon,
+                              double *rx)
 {
-    uint64_t cycles, monitor, packets;
+    uint64_t cycles, monitor, in_rx, packets;
     atomic_read_relaxed(&p->busy_cycles, &cycles);
     atomic_read_relaxed(&p->busy_monitor, &monitor);
+    atomic_read_relaxed(&p->busy_rx, &in_rx);
     atomic_read_relaxed(&p->busy_packets, &packets);
     if (!packets) {
         return false;
     }
     *mon = (double) monitor / packets;
+    *rx = (double) in_rx / packets;
     *sw = cycles > monitor ? (double) (cycles - monitor) / packets : 0;
     return true;
 }

@@ -121,6 +121,10 @@ struct tpm_pmd {
     atomic_uint64_t last_iteration_ns;
     atomic_uint64_t busy_cycles;    /* Sampled iterations with packets: */
     atomic_uint64_t busy_monitor;   /* ... their monitor cycles, */
+    atomic_uint64_t busy_rx;        /* ... of which in the packets' own
+                                     * work (tpm_ovs_rx(): phase 1), the
+                                     * rest in the sweep's steps and
+                                     * commands, */
     atomic_uint64_t busy_packets;   /* ... and packets. */
     /* Sampled saturated iterations (a full rx batch), by their mean frame
      * size (tpm_dos_size_bucket()): the switch's cycles (the monitor's
@@ -389,7 +393,7 @@ TPM_OVS_UNIXCTL(tpm_unixctl_controller_show);
 
 /* tpm-ovs-dos.c */
 bool tpm_ovs_pmd_cycles_per_packet(struct tpm_pmd *, double *sw,
-                                   double *mon);
+                                   double *mon, double *rx);
 TPM_OVS_UNIXCTL(tpm_unixctl_dos_threshold);
 TPM_OVS_UNIXCTL(tpm_unixctl_dos_profile);
 TPM_OVS_UNIXCTL(tpm_unixctl_dos_model);

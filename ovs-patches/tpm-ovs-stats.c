@@ -116,11 +116,13 @@ tpm_unixctl_stats(struct unixctl_conn *conn, int argc OVS_UNUSED,
                       st.dos_removed_sweep, pp->dos_table_size,
                       pp->dos_window,
                       pp->dos_clear_on_pass ? "yes" : "no");
-        double sw_pkt, mon_pkt;
-        if (tpm_ovs_pmd_cycles_per_packet(parts[i], &sw_pkt, &mon_pkt)) {
+        double sw_pkt, mon_pkt, rx_pkt;
+        if (tpm_ovs_pmd_cycles_per_packet(parts[i], &sw_pkt, &mon_pkt,
+                                          &rx_pkt)) {
             ds_put_format(&s, "  cycles per packet (sampled busy "
-                          "iterations): switch %.1f, monitor %.1f\n",
-                          sw_pkt, mon_pkt);
+                          "iterations): switch %.1f, monitor %.1f "
+                          "(packets %.1f, sweeps and commands %.1f)\n",
+                          sw_pkt, mon_pkt, rx_pkt, mon_pkt - rx_pkt);
         }
         ds_put_format(&s, "  triggers: %"PRIu64" instances, created %"PRIu64
                       ", expired %"PRIu64", refused %"PRIu64", chunks "

@@ -161,6 +161,7 @@ tpm_ovs_pmd_create(unsigned core_id, unsigned non_pmd_id)
     atomic_init(&p->last_iteration_ns, 0);
     atomic_init(&p->busy_cycles, 0);
     atomic_init(&p->busy_monitor, 0);
+    atomic_init(&p->busy_rx, 0);
     atomic_init(&p->busy_packets, 0);
     p->sample_countdown = CYCLE_SAMPLE_EVERY;
     p->ports_gen = UINT64_MAX;  /* Never a snapshot's: the first batch
@@ -332,6 +333,7 @@ iteration__(struct tpm_pmd *p, uint64_t rx_packets, long long int now_us)
             atomic_add_relaxed(&p->busy_cycles, t1 - p->iter_tsc, &orig);
             atomic_add_relaxed(&p->busy_monitor,
                                p->iter_monitor + (t1 - t0), &orig);
+            atomic_add_relaxed(&p->busy_rx, p->iter_monitor, &orig);
             atomic_add_relaxed(&p->busy_packets, rx_packets, &orig);
             uint64_t cycles = t1 - p->iter_tsc;
             uint64_t monitor = p->iter_monitor + (t1 - t0);

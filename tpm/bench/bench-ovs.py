@@ -333,6 +333,9 @@ TPM_RE = {
                    r"skipped (\d+)",
     "tpm_events": r"events: (\d+),",
     "tpm_tun_decap": r"tunnels: decapsulated (\d+)",
+    "tpm_cpp": r"cycles per packet \(sampled busy iterations\): "
+               r"switch ([\d.]+), monitor ([\d.]+) \(packets ([\d.]+), "
+               r"sweeps and commands ([\d.]+)\)",
 }
 
 
@@ -621,6 +624,12 @@ def cmd_table(a):
         print("C: sweep time (tpm/stats) median p50 %.0f us, p99 %.0f us; "
               "sweeps done %d, unfinished %d (all C runs)"
               % (p50, p99, done, unf))
+        cpp = [r["tpm"]["tpm_cpp"] for r in cs if "tpm_cpp" in r["tpm"]]
+        if cpp:
+            print("C: sampled cycles per packet (tpm/stats, medians since "
+                  "the start): switch %.1f, monitor %.1f: packets %.1f, "
+                  "sweeps and commands %.1f"
+                  % tuple(med([c[i] for c in cpp]) for i in range(4)))
         ws = [window_sweeps(r) for r in cs]
         if all(w[0] is not None for w in ws):
             print("C: in the measured windows (after the warm-up): sweeps "
