@@ -62,10 +62,7 @@ tpm_huge_alloc(struct tpm_huge_region *region, size_t size, const char *what)
 #define MADV_POPULATE_WRITE 23
 #endif
     if (madvise(p, psize, MADV_POPULATE_WRITE)) {
-        /* Kernels before 5.14: touch every page. */
-        for (size_t off = 0; off < psize; off += 4096) {
-            ((volatile char *) p)[off] = 0;
-        }
+        tpm_prefault(p, psize);     /* Kernels before 5.14. */
     }
     tpm_log(quiet__ ? TPM_LOG_DBG : TPM_LOG_WARN, "%s: no 2 MB huge pages "
             "reserved for %zu bytes (%s); using %s (see "
@@ -77,6 +74,30 @@ tpm_huge_alloc(struct tpm_huge_region *region, size_t size, const char *what)
     region->size = psize;
     region->huge = false;
     return 0;
+}
+
+/* One write per 4 KB, the smallest page size: a larger page is faulted
+ * in by the first write into it.  Each byte written is the one read, so
+ * the memory of others that shares the first and last pages is left as it
+ * was. */
+void
+tpm_prefault(void *p, size_t size)
+{
+    volatile char *b = p;
+    for (size_t off = 0; off < size; off += 4096) {
+        b[off] = b[off];
+    }
+    if (size) {
+        b[size - 1] = b[size - 1];
+    }
+}
+
+void *
+tpm_calloc_resident(size_t n, size_t size)
+{
+    void *p = xcalloc(n, size);
+    tpm_prefault(p, n * size);
+    return p;
 }
 
 void

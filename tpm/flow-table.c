@@ -24,7 +24,8 @@ tpm_flow_table_init(struct tpm_flow_table *ft, uint32_t n_slots,
     ft->mask = n_slots - 1;
     ft->probe_limit = probe_limit;
     size_t words = ((size_t) n_slots + 63) / 64;
-    ft->touched[0] = xcalloc(2 * words, sizeof *ft->touched[0]);
+    ft->touched[0] = tpm_calloc_resident(2 * words,
+                                         sizeof *ft->touched[0]);
     ft->touched[1] = ft->touched[0] + words;
     return 0;
 }

@@ -4,6 +4,7 @@
 
 #include <stdlib.h>
 
+#include "hugealloc.h"
 #include "util.h"
 
 static uint32_t
@@ -27,8 +28,8 @@ tpm_tenants_create(uint32_t cap)
     while (size < 2 * cap) {
         size *= 2;
     }
-    ts->vni = xcalloc(cap + 1, sizeof *ts->vni);
-    ts->index = xcalloc(size, sizeof *ts->index);
+    ts->vni = tpm_calloc_resident(cap + 1, sizeof *ts->vni);
+    ts->index = tpm_calloc_resident(size, sizeof *ts->index);
     ts->mask = size - 1;
     ts->cap = cap;
     return ts;

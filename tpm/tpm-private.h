@@ -480,13 +480,15 @@ struct tpm {
     uint32_t n_children;
     struct tpm_skip *skip;      /* Per child, and TPM_CHILD_PAD more
                                  * (idx TPM_NONE). */
-    struct tpm_hist *hist;      /* 'hist_ring' per child. */
+    struct tpm_hist *hist;      /* 'hist_ring' per child, in
+                                 * 'hist_region'. */
     uint32_t hist_ring;         /* history_len rounded up to a power of
                                  * two: a slot is a mask away from the
                                  * instance's 'hist_seq'. */
     struct tpm_imap_entry *imap; /* (event, group) -> instance. */
     uint32_t imap_mask;
     struct tpm_huge_region child_region;
+    struct tpm_huge_region hist_region;
 
     struct tpm_chunk *chunks;
     uint32_t *chunk_next;       /* Next chunk in list or free list. */

@@ -128,8 +128,8 @@ tpm_params_memory(const struct tpm_params *p)
     m += (uint64_t) p->flow_table_size / 4;    /* Touched bitmaps. */
     m += ROUND_UP(((uint64_t) p->max_triggers + TPM_CHILD_PAD)
                   * sizeof(struct tpm_child), page);
-    m += (uint64_t) p->max_triggers * pow2_ceil(p->history_len)
-         * sizeof(struct tpm_hist);
+    m += ROUND_UP((uint64_t) p->max_triggers * pow2_ceil(p->history_len)
+                  * sizeof(struct tpm_hist), page);
     m += map_size__(p->max_triggers) * sizeof(struct tpm_imap_entry);
     m += ROUND_UP((uint64_t) p->max_chunks * sizeof(struct tpm_chunk), page);
     m += (uint64_t) p->max_chunks * 2 * sizeof(uint32_t);
@@ -190,7 +190,7 @@ tpm_create(const struct tpm_params *params, char **errp)
     }
     tpm->chunks = tpm->chunk_region.base;
     tpm->chunk_next = xmalloc(p->max_chunks * sizeof *tpm->chunk_next);
-    tpm->chunk_n = xcalloc(p->max_chunks, sizeof *tpm->chunk_n);
+    tpm->chunk_n = tpm_calloc_resident(p->max_chunks, sizeof *tpm->chunk_n);
     for (uint32_t i = 0; i < p->max_chunks; i++) {
         tpm->chunk_next[i] = i + 1 < p->max_chunks ? i + 1 : TPM_NONE;
     }
@@ -201,8 +201,18 @@ tpm_create(const struct tpm_params *params, char **errp)
     tpm_skip_clear(tpm, 0, p->max_triggers + TPM_CHILD_PAD);
     tpm->hist_ring = pow2_ceil(p->history_len);
     tpm->sweep_cache_bytes = tpm_l2_cache_bytes();
-    tpm->hist = xcalloc((size_t) p->max_triggers * tpm->hist_ring,
-                        sizeof *tpm->hist);
+    /* The history too: the sweep writes an instance's first entry as its
+     * first interval closes, 'hist_ring' entries an instance (16 MB for
+     * the default 131072 instances of 8). */
+    if (tpm_huge_alloc(&tpm->hist_region, ((size_t) p->max_triggers
+                                           * tpm->hist_ring
+                                           * sizeof *tpm->hist),
+                       "trigger history")) {
+        *errp = xasprintf("history of %u trigger instances: out of memory",
+                          p->max_triggers);
+        goto fail;
+    }
+    tpm->hist = tpm->hist_region.base;
     uint32_t imap_size = map_size__(p->max_triggers);
     tpm->imap = xmalloc(imap_size * sizeof *tpm->imap);
     for (uint32_t i = 0; i < imap_size; i++) {
@@ -220,7 +230,7 @@ tpm_create(const struct tpm_params *params, char **errp)
     }
     tpm->idmap_mask = idmap_size - 1;
     tpm->backfill = xcalloc(p->max_events, sizeof *tpm->backfill);
-    tpm->dos = xcalloc(p->dos_table_size, sizeof *tpm->dos);
+    tpm->dos = tpm_calloc_resident(p->dos_table_size, sizeof *tpm->dos);
     if (p->tcp_state_pool) {
         if (tpm_huge_alloc(&tpm->conn_region,
                            (size_t) p->tcp_state_pool * sizeof *tpm->conns,
@@ -237,10 +247,11 @@ tpm_create(const struct tpm_params *params, char **errp)
             tpm->conn_free[i] = p->tcp_state_pool - 1 - i;
         }
         tpm->n_conn_free = p->tcp_state_pool;
-        tpm->flow_conn = xcalloc(p->flow_table_size,
-                                 sizeof *tpm->flow_conn);
+        tpm->flow_conn = tpm_calloc_resident(p->flow_table_size,
+                                             sizeof *tpm->flow_conn);
     }
-    tpm->flow_port = xcalloc(p->flow_table_size, sizeof *tpm->flow_port);
+    tpm->flow_port = tpm_calloc_resident(p->flow_table_size,
+                                         sizeof *tpm->flow_port);
     tpm->own_tenants = tpm_tenants_create(p->tenant_slots);
     tpm->tenants = tpm->own_tenants;
     tpm_tunnel_ports_init(&tpm->tunnels);
@@ -286,6 +297,7 @@ tpm_destroy(struct tpm *tpm)
     tpm_flow_table_destroy(&tpm->ft);
     tpm_huge_free(&tpm->child_region);
     tpm_huge_free(&tpm->chunk_region);
+    tpm_huge_free(&tpm->hist_region);
     tpm_huge_free(&tpm->conn_region);
     free(tpm->conn_free);
     free(tpm->flow_conn);
@@ -293,7 +305,6 @@ tpm_destroy(struct tpm *tpm)
     free(tpm->chunk_next);
     free(tpm->chunk_n);
     free(tpm->skip);
-    free(tpm->hist);
     free(tpm->imap);
     free(tpm->evs);
     free(tpm->free_evs);
