@@ -16,6 +16,7 @@
 #include "clock.h"
 #include "event.h"
 #include "flow-table.h"
+#include "hugealloc.h"
 #include "packet.h"
 #include "tpm.h"
 #include "util.h"
@@ -134,6 +135,9 @@ struct wl_opts {
                                  * (--vxlan or --vxlan-port-only). */
     bool underlay;              /* One more event, on the tunnels' outer
                                  * flows (--underlay). */
+    uint32_t switch_lines;      /* --switch-lines: lines read per frame
+                                 * from the switch's ring (0: none). */
+    uint64_t switch_ring;       /* --switch-ring: its size in bytes. */
     bool instr;
 };
 
@@ -155,6 +159,52 @@ static const struct wl_template {
     { "count()", "nw_dst/24", 400, 1600 },
     { "sum(volume)", "5tuple", 6000, 8000 },
 };
+
+/* --switch-lines: the switch's own memory traffic, which takes the caches
+ * from the monitor's tables inside Open vSwitch.  Before each batch,
+ * outside the measured time, 'switch_lines' lines are read for each frame
+ * from the next buffer of a ring of 'switch_ring' bytes in 2 KiB buffers,
+ * as DPDK's pcap port (bench-ovs.sh's traffic source) copies each frame
+ * out of an mbuf of its own, its header line and its data line: 2 lines.
+ * The ring is in huge pages, as DPDK's mbufs are.  The sum of the bytes
+ * read goes to a sink the compiler must keep. */
+#define WL_SWITCH_BUF 2048
+static volatile uint64_t wl_switch_sink;
+
+struct wl_switch {
+    struct tpm_huge_region region;
+    uint8_t *ring;
+    size_t n_bufs, next;
+};
+
+static void
+wl_switch_init(struct wl_switch *sw, const struct wl_opts *o)
+{
+    memset(sw, 0, sizeof *sw);
+    if (o->switch_lines) {
+        sw->n_bufs = o->switch_ring / WL_SWITCH_BUF;
+        if (tpm_huge_alloc(&sw->region, sw->n_bufs * WL_SWITCH_BUF,
+                           "the switch's ring")) {
+            cli_die("--switch-ring: out of memory");
+        }
+        sw->ring = sw->region.base;
+        memset(sw->ring, 0x5a, sw->n_bufs * WL_SWITCH_BUF);
+    }
+}
+
+static void
+wl_switch_reads(struct wl_switch *sw, int n, uint32_t lines)
+{
+    uint64_t sum = 0;
+    for (int k = 0; k < n; k++) {
+        const uint8_t *buf = sw->ring + sw->next * WL_SWITCH_BUF;
+        for (uint32_t l = 0; l < lines; l++) {
+            sum += buf[l * CACHE_LINE_SIZE];
+        }
+        sw->next = sw->next + 1 < sw->n_bufs ? sw->next + 1 : 0;
+    }
+    wl_switch_sink += sum;
+}
 
 struct wl_flow {
     uint8_t frame[WL_VXLAN_HLEN + FRAME_CAPLEN]; /* --vxlan: the outer
@@ -421,6 +471,8 @@ wl_run(const struct wl_opts *o, uint64_t seed, struct wl_result *res)
     struct tpm_frame frames[TPM_BATCH_MAX];
 
     memset(&st0, 0, sizeof st0);
+    struct wl_switch sw;
+    wl_switch_init(&sw, o);
     for (uint64_t i = 0; i < total; i += o->batch) {
         bool measuring = i >= warm;
         double t = i * pkt_ns;
@@ -466,6 +518,9 @@ wl_run(const struct wl_opts *o, uint64_t seed, struct wl_result *res)
             }
         }
 
+        if (sw.ring) {
+            wl_switch_reads(&sw, n, o->switch_lines);
+        }
         if (o->instr) {
             tpm_advance(tpm, now);
             tpm_process_batch(tpm, frames, n);
@@ -581,6 +636,7 @@ wl_run(const struct wl_opts *o, uint64_t seed, struct wl_result *res)
 
     free(ep);
     free(flows);
+    tpm_huge_free(&sw.region);
     tpm_destroy(tpm);
 }
 
@@ -641,6 +697,16 @@ wl_usage(void)
            "                     udp,tp_dst=4789,underlay): each "
            "tunnelled frame counted\n"
            "                     in both views\n"
+           "  --switch-lines N   the switch's own memory traffic, as inside "
+           "Open vSwitch:\n"
+           "                     before each batch (not timed), N cache "
+           "lines read for\n"
+           "                     each frame from the next 2 KiB buffer of "
+           "a ring, as\n"
+           "                     DPDK's pcap port copies a frame out of its "
+           "mbuf (2)\n"
+           "                     (0: none, the default)\n"
+           "  --switch-ring SIZE that ring's size (256MiB)\n"
            "  --instr            fixed seed and packet count (1M), no "
            "timing: for\n"
            "                     valgrind --tool=callgrind "
@@ -677,6 +743,12 @@ wl_print_header(const struct wl_opts *o)
     if (o->underlay) {
         tprintf("          and an event on the tunnels' outer flows\n");
     }
+    if (o->switch_lines) {
+        char r[32];
+        tprintf("          the switch's traffic: %u line(s) a frame read "
+                "from a ring of %s\n", o->switch_lines,
+                cli_format_bytes(o->switch_ring, r, sizeof r));
+    }
     tprintf("          warm-up %s simulated, then %"PRIu64" packets, "
             "%d run(s)%s%s\n",
             tpm_time_format(o->warmup_ns, w, sizeof w), o->packets, o->runs,
@@ -701,6 +773,7 @@ wl_json(const char *run, uint64_t seed, const struct wl_result *r,
     jl_num(&j, "vxlan", o->vxlan);
     jl_num(&j, "vxlan_port", o->vxlan_port);
     jl_num(&j, "underlay", o->underlay);
+    jl_num(&j, "switch_lines", o->switch_lines);
     jl_num(&j, "packets", o->packets);
     jl_num(&j, "rate_mpps", o->rate_mpps);
     jl_num(&j, "p1_cycles_per_pkt", r->p1_cycles_clean);
@@ -760,7 +833,7 @@ enum {
     WL_OPT_RATE, WL_OPT_EPOCH, WL_OPT_BATCH, WL_OPT_BURST, WL_OPT_BUDGET,
     WL_OPT_TABLE, WL_OPT_IDLE, WL_OPT_SCRUB, WL_OPT_P1, WL_OPT_TCP,
     WL_OPT_STATE_VARS, WL_OPT_PLAIN_VARS, WL_OPT_VXLAN, WL_OPT_VXLAN_PORT,
-    WL_OPT_UNDERLAY,
+    WL_OPT_UNDERLAY, WL_OPT_SWITCH_LINES, WL_OPT_SWITCH_RING,
     WL_OPT_INSTR, WL_OPT_JSON,
 };
 
@@ -788,6 +861,8 @@ static const struct option wl_long_options[] = {
     { "vxlan", required_argument, NULL, WL_OPT_VXLAN },
     { "vxlan-port-only", no_argument, NULL, WL_OPT_VXLAN_PORT },
     { "underlay", no_argument, NULL, WL_OPT_UNDERLAY },
+    { "switch-lines", required_argument, NULL, WL_OPT_SWITCH_LINES },
+    { "switch-ring", required_argument, NULL, WL_OPT_SWITCH_RING },
     { "instr", no_argument, NULL, WL_OPT_INSTR },
     { "json", no_argument, NULL, WL_OPT_JSON },
     { "help", no_argument, NULL, 'h' },
@@ -846,6 +921,7 @@ wl_parse_options(int argc, char *argv[], struct wl_opts *o)
         .table_size = 65536,
         .idle_epochs = 500,
         .scrub_per_step = 256,
+        .switch_ring = 256 << 20,
     };
     bool packets_set = false;
 
@@ -932,6 +1008,13 @@ wl_parse_options(int argc, char *argv[], struct wl_opts *o)
             break;
         case WL_OPT_UNDERLAY:
             o->underlay = true;
+            break;
+        case WL_OPT_SWITCH_LINES:
+            o->switch_lines = parse_count("switch-lines", optarg, 0,
+                                          WL_SWITCH_BUF / CACHE_LINE_SIZE);
+            break;
+        case WL_OPT_SWITCH_RING:
+            o->switch_ring = cli_bytes(parser.name, optarg, WL_SWITCH_BUF);
             break;
         case WL_OPT_INSTR:
             o->instr = true;
