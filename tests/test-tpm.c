@@ -3311,8 +3311,7 @@ START_TEST(test_params_memory)
                       * (256 + p.history_len * 16 + 2 * 8));
 
     /* A monitor's mappings add up to no more than the estimate (and to
-     * most of it: the rest is the history, filled as instances close,
-     * and malloc's own rounding). */
+     * most of it: the rest is malloc's own rounding). */
     FILE *maps_before = fopen("/proc/self/statm", "r");
     ck_assert_ptr_nonnull(maps_before);
     unsigned long vm0, vm1;
