@@ -407,9 +407,15 @@ def cmd_analyze(a):
                     "LLr": per(g["DLmr"], packets),
                     "LLw": per(g["DLmw"], packets),
                     "I1": per(g["I1mr"], packets),
-                    "ILL": per(g["ILmr"], packets)}
+                    "ILL": per(g["ILmr"], packets),
+                    # With --branch-sim=yes: mispredicted conditional and
+                    # indirect branches.
+                    "Bcm": per(g["Bcm"], packets) if "Bcm" in g else None,
+                    "Bim": per(g["Bim"], packets) if "Bim" in g else None}
         r["misses"] = misses(total)
         r["mon_misses"] = misses(mon_incl)
+        # The switch's own: everything outside the monitor's calls.
+        r["own_misses"] = misses([x - y for x, y in zip(total, mon_incl)])
         r["sweep_misses"] = misses(sweep)
         r["epoch_misses"] = misses(epoch)
         r["mon_perpkt_misses"] = misses([x - y for x, y in
@@ -478,9 +484,15 @@ def show(r, out=sys.stdout):
     if "misses" in r:
         m, mm = r["misses"], r["mon_misses"]
         w("  misses/packet: D1 %s (r %s, w %s), LL %s, I1 %s; monitor: D1 %s,"
-          " LL %s\n" % (fmt(m["D1"], 3), fmt(m["D1r"], 3), fmt(m["D1w"], 3),
-                        fmt(m["LL"], 4), fmt(m["I1"], 3), fmt(mm["D1"], 3),
-                        fmt(mm["LL"], 4)))
+          " LL %s, I1 %s\n" % (fmt(m["D1"], 3), fmt(m["D1r"], 3),
+                               fmt(m["D1w"], 3), fmt(m["LL"], 4),
+                               fmt(m["I1"], 3), fmt(mm["D1"], 3),
+                               fmt(mm["LL"], 4), fmt(mm["I1"], 3)))
+        if m.get("Bcm") is not None:
+            w("  mispredicted branches/packet (simulated): conditional %s,"
+              " indirect %s; monitor: %s, %s\n"
+              % (fmt(m["Bcm"], 3), fmt(m["Bim"], 3), fmt(mm["Bcm"], 3),
+                 fmt(mm["Bim"], 3)))
     mf = [f for f in r["functions"] if f["monitor"]][:r.get("top", 15)]
     if mf:
         w("  monitor functions (self Ir/packet): %s\n" % ", ".join(
@@ -548,6 +560,17 @@ def cmd_table(a):
             row(label + "LL misses per packet (r+w)", None, 4,
                 lambda r, f=f: f(r)["LL"])
         row("I1 misses per packet", None, 3, lambda r: r["misses"]["I1"])
+        if all("own_misses" in runs[c] for c in cols):
+            for k, label, p in (("D1", "D1 misses", 3), ("LL", "LL misses", 4),
+                                ("I1", "I1 misses", 3)):
+                row("  the switch's own (outside the monitor), " + label,
+                    None, p, lambda r, k=k: r["own_misses"][k])
+        if all(runs[c]["misses"].get("Bcm") is not None for c in cols):
+            row("mispredicted conditional branches per packet", None, 3,
+                lambda r: r["misses"]["Bcm"])
+            if all("own_misses" in runs[c] for c in cols):
+                row("  the switch's own", None, 3,
+                    lambda r: r["own_misses"]["Bcm"])
     row("packets in the window", "packets", 0)
     row("Kpps under valgrind", "kpps", 1)
     if "C" in runs and runs["C"].get("tpm"):

@@ -61,15 +61,21 @@
 # --skip-plt=no (see vg_args below).
 #
 # --cache-sim: callgrind's cache simulation as well (--cache-sim=yes,
-# this host's 32 KB 8-way L1s and a 32 MB 16-way LL): D1 and LL misses
-# (reads and writes) per packet.  (cachegrind itself cannot zero its
-# counters or restrict itself to one thread.)
+# 32 KB 8-way L1s and a 32 MB 16-way LL unless --caches says otherwise):
+# I1, D1 and LL misses (reads and writes) per packet.  The simulator has
+# two levels; --caches with the L2's size as the LL (1 MB 16-way on a
+# Zen 4 or 5) counts the lines that leave the core's own caches, where
+# a 32 MB LL counts those that leave the L3.  (cachegrind itself cannot
+# zero its counters or restrict itself to one thread.)  With
+# --valgrind-arg --branch-sim=yes, callgrind's branch simulation too
+# (the dump's Bcm and Bim: conditional and indirect mispredictions).
 #
 # Everything is started in a private network namespace and a work
 # directory that mktemp makes under /tmp (tpm-bench-ovs-instr.*),
 # stopped by PID (only if its command line names that directory) and
-# removed on exit, as bench-ovs.sh does.  Other benchmarks running meanwhile change the
-# time a run takes, not its counts (--wait waits for them anyway).
+# removed on exit, as bench-ovs.sh does.  Other benchmarks running
+# meanwhile change the time a run takes, not its counts (--wait waits for
+# them anyway).
 set -euo pipefail
 
 usage() {
@@ -95,7 +101,11 @@ usage: $0 [OPTIONS]   (as root)
                   valgrind's slowdown (~50), the PMD sees about as many
                   packets per epoch as at full speed (--set and
                   --interval still apply over it)
-  --cache-sim     simulate the caches as well (D1, LL misses)
+  --cache-sim     simulate the caches as well (I1, D1, LL misses)
+  --caches I1/D1/LL  their geometries, valgrind's SIZE,ASSOC,LINE each
+                  (32768,8,64/32768,8,64/33554432,16,64; e.g.
+                  32768,8,64/49152,12,64/1048576,16,64 for a Zen 5
+                  core's L1s and L2)
   --mem MODE      DPDK memory: nohuge (default) or huge (bench-lib.sh's
                   huge pages; not tried under valgrind)
   --top N         monitor functions listed per run (15)
@@ -118,6 +128,7 @@ per_prefix=8
 interval=10ms
 rule=in_port=1,actions=output:2
 cache_sim=false
+caches=32768,8,64/32768,8,64/33554432,16,64
 mem=nohuge
 top_n=15
 results_out=
@@ -150,6 +161,7 @@ while [ $# -gt 0 ]; do
         if [ "$1" = --set ]; then settings+=("$2"); else settings_c+=("$2"); fi
         shift ;;
     --cache-sim) cache_sim=true ;;
+    --caches) caches=$2; shift ;;
     --mem) mem=$2; shift ;;
     --top) top_n=$2; shift ;;
     --results) results_out=$2; shift ;;
@@ -164,6 +176,11 @@ done
 case $configs in
     *[!ABC]*|'') echo "$0: --configs takes letters A, B, C" >&2; exit 2 ;;
 esac
+geom='[1-9][0-9]*,[1-9][0-9]*,[1-9][0-9]*'
+if ! [[ $caches =~ ^($geom)/($geom)/($geom)$ ]]; then
+    echo "$0: --caches takes I1/D1/LL, each SIZE,ASSOC,LINE" >&2
+    exit 2
+fi
 if [ -n "$dilate" ]; then
     case $dilate in
         ''|*[!0-9]*|0) echo "$0: --dilate takes a positive integer" >&2
@@ -275,9 +292,8 @@ vg_args=(--tool=callgrind --toggle-collect=pmd_thread_main --fair-sched=yes
          --skip-plt=no "--vgdb-prefix=$WORK/vgdb")
 vg_args+=("${vg_extra[@]}")
 if $cache_sim; then
-    # shellcheck disable=SC2054  # (the commas are valgrind's)
-    vg_args+=(--cache-sim=yes --I1=32768,8,64 --D1=32768,8,64
-              --LL=33554432,16,64)
+    IFS=/ read -r i1 d1 ll <<< "$caches"
+    vg_args+=(--cache-sim=yes "--I1=$i1" "--D1=$d1" "--LL=$ll")
 fi
 
 # instr_start OUT TAG TREE [KEY=VALUE...]: bench-lib.sh's bench_start,
